@@ -1,0 +1,15 @@
+# Developer shortcuts. `make build` compiles pycomm._C in place (no install), for worktrees and tests.
+PYTHON ?= python3
+BUILD_DIR ?= build/inplace
+
+.PHONY: build clean test
+
+build:
+	cmake -S . -B $(BUILD_DIR) -GNinja -DPython_EXECUTABLE=$$(which $(PYTHON)) $(CMAKE_ARGS) >/dev/null
+	cmake --build $(BUILD_DIR) -j $$(nproc)
+
+test: build
+	$(PYTHON) -m pytest -q
+
+clean:
+	rm -rf build pycomm/_C*.so

@@ -1,0 +1,9 @@
+// Each concern registers its own Python functions; module.cc only calls these.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace pycomm::bind {
+void register_build_info(pybind11::module_& m);
+void register_kernels(pybind11::module_& m);
+}  // namespace pycomm::bind

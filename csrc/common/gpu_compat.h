@@ -1,0 +1,59 @@
+// One GPU source for CUDA and ROCm: kernels are written against these names, and this header
+// maps them to the CUDA runtime (nvcc) or the HIP runtime (hipcc). Never fork a kernel per vendor.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#if defined(__HIPCC__) || defined(PYCOMM_WITH_HIP)
+#include <hip/hip_runtime.h>
+using gpuStream_t = hipStream_t;
+using gpuError_t = hipError_t;
+#define gpuSuccess hipSuccess
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetLastError hipGetLastError
+#define gpuGetDevice hipGetDevice
+#define gpuSetDevice hipSetDevice
+#define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpyDefault hipMemcpyDefault
+#define gpuStreamSynchronize hipStreamSynchronize
+#define PYCOMM_GPU_RUNTIME "HIP"
+#else
+#include <cuda_runtime.h>
+using gpuStream_t = cudaStream_t;
+using gpuError_t = cudaError_t;
+#define gpuSuccess cudaSuccess
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetLastError cudaGetLastError
+#define gpuGetDevice cudaGetDevice
+#define gpuSetDevice cudaSetDevice
+#define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpyDefault cudaMemcpyDefault
+#define gpuStreamSynchronize cudaStreamSynchronize
+#define PYCOMM_GPU_RUNTIME "CUDA"
+#endif
+
+#define PYCOMM_GPU_CHECK(expr)                                                                   \
+  do {                                                                                           \
+    gpuError_t err_ = (expr);                                                                    \
+    if (err_ != gpuSuccess)                                                                      \
+      throw std::runtime_error(std::string(PYCOMM_GPU_RUNTIME " error in ") + #expr + ": " +   \
+                               gpuGetErrorString(err_));                                         \
+  } while (0)
+
+namespace pycomm {
+// Makes `device` current for the scope (kernels must launch on the tensor's device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    PYCOMM_GPU_CHECK(gpuGetDevice(&prev_));
+    if (device != prev_) PYCOMM_GPU_CHECK(gpuSetDevice(device));
+  }
+  ~DeviceGuard() { gpuSetDevice(prev_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+}  // namespace pycomm
