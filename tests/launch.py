@@ -1,0 +1,52 @@
+"""Starting real ranks from tests: `mpirun` (Open MPI) here; tests/slurm.py adds `srun`.
+
+A worker is a Python module run on every rank; it asserts and exits non-zero on failure, and the
+launcher turns that into a test failure carrying every rank's output."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def have_mpirun() -> bool:
+    return shutil.which("mpirun") is not None
+
+
+def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env.setdefault("OMP_NUM_THREADS", "1")      # ranks share 2 cores: no OpenMP oversubscription
+    env.setdefault("PYCOMM_TIMEOUT", "120")     # a hang becomes an error, not a stuck CI run
+    env.update(extra or {})
+    return env
+
+
+def mpirun_argv(n: int, mca: Sequence[str] = ()) -> list[str]:
+    argv = ["mpirun", "-n", str(n), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    for kv in mca:
+        key, value = kv.split("=", 1)
+        argv += ["--mca", key, value]
+    return argv
+
+
+def check(proc: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
+    if proc.returncode != 0:
+        raise AssertionError(f"{what} exited with {proc.returncode}\n--- stdout ---\n{proc.stdout}\n"
+                             f"--- stderr ---\n{proc.stderr}")
+    return proc
+
+
+def mpirun(n: int, module: str, *args: str, timeout: float = 300, env: Mapping[str, str] | None = None,
+           mca: Sequence[str] = (), expect_ok: bool = True) -> subprocess.CompletedProcess:
+    """Run `python -m module args...` on n ranks; fail with all output unless it exits 0."""
+    argv = [*mpirun_argv(n, mca), sys.executable, "-m", module, *args]
+    proc = subprocess.run(argv, cwd=ROOT, env=worker_env(env), capture_output=True, text=True, timeout=timeout)
+    return check(proc, " ".join(argv)) if expect_ok else proc
