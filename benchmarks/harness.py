@@ -1,0 +1,100 @@
+"""Shared measurement harness: every benchmark times with `measure`, reports ratios against a peer
+measured in the same run, and writes benchmarks/results/<name>.json and a PNG through `save`."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Timing:
+    """Seconds per call over `repeats` timed runs (after warm-up)."""
+
+    median: float
+    min: float
+    max: float
+    repeats: int
+    samples: list[float] = field(default_factory=list, repr=False)
+
+
+def measure(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2, inner: int = 1,
+            sync: Callable[[], Any] | None = None) -> Timing:
+    """Median/min/max seconds of one call of `fn`. `inner` calls are timed together and divided
+    (for calls too short for the clock); `sync` (e.g. torch.cuda.synchronize) runs before each stop."""
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        if sync:
+            sync()
+        samples.append((time.perf_counter() - t0) / inner)
+    return Timing(statistics.median(samples), min(samples), max(samples), repeats, samples)
+
+
+def environment() -> dict[str, Any]:
+    """What the figures were measured on."""
+    env: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    try:
+        import torch
+        env["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            env["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    try:
+        import pycomm
+        env["pycomm_build"] = pycomm.build_info()
+    except ImportError:
+        pass
+    return env
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """A fixed-width text table of `rows` (floats to 4 significant digits)."""
+    def fmt(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None = None) -> Path:
+    """Write results/<name>.json (payload + environment) and, with `plot(ax)`, results/<name>.png."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{name}.json"
+    doc = {"benchmark": name, "environment": environment(), **payload}
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o)))
+    os.replace(tmp, out)
+    if plot is not None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(8, 5))
+        plot(ax)
+        fig.tight_layout()
+        fig.savefig(RESULTS / f"{name}.png", dpi=120)
+        plt.close(fig)
+    return out

@@ -1,0 +1,65 @@
+// The one C++ interface every transport (MPI, NCCL/RCCL) implements. Buffers arrive raw from
+// Python (pycomm/_tensors.py); a transport never sees a torch tensor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/dtype.h"
+
+namespace pycomm {
+
+enum class ReduceOp : int32_t { SUM = 0, AVG = 1, MAX = 2, MIN = 3 };
+const char* reduce_op_name(ReduceOp op);
+
+struct Buffer {
+  void* ptr = nullptr;
+  int64_t count = 0;  // elements
+  DType dtype = DType::F32;
+  int device = -1;    // -1: host memory; >= 0: GPU ordinal
+  int64_t bytes() const { return count * static_cast<int64_t>(dtype_size(dtype)); }
+};
+
+// What one submitted operation is: named in stall errors, PYCOMM_DEBUG mismatches, NVTX and stats.
+struct OpInfo {
+  std::string name;   // "allreduce", "broadcast", ...
+  uint64_t seq = 0;   // per-communicator submission number
+  int64_t count = 0;
+  DType dtype = DType::F32;
+  int peer = -1;      // root, dst or src where the op has one
+  int64_t bytes = 0;
+  std::string describe() const;  // "allreduce #12 (count 1024, float32, 4096 bytes)"
+};
+
+// Completion of one op. wait() on a GPU op makes `stream` wait (no host sync); on a host op it
+// blocks. Both raise pycomm's stall error once timeout_s passes without completion.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual bool is_completed() = 0;
+  virtual void wait(uintptr_t stream, double timeout_s) = 0;
+  virtual void synchronize(double timeout_s) = 0;
+  virtual const OpInfo& info() const = 0;
+};
+
+// Ops run in submission order on the transport's one queue, so ranks submitting the same sequence
+// never deadlock. `stream` is the caller's current GPU stream (0 for host buffers).
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;
+  virtual std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream) = 0;
+  virtual std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream) = 0;
+  virtual std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream) = 0;
+  virtual std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream) = 0;
+  virtual std::shared_ptr<Work> alltoall(Buffer out, Buffer in, uintptr_t stream) = 0;
+  virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) = 0;
+  virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) = 0;
+  virtual std::shared_ptr<Work> barrier() = 0;
+  virtual std::unique_ptr<Transport> split(int color, int key) = 0;
+};
+
+}  // namespace pycomm
