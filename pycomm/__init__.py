@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pycomm._build import build_info
 from pycomm import kernels
+from pycomm.codecs import Int8Codec, OneBitCodec
 
-__all__ = ["build_info", "kernels"]
+__all__ = ["Int8Codec", "OneBitCodec", "build_info", "kernels"]
 __version__ = "0.1.0"
