@@ -31,13 +31,14 @@ __global__ void __launch_bounds__(gpu::kThreads) quantize_kernel(QuantizeArgs a)
     const float scale = codec::int8_scale(amax, nonfinite);
     const float div = codec::int8_divisor(scale);
     if (threadIdx.x == 0) a.scales[blk] = scale;
+    const bool nonfinite_block = codec::int8_nonfinite_block(nonfinite);  // uniform across the block
     for (int64_t j = threadIdx.x; j < len; j += gpu::kThreads) {
       float v = Num<T>::load(x[b0 + j]);
       if (kResidual) v += a.residual[b0 + j];
       const float u = kStochastic ? codec::uniform(a.seed, b0 + j) : 0.0f;
-      const float l = codec::int8_level<kStochastic>(v, div, u);
-      a.q[b0 + j] = static_cast<int8_t>(static_cast<int32_t>(l));
-      if (kResidual) a.residual[b0 + j] = v - codec::mul_rn(l, scale);
+      const int32_t l = nonfinite_block ? 0 : codec::int8_level<kStochastic>(v, div, u);
+      a.q[b0 + j] = static_cast<int8_t>(l);
+      if (kResidual) a.residual[b0 + j] = nonfinite_block ? v - scale : v - codec::mul_rn(static_cast<float>(l), scale);
     }
   }
 }
