@@ -108,6 +108,7 @@ bool OpQueue::stop(double timeout_s) {
   state_->stopping = true;
   state_->cv.notify_all();
   auto ended = [&] { return state_->exited; };
+  if (health_->broken()) timeout_s = 2;  // nothing in flight will complete any more
   bool done = timeout_s > 0 ? state_->exit_cv.wait_for(lk, std::chrono::duration<double>(timeout_s), ended)
                             : (state_->exit_cv.wait(lk, ended), true);
   if (!done) {
