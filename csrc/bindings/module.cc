@@ -6,5 +6,6 @@ PYBIND11_MODULE(_C, m) {
   pycomm::bind::register_kernels(m);
   pycomm::bind::register_comm(m);
   pycomm::bind::register_mpi(m);
+  pycomm::bind::register_nccl(m);
   pycomm::bind::register_store(m);
 }
