@@ -45,8 +45,10 @@ def _mpi_usable(env: LaunchEnv) -> bool:
         return False
     if env.mpi_launched:
         return True
-    mpi = sys.modules.get("mpi4py.MPI")  # the application already initialised MPI itself
-    return mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()
+    # The application initialised MPI itself (mpi4py), over the same ranks (not a singleton MPI).
+    mpi = sys.modules.get("mpi4py.MPI")
+    return (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()
+            and mpi.COMM_WORLD.Get_size() == env.size)
 
 
 def _unique_id_over_mpi(env: LaunchEnv, uid: bytes | None) -> bytes:

@@ -17,7 +17,19 @@ NcclComm::NcclComm(ncclComm_t comm, std::shared_ptr<CommHealth> health) : health
 
 NcclComm::~NcclComm() {
   std::lock_guard<std::mutex> lk(state_mu_);
-  if (!released_) ncclCommAbort(comm_);
+  abort_now();
+}
+
+void NcclComm::abort_now() {
+  if (released_) return;
+  released_ = true;
+  aborted_ = true;
+  ncclCommAbort(comm_);
+}
+
+bool NcclComm::aborted() const {
+  std::lock_guard<std::mutex> lk(state_mu_);
+  return aborted_;
 }
 
 ncclComm_t NcclComm::usable(const char* what) {
@@ -39,8 +51,13 @@ void NcclComm::check(ncclResult_t r, const char* what) {
   }
   std::string msg = std::string(what) + ": NCCL error on the " + health_->label() + ": " + ncclGetErrorString(r) +
                     detail;
-  // Bad arguments leave the communicator usable; anything else leaves ranks out of step.
-  if (r != ncclInvalidArgument && r != ncclInvalidUsage) health_->mark_broken(msg);
+  // Bad arguments leave the communicator usable; anything else leaves ranks out of step, so end
+  // its kernels now (the caller holds call_mu_, so no other call is in NCCL).
+  if (r != ncclInvalidArgument && r != ncclInvalidUsage) {
+    health_->mark_broken(msg);
+    std::lock_guard<std::mutex> lk(state_mu_);
+    abort_now();
+  }
   throw PycommError(msg);
 }
 
@@ -60,9 +77,7 @@ void NcclComm::abort(const std::string& reason) {
   while (!call.try_lock() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::lock_guard<std::mutex> lk(state_mu_);
-  if (released_) return;
-  released_ = true;
-  ncclCommAbort(comm_);
+  abort_now();
 }
 
 std::string NcclComm::abort_for_stall(const OpInfo& op, double timeout_s) {

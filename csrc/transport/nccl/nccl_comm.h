@@ -33,6 +33,9 @@ class NcclComm {
   // Marks the communicator broken with `reason` (kept if one is there) and aborts it, once: its
   // kernels exit and later calls fail. Safe from any thread, also while a call is hung in NCCL.
   void abort(const std::string& reason);
+  // An abort ended it (stall, NCCL error, mismatch, shutdown with ops running): results of ops
+  // that had not completed before are invalid. A clean shutdown (destroy) is not an abort.
+  bool aborted() const;
   // After a stall of `op` past timeout_s: aborts and returns the StallError message.
   std::string abort_for_stall(const OpInfo& op, double timeout_s);
   // Clean release once all work has completed (ncclCommDestroy); later calls fail.
@@ -45,12 +48,16 @@ class NcclComm {
  private:
   ncclComm_t usable(const char* what);
   void check(ncclResult_t r, const char* what);
+  void abort_now();  // under state_mu_
+
+
 
   std::shared_ptr<CommHealth> health_;
   std::mutex call_mu_;           // one NCCL call at a time on comm_
   mutable std::mutex state_mu_;  // guards comm_ / released_ against abort from another thread
   ncclComm_t comm_;
   bool released_ = false;
+  bool aborted_ = false;
 };
 
 }  // namespace pycomm::nccl

@@ -118,7 +118,7 @@ void NcclTransport::debug_check(const OpInfo& info) {
   try {
     check_signatures(reinterpret_cast<const int64_t*>(all.data()), size_, rank_, comm_->health().label());
   } catch (const MismatchError& e) {
-    comm_->health().mark_broken(e.what());
+    comm_->abort(e.what());  // ranks are out of step: collectives already queued would never match
     throw;
   }
 }

@@ -30,6 +30,7 @@ void NcclTransport::check_device(const Buffer& b, const char* what) const {
 
 std::shared_ptr<Work> NcclTransport::launch(OpInfo info, const uintptr_t* caller, bool host_blocking,
                                             const Body& body) {
+  const double timeout_s = stall_timeout_s();  // a malformed PYCOMM_TIMEOUT fails before anything is queued
   std::lock_guard<std::mutex> lk(submit_mu_);
   comm_->throw_if_broken(info.name.c_str());
   DeviceGuard on_device(device_);
@@ -45,7 +46,7 @@ std::shared_ptr<Work> NcclTransport::launch(OpInfo info, const uintptr_t* caller
   if (op->info.bytes > 0 || host_blocking) comm_->call(op->info.name.c_str(), [&](ncclComm_t c) { return body(c, stream_); });
   PYCOMM_GPU_CHECK(gpuEventRecord(op->done, stream_));
   comm_->health().note_started(op->info);
-  watchdog_->track(op, stall_timeout_s());
+  watchdog_->track(op, timeout_s);
   return std::make_shared<NcclWork>(op, comm_);
 }
 

@@ -26,13 +26,11 @@ void host_wait(gpuEvent_t event, const OpInfo& op, NcclComm& comm, double timeou
   auto nap = std::chrono::microseconds(20);
   for (;;) {
     gpuError_t r = gpuEventQuery(event);
-    if (r == gpuSuccess) {
-      comm.throw_if_broken(op.name.c_str());  // completed only because an abort ended the kernels
-      return;
-    }
+    // After an abort, "complete" may only mean the kernels were ended: raise the abort's cause.
+    if (comm.aborted()) comm.throw_if_broken(op.name.c_str());
+    if (r == gpuSuccess) return;
     if (r != gpuErrorNotReady)
       throw PycommError(op.describe() + ": " PYCOMM_GPU_RUNTIME " error while waiting: " + gpuGetErrorString(r));
-    comm.throw_if_broken(op.name.c_str());  // the watchdog found a stall or an NCCL error
     if (timeout_s > 0 && Clock::now() - begin > std::chrono::duration<double>(timeout_s))
       throw StallError(comm.abort_for_stall(op, timeout_s));
     std::this_thread::sleep_for(nap);
@@ -49,7 +47,7 @@ bool NcclWork::is_completed() {
 
 void NcclWork::wait(uintptr_t stream, double timeout_s) {
   if (op_->host_blocking) return synchronize(timeout_s);
-  comm_->throw_if_broken(op_->info.name.c_str());
+  if (comm_->aborted()) comm_->throw_if_broken(op_->info.name.c_str());
   PYCOMM_GPU_CHECK(gpuStreamWaitEvent(reinterpret_cast<gpuStream_t>(stream), op_->done, 0));
 }
 
