@@ -144,7 +144,8 @@ def test_send_recv_to_self_and_barrier(comm):
     torch.testing.assert_close(r, t, rtol=0, atol=0)
     w1 = comm.isend(t, 0, tag=1)
     w2 = comm.irecv(r.zero_(), 0, tag=1)
-    w1.wait(); w2.wait()
+    w1.wait()
+    w2.wait()
     torch.testing.assert_close(r, t, rtol=0, atol=0)
     comm.barrier()
     with pytest.raises(pycomm.PycommError, match="no send to itself with that tag"):
@@ -181,6 +182,8 @@ def test_debug_mode_checks_ops(comm, monkeypatch):
 
 @needs_gpu
 def test_stats_count_nccl_ops(comm):
+    torch.cuda.synchronize()
+    time.sleep(0.5)  # let the watchdog record the completions of earlier tests' ops first
     pycomm.stats(reset=True)
     t = sample(torch.float32, 1024, seed=6)
     comm.allreduce(t, op=pycomm.SUM, async_op=True).synchronize()
@@ -218,6 +221,16 @@ def test_ops_after_shutdown_raise():
     c.shutdown()
     with pytest.raises(pycomm.PycommError, match="shut down"):
         c.allreduce(torch.ones(8, device="cuda"))
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["host", "watchdog"])
+def test_stall_raises_naming_the_op(mode):
+    p = subprocess.run([sys.executable, "-m", "tests.comm.workers.nccl_stall", mode], cwd=ROOT,
+                       env=worker_env({"PYCOMM_TIMEOUT": "2"}), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "stall: allreduce #0" in p.stdout, p.stdout + p.stderr
+    if mode == "watchdog":
+        assert "pycomm: stall error" in p.stderr, p.stderr
 
 
 # ---- pycomm.init(backend="nccl") in fresh processes ------------------------------------------------
