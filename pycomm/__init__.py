@@ -8,10 +8,11 @@ from pycomm.communicator import Communicator
 from pycomm.errors import MismatchError, PycommError, StallError
 from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
+from pycomm.store import TCPStore
 from pycomm.runtime import finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.work import Work
 
 __all__ = ["build_info", "kernels", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init", "world",
            "from_mpi4py", "finalize", "stats", "is_initialized", "LaunchEnv", "PycommError", "StallError",
-           "MismatchError", "Int8Codec", "OneBitCodec"]
+           "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore"]
 __version__ = "0.1.0"

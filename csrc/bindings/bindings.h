@@ -10,4 +10,6 @@ void register_codecs(pybind11::module_& m);
 void register_bucket_update(pybind11::module_& m);
 void register_comm(pybind11::module_& m);
 void register_mpi(pybind11::module_& m);
+void register_nccl(pybind11::module_& m);
+void register_store(pybind11::module_& m);
 }  // namespace pycomm::bind

@@ -8,4 +8,6 @@ PYBIND11_MODULE(_C, m) {
   pycomm::bind::register_bucket_update(m);
   pycomm::bind::register_comm(m);
   pycomm::bind::register_mpi(m);
+  pycomm::bind::register_nccl(m);
+  pycomm::bind::register_store(m);
 }

@@ -29,6 +29,19 @@ using gpuEvent_t = hipEvent_t;
 #define gpuHostAlloc hipHostMalloc
 #define gpuHostAllocDefault hipHostMallocDefault
 #define gpuFreeHost hipHostFree
+#define gpuEventQuery hipEventQuery
+#define gpuEventElapsedTime hipEventElapsedTime
+#define gpuEventDefault hipEventDefault
+#define gpuStreamQuery hipStreamQuery
+#define gpuErrorNotReady hipErrorNotReady
+#define gpuMalloc hipMalloc
+#define gpuFree hipFree
+#define gpuMallocAsync hipMallocAsync
+#define gpuFreeAsync hipFreeAsync
+#define gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuGetDeviceCount hipGetDeviceCount
 #define PYCOMM_GPU_RUNTIME "HIP"
 #else
 #include <cuda_runtime.h>
@@ -54,6 +67,19 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuHostAlloc cudaHostAlloc
 #define gpuHostAllocDefault cudaHostAllocDefault
 #define gpuFreeHost cudaFreeHost
+#define gpuEventQuery cudaEventQuery
+#define gpuEventElapsedTime cudaEventElapsedTime
+#define gpuEventDefault cudaEventDefault
+#define gpuStreamQuery cudaStreamQuery
+#define gpuErrorNotReady cudaErrorNotReady
+#define gpuMalloc cudaMalloc
+#define gpuFree cudaFree
+#define gpuMallocAsync cudaMallocAsync
+#define gpuFreeAsync cudaFreeAsync
+#define gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuGetDeviceCount cudaGetDeviceCount
 #define PYCOMM_GPU_RUNTIME "CUDA"
 #endif
 

@@ -18,13 +18,17 @@ double stall_timeout_s() {
   return s;
 }
 
-void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health) {
+std::string stall_message(const OpInfo& waited, double timeout_s, const CommHealth& health) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", timeout_s);
-  std::string msg = waited.describe() + " on the " + health.label() + " did not complete within PYCOMM_TIMEOUT=" +
-                    secs + " s; " + health.in_flight_summary() +
-                    ". Another rank probably skipped, reordered or has not reached this op, or died. "
-                    "The communicator is now broken.";
+  return waited.describe() + " on the " + health.label() + " did not complete within PYCOMM_TIMEOUT=" + secs +
+         " s; " + health.in_flight_summary() +
+         ". Another rank probably skipped, reordered or has not reached this op, or died. "
+         "The communicator is now broken.";
+}
+
+void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health) {
+  std::string msg = stall_message(waited, timeout_s, health);
   health.mark_broken("stall: " + msg);
   throw StallError(msg);
 }
