@@ -3,7 +3,8 @@
 `SlurmCluster` writes a slurm.conf into a temporary directory, starts munged (with a generated key),
 slurmctld and slurmd in the foreground as children of the test process, and waits until `sinfo`
 shows the node idle (about a second). Ports are picked free and every file lives in that directory,
-so several sessions on one machine do not collide and nothing in /etc is touched. The session
+job ids start at a random number (PMIx names its /tmp directories after them), so several sessions
+on one machine do not collide, and nothing in /etc is touched. The session
 fixture `slurm` (imported by tests/conftest.py) yields the running cluster; tests call
 `slurm.srun(n, "tests.<layer>.workers.<name>", ...)` the way they call tests.launch.mpirun.
 Daemons run as root (slurmd must, to launch tasks as the job's user): elsewhere the tests skip.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import getpass
 import math
 import os
+import random
 import shutil
 import signal
 import socket
@@ -79,6 +81,7 @@ class SlurmCluster:
         key.chmod(0o600)
         self.conf.write_text(f"""\
 ClusterName=pycommtest
+FirstJobId={random.randint(1000, 10**7)}
 SlurmctldHost={self.node}(127.0.0.1)
 SlurmctldPort={self.ports['slurmctld']}
 SlurmdPort={self.ports['slurmd']}
@@ -105,6 +108,8 @@ ReturnToService=2
 NodeName={self.node} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """)
+        (d / "pmix").mkdir()
+        (d / "mpi.conf").write_text(f"PMIxCliTmpDirBase={d}/pmix\n")
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.dir / "log" / f"{name}.out", "wb")
