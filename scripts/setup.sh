@@ -64,7 +64,8 @@ fi
 echo "python: $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
 "$PY" -m pip install -q -r scripts/requirements.txt
 
-# mpi4py must use the system Open MPI (the one pycomm links): rebuild it from source otherwise.
+# mpi4py must use the system Open MPI (the one pycomm links): its wheel loads the system libmpi;
+# where it does not (another MPI first on the library path, an old mpi4py), rebuild it from source.
 mpi4py_uses_system_mpi() {
   local want
   want="$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9.]*\).*/\1/p' | head -1)"
