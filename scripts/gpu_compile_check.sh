@@ -20,19 +20,21 @@ build_variant() {
   cmake --build "$dir" -j "$(nproc)"
 }
 
-# Import the built module from a copy of the Python package and check what it reports.
+# Import the built module from a copy of the Python package and check what it reports
+# (the component, its architectures, and NCCL when it was required).
 import_check() {
-  local kind=$1 expect=$2 dir="build/gpu-$1"
+  local kind=$1 expect=$2 nccl=$3 dir="build/gpu-$1"
   "$PY" -c 'import shutil, sys; shutil.copytree("pycomm", sys.argv[1], dirs_exist_ok=True,
             ignore=shutil.ignore_patterns("_C*.so", "__pycache__"))' "$dir/pkg/pycomm"
-  (cd "$dir/pkg" && "$PY" - "$kind" "$expect" <<'PYEOF'
+  (cd "$dir/pkg" && "$PY" - "$kind" "$expect" "$nccl" <<'PYEOF'
 import sys
 import pycomm
-kind, archs = sys.argv[1], sys.argv[2]
+kind, archs, nccl = sys.argv[1:4]
 assert pycomm.__file__.startswith(__import__("os").getcwd()), pycomm.__file__
 info = pycomm.build_info()
 print(f"{kind} build imports; build_info() = {info}")
 assert info[kind] and info["cpu"] and info["gpu_archs"] == archs, info
+assert info["nccl"] or nccl != "on", info
 PYEOF
   )
 }
@@ -48,7 +50,7 @@ check_cuda() {
   if grep -qE '^PYCOMM_NCCL_(INCLUDE|LIB):.*NOTFOUND' build/gpu-cuda/CMakeCache.txt; then
     die "NCCL header or library from the nvidia-nccl-cu13 wheel not found by cmake/PycommNccl.cmake"
   fi
-  import_check cuda "80,90"
+  import_check cuda "80,90" $nccl
 }
 
 check_hip() {
@@ -66,7 +68,7 @@ check_hip() {
   fi
   apt_install hipcc libamdhip64-dev
   build_variant hip -DPYCOMM_CUDA=off -DPYCOMM_HIP=on -DPYCOMM_NCCL=auto -DPYCOMM_HIP_ARCHS=gfx90a
-  import_check hip "gfx90a"
+  import_check hip "gfx90a" auto
 }
 
 for kind in "${kinds[@]}"; do
