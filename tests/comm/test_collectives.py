@@ -15,7 +15,7 @@ from tests.launch import mpirun
     (1, {}), (2, {}), (3, {"PYCOMM_DEBUG": "1", "PYCOMM_MPI_NONBLOCKING": "1"}), (4, {}),
 ], ids=["1rank", "2ranks", "3ranks-debug-nonblocking", "4ranks"])
 def test_collectives_against_numpy(ranks, env):
-    proc = mpirun(ranks, "tests.comm.workers.collectives", env=env, timeout=600)
+    proc = mpirun(ranks, "tests.comm.workers.collectives", "--launcher", "openmpi", env=env, timeout=600)
     passed = re.findall(r"rank (\d+)/(\d+) \(mpi\): (\d+) checks passed", proc.stdout)
     assert sorted(int(r) for r, _, _ in passed) == list(range(ranks)), proc.stdout
     assert all(int(n) > 300 for _, _, n in passed), proc.stdout

@@ -1,8 +1,11 @@
 """Every op of pycomm.Communicator against a numpy reference on real ranks, for every dtype and sizes
 0, 1, odd and larger; async ops in flight; overlap; split / split_by_node / from_mpi4py; bad input.
-Run under mpirun with any number of ranks: `python -m tests.comm.workers.collectives`."""
+Run under mpirun (or srun --mpi=pmix) with any number of ranks:
+`python -m tests.comm.workers.collectives [backend] [--launcher openmpi|slurm|...]`; --launcher makes the
+worker assert that pycomm.init() read that launcher's environment (tests/comm/test_srun.py uses it)."""
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -269,9 +272,24 @@ def check_stats(comm) -> None:
     ok()
 
 
+def check_launcher(comm, expected: str) -> None:
+    """pycomm.init() took rank and size from `expected`'s environment, and they agree with the transport's."""
+    env = pycomm.runtime.launch_env()
+    assert env.launcher == expected, f"launched by {env.launcher!r}, expected {expected!r}: {env}"
+    assert (env.rank, env.size) == (comm.rank, comm.size), (env, comm.rank, comm.size)
+    print(f"rank {comm.rank}: launcher {env.launcher}", flush=True)
+    ok()
+
+
 def main() -> int:
-    comm = pycomm.init(backend=sys.argv[1] if len(sys.argv) > 1 else "auto")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("backend", nargs="?", default="auto")
+    parser.add_argument("--launcher", help="assert that pycomm.init() detected this launcher")
+    args = parser.parse_args()
+    comm = pycomm.init(backend=args.backend)
     t0 = time.perf_counter()
+    if args.launcher:
+        check_launcher(comm, args.launcher)
     for check in (check_allreduce, check_broadcast, check_allgather, check_reduce_scatter, check_alltoall,
                   check_p2p, check_many_async, check_overlap, check_split, check_bad_input, check_stats):
         check(comm)
