@@ -13,8 +13,9 @@ import torch
 
 from pycomm import _dtypes, kernels
 from pycomm._buffers import POOL
-from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
+from pycomm.ops import AVG, SUM, check_op
+from pycomm.work import Work
 
 WIRE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 DEFAULT_BUCKET_BYTES = 25 << 20
@@ -63,23 +64,29 @@ def plan_buckets(tensors: Sequence[torch.Tensor], bucket_bytes: int,
 class _InFlight:
     """One bucket on the wire: its buffer, its transport work and how to put the result back."""
 
-    def __init__(self, plan: BucketPlan, tensors: list[torch.Tensor], buffer: torch.Tensor | None,
-                 work: Any) -> None:
-        self.plan, self.tensors, self.buffer, self.work = plan, tensors, buffer, work
+    def __init__(self, tensors: list[torch.Tensor], buffer: torch.Tensor | None, work: Work,
+                 floor_divide_by: int = 1) -> None:
+        self.tensors, self.buffer, self.work = tensors, buffer, work
+        self.floor_divide_by = floor_divide_by      # integer AVG: SUM, then floor division
 
     def finish(self) -> None:
         self.work.wait()
+        result = self.buffer if self.buffer is not None else self.tensors[0]
+        if self.floor_divide_by != 1:
+            result.div_(self.floor_divide_by, rounding_mode="floor")
         if self.buffer is not None:
             kernels.unpack(self.buffer, self.tensors)
             POOL.give(self.buffer)
             self.buffer = None
 
 
-class CoalescedWork:
+class CoalescedWork(Work):
     """The pending result of `allreduce_coalesced`. wait() waits for every bucket and unpacks it into
     the caller's tensors (which must not be read or written until then)."""
 
-    def __init__(self, buckets: list[_InFlight]) -> None:
+    __slots__ = ("_pending", "num_buckets")
+
+    def __init__(self, buckets: list[_InFlight]) -> None:   # noqa: super().__init__ is per transport op
         self._pending = buckets
         self.num_buckets = len(buckets)
 
@@ -93,6 +100,11 @@ class CoalescedWork:
             self._pending.pop(0)
 
     synchronize = wait
+
+    @property
+    def info(self) -> dict:
+        return {"name": "allreduce_coalesced", "buckets": self.num_buckets, "pending": len(self._pending),
+                "describe": f"allreduce_coalesced ({self.num_buckets} buckets)"}
 
 
 def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AVG,
@@ -115,16 +127,18 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
         raise TypeError(f"{what}: wire_dtype must be None or one of {names}, got {wire_dtype!r}")
 
     in_flight = []
-    for plan in plan_buckets(tensors, bucket_bytes, wire_dtype):
+    for bucket_id, plan in enumerate(plan_buckets(tensors, bucket_bytes, wire_dtype)):
         members = [tensors[i] for i in plan.indices]
         floating = plan.dtype in _dtypes.FLOATING
+        # AVG of packed floats: pre-scale by 1/size in the pack pass (also keeps fp16 sums in range),
+        # then SUM; AVG of integers (which cannot be averaged on the wire): SUM, then floor division.
+        wire_op = SUM if op == AVG and not (floating and plan.in_place) else op
+        floor_div = comm.size if op == AVG and not floating else 1
         if plan.in_place:
-            in_flight.append(_InFlight(plan, members, None, comm.allreduce(members[0], op=op, async_op=True)))
-            continue
-        # AVG of floats: pre-scale while packing (also keeps fp16 sums in range), then SUM.
-        prescale = floating and op == AVG
-        buffer = POOL.take(plan.numel, plan.wire_dtype, members[0].device)
-        kernels.pack(members, buffer, scale=1.0 / comm.size if prescale else 1.0)
-        work = comm.allreduce(buffer, op=SUM if prescale else op, async_op=True)
-        in_flight.append(_InFlight(plan, members, buffer, work))
+            buffer, target = None, members[0]
+        else:
+            buffer = target = POOL.take(plan.numel, plan.wire_dtype, members[0].device)
+            kernels.pack(members, buffer, scale=1.0 / comm.size if floating and op == AVG else 1.0)
+        work = comm.allreduce(target, op=wire_op, async_op=True, bucket=bucket_id)
+        in_flight.append(_InFlight(members, buffer, work, floor_div))
     return CoalescedWork(in_flight)
