@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import statistics
 import time
 from typing import Any, Callable
@@ -126,7 +124,8 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
 
 
 def _bus_bytes() -> float:
-    return sum(c.get("bus_bytes", 0.0) for c in pycomm.stats().values())
+    """Bytes this rank has put on the wire (nccl-tests bus bytes: busbw * seconds) over all ops."""
+    return sum(c["busbw"] * c["seconds"] for c in pycomm.stats().values())
 
 
 def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
