@@ -99,8 +99,8 @@ def check_bytes(comm) -> None:
 
 def check_bad_input(comm) -> None:
     f = comm.allreduce_quantized
-    expect_raises(TypeError, r"t: dtype torch.int64", lambda: f(torch.ones(4, dtype=torch.int64)))
-    expect_raises(ValueError, r"t: tensor must be contiguous", lambda: f(torch.ones(4, 4).t()))
+    expect_raises(TypeError, r"tensor: dtype torch.int64", lambda: f(torch.ones(4, dtype=torch.int64)))
+    expect_raises(ValueError, r"tensor: tensor must be contiguous", lambda: f(torch.ones(4, 4).t()))
     expect_raises(ValueError, "op must be pycomm.SUM or pycomm.AVG", lambda: f(torch.ones(4), op=pycomm.MAX))
     expect_raises(TypeError, "codec", lambda: f(torch.ones(4), codec="int8"))
     expect_raises(ValueError, "residual must have", lambda: f(torch.ones(4), error_feedback=torch.zeros(5)))
