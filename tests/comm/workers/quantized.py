@@ -76,6 +76,8 @@ def check_error_feedback(comm) -> None:
     one_step, averaged = run_steps(comm, int8, n, 20, pycomm.ErrorFeedback())
     print(f"rank {comm.rank}: int8 mean error without feedback {no_ef}, with both residuals {averaged}")
     assert averaged < 0.3 * one_step, f"int8 + ErrorFeedback: mean error {averaged} vs one step {one_step}"
+    if comm.size == 1:
+        return                          # stage 1 is exact on one rank: a plain residual has no loss to carry
     residual = torch.zeros(n)           # a plain tensor: stage 1's loss only (stage 2's is not fed back)
     _, local_only = run_steps(comm, int8, n, 20, residual)
     print(f"rank {comm.rank}: int8 mean error with the local residual only {local_only}")
