@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import time
-import traceback
 from typing import Any
 
 import torch
@@ -14,7 +13,7 @@ import torch.nn.functional as F
 import algorithms
 import pycomm
 from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
-from tests.algorithms.workers.common import finish, report, world
+from tests.algorithms.workers.common import run_cases, world
 
 TARGET, MAX_EPOCHS, BATCH = 0.95, 3, 64
 SGD = {"lr": 0.05, "momentum": 0.9}
@@ -68,19 +67,9 @@ def run(comm: Any, name: str, data: Any) -> dict[str, Any]:
 
 
 def main() -> None:
-    out_dir, names = sys.argv[1], sys.argv[2:] or list(CASES)
     comm = world()
     data = split()
-    results, failures = {}, 0
-    for name in names:
-        try:
-            results[name] = run(comm, name, data)
-        except Exception:
-            results[name] = {"ok": False, "error": traceback.format_exc()}
-        failures += not results[name]["ok"]
-        print(f"rank {comm.rank} {name}: {results[name]}", flush=True)
-    report(out_dir, comm.rank, results)
-    finish(failures)
+    run_cases(comm, ((name, lambda name=name: run(comm, name, data)) for name in sys.argv[2:] or CASES))
 
 
 if __name__ == "__main__":

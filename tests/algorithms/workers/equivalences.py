@@ -1,15 +1,13 @@
 """The equivalences of DESIGN.md section 3 on real ranks. Usage: equivalences OUT_DIR"""
 from __future__ import annotations
 
-import sys
-import traceback
 from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
 from tests.algorithms.problem import batch, loss_on, make_inner, make_model
-from tests.algorithms.workers.common import build, finish, max_diff, report, train, world
+from tests.algorithms.workers.common import build, max_diff, run_cases, train, world
 
 STEPS, TOL = 10, 1e-6
 
@@ -90,22 +88,16 @@ CASES: dict[str, Callable[[Any], tuple[list, list]]] = {
 }
 
 
+def compare(comm: Any, run: Callable[[Any], tuple[list, list]]) -> dict[str, Any]:
+    got, want = run(comm)
+    diff = max(max_diff(g, w) for g, w in zip(got, want))
+    moved = max_diff(got[-1], got[0])
+    return {"ok": diff <= TOL and moved > 0, "max_diff": diff, "moved": moved}
+
+
 def main() -> None:
-    out_dir = sys.argv[1]
     comm = world()
-    results, failures = {}, 0
-    for name, run in CASES.items():
-        try:
-            got, want = run(comm)
-            diff = max(max_diff(g, w) for g, w in zip(got, want))
-            moved = max_diff(got[-1], got[0])
-            results[name] = {"ok": diff <= TOL and moved > 0, "max_diff": diff, "moved": moved}
-        except Exception:
-            results[name] = {"ok": False, "error": traceback.format_exc()}
-        failures += not results[name]["ok"]
-        print(f"rank {comm.rank} {name}: {results[name]}", flush=True)
-    report(out_dir, comm.rank, results)
-    finish(failures)
+    run_cases(comm, ((name, lambda run=run: compare(comm, run)) for name, run in CASES.items()))
 
 
 if __name__ == "__main__":
