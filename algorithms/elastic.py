@@ -62,10 +62,15 @@ class ElasticBase(CommOptimizer):
         self._after_step(loss)
         elastic_(self._x, self.centre, self.options["local_pulling_strength"] / self.options["comm_period"])
         self.steps_since_round += 1
-        if self.steps_since_round == self.options["comm_period"]:
-            self._round()
+        due = self.steps_since_round == self.options["comm_period"]
+        self._communicate(due)
+        if due:
             self.steps_since_round = 0
             self.rounds += 1
+
+    def _communicate(self, round_due: bool) -> None:
+        if round_due:
+            self._round()
 
     def _mean_params(self) -> list[torch.Tensor]:
         """mean_j x_j (the parameters untouched). With a codec, x - c travels (c is identical on every
