@@ -6,7 +6,8 @@ import numpy as np
 import torch
 
 import pycomm
-from tests.comm.workers.fusion_common import as_f64, expect_raises, rank_values, unit_roundoff, world
+from tests.comm.workers.common import as_np
+from tests.comm.workers.fusion_common import expect_raises, rank_values, unit_roundoff, world
 
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64]
 ODD_SIZES = [0, 1, 2, 3, 7, 31, 255, 256, 257, 1000, 4099]
@@ -39,7 +40,7 @@ def expected(seed: int, size: int, specs, op: str, wire: torch.dtype | None):
     per_rank = [inputs(seed, r, specs) for r in range(size)]
     refs = []
     for k, (shape, dtype) in enumerate(specs):
-        xs = np.stack([as_f64(per_rank[r][k]).reshape(-1) for r in range(size)]) if size else None
+        xs = np.stack([as_np(per_rank[r][k]).reshape(-1) for r in range(size)]) if size else None
         if not dtype.is_floating_point:
             tot = xs.sum(0)
             ref = {"SUM": tot, "AVG": np.floor_divide(tot, size), "MAX": xs.max(0), "MIN": xs.min(0)}[op]
@@ -65,10 +66,10 @@ def check(comm, seed: int, op: str, bucket_bytes: int, wire: torch.dtype | None)
     assert work.is_completed()
     for k, ((ref, tol), t) in enumerate(zip(expected(seed, comm.size, specs, op, wire), tensors)):
         assert t.shape == specs[k][0] and t.dtype == specs[k][1]
-        err = np.abs(as_f64(t).reshape(-1) - ref)
+        err = np.abs(as_np(t).reshape(-1) - ref)
         bad = np.nonzero(err > tol)[0]
         assert bad.size == 0, (f"{op} bucket_bytes={bucket_bytes} wire={wire}: tensor {k} {specs[k]} element "
-                               f"{bad[0]}: got {as_f64(t).reshape(-1)[bad[0]]}, want {ref[bad[0]]} (tol {tol[bad[0]]})")
+                               f"{bad[0]}: got {as_np(t).reshape(-1)[bad[0]]}, want {ref[bad[0]]} (tol {tol[bad[0]]})")
 
 
 def check_in_flight_together(comm) -> None:
@@ -81,7 +82,7 @@ def check_in_flight_together(comm) -> None:
     wa.wait()
     for seed, specs, ts in ((71, specs_a, a), (72, specs_b, b)):
         for (ref, tol), t in zip(expected(seed, comm.size, specs, "SUM", None), ts):
-            assert np.all(np.abs(as_f64(t).reshape(-1) - ref) <= tol)
+            assert np.all(np.abs(as_np(t).reshape(-1) - ref) <= tol)
 
 
 def check_bad_input(comm) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-import numpy as np
 import torch
 
 import pycomm
@@ -37,10 +36,6 @@ def expect_raises(exc: type[BaseException], pattern: str, fn: Callable[[], objec
 
 def unit_roundoff(dtype: torch.dtype) -> float:
     return float(torch.finfo(dtype).eps) / 2 if dtype.is_floating_point else 0.0
-
-
-def as_f64(t: torch.Tensor) -> np.ndarray:
-    return t.to(torch.float64).numpy()
 
 
 def bytes_sent() -> float:
