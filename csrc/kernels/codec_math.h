@@ -3,6 +3,7 @@
 // encode a tensor to the same bytes for the same seed.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "common/dtype.h"
@@ -24,33 +25,61 @@ PYCOMM_HD float round_half_even(float y) {
   const float magic = 12582912.0f;
   return (y + magic) - magic;
 }
-PYCOMM_HD float floor_small(float y) {  // floor for |y| < 2^22
-  const float r = round_half_even(y);
+PYCOMM_HD float floor_small(float y) {  // floor for |y| < 2^22 (exact, so every variant agrees)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SSE4_1__)
+  return floorf(y);  // one instruction (roundps on x86)
+#else
+  const float r = round_half_even(y);  // SSE2 has no vector floor
   return r > y ? r - 1.0f : r;
+#endif
 }
 // Counter-based uniform numbers: u(seed, i) in [0, 1) for element index i, a pure function of its
 // arguments (no state), so any thread on any device draws the same number for the same element.
 // lowbias32 by C. Wellons (public domain): a well-mixed 32-bit bijection.
-PYCOMM_HD uint32_t mix32(uint32_t h) {
+// lowbias32 without its last step (h ^= h >> 16), which only reaches the low 16 bits.
+PYCOMM_HD uint32_t mix32_unfinished(uint32_t h) {
   h ^= h >> 16;
   h *= 0x7feb352du;
   h ^= h >> 15;
-  h *= 0x846ca68bu;
-  h ^= h >> 16;
-  return h;
+  return h * 0x846ca68bu;
+}
+PYCOMM_HD uint32_t mix32(uint32_t h) {
+  h = mix32_unfinished(h);
+  return h ^ (h >> 16);
 }
 // The key of the 2^32 elements that share the high half `hi` of their index.
 PYCOMM_HD uint32_t stream_key(uint64_t seed, uint32_t hi) {
   return mix32(static_cast<uint32_t>(seed) ^ mix32(static_cast<uint32_t>(seed >> 32) ^ mix32(hi ^ 0x9e3779b9u)));
 }
+// u takes the 24 high bits of the hash: its top 16 are lowbias32's own, the next 8 the product's
+// well-mixed middle bits, so the last xorshift (2 of the ~12 vector ops per element) is skipped.
 PYCOMM_HD float uniform_keyed(uint32_t key, uint32_t lo) {
   // via int32: the 24-bit value converts exactly either way, but only signed conversion vectorizes
-  return static_cast<float>(static_cast<int32_t>(mix32(lo ^ key) >> 8)) * (1.0f / 16777216.0f);
+  return static_cast<float>(static_cast<int32_t>(mix32_unfinished(lo ^ key) >> 8)) * (1.0f / 16777216.0f);
 }
 PYCOMM_HD float uniform(uint64_t seed, int64_t i) {
   const uint64_t u = static_cast<uint64_t>(i);
   return uniform_keyed(stream_key(seed, static_cast<uint32_t>(u >> 32)), static_cast<uint32_t>(u));
 }
+// uniform(seed, i) for one thread's run of indices: the stream key is recomputed only when the
+// high half of i changes (once per 2^32 elements), not per element.
+class UniformStream {
+ public:
+  PYCOMM_HD explicit UniformStream(uint64_t seed) : seed_(seed), key_(stream_key(seed, 0)) {}
+  PYCOMM_HD float operator()(int64_t i) {
+    const uint64_t u = static_cast<uint64_t>(i);
+    const uint32_t hi = static_cast<uint32_t>(u >> 32);
+    if (hi != hi_) {
+      hi_ = hi;
+      key_ = stream_key(seed_, hi);
+    }
+    return uniform_keyed(key_, static_cast<uint32_t>(u));
+  }
+
+ private:
+  uint64_t seed_;
+  uint32_t hi_ = 0, key_;
+};
 
 // int8 symmetric absmax: scale = max|v| / 127 (0 for an all-zero block). `nonfinite` is the sum of
 // v * 0 over the block: 0, or NaN when the block holds a NaN or an infinity. Such a block gets a

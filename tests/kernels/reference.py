@@ -8,23 +8,26 @@ import torch
 MASK32 = np.uint64(0xFFFFFFFF)
 
 
-def _lowbias32(h: np.ndarray) -> np.ndarray:
+def _lowbias32(h: np.ndarray, finish: bool = True) -> np.ndarray:
+    """lowbias32; finish=False leaves out its last step h ^= h >> 16."""
     h = h.astype(np.uint64)
     h ^= h >> np.uint64(16)
     h = (h * np.uint64(0x7FEB352D)) & MASK32
     h ^= h >> np.uint64(15)
     h = (h * np.uint64(0x846CA68B)) & MASK32
-    h ^= h >> np.uint64(16)
+    if finish:
+        h ^= h >> np.uint64(16)
     return h
 
 
 def uniform(seed: int, index: np.ndarray) -> torch.Tensor:
-    """u(seed, i) in [0, 1): lowbias32(lo(i) ^ key(seed, hi(i))), 24 high bits of the hash."""
+    """u(seed, i) in [0, 1): the 24 high bits of lowbias32(lo(i) ^ key(seed, hi(i))) without its
+    last xorshift (which only touches the low 16 bits)."""
     index = index.astype(np.uint64)
     hi, lo = index >> np.uint64(32), index & MASK32
     s_lo, s_hi = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
     key = _lowbias32(s_lo ^ _lowbias32(s_hi ^ _lowbias32(hi ^ np.uint64(0x9E3779B9))))
-    bits = _lowbias32(lo ^ key) >> np.uint64(8)
+    bits = _lowbias32(lo ^ key, finish=False) >> np.uint64(8)
     return torch.from_numpy(bits.astype(np.float32) * np.float32(1.0 / 16777216.0))
 
 

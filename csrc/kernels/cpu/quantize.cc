@@ -76,18 +76,19 @@ void quantize_block(const QuantizeArgs& a, int64_t b0, int64_t len) {
     }
     return;
   }
-  // The random stream key depends on the high half of the index: constant unless the block
-  // straddles a multiple of 2^32 (then the per-element form is used).
-  const uint64_t first = static_cast<uint64_t>(b0), last = static_cast<uint64_t>(b0 + len - 1);
-  if (kStochastic && (first >> 32) != (last >> 32)) {
-    for (int64_t j = 0; j < len; ++j) encode(j, codec::uniform(a.seed, b0 + j));
-    return;
-  }
-  const uint32_t key = codec::stream_key(a.seed, static_cast<uint32_t>(first >> 32));
-  const uint32_t lo = static_cast<uint32_t>(first);
+  // Spans within one 2^32-element random stream (the key depends on the index's high half; a block
+  // spans one unless it straddles a multiple of 2^32), walked with a 32-bit counter: a 64-bit one
+  // costs GCC a vector of 64-bit lanes to narrow per element.
+  for (int64_t j0 = 0; j0 < len;) {
+    const uint64_t i0 = static_cast<uint64_t>(b0 + j0);
+    const uint32_t lo = static_cast<uint32_t>(i0);
+    const int64_t to_stream_end = static_cast<int64_t>((uint64_t{1} << 32) - lo);
+    const uint32_t n = static_cast<uint32_t>(std::min({len - j0, to_stream_end, int64_t{1} << 31}));
+    const uint32_t key = kStochastic ? codec::stream_key(a.seed, static_cast<uint32_t>(i0 >> 32)) : 0;
 #pragma omp simd
-  for (int64_t j = 0; j < len; ++j)
-    encode(j, kStochastic ? codec::uniform_keyed(key, lo + static_cast<uint32_t>(j)) : 0.0f);
+    for (uint32_t k = 0; k < n; ++k) encode(j0 + k, kStochastic ? codec::uniform_keyed(key, lo + k) : 0.0f);
+    j0 += n;
+  }
 }
 
 template <typename T, bool kResidual, bool kStochastic>

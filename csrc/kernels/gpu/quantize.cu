@@ -15,6 +15,7 @@ __global__ void __launch_bounds__(gpu::kThreads) quantize_kernel(QuantizeArgs a)
   __shared__ float scratch[gpu::kThreads];
   const T* x = static_cast<const T*>(a.x);
   const int64_t nblocks = num_blocks(a.numel, a.block);
+  codec::UniformStream uniform(a.seed);  // this thread's indices only grow: one key per 2^32 elements
   for (int64_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
     const int64_t b0 = blk * a.block;
     const int64_t len = a.block < a.numel - b0 ? a.block : a.numel - b0;
@@ -35,7 +36,7 @@ __global__ void __launch_bounds__(gpu::kThreads) quantize_kernel(QuantizeArgs a)
     for (int64_t j = threadIdx.x; j < len; j += gpu::kThreads) {
       float v = Num<T>::load(x[b0 + j]);
       if (kResidual) v += a.residual[b0 + j];
-      const float u = kStochastic ? codec::uniform(a.seed, b0 + j) : 0.0f;
+      const float u = kStochastic ? uniform(b0 + j) : 0.0f;
       const int32_t l = nonfinite_block ? 0 : codec::int8_level<kStochastic>(v, div, u);
       a.q[b0 + j] = static_cast<int8_t>(l);
       if (kResidual) a.residual[b0 + j] = nonfinite_block ? v - scale : v - codec::mul_rn(static_cast<float>(l), scale);
