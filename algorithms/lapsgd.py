@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import Dataset
 
 from algorithms import options as opts
 from algorithms.base import CommOptimizer
@@ -105,7 +105,8 @@ class LAPSGD(CommOptimizer):
               poll_interval: float = 0.01, on_progress: Callable[[dict[str, Any]], None] | None = None,
               progress_every: int = 50) -> LapResult:
         """Train `model` (whose trainable parameters are the wrapped optimizer's) on this rank's shard of
-        `dataset` (items (input, target); rank r takes items r, r+size, ...) for `steps` node
+        `dataset` (items (input, target), or a `batch(indices) -> (inputs, targets)` method as apps' datasets
+        have; rank r takes items r, r+size, ...) for `steps` node
         minibatches (all P workers together) or `epochs` passes over the shard, then (final_average)
         average once more with the workers stopped so that all ranks end with the same model.
         Collective: every rank calls it with the same arguments."""
@@ -115,7 +116,9 @@ class LAPSGD(CommOptimizer):
         threads_per_worker = opts.integer("threads_per_worker", threads_per_worker, 1)
         progress_every = opts.integer("progress_every", progress_every, 1)
         poll_interval = opts.number("poll_interval", poll_interval, 0.0)
-        shard = Subset(dataset, range(self.comm.rank, len(dataset), self.comm.size))
+        if not hasattr(dataset, "__len__"):
+            raise TypeError(f"dataset: expected a map-style dataset (with __len__), got {type(dataset).__name__}")
+        shard = torch.arange(self.comm.rank, len(dataset), self.comm.size)
         if len(shard) == 0:
             raise ValueError(f"dataset: {len(dataset)} items leave rank {self.comm.rank} of {self.comm.size} none")
         steps_per_epoch = math.ceil(len(shard) / batch_size)
@@ -132,7 +135,7 @@ class LAPSGD(CommOptimizer):
             self.momentum = MomentumState.zeros(params, P)
 
         ids = {id(p): g for g, group in enumerate(self.optimizer.param_groups) for p in group["params"]}
-        pool = WorkerPool(model=model, loss_fn=loss_fn, shard=shard, batch_size=batch_size,
+        pool = WorkerPool(model=model, loss_fn=loss_fn, dataset=dataset, shard=shard, batch_size=batch_size,
                           groups=[GroupHyper(g["momentum"], g["dampening"], g["weight_decay"], g["nesterov"])
                                   for g in self.optimizer.param_groups],
                           group_of=[ids[id(p)] for p in params], momentum=self.momentum,

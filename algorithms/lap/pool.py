@@ -10,7 +10,6 @@ import time
 from typing import Any, Callable
 
 import torch
-from torch.utils.data import Dataset
 
 from algorithms.lap.shared import MomentumState, SharedCounters
 from algorithms.lap.worker import GroupHyper, WorkerSpec, run_worker
@@ -19,7 +18,8 @@ START_METHODS = ("spawn", "fork", "forkserver")
 
 
 class WorkerPool:
-    def __init__(self, *, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], shard: Dataset,
+    def __init__(self, *, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], dataset: Any,
+                 shard: torch.Tensor,
                  batch_size: int, groups: list[GroupHyper], group_of: list[int], momentum: MomentumState,
                  blocks: list[tuple[int, int]] | None, prepassm_steps: int, seeds: list[int],
                  device: torch.device, start_method: str, threads: int, first_step: int, steps: int):
@@ -32,7 +32,8 @@ class WorkerPool:
         self.ctx = torch.multiprocessing.get_context(start_method)
         self.counters = SharedCounters.create(self.ctx, workers, len(groups), first_step, first_step + steps)
         self.errors = self.ctx.SimpleQueue()
-        self.specs = [WorkerSpec(worker=w, model=model, loss_fn=loss_fn, shard=shard, batch_size=batch_size,
+        self.specs = [WorkerSpec(worker=w, model=model, loss_fn=loss_fn, dataset=dataset, shard=shard,
+                                 batch_size=batch_size,
                                  seed=seeds[w], device=device, groups=groups, group_of=group_of,
                                  momentum=momentum, counters=self.counters,
                                  block=None if blocks is None else blocks[w], prepassm_steps=prepassm_steps,

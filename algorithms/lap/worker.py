@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import TensorDataset, default_collate
 
 from algorithms.lap.shared import MomentumState, SharedCounters
 
@@ -31,7 +31,8 @@ class WorkerSpec:
     worker: int
     model: torch.nn.Module
     loss_fn: Callable[[Any, Any], torch.Tensor]
-    shard: Dataset
+    dataset: Any                        # map-style dataset of (input, target), or with batch(indices)
+    shard: torch.Tensor                 # int64 indices of this rank's share of the dataset
     batch_size: int
     seed: int
     device: torch.device
@@ -45,12 +46,24 @@ class WorkerSpec:
     errors: Any                         # ctx.SimpleQueue: (worker, traceback) on failure
 
 
-def batches(shard: Dataset, batch_size: int, seed: int) -> Iterator[Any]:
-    """Endless shuffled minibatches of the rank's shard, from this worker's own generator."""
+def fetch(dataset: Any, indices: torch.Tensor) -> Any:
+    """One minibatch: `dataset.batch(indices)` when the dataset offers it (apps' datasets), a TensorDataset
+    by indexing its tensors, any other map-style dataset item by item through default_collate."""
+    if callable(getattr(dataset, "batch", None)):
+        return dataset.batch(indices)
+    if isinstance(dataset, TensorDataset):
+        return tuple(t[indices] for t in dataset.tensors)
+    return default_collate([dataset[i] for i in indices.tolist()])
+
+
+def batches(dataset: Any, shard: torch.Tensor, batch_size: int, seed: int) -> Iterator[Any]:
+    """Endless minibatches of the rank's shard (dataset indices), reshuffled every pass by this worker's
+    own generator; the last batch of a pass may be smaller."""
     gen = torch.Generator().manual_seed(seed)
-    loader = DataLoader(shard, batch_size=batch_size, sampler=RandomSampler(shard, generator=gen))
     while True:
-        yield from loader
+        order = shard[torch.randperm(len(shard), generator=gen)]
+        for start in range(0, len(order), batch_size):
+            yield fetch(dataset, order[start:start + batch_size])
 
 
 def to_device(x: Any, device: torch.device) -> Any:
@@ -110,7 +123,7 @@ class HogwildWorker:
     def run(self) -> None:
         spec, counters = self.spec, self.spec.counters
         spec.model.train()
-        data = batches(spec.shard, spec.batch_size, spec.seed)
+        data = batches(spec.dataset, spec.shard, spec.batch_size, spec.seed)
         if not counters.wait_for_go():
             return
         while not counters.stop.is_set():

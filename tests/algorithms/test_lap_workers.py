@@ -22,7 +22,7 @@ def make_pool(model: torch.nn.Module, workers: int, steps: int, momentum: float 
               start_method: str = "fork", blocks=None) -> tuple[WorkerPool, MomentumState]:
     params = list(model.parameters())
     state = MomentumState.zeros(params, workers)
-    pool = WorkerPool(model=model, loss_fn=loss, shard=ones_dataset(), batch_size=8,
+    pool = WorkerPool(model=model, loss_fn=loss, dataset=ones_dataset(), shard=torch.arange(64), batch_size=8,
                       groups=[GroupHyper(momentum, 0.0, 0.0, False)], group_of=[0] * len(params),
                       momentum=state, blocks=blocks, prepassm_steps=0, seeds=list(range(workers)),
                       device=torch.device("cpu"), start_method=start_method, threads=1, first_step=0, steps=steps)
@@ -82,7 +82,8 @@ def in_process_worker(model: torch.nn.Module, worker: int, blocks, prepassm_step
     ctx = torch.multiprocessing.get_context("fork")
     counters = SharedCounters.create(ctx, 2, 1, 0, 100)
     counters.lrs[:] = [0.1]
-    spec = WorkerSpec(worker=worker, model=model, loss_fn=torch.nn.functional.cross_entropy, shard=None,
+    spec = WorkerSpec(worker=worker, model=model, loss_fn=torch.nn.functional.cross_entropy, dataset=None,
+                      shard=None,
                       batch_size=4, seed=0, device=torch.device("cpu"), groups=[GroupHyper(0.9, 0.0, 1e-4, False)],
                       group_of=[0] * len(params), momentum=MomentumState.zeros(params, 2), counters=counters,
                       block=None if blocks is None else blocks[worker], prepassm_steps=prepassm_steps,
@@ -118,3 +119,33 @@ def test_lpp_partitioned_step_touches_only_the_workers_block(worker):
             buf = 0.9 * bufs[i] + d_p if ready[i] else d_p
             torch.testing.assert_close(hw.buffers[i], buf)
             torch.testing.assert_close(p, b - 0.1 * buf)
+
+
+class WithBatch:
+    """An apps-style dataset: batch(indices) -> (inputs, targets)."""
+
+    def __len__(self) -> int:
+        return 10
+
+    def batch(self, indices: torch.Tensor):
+        return indices.float() * 2, indices
+
+
+class ItemWise(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, i: int):
+        return torch.tensor([float(i)]), i
+
+
+@pytest.mark.parametrize("dataset", [WithBatch(), TensorDataset(torch.arange(10.0) * 2, torch.arange(10)), ItemWise()],
+                         ids=["batch-method", "tensor-dataset", "item-wise"])
+def test_batches_cover_the_shard_once_per_pass(dataset):
+    from algorithms.lap.worker import batches
+    shard = torch.tensor([1, 3, 5, 7, 9])
+    it = batches(dataset, shard, batch_size=2, seed=3)
+    for _ in range(2):   # two passes: 2 + 2 + 1 items each, every shard index exactly once
+        seen = [next(it)[1] for _ in range(3)]
+        assert [len(t) for t in seen] == [2, 2, 1]
+        assert sorted(torch.cat([torch.as_tensor(t) for t in seen]).tolist()) == shard.tolist()
