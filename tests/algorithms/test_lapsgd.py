@@ -17,7 +17,7 @@ from tests.launch import mpirun
     ("num_processes", 1.5, "num_processes must be an integer"),
     ("averaging_freq", 0, "averaging_freq .*must be >= 1"),
     ("pre_post_steps", -1, "pre_post_steps must be >= 0"),
-    ("codec", "int8", "codec"),
+    ("codec", "zip", "codec 'zip' is not a codec name"),
 ])
 def test_bad_options_raise(algorithm, option, value, message):
     sgd = torch.optim.SGD(SmallCNN().parameters(), lr=0.1)
