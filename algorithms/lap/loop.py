@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -38,7 +39,9 @@ class LrSync:
     def lrs(self, node_steps: int) -> list[float]:
         if self.scheduler is not None:
             while self.mark < self._position(node_steps):
-                self.scheduler.step()
+                with warnings.catch_warnings():   # the workers step, never optimizer.step(): torch warns
+                    warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+                    self.scheduler.step()
                 self.mark += 1
         return [float(g["lr"]) for g in self.optimizer.param_groups]
 

@@ -31,14 +31,14 @@ def rank_dependent_data(size: int) -> TensorDataset:
     return TensorDataset(torch.ones(n, WIDTH, dtype=torch.float64), target)
 
 
-def main(final_average: bool) -> None:
+def main(final_average: bool, start_method: str) -> None:
     pycomm.init()
     comm = pycomm.world()
     model = Scale(WIDTH).double()
     sgd = torch.optim.SGD(model.parameters(), lr=LR)
     opt = algorithms.CommOptimizer(sgd, algorithm="lapsgd", comm=comm, num_processes=2, averaging_freq=3)
     result = opt.train(model, linear_loss, rank_dependent_data(comm.size), steps=STEPS, batch_size=8,
-                       final_average=final_average)
+                       final_average=final_average, start_method=start_method)
     assert result.steps == STEPS and sum(result.per_worker) == STEPS, result
     assert result.rounds > 1 and same_on_all_ranks(comm, torch.tensor([float(result.rounds)])), result.rounds
     assert opt.node_steps == STEPS and opt.current_period == 3
@@ -61,4 +61,4 @@ def main(final_average: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] == "final")
+    main(sys.argv[1] == "final", sys.argv[2])
