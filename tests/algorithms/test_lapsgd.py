@@ -54,3 +54,9 @@ def test_averaging_keeps_local_updates_and_ends_equal(final, start_method):
 def test_mnist_convergence_2_ranks_x_2_processes(algorithm):
     proc = mpirun(2, "tests.algorithms.workers.lap_mnist", algorithm, "fork", timeout=900)
     print(proc.stdout)
+
+
+@pytest.mark.mpi
+def test_a_worker_failure_stops_every_rank():
+    proc = mpirun(2, "tests.algorithms.workers.lap_failure", timeout=600)
+    assert proc.stdout.count("failure reported") == 2, proc.stdout
