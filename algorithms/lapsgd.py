@@ -210,7 +210,8 @@ class LAPSGD(CommOptimizer):
             if len(saved["buffers"]) != self.options["num_processes"]:
                 raise ValueError(f"state holds momentum of {len(saved['buffers'])} workers; this optimizer "
                                  f"has num_processes={self.options['num_processes']}")
-            buffers = [[b.to(p.device).clone() for b, p in zip(row, self.params)] for row in saved["buffers"]]
+            device = self.params[0].device
+            buffers = [[b.to(device).clone() for b in row] for row in saved["buffers"]]
             self.momentum = MomentumState(buffers, saved["ready"].clone())
             self.momentum.share_memory_()
 

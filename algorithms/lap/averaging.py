@@ -61,6 +61,7 @@ class RankAveraging:
         self.comm = comm
         self.policy = policy
         self.averager = pycomm.LayerwiseAverager(layers, comm, codec=codec)
+        self.device = layers[0][0].device     # the counters travel where the model lives (NCCL: GPU only)
         self.in_flight = False
         self.rounds = 0
         self.bytes = 0
@@ -72,7 +73,7 @@ class RankAveraging:
 
     def agree(self, done: int, last: int, finished: bool, failed: bool) -> Agreement:
         t0 = time.perf_counter()
-        counters = torch.tensor([done, -last, -int(finished), int(failed)], dtype=torch.int64)
+        counters = torch.tensor([done, -last, -int(finished), int(failed)], dtype=torch.int64, device=self.device)
         self.comm.allreduce(counters, op=pycomm.MAX)
         self.seconds += time.perf_counter() - t0
         self.bytes += counters.numel() * counters.element_size()
