@@ -135,6 +135,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
     {
       std::unique_lock<std::mutex> lk(st->mu);
       if (health.broken()) {
+        if (!in_flight.empty() || !st->pending.empty()) health.note_abandoned();  // conservative: a pending op may be mid-check
         for (auto& op : in_flight) fail_op(*op, broken_error(health, op->info));
         for (auto& op : st->pending) fail_op(*op, broken_error(health, op->info));
         in_flight.clear();

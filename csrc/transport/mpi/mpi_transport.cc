@@ -73,8 +73,8 @@ void MpiTransport::shutdown() {
     abandoned_ = true;  // the thread may still be inside MPI on this communicator: leave it alone
     return;
   }
-  if (health()->broken()) {
-    abandoned_ = true;  // abandoned requests may still reference it
+  if (health()->has_abandoned()) {
+    abandoned_ = true;  // dropped requests may still reference the communicator
     return;
   }
   if (handles_->shadow != MPI_COMM_NULL) MPI_Comm_free(&handles_->shadow);

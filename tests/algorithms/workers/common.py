@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable
+import traceback
+from typing import Any, Callable, Iterable
 
 import torch
 
@@ -53,11 +54,18 @@ def max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max((float((x.double() - y.double()).abs().max()) for x, y in zip(a, b) if x.numel()), default=0.0)
 
 
-def report(out_dir: str, rank: int, results: dict[str, Any]) -> None:
-    """Each rank writes its results; the test reads them (one pytest case per configuration)."""
-    path = Path(out_dir) / f"rank{rank}.json"
-    path.write_text(json.dumps(results, indent=1))
-
-
-def finish(failures: int) -> None:
+def run_cases(comm: Any, cases: Iterable[tuple[str, Callable[[], dict[str, Any]]]]) -> None:
+    """Run each (name, case) -> {"ok": bool, ...}, an exception counting as a failure with its traceback;
+    each rank writes its results to OUT_DIR (argv[1]) as rank<r>.json for the tests (one pytest case per
+    name) and exits non-zero when any case failed."""
+    results: dict[str, Any] = {}
+    failures = 0
+    for name, run in cases:
+        try:
+            results[name] = run()
+        except Exception:
+            results[name] = {"ok": False, "error": traceback.format_exc()}
+        failures += not results[name]["ok"]
+        print(f"rank {comm.rank} {name}: {results[name]}", flush=True)
+    (Path(sys.argv[1]) / f"rank{comm.rank}.json").write_text(json.dumps(results, indent=1))
     sys.exit(1 if failures else 0)
