@@ -20,7 +20,9 @@ param group, each worker with its own momentum buffers). The wrapped SGD optimiz
 hyper-parameters and the learning rate: a torch LR scheduler on it is stepped by the main process as the
 rank's epoch (= node minibatch counter / len(loader)) or step count advances, and workers read the new
 rate at their next step. `loss_fn`, the model class and the dataset must be picklable when workers are
-spawned (always on GPU; CPU defaults to fork)."""
+spawned (always on GPU; CPU defaults to fork, whose children never touch the communicator). A spawned
+worker re-imports the main module: keep `pycomm.init()` (and any mpi4py import) under
+`if __name__ == "__main__":`, or the worker would join the MPI job as if it were a rank."""
 from __future__ import annotations
 
 import math
