@@ -61,8 +61,8 @@ class Channel:
     bucket_bytes: int = 25 << 20
     device: torch.device = torch.device("cpu")   # where small control tensors (leader scores) live
     stats: CommStats = field(default_factory=CommStats)
-    # error-feedback residuals of compressed all-reduces, one per call site (key)
-    residuals: dict[str, torch.Tensor] = field(default_factory=dict)
+    # error-feedback state (pycomm.ErrorFeedback) of compressed all-reduces, one per call site (key)
+    residuals: dict[str, Any] = field(default_factory=dict)
 
     # -- all-reduce -------------------------------------------------------------------------
     def allreduce_async(self, tensors: Sequence[torch.Tensor], op: Any = None, key: str = "",
@@ -91,8 +91,8 @@ class Channel:
     def _quantized(self, tensors: Sequence[torch.Tensor], op: Any, key: str) -> Pending:
         flat = torch.cat([t.detach().reshape(-1).float() for t in tensors])
         residual = self.residuals.get(key)
-        if residual is None or residual.numel() != flat.numel():
-            residual = self.residuals[key] = torch.zeros_like(flat)
+        if residual is None or (residual.local is not None and residual.local.numel() != flat.numel()):
+            residual = self.residuals[key] = pycomm.ErrorFeedback()
         self.stats.bytes += codec_wire_bytes(self.codec, flat.numel())
         work = self.comm.allreduce_quantized(flat, op=op, codec=self.codec, error_feedback=residual)
 
@@ -136,8 +136,13 @@ class Channel:
 
     # -- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"stats": self.stats.as_dict(), "residuals": {k: v.clone() for k, v in self.residuals.items()}}
+        return {"stats": self.stats.as_dict(),
+                "residuals": {k: {name: None if t is None else t.clone() for name, t in ef.state_dict().items()}
+                              for k, ef in self.residuals.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stats = CommStats(**state["stats"])
-        self.residuals = {k: v.clone() for k, v in state["residuals"].items()}
+        self.residuals = {}
+        for key, buffers in state["residuals"].items():
+            ef = self.residuals[key] = pycomm.ErrorFeedback()
+            ef.load_state_dict({name: None if t is None else t.clone() for name, t in buffers.items()})

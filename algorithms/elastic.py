@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+import pycomm
 from algorithms import options as opts
 from algorithms.base import CommOptimizer, clone_all, copy_into
 
@@ -34,7 +35,15 @@ class ElasticBase(CommOptimizer):
         return config
 
     def _setup(self) -> None:
-        self.centre = clone_all(self.params)
+        # The centre lives in one flat buffer (self.centre are views of it) when the parameters share a
+        # dtype, so that the every-step local pull is one fused pycomm kernel over all parameters.
+        dtypes = {p.dtype for p in self.params}
+        if len(dtypes) == 1 and next(iter(dtypes)).is_floating_point:
+            self._centre_flat: torch.Tensor | None = torch.cat([p.detach().reshape(-1) for p in self.params])
+            self.centre = [v.view_as(p) for v, p in
+                           zip(self._centre_flat.split([p.numel() for p in self.params]), self.params)]
+        else:
+            self._centre_flat, self.centre = None, clone_all(self.params)
         self.steps_since_round = 0
         self.rounds = 0
 
@@ -60,12 +69,25 @@ class ElasticBase(CommOptimizer):
         self._before_step(loss)
         self.optimizer.step()
         self._after_step(loss)
-        elastic_(self._x, self.centre, self.options["local_pulling_strength"] / self.options["comm_period"])
+        self._local_pull(self.options["local_pulling_strength"] / self.options["comm_period"])
         self.steps_since_round += 1
-        if self.steps_since_round == self.options["comm_period"]:
-            self._round()
+        due = self.steps_since_round == self.options["comm_period"]
+        self._communicate(due)
+        if due:
             self.steps_since_round = 0
             self.rounds += 1
+
+    def _local_pull(self, p: float) -> None:
+        if p == 0.0:
+            return
+        if self._centre_flat is not None:
+            pycomm.kernels.elastic_update(self._x, self._centre_flat, p)
+        else:
+            elastic_(self._x, self.centre, p)
+
+    def _communicate(self, round_due: bool) -> None:
+        if round_due:
+            self._round()
 
     def _mean_params(self) -> list[torch.Tensor]:
         """mean_j x_j (the parameters untouched). With a codec, x - c travels (c is identical on every

@@ -105,28 +105,27 @@ class LSGD(_LeaderBase):
             self._node_channel = Channel(intra, None, self.options["bucket_bytes"], self.channel.device,
                                          stats=self.channel.stats)
 
-    def _step(self, loss: float | None) -> None:
-        super()._step(loss)
-        if self._node_channel is not None and (self.steps + 1) % self.options["global_period"] == 0:
-            self._pull_toward_leaders(global_due=True, local_due=False)
-
-    def _round(self) -> None:
+    def _communicate(self, round_due: bool) -> None:
         if self._node_channel is None:
-            self.leader, x_leader = self._leader_params(self.channel)
-            if self.leader != self.comm.rank:
-                elastic_(self._x, x_leader, self.options["dist_pulling_strength"])
-            copy_into(self.centre, self._x)
+            if round_due:
+                self._round()
             return
         global_due = (self.steps + 1) % self.options["global_period"] == 0
-        self._pull_toward_leaders(global_due=global_due, local_due=True)
+        if round_due or global_due:
+            self._pull_toward_leaders(local_due=round_due, global_due=global_due)
 
-    def _pull_toward_leaders(self, global_due: bool, local_due: bool) -> None:
-        """Multi-leader pulls, all from the parameters before this round."""
-        if getattr(self, "_pulled_at", None) == self.steps:   # both due: _round already did both
-            return
+    def _round(self) -> None:
+        self.leader, x_leader = self._leader_params(self.channel)
+        if self.leader != self.comm.rank:
+            elastic_(self._x, x_leader, self.options["dist_pulling_strength"])
+        copy_into(self.centre, self._x)
+
+    def _pull_toward_leaders(self, local_due: bool, global_due: bool) -> None:
+        """Multi-leader: x <- x - c_s (x - x_local_leader) - global_pulling_strength (x - x_global_leader),
+        the due terms only, all from the parameters before this round."""
+        assert self._node_channel is not None
         pulls = []
         if local_due:
-            assert self._node_channel is not None
             leader, x_local = self._leader_params(self._node_channel)
             if leader != self._node_channel.comm.rank:
                 pulls.append((self.options["dist_pulling_strength"], x_local))
@@ -138,7 +137,6 @@ class LSGD(_LeaderBase):
         for strength, x_l in pulls:
             torch._foreach_add_(self._x, torch._foreach_sub(x_old, x_l), alpha=-strength)
         copy_into(self.centre, self._x)
-        self._pulled_at = self.steps
 
 
 @register("lsgd+")

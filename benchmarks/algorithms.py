@@ -3,7 +3,9 @@ transport and on TCP only (`--mca btl self,tcp`): samples/s, bytes communicated 
 time to 95% eval accuracy, final accuracy. Writes results/algorithms.json, a table, and a PNG of eval
 accuracy against bytes communicated (one line per algorithm, default transport).
 
-    python -m benchmarks.algorithms [--epochs 2] [--repeats 1] [--cases ddp mbsgd ...]"""
+    python -m benchmarks.algorithms [--epochs 2] [--repeats 1] [--cases ddp mbsgd ...]
+
+The cases train interleaved in one launch per transport (see benchmarks/workers/algorithms_run.py)."""
 from __future__ import annotations
 
 import argparse

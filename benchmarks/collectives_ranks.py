@@ -16,26 +16,32 @@ from benchmarks.resnet50_shapes import resnet50_shapes
 KIB, MIB = 1 << 10, 1 << 20
 
 
-def timed(fn: Callable[[], Any], mpi_comm: Any, repeats: int, warmup: int = 2) -> dict[str, float]:
-    """Seconds per call of the collective `fn`: ranks start together (barrier), each sample is the
-    slowest rank's; calls shorter than ~2 ms are batched so the clock can see them."""
+def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup: int = 2) -> dict[str, dict]:
+    """Seconds per call of each collective in `fns`, measured interleaved (one sample of each per
+    round) so that the load of a shared machine falls on every peer alike. Ranks start each sample
+    together (barrier) and a sample is the slowest rank's; calls shorter than ~5 ms are batched so
+    the clock can see them."""
     from mpi4py import MPI
-    for _ in range(warmup):
-        fn()
-    mpi_comm.Barrier()
-    t0 = time.perf_counter()
-    fn()
-    once = mpi_comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-    inner = max(1, min(1000, int(2e-3 / max(once, 1e-7))))
-    samples = []
-    for _ in range(repeats):
+
+    def sample(fn: Callable[[], Any], inner: int) -> float:
         mpi_comm.Barrier()
         t0 = time.perf_counter()
         for _ in range(inner):
             fn()
-        samples.append(mpi_comm.allreduce((time.perf_counter() - t0) / inner, op=MPI.MAX))
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
-            "repeats": repeats, "inner": inner}
+        return mpi_comm.allreduce((time.perf_counter() - t0) / inner, op=MPI.MAX)
+
+    inner = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        once = min(sample(fn, 1) for _ in range(3))
+        inner[name] = max(1, min(1000, int(5e-3 / max(once, 1e-7))))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            samples[name].append(sample(fn, inner[name]))
+    return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "repeats": repeats,
+                   "inner": inner[name]} for name, v in samples.items()}
 
 
 def busbw_gbs(nbytes: int, seconds: float, n: int) -> float:
@@ -85,9 +91,11 @@ def section_busbw(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
     n, rows = peers.mpi.size, []
     for nbytes in sizes(quick, max_bytes):
         t = torch.zeros(nbytes // 4)       # zeros: repeated SUMs stay finite and never denormal
-        repeats = 3 if quick else (5 if nbytes >= 64 * MIB else 9)
-        for peer in ("pycomm", "mpi4py", "gloo"):
-            tm = timed(peers.allreduce(peer, t), peers.mpi, repeats)
+        repeats = 3 if quick else (5 if nbytes >= 64 * MIB else 11)
+        peer_names = ("pycomm", "mpi4py", "gloo")
+        times = timed({p: peers.allreduce(p, t) for p in peer_names}, peers.mpi, repeats)
+        for peer in peer_names:
+            tm = times[peer]
             rows.append({"ranks": n, "peer": peer, "bytes": nbytes, "seconds": tm,
                          "busbw_GBs": busbw_gbs(nbytes, tm["median"], n)})
         del t
@@ -115,12 +123,9 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
              "coalesced_pycomm_bf16": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
                                                                        wire_dtype=torch.bfloat16).wait(),
              "flat_mpi4py": lambda: peers.mpi.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)}
-    rows = []
-    for name, fn in cases.items():
-        tm = timed(fn, peers.mpi, repeats, warmup=1)
-        rows.append({"ranks": peers.mpi.size, "case": name, "tensors": len(grads), "bytes": flat.numel() * 4,
-                     "seconds": tm})
-    return rows
+    times = timed(cases, peers.mpi, repeats, warmup=1)
+    return [{"ranks": peers.mpi.size, "case": name, "tensors": len(grads), "bytes": flat.numel() * 4,
+             "seconds": times[name]} for name in cases]
 
 
 def _bus_bytes() -> float:
@@ -140,13 +145,15 @@ def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
                  "1bit": lambda: comm.allreduce_quantized(t, codec=pycomm.OneBitCodec(block=256),
                                                           error_feedback=ef).wait()}
         ef = pycomm.ErrorFeedback()
+        sent = {}
         for name, fn in cases.items():
             before = _bus_bytes()
             fn()
-            sent = _bus_bytes() - before
-            tm = timed(fn, peers.mpi, 3 if quick else 5, warmup=1)
-            rows.append({"ranks": peers.mpi.size, "codec": name, "bytes": nbytes, "bytes_sent_per_rank": sent,
-                         "seconds": tm})
+            sent[name] = _bus_bytes() - before
+        times = timed(cases, peers.mpi, 3 if quick else 5, warmup=1)
+        for name in cases:
+            rows.append({"ranks": peers.mpi.size, "codec": name, "bytes": nbytes, "bytes_sent_per_rank": sent[name],
+                         "seconds": times[name]})
         del t
         nbytes *= 4
     return rows

@@ -80,10 +80,13 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None = None) -> Path:
-    """Write results/<name>.json (payload + environment) and, with `plot(ax)`, results/<name>.png."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"{name}.json"
+def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None = None,
+         results_dir: Path | None = None) -> Path:
+    """Write results/<name>.json (payload + environment) and, with `plot(ax)`, results/<name>.png
+    (into `results_dir` instead when given, e.g. a temporary folder for smoke tests)."""
+    where = Path(results_dir) if results_dir is not None else RESULTS
+    where.mkdir(parents=True, exist_ok=True)
+    out = where / f"{name}.json"
     doc = {"benchmark": name, "environment": environment(), **payload}
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(doc, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o)))
@@ -95,6 +98,6 @@ def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None 
         fig, ax = plt.subplots(figsize=(8, 5))
         plot(ax)
         fig.tight_layout()
-        fig.savefig(RESULTS / f"{name}.png", dpi=120)
+        fig.savefig(where / f"{name}.png", dpi=120)
         plt.close(fig)
     return out

@@ -10,9 +10,10 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 
 import torch
 
-from pycomm import _dtypes, kernels
-from pycomm.ops import AVG
+from pycomm import _dtypes, kernels, runtime
+from pycomm._codec_wire import check_codec
 from pycomm._tensors import check_tensor, place_of
+from pycomm.ops import AVG
 
 Layer = Union[torch.Tensor, Sequence[torch.Tensor]]
 
@@ -38,10 +39,13 @@ class LayerwiseAverager:
     """Averages parameters layer by layer across `comm` without stopping training.
 
     params_by_layer: a sequence (or a mapping name -> layer) of layers, each a tensor or a sequence of
-    floating tensors. codec: optional pycomm codec; the averages then travel quantized through
-    allreduce_quantized. Layers are keyed by their index (or name for a mapping)."""
+    floating tensors. comm: a pycomm.Communicator (None: pycomm.world()). codec: optional pycomm codec;
+    the averages then travel quantized through allreduce_quantized. Layers are keyed by their index
+    (or name for a mapping). Every rank must call start() at the same point of its sequence of ops on
+    `comm`; an averager driven from its own thread (LAP-SGD's averaging activity) should get a
+    communicator of its own (comm.split(0)) so its all-reduces never interleave with the trainer's."""
 
-    def __init__(self, params_by_layer: Sequence[Layer] | Mapping[Any, Layer], comm: Any,
+    def __init__(self, params_by_layer: Sequence[Layer] | Mapping[Any, Layer], comm: Any = None,
                  codec: Any = None) -> None:
         what = "LayerwiseAverager"
         if isinstance(params_by_layer, Mapping):
@@ -54,9 +58,9 @@ class LayerwiseAverager:
         if not layers:
             raise ValueError(f"{what}: params_by_layer is empty")
         if codec is not None:
-            from pycomm._codec_wire import check_codec
             check_codec(codec, f"{what}: codec")
-        self.comm, self.codec, self.keys = comm, codec, keys
+        self.comm = runtime.world() if comm is None else comm
+        self.codec, self.keys = codec, keys
         self._layers: dict[Any, list[_LayerBuckets]] = {}
         for key, layer in zip(keys, layers):
             tensors = [layer] if isinstance(layer, torch.Tensor) else list(_iter_layer(layer, key, what))

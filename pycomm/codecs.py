@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -112,13 +113,19 @@ class Codec(ABC):
     def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
         """Encode `x` (contiguous fp32/bf16/fp16/fp64); write into `out` when given."""
 
-    @abstractmethod
     def decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
         """out = decoded values (cast to out.dtype). Returns `out`."""
+        self._check_out(enc, out, f"{type(self).__name__}.decode")
+        return self._kernels()[0](enc.data, enc.scales, out, block=self.block)
 
-    @abstractmethod
     def decode_accumulate(self, enc: Encoded, acc: torch.Tensor) -> torch.Tensor:
         """acc += decoded values. Returns `acc`."""
+        self._check_out(enc, acc, f"{type(self).__name__}.decode_accumulate")
+        return self._kernels()[1](enc.data, enc.scales, acc, block=self.block)
+
+    @abstractmethod
+    def _kernels(self) -> tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor]]:
+        """The (decode, decode-accumulate) kernels of pycomm.kernels for this payload."""
 
     @abstractmethod
     def error_bound(self, x: torch.Tensor) -> torch.Tensor:
@@ -157,13 +164,8 @@ class Int8Codec(Codec):
                               residual=residual)
         return out
 
-    def decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
-        self._check_out(enc, out, "Int8Codec.decode")
-        return kernels.dequantize_int8(enc.data, enc.scales, out, block=self.block)
-
-    def decode_accumulate(self, enc: Encoded, acc: torch.Tensor) -> torch.Tensor:
-        self._check_out(enc, acc, "Int8Codec.decode_accumulate")
-        return kernels.dequantize_int8_accumulate(enc.data, enc.scales, acc, block=self.block)
+    def _kernels(self):
+        return kernels.dequantize_int8, kernels.dequantize_int8_accumulate
 
     def error_bound(self, x: torch.Tensor) -> torch.Tensor:
         """scale / 2 per element (scale for stochastic rounding), plus fp32 rounding slack."""
@@ -189,13 +191,8 @@ class OneBitCodec(Codec):
         kernels.sign_compress(x, out.data, out.scales, block=self.block, residual=residual)
         return out
 
-    def decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
-        self._check_out(enc, out, "OneBitCodec.decode")
-        return kernels.sign_decompress(enc.data, enc.scales, out, block=self.block)
-
-    def decode_accumulate(self, enc: Encoded, acc: torch.Tensor) -> torch.Tensor:
-        self._check_out(enc, acc, "OneBitCodec.decode_accumulate")
-        return kernels.sign_decompress_accumulate(enc.data, enc.scales, acc, block=self.block)
+    def _kernels(self):
+        return kernels.sign_decompress, kernels.sign_decompress_accumulate
 
     def error_bound(self, x: torch.Tensor) -> torch.Tensor:
         """| |x| - mean|x| | <= max|x| of the block, plus the fp32 rounding of the block's sum."""

@@ -1,4 +1,5 @@
-"""pycomm's exceptions. They are defined by the compiled core, so the C++ runtime raises them directly:
+"""pycomm's exceptions. The compiled core raises these very classes (csrc/bindings/comm.cc translates
+its C++ exceptions to them), so they work with or without pycomm._C built:
 
 - PycommError (a RuntimeError): any failure of the communication runtime, e.g. using a broken or
   shut-down communicator, or pycomm before pycomm.init().
@@ -10,10 +11,16 @@
 Bad arguments raise TypeError / ValueError naming the argument, as Python code does."""
 from __future__ import annotations
 
-from pycomm._build import core
-
-PycommError = core().PycommError
-StallError = core().StallError
-MismatchError = core().MismatchError
-
 __all__ = ["PycommError", "StallError", "MismatchError"]
+
+
+class PycommError(RuntimeError):
+    """A failure of pycomm's communication runtime."""
+
+
+class StallError(PycommError):
+    """An op did not complete within PYCOMM_TIMEOUT seconds (its communicator is now broken)."""
+
+
+class MismatchError(PycommError):
+    """PYCOMM_DEBUG=1: ranks submitted different collectives at the same point."""

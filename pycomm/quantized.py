@@ -1,10 +1,11 @@
 """Quantized all-reduce (`Communicator.allreduce_quantized`): the reduce-scatter pattern.
 
 t is cut into N chunks of c elements (c a whole number of codec blocks; the tail is zero-padded).
-Stage 1: every rank encodes its N chunks and an all-to-all hands rank r every rank's encoding of
-chunk r, which it decode-accumulates in fp32 (and scales by 1/N for AVG). Stage 2: rank r re-encodes
-its reduced chunk, an all-gather hands everyone every reduced chunk, and each rank decodes them into
-t. Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
+Stage 1: every rank encodes the chunks of the other ranks and an all-to-all hands rank r every
+rank's encoding of chunk r, which it decode-accumulates in fp32 onto its own chunk, taken exactly
+(and scales by 1/N for AVG). Stage 2: rank r re-encodes its reduced chunk, an all-gather hands
+everyone every reduced chunk, and each rank decodes them all into t (its own too, so that every
+rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
 
 Stage 2 needs stage 1's result, so the two stages run on one helper thread per communicator over a
 private duplicate of it: jobs run in submission order there, and the caller's own collectives on the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
+import weakref
 from typing import Any
 
 import torch
@@ -23,6 +25,7 @@ from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
 from pycomm._codec_wire import WireLayout, check_codec
 from pycomm.codecs import Codec, Int8Codec
+from pycomm.work import Work
 
 
 class ErrorFeedback:
@@ -53,11 +56,13 @@ class ErrorFeedback:
         self.local, self.server = state["local"], state["server"]
 
 
-class QuantizedWork:
+class QuantizedWork(Work):
     """The pending result of `allreduce_quantized`; t must not be touched until wait() returns."""
 
-    def __init__(self, future: cf.Future) -> None:
-        self._future = future
+    __slots__ = ("_future", "_describe")
+
+    def __init__(self, future: cf.Future, describe: str) -> None:   # noqa: no transport handle of its own
+        self._future, self._describe = future, describe
 
     def is_completed(self) -> bool:
         return self._future.done()
@@ -66,6 +71,10 @@ class QuantizedWork:
         self._future.result()       # re-raises what the helper thread raised
 
     synchronize = wait
+
+    @property
+    def info(self) -> dict:
+        return {"name": "allreduce_quantized", "describe": self._describe}
 
 
 class _Engine:
@@ -76,17 +85,17 @@ class _Engine:
         self.threads = cf.ThreadPoolExecutor(1, thread_name_prefix="pycomm-quantized")
 
 
-_ENGINES: dict[int, tuple[Any, _Engine]] = {}
+_ENGINES: "weakref.WeakKeyDictionary[Any, _Engine]" = weakref.WeakKeyDictionary()
 _ENGINES_LOCK = threading.Lock()
 
 
 def _engine(comm: Any) -> _Engine:
+    """The engine of `comm`, made on first use (collective: the first quantized call of every rank)."""
     with _ENGINES_LOCK:
-        known = _ENGINES.get(id(comm))
-        if known is None or known[0] is not comm:
-            known = (comm, _Engine(comm))
-            _ENGINES[id(comm)] = known
-        return known[1]
+        engine = _ENGINES.get(comm)
+        if engine is None:
+            engine = _ENGINES[comm] = _Engine(comm)
+        return engine
 
 
 def chunk_numel(numel: int, size: int, block: int) -> int:
@@ -104,7 +113,7 @@ def _check_residual(error_feedback: Any, t: torch.Tensor) -> None:
                         f"got {type(error_feedback).__name__}")
     check_tensor(error_feedback, what, (torch.float32,))
     if error_feedback.numel() != t.numel() or error_feedback.device != t.device:
-        raise ValueError(f"{what}: residual must have t's {t.numel()} elements on {t.device}, got "
+        raise ValueError(f"{what}: residual must have the tensor's {t.numel()} elements on {t.device}, got "
                          f"{error_feedback.numel()} on {error_feedback.device}")
 
 
@@ -112,8 +121,8 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
                         error_feedback: Any = None) -> QuantizedWork:
     """All-reduce floating tensor t in place through `codec` (default pycomm.Int8Codec(block=256))."""
     what = "allreduce_quantized"
-    check_tensor(t, f"{what}: t", _dtypes.FLOATING)
-    place_of([t], f"{what}: t")
+    check_tensor(t, f"{what}: tensor", _dtypes.FLOATING)
+    place_of([t], f"{what}: tensor")
     op = check_op(op, what)
     if op not in (SUM, AVG):
         raise ValueError(f"{what}: op must be pycomm.SUM or pycomm.AVG (a quantized MAX/MIN is not "
@@ -127,7 +136,8 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
         local, server = error_feedback, None
     engine = _engine(comm)
     stream = torch.cuda.current_stream(t.device) if t.is_cuda else None
-    return QuantizedWork(engine.threads.submit(_run, engine.comm, t, op, codec, c, local, server, stream))
+    future = engine.threads.submit(_run, engine.comm, t, op, codec, c, local, server, stream)
+    return QuantizedWork(future, f"allreduce_quantized ({t.numel()} x {t.dtype}, {codec!r}, op {op.name})")
 
 
 def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, c: int, local: torch.Tensor | None,
@@ -148,18 +158,28 @@ def _reduce(comm: Any, t: torch.Tensor, op: Any, codec: Codec, c: int, local: to
     wire = WireLayout(codec, c, size, t.device)
     send, recv = wire.buffer(), wire.buffer()
     scratch = POOL.take(c, torch.float32, t.device)       # zero-padded copy of a partial chunk
+    me = comm.rank
     try:
-        for r in range(size):                               # stage 1: encode every chunk of mine
+        for r in range(size):               # stage 1: encode the chunks the other ranks reduce
+            if r == me:
+                continue
             lo, hi = r * c, min((r + 1) * c, n)
             x, res = _chunk(flat, local, lo, hi, c, scratch)
             wire.encode_into(send, r, x, res)
-            if local is not None and hi - lo < c and hi > lo:
+            if local is not None and 0 < hi - lo < c:
                 local[lo:hi].copy_(res[: hi - lo])
-        comm.alltoall(recv, send)
+        comm.alltoall(recv, send)           # (my own slot carries nothing: my chunk joins exactly)
         acc = scratch
         acc.zero_()
-        for r in range(size):                               # rank r's encoding of my chunk
-            wire.decode_accumulate(recv, r, acc)
+        lo, hi = me * c, min((me + 1) * c, n)
+        if hi > lo:
+            acc[: hi - lo].copy_(flat[lo:hi])
+            if local is not None:           # nothing of it is lost, so its residual is spent
+                acc[: hi - lo].add_(local[lo:hi])
+                local[lo:hi].zero_()
+        for r in range(size):               # every other rank's encoding of my chunk
+            if r != me:
+                wire.decode_accumulate(recv, r, acc)
         if op == AVG:
             acc.mul_(1.0 / size)
         wire.encode_into(send, 0, acc, server)              # stage 2: my reduced chunk

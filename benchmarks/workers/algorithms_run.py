@@ -1,6 +1,7 @@
 """One rank of benchmarks/algorithms.py: train the tiny MNIST CNN with torch DDP (gloo) and with every
-algorithm, 2 x 64 samples per step, timing the training steps only (evaluations paused out).
-Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
+algorithm, 2 x 64 samples per step. The cases train interleaved, a segment of steps each in turn, so
+that the load of a shared machine drifting over time hits every case alike; only training steps are
+timed (evaluations between segments are not). Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
 from __future__ import annotations
 
 import json
@@ -18,58 +19,58 @@ import pycomm
 from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
 from tests.algorithms.workers.convergence import BATCH, CASES, SGD, TARGET
 
-EVALS_PER_EPOCH = 4
+SEGMENTS_PER_EPOCH = 4
 
 
-def make_ddp(comm: Any) -> tuple[torch.nn.Module, torch.optim.Optimizer, Any]:
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                rank=comm.rank, world_size=comm.size)
-    model = torch.nn.parallel.DistributedDataParallel(TinyCNN())
-    opt = torch.optim.SGD(model.parameters(), **SGD)
-    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return model, opt, lambda steps: grad_bytes * steps     # DDP all-reduces every gradient every step
+class Run:
+    """One case's model, optimizer, schedule and measurements."""
 
+    def __init__(self, comm: Any, name: str, steps_per_epoch: int, epochs: int) -> None:
+        self.comm, self.name = comm, name
+        torch.manual_seed(1234 + comm.rank)
+        self.model = TinyCNN()
+        if name == "ddp":
+            if not dist.is_initialized():
+                dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
+                                        rank=comm.rank, world_size=comm.size)
+            self.model = torch.nn.parallel.DistributedDataParallel(self.model)
+            self.opt: Any = torch.optim.SGD(self.model.parameters(), **SGD)
+        else:
+            algorithm, options, make = CASES[name]
+            self.opt = algorithms.CommOptimizer(make(self.model.parameters()), algorithm=algorithm, comm=comm,
+                                                model=self.model, **options)
+        self.sched = algorithms.CosineWithWarmup(self.opt, total_steps=3 * steps_per_epoch, warmup_steps=10,
+                                                 baseline_lr=self.opt.param_groups[0]["lr"] / 10)
+        self.grad_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        self.steps, self.seconds, self.curve, self.time_to_target = 0, 0.0, [], None
 
-def make_algorithm(comm: Any, name: str) -> tuple[torch.nn.Module, Any, Any]:
-    algorithm, options, make = CASES[name]
-    model = TinyCNN()
-    opt = algorithms.CommOptimizer(make(model.parameters()), algorithm=algorithm, comm=comm, model=model, **options)
-    return model, opt, lambda steps: opt.comm_stats()["bytes"]
+    def bytes(self) -> int:
+        if self.name == "ddp":   # DDP all-reduces every gradient every step
+            return self.grad_bytes * self.steps
+        return self.opt.comm_stats()["bytes"]
 
-
-def run(comm: Any, name: str, data: Any, epochs: int) -> dict[str, Any]:
-    (xt, yt), (xe, ye) = data
-    torch.manual_seed(1234 + comm.rank)
-    model, opt, bytes_after = make_ddp(comm) if name == "ddp" else make_algorithm(comm, name)
-    per_epoch = len(shard_batches(len(yt), 0, comm.size, BATCH, 0))
-    sched = algorithms.CosineWithWarmup(opt, total_steps=3 * per_epoch, warmup_steps=10,
-                                        baseline_lr=opt.param_groups[0]["lr"] / 10)
-    eval_every = max(per_epoch // EVALS_PER_EPOCH, 1)
-    steps, train_s, curve, time_to_target = 0, 0.0, [], None
-    for epoch in range(epochs):
+    def train(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
         t0 = time.perf_counter()
-        for idx in shard_batches(len(yt), comm.rank, comm.size, BATCH, epoch):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(xt[idx]), yt[idx])
+        for idx in batches:
+            self.opt.zero_grad()
+            loss = F.cross_entropy(self.model(x[idx]), y[idx])
             loss.backward()
-            opt.step(loss=loss) if name != "ddp" else opt.step()
-            sched.step()
-            steps += 1
-            if steps % eval_every == 0:
-                train_s += time.perf_counter() - t0
-                acc = mean_over_ranks(comm, accuracy(model, xe, ye))
-                curve.append({"step": steps, "bytes": bytes_after(steps), "seconds": train_s, "accuracy": acc})
-                if time_to_target is None and acc >= TARGET:
-                    time_to_target = train_s
-                t0 = time.perf_counter()
-        train_s += time.perf_counter() - t0
-    if hasattr(opt, "average_now"):
-        opt.average_now()
-    final = mean_over_ranks(comm, accuracy(model, xe, ye))
-    return {"samples_per_s": steps * BATCH * comm.size / train_s, "bytes_per_step": bytes_after(steps) / steps,
-            "time_to_target_s": time_to_target, "final_accuracy": final, "steps": steps, "train_seconds": train_s,
-            "curve": curve}
+            self.opt.step() if self.name == "ddp" else self.opt.step(loss=loss)
+            self.sched.step()
+            self.steps += 1
+        self.seconds += time.perf_counter() - t0
+
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        acc = mean_over_ranks(self.comm, accuracy(self.model, x, y))
+        self.curve.append({"step": self.steps, "bytes": self.bytes(), "seconds": self.seconds, "accuracy": acc})
+        if self.time_to_target is None and acc >= TARGET:
+            self.time_to_target = self.seconds
+        return acc
+
+    def result(self, final: float) -> dict[str, Any]:
+        return {"samples_per_s": self.steps * BATCH * self.comm.size / self.seconds,
+                "bytes_per_step": self.bytes() / self.steps, "time_to_target_s": self.time_to_target,
+                "final_accuracy": final, "steps": self.steps, "train_seconds": self.seconds, "curve": self.curve}
 
 
 def mean_over_ranks(comm: Any, value: float) -> float:
@@ -82,14 +83,25 @@ def main() -> None:
     out, epochs, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     torch.set_num_threads(1)
     comm = pycomm.init()
-    data = split()
+    (xt, yt), (xe, ye) = split()
+    per_epoch = len(shard_batches(len(yt), 0, comm.size, BATCH, 0))
+    runs = [Run(comm, name, per_epoch, epochs) for name in names]
+    segment = -(-per_epoch // SEGMENTS_PER_EPOCH)
+    for epoch in range(epochs):
+        batches = shard_batches(len(yt), comm.rank, comm.size, BATCH, epoch)
+        for start in range(0, len(batches), segment):
+            for i in range(len(runs)):   # rotate who goes first, so no case always follows another
+                runs[(i + start // segment) % len(runs)].train(batches[start:start + segment], xt, yt)
+            for run in runs:
+                run.evaluate(xe, ye)
     results = {}
-    for name in names:
-        results[name] = run(comm, name, data, epochs)
-        if comm.rank == 0:
-            print(f"{name}: {results[name]['samples_per_s']:.0f} samples/s, final {results[name]['final_accuracy']:.4f}",
-                  flush=True)
+    for run in runs:
+        if hasattr(run.opt, "average_now"):
+            run.opt.average_now()
+        results[run.name] = run.result(mean_over_ranks(comm, accuracy(run.model, xe, ye)))
     if comm.rank == 0:
+        for name, r in results.items():
+            print(f"{name}: {r['samples_per_s']:.0f} samples/s, final {r['final_accuracy']:.4f}", flush=True)
         with open(out, "w") as f:
             json.dump(results, f)
     if dist.is_initialized():

@@ -28,11 +28,7 @@ void bucket_update_entry(const std::vector<uintptr_t>& ptrs, const std::vector<i
   a.alpha = alpha;
   a.beta = beta;
   a.gamma = gamma;
-  py::gil_scoped_release nogil;
-#ifdef PYCOMM_WITH_GPU
-  if (device >= 0) return bucket_update_gpu(a, device, stream);
-#endif
-  bucket_update_cpu(a);
+  PYCOMM_RUN_KERNEL(bucket_update_cpu, bucket_update_gpu, a, device, stream);
 }
 
 }  // namespace

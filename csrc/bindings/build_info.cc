@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bindings/bindings.h"
+#include "kernels/cpu/isa.h"
 
 namespace pycomm::bind {
 
@@ -11,6 +12,7 @@ void register_build_info(pybind11::module_& m) {
   m.def("build_info", [] {
     pybind11::dict d;
     d["cpu"] = true;
+    d["cpu_isa"] = std::string(pycomm::cpu::isa_name());  // the CPU kernel variant this machine runs
 #ifdef _OPENMP
     d["openmp"] = true;
 #else

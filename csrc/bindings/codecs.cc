@@ -17,82 +17,66 @@ namespace {
 template <typename T>
 T* as_ptr(uintptr_t p) { return reinterpret_cast<T*>(p); }
 
-void quantize_int8_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block, uintptr_t q, uintptr_t scales,
-                         uintptr_t residual, bool stochastic, uint64_t seed, int device, uintptr_t stream) {
-  const char* what = "quantize_int8";
-  require_gpu_build(device, what);
-  QuantizeArgs a;
+// The fields both encoders share: input, block layout, scales and the error-feedback residual.
+template <typename Args>
+Args encode_args(uintptr_t x, int x_dtype, int64_t numel, int64_t block, uintptr_t scales, uintptr_t residual,
+                 const char* what) {
+  Args a;
   a.x = as_ptr<const void>(x);
   a.x_dtype = dtype_from_int(x_dtype, what);
   a.numel = numel;
   a.block = block;
-  a.q = as_ptr<int8_t>(q);
   a.scales = as_ptr<float>(scales);
   a.residual = as_ptr<float>(residual);
+  return a;
+}
+
+// The fields both decoders share.
+template <typename Args>
+Args decode_args(uintptr_t scales, int64_t numel, int64_t block, uintptr_t out, int out_dtype, bool accumulate,
+                 const char* what) {
+  Args a;
+  a.scales = as_ptr<const float>(scales);
+  a.numel = numel;
+  a.block = block;
+  a.out = as_ptr<void>(out);
+  a.out_dtype = dtype_from_int(out_dtype, what);
+  a.accumulate = accumulate;
+  return a;
+}
+
+void quantize_int8_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block, uintptr_t q, uintptr_t scales,
+                         uintptr_t residual, bool stochastic, uint64_t seed, int device, uintptr_t stream) {
+  require_gpu_build(device, "quantize_int8");
+  auto a = encode_args<QuantizeArgs>(x, x_dtype, numel, block, scales, residual, "quantize_int8");
+  a.q = as_ptr<int8_t>(q);
   a.stochastic = stochastic;
   a.seed = seed;
-  py::gil_scoped_release nogil;
-#ifdef PYCOMM_WITH_GPU
-  if (device >= 0) return quantize_int8_gpu(a, device, stream);
-#endif
-  quantize_int8_cpu(a);
+  PYCOMM_RUN_KERNEL(quantize_int8_cpu, quantize_int8_gpu, a, device, stream);
 }
 
 void dequantize_int8_entry(uintptr_t q, uintptr_t scales, int64_t numel, int64_t block, uintptr_t out,
                            int out_dtype, bool accumulate, int device, uintptr_t stream) {
-  const char* what = "dequantize_int8";
-  require_gpu_build(device, what);
-  DequantizeArgs a;
+  require_gpu_build(device, "dequantize_int8");
+  auto a = decode_args<DequantizeArgs>(scales, numel, block, out, out_dtype, accumulate, "dequantize_int8");
   a.q = as_ptr<const int8_t>(q);
-  a.scales = as_ptr<const float>(scales);
-  a.numel = numel;
-  a.block = block;
-  a.out = as_ptr<void>(out);
-  a.out_dtype = dtype_from_int(out_dtype, what);
-  a.accumulate = accumulate;
-  py::gil_scoped_release nogil;
-#ifdef PYCOMM_WITH_GPU
-  if (device >= 0) return dequantize_int8_gpu(a, device, stream);
-#endif
-  dequantize_int8_cpu(a);
+  PYCOMM_RUN_KERNEL(dequantize_int8_cpu, dequantize_int8_gpu, a, device, stream);
 }
 
 void sign_compress_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block, uintptr_t bits, uintptr_t scales,
                          uintptr_t residual, int device, uintptr_t stream) {
-  const char* what = "sign_compress";
-  require_gpu_build(device, what);
-  SignCompressArgs a;
-  a.x = as_ptr<const void>(x);
-  a.x_dtype = dtype_from_int(x_dtype, what);
-  a.numel = numel;
-  a.block = block;
+  require_gpu_build(device, "sign_compress");
+  auto a = encode_args<SignCompressArgs>(x, x_dtype, numel, block, scales, residual, "sign_compress");
   a.bits = as_ptr<uint8_t>(bits);
-  a.scales = as_ptr<float>(scales);
-  a.residual = as_ptr<float>(residual);
-  py::gil_scoped_release nogil;
-#ifdef PYCOMM_WITH_GPU
-  if (device >= 0) return sign_compress_gpu(a, device, stream);
-#endif
-  sign_compress_cpu(a);
+  PYCOMM_RUN_KERNEL(sign_compress_cpu, sign_compress_gpu, a, device, stream);
 }
 
 void sign_decompress_entry(uintptr_t bits, uintptr_t scales, int64_t numel, int64_t block, uintptr_t out,
                            int out_dtype, bool accumulate, int device, uintptr_t stream) {
-  const char* what = "sign_decompress";
-  require_gpu_build(device, what);
-  SignDecompressArgs a;
+  require_gpu_build(device, "sign_decompress");
+  auto a = decode_args<SignDecompressArgs>(scales, numel, block, out, out_dtype, accumulate, "sign_decompress");
   a.bits = as_ptr<const uint8_t>(bits);
-  a.scales = as_ptr<const float>(scales);
-  a.numel = numel;
-  a.block = block;
-  a.out = as_ptr<void>(out);
-  a.out_dtype = dtype_from_int(out_dtype, what);
-  a.accumulate = accumulate;
-  py::gil_scoped_release nogil;
-#ifdef PYCOMM_WITH_GPU
-  if (device >= 0) return sign_decompress_gpu(a, device, stream);
-#endif
-  sign_decompress_cpu(a);
+  PYCOMM_RUN_KERNEL(sign_decompress_cpu, sign_decompress_gpu, a, device, stream);
 }
 
 }  // namespace

@@ -46,11 +46,27 @@ py::dict op_info(const OpInfo& i) {
   return d;
 }
 
+// The Python classes live in pycomm/errors.py (importable without this module); C++ exceptions
+// become them here. Handles are leaked on purpose: they must outlive interpreter teardown.
 void register_exceptions(py::module_& m) {
-  // pybind11 tries translators newest first: the subclasses are registered after their base.
-  auto& base = py::register_exception<PycommError>(m, "PycommError", PyExc_RuntimeError);
-  py::register_exception<StallError>(m, "StallError", base.ptr());
-  py::register_exception<MismatchError>(m, "MismatchError", base.ptr());
+  py::module_ errors = py::module_::import("pycomm.errors");
+  static PyObject* base = py::object(errors.attr("PycommError")).release().ptr();
+  static PyObject* stall = py::object(errors.attr("StallError")).release().ptr();
+  static PyObject* mismatch = py::object(errors.attr("MismatchError")).release().ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const StallError& e) {
+      PyErr_SetString(stall, e.what());
+    } catch (const MismatchError& e) {
+      PyErr_SetString(mismatch, e.what());
+    } catch (const PycommError& e) {
+      PyErr_SetString(base, e.what());
+    }
+  });
+  m.attr("PycommError") = py::handle(base);
+  m.attr("StallError") = py::handle(stall);
+  m.attr("MismatchError") = py::handle(mismatch);
 }
 
 void register_work(py::module_& m) {

@@ -1,6 +1,8 @@
 // Where a kernel call runs: device < 0 means the CPU; otherwise a GPU ordinal and a stream handle.
 #pragma once
 
+#include <pybind11/pybind11.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -20,3 +22,20 @@ inline void require_gpu_build(int device, const char* what) {
 }
 
 }  // namespace pycomm::bind
+
+// Runs kernel args `a` with the GIL released: cpu_fn(a) for device < 0, else gpu_fn(a, device, stream).
+#ifdef PYCOMM_WITH_GPU
+#define PYCOMM_RUN_KERNEL(cpu_fn, gpu_fn, a, device, stream)   \
+  do {                                                         \
+    pybind11::gil_scoped_release nogil_;                       \
+    if ((device) >= 0) gpu_fn((a), (device), (stream));        \
+    else cpu_fn(a);                                            \
+  } while (0)
+#else
+#define PYCOMM_RUN_KERNEL(cpu_fn, gpu_fn, a, device, stream)   \
+  do {                                                         \
+    (void)(stream);                                            \
+    pybind11::gil_scoped_release nogil_;                       \
+    cpu_fn(a);                                                 \
+  } while (0)
+#endif

@@ -9,7 +9,9 @@
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define PYCOMM_HD __host__ __device__ __forceinline__
 #else
-#define PYCOMM_HD inline
+// Always inlined: the CPU kernels are compiled once per ISA (kernels/cpu/isa.h), and an out-of-line
+// copy built for AVX2 must never be what the baseline code calls.
+#define PYCOMM_HD inline __attribute__((always_inline))
 #endif
 
 namespace pycomm {

@@ -28,12 +28,6 @@ PYCOMM_HD float floor_small(float y) {  // floor for |y| < 2^22
   const float r = round_half_even(y);
   return r > y ? r - 1.0f : r;
 }
-PYCOMM_HD float clamp_sym(float y, float lim) {  // NaN stays NaN
-  y = y < -lim ? -lim : y;
-  return y > lim ? lim : y;
-}
-PYCOMM_HD float zero_if_nan(float y) { return y == y ? y : 0.0f; }
-
 // Counter-based uniform numbers: u(seed, i) in [0, 1) for element index i, a pure function of its
 // arguments (no state), so any thread on any device draws the same number for the same element.
 // lowbias32 by C. Wellons (public domain): a well-mixed 32-bit bijection.
@@ -50,7 +44,8 @@ PYCOMM_HD uint32_t stream_key(uint64_t seed, uint32_t hi) {
   return mix32(static_cast<uint32_t>(seed) ^ mix32(static_cast<uint32_t>(seed >> 32) ^ mix32(hi ^ 0x9e3779b9u)));
 }
 PYCOMM_HD float uniform_keyed(uint32_t key, uint32_t lo) {
-  return static_cast<float>(mix32(lo ^ key) >> 8) * (1.0f / 16777216.0f);
+  // via int32: the 24-bit value converts exactly either way, but only signed conversion vectorizes
+  return static_cast<float>(static_cast<int32_t>(mix32(lo ^ key) >> 8)) * (1.0f / 16777216.0f);
 }
 PYCOMM_HD float uniform(uint64_t seed, int64_t i) {
   const uint64_t u = static_cast<uint64_t>(i);
@@ -58,16 +53,21 @@ PYCOMM_HD float uniform(uint64_t seed, int64_t i) {
 }
 
 // int8 symmetric absmax: scale = max|v| / 127 (0 for an all-zero block). `nonfinite` is the sum of
-// v * 0 over the block: 0, or NaN when the block holds a NaN or an infinity, which then poisons the
-// scale so that decoding gives NaN instead of a silently wrong finite value.
+// v * 0 over the block: 0, or NaN when the block holds a NaN or an infinity. Such a block gets a
+// NaN scale and q = 0 (int8_nonfinite_block), so it decodes to NaN, never to a wrong finite value.
 constexpr float kInt8Max = 127.0f;
 PYCOMM_HD float int8_scale(float amax, float nonfinite) { return amax / kInt8Max + nonfinite; }
+PYCOMM_HD bool int8_nonfinite_block(float nonfinite) { return nonfinite != 0.0f; }
 PYCOMM_HD float int8_divisor(float scale) { return scale > 0.0f ? scale : 1.0f; }  // all-zero block: q = 0
-// q as a float in [-127, 127]; u = 0 rounds to nearest (even), u in [0,1) rounds stochastically.
+// The level q in [-127, 127] of v in a finite block (|v / divisor| <= 127 up to rounding); u = 0
+// rounds to nearest (even), u in [0,1) rounds stochastically. The clamp is on integers: a float
+// clamp next to the int8 narrowing makes GCC select on narrowed masks, several times slower.
 template <bool kStochastic>
-PYCOMM_HD float int8_level(float v, float divisor, float u) {
-  if (kStochastic) return zero_if_nan(floor_small(clamp_sym(v / divisor + u, kInt8Max)));
-  return zero_if_nan(round_half_even(clamp_sym(v / divisor, kInt8Max)));
+PYCOMM_HD int32_t int8_level(float v, float divisor, float u) {
+  const float y = kStochastic ? floor_small(v / divisor + u) : round_half_even(v / divisor);
+  int32_t q = static_cast<int32_t>(y);
+  q = q < -127 ? -127 : q;
+  return q > 127 ? 127 : q;
 }
 
 // 1-bit sign: bit 1 decodes to +scale, bit 0 to -scale.

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "runtime/nvtx.h"
+#include "runtime/spin.h"
 #include "runtime/stall.h"
 
 namespace pycomm {
@@ -14,6 +15,7 @@ bool HostWork::is_completed() {
 
 void HostWork::wait(uintptr_t, double timeout_s) {
   NvtxScope range("wait ", info_);
+  spin_until([&] { return done_flag_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lk(mu_);
   if (timeout_s > 0) {
     if (!cv_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return done_; })) {
@@ -30,6 +32,7 @@ void HostWork::complete() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     done_ = true;
+    done_flag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -39,6 +42,7 @@ void HostWork::fail(std::exception_ptr error) {
     std::lock_guard<std::mutex> lk(mu_);
     done_ = true;
     error_ = std::move(error);
+    done_flag_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }

@@ -3,6 +3,7 @@
 // (the queue thread never has to notice a stall for the waiter to get its error).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -33,6 +34,7 @@ class HostWork : public Work {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  std::atomic<bool> done_flag_{false};  // done_, readable without the lock (spinning waiters)
   std::exception_ptr error_;
 };
 

@@ -2,12 +2,14 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <list>
 #include <mutex>
 
 #include "runtime/errors.h"
+#include "runtime/spin.h"
 #include "runtime/stall.h"
 #include "runtime/stats.h"
 
@@ -19,6 +21,7 @@ struct OpQueue::State {
   std::condition_variable cv;       // new op, or stop
   std::condition_variable exit_cv;  // the thread has ended
   std::deque<std::unique_ptr<QueuedOp>> pending;
+  std::atomic<size_t> pending_count{0};  // pending.size(), readable without the lock
   bool stopping = false;
   bool exited = false;
 };
@@ -92,6 +95,7 @@ std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op) {
   op->work = std::make_shared<HostWork>(op->info, health_);
   auto work = op->work;
   state_->pending.push_back(std::move(op));
+  state_->pending_count = state_->pending.size();
   state_->cv.notify_one();
   return work;
 }
@@ -108,6 +112,7 @@ bool OpQueue::stop(double timeout_s) {
   state_->stopping = true;
   state_->cv.notify_all();
   auto ended = [&] { return state_->exited; };
+  if (health_->broken()) timeout_s = 2;  // nothing in flight will complete any more
   bool done = timeout_s > 0 ? state_->exit_cv.wait_for(lk, std::chrono::duration<double>(timeout_s), ended)
                             : (state_->exit_cv.wait(lk, ended), true);
   if (!done) {
@@ -140,12 +145,16 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         for (auto& op : st->pending) fail_op(*op, broken_error(health, op->info));
         in_flight.clear();
         st->pending.clear();
+        st->pending_count = 0;
         if (st->stopping) break;
         st->cv.wait(lk, [&] { return !st->pending.empty() || st->stopping; });
         continue;
       }
       if (st->pending.empty() && in_flight.empty()) {
         if (st->stopping) break;
+        lk.unlock();  // back-to-back ops should not pay a wake-up each
+        spin_until([&] { return st->pending_count.load() > 0; });
+        lk.lock();
         st->cv.wait(lk, [&] { return !st->pending.empty() || st->stopping; });
         continue;
       }
@@ -160,6 +169,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
             std::lock_guard<std::mutex> lk(st->mu);
             op = std::move(st->pending.front());
             st->pending.pop_front();
+            st->pending_count = st->pending.size();
           }
           op->started = Clock::now();
           op->range = std::make_unique<NvtxOpRange>(op->info);
@@ -173,6 +183,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
           std::lock_guard<std::mutex> lk(st->mu);
           op = std::move(st->pending.front());
           st->pending.pop_front();
+          st->pending_count = st->pending.size();
         }
         health.note_finished(op->info.seq);
         fail_and_break(*op, health);

@@ -6,7 +6,8 @@ from typing import Sequence
 
 import torch
 
-from pycomm._tensors import check_tensor
+from pycomm import _dtypes
+from pycomm._tensors import check_tensor, place_of, ptr
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
@@ -42,3 +43,18 @@ def check_seed(seed: int, what: str) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 64:
         raise ValueError(f"{what}: seed must be an int in [0, 2**64), got {seed!r}")
     return seed
+
+
+def decode_call(entry, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int,
+                accumulate: bool, data_dtype: torch.dtype, data_numel: int, block_multiple: int,
+                what: str) -> torch.Tensor:
+    """Checks and runs a blockwise decode kernel `entry` of pycomm._C: out (+)= decode(data, scales)."""
+    check_block(block, what, multiple=block_multiple)
+    out = check_tensor(out, f"{what}: out", FLOAT_DTYPES)
+    n = out.numel()
+    check_buffer(data, f"{what}: {'q' if data_dtype == torch.int8 else 'bits'}", (data_dtype,), data_numel)
+    check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))
+    place = place_of([data, scales, out], what)
+    entry(ptr(data), ptr(scales), n, block, ptr(out), _dtypes.code(out.dtype, what), accumulate, place.device,
+          place.stream)
+    return out

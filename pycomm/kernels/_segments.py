@@ -23,13 +23,14 @@ def bucket_offsets(tensors: Sequence[torch.Tensor], align: int = 1) -> tuple[lis
 
 
 def segments(tensors: Sequence[torch.Tensor], bucket: torch.Tensor, offsets: Sequence[int] | None, what: str,
-             others: Sequence[torch.Tensor] = ()) -> tuple[Place, list[int], list[int], list[int], int]:
-    """Checks `tensors` (one dtype) against `bucket` and returns (place, ptrs, offsets, numels,
-    tensor dtype code). `others` are further buffers that must share the tensors' device."""
+             others: Sequence[torch.Tensor] = (), dtypes: Sequence[torch.dtype] | None = None
+             ) -> tuple[Place, list[int], list[int], list[int], int]:
+    """Checks `tensors` (one dtype, of `dtypes` when given) against `bucket` (likewise) and returns
+    (place, ptrs, offsets, numels, tensor dtype code). `others` must share the tensors' device."""
     if isinstance(tensors, torch.Tensor):
         raise TypeError(f"{what}: tensors must be a sequence of tensors, got a single tensor")
-    tensors = [check_tensor(t, f"{what}: tensors[{i}]") for i, t in enumerate(tensors)]
-    check_tensor(bucket, f"{what}: bucket")
+    tensors = [check_tensor(t, f"{what}: tensors[{i}]", dtypes) for i, t in enumerate(tensors)]
+    check_tensor(bucket, f"{what}: bucket", dtypes)
     dtypes = {t.dtype for t in tensors}
     if len(dtypes) > 1:
         raise TypeError(f"{what}: all tensors must share one dtype (group them by dtype), got "

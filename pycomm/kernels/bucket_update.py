@@ -23,15 +23,13 @@ def bucket_update(tensors: Sequence[torch.Tensor], y: torch.Tensor, *, alpha: fl
                   what: str = "bucket_update") -> None:
     """x_k = alpha x_k + (beta y[off_k:] + gamma z[off_k:]) in place for every tensor (one float dtype);
     y and z are flat buckets of one float dtype and length. Offsets default to the tensors end to end."""
-    check_tensor(y, f"{what}: bucket", FLOAT_DTYPES)
     if z is not None:
         check_tensor(z, f"{what}: second bucket", FLOAT_DTYPES)
         if z.dtype != y.dtype or z.numel() != y.numel():
             raise ValueError(f"{what}: both buckets must have one dtype and length, got {y.dtype}[{y.numel()}] "
                              f"and {z.dtype}[{z.numel()}]")
-    for i, t in enumerate(tensors if not isinstance(tensors, torch.Tensor) else ()):
-        check_tensor(t, f"{what}: tensors[{i}]", FLOAT_DTYPES)
-    place, ptrs, offs, numels, tcode = segments(tensors, y, offsets, what, others=[z] if z is not None else [])
+    place, ptrs, offs, numels, tcode = segments(tensors, y, offsets, what, others=[z] if z is not None else [],
+                                                dtypes=FLOAT_DTYPES)
     core().bucket_update(ptrs, offs, numels, tcode, ptr(y), ptr(z) if z is not None else 0, y.numel(),
                          _dtypes.code(y.dtype, what), float(alpha), float(beta), float(gamma), place.device,
                          place.stream)

@@ -10,7 +10,7 @@ import torch
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
-from pycomm.kernels._buffers import FLOAT_DTYPES, check_block, check_buffer, num_blocks, output
+from pycomm.kernels._buffers import FLOAT_DTYPES, check_block, check_buffer, decode_call, num_blocks, output
 
 
 def sign_bytes(numel: int) -> int:
@@ -39,15 +39,9 @@ def sign_compress(x: torch.Tensor, bits: torch.Tensor | None = None, scales: tor
 
 def _decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool,
                 what: str) -> torch.Tensor:
-    check_block(block, what, multiple=8)
-    out = check_tensor(out, f"{what}: out", FLOAT_DTYPES)
-    n = out.numel()
-    check_buffer(bits, f"{what}: bits", (torch.uint8,), sign_bytes(n))
-    check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))
-    place = place_of([bits, scales, out], what)
-    core().sign_decompress(ptr(bits), ptr(scales), n, block, ptr(out), _dtypes.code(out.dtype, what), accumulate,
-                           place.device, place.stream)
-    return out
+    n = out.numel() if isinstance(out, torch.Tensor) else 0
+    return decode_call(core().sign_decompress, bits, scales, out, block=block, accumulate=accumulate,
+                       data_dtype=torch.uint8, data_numel=sign_bytes(n), block_multiple=8, what=what)
 
 
 def sign_decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int = 256) -> torch.Tensor:

@@ -11,7 +11,8 @@ import torch
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
-from pycomm.kernels._buffers import FLOAT_DTYPES, check_block, check_buffer, check_seed, num_blocks, output
+from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_seed, decode_call,
+                                     num_blocks, output)
 
 
 def quantize_int8(x: torch.Tensor, q: torch.Tensor | None = None, scales: torch.Tensor | None = None, *,
@@ -36,15 +37,9 @@ def quantize_int8(x: torch.Tensor, q: torch.Tensor | None = None, scales: torch.
 
 def _dequantize(q: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool,
                 what: str) -> torch.Tensor:
-    check_block(block, what)
-    out = check_tensor(out, f"{what}: out", FLOAT_DTYPES)
-    n = out.numel()
-    check_buffer(q, f"{what}: q", (torch.int8,), n)
-    check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))
-    place = place_of([q, scales, out], what)
-    core().dequantize_int8(ptr(q), ptr(scales), n, block, ptr(out), _dtypes.code(out.dtype, what), accumulate,
-                           place.device, place.stream)
-    return out
+    n = out.numel() if isinstance(out, torch.Tensor) else 0
+    return decode_call(core().dequantize_int8, q, scales, out, block=block, accumulate=accumulate,
+                       data_dtype=torch.int8, data_numel=n, block_multiple=1, what=what)
 
 
 def dequantize_int8(q: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int = 256) -> torch.Tensor:

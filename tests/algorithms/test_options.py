@@ -87,3 +87,19 @@ def test_class_and_name_must_agree() -> None:
 def test_qsr_moment_averaging_needs_adam() -> None:
     with pytest.raises(OptionError, match="avg_m / avg_v average Adam"):
         algorithms.CommOptimizer(sgd(), algorithm="qsr", avg_m=True)
+
+
+def test_another_module_can_register_an_algorithm() -> None:
+    from algorithms import registry
+
+    @algorithms.register("test-only-algo")
+    class TestOnly(algorithms.CommOptimizer):
+        algorithm_options = {"period": 3}
+
+    try:
+        assert registry.lookup("Test-Only-Algo") is TestOnly
+        assert algorithms.available()["test-only-algo"] == {"codec": None, "bucket_bytes": 25 << 20, "period": 3}
+        with pytest.raises(ValueError, match="already registered"):
+            algorithms.register("test-only-algo")(type("Other", (algorithms.CommOptimizer,), {}))
+    finally:
+        registry._REGISTRY.pop("test-only-algo")

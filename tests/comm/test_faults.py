@@ -11,9 +11,11 @@ from tests.launch import mpirun
 
 
 @pytest.mark.mpi
-def test_skipped_collective_raises_stall_error_within_timeout():
+@pytest.mark.parametrize("nonblocking", ["0", "1"], ids=["blocking-collectives", "nonblocking-collectives"])
+def test_skipped_collective_raises_stall_error_within_timeout(nonblocking):
     t0 = time.perf_counter()
-    proc = mpirun(2, "tests.comm.workers.faults", "stall", env={"PYCOMM_TIMEOUT": "5"}, expect_ok=False, timeout=240)
+    env = {"PYCOMM_TIMEOUT": "5", "PYCOMM_MPI_NONBLOCKING": nonblocking}
+    proc = mpirun(2, "tests.comm.workers.faults", "stall", env=env, expect_ok=False, timeout=240)
     out = proc.stdout + proc.stderr
     assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
     m = re.search(r"MARK stall after ([\d.]+) s: (.*)", out)

@@ -1,16 +1,27 @@
 #include "kernels/bucket_update.h"
 
 #include "kernels/check.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+
+PYCOMM_ISA_DECLARE(bucket_update, pycomm::BucketUpdateArgs)
 
 namespace pycomm {
 
+#if PYCOMM_ISA_PRIMARY
 void check_bucket_update(const BucketUpdateArgs& a, const char* what) {
   if (!is_floating(a.tensor_dtype)) throw_bad_dtype(what, a.tensor_dtype, "float32, float64, float16 or bfloat16");
   if (!is_floating(a.bucket_dtype)) throw_bad_dtype(what, a.bucket_dtype, "float32, float64, float16 or bfloat16");
   require(a.segs.empty() || a.y != nullptr, what, "the bucket has a null data pointer");
 }
 
+void bucket_update_cpu(const BucketUpdateArgs& a) {
+  check_bucket_update(a, "bucket_update");
+  if (!a.segs.empty()) PYCOMM_ISA_CALL(bucket_update, a);
+}
+#endif
+
+namespace cpu::PYCOMM_ISA {
 namespace {
 
 template <typename T, typename B, bool kTwoBuckets>
@@ -32,9 +43,7 @@ void update(const BucketUpdateArgs& a) {
 
 }  // namespace
 
-void bucket_update_cpu(const BucketUpdateArgs& a) {
-  check_bucket_update(a, "bucket_update");
-  if (a.segs.empty()) return;
+void bucket_update(const BucketUpdateArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.tensor_dtype, "bucket_update", [&] {
     using T = scalar_t;
     PYCOMM_DISPATCH_FLOAT(a.bucket_dtype, "bucket_update", [&] {
@@ -43,4 +52,5 @@ void bucket_update_cpu(const BucketUpdateArgs& a) {
   });
 }
 
+}  // namespace cpu::PYCOMM_ISA
 }  // namespace pycomm

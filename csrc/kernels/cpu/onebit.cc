@@ -6,10 +6,15 @@
 
 #include "kernels/check.h"
 #include "kernels/codec_math.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+
+PYCOMM_ISA_DECLARE(sign_compress, pycomm::SignCompressArgs)
+PYCOMM_ISA_DECLARE(sign_decompress, pycomm::SignDecompressArgs)
 
 namespace pycomm {
 
+#if PYCOMM_ISA_PRIMARY
 namespace {
 void check_block(int64_t block, int64_t numel, const char* what) {
   require(block >= 8 && block % 8 == 0, what,
@@ -30,23 +35,50 @@ void check_sign_decompress(const SignDecompressArgs& a, const char* what) {
   require(a.numel == 0 || (a.bits && a.scales && a.out), what, "bits, scales and out need data pointers");
 }
 
+void sign_compress_cpu(const SignCompressArgs& a) {
+  check_sign_compress(a, "sign_compress");
+  if (a.numel > 0) PYCOMM_ISA_CALL(sign_compress, a);
+}
+
+void sign_decompress_cpu(const SignDecompressArgs& a) {
+  check_sign_decompress(a, "sign_decompress");
+  if (a.numel > 0) PYCOMM_ISA_CALL(sign_decompress, a);
+}
+#endif
+
+namespace cpu::PYCOMM_ISA {
 namespace {
 
+constexpr int kLanes = 16;       // partial sums of the block's sum |v|
 constexpr int64_t kStage = 256;  // elements of v staged on the stack per step (a multiple of 8)
+// Bit masks as data: SSE2 has no per-lane variable shift, so `1 << b` would keep the loop scalar.
+alignas(32) constexpr uint32_t kBit[8] = {1, 2, 4, 8, 16, 32, 64, 128};
 
 template <typename T, bool kResidual>
 void compress_block(const SignCompressArgs& a, int64_t b0, int64_t len) {
   const T* __restrict x = static_cast<const T*>(a.x) + b0;
   float* __restrict e = kResidual ? a.residual + b0 : nullptr;
   uint8_t* __restrict bits = a.bits + b0 / 8;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < len; ++j) {
-    float v = Num<T>::load(x[j]);
-    if (kResidual) v += e[j];
-    sum += v < 0.0f ? -v : v;
+  // sum |v| in kLanes fixed partial sums combined in a fixed order, so every vector width (and
+  // ISA variant) adds in the same order and gets the same scale.
+  float part[kLanes] = {};
+  int64_t j0 = 0;
+  for (; j0 + kLanes <= len; j0 += kLanes) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      float v = Num<T>::load(x[j0 + l]);
+      if (kResidual) v += e[j0 + l];
+      part[l] += v < 0.0f ? -v : v;
+    }
   }
-  const float scale = sum / static_cast<float>(len);
+  for (int l = 0; j0 + l < len; ++l) {
+    float v = Num<T>::load(x[j0 + l]);
+    if (kResidual) v += e[j0 + l];
+    part[l] += v < 0.0f ? -v : v;
+  }
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; ++l) part[l] += part[l + w];
+  const float scale = part[0] / static_cast<float>(len);
   a.scales[b0 / a.block] = scale;
 
   // Stage v in a zero-padded buffer so the bit packing always sees whole bytes.
@@ -95,7 +127,7 @@ void decompress(const SignDecompressArgs& a) {
         T* __restrict o = out + 8 * k;
 #pragma omp simd
         for (int b = 0; b < 8; ++b) {
-          const float d = codec::sign_value((byte & (1u << b)) != 0, scale);
+          const float d = codec::sign_value((byte & kBit[b]) != 0, scale);
           o[b] = Num<T>::store(kAccumulate ? Num<T>::load(o[b]) + d : d);
         }
       }
@@ -109,20 +141,17 @@ void decompress(const SignDecompressArgs& a) {
 
 }  // namespace
 
-void sign_compress_cpu(const SignCompressArgs& a) {
-  check_sign_compress(a, "sign_compress");
-  if (a.numel == 0) return;
+void sign_compress(const SignCompressArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
     return a.residual ? compress<scalar_t, true>(a) : compress<scalar_t, false>(a);
   });
 }
 
-void sign_decompress_cpu(const SignDecompressArgs& a) {
-  check_sign_decompress(a, "sign_decompress");
-  if (a.numel == 0) return;
+void sign_decompress(const SignDecompressArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
     return a.accumulate ? decompress<scalar_t, true>(a) : decompress<scalar_t, false>(a);
   });
 }
 
+}  // namespace cpu::PYCOMM_ISA
 }  // namespace pycomm

@@ -4,10 +4,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+
+PYCOMM_ISA_DECLARE(pack_loops, pycomm::PackArgs)
+PYCOMM_ISA_DECLARE(unpack_loops, pycomm::PackArgs)
 
 namespace pycomm {
 
+#if PYCOMM_ISA_PRIMARY
 void check_pack_dtypes(const PackArgs& a, const char* what) {
   if (is_plain_copy(a)) return;
   if (!is_floating(a.tensor_dtype) || !is_floating(a.bucket_dtype))
@@ -16,6 +21,22 @@ void check_pack_dtypes(const PackArgs& a, const char* what) {
                                 " (integer tensors can only be packed unscaled into a bucket of the same dtype)");
 }
 
+namespace {
+template <bool kPack>
+void run(const PackArgs& a, const char* what) {
+  check_pack_dtypes(a, what);
+  if (a.segs.empty()) return;
+  if (a.bucket == nullptr) throw std::invalid_argument(std::string(what) + ": bucket has a null data pointer");
+  if (kPack) PYCOMM_ISA_CALL(pack_loops, a);
+  else PYCOMM_ISA_CALL(unpack_loops, a);
+}
+}  // namespace
+
+void pack_cpu(const PackArgs& a) { run<true>(a, "pack"); }
+void unpack_cpu(const PackArgs& a) { run<false>(a, "unpack"); }
+#endif
+
+namespace cpu::PYCOMM_ISA {
 namespace {
 
 template <bool kPack>
@@ -47,10 +68,7 @@ void convert(const PackArgs& a) {
 }
 
 template <bool kPack>
-void run(const PackArgs& a, const char* what) {
-  check_pack_dtypes(a, what);
-  if (a.segs.empty()) return;
-  if (a.bucket == nullptr) throw std::invalid_argument(std::string(what) + ": bucket has a null data pointer");
+void loops(const PackArgs& a, const char* what) {
   if (is_plain_copy(a)) return copy_bytes<kPack>(a);
   PYCOMM_DISPATCH_FLOAT(a.tensor_dtype, what, [&] {
     using T = scalar_t;
@@ -60,7 +78,8 @@ void run(const PackArgs& a, const char* what) {
 
 }  // namespace
 
-void pack_cpu(const PackArgs& a) { run<true>(a, "pack"); }
-void unpack_cpu(const PackArgs& a) { run<false>(a, "unpack"); }
+void pack_loops(const PackArgs& a) { loops<true>(a, "pack"); }
+void unpack_loops(const PackArgs& a) { loops<false>(a, "unpack"); }
 
+}  // namespace cpu::PYCOMM_ISA
 }  // namespace pycomm

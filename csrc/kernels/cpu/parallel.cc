@@ -1,5 +1,9 @@
 #include "kernels/cpu/parallel.h"
 
+#include "kernels/cpu/isa.h"
+
+#if PYCOMM_ISA_PRIMARY  // compiled once (see isa.h)
+
 #include <cstdlib>
 
 #ifdef _OPENMP
@@ -24,3 +28,4 @@ int num_threads() {
 }
 
 }  // namespace pycomm::cpu
+#endif

@@ -6,10 +6,15 @@
 
 #include "kernels/check.h"
 #include "kernels/codec_math.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+
+PYCOMM_ISA_DECLARE(quantize_int8, pycomm::QuantizeArgs)
+PYCOMM_ISA_DECLARE(dequantize_int8, pycomm::DequantizeArgs)
 
 namespace pycomm {
 
+#if PYCOMM_ISA_PRIMARY
 void check_quantize(const QuantizeArgs& a, const char* what) {
   require(a.block >= 1, what, "block must be >= 1, got " + std::to_string(a.block));
   require(a.numel >= 0, what, "numel must be >= 0");
@@ -24,6 +29,18 @@ void check_dequantize(const DequantizeArgs& a, const char* what) {
   require(a.numel == 0 || (a.q && a.scales && a.out), what, "q, scales and out need data pointers");
 }
 
+void quantize_int8_cpu(const QuantizeArgs& a) {
+  check_quantize(a, "quantize_int8");
+  if (a.numel > 0) PYCOMM_ISA_CALL(quantize_int8, a);
+}
+
+void dequantize_int8_cpu(const DequantizeArgs& a) {
+  check_dequantize(a, "dequantize_int8");
+  if (a.numel > 0) PYCOMM_ISA_CALL(dequantize_int8, a);
+}
+#endif
+
+namespace cpu::PYCOMM_ISA {
 namespace {
 
 // One block [b0, b0 + len): amax pass, then the encode pass (the block is in L1 by then).
@@ -45,31 +62,32 @@ void quantize_block(const QuantizeArgs& a, int64_t b0, int64_t len) {
   const float div = codec::int8_divisor(scale);
   a.scales[b0 / a.block] = scale;
 
-  // The random stream key depends on the high half of the index: constant unless the block
-  // straddles a multiple of 2^32 (then the generic per-element form is used).
-  const uint64_t first = static_cast<uint64_t>(b0), last = static_cast<uint64_t>(b0 + len - 1);
-  const bool one_key = (first >> 32) == (last >> 32);
-  const uint32_t key = codec::stream_key(a.seed, static_cast<uint32_t>(first >> 32));
-  const uint32_t lo = static_cast<uint32_t>(first);
-  if (kStochastic && !one_key) {
+  auto encode = [&](int64_t j, float u) {
+    float v = Num<T>::load(x[j]);
+    if (kResidual) v += e[j];
+    const int32_t l = codec::int8_level<kStochastic>(v, div, u);
+    q[j] = static_cast<int8_t>(l);
+    if (kResidual) e[j] = v - codec::mul_rn(static_cast<float>(l), scale);
+  };
+  if (codec::int8_nonfinite_block(nonfinite)) {  // NaN scale: q = 0, residual NaN
     for (int64_t j = 0; j < len; ++j) {
-      float v = Num<T>::load(x[j]);
-      if (kResidual) v += e[j];
-      const float l = codec::int8_level<true>(v, div, codec::uniform(a.seed, b0 + j));
-      q[j] = static_cast<int8_t>(static_cast<int32_t>(l));
-      if (kResidual) e[j] = v - codec::mul_rn(l, scale);
+      q[j] = 0;
+      if (kResidual) e[j] = Num<T>::load(x[j]) + e[j] - scale;
     }
     return;
   }
-#pragma omp simd
-  for (int64_t j = 0; j < len; ++j) {
-    float v = Num<T>::load(x[j]);
-    if (kResidual) v += e[j];
-    const float u = kStochastic ? codec::uniform_keyed(key, lo + static_cast<uint32_t>(j)) : 0.0f;
-    const float l = codec::int8_level<kStochastic>(v, div, u);
-    q[j] = static_cast<int8_t>(static_cast<int32_t>(l));
-    if (kResidual) e[j] = v - codec::mul_rn(l, scale);
+  // The random stream key depends on the high half of the index: constant unless the block
+  // straddles a multiple of 2^32 (then the per-element form is used).
+  const uint64_t first = static_cast<uint64_t>(b0), last = static_cast<uint64_t>(b0 + len - 1);
+  if (kStochastic && (first >> 32) != (last >> 32)) {
+    for (int64_t j = 0; j < len; ++j) encode(j, codec::uniform(a.seed, b0 + j));
+    return;
   }
+  const uint32_t key = codec::stream_key(a.seed, static_cast<uint32_t>(first >> 32));
+  const uint32_t lo = static_cast<uint32_t>(first);
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j)
+    encode(j, kStochastic ? codec::uniform_keyed(key, lo + static_cast<uint32_t>(j)) : 0.0f);
 }
 
 template <typename T, bool kResidual, bool kStochastic>
@@ -99,9 +117,7 @@ void dequantize(const DequantizeArgs& a) {
 
 }  // namespace
 
-void quantize_int8_cpu(const QuantizeArgs& a) {
-  check_quantize(a, "quantize_int8");
-  if (a.numel == 0) return;
+void quantize_int8(const QuantizeArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.x_dtype, "quantize_int8", [&] {
     const bool r = a.residual != nullptr;
     if (a.stochastic) return r ? quantize<scalar_t, true, true>(a) : quantize<scalar_t, false, true>(a);
@@ -109,12 +125,11 @@ void quantize_int8_cpu(const QuantizeArgs& a) {
   });
 }
 
-void dequantize_int8_cpu(const DequantizeArgs& a) {
-  check_dequantize(a, "dequantize_int8");
-  if (a.numel == 0) return;
+void dequantize_int8(const DequantizeArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.out_dtype, "dequantize_int8", [&] {
     return a.accumulate ? dequantize<scalar_t, true>(a) : dequantize<scalar_t, false>(a);
   });
 }
 
+}  // namespace cpu::PYCOMM_ISA
 }  // namespace pycomm

@@ -1,5 +1,5 @@
-// Reductions across one thread block through shared memory (portable to CUDA's 32-wide warps and
-// AMD's 64-wide wavefronts alike). Every thread gets the result; the block must be kThreads wide.
+// Block-per-work-item kernels: reductions across one thread block through shared memory (portable
+// to CUDA's 32-wide warps and AMD's 64-wide wavefronts alike), and their launch.
 #pragma once
 
 #include "common/gpu_compat.h"
@@ -30,6 +30,16 @@ struct SumOp { __device__ float operator()(float a, float b) const { return a + 
 inline unsigned grid_for(int64_t items) {
   constexpr int64_t kMaxGrid = int64_t(1) << 20;
   return static_cast<unsigned>(items < kMaxGrid ? (items > 0 ? items : 1) : kMaxGrid);
+}
+inline int64_t thread_blocks_for(int64_t elements) { return (elements + kThreads - 1) / kThreads; }
+
+// The prologue and epilogue of every single-buffer kernel launch: make `device` current, call
+// launch(grid, stream) with a grid for `items` thread blocks, and surface a launch error.
+template <typename Launch>
+void launch_on(int device, uintptr_t stream, int64_t items, Launch launch) {
+  DeviceGuard guard(device);
+  launch(grid_for(items), reinterpret_cast<gpuStream_t>(stream));
+  PYCOMM_GPU_CHECK(gpuGetLastError());
 }
 
 }  // namespace pycomm::gpu

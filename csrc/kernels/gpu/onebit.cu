@@ -56,27 +56,23 @@ __global__ void __launch_bounds__(gpu::kThreads) decompress_kernel(SignDecompres
 void sign_compress_gpu(const SignCompressArgs& a, int device, uintptr_t stream) {
   check_sign_compress(a, "sign_compress");
   if (a.numel == 0) return;
-  DeviceGuard guard(device);
-  auto s = reinterpret_cast<gpuStream_t>(stream);
-  const unsigned grid = gpu::grid_for(num_blocks(a.numel, a.block));
-  PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
-    if (a.residual) compress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
-    else compress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+  gpu::launch_on(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
+    PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
+      if (a.residual) compress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else compress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+    });
   });
-  PYCOMM_GPU_CHECK(gpuGetLastError());
 }
 
 void sign_decompress_gpu(const SignDecompressArgs& a, int device, uintptr_t stream) {
   check_sign_decompress(a, "sign_decompress");
   if (a.numel == 0) return;
-  DeviceGuard guard(device);
-  auto s = reinterpret_cast<gpuStream_t>(stream);
-  const unsigned grid = gpu::grid_for((a.numel + gpu::kThreads - 1) / gpu::kThreads);
-  PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
-    if (a.accumulate) decompress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
-    else decompress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+  gpu::launch_on(device, stream, gpu::thread_blocks_for(a.numel), [&](unsigned grid, gpuStream_t s) {
+    PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
+      if (a.accumulate) decompress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else decompress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+    });
   });
-  PYCOMM_GPU_CHECK(gpuGetLastError());
 }
 
 }  // namespace pycomm

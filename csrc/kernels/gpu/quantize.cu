@@ -31,13 +31,14 @@ __global__ void __launch_bounds__(gpu::kThreads) quantize_kernel(QuantizeArgs a)
     const float scale = codec::int8_scale(amax, nonfinite);
     const float div = codec::int8_divisor(scale);
     if (threadIdx.x == 0) a.scales[blk] = scale;
+    const bool nonfinite_block = codec::int8_nonfinite_block(nonfinite);  // uniform across the block
     for (int64_t j = threadIdx.x; j < len; j += gpu::kThreads) {
       float v = Num<T>::load(x[b0 + j]);
       if (kResidual) v += a.residual[b0 + j];
       const float u = kStochastic ? codec::uniform(a.seed, b0 + j) : 0.0f;
-      const float l = codec::int8_level<kStochastic>(v, div, u);
-      a.q[b0 + j] = static_cast<int8_t>(static_cast<int32_t>(l));
-      if (kResidual) a.residual[b0 + j] = v - codec::mul_rn(l, scale);
+      const int32_t l = nonfinite_block ? 0 : codec::int8_level<kStochastic>(v, div, u);
+      a.q[b0 + j] = static_cast<int8_t>(l);
+      if (kResidual) a.residual[b0 + j] = nonfinite_block ? v - scale : v - codec::mul_rn(static_cast<float>(l), scale);
     }
   }
 }
@@ -57,30 +58,26 @@ __global__ void __launch_bounds__(gpu::kThreads) dequantize_kernel(DequantizeArg
 void quantize_int8_gpu(const QuantizeArgs& a, int device, uintptr_t stream) {
   check_quantize(a, "quantize_int8");
   if (a.numel == 0) return;
-  DeviceGuard guard(device);
-  auto s = reinterpret_cast<gpuStream_t>(stream);
-  const unsigned grid = gpu::grid_for(num_blocks(a.numel, a.block));
-  PYCOMM_DISPATCH_FLOAT(a.x_dtype, "quantize_int8", [&] {
-    const bool r = a.residual != nullptr;
-    if (a.stochastic && r) quantize_kernel<scalar_t, true, true><<<grid, gpu::kThreads, 0, s>>>(a);
-    else if (a.stochastic) quantize_kernel<scalar_t, false, true><<<grid, gpu::kThreads, 0, s>>>(a);
-    else if (r) quantize_kernel<scalar_t, true, false><<<grid, gpu::kThreads, 0, s>>>(a);
-    else quantize_kernel<scalar_t, false, false><<<grid, gpu::kThreads, 0, s>>>(a);
+  gpu::launch_on(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
+    PYCOMM_DISPATCH_FLOAT(a.x_dtype, "quantize_int8", [&] {
+      const bool r = a.residual != nullptr;
+      if (a.stochastic && r) quantize_kernel<scalar_t, true, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else if (a.stochastic) quantize_kernel<scalar_t, false, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else if (r) quantize_kernel<scalar_t, true, false><<<grid, gpu::kThreads, 0, s>>>(a);
+      else quantize_kernel<scalar_t, false, false><<<grid, gpu::kThreads, 0, s>>>(a);
+    });
   });
-  PYCOMM_GPU_CHECK(gpuGetLastError());
 }
 
 void dequantize_int8_gpu(const DequantizeArgs& a, int device, uintptr_t stream) {
   check_dequantize(a, "dequantize_int8");
   if (a.numel == 0) return;
-  DeviceGuard guard(device);
-  auto s = reinterpret_cast<gpuStream_t>(stream);
-  const unsigned grid = gpu::grid_for((a.numel + gpu::kThreads - 1) / gpu::kThreads);
-  PYCOMM_DISPATCH_FLOAT(a.out_dtype, "dequantize_int8", [&] {
-    if (a.accumulate) dequantize_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
-    else dequantize_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+  gpu::launch_on(device, stream, gpu::thread_blocks_for(a.numel), [&](unsigned grid, gpuStream_t s) {
+    PYCOMM_DISPATCH_FLOAT(a.out_dtype, "dequantize_int8", [&] {
+      if (a.accumulate) dequantize_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else dequantize_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+    });
   });
-  PYCOMM_GPU_CHECK(gpuGetLastError());
 }
 
 }  // namespace pycomm

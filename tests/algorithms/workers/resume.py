@@ -10,7 +10,8 @@ import torch
 from tests.algorithms.configs import RULES, STEPS
 from tests.algorithms.workers.common import build, max_diff, run_cases, train, world
 
-CASES = ["mbsgd-momentum", "plsgd-bn", "qsr-sgd", "qsr-adamw", "easgd", "easgd+", "lsgd-loss", "lsgd-proxy", "lsgd+"]
+CASES = ["mbsgd-momentum", "plsgd-bn", "qsr-sgd", "qsr-adamw", "easgd", "easgd+", "lsgd-loss", "lsgd-proxy", "lsgd+",
+         "mbsgd-momentum/int8", "plsgd-bn/onebit", "easgd/int8"]   # /codec: error-feedback residuals resume too
 CUT = 5   # mid-period for every case
 
 
@@ -21,8 +22,10 @@ def roundtrip(obj: object) -> object:
     return torch.load(buf, weights_only=False)
 
 
-def resume(comm: Any, name: str) -> dict[str, Any]:
+def resume(comm: Any, case: str) -> dict[str, Any]:
+    name, _, codec = case.partition("/")
     algorithm, options, inner, batchnorm, schedule = RULES[name]
+    options = {**options, "codec": codec or None}
     model, opt = build(comm, algorithm, options, inner, batchnorm)
     whole = train(comm, model, opt, 0, STEPS, schedule)
 

@@ -199,6 +199,32 @@ def check_mpi4py(comm) -> None:
     ok()
 
 
+def check_gpu_tensors(comm) -> None:
+    """CUDA/ROCm tensors through the MPI transport (pinned-memory staging, or GPU-aware MPI)."""
+    dev = torch.device("cuda", comm.local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+        for numel in (0, 1, 70_001):
+            xs = inputs(comm, numel, dtype, f"gpu{numel}")
+            stack = np.stack([as_np(x) for x in xs]) if numel else np.zeros((comm.size, 0))
+            t = xs[comm.rank].to(dev)
+            comm.allreduce(t, op=pycomm.SUM)
+            assert_close(t.cpu(), stack.sum(0), "gpu allreduce")
+            out = torch.zeros(comm.size * numel, dtype=dtype, device=dev)
+            comm.allgather(out, xs[comm.rank].to(dev))
+            assert_close(out.cpu(), np.concatenate([as_np(x) for x in xs]), "gpu allgather")
+            got = torch.zeros(numel, dtype=dtype, device=dev)
+            rw = comm.irecv(got, (comm.rank - 1) % comm.size, tag=9)
+            comm.isend(xs[comm.rank].to(dev), (comm.rank + 1) % comm.size, tag=9).wait()
+            rw.wait()
+            assert_close(got.cpu(), as_np(xs[(comm.rank - 1) % comm.size]), "gpu isend/irecv")
+            ok()
+    f = torch.full((1000,), float(comm.rank + 1), device=dev)
+    comm.allreduce(f, op=pycomm.AVG)
+    assert bool((f.cpu() == (comm.size + 1) / 2).all()), f[:4]
+    ok()
+
+
 def expect(exc, fragment: str, fn, *args, **kw) -> None:
     try:
         fn(*args, **kw)
@@ -251,6 +277,11 @@ def main() -> int:
         check(comm)
     if pycomm.build_info()["mpi"] and comm.backend == "mpi":
         check_mpi4py(comm)
+    info = pycomm.build_info()
+    if torch.cuda.is_available() and (info["cuda"] or info["hip"]):
+        check_gpu_tensors(comm)
+    else:
+        print(f"rank {comm.rank}: GPU tensor checks skipped (no GPU, or a CPU-only build)", flush=True)
     comm.barrier()
     print(f"rank {comm.rank}/{comm.size} ({comm.backend}): {checks} checks passed in "
           f"{time.perf_counter() - t0:.1f} s", flush=True)

@@ -76,6 +76,8 @@ def check_error_feedback(comm) -> None:
     one_step, averaged = run_steps(comm, int8, n, 20, pycomm.ErrorFeedback())
     print(f"rank {comm.rank}: int8 mean error without feedback {no_ef}, with both residuals {averaged}")
     assert averaged < 0.3 * one_step, f"int8 + ErrorFeedback: mean error {averaged} vs one step {one_step}"
+    if comm.size == 1:
+        return                          # stage 1 is exact on one rank: a plain residual has no loss to carry
     residual = torch.zeros(n)           # a plain tensor: stage 1's loss only (stage 2's is not fed back)
     _, local_only = run_steps(comm, int8, n, 20, residual)
     print(f"rank {comm.rank}: int8 mean error with the local residual only {local_only}")
@@ -99,8 +101,8 @@ def check_bytes(comm) -> None:
 
 def check_bad_input(comm) -> None:
     f = comm.allreduce_quantized
-    expect_raises(TypeError, r"t: dtype torch.int64", lambda: f(torch.ones(4, dtype=torch.int64)))
-    expect_raises(ValueError, r"t: tensor must be contiguous", lambda: f(torch.ones(4, 4).t()))
+    expect_raises(TypeError, r"tensor: dtype torch.int64", lambda: f(torch.ones(4, dtype=torch.int64)))
+    expect_raises(ValueError, r"tensor: tensor must be contiguous", lambda: f(torch.ones(4, 4).t()))
     expect_raises(ValueError, "op must be pycomm.SUM or pycomm.AVG", lambda: f(torch.ones(4), op=pycomm.MAX))
     expect_raises(TypeError, "codec", lambda: f(torch.ones(4), codec="int8"))
     expect_raises(ValueError, "residual must have", lambda: f(torch.ones(4), error_feedback=torch.zeros(5)))
