@@ -15,7 +15,7 @@ from tests.algorithms import lap_mnist
 from tests.algorithms.lap_models import SmallCNN
 from tests.algorithms.workers.lap_common import flat, same_on_all_ranks
 
-STEPS = int(os.environ.get("LAP_STEPS", 800))       # node minibatches per rank (all its workers together): 6.4 passes over its 4,000 images
+STEPS = int(os.environ.get("LAP_STEPS", 1000))       # node minibatches per rank (all its workers together): 8 passes over its 4,000 images
 BATCH = 32
 
 
