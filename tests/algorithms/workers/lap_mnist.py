@@ -15,8 +15,8 @@ from tests.algorithms import lap_mnist
 from tests.algorithms.lap_models import SmallCNN
 from tests.algorithms.workers.lap_common import flat, same_on_all_ranks
 
-STEPS = int(os.environ.get("LAP_STEPS", 1000))       # node minibatches per rank (all its workers together): 8 passes over its 4,000 images
-BATCH = 32
+STEPS = int(os.environ.get("LAP_STEPS", 800))        # node minibatches per rank (all its workers together): 12.8 passes over its 4,000 images
+BATCH = int(os.environ.get("LAP_BATCH", 64))
 
 
 def main(algorithm: str, start_method: str, codec: str) -> None:
