@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
+import torch
+
 from apps.config import Config
-from apps.schedule import Schedule
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,16 @@ class Budget:
         return cls(spe, total, max(horizon, 1), warmup, max(1, int(round(cfg.train.eval_every_epochs * spe))),
                    cfg.checkpoint.every_steps or spe)
 
-    def schedule(self, cfg: Config) -> Schedule:
+    def scheduler(self, cfg: Config, optimizer: torch.optim.Optimizer) -> Any:
+        """The learning-rate schedule (algorithms.schedules), stepped once per optimizer step."""
+        from algorithms import Constant, CosineWithWarmup, MultiStep
+
         s = cfg.schedule
-        return Schedule(s.name, cfg.optim.lr, self.schedule_steps, self.warmup_steps, s.baseline_lr, s.min_lr,
-                        sorted(int(round(m * self.steps_per_epoch)) for m in s.milestones), s.gamma)
+        if s.name == "cosine":
+            return CosineWithWarmup(optimizer, self.schedule_steps, min(self.warmup_steps, self.schedule_steps),
+                                    s.baseline_lr, s.min_lr)
+        if self.warmup_steps:
+            raise ValueError(f"schedule.warmup_* is supported with schedule.name=cosine, not {s.name!r}")
+        if s.name == "multistep":
+            return MultiStep(optimizer, sorted(int(round(m * self.steps_per_epoch)) for m in s.milestones), s.gamma)
+        return Constant(optimizer)

@@ -32,7 +32,8 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer
     if cfg.name == "adamw":
         return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
     import algorithms  # LARS is part of the algorithms package
-    return algorithms.LARS(groups, lr=cfg.lr, momentum=cfg.momentum, trust_coefficient=cfg.trust_coefficient)
+    return algorithms.LARS(groups, lr=cfg.lr, momentum=cfg.momentum, trust_coefficient=cfg.trust_coefficient,
+                           exclude_bias_and_norm=cfg.exclude_bias_and_norm)
 
 
 def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -40,27 +41,24 @@ def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict
     takes and the config does not set."""
     options = epochs_to_steps(cfg.options, steps_per_epoch)
     valid = _valid_options(cfg.name)
-    if valid is not None:
-        for key in options:
-            if key not in valid:
-                epochs = [k[:-len("_steps")] + "_epochs" for k in valid if k.endswith("_steps")]
-                raise ValueError(f"unknown algorithm.options key '{key}' for '{cfg.name}'"
-                                 f"{did_you_mean(key, [*valid, *epochs])}; valid: {', '.join(sorted(valid))}")
-        options = {**{k: v for k, v in defaults.items() if k in valid}, **options}
-    return options
+    for key in options:
+        if key not in valid:
+            epochs = [k[:-len("_steps")] + "_epochs" for k in valid if k.endswith("_steps")]
+            raise ValueError(f"unknown algorithm.options key '{key}' for '{cfg.name}'"
+                             f"{did_you_mean(key, [*valid, *epochs])}; valid: {', '.join(sorted(valid))}")
+    return {**{k: v for k, v in defaults.items() if k in valid}, **options}
 
 
-def _valid_options(name: str) -> set[str] | None:
+def _valid_options(name: str) -> set[str]:
     import algorithms
     listing = algorithms.available()
     if name not in listing:
         raise ValueError(f"algorithm.name: unknown algorithm '{name}'{did_you_mean(name, listing)}; "
                          f"valid: none, {', '.join(sorted(listing))}")
-    entry = listing[name] if isinstance(listing, dict) else None
-    return set(entry) if entry is not None else None
+    return set(listing[name])
 
 
-def wrap(optimizer: torch.optim.Optimizer, cfg: AlgorithmConfig, comm: Any, world_size: int,
+def wrap(optimizer: torch.optim.Optimizer, model: nn.Module, cfg: AlgorithmConfig, comm: Any, world_size: int,
          steps_per_epoch: int, defaults: dict[str, Any]) -> Any:
     """The training algorithm around the local optimizer; 'none' (one process only) leaves it bare."""
     if cfg.name == "none":
@@ -72,4 +70,4 @@ def wrap(optimizer: torch.optim.Optimizer, cfg: AlgorithmConfig, comm: Any, worl
         return optimizer
     import algorithms
     options = algorithm_options(cfg, steps_per_epoch, defaults)
-    return algorithms.CommOptimizer(optimizer, algorithm=cfg.name, comm=comm, **options)
+    return algorithms.CommOptimizer(optimizer, algorithm=cfg.name, comm=comm, model=model, **options)
