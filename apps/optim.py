@@ -49,8 +49,17 @@ def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict
     return {**{k: v for k, v in defaults.items() if k in valid}, **options}
 
 
-def _valid_options(name: str) -> set[str]:
+def _algorithms() -> Any:
     import algorithms
+    try:
+        import algorithms.lapsgd  # noqa: F401  registers lapsgd/lppsgd where algorithms/__init__ does not yet
+    except ImportError:
+        pass
+    return algorithms
+
+
+def _valid_options(name: str) -> set[str]:
+    algorithms = _algorithms()
     listing = algorithms.available()
     if name not in listing:
         raise ValueError(f"algorithm.name: unknown algorithm '{name}'{did_you_mean(name, listing)}; "
@@ -68,6 +77,5 @@ def wrap(optimizer: torch.optim.Optimizer, model: nn.Module, cfg: AlgorithmConfi
         if cfg.options:
             raise ValueError(f"algorithm.name=none takes no options, got {sorted(cfg.options)}")
         return optimizer
-    import algorithms
     options = algorithm_options(cfg, steps_per_epoch, defaults)
-    return algorithms.CommOptimizer(optimizer, algorithm=cfg.name, comm=comm, model=model, **options)
+    return _algorithms().CommOptimizer(optimizer, algorithm=cfg.name, comm=comm, model=model, **options)
