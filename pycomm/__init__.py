@@ -3,6 +3,14 @@ from __future__ import annotations
 
 from pycomm._build import build_info
 from pycomm import kernels
+from pycomm.communicator import Communicator
+from pycomm.errors import MismatchError, PycommError, StallError
+from pycomm.launch_env import LaunchEnv
+from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
+from pycomm.runtime import finalize, from_mpi4py, init, is_initialized, stats, world
+from pycomm.work import Work
 
-__all__ = ["build_info", "kernels"]
+__all__ = ["build_info", "kernels", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init", "world",
+           "from_mpi4py", "finalize", "stats", "is_initialized", "LaunchEnv", "PycommError", "StallError",
+           "MismatchError"]
 __version__ = "0.1.0"

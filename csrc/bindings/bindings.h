@@ -6,4 +6,6 @@
 namespace pycomm::bind {
 void register_build_info(pybind11::module_& m);
 void register_kernels(pybind11::module_& m);
+void register_comm(pybind11::module_& m);
+void register_mpi(pybind11::module_& m);
 }  // namespace pycomm::bind

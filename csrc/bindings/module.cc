@@ -4,4 +4,6 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "pycomm compiled core: kernels and transports on raw buffers (no libtorch).";
   pycomm::bind::register_build_info(m);
   pycomm::bind::register_kernels(m);
+  pycomm::bind::register_comm(m);
+  pycomm::bind::register_mpi(m);
 }

@@ -17,6 +17,18 @@ using gpuError_t = hipError_t;
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemcpyDefault hipMemcpyDefault
 #define gpuStreamSynchronize hipStreamSynchronize
+using gpuEvent_t = hipEvent_t;
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventRecord hipEventRecord
+#define gpuEventDestroy hipEventDestroy
+#define gpuStreamWaitEvent hipStreamWaitEvent
+#define gpuStreamCreateWithFlags hipStreamCreateWithFlags
+#define gpuStreamNonBlocking hipStreamNonBlocking
+#define gpuStreamDestroy hipStreamDestroy
+#define gpuHostAlloc hipHostMalloc
+#define gpuHostAllocDefault hipHostMallocDefault
+#define gpuFreeHost hipHostFree
 #define PYCOMM_GPU_RUNTIME "HIP"
 #else
 #include <cuda_runtime.h>
@@ -30,6 +42,18 @@ using gpuError_t = cudaError_t;
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemcpyDefault cudaMemcpyDefault
 #define gpuStreamSynchronize cudaStreamSynchronize
+using gpuEvent_t = cudaEvent_t;
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventRecord cudaEventRecord
+#define gpuEventDestroy cudaEventDestroy
+#define gpuStreamWaitEvent cudaStreamWaitEvent
+#define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
+#define gpuStreamNonBlocking cudaStreamNonBlocking
+#define gpuStreamDestroy cudaStreamDestroy
+#define gpuHostAlloc cudaHostAlloc
+#define gpuHostAllocDefault cudaHostAllocDefault
+#define gpuFreeHost cudaFreeHost
 #define PYCOMM_GPU_RUNTIME "CUDA"
 #endif
 

@@ -28,12 +28,19 @@ struct OpInfo {
   int64_t count = 0;
   DType dtype = DType::F32;
   int peer = -1;      // root, dst or src where the op has one
-  int64_t bytes = 0;
-  std::string describe() const;  // "allreduce #12 (count 1024, float32, 4096 bytes)"
+  int64_t bytes = 0;  // the op's data size as nccl-tests counts it (allgather: output, reduce_scatter: input)
+  int redop = -1;     // a ReduceOp for reductions, else -1
+  int tag = -1;       // send/recv tag, else -1
+  int bucket = -1;    // fusion bucket id given by the caller (NVTX, errors), else -1
+  double bus_factor = 1.0;  // busbw = bytes * bus_factor / seconds (nccl-tests: 2(n-1)/n for allreduce)
+  bool collective = true;   // false for send/recv: PYCOMM_DEBUG only matches collectives
+  std::string describe() const;  // "allreduce #12 (count 1024, float32, 4096 bytes, op SUM)"
 };
 
 // Completion of one op. wait() on a GPU op makes `stream` wait (no host sync); on a host op it
-// blocks. Both raise pycomm's stall error once timeout_s passes without completion.
+// blocks. Both raise StallError (runtime/errors.h) once timeout_s passes without completion
+// (timeout_s <= 0: wait forever), and rethrow the op's own failure. A stall marks the transport
+// broken: its later ops raise PycommError.
 class Work {
  public:
   virtual ~Work() = default;
@@ -44,14 +51,19 @@ class Work {
 };
 
 // Ops run in submission order on the transport's one queue, so ranks submitting the same sequence
-// never deadlock. `stream` is the caller's current GPU stream (0 for host buffers).
+// never deadlock. `stream` is the caller's current GPU stream (0 for host buffers). Every method
+// that creates a transport (split, split_shared) is collective over this one.
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank's place among the ranks of this transport that share its node.
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
   virtual std::string backend() const = 0;
-  virtual std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream) = 0;
+  // bucket: a fusion bucket id shown in NVTX ranges and errors (-1: none).
+  virtual std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket) = 0;
   virtual std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream) = 0;
@@ -60,6 +72,11 @@ class Transport {
   virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
+  // The ranks on this rank's node (MPI_Comm_split_type SHARED), ordered by key.
+  virtual std::unique_ptr<Transport> split_shared(int key) = 0;
+  // Completes what was submitted (bounded by the stall timeout) and releases the transport's
+  // resources; later ops raise PycommError. Idempotent; pycomm.finalize() calls it.
+  virtual void shutdown() = 0;
 };
 
 }  // namespace pycomm

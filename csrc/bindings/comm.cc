@@ -1,0 +1,132 @@
+// Python entry points of the communication runtime: exceptions, Transport and Work on raw buffers
+// (pycomm/communicator.py checks the torch tensors first), the local transport, and stats.
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "bindings/bindings.h"
+#include "runtime/errors.h"
+#include "runtime/stall.h"
+#include "runtime/stats.h"
+#include "transport/local/local_transport.h"
+#include "transport/transport.h"
+
+namespace py = pybind11;
+
+namespace pycomm::bind {
+namespace {
+
+Buffer buffer(uintptr_t ptr, int64_t count, int dtype, int device, const char* what) {
+  Buffer b;
+  b.ptr = reinterpret_cast<void*>(ptr);
+  b.count = count;
+  b.dtype = dtype_from_int(dtype, what);
+  b.device = device;
+  return b;
+}
+
+ReduceOp reduce_op(int op) {
+  if (op < 0 || op > static_cast<int>(ReduceOp::MIN))
+    throw std::invalid_argument("op: unknown reduce op " + std::to_string(op) + "; expected SUM, AVG, MAX or MIN");
+  return static_cast<ReduceOp>(op);
+}
+
+std::shared_ptr<Transport> shared(std::unique_ptr<Transport> t) { return std::shared_ptr<Transport>(std::move(t)); }
+
+py::dict op_info(const OpInfo& i) {
+  py::dict d;
+  d["name"] = i.name;
+  d["seq"] = i.seq;
+  d["count"] = i.count;
+  d["dtype"] = dtype_name(i.dtype);
+  d["bytes"] = i.bytes;
+  d["peer"] = i.peer;
+  d["bucket"] = i.bucket;
+  d["describe"] = i.describe();
+  return d;
+}
+
+void register_exceptions(py::module_& m) {
+  static py::exception<PycommError> base(m, "PycommError", PyExc_RuntimeError);
+  py::register_exception<StallError>(m, "StallError", base.ptr());
+  py::register_exception<MismatchError>(m, "MismatchError", base.ptr());
+}
+
+void register_work(py::module_& m) {
+  py::class_<Work, std::shared_ptr<Work>>(m, "Work", "Completion of one submitted op (see pycomm.Work).")
+      .def("is_completed", &Work::is_completed, py::call_guard<py::gil_scoped_release>())
+      .def("wait", &Work::wait, py::arg("stream"), py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
+      .def("synchronize", &Work::synchronize, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("info", [](const Work& w) { return op_info(w.info()); });
+}
+
+void register_transport(py::module_& m) {
+  using T = Transport;
+  py::class_<T, std::shared_ptr<T>>(m, "Transport", "A communicator's transport on raw buffers.")
+      .def_property_readonly("rank", &T::rank)
+      .def_property_readonly("size", &T::size)
+      .def_property_readonly("local_rank", &T::local_rank)
+      .def_property_readonly("local_size", &T::local_size)
+      .def_property_readonly("backend", &T::backend)
+      .def("allreduce",
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int op, uintptr_t stream, int bucket) {
+             return t.allreduce(buffer(p, n, dt, dev, "allreduce"), reduce_op(op), stream, bucket);
+           })
+      .def("broadcast",
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int root, uintptr_t stream) {
+             return t.broadcast(buffer(p, n, dt, dev, "broadcast"), root, stream);
+           })
+      .def("allgather",
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream) {
+             return t.allgather(buffer(po, no, dt, dev, "allgather"), buffer(pi, ni, dt, dev, "allgather"), stream);
+           })
+      .def("reduce_scatter",
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, int op, uintptr_t stream) {
+             return t.reduce_scatter(buffer(po, no, dt, dev, "reduce_scatter"),
+                                     buffer(pi, ni, dt, dev, "reduce_scatter"), reduce_op(op), stream);
+           })
+      .def("alltoall",
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream) {
+             return t.alltoall(buffer(po, no, dt, dev, "alltoall"), buffer(pi, ni, dt, dev, "alltoall"), stream);
+           })
+      .def("send",
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int dst, int tag, uintptr_t stream) {
+             return t.send(buffer(p, n, dt, dev, "send"), dst, tag, stream);
+           })
+      .def("recv",
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int src, int tag, uintptr_t stream) {
+             return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream);
+           })
+      .def("barrier", &T::barrier)
+      .def("split", [](T& t, int color, int key) { return shared(t.split(color, key)); },
+           py::call_guard<py::gil_scoped_release>())
+      .def("split_shared", [](T& t, int key) { return shared(t.split_shared(key)); },
+           py::call_guard<py::gil_scoped_release>())
+      .def("shutdown", &T::shutdown, py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace
+
+void register_comm(py::module_& m) {
+  register_exceptions(m);
+  register_work(m);
+  register_transport(m);
+  m.def("local_transport", [] { return std::shared_ptr<Transport>(std::make_shared<LocalTransport>()); },
+        "A transport of one rank (no MPI or NCCL needed).");
+  m.def("stall_timeout", &stall_timeout_s, "PYCOMM_TIMEOUT in seconds (<= 0: no stall check).");
+  m.def("stats", [] {
+    py::dict d;
+    for (const auto& [name, c] : stats_snapshot()) {
+      py::dict e;
+      e["calls"] = c.calls;
+      e["bytes"] = c.bytes;
+      e["bus_bytes"] = c.bus_bytes;
+      e["seconds"] = c.seconds;
+      d[py::str(name)] = e;
+    }
+    return d;
+  });
+  m.def("stats_reset", &stats_reset);
+}
+
+}  // namespace pycomm::bind

@@ -1,0 +1,42 @@
+// The shared state of one communicator that outlives its queue thread: whether it is broken (after
+// a stall, a mismatch or a transport error, ranks are out of step and every later op must fail),
+// and which ops are in flight (named by stall errors).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace pycomm {
+
+class CommHealth {
+ public:
+  explicit CommHealth(std::string label) : label_(std::move(label)) {}
+  const std::string& label() const { return label_; }  // "mpi communicator (rank 0 of 2)"
+
+  bool broken() const;
+  std::string broken_reason() const;
+  // The first reason wins: it is the cause; later failures are consequences.
+  void mark_broken(const std::string& reason);
+  // Throws PycommError naming the reason when broken; `what` is the op being submitted.
+  void check_usable(const char* what) const;
+
+  void note_started(const OpInfo& info);
+  void note_finished(uint64_t seq);
+  // "oldest op in flight: allreduce #3 (...) for 5.0 s" or "no op in flight".
+  std::string in_flight_summary() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const std::string label_;
+  mutable std::mutex mu_;
+  bool broken_ = false;
+  std::string reason_;
+  std::map<uint64_t, std::pair<OpInfo, Clock::time_point>> in_flight_;
+};
+
+}  // namespace pycomm

@@ -1,0 +1,47 @@
+// The progress thread of one communicator: starts ops strictly in submission order (so ranks that
+// submit the same sequence never deadlock), polls the ones in flight, completes or fails their
+// Work, and records stats and NVTX ranges. Any failure inside the queue breaks the communicator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "runtime/health.h"
+#include "runtime/queued_op.h"
+
+namespace pycomm {
+
+class OpQueue {
+ public:
+  explicit OpQueue(std::shared_ptr<CommHealth> health);
+  ~OpQueue();  // stop(stall timeout)
+  OpQueue(const OpQueue&) = delete;
+  OpQueue& operator=(const OpQueue&) = delete;
+
+  // Assigns the op its sequence number and queues it. Throws PycommError when the communicator is
+  // broken or stopped.
+  std::shared_ptr<HostWork> submit(std::unique_ptr<QueuedOp> op);
+  // Runs a blocking op (split, ...) on the queue and waits for it with the stall deadline.
+  void run_and_wait(std::unique_ptr<QueuedOp> op);
+
+  // Lets submitted ops finish (for up to timeout_s; past it the communicator is marked broken) and
+  // ends the thread. True when the thread ended cleanly; false when it was abandoned inside a
+  // blocking call (the caller must then leak what that call uses). Idempotent.
+  bool stop(double timeout_s);
+
+  const std::shared_ptr<CommHealth>& health() const { return health_; }
+
+ private:
+  struct State;
+  static void loop(std::shared_ptr<State> st);
+
+  std::shared_ptr<CommHealth> health_;
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+  uint64_t next_seq_ = 0;
+  bool stopped_ = false;
+  bool clean_ = true;
+};
+
+}  // namespace pycomm

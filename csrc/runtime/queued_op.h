@@ -1,0 +1,35 @@
+// One op as a host queue executes it: prepared and started in submission order, then polled until
+// complete. Several started ops may be in flight at once (nonblocking MPI requests), so an isend
+// followed by an irecv cannot deadlock the queue.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "runtime/host_work.h"
+#include "runtime/nvtx.h"
+#include "transport/transport.h"
+
+namespace pycomm {
+
+class QueuedOp {
+ public:
+  explicit QueuedOp(OpInfo info) : info(std::move(info)) {}
+  virtual ~QueuedOp() = default;
+
+  // Polled before start, only while this op is the next to start; true once it may start
+  // (PYCOMM_DEBUG's op matching runs here). Throwing fails the op.
+  virtual bool prepare() { return true; }
+  // True: every earlier op must complete before this one starts (blocking calls such as split).
+  virtual bool needs_drain() const { return false; }
+  virtual void start() = 0;
+  // Polls progress; true once the results are in place.
+  virtual bool test() = 0;
+
+  OpInfo info;
+  std::shared_ptr<HostWork> work;  // set by OpQueue::submit
+  std::chrono::steady_clock::time_point started;
+  std::unique_ptr<NvtxOpRange> range;
+};
+
+}  // namespace pycomm

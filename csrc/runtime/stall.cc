@@ -1,0 +1,32 @@
+#include "runtime/stall.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "runtime/errors.h"
+
+namespace pycomm {
+
+double stall_timeout_s() {
+  const char* v = std::getenv("PYCOMM_TIMEOUT");
+  if (v == nullptr || *v == '\0') return kDefaultStallTimeoutS;
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  if (end == v || *end != '\0')
+    throw std::invalid_argument(std::string("PYCOMM_TIMEOUT=") + v + ": expected a number of seconds");
+  return s;
+}
+
+void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", timeout_s);
+  std::string msg = waited.describe() + " on the " + health.label() + " did not complete within PYCOMM_TIMEOUT=" +
+                    secs + " s; " + health.in_flight_summary() +
+                    ". Another rank probably skipped, reordered or has not reached this op, or died. "
+                    "The communicator is now broken.";
+  health.mark_broken("stall: " + msg);
+  throw StallError(msg);
+}
+
+}  // namespace pycomm

@@ -1,0 +1,41 @@
+// GPU buffers for an MPI that cannot read device memory: copied into pinned host memory when the
+// op starts and back when it completes. Compiled to stubs that refuse without PYCOMM_WITH_GPU.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "transport/transport.h"
+
+namespace pycomm::mpi {
+
+class GpuStaging {
+ public:
+  // Called in the submitting thread: records an event on the caller's `stream`, so to_host()
+  // copies what that stream had produced by submission. `in` is copied to the host at start (may
+  // be empty: recv), `out` back to the device at the end (may be empty: send); in-place ops pass
+  // the same buffer twice and get one pinned region.
+  GpuStaging(Buffer in, Buffer out, uintptr_t stream);
+  ~GpuStaging();
+  GpuStaging(const GpuStaging&) = delete;
+  GpuStaging& operator=(const GpuStaging&) = delete;
+
+  Buffer host_in() const { return host_in_; }
+  Buffer host_out() const { return host_out_; }
+  void to_host();
+  void to_device();  // returns once `out` holds the result
+  void leak();       // MPI may still write into the pinned memory: never reuse it
+
+ private:
+  Buffer in_, out_, host_in_, host_out_;
+  void* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+  void* event_ = nullptr;
+  void* copy_stream_ = nullptr;
+  bool leaked_ = false;
+};
+
+// x *= factor on a GPU buffer (AVG with a GPU-aware MPI); synchronous.
+void scale_device(const Buffer& b, double factor);
+
+}  // namespace pycomm::mpi

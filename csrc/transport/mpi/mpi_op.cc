@@ -1,0 +1,66 @@
+#include "transport/mpi/mpi_op.h"
+
+#include "runtime/scale.h"
+#include "transport/mpi/mpi_env.h"
+
+namespace pycomm::mpi {
+
+MpiOp::MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Buffer out, Post post,
+             double avg_scale, std::unique_ptr<GpuStaging> staging)
+    : QueuedOp(std::move(info)), comm_(std::move(comm)), in_(in), out_(out), post_(std::move(post)),
+      avg_scale_(avg_scale), staging_(std::move(staging)) {}
+
+MpiOp::~MpiOp() {
+  // Abandoned with requests still pending (a broken communicator): MPI may still write into the
+  // staging memory, so it must not be reused.
+  bool pending = check_req_ != MPI_REQUEST_NULL;
+  for (MPI_Request r : reqs_) pending = pending || r != MPI_REQUEST_NULL;
+  if (pending && staging_) staging_->leak();
+}
+
+bool MpiOp::prepare() {
+  if (comm_->shadow == MPI_COMM_NULL || !info.collective) return true;
+  if (!checking_) {
+    sig_ = op_signature(info);
+    all_sigs_.assign(static_cast<size_t>(comm_->size) * kSignatureLen, 0);
+    check(MPI_Iallgather(sig_.data(), kSignatureLen, MPI_INT64_T, all_sigs_.data(), kSignatureLen, MPI_INT64_T,
+                         comm_->shadow, &check_req_),
+          "PYCOMM_DEBUG op check (MPI_Iallgather)");
+    checking_ = true;
+  }
+  int done = 0;
+  check(MPI_Test(&check_req_, &done, MPI_STATUS_IGNORE), "PYCOMM_DEBUG op check (MPI_Test)");
+  if (!done) return false;
+  check_signatures(all_sigs_.data(), comm_->size, comm_->rank, comm_->label);
+  return true;
+}
+
+void MpiOp::start() {
+  Buffer in = in_, out = out_;
+  if (staging_) {
+    staging_->to_host();
+    in = staging_->host_in();
+    out = staging_->host_out();
+  }
+  post_(in, out, reqs_);
+}
+
+bool MpiOp::test() {
+  int done = 1;
+  if (!reqs_.empty())
+    check(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), info.name.c_str());
+  if (!done) return false;
+  if (staging_) {
+    if (avg_scale_ != 0) {
+      Buffer h = staging_->host_out();
+      scale_host(h.ptr, h.count, h.dtype, avg_scale_);
+    }
+    staging_->to_device();
+  } else if (avg_scale_ != 0) {
+    if (out_.device >= 0) scale_device(out_, avg_scale_);
+    else scale_host(out_.ptr, out_.count, out_.dtype, avg_scale_);
+  }
+  return true;
+}
+
+}  // namespace pycomm::mpi

@@ -1,0 +1,64 @@
+// One MPI op on the queue: PYCOMM_DEBUG's signature check on the shadow communicator (prepare),
+// GPU staging through pinned host memory when the MPI is not GPU-aware, the nonblocking MPI calls
+// (start), MPI_Testall polling (test), then AVG's 1/size scaling and the copy back.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/op_check.h"
+#include "runtime/queued_op.h"
+#include "transport/mpi/gpu_staging.h"
+
+namespace pycomm::mpi {
+
+// The communicator handles an op needs; shared so ops never outlive them.
+struct CommHandles {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm shadow = MPI_COMM_NULL;  // PYCOMM_DEBUG op matching; MPI_COMM_NULL when off
+  int rank = 0, size = 1;
+  std::string label;
+};
+
+class MpiOp : public QueuedOp {
+ public:
+  // `post` issues the op's nonblocking calls on `in` / `out` (host copies when staged) and appends
+  // their requests. `avg_scale` != 0 multiplies `out` by it once complete.
+  using Post = std::function<void(const Buffer& in, const Buffer& out, std::vector<MPI_Request>& reqs)>;
+  MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Buffer out, Post post,
+        double avg_scale, std::unique_ptr<GpuStaging> staging);
+  ~MpiOp() override;
+
+  bool prepare() override;
+  void start() override;
+  bool test() override;
+
+ private:
+  std::shared_ptr<const CommHandles> comm_;
+  Buffer in_, out_;
+  Post post_;
+  double avg_scale_;
+  std::unique_ptr<GpuStaging> staging_;
+  std::vector<MPI_Request> reqs_;
+  bool checking_ = false;
+  OpSignature sig_{};
+  std::vector<int64_t> all_sigs_;
+  MPI_Request check_req_ = MPI_REQUEST_NULL;
+};
+
+// An op that runs one blocking call on the queue once everything before it has completed.
+class BlockingMpiOp : public QueuedOp {
+ public:
+  BlockingMpiOp(OpInfo info, std::function<void()> run) : QueuedOp(std::move(info)), run_(std::move(run)) {}
+  bool needs_drain() const override { return true; }
+  void start() override { run_(); }
+  bool test() override { return true; }
+
+ private:
+  std::function<void()> run_;
+};
+
+}  // namespace pycomm::mpi

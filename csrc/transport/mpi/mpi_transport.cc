@@ -1,0 +1,235 @@
+#include "transport/mpi/mpi_transport.h"
+
+#include <climits>
+#include <stdexcept>
+
+#include "runtime/errors.h"
+#include "runtime/op_check.h"
+#include "runtime/op_validation.h"
+
+namespace pycomm::mpi {
+namespace {
+
+// MPI counts are ints: larger buffers go as several calls of at most this many elements.
+constexpr int64_t kMaxChunk = int64_t{1} << 30;
+
+int as_count(int64_t n, const char* what) {
+  if (n > INT_MAX)
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(n) +
+                                " elements per rank exceed MPI's int count; split the tensor");
+  return static_cast<int>(n);
+}
+
+void* at(const Buffer& b, int64_t elems) { return static_cast<char*>(b.ptr) + elems * dtype_size(b.dtype); }
+
+// Elements of `dtype` travel as bytes where nothing is reduced (any dtype, one code path).
+MPI_Datatype bytes_of(DType dtype, MPI_Datatype* owned) {
+  check(MPI_Type_contiguous(static_cast<int>(dtype_size(dtype)), MPI_BYTE, owned), "MPI_Type_contiguous");
+  check(MPI_Type_commit(owned), "MPI_Type_commit");
+  return *owned;
+}
+
+}  // namespace
+
+MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandles>()) {
+  ensure_initialized();
+  handles_->comm = comm;
+  check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check(MPI_Comm_rank(comm, &handles_->rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(comm, &handles_->size), "MPI_Comm_size");
+  MPI_Comm node;
+  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, handles_->rank, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type");
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(node, &local_rank);
+  MPI_Comm_size(node, &local_size);
+  MPI_Comm_free(&node);
+  if (debug_checks_enabled()) {
+    check(MPI_Comm_dup(comm, &handles_->shadow), "MPI_Comm_dup (PYCOMM_DEBUG shadow)");
+    MPI_Comm_set_errhandler(handles_->shadow, MPI_ERRORS_RETURN);
+  }
+  init(handles_->rank, handles_->size, local_rank, local_size);
+  handles_->label = health()->label();
+  register_live(this);
+}
+
+std::unique_ptr<MpiTransport> MpiTransport::duplicate_of(MPI_Comm comm) {
+  ensure_initialized();
+  MPI_Comm dup;
+  check(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup");
+  return std::make_unique<MpiTransport>(dup);
+}
+
+MpiTransport::~MpiTransport() {
+  shutdown();
+  unregister_live(this);
+}
+
+void MpiTransport::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (finalized()) return;  // nothing may be called any more; the queue has nothing MPI can progress
+  if (!stop_queue()) {
+    abandoned_ = true;  // the thread may still be inside MPI on this communicator: leave it alone
+    return;
+  }
+  if (health()->broken()) {
+    abandoned_ = true;  // abandoned requests may still reference it
+    return;
+  }
+  if (handles_->shadow != MPI_COMM_NULL) MPI_Comm_free(&handles_->shadow);
+  MPI_Comm_free(&handles_->comm);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post,
+                                                double avg_scale, uintptr_t stream) {
+  if (finalized()) throw PycommError(info.name + ": MPI was finalized (pycomm.finalize())");
+  std::unique_ptr<GpuStaging> staging;
+  if ((in.device >= 0 || out.device >= 0) && !gpu_aware()) staging = std::make_unique<GpuStaging>(in, out, stream);
+  return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale, std::move(staging));
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, ReduceOp op, uintptr_t stream) {
+  auto h = handles_;
+  MPI_Op mop = reduce_op(op, buf.dtype);
+  MPI_Datatype type = datatype(buf.dtype);
+  MpiOp::Post post = [h, mop, type](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
+    // In place on the tensor's own memory: no extra copy on the host path.
+    for (int64_t b = 0; b < in.count; b += kMaxChunk) {
+      int n = static_cast<int>(std::min(kMaxChunk, in.count - b));
+      reqs.emplace_back();
+      check(MPI_Iallreduce(MPI_IN_PLACE, at(in, b), n, type, mop, h->comm, &reqs.back()), "allreduce");
+    }
+  };
+  double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
+  return make_op(std::move(info), buf, buf, std::move(post), scale, stream);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, int root, uintptr_t stream) {
+  auto h = handles_;
+  MpiOp::Post post = [h, root](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
+    const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
+    for (int64_t b = 0; b < in.count; b += kMaxChunk / es) {
+      int n = static_cast<int>(std::min(kMaxChunk / es, in.count - b) * es);
+      reqs.emplace_back();
+      check(MPI_Ibcast(at(in, b), n, MPI_BYTE, root, h->comm, &reqs.back()), "broadcast");
+    }
+  };
+  return make_op(std::move(info), buf, buf, std::move(post), 0.0, stream);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_allgather(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
+  auto h = handles_;
+  as_count(in.count, "allgather");
+  MpiOp::Post post = [h](const Buffer& i, const Buffer& o, std::vector<MPI_Request>& reqs) {
+    if (i.count == 0) return;
+    MPI_Datatype t;
+    bytes_of(i.dtype, &t);
+    reqs.emplace_back();
+    int rc = MPI_Iallgather(i.ptr, static_cast<int>(i.count), t, o.ptr, static_cast<int>(i.count), t, h->comm,
+                            &reqs.back());
+    MPI_Type_free(&t);  // freed handles stay valid for pending requests
+    check(rc, "allgather");
+  };
+  return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_reduce_scatter(OpInfo info, Buffer out, Buffer in, ReduceOp op,
+                                                            uintptr_t stream) {
+  auto h = handles_;
+  as_count(out.count, "reduce_scatter");
+  MPI_Op mop = reduce_op(op, in.dtype);
+  MPI_Datatype type = datatype(in.dtype);
+  MpiOp::Post post = [h, mop, type](const Buffer& i, const Buffer& o, std::vector<MPI_Request>& reqs) {
+    if (o.count == 0) return;
+    reqs.emplace_back();
+    check(MPI_Ireduce_scatter_block(i.ptr, o.ptr, static_cast<int>(o.count), type, mop, h->comm, &reqs.back()),
+          "reduce_scatter");
+  };
+  double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
+  return make_op(std::move(info), in, out, std::move(post), scale, stream);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
+  auto h = handles_;
+  as_count(in.count / size(), "alltoall");
+  MpiOp::Post post = [h](const Buffer& i, const Buffer& o, std::vector<MPI_Request>& reqs) {
+    const int per_rank = static_cast<int>(i.count / h->size);
+    if (per_rank == 0) return;
+    MPI_Datatype t;
+    bytes_of(i.dtype, &t);
+    reqs.emplace_back();
+    int rc = MPI_Ialltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm, &reqs.back());
+    MPI_Type_free(&t);
+    check(rc, "alltoall");
+  };
+  return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) {
+  auto h = handles_;
+  MpiOp::Post post = [h, dst, tag](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
+    const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
+    int64_t b = 0;
+    do {  // a zero-length message still matches its recv
+      int n = static_cast<int>(std::min(kMaxChunk / es, in.count - b) * es);
+      reqs.emplace_back();
+      check(MPI_Isend(at(in, b), n, MPI_BYTE, dst, tag, h->comm, &reqs.back()), "send");
+      b += kMaxChunk / es;
+    } while (b < in.count);
+  };
+  Buffer none = buf;
+  none.count = 0;
+  return make_op(std::move(info), buf, none, std::move(post), 0.0, stream);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) {
+  auto h = handles_;
+  MpiOp::Post post = [h, src, tag](const Buffer&, const Buffer& out, std::vector<MPI_Request>& reqs) {
+    const int64_t es = static_cast<int64_t>(dtype_size(out.dtype));
+    int64_t b = 0;
+    do {
+      int n = static_cast<int>(std::min(kMaxChunk / es, out.count - b) * es);
+      reqs.emplace_back();
+      check(MPI_Irecv(at(out, b), n, MPI_BYTE, src, tag, h->comm, &reqs.back()), "recv");
+      b += kMaxChunk / es;
+    } while (b < out.count);
+  };
+  Buffer none = buf;
+  none.count = 0;
+  return make_op(std::move(info), none, buf, std::move(post), 0.0, stream);
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
+  auto h = handles_;
+  MpiOp::Post post = [h](const Buffer&, const Buffer&, std::vector<MPI_Request>& reqs) {
+    reqs.emplace_back();
+    check(MPI_Ibarrier(h->comm, &reqs.back()), "barrier");
+  };
+  return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
+}
+
+std::unique_ptr<Transport> MpiTransport::split_with(const char* name, std::function<void(MPI_Comm*)> make) {
+  // Shared: after a stall the op may still finish once this frame is gone.
+  auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+  queue().run_and_wait(std::make_unique<BlockingMpiOp>(split_info(name), [out, make] { make(out.get()); }));
+  if (*out == MPI_COMM_NULL) return nullptr;
+  return std::make_unique<MpiTransport>(*out);
+}
+
+std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
+  auto h = handles_;
+  return split_with("split", [h, color, key](MPI_Comm* out) {
+    check(MPI_Comm_split(h->comm, color < 0 ? MPI_UNDEFINED : color, key, out), "split (MPI_Comm_split)");
+  });
+}
+
+std::unique_ptr<Transport> MpiTransport::split_shared(int key) {
+  auto h = handles_;
+  return split_with("split_shared", [h, key](MPI_Comm* out) {
+    check(MPI_Comm_split_type(h->comm, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, out),
+          "split_by_node (MPI_Comm_split_type)");
+  });
+}
+
+}  // namespace pycomm::mpi

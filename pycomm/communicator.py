@@ -1,0 +1,194 @@
+"""pycomm.Communicator: collectives and point-to-point ops on torch tensors over one transport.
+
+Every op is checked here (tensor kind, dtype, device, sizes, peers) and handed to the transport as raw
+buffers; the transport runs the ops of one communicator in submission order on its own queue."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import torch
+
+from pycomm import _dtypes
+from pycomm._build import core
+from pycomm._tensors import Place, check_tensor, place_of, ptr
+from pycomm.ops import AVG, SUM, ReduceOp, check_op
+from pycomm.work import Work
+
+REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
+             torch.int64)
+MAX_TAG = 32767  # the largest tag every MPI library guarantees (MPI_TAG_UB >= 32767)
+
+
+class Communicator:
+    """A group of ranks. Obtain one from pycomm.world(), comm.split(), comm.split_by_node() or
+    pycomm.from_mpi4py(); every rank of the group must call each collective, in the same order."""
+
+    def __init__(self, transport: Any, name: str = "world") -> None:
+        self._t = transport
+        self.name = name
+        self._in_flight: list[Work] = []
+
+    # ---- who is here -------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self._t.rank
+
+    @property
+    def size(self) -> int:
+        return self._t.size
+
+    @property
+    def local_rank(self) -> int:
+        """Rank among this communicator's ranks on the same node."""
+        return self._t.local_rank
+
+    @property
+    def local_size(self) -> int:
+        return self._t.local_size
+
+    @property
+    def backend(self) -> str:
+        """"mpi", "nccl" (RCCL on ROCm) or "local" (one rank, no library)."""
+        return self._t.backend
+
+    def __repr__(self) -> str:
+        return f"<pycomm.Communicator {self.name} rank {self.rank} of {self.size} ({self.backend})>"
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def _submit(self, handle: Any, keep: tuple, place: Place, async_op: bool) -> Optional[Work]:
+        work = Work(handle, keep, place.device)
+        if not async_op:
+            work.wait()
+            return None
+        # Until an op completes, its tensors must outlive a Work the caller may drop.
+        self._in_flight = [w for w in self._in_flight if not w.is_completed()]
+        self._in_flight.append(work)
+        return work
+
+    def _peer(self, peer: object, what: str, name: str) -> int:
+        if not isinstance(peer, int) or isinstance(peer, bool) or not 0 <= peer < self.size:
+            raise ValueError(f"{what}: {name} must be a rank in [0, {self.size}), got {peer!r}")
+        return peer
+
+    @staticmethod
+    def _reducible(t: torch.Tensor, op: ReduceOp, what: str) -> None:
+        if op == AVG and not t.dtype.is_floating_point:
+            raise TypeError(f"{what}: op AVG needs a floating tensor, got {t.dtype} (use SUM and divide)")
+
+    @staticmethod
+    def _pair(out: object, t: object, what: str, dtypes: Sequence[torch.dtype] | None = None):
+        out = check_tensor(out, f"{what}: out", dtypes)
+        t = check_tensor(t, f"{what}: tensor", dtypes)
+        if out.dtype != t.dtype:
+            raise TypeError(f"{what}: out has dtype {out.dtype} but tensor has {t.dtype}; they must match")
+        return out, t, place_of([out, t], what)
+
+    # ---- collectives -------------------------------------------------------------------------
+    def allreduce(self, tensor: torch.Tensor, op: ReduceOp = AVG, async_op: bool = False, *,
+                  bucket: int = -1) -> Optional[Work]:
+        """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
+        `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
+        op = check_op(op, "allreduce")
+        t = check_tensor(tensor, "allreduce: tensor", REDUCIBLE)
+        self._reducible(t, op, "allreduce")
+        place = place_of([t], "allreduce")
+        h = self._t.allreduce(ptr(t), t.numel(), _dtypes.code(t.dtype, "allreduce"), place.device, int(op),
+                              place.stream, int(bucket))
+        return self._submit(h, (t,), place, async_op)
+
+    def broadcast(self, tensor: torch.Tensor, root: int = 0, async_op: bool = False) -> Optional[Work]:
+        """Copies rank `root`'s `tensor` into every rank's `tensor`."""
+        t = check_tensor(tensor, "broadcast: tensor")
+        root = self._peer(root, "broadcast", "root")
+        place = place_of([t], "broadcast")
+        h = self._t.broadcast(ptr(t), t.numel(), _dtypes.code(t.dtype, "broadcast"), place.device, root, place.stream)
+        return self._submit(h, (t,), place, async_op)
+
+    def allgather(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
+        """out = every rank's `tensor`, rank by rank; out.numel() == size * tensor.numel()."""
+        out, t, place = self._pair(out, tensor, "allgather")
+        if out.numel() != self.size * t.numel():
+            raise ValueError(f"allgather: out has {out.numel()} elements; expected size * tensor.numel() = "
+                             f"{self.size} * {t.numel()} = {self.size * t.numel()}")
+        h = self._t.allgather(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "allgather"),
+                              place.device, place.stream)
+        return self._submit(h, (out, t), place, async_op)
+
+    def reduce_scatter(self, out: torch.Tensor, tensor: torch.Tensor, op: ReduceOp = SUM,
+                       async_op: bool = False) -> Optional[Work]:
+        """out = chunk `rank` of the reduction of every rank's `tensor`;
+        tensor.numel() == size * out.numel()."""
+        op = check_op(op, "reduce_scatter")
+        out, t, place = self._pair(out, tensor, "reduce_scatter", REDUCIBLE)
+        self._reducible(t, op, "reduce_scatter")
+        if t.numel() != self.size * out.numel():
+            raise ValueError(f"reduce_scatter: tensor has {t.numel()} elements; expected size * out.numel() = "
+                             f"{self.size} * {out.numel()} = {self.size * out.numel()} (tensor.numel() must be "
+                             f"divisible by the communicator size)")
+        h = self._t.reduce_scatter(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "reduce_scatter"),
+                                   place.device, int(op), place.stream)
+        return self._submit(h, (out, t), place, async_op)
+
+    def alltoall(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
+        """Chunk j of `tensor` goes to rank j; out's chunk i comes from rank i. Both have the same
+        numel, divisible by size."""
+        out, t, place = self._pair(out, tensor, "alltoall")
+        if out.numel() != t.numel() or t.numel() % self.size:
+            raise ValueError(f"alltoall: out and tensor must have the same numel, divisible by the communicator size "
+                             f"{self.size}; got out {out.numel()}, tensor {t.numel()}")
+        h = self._t.alltoall(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "alltoall"),
+                             place.device, place.stream)
+        return self._submit(h, (out, t), place, async_op)
+
+    def barrier(self, async_op: bool = False) -> Optional[Work]:
+        return self._submit(self._t.barrier(), (), Place(-1, 0), async_op)
+
+    # ---- point to point ----------------------------------------------------------------------
+    def _p2p(self, kind: str, tensor: torch.Tensor, peer: int, tag: int) -> Work:
+        t = check_tensor(tensor, f"{kind}: tensor")
+        peer = self._peer(peer, kind, "dst" if kind.endswith("send") else "src")
+        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag <= MAX_TAG:
+            raise ValueError(f"{kind}: tag must be an int in [0, {MAX_TAG}], got {tag!r}")
+        place = place_of([t], kind)
+        fn = self._t.send if kind.endswith("send") else self._t.recv
+        h = fn(ptr(t), t.numel(), _dtypes.code(t.dtype, kind), place.device, peer, tag, place.stream)
+        return self._submit(h, (t,), place, async_op=True)
+
+    def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> Work:
+        return self._p2p("isend", tensor, dst, tag)
+
+    def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> Work:
+        """Receives into `tensor` (same numel and dtype as the matching send)."""
+        return self._p2p("irecv", tensor, src, tag)
+
+    def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
+        self.isend(tensor, dst, tag).wait()
+
+    def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> None:
+        self.irecv(tensor, src, tag).wait()
+
+    # ---- sub-communicators -------------------------------------------------------------------
+    def split(self, color: int, key: Optional[int] = None) -> Optional["Communicator"]:
+        """Ranks passing the same `color` form a communicator, ordered by `key` (default: rank).
+        A negative color joins none and returns None. Collective."""
+        if not isinstance(color, int) or isinstance(color, bool):
+            raise TypeError(f"split: color must be an int, got {color!r}")
+        key = self.rank if key is None else key
+        if not isinstance(key, int) or isinstance(key, bool):
+            raise TypeError(f"split: key must be an int, got {key!r}")
+        t = self._t.split(color, key)
+        return None if t is None else Communicator(t, f"{self.name}.split({color})")
+
+    def split_by_node(self) -> tuple["Communicator", "Communicator"]:
+        """(intra, inter): the ranks on this node, and the ranks with this local rank on every node
+        (for hierarchical reductions and hybrid sharding). Collective."""
+        intra = Communicator(self._t.split_shared(self.rank), f"{self.name}.intra")
+        inter = self.split(intra.rank, self.rank)
+        assert inter is not None
+        inter.name = f"{self.name}.inter"
+        return intra, inter
+
+    def shutdown(self) -> None:
+        """Completes submitted ops and releases the transport; later ops raise PycommError."""
+        self._t.shutdown()
+        self._in_flight = []

@@ -1,0 +1,112 @@
+"""Which rank this process is, as its launcher tells it: Open MPI's mpirun, MPICH/Hydra (PMI), torchrun,
+SLURM's srun, or none (a single process). Pure function of the environment, so it is unit-tested with
+plain dicts.
+
+Precedence, most specific first: Open MPI, MPICH/PMI, torchrun, SLURM (srun), single process. mpirun
+inside a SLURM allocation therefore reports mpirun's ranks, and `python` run directly in an sbatch
+script (SLURM_NTASKS set, but no srun step) is a single process, not rank 0 of SLURM_NTASKS."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+MPI_LAUNCHERS = ("openmpi", "mpich", "slurm")
+
+
+@dataclass(frozen=True)
+class LaunchEnv:
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    launcher: str                      # "openmpi" | "mpich" | "torchrun" | "slurm" | "single"
+    master_addr: Optional[str] = None  # for a TCP store: MASTER_ADDR, else SLURM's first node
+    master_port: Optional[int] = None  # MASTER_PORT
+
+    @property
+    def mpi_launched(self) -> bool:
+        """Started by a launcher that MPI_Init can join (mpirun, mpiexec, srun)."""
+        return self.launcher in MPI_LAUNCHERS
+
+
+def _int(env: Mapping[str, str], key: str) -> int:
+    value = env[key]
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {key}={value!r} is not an integer") from None
+
+
+def _opt_int(env: Mapping[str, str], key: str, default: int) -> int:
+    return _int(env, key) if env.get(key, "") != "" else default
+
+
+def expand_tasks_per_node(spec: str) -> list[int]:
+    """SLURM's task counts per node, e.g. "2(x3),1" -> [2, 2, 2, 1]."""
+    counts: list[int] = []
+    for part in filter(None, spec.split(",")):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise ValueError(f"cannot parse SLURM tasks-per-node {spec!r}")
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list, e.g. "nid[0007-0010,0020],gpu1" -> "nid0007"."""
+    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not m:
+        raise ValueError(f"cannot parse SLURM node list {nodelist!r}")
+    prefix, ranges = m.group(1), m.group(2)
+    if not ranges:
+        return prefix
+    return prefix + re.split(r"[-,]", ranges, maxsplit=1)[0]
+
+
+def _master(env: Mapping[str, str]) -> tuple[Optional[str], Optional[int]]:
+    addr = env.get("MASTER_ADDR") or None
+    if addr is None:
+        nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
+        if nodes:
+            addr = first_host(nodes)
+    port = _int(env, "MASTER_PORT") if env.get("MASTER_PORT") else None
+    return addr, port
+
+
+def detect(environ: Optional[Mapping[str, str]] = None) -> LaunchEnv:
+    """This process's place, from `environ` (default: os.environ)."""
+    env = os.environ if environ is None else environ
+    addr, port = _master(env)
+
+    def make(rank: int, size: int, local_rank: int, local_size: int, launcher: str) -> LaunchEnv:
+        if not (0 <= rank < size):
+            raise ValueError(f"{launcher} environment gives rank {rank} outside a world of size {size}")
+        if not (0 <= local_rank < local_size):
+            raise ValueError(f"{launcher} environment gives local rank {local_rank} outside {local_size} local ranks")
+        return LaunchEnv(rank, size, local_rank, local_size, launcher, addr, port)
+
+    if "OMPI_COMM_WORLD_RANK" in env:
+        return make(_int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE"),
+                    _opt_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0), _opt_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1),
+                    "openmpi")
+    if "PMI_RANK" in env and "PMI_SIZE" in env:
+        return make(_int(env, "PMI_RANK"), _int(env, "PMI_SIZE"), _opt_int(env, "MPI_LOCALRANKID", 0),
+                    _opt_int(env, "MPI_LOCALNRANKS", 1), "mpich")
+    if "RANK" in env and "WORLD_SIZE" in env and ("LOCAL_RANK" in env or "TORCHELASTIC_RUN_ID" in env):
+        size = _int(env, "WORLD_SIZE")
+        return make(_int(env, "RANK"), size, _opt_int(env, "LOCAL_RANK", 0),
+                    _opt_int(env, "LOCAL_WORLD_SIZE", size), "torchrun")
+    if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env:  # inside an srun step
+        local_size = 1
+        per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
+        if per_node:
+            counts = expand_tasks_per_node(per_node)
+            node = _opt_int(env, "SLURM_NODEID", 0)
+            local_size = counts[node] if node < len(counts) else counts[-1]
+        elif env.get("SLURM_NTASKS_PER_NODE"):
+            local_size = _int(env, "SLURM_NTASKS_PER_NODE")
+        return make(_int(env, "SLURM_PROCID"), _int(env, "SLURM_STEP_NUM_TASKS"), _opt_int(env, "SLURM_LOCALID", 0),
+                    local_size, "slurm")
+    return LaunchEnv(0, 1, 0, 1, "single", addr, port)

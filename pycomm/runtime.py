@@ -1,0 +1,111 @@
+"""Process-wide state: pycomm.init(), world(), from_mpi4py(), finalize() and stats()."""
+from __future__ import annotations
+
+import atexit
+import warnings
+import weakref
+from typing import Any, Optional
+
+from pycomm import backends
+from pycomm._build import build_info, core
+from pycomm.communicator import Communicator
+from pycomm.errors import PycommError
+from pycomm.launch_env import LaunchEnv, detect
+
+_world: Optional[Communicator] = None
+_env: Optional[LaunchEnv] = None
+_finalized = False
+_live: "weakref.WeakSet[Communicator]" = weakref.WeakSet()
+
+
+def init(backend: str = "auto") -> Communicator:
+    """Starts pycomm in this process and returns the world communicator.
+
+    Reads the launcher's environment (pycomm.launch_env). backend: "auto" (see
+    pycomm.backends.choose_auto: NCCL when built and a GPU is visible, else MPI when built and launched
+    by an MPI launcher or on several ranks, else "local" for one process), "mpi", "nccl", or "local".
+    Calling it again with the same (or "auto") backend returns the same world."""
+    global _world, _env
+    if not isinstance(backend, str):
+        raise TypeError(f"init: backend must be a str, got {type(backend).__name__}")
+    if _finalized:
+        raise PycommError("init: pycomm.finalize() was already called in this process; it cannot start again")
+    if _world is not None:
+        if backend not in ("auto", _world.backend):
+            raise PycommError(f"init: pycomm is already initialised with backend {_world.backend!r}; "
+                              f"cannot switch to {backend!r}")
+        return _world
+    env = detect()
+    name = backends.choose_auto(env) if backend == "auto" else backend
+    transport = backends.get(name).create_world(env)
+    _env = env
+    _world = _track(Communicator(transport, "world"))
+    return _world
+
+
+def is_initialized() -> bool:
+    return _world is not None
+
+
+def world() -> Communicator:
+    """The communicator over all ranks; raises PycommError before pycomm.init()."""
+    if _world is None:
+        raise PycommError("pycomm.world(): pycomm is not initialised; call pycomm.init() first"
+                          + (" (pycomm.finalize() was called)" if _finalized else ""))
+    return _world
+
+
+def launch_env() -> LaunchEnv:
+    """How this process was launched (after init)."""
+    world()
+    assert _env is not None
+    return _env
+
+
+def from_mpi4py(comm: Any) -> Communicator:
+    """A pycomm communicator over the same ranks as the mpi4py communicator `comm` (collective over
+    it). pycomm uses a private duplicate, so its traffic never mixes with comm's."""
+    if not build_info()["mpi"]:
+        raise PycommError("from_mpi4py: this build of pycomm has no MPI (install an MPI library and rebuild)")
+    if not hasattr(comm, "py2f"):
+        raise TypeError(f"from_mpi4py: expected an mpi4py communicator, got {type(comm).__name__}")
+    if _finalized:
+        raise PycommError("from_mpi4py: pycomm.finalize() was already called")
+    return _track(Communicator(core().mpi_from_fortran(comm.py2f()), "mpi4py"))
+
+
+def _track(comm: Communicator) -> Communicator:
+    _live.add(comm)
+    return comm
+
+
+def finalize() -> None:
+    """Completes pending ops, shuts every communicator down and finalises MPI if pycomm initialised it.
+    Idempotent. Called at interpreter exit when the program did not."""
+    global _world, _finalized
+    if _finalized:
+        return
+    _finalized = True
+    for comm in list(_live):
+        comm.shutdown()
+    _world = None
+    if build_info()["mpi"]:
+        note = core().mpi_finalize()
+        if note:
+            warnings.warn(f"pycomm.finalize(): {note}", RuntimeWarning, stacklevel=2)
+
+
+def stats(reset: bool = False) -> dict[str, dict[str, float]]:
+    """Per-op counters of this process: {op: {calls, bytes, seconds, busbw}}. bytes is the op's data
+    size as nccl-tests counts it (all-gather: output, reduce-scatter: input), seconds the time from
+    the op's start on its queue to completion, busbw = bytes * bus factor / seconds in bytes/s (bus
+    factor 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all, 1 else)."""
+    raw = core().stats()
+    if reset:
+        core().stats_reset()
+    return {op: {"calls": c["calls"], "bytes": c["bytes"], "seconds": c["seconds"],
+                 "busbw": c["bus_bytes"] / c["seconds"] if c["seconds"] > 0 else 0.0}
+            for op, c in raw.items()}
+
+
+atexit.register(finalize)
