@@ -1,14 +1,11 @@
 """The run's place among the ranks, through pycomm only (apps never re-implements communication).
-
-One process started without a launcher runs alone, with or without pycomm's compiled core."""
+Dist() without a communicator is one process on its own (used by tests of single-rank pieces)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-from apps import launch
 
 
 @dataclass
@@ -20,19 +17,10 @@ class Dist:
 
     @classmethod
     def init(cls, backend: str = "auto") -> "Dist":
-        env = launch.detect()
-        try:
-            import pycomm
-            has_init = hasattr(pycomm, "init")
-        except ImportError:
-            has_init = False
-        if not has_init:
-            if env.size > 1:
-                raise RuntimeError(f"started as rank {env.rank} of {env.size} by {env.launcher}, but pycomm.init "
-                                   "is not available: build pycomm first (make build)")
-            return cls()
-        pycomm.init(backend=backend)
-        comm = pycomm.world()
+        """pycomm's world: the launcher's ranks, or one process (pycomm's local backend)."""
+        import pycomm
+
+        comm = pycomm.init(backend=backend)
         return cls(comm.rank, comm.size, comm.local_rank, comm)
 
     def barrier(self) -> None:

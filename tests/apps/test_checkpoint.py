@@ -114,3 +114,10 @@ def test_prune_keeps_newest_periodic_best_and_newer_preempt(tmp_path: Path) -> N
     checkpoint.prune(tmp_path, "ckpt", keep_last=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "ckpt.best.step00000002", "ckpt.step00000002", "ckpt.step00000003", "ckpt.step00000004.preempt"]
+
+
+@pytest.mark.mpi
+def test_collective_save_with_per_rank_state_under_mpirun(tmp_path: Path) -> None:
+    from tests.launch import mpirun
+    out = mpirun(2, "tests.apps.workers.checkpoint_ranks", str(tmp_path), timeout=180).stdout
+    assert sorted(line for line in out.splitlines() if line.endswith(" ok")) == ["rank 0 ok", "rank 1 ok"]

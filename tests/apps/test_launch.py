@@ -1,4 +1,4 @@
-"""Launcher detection (Open MPI, PMI, torchrun, srun, none), SLURM node lists, the --nproc command."""
+"""Spawning ranks for --nproc, the mpirun command it uses, and MASTER_ADDR from the SLURM node list."""
 from __future__ import annotations
 
 import os
@@ -8,35 +8,24 @@ import pytest
 from apps import launch
 
 
-@pytest.mark.parametrize("nodelist, first", [("frontier[00012-00015,00020],login1", "frontier00012"),
-                                             ("node7", "node7"), ("a[1,3]", "a1"), ("x1,x2", "x1")])
-def test_first_host(nodelist: str, first: str) -> None:
-    assert launch.first_host(nodelist) == first
-
-
-@pytest.mark.parametrize("env, expected", [
-    ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, ("openmpi", 1, 2, 1)),
-    ({"PMI_RANK": "3", "PMI_SIZE": "4"}, ("pmi", 3, 4, 0)),
-    ({"RANK": "2", "WORLD_SIZE": "8", "LOCAL_RANK": "2"}, ("torchrun", 2, 8, 2)),
-    ({"SLURM_PROCID": "5", "SLURM_STEP_NUM_TASKS": "8", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "1"}, ("slurm", 5, 8, 1)),
-    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "9"}, ("none", 0, 1, 0)),  # sbatch shell, no srun
-    ({}, ("none", 0, 1, 0)),
-])
-def test_detect(env: dict, expected: tuple) -> None:
-    got = launch.detect({**env, "SLURM_JOB_NODELIST": "n[07-08]"})
-    assert (got.launcher, got.rank, got.size, got.local_rank) == expected
-    assert got.master_addr == "n07"
-
-
-def test_bad_variable_is_named() -> None:
-    with pytest.raises(ValueError, match="OMPI_COMM_WORLD_RANK='x'"):
-        launch.detect({"OMPI_COMM_WORLD_RANK": "x", "OMPI_COMM_WORLD_SIZE": "2"})
-
-
 def test_spawn_only_when_alone_and_asked() -> None:
+    """pycomm.launch_env reads the launchers (tested there); apps spawns ranks only for a lone process."""
     assert launch.should_spawn(2, {}) and not launch.should_spawn(1, {})
     assert not launch.should_spawn(2, {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"})
+    assert not launch.should_spawn(2, {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_LOCALID": "1",
+                                  "SLURM_STEP_TASKS_PER_NODE": "2"})
+    assert not launch.should_spawn(2, {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
+    assert launch.should_spawn(2, {"SLURM_PROCID": "0", "SLURM_NTASKS": "8"})  # an sbatch shell, not srun
     assert not launch.should_spawn(2, {launch.SPAWNED: "1"})
+
+
+def test_rendezvous_address_from_the_slurm_node_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "1234")
+    env = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_NODELIST": "frontier[00012-00015,00020]"}
+    launch.export_rendezvous(launch.detect(env))
+    assert os.environ["MASTER_ADDR"] == "frontier00012" and os.environ["MASTER_PORT"] == str(29500 + 234)
 
 
 def test_mpirun_command(monkeypatch: pytest.MonkeyPatch) -> None:
