@@ -18,6 +18,7 @@ from algorithms.plsgd import PLSGD
 from algorithms.qsr import QSR
 from algorithms.easgd import EASGD, EASGDPlus
 from algorithms.lsgd import LSGD, LSGDPlus
+from algorithms.lapsgd import LAPSGD, LPPSGD
 
 __all__ = ["CommOptimizer", "available", "register", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
            "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus"]

@@ -50,11 +50,11 @@ class CommOptimizer:
             raise TypeError("optimizer is already a CommOptimizer: wrap the torch optimizer only once")
         if model is not None and buffers is not None:
             raise ValueError("pass model= or buffers=, not both")
+        self.optimizer = optimizer
         config = opts.merge(self.name, self.default_options(), options)
         config["codec"] = opts.codec(config["codec"])
         config["bucket_bytes"] = opts.integer("bucket_bytes", config["bucket_bytes"], 1)
         self.options: dict[str, Any] = self._validate(config)
-        self.optimizer = optimizer
         self.comm = comm if comm is not None else pycomm.world()
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
         self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
@@ -70,7 +70,8 @@ class CommOptimizer:
         return {**cls.common_options, **cls.algorithm_options}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
-        """Check and normalise the algorithm's own options (raise options.OptionError)."""
+        """Check and normalise the algorithm's own options (raise options.OptionError); `self.optimizer`
+        is set, the communicator not yet."""
         return config
 
     # -- what subclasses implement ---------------------------------------------------------------

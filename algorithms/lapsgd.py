@@ -65,9 +65,6 @@ class LAPSGD(CommOptimizer):
         config["averaging_freq"] = opts.integer("averaging_freq (node minibatches, not seconds)",
                                                 config["averaging_freq"], 1)
         config["pre_post_steps"] = opts.integer("pre_post_steps", config["pre_post_steps"], 0)
-        if config["codec"] is not None:
-            raise opts.OptionError(f"codec: {self.name} averages through pycomm.LayerwiseAverager, which "
-                                   "takes no codec; use codec=None")
         return config
 
     def _setup(self) -> None:
@@ -146,26 +143,32 @@ class LAPSGD(CommOptimizer):
         averaging = None
         if self.comm.size > 1:
             policy = AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"])
-            averaging = RankAveraging(self.comm, layers_of(model), policy)
+            averaging = RankAveraging(self.comm, layers_of(model), policy, self.options["codec"])
         lr_sync = LrSync(self.optimizer, scheduler, scheduler_interval, steps_per_epoch, self.node_steps)
         pool.set_lrs(lr_sync.lrs(self.node_steps))
         loop = RankLoop(pool, averaging, lr_sync, self.last_averaged_at, poll_interval, on_progress, progress_every)
-        pool.start()
-        loop.run()
-        pool.join()
+        try:
+            pool.start()
+            loop.run()
+        finally:   # also on an error here (a failed collective): never leave workers training
+            pool.stop()
+            pool.join()
         first = self.node_steps
         self.node_steps = pool.done()
         self.last_averaged_at = loop.last_averaged_at
         self.steps = self.node_steps
         rounds = 0
         if averaging is not None:
-            if final_average:
-                averaging.average_now()
-                self.last_averaged_at = self.node_steps
             rounds = averaging.rounds
             self.channel.stats.bytes += averaging.bytes
             self.channel.stats.seconds += averaging.seconds
             self.channel.stats.calls += averaging.rounds
+            if final_average:
+                # workers stopped: a plain all-reduce AVG gives every rank bitwise the same model (the
+                # non-blocking apply x + (a - s) with x == s could differ by an ulp per rank)
+                self._average_params(None, [b for b in model.buffers() if b.is_floating_point()])
+                self.last_averaged_at = self.node_steps
+                rounds += 1
         self.rounds += rounds
         losses = [x for x, n in zip(pool.losses(), pool.per_worker()) if n]
         return LapResult(self.node_steps - first, pool.per_worker(), rounds,

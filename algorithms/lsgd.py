@@ -92,6 +92,9 @@ class LSGD(_LeaderBase):
         config["multi_leader"] = opts.flag("multi_leader", config["multi_leader"])
         config["global_period"] = opts.integer("global_period", config["global_period"], 1)
         config["global_pulling_strength"] = opts.fraction("global_pulling_strength", config["global_pulling_strength"])
+        if config["codec"] is not None:
+            raise opts.OptionError("lsgd broadcasts the leader's parameters and all-reduces nothing, so a codec has "
+                                   "nothing to compress; use lsgd+ (which averages) or codec=None")
         return config
 
     def _setup(self) -> None:

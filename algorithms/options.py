@@ -64,7 +64,9 @@ def codec(value: Any) -> Any:
     """None, a pycomm codec instance, or a codec name ("int8", "onebit") this pycomm build provides."""
     if value is None:
         return None
-    known = tuple(getattr(pycomm, cls) for cls in set(_CODEC_CLASSES.values()) if hasattr(pycomm, cls))
+    base = getattr(getattr(pycomm, "codecs", None), "Codec", None)   # every pycomm codec's base class
+    known = (base,) if base is not None else \
+        tuple(getattr(pycomm, cls) for cls in sorted(set(_CODEC_CLASSES.values())) if hasattr(pycomm, cls))
     if isinstance(value, str):
         cls_name = _CODEC_CLASSES.get(value.lower())
         if cls_name is None:
@@ -74,7 +76,8 @@ def codec(value: Any) -> Any:
             raise OptionError(f"codec {value!r} needs pycomm.{cls_name}, which this pycomm build lacks")
         return getattr(pycomm, cls_name)()
     if not known or not isinstance(value, known):
-        have = ", ".join(f"pycomm.{c.__name__}" for c in known) or "none in this pycomm build"
+        have = ", ".join(f"pycomm.{c}" for c in sorted(set(_CODEC_CLASSES.values())) if hasattr(pycomm, c)) \
+            or "none in this pycomm build"
         raise OptionError(f"codec must be None, a codec name or a pycomm codec instance ({have}), "
                           f"got {type(value).__name__}")
     return value

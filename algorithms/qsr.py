@@ -36,14 +36,10 @@ class QSR(PeriodicAveraging):
         config["total_steps"] = opts.optional_integer("total_steps", config["total_steps"], 1)
         config["avg_m"] = opts.flag("avg_m", config["avg_m"])
         config["avg_v"] = opts.flag("avg_v", config["avg_v"])
-        return config
-
-    def _setup(self) -> None:
-        if (self.options["avg_m"] or self.options["avg_v"]) and \
-                not isinstance(self.optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        if (config["avg_m"] or config["avg_v"]) and not isinstance(self.optimizer, (torch.optim.Adam, torch.optim.AdamW)):
             raise opts.OptionError(f"avg_m / avg_v average Adam's exp_avg / exp_avg_sq; the wrapped optimizer is "
                                    f"{type(self.optimizer).__name__}")
-        super()._setup()
+        return config
 
     def _first_period(self) -> int:
         return self.options["h_base"]

@@ -1,11 +1,13 @@
 # NVTX3 is header-only: compiled in when the headers are found, no cost and no link otherwise.
+# Looked for in NVTX_HOME, the CUDA toolkit, then NVIDIA's pip wheels: nvidia-nvtx-cu12 installs
+# nvidia/nvtx/include, nvidia-nvtx (CUDA 13) installs nvidia/cu13/include.
 set(PYCOMM_NVTX_FOUND OFF)
 if(NOT PYCOMM_NVTX STREQUAL "off")
   execute_process(COMMAND "${Python_EXECUTABLE}" -c
-    "import os, importlib.util as u; s = u.find_spec('nvidia.nvtx') or u.find_spec('nvidia'); print(os.path.join(list(s.submodule_search_locations)[0], 'include') if s else '')"
-    OUTPUT_VARIABLE nvtx_wheel_include OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    "import os, importlib.util as u; s = u.find_spec('nvidia'); print(';'.join(os.path.join(r, d, 'include') for r in (s.submodule_search_locations if s else []) for d in ('nvtx', 'cu13', 'cu12')))"
+    OUTPUT_VARIABLE nvtx_wheel_includes OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   find_path(PYCOMM_NVTX_INCLUDE nvtx3/nvToolsExt.h
-    HINTS ENV NVTX_HOME ENV CUDA_HOME /usr/local/cuda "${nvtx_wheel_include}" "${nvtx_wheel_include}/../nvtx/include"
+    HINTS ENV NVTX_HOME ENV CUDA_HOME /usr/local/cuda ${nvtx_wheel_includes}
     PATH_SUFFIXES include)
   if(PYCOMM_NVTX_INCLUDE)
     set(PYCOMM_NVTX_FOUND ON)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pycomm._build import build_info
 from pycomm import kernels
+from pycomm.codecs import Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
 from pycomm.errors import MismatchError, PycommError, StallError
 from pycomm.launch_env import LaunchEnv
@@ -12,5 +13,5 @@ from pycomm.work import Work
 
 __all__ = ["build_info", "kernels", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init", "world",
            "from_mpi4py", "finalize", "stats", "is_initialized", "LaunchEnv", "PycommError", "StallError",
-           "MismatchError"]
+           "MismatchError", "Int8Codec", "OneBitCodec"]
 __version__ = "0.1.0"

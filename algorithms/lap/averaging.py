@@ -7,7 +7,8 @@ max(minibatches) - min(last_averaged_at) >= avg_freq, avg_freq = 1 before `pre_p
 minibatches (counted by the agreed max), `averaging_freq` after; both count minibatches (the LPP-SGD
 seed documented its flag as seconds, but it counted minibatches). A round runs through
 pycomm.LayerwiseAverager: per layer s = snapshot(x), a = allreduce_avg(s), x += a - s, applied as
-each layer's all-reduce finishes while the workers keep training."""
+each layer's all-reduce finishes while the workers keep training (through the codec, if one is given).
+The counters always travel exactly."""
 from __future__ import annotations
 
 import time
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 import pycomm
+from algorithms.channel import codec_wire_bytes
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,18 @@ def layers_of(model: torch.nn.Module) -> list[list[torch.Tensor]]:
 class RankAveraging:
     """Counter agreement and layer-wise averaging rounds of one rank, on one communicator."""
 
-    def __init__(self, comm: Any, layers: list[list[torch.Tensor]], policy: AveragingPolicy):
+    def __init__(self, comm: Any, layers: list[list[torch.Tensor]], policy: AveragingPolicy, codec: Any = None):
         self.comm = comm
         self.policy = policy
-        self.layers = layers
-        self.averager = pycomm.LayerwiseAverager(layers, comm)
+        self.averager = pycomm.LayerwiseAverager(layers, comm, codec=codec)
         self.in_flight = False
         self.rounds = 0
         self.bytes = 0
         self.seconds = 0.0
-        self.round_bytes = sum(t.numel() * t.element_size() for layer in layers for t in layer)
+        if codec is None:
+            self.round_bytes = sum(t.numel() * t.element_size() for layer in layers for t in layer)
+        else:
+            self.round_bytes = sum(codec_wire_bytes(codec, sum(t.numel() for t in layer)) for layer in layers)
 
     def agree(self, done: int, last: int, finished: bool, failed: bool) -> Agreement:
         t0 = time.perf_counter()
@@ -87,19 +91,13 @@ class RankAveraging:
 
     def poll_round(self) -> bool:
         """Apply the layers whose all-reduce finished; True when the round is complete."""
-        if self.in_flight and self.averager.poll():
-            self.in_flight = False
+        if self.in_flight:
+            self.averager.poll()
+            self.in_flight = bool(self.averager.pending)
         return not self.in_flight
 
     def finish_round(self) -> None:
         t0 = time.perf_counter()
-        if self.in_flight:
-            for layer in range(len(self.layers)):
-                self.averager.wait(layer)
-            self.in_flight = False
+        self.averager.wait()
+        self.in_flight = False
         self.seconds += time.perf_counter() - t0
-
-    def average_now(self) -> None:
-        """A synchronous round (the workers are stopped): afterwards every rank holds the same model."""
-        self.start_round()
-        self.finish_round()

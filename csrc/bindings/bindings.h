@@ -8,4 +8,6 @@ void register_build_info(pybind11::module_& m);
 void register_kernels(pybind11::module_& m);
 void register_comm(pybind11::module_& m);
 void register_mpi(pybind11::module_& m);
+void register_codecs(pybind11::module_& m);
+void register_bucket_update(pybind11::module_& m);
 }  // namespace pycomm::bind

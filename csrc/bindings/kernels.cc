@@ -7,25 +7,13 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "bindings/device.h"
 #include "kernels/pack.h"
 
 namespace py = pybind11;
 
 namespace pycomm::bind {
 namespace {
-
-// device < 0 means CPU; otherwise a GPU ordinal and the stream to launch on.
-void require_gpu_build(int device, const char* what) {
-#ifndef PYCOMM_WITH_GPU
-  if (device >= 0)
-    throw std::invalid_argument(std::string(what) +
-                                ": got a GPU buffer, but this build of pycomm has no CUDA/HIP support "
-                                "(rebuild with nvcc or hipcc on PATH, or PYCOMM_CUDA=on / PYCOMM_HIP=on)");
-#else
-  (void)device;
-  (void)what;
-#endif
-}
 
 PackArgs pack_args(const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& offsets,
                    const std::vector<int64_t>& numels, int tensor_dtype, uintptr_t bucket, int64_t bucket_numel,

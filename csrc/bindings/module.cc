@@ -6,4 +6,6 @@ PYBIND11_MODULE(_C, m) {
   pycomm::bind::register_kernels(m);
   pycomm::bind::register_comm(m);
   pycomm::bind::register_mpi(m);
+  pycomm::bind::register_codecs(m);
+  pycomm::bind::register_bucket_update(m);
 }

@@ -19,13 +19,13 @@ def ones_dataset(n: int = 64, width: int = 8) -> TensorDataset:
 
 
 def make_pool(model: torch.nn.Module, workers: int, steps: int, momentum: float = 0.0, loss=linear_loss,
-              start_method: str = "fork", blocks=None) -> tuple[WorkerPool, MomentumState]:
+              start_method: str = "fork", blocks=None, device: str = "cpu") -> tuple[WorkerPool, MomentumState]:
     params = list(model.parameters())
     state = MomentumState.zeros(params, workers)
     pool = WorkerPool(model=model, loss_fn=loss, dataset=ones_dataset(), shard=torch.arange(64), batch_size=8,
                       groups=[GroupHyper(momentum, 0.0, 0.0, False)], group_of=[0] * len(params),
                       momentum=state, blocks=blocks, prepassm_steps=0, seeds=list(range(workers)),
-                      device=torch.device("cpu"), start_method=start_method, threads=1, first_step=0, steps=steps)
+                      device=torch.device(device), start_method=start_method, threads=1, first_step=0, steps=steps)
     pool.set_lrs([LR])
     return pool, state
 
@@ -52,6 +52,23 @@ def test_workers_update_one_shared_model(start_method):
     applied = (-model.w.detach() / LR).round()
     assert torch.all(applied > max(per_worker)), (applied, per_worker)
     assert torch.all(applied <= steps) and torch.all(applied >= 0.9 * steps), (applied, per_worker)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm device")
+def test_workers_update_one_gpu_model_through_cuda_ipc():
+    model = Scale().cuda()      # one copy in GPU memory; spawned workers map it by CUDA IPC
+    steps = 400
+    pool, state = make_pool(model, workers=2, steps=steps, momentum=0.5, start_method="spawn", device="cuda")
+    run_to_end(pool)
+    per_worker = pool.per_worker()
+    assert pool.done() == steps and sum(per_worker) == steps and all(n > 0 for n in per_worker), per_worker
+    # with momentum 0.5 and gradient 1, worker w's k-th update subtracts LR * (2 - 2^(1-k))
+    expected = sum(LR * (2 - 2.0 ** (1 - k)) for n in per_worker for k in range(1, n + 1))
+    got = -model.w.detach().cpu()
+    assert torch.all(got <= expected + 1e-4) and torch.all(got >= 0.9 * expected), (got, expected)
+    for w, k in enumerate(per_worker):
+        torch.testing.assert_close(state.buffers[w][0].cpu(), torch.full((8,), 2 - 2.0 ** (1 - k)))
 
 
 def test_each_worker_keeps_its_own_momentum():

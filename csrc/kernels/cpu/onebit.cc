@@ -1,0 +1,128 @@
+#include "kernels/onebit.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/check.h"
+#include "kernels/codec_math.h"
+#include "kernels/cpu/parallel.h"
+
+namespace pycomm {
+
+namespace {
+void check_block(int64_t block, int64_t numel, const char* what) {
+  require(block >= 8 && block % 8 == 0, what,
+          "block must be a positive multiple of 8 (blocks own whole bytes of bits), got " + std::to_string(block));
+  require(numel >= 0, what, "numel must be >= 0");
+}
+}  // namespace
+
+void check_sign_compress(const SignCompressArgs& a, const char* what) {
+  check_block(a.block, a.numel, what);
+  if (!is_floating(a.x_dtype)) throw_bad_dtype(what, a.x_dtype, "float32, float64, float16 or bfloat16");
+  require(a.numel == 0 || (a.x && a.bits && a.scales), what, "x, bits and scales need data pointers");
+}
+
+void check_sign_decompress(const SignDecompressArgs& a, const char* what) {
+  check_block(a.block, a.numel, what);
+  if (!is_floating(a.out_dtype)) throw_bad_dtype(what, a.out_dtype, "float32, float64, float16 or bfloat16");
+  require(a.numel == 0 || (a.bits && a.scales && a.out), what, "bits, scales and out need data pointers");
+}
+
+namespace {
+
+constexpr int64_t kStage = 256;  // elements of v staged on the stack per step (a multiple of 8)
+
+template <typename T, bool kResidual>
+void compress_block(const SignCompressArgs& a, int64_t b0, int64_t len) {
+  const T* __restrict x = static_cast<const T*>(a.x) + b0;
+  float* __restrict e = kResidual ? a.residual + b0 : nullptr;
+  uint8_t* __restrict bits = a.bits + b0 / 8;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < len; ++j) {
+    float v = Num<T>::load(x[j]);
+    if (kResidual) v += e[j];
+    sum += v < 0.0f ? -v : v;
+  }
+  const float scale = sum / static_cast<float>(len);
+  a.scales[b0 / a.block] = scale;
+
+  // Stage v in a zero-padded buffer so the bit packing always sees whole bytes.
+  alignas(64) float v[kStage];
+  for (int64_t s0 = 0; s0 < len; s0 += kStage) {
+    const int64_t n = std::min(kStage, len - s0);
+    const int64_t padded = (n + 7) & ~int64_t(7);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      float vj = Num<T>::load(x[s0 + j]);
+      if (kResidual) vj += e[s0 + j];
+      v[j] = vj;
+    }
+    for (int64_t j = n; j < padded; ++j) v[j] = -1.0f;  // padding bits are 0
+    if (kResidual) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) e[s0 + j] = v[j] - codec::sign_value(v[j] >= 0.0f, scale);
+    }
+    for (int64_t k = 0; k < padded / 8; ++k) {
+      uint32_t byte = 0;
+      for (int b = 0; b < 8; ++b) byte |= static_cast<uint32_t>(v[8 * k + b] >= 0.0f) << b;
+      bits[s0 / 8 + k] = static_cast<uint8_t>(byte);
+    }
+  }
+}
+
+template <typename T, bool kResidual>
+void compress(const SignCompressArgs& a) {
+  cpu::for_each_range(a.numel, a.block, [&](int64_t begin, int64_t end) {
+    for (int64_t b0 = begin; b0 < end; b0 += a.block)
+      compress_block<T, kResidual>(a, b0, std::min(a.block, end - b0));
+  });
+}
+
+template <typename T, bool kAccumulate>
+void decompress(const SignDecompressArgs& a) {
+  cpu::for_each_range(a.numel, a.block, [&](int64_t begin, int64_t end) {
+    for (int64_t b0 = begin; b0 < end; b0 += a.block) {
+      const int64_t len = std::min(a.block, end - b0);
+      const float scale = a.scales[b0 / a.block];
+      const uint8_t* __restrict bits = a.bits + b0 / 8;
+      T* __restrict out = static_cast<T*>(a.out) + b0;
+      const int64_t whole = len / 8;
+      for (int64_t k = 0; k < whole; ++k) {
+        const uint32_t byte = bits[k];
+        T* __restrict o = out + 8 * k;
+#pragma omp simd
+        for (int b = 0; b < 8; ++b) {
+          const float d = codec::sign_value((byte & (1u << b)) != 0, scale);
+          o[b] = Num<T>::store(kAccumulate ? Num<T>::load(o[b]) + d : d);
+        }
+      }
+      for (int64_t j = whole * 8; j < len; ++j) {
+        const float d = codec::sign_value((bits[j / 8] >> (j % 8)) & 1u, scale);
+        out[j] = Num<T>::store(kAccumulate ? Num<T>::load(out[j]) + d : d);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void sign_compress_cpu(const SignCompressArgs& a) {
+  check_sign_compress(a, "sign_compress");
+  if (a.numel == 0) return;
+  PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
+    return a.residual ? compress<scalar_t, true>(a) : compress<scalar_t, false>(a);
+  });
+}
+
+void sign_decompress_cpu(const SignDecompressArgs& a) {
+  check_sign_decompress(a, "sign_decompress");
+  if (a.numel == 0) return;
+  PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
+    return a.accumulate ? decompress<scalar_t, true>(a) : decompress<scalar_t, false>(a);
+  });
+}
+
+}  // namespace pycomm

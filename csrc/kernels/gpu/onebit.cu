@@ -1,0 +1,82 @@
+// GPU 1-bit sign compression with error feedback: the arithmetic of kernels/cpu/onebit.cc.
+// One source for CUDA and HIP.
+#include "common/gpu_compat.h"
+#include "kernels/codec_math.h"
+#include "kernels/gpu/block_reduce.cuh"
+#include "kernels/onebit.h"
+#include "kernels/quantize.h"
+
+namespace pycomm {
+namespace {
+
+// One thread block per compression block; each thread packs whole bytes (8 elements).
+template <typename T, bool kResidual>
+__global__ void __launch_bounds__(gpu::kThreads) compress_kernel(SignCompressArgs a) {
+  __shared__ float scratch[gpu::kThreads];
+  const T* x = static_cast<const T*>(a.x);
+  const int64_t nblocks = num_blocks(a.numel, a.block);
+  for (int64_t blk = blockIdx.x; blk < nblocks; blk += gridDim.x) {
+    const int64_t b0 = blk * a.block;
+    const int64_t len = a.block < a.numel - b0 ? a.block : a.numel - b0;
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < len; j += gpu::kThreads) {
+      float v = Num<T>::load(x[b0 + j]);
+      if (kResidual) v += a.residual[b0 + j];
+      sum += v < 0.0f ? -v : v;
+    }
+    const float scale = gpu::block_reduce(sum, scratch, gpu::SumOp{}) / static_cast<float>(len);
+    if (threadIdx.x == 0) a.scales[blk] = scale;
+    for (int64_t k = threadIdx.x; k < (len + 7) / 8; k += gpu::kThreads) {
+      uint32_t byte = 0;
+      for (int b = 0; b < 8; ++b) {
+        const int64_t j = 8 * k + b;
+        if (j >= len) break;
+        float v = Num<T>::load(x[b0 + j]);
+        if (kResidual) v += a.residual[b0 + j];
+        byte |= static_cast<uint32_t>(v >= 0.0f) << b;
+        if (kResidual) a.residual[b0 + j] = v - codec::sign_value(v >= 0.0f, scale);
+      }
+      a.bits[b0 / 8 + k] = static_cast<uint8_t>(byte);
+    }
+  }
+}
+
+template <typename T, bool kAccumulate>
+__global__ void __launch_bounds__(gpu::kThreads) decompress_kernel(SignDecompressArgs a) {
+  T* out = static_cast<T*>(a.out);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * gpu::kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * gpu::kThreads + threadIdx.x; i < a.numel; i += stride) {
+    const float d = codec::sign_value((a.bits[i / 8] >> (i % 8)) & 1u, a.scales[i / a.block]);
+    out[i] = Num<T>::store(kAccumulate ? Num<T>::load(out[i]) + d : d);
+  }
+}
+
+}  // namespace
+
+void sign_compress_gpu(const SignCompressArgs& a, int device, uintptr_t stream) {
+  check_sign_compress(a, "sign_compress");
+  if (a.numel == 0) return;
+  DeviceGuard guard(device);
+  auto s = reinterpret_cast<gpuStream_t>(stream);
+  const unsigned grid = gpu::grid_for(num_blocks(a.numel, a.block));
+  PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
+    if (a.residual) compress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+    else compress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+  });
+  PYCOMM_GPU_CHECK(gpuGetLastError());
+}
+
+void sign_decompress_gpu(const SignDecompressArgs& a, int device, uintptr_t stream) {
+  check_sign_decompress(a, "sign_decompress");
+  if (a.numel == 0) return;
+  DeviceGuard guard(device);
+  auto s = reinterpret_cast<gpuStream_t>(stream);
+  const unsigned grid = gpu::grid_for((a.numel + gpu::kThreads - 1) / gpu::kThreads);
+  PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
+    if (a.accumulate) decompress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+    else decompress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+  });
+  PYCOMM_GPU_CHECK(gpuGetLastError());
+}
+
+}  // namespace pycomm

@@ -1,0 +1,202 @@
+"""Compression codecs for communication: pycomm.Int8Codec and pycomm.OneBitCodec.
+
+A codec turns a float tensor into an `Encoded` payload (a data tensor and one fp32 scale per block
+of `block` elements) and back. The API is small and stable because collectives build on it:
+
+    codec = pycomm.Int8Codec(block=256)
+    enc = codec.encode(x, residual=e)      # e (fp32, optional) is error feedback, updated in place
+    codec.decode(enc, out)                 # out = decoded (any float dtype)
+    codec.decode_accumulate(enc, acc)      # acc += decoded (fp32 accumulator of a reduce step)
+    codec.wire_bytes(numel)                # bytes of enc.data + enc.scales for numel elements
+    codec.error_bound(v)                   # per-element bound on |v - decode(encode(v))|
+    codec.slice(enc, start, stop)          # views of the encoding of x[start:stop] (block aligned)
+    codec.empty(numel, device)             # an Encoded to receive into
+
+Error feedback: with `residual`, v = x + residual is encoded and residual <- v - decode(encode(v)),
+so what one step loses is sent in the next (1-bit SGD); error_bound applies to v.
+Blocks never straddle a slice boundary that is a multiple of `block`, so a tensor can be encoded
+once and its chunks sent to different ranks (the reduce-scatter pattern of a quantized all-reduce).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+from pycomm import kernels
+from pycomm.kernels._buffers import check_block, check_seed, num_blocks
+
+# fp32 rounding in the encode and decode arithmetic adds at most about 127 * 2^-23 * scale to the
+# exact-arithmetic bound; error_bound includes this slack so `err <= bound` holds as stated.
+_ROUNDING_SLACK = 2.0 ** -15
+
+
+@dataclass
+class Encoded:
+    """One encoded tensor: `data` (flat int8 levels or uint8 sign bits), `scales` (flat fp32, one
+    per block) and the element count it decodes to. Both payload tensors go on the wire."""
+
+    data: torch.Tensor
+    scales: torch.Tensor
+    numel: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size() + self.scales.numel() * 4
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The payload to communicate, in a fixed order: (data, scales)."""
+        return self.data, self.scales
+
+
+class Codec(ABC):
+    """Blockwise codec with one fp32 scale per block of `block` elements (the last may be short)."""
+
+    #: dtype of Encoded.data and how many tensor elements one data element holds
+    data_dtype: torch.dtype
+    elements_per_data: int
+    #: encode(x, residual) keeps an error-feedback residual
+    supports_error_feedback: bool = True
+
+    def __init__(self, block: int) -> None:
+        self.block = check_block(block, type(self).__name__, multiple=self.elements_per_data)
+
+    def data_numel(self, numel: int) -> int:
+        return -(-numel // self.elements_per_data)
+
+    def wire_bytes(self, numel: int) -> int:
+        """Bytes of the payload of a `numel`-element tensor (data + scales)."""
+        if numel < 0:
+            raise ValueError(f"wire_bytes: numel must be >= 0, got {numel}")
+        return self.data_numel(numel) * torch.empty((), dtype=self.data_dtype).element_size() + \
+            4 * num_blocks(numel, self.block)
+
+    def empty(self, numel: int, device: torch.device | str = "cpu") -> Encoded:
+        """Uninitialized payload buffers for a `numel`-element tensor (e.g. to receive into)."""
+        return Encoded(torch.empty(self.data_numel(numel), dtype=self.data_dtype, device=device),
+                       torch.empty(num_blocks(numel, self.block), dtype=torch.float32, device=device), numel)
+
+    def slice(self, enc: Encoded, start: int, stop: int) -> Encoded:
+        """Views of the payload of elements [start, stop); start must be a multiple of `block` and
+        stop one too or enc.numel."""
+        if not (0 <= start <= stop <= enc.numel) or start % self.block or (stop % self.block and stop != enc.numel):
+            raise ValueError(f"slice: [{start}, {stop}) must lie in [0, {enc.numel}] on multiples of "
+                             f"block={self.block} (or end at numel)")
+        e = self.elements_per_data
+        return Encoded(enc.data[start // e:-(-stop // e)], enc.scales[start // self.block:num_blocks(stop, self.block)],
+                       stop - start)
+
+    def _check_out(self, enc: Encoded, out: torch.Tensor, what: str) -> None:
+        if not isinstance(enc, Encoded):
+            raise TypeError(f"{what}: expected an Encoded, got {type(enc).__name__}")
+        if not isinstance(out, torch.Tensor) or out.numel() != enc.numel:
+            got = out.numel() if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"{what}: output must be a tensor of {enc.numel} elements, got {got}")
+
+    def _out(self, x: torch.Tensor, out: Encoded | None) -> Encoded:
+        if out is None:
+            return self.empty(x.numel(), x.device)
+        if out.numel != x.numel():
+            raise ValueError(f"encode: out encodes {out.numel} elements, x has {x.numel()}")
+        return out
+
+    def _block_amax(self, x: torch.Tensor) -> torch.Tensor:
+        """max |x| of each block, repeated to one value per element (fp32, flat)."""
+        v = x.detach().reshape(-1).float()
+        pad = (-v.numel()) % self.block
+        blocks = torch.nn.functional.pad(v.abs(), (0, pad)).view(-1, self.block)
+        return blocks.amax(dim=1).repeat_interleave(self.block)[: v.numel()]
+
+    @abstractmethod
+    def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
+        """Encode `x` (contiguous fp32/bf16/fp16/fp64); write into `out` when given."""
+
+    @abstractmethod
+    def decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
+        """out = decoded values (cast to out.dtype). Returns `out`."""
+
+    @abstractmethod
+    def decode_accumulate(self, enc: Encoded, acc: torch.Tensor) -> torch.Tensor:
+        """acc += decoded values. Returns `acc`."""
+
+    @abstractmethod
+    def error_bound(self, x: torch.Tensor) -> torch.Tensor:
+        """Flat fp32 tensor: a bound on |x - decode(encode(x))| for each element of x (fp32 decode)."""
+
+
+class Int8Codec(Codec):
+    """int8 blockwise: scale = max|x| / 127 per block, q = round(x / scale) (or stochastic rounding:
+    floor(x / scale + u), unbiased). Wire: 1 byte per element + 4 bytes per block.
+
+    Stochastic rounding draws u from a counter-based hash of (seed, element index); each encode call
+    advances the seed, so successive calls are independent while runs are reproducible. Use a
+    different seed per rank to decorrelate ranks' rounding."""
+
+    data_dtype = torch.int8
+    elements_per_data = 1
+
+    def __init__(self, block: int = 256, stochastic: bool = False, seed: int = 0) -> None:
+        super().__init__(block)
+        self.stochastic = bool(stochastic)
+        self.seed = check_seed(seed, "Int8Codec")
+        self._calls = 0
+
+    def __repr__(self) -> str:
+        return f"Int8Codec(block={self.block}, stochastic={self.stochastic}, seed={self.seed})"
+
+    def _next_seed(self) -> int:
+        seed = (self.seed + self._calls * 0x9E3779B97F4A7C15) % (1 << 64)
+        self._calls += 1
+        return seed
+
+    def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
+        out = self._out(x, out)
+        seed = self._next_seed() if self.stochastic else 0
+        kernels.quantize_int8(x, out.data, out.scales, block=self.block, stochastic=self.stochastic, seed=seed,
+                              residual=residual)
+        return out
+
+    def decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
+        self._check_out(enc, out, "Int8Codec.decode")
+        return kernels.dequantize_int8(enc.data, enc.scales, out, block=self.block)
+
+    def decode_accumulate(self, enc: Encoded, acc: torch.Tensor) -> torch.Tensor:
+        self._check_out(enc, acc, "Int8Codec.decode_accumulate")
+        return kernels.dequantize_int8_accumulate(enc.data, enc.scales, acc, block=self.block)
+
+    def error_bound(self, x: torch.Tensor) -> torch.Tensor:
+        """scale / 2 per element (scale for stochastic rounding), plus fp32 rounding slack."""
+        scale = self._block_amax(x) / 127.0
+        return scale * ((1.0 if self.stochastic else 0.5) + _ROUNDING_SLACK)
+
+
+class OneBitCodec(Codec):
+    """1-bit sign with one scale per block (mean |x|); meant for error feedback, which carries the
+    large per-step error forward. Wire: 1 bit per element + 4 bytes per block. block % 8 == 0."""
+
+    data_dtype = torch.uint8
+    elements_per_data = 8
+
+    def __init__(self, block: int = 256) -> None:
+        super().__init__(block)
+
+    def __repr__(self) -> str:
+        return f"OneBitCodec(block={self.block})"
+
+    def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
+        out = self._out(x, out)
+        kernels.sign_compress(x, out.data, out.scales, block=self.block, residual=residual)
+        return out
+
+    def decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
+        self._check_out(enc, out, "OneBitCodec.decode")
+        return kernels.sign_decompress(enc.data, enc.scales, out, block=self.block)
+
+    def decode_accumulate(self, enc: Encoded, acc: torch.Tensor) -> torch.Tensor:
+        self._check_out(enc, acc, "OneBitCodec.decode_accumulate")
+        return kernels.sign_decompress_accumulate(enc.data, enc.scales, acc, block=self.block)
+
+    def error_bound(self, x: torch.Tensor) -> torch.Tensor:
+        """| |x| - mean|x| | <= max|x| of the block, plus the fp32 rounding of the block's sum."""
+        return self._block_amax(x) * (1.0 + self.block * 2.0 ** -23 + _ROUNDING_SLACK)

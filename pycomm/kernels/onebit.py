@@ -1,0 +1,61 @@
+"""1-bit sign compression with error feedback (1-bit SGD / 1-bit Adam).
+
+v = x + residual; per block of `block` elements (a multiple of 8) scale = mean|v|; bit = (v >= 0),
+element i in bit i % 8 of byte i // 8 (the last byte zero-padded); residual <- v - decompress,
+exactly what the encoding lost. Decompression gives +scale for a set bit and -scale otherwise."""
+from __future__ import annotations
+
+import torch
+
+from pycomm import _dtypes
+from pycomm._build import core
+from pycomm._tensors import check_tensor, place_of, ptr
+from pycomm.kernels._buffers import FLOAT_DTYPES, check_block, check_buffer, num_blocks, output
+
+
+def sign_bytes(numel: int) -> int:
+    """Bytes of sign bits for `numel` elements."""
+    return -(-numel // 8)
+
+
+def sign_compress(x: torch.Tensor, bits: torch.Tensor | None = None, scales: torch.Tensor | None = None, *,
+                  block: int = 256, residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Compress `x` (fp32/bf16/fp16/fp64, any shape) into uint8 `bits` (ceil(numel / 8)) and fp32
+    `scales` (ceil(numel / block)), allocated when not given; `residual` (fp32, numel) is read and
+    updated in place. Returns (bits, scales)."""
+    what = "sign_compress"
+    check_block(block, what, multiple=8)
+    x = check_tensor(x, f"{what}: x", FLOAT_DTYPES)
+    n = x.numel()
+    bits = output(bits, f"{what}: bits", torch.uint8, sign_bytes(n), x)
+    scales = output(scales, f"{what}: scales", torch.float32, num_blocks(n, block), x)
+    if residual is not None:
+        check_buffer(residual, f"{what}: residual", (torch.float32,), n)
+    place = place_of([x, bits, scales] + ([residual] if residual is not None else []), what)
+    core().sign_compress(ptr(x), _dtypes.code(x.dtype, what), n, block, ptr(bits), ptr(scales),
+                         ptr(residual) if residual is not None else 0, place.device, place.stream)
+    return bits, scales
+
+
+def _decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool,
+                what: str) -> torch.Tensor:
+    check_block(block, what, multiple=8)
+    out = check_tensor(out, f"{what}: out", FLOAT_DTYPES)
+    n = out.numel()
+    check_buffer(bits, f"{what}: bits", (torch.uint8,), sign_bytes(n))
+    check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))
+    place = place_of([bits, scales, out], what)
+    core().sign_decompress(ptr(bits), ptr(scales), n, block, ptr(out), _dtypes.code(out.dtype, what), accumulate,
+                           place.device, place.stream)
+    return out
+
+
+def sign_decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int = 256) -> torch.Tensor:
+    """out = +scale where the bit is set, -scale elsewhere (cast to out.dtype). Returns `out`."""
+    return _decompress(bits, scales, out, block, False, "sign_decompress")
+
+
+def sign_decompress_accumulate(bits: torch.Tensor, scales: torch.Tensor, acc: torch.Tensor, *,
+                               block: int = 256) -> torch.Tensor:
+    """acc += decompressed signs. Returns `acc`."""
+    return _decompress(bits, scales, acc, block, True, "sign_decompress_accumulate")

@@ -1,0 +1,58 @@
+"""int8 blockwise quantization: one fp32 scale = max|x| / 127 per block of `block` elements (the
+last block may be short), q = round(x / scale) or stochastic floor(x / scale + u), and its inverse.
+
+The uniform numbers u come from a counter-based hash of (seed, element index), so the CPU and the
+GPU produce the same bytes for the same seed. With `residual` (fp32, error feedback), v = x +
+residual is encoded and residual becomes v - dequantize(q): exactly what the encoding lost."""
+from __future__ import annotations
+
+import torch
+
+from pycomm import _dtypes
+from pycomm._build import core
+from pycomm._tensors import check_tensor, place_of, ptr
+from pycomm.kernels._buffers import FLOAT_DTYPES, check_block, check_buffer, check_seed, num_blocks, output
+
+
+def quantize_int8(x: torch.Tensor, q: torch.Tensor | None = None, scales: torch.Tensor | None = None, *,
+                  block: int = 256, stochastic: bool = False, seed: int = 0,
+                  residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize `x` (fp32/bf16/fp16/fp64, any shape) into int8 `q` (x.numel() elements) and fp32
+    `scales` (ceil(numel / block)); either output is allocated when not given. Returns (q, scales)."""
+    what = "quantize_int8"
+    check_block(block, what)
+    x = check_tensor(x, f"{what}: x", FLOAT_DTYPES)
+    n = x.numel()
+    q = output(q, f"{what}: q", torch.int8, n, x)
+    scales = output(scales, f"{what}: scales", torch.float32, num_blocks(n, block), x)
+    if residual is not None:
+        check_buffer(residual, f"{what}: residual", (torch.float32,), n)
+    place = place_of([x, q, scales] + ([residual] if residual is not None else []), what)
+    core().quantize_int8(ptr(x), _dtypes.code(x.dtype, what), n, block, ptr(q), ptr(scales),
+                         ptr(residual) if residual is not None else 0, bool(stochastic), check_seed(seed, what),
+                         place.device, place.stream)
+    return q, scales
+
+
+def _dequantize(q: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool,
+                what: str) -> torch.Tensor:
+    check_block(block, what)
+    out = check_tensor(out, f"{what}: out", FLOAT_DTYPES)
+    n = out.numel()
+    check_buffer(q, f"{what}: q", (torch.int8,), n)
+    check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))
+    place = place_of([q, scales, out], what)
+    core().dequantize_int8(ptr(q), ptr(scales), n, block, ptr(out), _dtypes.code(out.dtype, what), accumulate,
+                           place.device, place.stream)
+    return out
+
+
+def dequantize_int8(q: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int = 256) -> torch.Tensor:
+    """out = q * scale (cast to out.dtype: fp32/bf16/fp16/fp64). Returns `out`."""
+    return _dequantize(q, scales, out, block, False, "dequantize_int8")
+
+
+def dequantize_int8_accumulate(q: torch.Tensor, scales: torch.Tensor, acc: torch.Tensor, *,
+                               block: int = 256) -> torch.Tensor:
+    """acc += q * scale (the reduce step of a quantized all-reduce; acc is normally fp32). Returns `acc`."""
+    return _dequantize(q, scales, acc, block, True, "dequantize_int8_accumulate")

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Sets up everything pycomm needs on a Debian/Ubuntu machine and builds pycomm._C in place.
+# Idempotent: installs only what is missing, rebuilds only what changed. Root or sudo for apt.
+#   scripts/setup.sh          compilers, CMake, Open MPI, Python packages; build; check build_info
+#   scripts/setup.sh --test   also what the tests need: a single-node SLURM (slurmd, slurmctld, munge)
+# Environment: PYTHON (interpreter to use), and the build switches PYCOMM_CUDA / PYCOMM_HIP /
+# PYCOMM_MPI / PYCOMM_NCCL / PYCOMM_NVTX (auto|on|off), PYCOMM_CUDA_ARCHS, PYCOMM_HIP_ARCHS.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$PYCOMM_ROOT"
+
+with_test=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) with_test=1 ;;
+    *) die "unknown argument $arg (expected --test)" ;;
+  esac
+done
+
+section "setup: system packages"
+tools=()
+command -v g++ >/dev/null || tools+=(g++)
+command -v make >/dev/null || tools+=(make)
+command -v cmake >/dev/null || tools+=(cmake)
+command -v ninja >/dev/null || tools+=(ninja-build)
+# Open MPI from the distribution: mpi4py and pycomm's MPI transport are both built against it.
+apt_install "${tools[@]}" openmpi-bin libopenmpi-dev
+if [[ $with_test == 1 ]]; then
+  # slurm-wlm-basic-plugins (a slurmd dependency) carries mpi_pmix.so for `srun --mpi=pmix`.
+  apt_install slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
+fi
+
+section "setup: Python"
+if [[ -z "${PYTHON:-}" && ! -x .venv/bin/python ]]; then
+  command -v python3 >/dev/null || apt_install python3 python3-dev python3-venv
+  # A distribution's python3 refuses pip installs (PEP 668): give pycomm its own venv then.
+  if python3 -c 'import os, sys, sysconfig
+managed = sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+sys.exit(0 if managed else 1)'; then
+    apt_install python3-dev python3-venv
+    echo "python3 is externally managed: creating .venv (the scripts use it from now on)"
+    python3 -m venv .venv
+  fi
+fi
+PY="$(pycomm_python)"
+"$PY" -c 'import sys; assert sys.version_info >= (3, 9), sys.version' || die "$PY: pycomm needs Python >= 3.9"
+if ! "$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))'; then
+  apt_install python3-dev
+fi
+echo "python: $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
+"$PY" -m pip install -q -r scripts/requirements.txt
+
+# mpi4py must use the system Open MPI (the one pycomm links): rebuild it from source otherwise.
+mpi4py_uses_system_mpi() {
+  local want
+  want="$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9.]*\).*/\1/p' | head -1)"
+  "$PY" - "$want" <<'PYEOF'
+import sys
+try:
+    import mpi4py
+    mpi4py.rc.initialize = False
+    from mpi4py import MPI
+except Exception as e:
+    sys.exit(f"mpi4py: not usable ({e})")
+lib = MPI.Get_library_version().splitlines()[0]
+if f"Open MPI v{sys.argv[1]}" not in lib:
+    sys.exit(f"mpi4py: uses {lib!r}, not the system Open MPI {sys.argv[1]}")
+print(f"mpi4py {mpi4py.__version__}: {lib}")
+PYEOF
+}
+if ! mpi4py_uses_system_mpi; then
+  echo "building mpi4py from source against the system Open MPI"
+  "$PY" -m pip install -q --force-reinstall --no-deps --no-cache-dir \
+    --no-binary mpi4py mpi4py
+  mpi4py_uses_system_mpi || die "mpi4py still does not use the system Open MPI"
+fi
+
+section "setup: build pycomm._C in place (make build)"
+cmake_args=()
+for opt in PYCOMM_CUDA PYCOMM_HIP PYCOMM_MPI PYCOMM_NCCL PYCOMM_NVTX; do
+  cmake_args+=("-D$opt=${!opt:-auto}")   # always passed, so a cached build follows the environment
+done
+for opt in PYCOMM_CUDA_ARCHS PYCOMM_HIP_ARCHS; do
+  [[ -n "${!opt:-}" ]] && cmake_args+=("-D'$opt=${!opt}'")   # quoted: the lists contain ';'
+done
+make -s build PYTHON="$PY" CMAKE_ARGS="${cmake_args[*]}"
+
+# The build must have what this machine offers: MPI (we just installed it), NVTX when CUDA is here.
+"$PY" - <<'PYEOF'
+import os, shutil, sys
+import pycomm
+info = pycomm.build_info()
+print("pycomm.build_info():", info)
+wanted = {"cpu": True,
+          "mpi": shutil.which("mpicc") is not None and os.environ.get("PYCOMM_MPI", "auto") != "off",
+          "nvtx": os.path.isdir("/usr/local/cuda/include/nvtx3") and os.environ.get("PYCOMM_NVTX", "auto") != "off"}
+missing = [k for k, want in wanted.items() if want and not info[k]]
+sys.exit(f"pycomm was built without {', '.join(missing)}" if missing else 0)
+PYEOF

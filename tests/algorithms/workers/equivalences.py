@@ -1,0 +1,82 @@
+"""The equivalences of DESIGN.md section 3 on real ranks. Usage: equivalences OUT_DIR"""
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from tests.algorithms.problem import batch, loss_on, make_inner, make_model
+from tests.algorithms.workers.common import build, finish, max_diff, report, train, world
+
+STEPS, TOL = 10, 1e-6
+
+
+def concatenated_batch_sgd(comm: Any, inner: str) -> list[list[torch.Tensor]]:
+    """One process, batch N*b: every rank's batch of each step concatenated."""
+    model = make_model(seed=1)
+    opt = make_inner(inner, model.parameters())
+    out = []
+    for t in range(STEPS):
+        xs, ys = zip(*(batch(r, t) for r in range(comm.size)))
+        opt.zero_grad()
+        F.cross_entropy(model(torch.cat(xs)), torch.cat(ys)).backward()
+        opt.step()
+        out.append([v.detach().clone() for v in model.state_dict().values()])
+    return out
+
+
+def local_sgd(comm: Any, inner: str) -> list[list[torch.Tensor]]:
+    """This rank alone, from rank 0's initial model, on its own batches: no communication."""
+    model = make_model(seed=1)
+    opt = make_inner(inner, model.parameters())
+    out = []
+    for t in range(STEPS):
+        opt.zero_grad()
+        loss_on(model, comm.rank, t).backward()
+        opt.step()
+        out.append([v.detach().clone() for v in model.state_dict().values()])
+    return out
+
+
+def wrapped(comm: Any, algorithm: str, inner: str, **options: Any) -> list[list[torch.Tensor]]:
+    model, opt = build(comm, algorithm, options, inner, batchnorm=False)
+    return train(comm, model, opt, 0, STEPS, schedule=False)
+
+
+CASES: dict[str, Callable[[Any], tuple[list, list]]] = {
+    "mbsgd==concatenated-batch-sgd": lambda c: (wrapped(c, "mbsgd", "momentum"), concatenated_batch_sgd(c, "momentum")),
+    "mbsgd-small-buckets==concatenated-batch-sgd": lambda c: (wrapped(c, "mbsgd", "sgd", bucket_bytes=64),
+                                                              concatenated_batch_sgd(c, "sgd")),
+    "plsgd-H1==mbsgd": lambda c: (wrapped(c, "plsgd", "sgd", averaging_freq=1), wrapped(c, "mbsgd", "sgd")),
+    "plsgd-prepost==mbsgd": lambda c: (wrapped(c, "plsgd", "sgd", averaging_freq=5, pre_post_steps=STEPS),
+                                       wrapped(c, "mbsgd", "sgd")),
+    "qsr-alpha0==plsgd-Hbase": lambda c: (wrapped(c, "qsr", "momentum", h_base=3, alpha=0.0),
+                                          wrapped(c, "plsgd", "momentum", averaging_freq=3)),
+    "easgd-zero==local-sgd": lambda c: (wrapped(c, "easgd", "momentum", comm_period=2, dist_pulling_strength=0.0,
+                                                local_pulling_strength=0.0), local_sgd(c, "momentum")),
+}
+
+
+def main() -> None:
+    out_dir = sys.argv[1]
+    comm = world()
+    results, failures = {}, 0
+    for name, run in CASES.items():
+        try:
+            got, want = run(comm)
+            diff = max(max_diff(g, w) for g, w in zip(got, want))
+            moved = max_diff(got[-1], got[0])
+            results[name] = {"ok": diff <= TOL and moved > 0, "max_diff": diff, "moved": moved}
+        except Exception:
+            results[name] = {"ok": False, "error": traceback.format_exc()}
+        failures += not results[name]["ok"]
+        print(f"rank {comm.rank} {name}: {results[name]}", flush=True)
+    report(out_dir, comm.rank, results)
+    finish(failures)
+
+
+if __name__ == "__main__":
+    main()

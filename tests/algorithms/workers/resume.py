@@ -1,0 +1,54 @@
+"""state_dict mid-run, loaded into a fresh model and optimizer, continues exactly the uninterrupted
+trajectory. Usage: resume OUT_DIR"""
+from __future__ import annotations
+
+import io
+import sys
+import traceback
+
+import torch
+
+from tests.algorithms.configs import RULES, STEPS
+from tests.algorithms.workers.common import build, finish, max_diff, report, train, world
+
+CASES = ["mbsgd-momentum", "plsgd-bn", "qsr-sgd", "qsr-adamw", "easgd", "easgd+", "lsgd-loss", "lsgd-proxy", "lsgd+"]
+CUT = 5   # mid-period for every case
+
+
+def roundtrip(obj: object) -> object:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=False)
+
+
+def main() -> None:
+    out_dir = sys.argv[1]
+    comm = world()
+    results, failures = {}, 0
+    for name in CASES:
+        algorithm, options, inner, batchnorm, schedule = RULES[name]
+        try:
+            model, opt = build(comm, algorithm, options, inner, batchnorm)
+            whole = train(comm, model, opt, 0, STEPS, schedule)
+
+            model, opt = build(comm, algorithm, options, inner, batchnorm)
+            first = train(comm, model, opt, 0, CUT, schedule)
+            saved = roundtrip({"model": model.state_dict(), "opt": opt.state_dict()})
+            model, opt = build(comm, algorithm, options, inner, batchnorm, init_seed=99)   # fresh everything
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["opt"])
+            rest = train(comm, model, opt, CUT, STEPS, schedule)
+            diff = max(max_diff(a, b) for a, b in zip(whole, first + rest))
+            results[name] = {"ok": diff == 0.0, "max_diff": diff, "algorithm_state_keys":
+                             sorted(saved["opt"]["algorithm_state"])}
+        except Exception:
+            results[name] = {"ok": False, "error": traceback.format_exc()}
+        failures += not results[name]["ok"]
+        print(f"rank {comm.rank} {name}: {results[name]}", flush=True)
+    report(out_dir, comm.rank, results)
+    finish(failures)
+
+
+if __name__ == "__main__":
+    main()
