@@ -97,7 +97,7 @@ class LoggingConfig:
 @dataclass
 class LaunchConfig:
     nproc: int = 2                     # ranks started on this machine when no launcher started us
-    backend: Literal["auto", "mpi", "nccl"] = "auto"
+    backend: Literal["auto", "mpi", "nccl", "local"] = "auto"  # pycomm.init(backend=...)
 
 
 @dataclass

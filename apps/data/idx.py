@@ -46,7 +46,7 @@ class ImageLabels:
     def __init__(self, images: np.ndarray, labels: np.ndarray, mean: float, std: float):
         if len(images) != len(labels):
             raise ValueError(f"{len(images)} images but {len(labels)} labels")
-        self.images = torch.from_numpy(np.ascontiguousarray(images)).unsqueeze(1)
+        self.images = torch.from_numpy(np.array(images, dtype=np.uint8)).unsqueeze(1)  # a writable copy
         self.labels = torch.from_numpy(labels.astype(np.int64))
         self.mean, self.std = mean, std
 
