@@ -58,7 +58,8 @@ class CommOptimizer:
         self.comm = comm if comm is not None else pycomm.world()
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
         self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
-        self.channel = Channel(self.comm, self.options["codec"], self.options["bucket_bytes"])
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self.channel = Channel(self.comm, self.options["codec"], self.options["bucket_bytes"], device)
         self.steps = 0  # optimizer steps taken by this wrapper
         self._broadcast_initial_state()
         self._setup()

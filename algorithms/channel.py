@@ -59,6 +59,7 @@ class Channel:
     comm: Any
     codec: Any = None
     bucket_bytes: int = 25 << 20
+    device: torch.device = torch.device("cpu")   # where small control tensors (leader scores) live
     stats: CommStats = field(default_factory=CommStats)
     # error-feedback residuals of compressed all-reduces, one per call site (key)
     residuals: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -125,8 +126,8 @@ class Channel:
     def allgather_scalar(self, value: float) -> list[float]:
         """Every rank's `value`, in rank order."""
         t0 = time.perf_counter()
-        mine = torch.tensor([value], dtype=torch.float64)
-        out = torch.empty(self.comm.size, dtype=torch.float64)
+        mine = torch.tensor([value], dtype=torch.float64, device=self.device)
+        out = torch.empty(self.comm.size, dtype=torch.float64, device=self.device)
         self.comm.allgather(out, mine)
         self.stats.calls += 1
         self.stats.bytes += 8

@@ -102,7 +102,8 @@ class LSGD(_LeaderBase):
         self._node_channel: Channel | None = None
         if self.options["multi_leader"]:
             intra, _ = self.comm.split_by_node()
-            self._node_channel = Channel(intra, None, self.options["bucket_bytes"], stats=self.channel.stats)
+            self._node_channel = Channel(intra, None, self.options["bucket_bytes"], self.channel.device,
+                                         stats=self.channel.stats)
 
     def _step(self, loss: float | None) -> None:
         super()._step(loss)

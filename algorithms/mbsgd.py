@@ -79,6 +79,16 @@ class MBSGD(CommOptimizer):
         bucket.pending = self.channel.allreduce_async([p.grad for p in bucket.params], key=f"bucket{bucket.index}")
         self._next_launch += 1
 
+    @property
+    def launched_buckets(self) -> int:
+        """How many of this step's gradient buckets have started their all-reduce (during backward, all
+        of them once backward has finished)."""
+        return self._next_launch
+
+    @property
+    def num_buckets(self) -> int:
+        return len(self._buckets)
+
     def synchronize(self) -> None:
         """Finish averaging the gradients (launching buckets backward left); afterwards every p.grad
         holds the mean over ranks, e.g. for gradient clipping before step()."""

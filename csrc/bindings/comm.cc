@@ -47,7 +47,8 @@ py::dict op_info(const OpInfo& i) {
 }
 
 void register_exceptions(py::module_& m) {
-  static py::exception<PycommError> base(m, "PycommError", PyExc_RuntimeError);
+  // pybind11 tries translators newest first: the subclasses are registered after their base.
+  auto& base = py::register_exception<PycommError>(m, "PycommError", PyExc_RuntimeError);
   py::register_exception<StallError>(m, "StallError", base.ptr());
   py::register_exception<MismatchError>(m, "MismatchError", base.ptr());
 }

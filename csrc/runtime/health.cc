@@ -30,6 +30,16 @@ void CommHealth::check_usable(const char* what) const {
                       " is broken and accepts no more ops (ranks are out of step). Cause: " + reason_);
 }
 
+void CommHealth::note_abandoned() {
+  std::lock_guard<std::mutex> lk(mu_);
+  abandoned_ = true;
+}
+
+bool CommHealth::has_abandoned() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return abandoned_;
+}
+
 void CommHealth::note_started(const OpInfo& info) {
   std::lock_guard<std::mutex> lk(mu_);
   in_flight_[info.seq] = {info, Clock::now()};

@@ -25,6 +25,10 @@ class CommHealth {
   // Throws PycommError naming the reason when broken; `what` is the op being submitted.
   void check_usable(const char* what) const;
 
+  // Started ops were dropped unfinished (their transport requests may still be live).
+  void note_abandoned();
+  bool has_abandoned() const;
+
   void note_started(const OpInfo& info);
   void note_finished(uint64_t seq);
   // "oldest op in flight: allreduce #3 (...) for 5.0 s" or "no op in flight".
@@ -35,6 +39,7 @@ class CommHealth {
   const std::string label_;
   mutable std::mutex mu_;
   bool broken_ = false;
+  bool abandoned_ = false;
   std::string reason_;
   std::map<uint64_t, std::pair<OpInfo, Clock::time_point>> in_flight_;
 };

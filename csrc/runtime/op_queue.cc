@@ -108,6 +108,7 @@ bool OpQueue::stop(double timeout_s) {
   state_->stopping = true;
   state_->cv.notify_all();
   auto ended = [&] { return state_->exited; };
+  if (health_->broken()) timeout_s = 2;  // nothing in flight will complete any more
   bool done = timeout_s > 0 ? state_->exit_cv.wait_for(lk, std::chrono::duration<double>(timeout_s), ended)
                             : (state_->exit_cv.wait(lk, ended), true);
   if (!done) {
@@ -135,6 +136,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
     {
       std::unique_lock<std::mutex> lk(st->mu);
       if (health.broken()) {
+        if (!in_flight.empty() || !st->pending.empty()) health.note_abandoned();  // conservative: a pending op may be mid-check
         for (auto& op : in_flight) fail_op(*op, broken_error(health, op->info));
         for (auto& op : st->pending) fail_op(*op, broken_error(health, op->info));
         in_flight.clear();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/device_copy.h"
+#include "runtime/errors.h"
 #include "runtime/op_validation.h"
 
 namespace pycomm {
@@ -57,7 +58,7 @@ class SelfRecvOp : public QueuedOp {
     std::vector<char> msg = std::move(it->second.front());
     it->second.pop_front();
     if (static_cast<int64_t>(msg.size()) != buf_.bytes())
-      throw std::invalid_argument("recv: the matching send (tag " + std::to_string(info.tag) + ") has " +
+      throw PycommError("recv: the matching send (tag " + std::to_string(info.tag) + ") has " +
                                   std::to_string(msg.size()) + " bytes, the receive buffer " +
                                   std::to_string(buf_.bytes()));
     copy_bytes(buf_.ptr, msg.data(), msg.size(), buf_.device, 0);
@@ -77,8 +78,9 @@ LocalTransport::~LocalTransport() { shutdown(); }
 
 void LocalTransport::shutdown() { stop_queue(); }
 
-std::unique_ptr<Transport> LocalTransport::split(int, int) {
+std::unique_ptr<Transport> LocalTransport::split(int color, int) {
   queue().run_and_wait(make_split());
+  if (color < 0) return nullptr;  // as MPI_UNDEFINED: this rank joins no group
   return std::make_unique<LocalTransport>();
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/op_check.h"
 #include "runtime/queued_op.h"
+#include "transport/mpi/mpi_env.h"
 #include "transport/mpi/gpu_staging.h"
 
 namespace pycomm::mpi {
@@ -21,7 +22,22 @@ struct CommHandles {
   MPI_Comm shadow = MPI_COMM_NULL;  // PYCOMM_DEBUG op matching; MPI_COMM_NULL when off
   int rank = 0, size = 1;
   std::string label;
+  // Collectives as blocking MPI calls on the queue thread (Open MPI's tuned algorithms, much faster
+  // than its nonblocking ones) or as requests the queue polls (PYCOMM_MPI_NONBLOCKING=1: a stalled
+  // queue can then be abandoned cleanly). Either way the waiter enforces the stall deadline.
+  bool blocking = true;
 };
+
+// Posts one collective: blocking (`call()`) or nonblocking (`icall(&request)`, request queued).
+template <typename Call, typename ICall>
+void collective(const CommHandles& h, std::vector<MPI_Request>& reqs, const char* what, Call call, ICall icall) {
+  if (h.blocking) {
+    check(call(), what);
+    return;
+  }
+  reqs.emplace_back();
+  check(icall(&reqs.back()), what);
+}
 
 class MpiOp : public QueuedOp {
  public:

@@ -1,6 +1,7 @@
 #include "transport/mpi/mpi_transport.h"
 
 #include <climits>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "runtime/errors.h"
@@ -21,6 +22,16 @@ int as_count(int64_t n, const char* what) {
 }
 
 void* at(const Buffer& b, int64_t elems) { return static_cast<char*>(b.ptr) + elems * dtype_size(b.dtype); }
+
+// Calls fn(ptr, bytes) on consecutive whole-element pieces of at most kMaxChunk bytes; with
+// `even_if_empty`, once for an empty buffer too (a zero-length message still matches its recv).
+template <typename Fn>
+void for_each_piece(const Buffer& b, bool even_if_empty, Fn fn) {
+  const int64_t es = static_cast<int64_t>(dtype_size(b.dtype));
+  const int64_t step = kMaxChunk / es;
+  if (b.count == 0 && even_if_empty) fn(b.ptr, 0);
+  for (int64_t e = 0; e < b.count; e += step) fn(at(b, e), static_cast<int>(std::min(step, b.count - e) * es));
+}
 
 // Elements of `dtype` travel as bytes where nothing is reduced (any dtype, one code path).
 MPI_Datatype bytes_of(DType dtype, MPI_Datatype* owned) {
@@ -44,6 +55,8 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
+  if (const char* nb = std::getenv("PYCOMM_MPI_NONBLOCKING"); nb != nullptr && *nb != '\0' && *nb != '0')
+    handles_->blocking = false;
   if (debug_checks_enabled()) {
     check(MPI_Comm_dup(comm, &handles_->shadow), "MPI_Comm_dup (PYCOMM_DEBUG shadow)");
     MPI_Comm_set_errhandler(handles_->shadow, MPI_ERRORS_RETURN);
@@ -73,8 +86,8 @@ void MpiTransport::shutdown() {
     abandoned_ = true;  // the thread may still be inside MPI on this communicator: leave it alone
     return;
   }
-  if (health()->broken()) {
-    abandoned_ = true;  // abandoned requests may still reference it
+  if (health()->has_abandoned()) {
+    abandoned_ = true;  // dropped requests may still reference the communicator
     return;
   }
   if (handles_->shadow != MPI_COMM_NULL) MPI_Comm_free(&handles_->shadow);
@@ -97,8 +110,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
     // In place on the tensor's own memory: no extra copy on the host path.
     for (int64_t b = 0; b < in.count; b += kMaxChunk) {
       int n = static_cast<int>(std::min(kMaxChunk, in.count - b));
-      reqs.emplace_back();
-      check(MPI_Iallreduce(MPI_IN_PLACE, at(in, b), n, type, mop, h->comm, &reqs.back()), "allreduce");
+      void* p = at(in, b);
+      collective(*h, reqs, "allreduce", [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, type, mop, h->comm); },
+                 [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, p, n, type, mop, h->comm, r); });
     }
   };
   double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
@@ -108,12 +122,10 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
 std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, int root, uintptr_t stream) {
   auto h = handles_;
   MpiOp::Post post = [h, root](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
-    const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
-    for (int64_t b = 0; b < in.count; b += kMaxChunk / es) {
-      int n = static_cast<int>(std::min(kMaxChunk / es, in.count - b) * es);
-      reqs.emplace_back();
-      check(MPI_Ibcast(at(in, b), n, MPI_BYTE, root, h->comm, &reqs.back()), "broadcast");
-    }
+    for_each_piece(in, false, [&](void* p, int n) {
+      collective(*h, reqs, "broadcast", [&] { return MPI_Bcast(p, n, MPI_BYTE, root, h->comm); },
+                 [&](MPI_Request* r) { return MPI_Ibcast(p, n, MPI_BYTE, root, h->comm, r); });
+    });
   };
   return make_op(std::move(info), buf, buf, std::move(post), 0.0, stream);
 }
@@ -125,11 +137,10 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allgather(OpInfo info, Buffer out, 
     if (i.count == 0) return;
     MPI_Datatype t;
     bytes_of(i.dtype, &t);
-    reqs.emplace_back();
-    int rc = MPI_Iallgather(i.ptr, static_cast<int>(i.count), t, o.ptr, static_cast<int>(i.count), t, h->comm,
-                            &reqs.back());
-    MPI_Type_free(&t);  // freed handles stay valid for pending requests
-    check(rc, "allgather");
+    const int n = static_cast<int>(i.count);
+    collective(*h, reqs, "allgather", [&] { return MPI_Allgather(i.ptr, n, t, o.ptr, n, t, h->comm); },
+               [&](MPI_Request* r) { return MPI_Iallgather(i.ptr, n, t, o.ptr, n, t, h->comm, r); });
+    MPI_Type_free(&t);  // a freed type stays valid for pending requests
   };
   return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
 }
@@ -142,9 +153,10 @@ std::unique_ptr<QueuedOp> MpiTransport::make_reduce_scatter(OpInfo info, Buffer 
   MPI_Datatype type = datatype(in.dtype);
   MpiOp::Post post = [h, mop, type](const Buffer& i, const Buffer& o, std::vector<MPI_Request>& reqs) {
     if (o.count == 0) return;
-    reqs.emplace_back();
-    check(MPI_Ireduce_scatter_block(i.ptr, o.ptr, static_cast<int>(o.count), type, mop, h->comm, &reqs.back()),
-          "reduce_scatter");
+    const int n = static_cast<int>(o.count);
+    collective(*h, reqs, "reduce_scatter",
+               [&] { return MPI_Reduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm); },
+               [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm, r); });
   };
   double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
   return make_op(std::move(info), in, out, std::move(post), scale, stream);
@@ -158,10 +170,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, B
     if (per_rank == 0) return;
     MPI_Datatype t;
     bytes_of(i.dtype, &t);
-    reqs.emplace_back();
-    int rc = MPI_Ialltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm, &reqs.back());
+    collective(*h, reqs, "alltoall", [&] { return MPI_Alltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm); },
+               [&](MPI_Request* r) { return MPI_Ialltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm, r); });
     MPI_Type_free(&t);
-    check(rc, "alltoall");
   };
   return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
 }
@@ -169,14 +180,10 @@ std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, B
 std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) {
   auto h = handles_;
   MpiOp::Post post = [h, dst, tag](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
-    const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
-    int64_t b = 0;
-    do {  // a zero-length message still matches its recv
-      int n = static_cast<int>(std::min(kMaxChunk / es, in.count - b) * es);
+    for_each_piece(in, true, [&](void* p, int n) {
       reqs.emplace_back();
-      check(MPI_Isend(at(in, b), n, MPI_BYTE, dst, tag, h->comm, &reqs.back()), "send");
-      b += kMaxChunk / es;
-    } while (b < in.count);
+      check(MPI_Isend(p, n, MPI_BYTE, dst, tag, h->comm, &reqs.back()), "send");
+    });
   };
   Buffer none = buf;
   none.count = 0;
@@ -186,14 +193,10 @@ std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int d
 std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) {
   auto h = handles_;
   MpiOp::Post post = [h, src, tag](const Buffer&, const Buffer& out, std::vector<MPI_Request>& reqs) {
-    const int64_t es = static_cast<int64_t>(dtype_size(out.dtype));
-    int64_t b = 0;
-    do {
-      int n = static_cast<int>(std::min(kMaxChunk / es, out.count - b) * es);
+    for_each_piece(out, true, [&](void* p, int n) {
       reqs.emplace_back();
-      check(MPI_Irecv(at(out, b), n, MPI_BYTE, src, tag, h->comm, &reqs.back()), "recv");
-      b += kMaxChunk / es;
-    } while (b < out.count);
+      check(MPI_Irecv(p, n, MPI_BYTE, src, tag, h->comm, &reqs.back()), "recv");
+    });
   };
   Buffer none = buf;
   none.count = 0;
@@ -203,8 +206,8 @@ std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int s
 std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
   auto h = handles_;
   MpiOp::Post post = [h](const Buffer&, const Buffer&, std::vector<MPI_Request>& reqs) {
-    reqs.emplace_back();
-    check(MPI_Ibarrier(h->comm, &reqs.back()), "barrier");
+    collective(*h, reqs, "barrier", [&] { return MPI_Barrier(h->comm); },
+               [&](MPI_Request* r) { return MPI_Ibarrier(h->comm, r); });
   };
   return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
 }

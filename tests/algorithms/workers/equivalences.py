@@ -46,7 +46,37 @@ def wrapped(comm: Any, algorithm: str, inner: str, **options: Any) -> list[list[
     return train(comm, model, opt, 0, STEPS, schedule=False)
 
 
+def mbsgd_overlapped_and_accumulated(comm: Any) -> list[list[torch.Tensor]]:
+    """mbsgd where each step is two half-batch backward passes, the first under no_sync(); checks that
+    the buckets' all-reduces start during backward (hooks), not in step()."""
+    model, opt = build(comm, "mbsgd", {"bucket_bytes": 1}, "momentum", batchnorm=False)
+    assert opt.num_buckets == 4, opt.num_buckets   # one per parameter
+    out = []
+    for t in range(STEPS):
+        x, y = batch(comm.rank, t)
+        half = len(y) // 2
+        opt.zero_grad()
+        with opt.no_sync():
+            (0.5 * F.cross_entropy(model(x[:half]), y[:half])).backward()
+        assert opt.launched_buckets == 0, "no_sync() launched an all-reduce"
+        (0.5 * F.cross_entropy(model(x[half:]), y[half:])).backward()
+        assert opt.launched_buckets == opt.num_buckets, \
+            f"only {opt.launched_buckets} of {opt.num_buckets} buckets started during backward"
+        opt.step()
+        out.append([v.detach().clone() for v in model.state_dict().values()])
+    try:   # accumulating again after the all-reduce started is refused, not silently wrong
+        loss_on(model, comm.rank, 0).backward()
+        loss_on(model, comm.rank, 1).backward()
+        raise AssertionError("a second backward without no_sync() was accepted")
+    except RuntimeError as e:
+        assert "no_sync" in str(e), e
+    opt.zero_grad()
+    return out
+
+
 CASES: dict[str, Callable[[Any], tuple[list, list]]] = {
+    "mbsgd-no_sync-overlap==concatenated-batch-sgd": lambda c: (mbsgd_overlapped_and_accumulated(c),
+                                                                 concatenated_batch_sgd(c, "momentum")),
     "mbsgd==concatenated-batch-sgd": lambda c: (wrapped(c, "mbsgd", "momentum"), concatenated_batch_sgd(c, "momentum")),
     "mbsgd-small-buckets==concatenated-batch-sgd": lambda c: (wrapped(c, "mbsgd", "sgd", bucket_bytes=64),
                                                               concatenated_batch_sgd(c, "sgd")),

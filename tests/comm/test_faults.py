@@ -1,0 +1,42 @@
+"""Provoked faults on real ranks: a skipped collective becomes a StallError (no hang), and PYCOMM_DEBUG=1
+names both ranks' ops when they differ."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.launch import mpirun
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nonblocking", ["0", "1"], ids=["blocking-collectives", "nonblocking-collectives"])
+def test_skipped_collective_raises_stall_error_within_timeout(nonblocking):
+    t0 = time.perf_counter()
+    env = {"PYCOMM_TIMEOUT": "5", "PYCOMM_MPI_NONBLOCKING": nonblocking}
+    proc = mpirun(2, "tests.comm.workers.faults", "stall", env=env, expect_ok=False, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
+    m = re.search(r"MARK stall after ([\d.]+) s: (.*)", out)
+    assert m, out
+    waited, msg = float(m.group(1)), m.group(2)
+    assert waited >= 4.9, out  # it waited the timeout, not less
+    assert "allreduce #2" in msg and "count 1000" in msg and "4000 bytes" in msg, msg
+    assert "PYCOMM_TIMEOUT=5" in msg and "did not complete" in msg, msg
+    assert re.search(r"MARK broken: barrier: the mpi communicator \(rank 0 of 2\) is broken", out), out
+    assert time.perf_counter() - t0 < 200
+
+
+@pytest.mark.mpi
+def test_mismatched_sizes_under_debug_name_both_ops():
+    proc = mpirun(2, "tests.comm.workers.faults", "mismatch", env={"PYCOMM_DEBUG": "1"})
+    out = proc.stdout
+    for r, other in ((0, 1), (1, 0)):
+        m = re.search(rf"MARK rank {r} mismatch: (.*)", out)
+        assert m, out
+        msg = m.group(1)
+        mine, theirs = 10 + 2 * r, 10 + 2 * other
+        assert f"rank {r} submitted allreduce #1 (count {mine}, float32" in msg, msg
+        assert f"rank {other} submitted allreduce #1 (count {theirs}, float32" in msg, msg
+        assert re.search(rf"MARK rank {r} broken: .*is broken", out), out

@@ -1,0 +1,121 @@
+"""One process, no mpirun: the local transport's ops really move data, the runtime's error paths,
+and init's backend choice. Fresh interpreters where process-wide state matters."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import pycomm
+from pycomm import backends
+from pycomm._build import core
+from pycomm.communicator import Communicator
+from pycomm.launch_env import LaunchEnv
+from tests.launch import ROOT, worker_env
+
+
+def local() -> Communicator:
+    return Communicator(core().local_transport(), "local")
+
+
+def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in worker_env(env).items() if not k.startswith(("OMPI_", "PMI", "SLURM_"))}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True,
+                          timeout=180)
+
+
+def test_local_ops_move_data():
+    c = local()
+    assert (c.rank, c.size, c.local_rank, c.local_size, c.backend) == (0, 1, 0, 1, "local")
+    x = torch.arange(5, dtype=torch.float16)
+    c.allreduce(x, op=pycomm.AVG)
+    assert x.tolist() == [0, 1, 2, 3, 4]
+    out = torch.zeros(5, dtype=torch.float16)
+    c.allgather(out, x)
+    assert out.tolist() == x.tolist()
+    rs = torch.zeros(5, dtype=torch.float16)
+    c.reduce_scatter(rs, x)
+    assert rs.tolist() == x.tolist()
+    a2a = torch.zeros(5, dtype=torch.float16)
+    c.alltoall(a2a, x)
+    assert a2a.tolist() == x.tolist()
+    got = torch.zeros(3, dtype=torch.int64)
+    w = c.irecv(got, 0, tag=4)  # posted before the send: completes when the send arrives
+    assert not w.is_completed()
+    c.send(torch.tensor([7, 8, 9]), 0, tag=4)
+    w.wait()
+    assert got.tolist() == [7, 8, 9]
+    sub = c.split(3)
+    assert sub.size == 1 and c.split(-1) is None
+    c.barrier()
+
+
+def test_local_recv_size_mismatch_breaks_the_communicator():
+    c = local()
+    c.isend(torch.zeros(4), 0, tag=1)
+    with pytest.raises(pycomm.PycommError, match="16 bytes, the receive buffer 8"):
+        c.recv(torch.zeros(2), 0, tag=1)
+    with pytest.raises(pycomm.PycommError, match="is broken"):
+        c.barrier()
+
+
+def test_shutdown_communicator_refuses_ops():
+    c = local()
+    c.shutdown()
+    with pytest.raises(pycomm.PycommError, match="shut down"):
+        c.allreduce(torch.ones(2))
+
+
+def test_errors_are_pycomm_errors():
+    assert issubclass(pycomm.StallError, pycomm.PycommError)
+    assert issubclass(pycomm.MismatchError, pycomm.PycommError)
+    assert issubclass(pycomm.PycommError, RuntimeError)
+
+
+def test_auto_backend_rule():
+    single = LaunchEnv(0, 1, 0, 1, "single")
+    assert backends.choose_auto(single) in ("local", "nccl")
+    if pycomm.build_info()["mpi"]:
+        assert backends.choose_auto(LaunchEnv(0, 2, 0, 2, "openmpi")) in ("mpi", "nccl")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        backends.get("gloo")
+
+
+def test_use_before_init_and_init_single_process():
+    p = run_python(
+        "import os, pycomm, torch\n"
+        "try:\n    pycomm.world()\nexcept pycomm.PycommError as e:\n    print('before:', e)\n"
+        "c = pycomm.init()\n"
+        "t = torch.ones(3); c.allreduce(t, op=pycomm.SUM)\n"
+        "assert pycomm.init() is c\n"
+        "print('world:', c.backend, c.size, t.tolist())\n"
+        "os.environ['PYCOMM_TIMEOUT'] = 'soon'\n"
+        "try:\n    c.allreduce(t)\nexcept ValueError as e:\n    print('timeout:', e)\n"
+        "del os.environ['PYCOMM_TIMEOUT']\n"
+        "pycomm.finalize()\n"
+        "try:\n    pycomm.world()\nexcept pycomm.PycommError as e:\n    print('after:', e)\n")
+    assert p.returncode == 0, p.stderr
+    assert "before: pycomm.world(): pycomm is not initialised; call pycomm.init() first" in p.stdout
+    assert "world: local 1 [1.0, 1.0, 1.0]" in p.stdout
+    assert "timeout: PYCOMM_TIMEOUT=soon: expected a number of seconds" in p.stdout
+    assert "after:" in p.stdout and "finalize() was called" in p.stdout
+
+
+def test_multi_rank_local_backend_is_refused():
+    with pytest.raises(pycomm.PycommError, match="backend 'local' runs a single process"):
+        backends.get("local").create_world(LaunchEnv(0, 2, 0, 2, "torchrun"))
+
+
+@pytest.mark.skipif(not pycomm.build_info()["mpi"], reason="no MPI in this build")
+def test_mpi_singleton_under_plain_python():
+    p = run_python(
+        "import pycomm, torch\nfrom pycomm import backends, launch_env\n"
+        "c = pycomm.init('mpi')\nt = torch.ones(2); c.allreduce(t)\n"
+        "print(c.backend, c.size, t.tolist())\n"
+        "try:\n    backends.get('mpi').create_world(launch_env.LaunchEnv(1, 2, 1, 2, 'torchrun'))\n"
+        "except pycomm.PycommError as e:\n    print('mismatch:', e)\n")
+    assert p.returncode == 0, p.stderr
+    assert "mpi 1 [1.0, 1.0]" in p.stdout
+    assert "mismatch:" in p.stdout and "MPI was not started by this launcher" in p.stdout

@@ -1,0 +1,262 @@
+"""Every op of pycomm.Communicator against a numpy reference on real ranks, for every dtype and sizes
+0, 1, odd and larger; async ops in flight; overlap; split / split_by_node / from_mpi4py; bad input.
+Run under mpirun with any number of ranks: `python -m tests.comm.workers.collectives`."""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import torch
+
+import pycomm
+from tests.comm.workers.common import ALL, FLOATS, INTS, as_np, assert_close, rank_input
+
+SIZES = [0, 1, 7, 1000, 70_001]
+checks = 0
+
+
+def ok() -> None:
+    global checks
+    checks += 1
+
+
+def inputs(comm, numel, dtype, case):
+    return [rank_input(r, numel, dtype, case) for r in range(comm.size)]
+
+
+def check_allreduce(comm) -> None:
+    for dtype in FLOATS + INTS + [torch.int8]:
+        for numel in SIZES:
+            for op in (pycomm.SUM, pycomm.AVG, pycomm.MAX, pycomm.MIN):
+                if op == pycomm.AVG and not dtype.is_floating_point:
+                    continue
+                if dtype == torch.int8 and op == pycomm.SUM:
+                    continue  # sums of small ints may overflow int8; MAX/MIN cover the dtype
+                xs = inputs(comm, numel, dtype, f"ar{numel}{op}")
+                stack = np.stack([as_np(x) for x in xs]) if numel else np.zeros((comm.size, 0))
+                want = {pycomm.SUM: stack.sum(0), pycomm.AVG: stack.sum(0) / comm.size, pycomm.MAX: stack.max(0),
+                        pycomm.MIN: stack.min(0)}[op]
+                t = xs[comm.rank].clone()
+                comm.allreduce(t, op=op)
+                exact = op != pycomm.AVG or comm.size in (1, 2, 4)
+                assert_close(t, want, f"allreduce {op.name}", exact=exact)
+                ok()
+
+
+def check_broadcast(comm) -> None:
+    for dtype in ALL:
+        for numel in SIZES:
+            root = comm.size - 1
+            xs = inputs(comm, numel, dtype, f"bc{numel}")
+            t = xs[comm.rank].clone()
+            comm.broadcast(t, root=root)
+            assert_close(t, as_np(xs[root]), "broadcast")
+            ok()
+
+
+def check_allgather(comm) -> None:
+    for dtype in ALL:
+        for numel in SIZES:
+            xs = inputs(comm, numel, dtype, f"ag{numel}")
+            out = torch.full((comm.size * numel,), 99, dtype=dtype)
+            comm.allgather(out, xs[comm.rank])
+            assert_close(out, np.concatenate([as_np(x) for x in xs]), "allgather")
+            ok()
+
+
+def check_reduce_scatter(comm) -> None:
+    for dtype in FLOATS + INTS:
+        for numel in SIZES:
+            for op in (pycomm.SUM, pycomm.AVG, pycomm.MAX):
+                if op == pycomm.AVG and not dtype.is_floating_point:
+                    continue
+                xs = inputs(comm, numel * comm.size, dtype, f"rs{numel}{op}")
+                stack = np.stack([as_np(x) for x in xs])
+                full = {pycomm.SUM: stack.sum(0), pycomm.AVG: stack.sum(0) / comm.size, pycomm.MAX: stack.max(0)}[op]
+                out = torch.zeros(numel, dtype=dtype)
+                comm.reduce_scatter(out, xs[comm.rank], op=op)
+                exact = op != pycomm.AVG or comm.size in (1, 2, 4)
+                assert_close(out, full[comm.rank * numel:(comm.rank + 1) * numel], f"reduce_scatter {op.name}", exact)
+                ok()
+
+
+def check_alltoall(comm) -> None:
+    for dtype in ALL:
+        for per in (0, 1, 5, 3001):
+            xs = inputs(comm, per * comm.size, dtype, f"a2a{per}")
+            out = torch.zeros(per * comm.size, dtype=dtype)
+            comm.alltoall(out, xs[comm.rank])
+            want = np.concatenate([as_np(xs[r])[comm.rank * per:(comm.rank + 1) * per] for r in range(comm.size)])
+            assert_close(out, want, "alltoall")
+            ok()
+
+
+def check_p2p(comm) -> None:
+    nxt, prv = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    for dtype in ALL:
+        for numel in SIZES:
+            xs = inputs(comm, numel, dtype, f"p2p{numel}")
+            got = torch.zeros(numel, dtype=dtype)
+            # Both directions in flight at once: a rendezvous-sized isend must not block the irecv.
+            rw = comm.irecv(got, prv, tag=7)
+            sw = comm.isend(xs[comm.rank], nxt, tag=7)
+            sw.wait()
+            rw.wait()
+            assert_close(got, as_np(xs[prv]), "isend/irecv ring")
+            ok()
+    # Blocking pair with tags out of order: tag 2 is received first although sent second.
+    if comm.size >= 2 and comm.rank < 2:
+        peer = 1 - comm.rank
+        a, b = torch.full((3,), 1.0 + comm.rank), torch.full((300_000,), 5.0 + comm.rank)
+        if comm.rank == 0:
+            w1 = comm.isend(a, peer, tag=1)
+            comm.send(b, peer, tag=2)
+            w1.wait()
+        else:
+            ra, rb = torch.zeros(3), torch.zeros(300_000)
+            comm.recv(rb, peer, tag=2)
+            comm.recv(ra, peer, tag=1)
+            assert ra[0] == 1.0 and rb[0] == 5.0 and rb[-1] == 5.0, (ra, rb[:3])
+        ok()
+
+
+def check_many_async(comm) -> None:
+    works, tensors, wants = [], [], []
+    for i in range(64):
+        numel = (i * 997) % 5000
+        xs = inputs(comm, numel, torch.float32, f"async{i}")
+        t = xs[comm.rank].clone()
+        tensors.append(t)
+        wants.append(np.stack([as_np(x) for x in xs]).sum(0) if numel else np.zeros(0))
+        works.append(comm.allreduce(t, op=pycomm.SUM, async_op=True))
+    extra = comm.allgather(torch.zeros(comm.size), torch.tensor([float(comm.rank)]), async_op=True)
+    for w in reversed(works):  # waiting out of order is fine
+        w.wait()
+        assert w.is_completed()
+    extra.wait()
+    for t, want in zip(tensors, wants):
+        assert_close(t, want, "async allreduce")
+    ok()
+
+
+def check_overlap(comm) -> None:
+    """The main thread computes while a large all-reduce is in flight on the progress thread."""
+    numel = 8 << 20  # 32 MiB of float32
+    t = torch.full((numel,), float(comm.rank + 1))
+    a = torch.randn(64, 64)
+    steps_in_flight = 0
+    work = comm.allreduce(t, op=pycomm.SUM, async_op=True)
+    while not work.is_completed():
+        a = torch.tanh(a @ a)  # compute (releases the GIL; the progress thread never needs it)
+        steps_in_flight += 1
+    work.wait()
+    if comm.size > 1:
+        assert steps_in_flight > 0, "the all-reduce completed before the main thread got to compute anything"
+    want = comm.size * (comm.size + 1) / 2
+    assert t[0].item() == want and t[-1].item() == want and bool((t == want).all()), t[:4]
+    ok()
+
+
+def check_split(comm) -> None:
+    color = comm.rank % 2
+    sub = comm.split(color, key=-comm.rank)  # reversed order inside each group
+    members = [r for r in range(comm.size) if r % 2 == color]
+    assert sub.size == len(members), (sub.size, members)
+    assert sub.rank == sorted(members, reverse=True).index(comm.rank), (sub.rank, members)
+    t = torch.tensor([float(comm.rank)])
+    sub.allreduce(t, op=pycomm.SUM)
+    assert t.item() == sum(members), (t, members)
+    none = comm.split(-1 if comm.rank == 0 else 0)
+    assert (none is None) == (comm.rank == 0)
+    intra, inter = comm.split_by_node()
+    # tests run on one node: everyone shares it
+    assert intra.size == comm.size and inter.size == 1 and intra.rank == comm.rank, (intra, inter)
+    assert comm.local_size == comm.size and comm.local_rank == comm.rank
+    x = torch.ones(3)
+    intra.allreduce(x, op=pycomm.SUM)
+    inter.allreduce(x, op=pycomm.SUM)
+    assert x.tolist() == [float(comm.size)] * 3
+    ok()
+
+
+def check_mpi4py(comm) -> None:
+    from mpi4py import MPI
+    c = pycomm.from_mpi4py(MPI.COMM_WORLD)
+    assert (c.rank, c.size) == (comm.rank, comm.size)
+    t = torch.tensor([1.0, float(comm.rank)])
+    c.allreduce(t, op=pycomm.MAX)
+    assert t.tolist() == [1.0, float(comm.size - 1)]
+    sub4py = MPI.COMM_WORLD.Split(comm.rank % 2, comm.rank)
+    sub = pycomm.from_mpi4py(sub4py)
+    assert sub.size == sub4py.Get_size() and sub.rank == sub4py.Get_rank()
+    u = torch.ones(2, dtype=torch.int64)
+    sub.allreduce(u, op=pycomm.SUM)
+    assert u.tolist() == [sub.size] * 2
+    # the mpi4py communicator itself stays usable alongside
+    assert MPI.COMM_WORLD.allreduce(1) == comm.size
+    sub4py.Free()
+    ok()
+
+
+def expect(exc, fragment: str, fn, *args, **kw) -> None:
+    try:
+        fn(*args, **kw)
+    except exc as e:
+        assert fragment in str(e), f"{exc.__name__} without {fragment!r}: {e}"
+        ok()
+        return
+    raise AssertionError(f"expected {exc.__name__} containing {fragment!r}")
+
+
+def check_bad_input(comm) -> None:
+    n = comm.size
+    nc = torch.zeros(4, 4).t()
+    expect(ValueError, "contiguous", comm.allreduce, nc)
+    expect(TypeError, "dtype", comm.allreduce, torch.zeros(3, dtype=torch.complex64))
+    expect(TypeError, "torch.Tensor", comm.allreduce, [1.0, 2.0])
+    expect(TypeError, "AVG needs a floating", comm.allreduce, torch.zeros(3, dtype=torch.int32), op=pycomm.AVG)
+    expect(ValueError, "op must be one of", comm.allreduce, torch.zeros(3), op=7)
+    expect(ValueError, "op must be one of", comm.allreduce, torch.zeros(3), op="sum")
+    expect(ValueError, "expected size * tensor.numel()", comm.allgather, torch.zeros(3 * n + 1), torch.zeros(3))
+    expect(ValueError, "divisible", comm.reduce_scatter, torch.zeros(2), torch.zeros(2 * n + 1))
+    expect(TypeError, "must match", comm.allgather, torch.zeros(n, dtype=torch.float64), torch.zeros(1))
+    expect(ValueError, "divisible", comm.alltoall, torch.zeros(n + 1), torch.zeros(n + 1)) if n > 1 else ok()
+    expect(ValueError, "dst must be a rank in", comm.isend, torch.zeros(1), n)
+    expect(ValueError, "src must be a rank in", comm.irecv, torch.zeros(1), -1)
+    expect(ValueError, "root must be a rank in", comm.broadcast, torch.zeros(1), root=n)
+    expect(ValueError, "tag must be", comm.isend, torch.zeros(1), 0, tag=-3)
+    expect(ValueError, "not supported", comm.allreduce, torch.zeros(3, device="meta"))
+    expect(TypeError, "color must be an int", comm.split, "a")
+    # The communicator is still healthy after all of that (nothing reached the queue).
+    t = torch.ones(1)
+    comm.allreduce(t, op=pycomm.SUM)
+    assert t.item() == n
+
+
+def check_stats(comm) -> None:
+    s = pycomm.stats()
+    for op in ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "send", "recv", "split"):
+        assert s[op]["calls"] > 0, (op, s.get(op))
+    assert s["allreduce"]["bytes"] > 0 and s["allreduce"]["seconds"] > 0
+    assert (s["allreduce"]["busbw"] > 0) == (comm.size > 1), s["allreduce"]
+    ok()
+
+
+def main() -> int:
+    comm = pycomm.init(backend=sys.argv[1] if len(sys.argv) > 1 else "auto")
+    t0 = time.perf_counter()
+    for check in (check_allreduce, check_broadcast, check_allgather, check_reduce_scatter, check_alltoall,
+                  check_p2p, check_many_async, check_overlap, check_split, check_bad_input, check_stats):
+        check(comm)
+    if pycomm.build_info()["mpi"] and comm.backend == "mpi":
+        check_mpi4py(comm)
+    comm.barrier()
+    print(f"rank {comm.rank}/{comm.size} ({comm.backend}): {checks} checks passed in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    pycomm.finalize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Provoked faults on real ranks. `stall`: rank 1 skips a collective, rank 0 must get StallError
+within PYCOMM_TIMEOUT (never hang) and its communicator must refuse later ops. `mismatch`: under
+PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get MismatchError
+naming both ops. Prints MARK lines the test checks."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+
+import pycomm
+
+
+def stall(comm: pycomm.Communicator) -> None:
+    side = comm.split(0)  # a second communicator, to release rank 1 once rank 0 has its error
+    x = torch.ones(1000)
+    comm.allreduce(x, op=pycomm.SUM)  # seq 1 (seq 0 was the split): everyone takes part
+    if comm.rank == 0:
+        t0 = time.perf_counter()
+        try:
+            comm.allreduce(x, op=pycomm.SUM)  # seq 2: rank 1 never joins
+        except pycomm.StallError as e:
+            print(f"MARK stall after {time.perf_counter() - t0:.2f} s: {e}", flush=True)
+        else:
+            print("MARK no stall error", flush=True)
+        try:
+            comm.barrier()
+        except pycomm.StallError:
+            print("MARK a second StallError instead of a broken-communicator error", flush=True)
+        except pycomm.PycommError as e:
+            print(f"MARK broken: {e}", flush=True)
+        side.send(torch.ones(1), 1)
+        print("MARK rank 0 done", flush=True)
+    else:
+        flag = torch.zeros(1)
+        w = side.irecv(flag, 0)
+        while not w.is_completed():  # polling never raises: rank 1 just waits for rank 0's verdict
+            time.sleep(0.05)
+        print("MARK rank 1 done", flush=True)
+    # The stalled all-reduce can never complete: leave without MPI_Finalize rather than wait for it.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def mismatch(comm: pycomm.Communicator) -> None:
+    comm.allreduce(torch.ones(4), op=pycomm.SUM)  # matching ops pass the check
+    t = torch.ones(10 + 2 * comm.rank)
+    try:
+        comm.allreduce(t, op=pycomm.SUM)
+    except pycomm.MismatchError as e:
+        print(f"MARK rank {comm.rank} mismatch: {e}", flush=True)
+    else:
+        print(f"MARK rank {comm.rank} no mismatch error", flush=True)
+    try:
+        comm.allreduce(torch.ones(4), op=pycomm.SUM)
+    except pycomm.PycommError as e:
+        print(f"MARK rank {comm.rank} broken: {e}", flush=True)
+    pycomm.finalize()  # nothing is in flight: a clean exit
+
+
+if __name__ == "__main__":
+    world = pycomm.init(backend="mpi")
+    {"stall": stall, "mismatch": mismatch}[sys.argv[1]](world)
