@@ -10,8 +10,10 @@ from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.runtime import finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.work import Work
+from pycomm.averaging import LayerwiseAverager
+from pycomm.quantized import ErrorFeedback
 
 __all__ = ["build_info", "kernels", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init", "world",
            "from_mpi4py", "finalize", "stats", "is_initialized", "LaunchEnv", "PycommError", "StallError",
-           "MismatchError", "Int8Codec", "OneBitCodec"]
+           "MismatchError", "Int8Codec", "OneBitCodec", "LayerwiseAverager", "ErrorFeedback"]
 __version__ = "0.1.0"

@@ -13,6 +13,7 @@ from pycomm._build import core
 from pycomm._tensors import Place, check_tensor, place_of, ptr
 from pycomm.ops import AVG, SUM, ReduceOp, check_op
 from pycomm.work import Work
+from pycomm import fusion, quantized
 
 REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
              torch.int64)
@@ -192,3 +193,17 @@ class Communicator:
         """Completes submitted ops and releases the transport; later ops raise PycommError."""
         self._t.shutdown()
         self._in_flight = []
+
+    # ---- fused and quantized all-reduce (logic in pycomm/fusion.py and pycomm/quantized.py) ----
+    def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,
+                            bucket_bytes: int = fusion.DEFAULT_BUCKET_BYTES,
+                            wire_dtype: Optional[torch.dtype] = None) -> Work:
+        """All-reduces many tensors in place through fused buckets (grouped by dtype; floating tensors
+        travel as wire_dtype when given); returns a Work whose wait() unpacks the results."""
+        return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype)
+
+    def allreduce_quantized(self, tensor: torch.Tensor, op: ReduceOp = AVG, codec: Any = None,
+                            error_feedback: Any = None) -> Work:
+        """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256))
+        in the reduce-scatter pattern; error_feedback: None, a pycomm.ErrorFeedback or a residual."""
+        return quantized.allreduce_quantized(self, tensor, op, codec, error_feedback)

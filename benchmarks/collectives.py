@@ -1,0 +1,141 @@
+"""Collectives benchmark (issue 3): `python -m benchmarks.collectives [--ranks 2,4] [--quick]`.
+
+Launches benchmarks/collectives_ranks.py under mpirun for every rank count and section, merges the
+rows into benchmarks/results/collectives.json, draws busbw against size (a line per peer) and prints
+the tables and the issue's goals as ratios against the peers measured in the same run:
+  (a) busbw of pycomm allreduce vs mpi4py Allreduce vs torch.distributed gloo all_reduce;
+  (b) ResNet-50's 161 gradients per tensor (pycomm, gloo), allreduce_coalesced, one flat mpi4py buffer;
+  (c) int8 / 1-bit allreduce_quantized vs fp32 on a bandwidth-bound link (--mca btl self,tcp)."""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import save, table
+from tests.launch import ROOT, mpirun_argv, worker_env
+
+SECTIONS = ("busbw", "fusion", "quantized")
+MIB = 1 << 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float) -> list[dict]:
+    mca = ("btl=self,tcp",) if section == "quantized" else ()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        argv = [*mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.collectives_ranks",
+                "--section", section, "--out", str(out), "--gloo-port", str(free_port()),
+                "--max-bytes", str(max_bytes), *(["--quick"] if quick else [])]
+        print(f"$ {' '.join(argv)}", flush=True)
+        proc = subprocess.run(argv, cwd=ROOT, env=worker_env({"PYCOMM_TIMEOUT": "600"}), text=True,
+                              capture_output=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{section} on {ranks} ranks failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return json.loads(out.read_text())
+
+
+def goals(rows: dict[str, list[dict]]) -> list[dict]:
+    """The issue's goals as measured ratios (median times of the same run)."""
+    out = []
+    by = {(r["ranks"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows["busbw"]}
+    for (n, peer, nbytes), sec in sorted(by.items()):
+        if peer != "pycomm":
+            continue
+        speed_vs_mpi = by[(n, "mpi4py", nbytes)] / sec
+        speed_vs_gloo = by[(n, "gloo", nbytes)] / sec
+        out.append({"goal": "busbw vs mpi4py >= 0.9 (>= 1 MiB)", "ranks": n, "bytes": nbytes,
+                    "ratio": speed_vs_mpi, "met": speed_vs_mpi >= 0.9 if nbytes >= MIB else None})
+        out.append({"goal": "busbw vs gloo >= 1", "ranks": n, "bytes": nbytes, "ratio": speed_vs_gloo,
+                    "met": speed_vs_gloo >= 1.0})
+    fus = {(r["ranks"], r["case"]): r["seconds"]["median"] for r in rows["fusion"]}
+    for n in sorted({r["ranks"] for r in rows["fusion"]}):
+        co = fus[(n, "coalesced_pycomm")]
+        flat_ratio = fus[(n, "flat_mpi4py")] / co
+        gloo_ratio = fus[(n, "per_tensor_gloo")] / co
+        out.append({"goal": "coalesced time <= 1.15x flat mpi4py", "ranks": n, "ratio": co / fus[(n, "flat_mpi4py")],
+                    "met": flat_ratio >= 1 / 1.15})
+        out.append({"goal": "coalesced >= 3x faster than per-tensor gloo", "ranks": n, "ratio": gloo_ratio,
+                    "met": gloo_ratio >= 3.0})
+    q = {(r["ranks"], r["codec"], r["bytes"]): r for r in rows["quantized"]}
+    for (n, codec, nbytes), r in sorted(q.items()):
+        if codec == "fp32":
+            continue
+        fp32 = q[(n, "fp32", nbytes)]
+        byte_ratio = r["bytes_sent_per_rank"] / fp32["bytes_sent_per_rank"] if fp32["bytes_sent_per_rank"] else None
+        limit = 0.3 if codec == "int8" else 0.05
+        out.append({"goal": f"{codec} bytes <= {limit}x fp32", "ranks": n, "bytes": nbytes, "ratio": byte_ratio,
+                    "met": byte_ratio is not None and byte_ratio <= limit})
+        if codec == "int8":
+            time_ratio = r["seconds"]["median"] / fp32["seconds"]["median"]
+            out.append({"goal": "int8 time <= 0.6x fp32 on tcp", "ranks": n, "bytes": nbytes, "ratio": time_ratio,
+                        "met": time_ratio <= 0.6})
+    return out
+
+
+def plot_busbw(rows: list[dict]):
+    def draw(ax: Any) -> None:
+        lines: dict[tuple[int, str], list[tuple[int, float]]] = {}
+        for r in rows:
+            lines.setdefault((r["ranks"], r["peer"]), []).append((r["bytes"], r["busbw_GBs"]))
+        for (n, peer), pts in sorted(lines.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{peer}, {n} ranks",
+                    linestyle="-" if n == min(k[0] for k in lines) else "--")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("all-reduce busbw (GB/s, nccl-tests definition)")
+        ax.set_title("all-reduce bus bandwidth (CPU, shared machine)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    return draw
+
+
+def print_report(rows: dict[str, list[dict]], checks: list[dict]) -> None:
+    busbw = [{**r, "median_s": r["seconds"]["median"]} for r in rows["busbw"]]
+    print(table(busbw, ["ranks", "peer", "bytes", "median_s", "busbw_GBs"]))
+    fusion = [{**r, "median_s": r["seconds"]["median"], "min_s": r["seconds"]["min"], "max_s": r["seconds"]["max"]}
+              for r in rows["fusion"]]
+    print(table(fusion, ["ranks", "case", "tensors", "bytes", "min_s", "median_s", "max_s"]))
+    quant = [{**r, "median_s": r["seconds"]["median"]} for r in rows["quantized"]]
+    print(table(quant, ["ranks", "codec", "bytes", "bytes_sent_per_rank", "median_s"]))
+    print(table(checks, ["goal", "ranks", "bytes", "ratio", "met"]))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ranks", default="2,4", help="comma-separated rank counts (default 2,4)")
+    ap.add_argument("--quick", action="store_true", help="few small sizes and repeats: a smoke test")
+    ap.add_argument("--max-bytes", type=int, default=256 * MIB, help="largest message (default 256 MiB)")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--name", default="collectives", help="results file name (benchmarks/results/NAME.json)")
+    ap.add_argument("--timeout", type=float, default=1800)
+    args = ap.parse_args(argv)
+    ranks = [int(r) for r in args.ranks.split(",")]
+    sections = args.sections.split(",")
+    rows: dict[str, list[dict]] = {s: [] for s in SECTIONS}
+    for section in sections:
+        for n in ranks:
+            rows[section] += run_section(section, n, args.quick, args.max_bytes, args.timeout)
+    checks = goals(rows) if set(sections) == set(SECTIONS) else []
+    payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
+               "note": "CPU-only shared machine (2 cores, other jobs running): figures are noisy; ratios "
+                       "are between peers measured in the same run", **rows, "goals": checks}
+    path = save(args.name, payload, plot_busbw(rows["busbw"]) if rows["busbw"] else None)
+    print_report(rows, checks)
+    print(f"wrote {path}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

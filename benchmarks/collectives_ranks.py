@@ -1,0 +1,179 @@
+"""The per-rank half of benchmarks/collectives.py: run under mpirun, it measures one section on every
+rank and rank 0 writes the rows to a JSON file. Times are the slowest rank's, per call."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+
+import pycomm
+from benchmarks.resnet50_shapes import resnet50_shapes
+
+KIB, MIB = 1 << 10, 1 << 20
+
+
+def timed(fn: Callable[[], Any], mpi_comm: Any, repeats: int, warmup: int = 2) -> dict[str, float]:
+    """Seconds per call of the collective `fn`: ranks start together (barrier), each sample is the
+    slowest rank's; calls shorter than ~2 ms are batched so the clock can see them."""
+    from mpi4py import MPI
+    for _ in range(warmup):
+        fn()
+    mpi_comm.Barrier()
+    t0 = time.perf_counter()
+    fn()
+    once = mpi_comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    inner = max(1, min(1000, int(2e-3 / max(once, 1e-7))))
+    samples = []
+    for _ in range(repeats):
+        mpi_comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append(mpi_comm.allreduce((time.perf_counter() - t0) / inner, op=MPI.MAX))
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples),
+            "repeats": repeats, "inner": inner}
+
+
+def busbw_gbs(nbytes: int, seconds: float, n: int) -> float:
+    """nccl-tests all-reduce bus bandwidth: algbw * 2 (n - 1) / n, in GB/s."""
+    return nbytes / seconds * (2 * (n - 1) / n) / 1e9 if n > 1 else nbytes / seconds / 1e9
+
+
+class Peers:
+    """The three implementations measured side by side on the same buffers."""
+
+    def __init__(self, gloo_port: int | None) -> None:
+        from mpi4py import MPI
+        self.mpi = MPI.COMM_WORLD
+        self.comm = pycomm.world()
+        self.gloo = None
+        if gloo_port is not None:
+            import torch.distributed as dist
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{gloo_port}",
+                                    rank=self.mpi.rank, world_size=self.mpi.size)
+            self.gloo = dist
+
+    def allreduce(self, peer: str, t: torch.Tensor) -> Callable[[], Any]:
+        from mpi4py import MPI
+        if peer == "pycomm":
+            return lambda: self.comm.allreduce(t, op=pycomm.SUM)
+        if peer == "mpi4py":
+            arr = t.numpy()
+            return lambda: self.mpi.Allreduce(MPI.IN_PLACE, arr, op=MPI.SUM)
+        return lambda: self.gloo.all_reduce(t)
+
+    def close(self) -> None:
+        if self.gloo is not None:
+            self.gloo.destroy_process_group()
+
+
+def sizes(quick: bool, max_bytes: int) -> list[int]:
+    top = min(max_bytes, 1 * MIB if quick else 256 * MIB)
+    step = 16 if quick else 4
+    out, s = [], 4 * KIB
+    while s <= top:
+        out.append(s)
+        s *= step
+    return out
+
+
+def section_busbw(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
+    n, rows = peers.mpi.size, []
+    for nbytes in sizes(quick, max_bytes):
+        t = torch.zeros(nbytes // 4)       # zeros: repeated SUMs stay finite and never denormal
+        repeats = 3 if quick else (5 if nbytes >= 64 * MIB else 9)
+        for peer in ("pycomm", "mpi4py", "gloo"):
+            tm = timed(peers.allreduce(peer, t), peers.mpi, repeats)
+            rows.append({"ranks": n, "peer": peer, "bytes": nbytes, "seconds": tm,
+                         "busbw_GBs": busbw_gbs(nbytes, tm["median"], n)})
+        del t
+    return rows
+
+
+def section_fusion(peers: Peers, quick: bool) -> list[dict]:
+    """ResNet-50's gradients: per tensor (pycomm, gloo), fused (allreduce_coalesced), one flat buffer."""
+    from mpi4py import MPI
+    shapes = resnet50_shapes()
+    grads = [torch.zeros(s) for s in shapes]
+    flat = torch.zeros(sum(g.numel() for g in grads))
+    comm, repeats = peers.comm, 3 if quick else 7
+
+    def per_tensor_pycomm() -> None:
+        for w in [comm.allreduce(g, op=pycomm.SUM, async_op=True) for g in grads]:
+            w.wait()
+
+    def per_tensor_gloo() -> None:
+        for w in [peers.gloo.all_reduce(g, async_op=True) for g in grads]:
+            w.wait()
+
+    cases = {"per_tensor_pycomm": per_tensor_pycomm, "per_tensor_gloo": per_tensor_gloo,
+             "coalesced_pycomm": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM).wait(),
+             "coalesced_pycomm_bf16": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
+                                                                       wire_dtype=torch.bfloat16).wait(),
+             "flat_mpi4py": lambda: peers.mpi.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)}
+    rows = []
+    for name, fn in cases.items():
+        tm = timed(fn, peers.mpi, repeats, warmup=1)
+        rows.append({"ranks": peers.mpi.size, "case": name, "tensors": len(grads), "bytes": flat.numel() * 4,
+                     "seconds": tm})
+    return rows
+
+
+def _bus_bytes() -> float:
+    """Bytes this rank has put on the wire (nccl-tests bus bytes: busbw * seconds) over all ops."""
+    return sum(c["busbw"] * c["seconds"] for c in pycomm.stats().values())
+
+
+def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
+    """fp32 all-reduce vs int8 and 1-bit quantized all-reduce: bytes each rank sends, and time."""
+    comm, rows = peers.comm, []
+    top = min(max_bytes, 16 * MIB if quick else 256 * MIB)
+    nbytes = 16 * MIB
+    while nbytes <= top:
+        t = torch.randn(nbytes // 4)
+        cases = {"fp32": lambda: comm.allreduce(t, op=pycomm.AVG),
+                 "int8": lambda: comm.allreduce_quantized(t, codec=pycomm.Int8Codec(block=256)).wait(),
+                 "1bit": lambda: comm.allreduce_quantized(t, codec=pycomm.OneBitCodec(block=256),
+                                                          error_feedback=ef).wait()}
+        ef = pycomm.ErrorFeedback()
+        for name, fn in cases.items():
+            before = _bus_bytes()
+            fn()
+            sent = _bus_bytes() - before
+            tm = timed(fn, peers.mpi, 3 if quick else 5, warmup=1)
+            rows.append({"ranks": peers.mpi.size, "codec": name, "bytes": nbytes, "bytes_sent_per_rank": sent,
+                         "seconds": tm})
+        del t
+        nbytes *= 4
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--section", choices=("busbw", "fusion", "quantized"), required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--gloo-port", type=int)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--max-bytes", type=int, default=256 * MIB)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    pycomm.init()
+    peers = Peers(args.gloo_port)
+    if args.section == "busbw":
+        rows = section_busbw(peers, args.quick, args.max_bytes)
+    elif args.section == "fusion":
+        rows = section_fusion(peers, args.quick)
+    else:
+        rows = section_quantized(peers, args.quick, args.max_bytes)
+    if peers.mpi.rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(rows, f)
+    peers.close()
+
+
+if __name__ == "__main__":
+    main()

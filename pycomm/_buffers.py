@@ -1,0 +1,53 @@
+"""A small pool of flat communication buffers, reused across calls.
+
+Fresh multi-megabyte host allocations are returned to the OS on free (glibc mmap), so every call
+would pay page faults on its buckets again; reusing them keeps fused all-reduce near the flat limit."""
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import torch
+
+_GRANULE = 1 << 16          # elements; buffers are sized up to this so near sizes share one
+_MAX_FREE_BYTES = 512 << 20  # cap on what the pool keeps while nobody uses it
+
+
+class BufferPool:
+    """take(numel, dtype, device) -> a 1-D view of a cached buffer; give(view) returns it."""
+
+    def __init__(self, max_free_bytes: int = _MAX_FREE_BYTES) -> None:
+        self._free: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = defaultdict(list)
+        self._free_bytes = 0
+        self._max_free_bytes = max_free_bytes
+        self._lock = threading.Lock()
+
+    def take(self, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        key = (torch.device(device), dtype)
+        with self._lock:
+            free = self._free[key]
+            fits = [i for i, b in enumerate(free) if b.numel() >= numel]
+            if fits:
+                best = free.pop(min(fits, key=lambda i: free[i].numel()))
+                self._free_bytes -= best.numel() * best.element_size()
+                return best[:numel]
+        size = max(_GRANULE, -(-numel // _GRANULE) * _GRANULE)
+        return torch.empty(size, dtype=dtype, device=device)[:numel]
+
+    def give(self, view: torch.Tensor) -> None:
+        base = view._base if view._base is not None else view
+        nbytes = base.numel() * base.element_size()
+        with self._lock:
+            if nbytes > self._max_free_bytes:
+                return
+            free = self._free[(base.device, base.dtype)]
+            free.append(base)
+            self._free_bytes += nbytes
+            while self._free_bytes > self._max_free_bytes:      # drop the largest first
+                key, i = max(((k, i) for k, bs in self._free.items() for i in range(len(bs))),
+                             key=lambda ki: self._free[ki[0]][ki[1]].numel() * self._free[ki[0]][ki[1]].element_size())
+                victim = self._free[key].pop(i)
+                self._free_bytes -= victim.numel() * victim.element_size()
+
+
+POOL = BufferPool()

@@ -1,0 +1,53 @@
+"""Encodings laid out in one byte buffer, one fixed-size slot per rank, for all-to-all / all-gather.
+
+Slot r holds the encoding of chunk r: the codec's data (int8 levels or sign bits), padded to 4 bytes,
+then its fp32 scales. Encoded views into a slot let the codec encode and decode in place, so nothing
+is copied between the kernels and the transport."""
+from __future__ import annotations
+
+import torch
+
+from pycomm._buffers import POOL
+from pycomm.codecs import Codec, Encoded
+
+
+def check_codec(codec: object, what: str) -> Codec:
+    if not isinstance(codec, Codec):
+        raise TypeError(f"{what}: expected a pycomm codec (pycomm.Int8Codec, pycomm.OneBitCodec), "
+                        f"got {type(codec).__name__}")
+    return codec
+
+
+class WireLayout:
+    """`slots` slots, each the encoding of `chunk` elements (a whole number of codec blocks)."""
+
+    def __init__(self, codec: Codec, chunk: int, slots: int, device: torch.device) -> None:
+        self.codec, self.chunk, self.slots, self.device = codec, chunk, slots, device
+        self.data_numel = codec.data_numel(chunk)
+        self._data_raw = self.data_numel * torch.empty((), dtype=codec.data_dtype).element_size()
+        self.data_bytes = -(-self._data_raw // 4) * 4                  # scales start 4-byte aligned
+        self.scale_count = -(-chunk // codec.block)
+        self.slot_bytes = self.data_bytes + 4 * self.scale_count
+
+    def buffer(self) -> torch.Tensor:
+        return POOL.take(self.slots * self.slot_bytes, torch.uint8, self.device)
+
+    def release(self, buf: torch.Tensor) -> None:
+        POOL.give(buf)
+
+    def slot(self, buf: torch.Tensor, r: int) -> torch.Tensor:
+        return buf[r * self.slot_bytes:(r + 1) * self.slot_bytes]
+
+    def encoded(self, buf: torch.Tensor, r: int) -> Encoded:
+        """The Encoded whose payload is slot r of buf (views, no copy)."""
+        s = self.slot(buf, r)
+        return Encoded(s[: self._data_raw].view(self.codec.data_dtype), s[self.data_bytes:].view(torch.float32), self.chunk)
+
+    def encode_into(self, buf: torch.Tensor, r: int, x: torch.Tensor, residual: torch.Tensor | None) -> None:
+        self.codec.encode(x, residual=residual, out=self.encoded(buf, r))
+
+    def decode(self, buf: torch.Tensor, r: int, out: torch.Tensor) -> None:
+        self.codec.decode(self.encoded(buf, r), out)
+
+    def decode_accumulate(self, buf: torch.Tensor, r: int, acc: torch.Tensor) -> None:
+        self.codec.decode_accumulate(self.encoded(buf, r), acc)

@@ -1,0 +1,144 @@
+"""Fused all-reduce of many tensors (`Communicator.allreduce_coalesced`).
+
+Tensors are grouped by dtype and packed into flat buckets of at most `bucket_bytes` (one pass of the
+pack kernel, which also casts floating tensors to the wire dtype and folds AVG's 1/size into the
+copy). Every bucket's all-reduce is submitted at once, so several are in flight while later buckets
+are still being packed; the returned work unpacks each bucket back into its tensors when waited."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from pycomm import _dtypes, kernels
+from pycomm._buffers import POOL
+from pycomm._tensors import check_tensor, place_of
+from pycomm.ops import AVG, SUM, check_op
+from pycomm.work import Work
+
+WIRE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+DEFAULT_BUCKET_BYTES = 25 << 20
+
+
+@dataclass
+class BucketPlan:
+    """Tensors (indices into the caller's list) sharing one flat buffer on the wire."""
+
+    dtype: torch.dtype          # the tensors' dtype
+    wire_dtype: torch.dtype     # the buffer's dtype (== dtype for integers and when not cast)
+    indices: list[int] = field(default_factory=list)
+    numel: int = 0
+
+    @property
+    def in_place(self) -> bool:
+        """A lone tensor sent as it is needs no buffer: it is all-reduced where it lies."""
+        return len(self.indices) == 1 and self.wire_dtype == self.dtype
+
+
+def plan_buckets(tensors: Sequence[torch.Tensor], bucket_bytes: int,
+                 wire_dtype: torch.dtype | None) -> list[BucketPlan]:
+    """Group by dtype (in order of first appearance), then fill buckets up to bucket_bytes on the wire.
+
+    Empty tensors need no communication and are left out; a tensor larger than bucket_bytes gets a
+    bucket of its own. Every rank computes the same plan from the same shapes."""
+    groups: dict[torch.dtype, list[int]] = {}
+    for i, t in enumerate(tensors):
+        if t.numel():
+            groups.setdefault(t.dtype, []).append(i)
+    plans: list[BucketPlan] = []
+    for dtype, indices in groups.items():
+        wire = wire_dtype if wire_dtype is not None and dtype in _dtypes.FLOATING else dtype
+        item = torch.empty((), dtype=wire).element_size()
+        current: BucketPlan | None = None
+        for i in indices:
+            n = tensors[i].numel()
+            if current is None or (current.numel + n) * item > bucket_bytes:
+                current = BucketPlan(dtype, wire)
+                plans.append(current)
+            current.indices.append(i)
+            current.numel += n
+    return plans
+
+
+class _InFlight:
+    """One bucket on the wire: its buffer, its transport work and how to put the result back."""
+
+    def __init__(self, tensors: list[torch.Tensor], buffer: torch.Tensor | None, work: Work,
+                 floor_divide_by: int = 1) -> None:
+        self.tensors, self.buffer, self.work = tensors, buffer, work
+        self.floor_divide_by = floor_divide_by      # integer AVG: SUM, then floor division
+
+    def finish(self) -> None:
+        self.work.wait()
+        result = self.buffer if self.buffer is not None else self.tensors[0]
+        if self.floor_divide_by != 1:
+            result.div_(self.floor_divide_by, rounding_mode="floor")
+        if self.buffer is not None:
+            kernels.unpack(self.buffer, self.tensors)
+            POOL.give(self.buffer)
+            self.buffer = None
+
+
+class CoalescedWork(Work):
+    """The pending result of `allreduce_coalesced`. wait() waits for every bucket and unpacks it into
+    the caller's tensors (which must not be read or written until then)."""
+
+    __slots__ = ("_pending", "num_buckets")
+
+    def __init__(self, buckets: list[_InFlight]) -> None:   # noqa: super().__init__ is per transport op
+        self._pending = buckets
+        self.num_buckets = len(buckets)
+
+    def is_completed(self) -> bool:
+        """True when wait() would not block on the network (the unpack may still be to do)."""
+        return all(b.work.is_completed() for b in self._pending)
+
+    def wait(self) -> None:
+        while self._pending:
+            self._pending[0].finish()
+            self._pending.pop(0)
+
+    synchronize = wait
+
+    @property
+    def info(self) -> dict:
+        return {"name": "allreduce_coalesced", "buckets": self.num_buckets, "pending": len(self._pending),
+                "describe": f"allreduce_coalesced ({self.num_buckets} buckets)"}
+
+
+def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AVG,
+                        bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                        wire_dtype: torch.dtype | None = None) -> CoalescedWork:
+    """All-reduce every tensor of `tensors` in place through fused buckets; returns a work to wait on.
+
+    wire_dtype (bf16, fp16 or fp32) is what floating tensors travel as; integer tensors are never
+    cast. AVG on floating tensors is a SUM of values pre-scaled by 1/size in the pack pass."""
+    what = "allreduce_coalesced"
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, Sequence):
+        raise TypeError(f"{what}: tensors must be a list or tuple of tensors, got {type(tensors).__name__}")
+    tensors = [check_tensor(t, f"{what}: tensors[{i}]") for i, t in enumerate(tensors)]
+    place_of(tensors, f"{what}: tensors")
+    op = check_op(op, what)
+    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
+        raise ValueError(f"{what}: bucket_bytes must be a positive int, got {bucket_bytes!r}")
+    if wire_dtype is not None and wire_dtype not in WIRE_DTYPES:
+        names = ", ".join(str(d).replace("torch.", "") for d in WIRE_DTYPES)
+        raise TypeError(f"{what}: wire_dtype must be None or one of {names}, got {wire_dtype!r}")
+
+    in_flight = []
+    for bucket_id, plan in enumerate(plan_buckets(tensors, bucket_bytes, wire_dtype)):
+        members = [tensors[i] for i in plan.indices]
+        floating = plan.dtype in _dtypes.FLOATING
+        # AVG of packed floats: pre-scale by 1/size in the pack pass (also keeps fp16 sums in range),
+        # then SUM; AVG of integers (which cannot be averaged on the wire): SUM, then floor division.
+        wire_op = SUM if op == AVG and not (floating and plan.in_place) else op
+        floor_div = comm.size if op == AVG and not floating else 1
+        if plan.in_place:
+            buffer, target = None, members[0]
+        else:
+            buffer = target = POOL.take(plan.numel, plan.wire_dtype, members[0].device)
+            kernels.pack(members, buffer, scale=1.0 / comm.size if floating and op == AVG else 1.0)
+        work = comm.allreduce(target, op=wire_op, async_op=True, bucket=bucket_id)
+        in_flight.append(_InFlight(members, buffer, work, floor_div))
+    return CoalescedWork(in_flight)

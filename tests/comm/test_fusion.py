@@ -1,0 +1,70 @@
+"""Fused, quantized and layer-wise averaged all-reduce on real ranks (workers under tests/comm/workers),
+plus the single-process parts: bucket planning and the wire layout of encodings."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import pycomm
+from pycomm._codec_wire import WireLayout
+from pycomm.fusion import plan_buckets
+from pycomm.quantized import chunk_numel
+from tests.launch import mpirun
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_allreduce_coalesced(ranks: int) -> None:
+    out = mpirun(ranks, "tests.comm.workers.coalesced", timeout=600).stdout
+    assert out.count("coalesced ok") == ranks
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_allreduce_quantized(ranks: int) -> None:
+    out = mpirun(ranks, "tests.comm.workers.quantized", timeout=600).stdout
+    assert out.count("quantized ok") == ranks
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_layerwise_averager(ranks: int) -> None:
+    out = mpirun(ranks, "tests.comm.workers.layerwise", timeout=600).stdout
+    assert out.count("layerwise ok") == ranks
+
+
+def test_plan_buckets_groups_by_dtype_and_fills_to_the_limit() -> None:
+    ts = [torch.zeros(n, dtype=d) for n, d in [(10, torch.float32), (0, torch.float32), (5, torch.int64),
+                                                (30, torch.float32), (3, torch.int64), (100, torch.float32)]]
+    plans = plan_buckets(ts, bucket_bytes=160, wire_dtype=torch.bfloat16)
+    got = [(p.dtype, p.wire_dtype, p.indices, p.numel, p.in_place) for p in plans]
+    assert got == [(torch.float32, torch.bfloat16, [0, 3], 40, False),   # 80 bf16 bytes fit, +100 would not
+                   (torch.float32, torch.bfloat16, [5], 100, False),     # alone but cast: still packed
+                   (torch.int64, torch.int64, [2, 4], 8, False)]         # integers are never cast
+    alone = plan_buckets(ts, bucket_bytes=1, wire_dtype=None)
+    assert all(p.in_place for p in alone) and len(alone) == 5            # the empty tensor is skipped
+
+
+@pytest.mark.parametrize("numel,size,block,want", [(0, 3, 256, 0), (1, 4, 256, 256), (1000, 3, 256, 512),
+                                                   (1024, 4, 256, 256), (1025, 4, 64, 320)])
+def test_chunk_numel_is_whole_blocks_covering_the_tensor(numel: int, size: int, block: int, want: int) -> None:
+    c = chunk_numel(numel, size, block)
+    assert c == want and c % block == 0 and c * size >= numel
+
+
+@pytest.mark.parametrize("codec", [pycomm.Int8Codec(block=64), pycomm.OneBitCodec(block=8)])
+def test_wire_layout_round_trips_each_slot(codec) -> None:
+    chunk, slots = 3 * codec.block, 3
+    wire = WireLayout(codec, chunk, slots, torch.device("cpu"))
+    assert wire.slot_bytes % 4 == 0 and wire.slot_bytes >= codec.wire_bytes(chunk)
+    buf = wire.buffer()
+    xs = [torch.randn(chunk) for _ in range(slots)]
+    for r, x in enumerate(xs):
+        wire.encode_into(buf, r, x, None)
+    for r, x in enumerate(xs):
+        out = torch.empty(chunk)
+        wire.decode(buf, r, out)
+        direct = torch.empty(chunk)
+        codec.decode(codec.encode(x), direct)
+        assert torch.equal(out, direct), f"slot {r} decodes differently from a direct encode"
+    wire.release(buf)
