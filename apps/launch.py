@@ -46,6 +46,7 @@ def spawn(nproc: int, argv: Sequence[str]) -> int:
     cmd = mpirun_command(nproc, argv)
     env = dict(os.environ)
     env[SPAWNED] = "1"
+    env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any, TextIO
 from apps.config import LoggingConfig
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
+TTY_ENV = "PYCOMM_APPS_TTY"
 
 
 def algorithm_quantities(opt: Any) -> dict[str, Any]:
@@ -60,7 +62,10 @@ class Progress:
     def __init__(self, total: int, first_step: int = 0, out: TextIO = sys.stdout, width: int = 20):
         self.total, self.out, self.width = total, out, width
         self.start, self.first_step = time.time(), first_step
-        self.tty = out.isatty()
+        # Open MPI gives ranks a pseudo-terminal even when mpirun's own output is a file: under mpirun,
+        # redraw in place only when the --nproc supervisor says its output is a terminal.
+        default = "0" if "OMPI_COMM_WORLD_SIZE" in os.environ else "1"
+        self.tty = out.isatty() and os.environ.get(TTY_ENV, default) == "1"
 
     def show(self, row: dict[str, Any]) -> None:
         step = row["step"]
