@@ -22,7 +22,7 @@ LAP = ("lapsgd", "lppsgd")  # train in their own worker processes: apps.train_la
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m apps.train", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m apps.train", description=__doc__.split("\n\n")[1])
     p.add_argument("--config", help="YAML file (default: the embedded default run)")
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="set a config value, e.g. optim.lr=0.1 (repeatable)")
