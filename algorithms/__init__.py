@@ -21,4 +21,4 @@ from algorithms.lsgd import LSGD, LSGDPlus
 from algorithms.lapsgd import LAPSGD, LPPSGD
 
 __all__ = ["CommOptimizer", "available", "register", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
-           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus"]
+           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD"]

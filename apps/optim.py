@@ -51,10 +51,6 @@ def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict
 
 def _algorithms() -> Any:
     import algorithms
-    try:
-        import algorithms.lapsgd  # noqa: F401  registers lapsgd/lppsgd where algorithms/__init__ does not yet
-    except ImportError:
-        pass
     return algorithms
 
 
