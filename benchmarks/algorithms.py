@@ -5,7 +5,9 @@ accuracy against bytes communicated (one line per algorithm, default transport).
 
     python -m benchmarks.algorithms [--epochs 2] [--repeats 1] [--cases ddp mbsgd ...]
 
-The cases train interleaved in one launch per transport (see benchmarks/workers/algorithms_run.py)."""
+The cases train interleaved in one launch per transport (see benchmarks/workers/algorithms_run.py),
+lapsgd and lppsgd (2 Hogwild worker processes per rank) included: each of their segments is one
+opt.train() call, whose worker start-up counts in their training time; their bytes are comm_stats()'s."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import save, table
+from benchmarks.workers.algorithms_run import LAP_CASES
 from tests.algorithms.workers.convergence import CASES
 from tests.launch import mpirun
 
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--cases", nargs="+", default=["ddp", *CASES])
+    ap.add_argument("--cases", nargs="+", default=["ddp", *CASES, *LAP_CASES])
     ap.add_argument("--transports", nargs="+", default=list(TRANSPORTS), choices=list(TRANSPORTS))
     args = ap.parse_args(argv)
     cases = args.cases if "ddp" in args.cases else ["ddp", *args.cases]

@@ -1,7 +1,15 @@
 """One rank of benchmarks/algorithms.py: train the tiny MNIST CNN with torch DDP (gloo) and with every
 algorithm, 2 x 64 samples per step. The cases train interleaved, a segment of steps each in turn, so
 that the load of a shared machine drifting over time hits every case alike; only training steps are
-timed (evaluations between segments are not). Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
+timed (evaluations between segments are not).
+
+lapsgd / lppsgd train through their own loop (opt.train, P = 2 Hogwild worker processes per rank), so
+they interleave too: each of their segments is one train() call over the segment's number of node
+minibatches, which forks the rank's workers and joins them at the end (that start-up is inside the timed
+segment, so their samples/s is a lower bound). Between segments each rank's own model is evaluated, as
+for the other local-update algorithms; the last segment ends with LAP's synchronous final average. LAP
+workers draw their batches from the rank's strided shard of the same 8,000 training images (items r,
+r+2, ...) rather than from shard_batches. Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
 from __future__ import annotations
 
 import json
@@ -13,11 +21,18 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.utils.data import TensorDataset
 
 import algorithms
 import pycomm
 from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
 from tests.algorithms.workers.convergence import BATCH, CASES, SGD, TARGET
+
+# the options of the LAP/LPP MNIST test (tests/algorithms/workers/lap_mnist.py), 2 workers per rank
+LAP_CASES: dict[str, dict[str, Any]] = {
+    "lapsgd": {"num_processes": 2, "averaging_freq": 4, "pre_post_steps": 20},
+    "lppsgd": {"num_processes": 2, "averaging_freq": 4, "pre_post_steps": 20, "prepassm_steps": 100},
+}
 
 SEGMENTS_PER_EPOCH = 4
 
@@ -29,16 +44,8 @@ class Run:
         self.comm, self.name = comm, name
         torch.manual_seed(1234 + comm.rank)
         self.model = TinyCNN()
-        if name == "ddp":
-            if not dist.is_initialized():
-                dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                        rank=comm.rank, world_size=comm.size)
-            self.model = torch.nn.parallel.DistributedDataParallel(self.model)
-            self.opt: Any = torch.optim.SGD(self.model.parameters(), **SGD)
-        else:
-            algorithm, options, make = CASES[name]
-            self.opt = algorithms.CommOptimizer(make(self.model.parameters()), algorithm=algorithm, comm=comm,
-                                                model=self.model, **options)
+        self.opt: Any = self.make_optimizer()
+        self.total_steps = epochs * steps_per_epoch
         self.sched = algorithms.CosineWithWarmup(self.opt, total_steps=3 * steps_per_epoch, warmup_steps=10,
                                                  baseline_lr=self.opt.param_groups[0]["lr"] / 10)
         self.grad_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
@@ -49,8 +56,23 @@ class Run:
             return self.grad_bytes * self.steps
         return self.opt.comm_stats()["bytes"]
 
+    def make_optimizer(self) -> Any:
+        if self.name == "ddp":
+            if not dist.is_initialized():
+                dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
+                                        rank=self.comm.rank, world_size=self.comm.size)
+            self.model = torch.nn.parallel.DistributedDataParallel(self.model)
+            return torch.optim.SGD(self.model.parameters(), **SGD)
+        algorithm, options, make = CASES[self.name]
+        return algorithms.CommOptimizer(make(self.model.parameters()), algorithm=algorithm, comm=self.comm,
+                                        model=self.model, **options)
+
     def train(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
         t0 = time.perf_counter()
+        self.train_steps(batches, x, y)
+        self.seconds += time.perf_counter() - t0
+
+    def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
         for idx in batches:
             self.opt.zero_grad()
             loss = F.cross_entropy(self.model(x[idx]), y[idx])
@@ -58,7 +80,11 @@ class Run:
             self.opt.step() if self.name == "ddp" else self.opt.step(loss=loss)
             self.sched.step()
             self.steps += 1
-        self.seconds += time.perf_counter() - t0
+
+    def finish(self) -> None:
+        """Bring the ranks' models together before the final evaluation, where the algorithm does that."""
+        if hasattr(self.opt, "average_now"):
+            self.opt.average_now()
 
     def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> float:
         acc = mean_over_ranks(self.comm, accuracy(self.model, x, y))
@@ -73,6 +99,21 @@ class Run:
                 "final_accuracy": final, "steps": self.steps, "train_seconds": self.seconds, "curve": self.curve}
 
 
+class LapRun(Run):
+    """lapsgd / lppsgd: a segment is one opt.train() call (the rank's P workers train it Hogwild), with the
+    cosine schedule moved per node minibatch by LAP's main process."""
+
+    def make_optimizer(self) -> Any:
+        return algorithms.CommOptimizer(torch.optim.SGD(self.model.parameters(), **SGD), algorithm=self.name,
+                                        comm=self.comm, **LAP_CASES[self.name])
+
+    def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
+        last = self.steps + len(batches) >= self.total_steps
+        self.opt.train(self.model, F.cross_entropy, TensorDataset(x, y), steps=len(batches), batch_size=BATCH,
+                       scheduler=self.sched, scheduler_interval="step", final_average=last)
+        self.steps = self.opt.node_steps   # finish() has nothing to do: the last call averaged
+
+
 def mean_over_ranks(comm: Any, value: float) -> float:
     t = torch.tensor([value], dtype=torch.float64)
     comm.allreduce(t, op=pycomm.AVG)
@@ -85,7 +126,7 @@ def main() -> None:
     comm = pycomm.init()
     (xt, yt), (xe, ye) = split()
     per_epoch = len(shard_batches(len(yt), 0, comm.size, BATCH, 0))
-    runs = [Run(comm, name, per_epoch, epochs) for name in names]
+    runs = [(LapRun if name in LAP_CASES else Run)(comm, name, per_epoch, epochs) for name in names]
     segment = -(-per_epoch // SEGMENTS_PER_EPOCH)
     for epoch in range(epochs):
         batches = shard_batches(len(yt), comm.rank, comm.size, BATCH, epoch)
@@ -96,8 +137,7 @@ def main() -> None:
                 run.evaluate(xe, ye)
     results = {}
     for run in runs:
-        if hasattr(run.opt, "average_now"):
-            run.opt.average_now()
+        run.finish()
         results[run.name] = run.result(mean_over_ranks(comm, accuracy(run.model, xe, ye)))
     if comm.rank == 0:
         for name, r in results.items():
