@@ -25,7 +25,7 @@ class Backend:
     unavailable_reason: Callable[[], str]
     # the world transport (a pycomm._C.Transport) for this launch environment
     create_world: Callable[[LaunchEnv], Any]
-    # whether "auto" prefers it (GPU tensors expected: NCCL when torch sees a GPU)
+    # whether "auto" prefers it over MPI (no built-in backend is preferred: see choose_auto)
     preferred: Callable[[], bool] = lambda: False
 
 
@@ -66,9 +66,11 @@ def get(name: str) -> Backend:
 
 
 def choose_auto(env: LaunchEnv) -> str:
-    """The rule of backend="auto": a preferred backend that is usable (NCCL when the build has it and
-    torch sees a GPU); else "mpi" when the build has MPI and the process was started by an MPI launcher
-    or the world has several ranks; else "local" for a single process."""
+    """The rule of backend="auto": a usable backend registered as preferred (none of the built-in ones
+    is); else "mpi" when the build has MPI and the process was started by an MPI launcher or the world
+    has several ranks; else "local" for a single process. NCCL/RCCL is never picked by "auto" (a visible
+    GPU says neither that the tensors live there nor that each rank has its own GPU): GPU training asks
+    for backend="nccl"."""
     _load_plugins()
     for b in _REGISTRY.values():
         if b.preferred() and not b.unavailable_reason():

@@ -22,8 +22,8 @@ def init(backend: str = "auto") -> Communicator:
     """Starts pycomm in this process and returns the world communicator.
 
     Reads the launcher's environment (pycomm.launch_env). backend: "auto" (see
-    pycomm.backends.choose_auto: NCCL when built and a GPU is visible, else MPI when built and launched
-    by an MPI launcher or on several ranks, else "local" for one process), "mpi", "nccl", or "local".
+    pycomm.backends.choose_auto: MPI when built and launched by an MPI launcher or on several ranks,
+    else "local" for one process; NCCL/RCCL only when asked for), "mpi", "nccl", or "local".
     Calling it again with the same (or "auto") backend returns the same world."""
     global _world, _env
     if not isinstance(backend, str):

@@ -6,4 +6,4 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$PYCOMM_ROOT"
 bash scripts/setup.sh
 section "main job"
-exec "$(pycomm_python)" -m benchmarks.kernels --quick "$@"
+exec "$(pycomm_python)" -m apps.train "$@"

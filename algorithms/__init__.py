@@ -1,0 +1,24 @@
+"""Data-parallel training algorithms as one-line wrappers around a torch optimizer, built only on
+pycomm's public API:
+
+    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="plsgd",
+                                   comm=None, model=model, averaging_freq=8)
+
+`available()` lists every algorithm with its options and defaults. An algorithm module registers its
+class with `@algorithms.register("name")`; importing the module below makes the name selectable."""
+from __future__ import annotations
+
+from algorithms.registry import available, register
+from algorithms.base import CommOptimizer
+from algorithms.options import OptionError
+from algorithms.lars import LARS
+from algorithms.schedules import Constant, CosineWithWarmup, MultiStep
+from algorithms.mbsgd import MBSGD
+from algorithms.plsgd import PLSGD
+from algorithms.qsr import QSR
+from algorithms.easgd import EASGD, EASGDPlus
+from algorithms.lsgd import LSGD, LSGDPlus
+from algorithms.lapsgd import LAPSGD, LPPSGD
+
+__all__ = ["CommOptimizer", "available", "register", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
+           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD"]

@@ -1,0 +1,200 @@
+"""CommOptimizer: the machinery every data-parallel algorithm shares.
+
+An algorithm wraps a torch optimizer (one extra line in a training script) and adds communication
+around its step. `CommOptimizer(opt, algorithm="easgd", comm=None, **options)` returns an instance of
+the registered class for that name; each class can also be constructed directly.
+
+Wrapping broadcasts rank 0's parameters (those in the optimizer's param_groups) and buffers, so all
+ranks start identical. Buffers (e.g. BatchNorm running statistics) are known only through `model=`
+(its `buffers()`) or `buffers=` (a list of tensors); pass one of them for models with buffers.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar, Iterable
+
+import torch
+
+import pycomm
+from algorithms import options as opts
+from algorithms.channel import Channel
+from algorithms.registry import lookup
+
+STATE_VERSION = 1
+
+
+class CommOptimizer:
+    """Base of all algorithms. Subclasses set `algorithm_options` (their own options with defaults),
+    override `_validate`, `_setup`, `_step`, and `_algorithm_state` / `_load_algorithm_state`."""
+
+    name: ClassVar[str] = ""
+    common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": 25 << 20}
+    algorithm_options: ClassVar[dict[str, Any]] = {}
+
+    def __new__(cls, optimizer: Any = None, algorithm: str | None = None, *args: Any, **kwargs: Any):
+        if cls is CommOptimizer:
+            if algorithm is None:
+                from algorithms.registry import available
+                raise TypeError("CommOptimizer(optimizer, algorithm=NAME, ...) needs an algorithm; available: "
+                                f"{', '.join(available())}")
+            cls = lookup(algorithm)
+        return super().__new__(cls)
+
+    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
+                 model: torch.nn.Module | None = None, buffers: Iterable[torch.Tensor] | None = None,
+                 **options: Any) -> None:
+        if algorithm is not None and lookup(algorithm) is not type(self):
+            raise ValueError(f"{type(self).__name__} implements algorithm {self.name!r}, not {algorithm!r}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if isinstance(optimizer, CommOptimizer):
+            raise TypeError("optimizer is already a CommOptimizer: wrap the torch optimizer only once")
+        if model is not None and buffers is not None:
+            raise ValueError("pass model= or buffers=, not both")
+        self.optimizer = optimizer
+        config = opts.merge(self.name, self.default_options(), options)
+        config["codec"] = opts.codec(config["codec"])
+        config["bucket_bytes"] = opts.integer("bucket_bytes", config["bucket_bytes"], 1)
+        self.options: dict[str, Any] = self._validate(config)
+        self.comm = comm if comm is not None else pycomm.world()
+        self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
+        self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self.channel = Channel(self.comm, self.options["codec"], self.options["bucket_bytes"], device)
+        self.steps = 0  # optimizer steps taken by this wrapper
+        self._broadcast_initial_state()
+        self._setup()
+
+    # -- options ------------------------------------------------------------------------------
+    @classmethod
+    def default_options(cls) -> dict[str, Any]:
+        """{option: default} of this algorithm, the common options included."""
+        return {**cls.common_options, **cls.algorithm_options}
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        """Check and normalise the algorithm's own options (raise options.OptionError); `self.optimizer`
+        is set, the communicator not yet."""
+        return config
+
+    # -- what subclasses implement ---------------------------------------------------------------
+    def _setup(self) -> None:
+        """Allocate the algorithm's state once the initial parameters are identical everywhere."""
+
+    def _step(self, loss: float | None) -> None:
+        raise NotImplementedError
+
+    def _algorithm_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_algorithm_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    @property
+    def current_period(self) -> int:
+        """Optimizer steps between communication rounds now (H for plsgd/qsr)."""
+        return 1
+
+    # -- torch.optim.Optimizer interface ------------------------------------------------------------
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return self.optimizer.defaults
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        raise NotImplementedError("a CommOptimizer's parameters are fixed when it wraps the optimizer: "
+                                  "add the group to the torch optimizer before wrapping it")
+
+    def step(self, closure: Callable[[], Any] | None = None, loss: Any = None) -> Any:
+        """One training step: the closure (if any) computes the loss and gradients, then the wrapped
+        optimizer steps and the algorithm communicates. Returns the loss (closure's or given)."""
+        if closure is not None:
+            with torch.enable_grad():
+                closure_loss = closure()
+            loss = closure_loss if loss is None else loss
+        self._step(None if loss is None else float(loss.detach() if torch.is_tensor(loss) else loss))
+        self.steps += 1
+        return loss
+
+    # -- shared helpers ------------------------------------------------------------------------
+    def comm_stats(self) -> dict[str, Any]:
+        """Bytes and seconds communicated by this optimizer (see algorithms.channel), and calls."""
+        return self.channel.stats.as_dict()
+
+    def float_buffers(self) -> list[torch.Tensor]:
+        return [b for b in self.buffers if b.is_floating_point()]
+
+    @torch.no_grad()
+    def average_buffers(self) -> None:
+        """Average floating-point buffers (BatchNorm statistics) over ranks, e.g. before evaluation."""
+        self.channel.allreduce(self.float_buffers(), key="buffers", compress=False)
+
+    @torch.no_grad()
+    def _broadcast_initial_state(self) -> None:
+        self.channel.broadcast([p.data for p in self.params] + self.buffers, root=0)
+
+    @torch.no_grad()
+    def _average_params(self, reference: list[torch.Tensor] | None, extra: list[torch.Tensor] = ()) -> None:
+        """x <- mean_j x_j for the parameters (and `extra` tensors, never compressed). With a codec, the
+        parameters travel as x - reference (reference identical on every rank), which compresses far
+        better than x itself: x <- reference + mean_j (x_j - reference)."""
+        params = [p.data for p in self.params]
+        if self.channel.codec is None or reference is None:
+            self.channel.allreduce(params + list(extra), key="params", compress=False)
+            return
+        extra_work = self.channel.allreduce_async(list(extra), compress=False)
+        delta = torch._foreach_sub(params, reference)
+        self.channel.allreduce(delta, key="params")
+        extra_work.wait()
+        torch._foreach_add_(delta, reference)
+        torch._foreach_copy_(params, delta)
+
+    # -- checkpoints ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's state: the wrapped optimizer's, the algorithm's own (counters, centre variable,
+        residuals, H), and which rank of which world size wrote it. Save one per rank."""
+        return {
+            "version": STATE_VERSION,
+            "algorithm": self.name,
+            "rank": self.comm.rank,
+            "world_size": self.comm.size,
+            "steps": self.steps,
+            "optimizer": self.optimizer.state_dict(),
+            "channel": self.channel.state_dict(),
+            "algorithm_state": self._algorithm_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state_dict written by the same algorithm on a world of the same size."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise ValueError("state is not a CommOptimizer state_dict of this version")
+        if state["algorithm"] != self.name:
+            raise ValueError(f"state was written by algorithm {state['algorithm']!r}, this is {self.name!r}")
+        if state["world_size"] != self.comm.size:
+            raise ValueError(f"state was written on {state['world_size']} ranks, this world has {self.comm.size}")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.channel.load_state_dict(state["channel"])
+        self.steps = state["steps"]
+        self._load_algorithm_state(state["algorithm_state"])
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+        return f"{type(self).__name__}({type(self.optimizer).__name__}, {shown})"
+
+
+def clone_all(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    return [t.detach().clone() for t in tensors]
+
+
+def copy_into(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+    with torch.no_grad():
+        for d, s in zip(dst, src):
+            d.copy_(s)

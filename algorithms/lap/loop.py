@@ -1,0 +1,99 @@
+"""The main process of one rank while its workers train: learning-rate schedule, progress reports and
+the averaging activity, until every rank's workers have spent their budget.
+
+The loop never blocks the workers. It issues collectives only on decisions all ranks share (the agreed
+counters), so every rank submits the same sequence: check, [round], check, ... With one rank there is
+nothing to average and the loop only follows the workers."""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+
+from algorithms.lap.averaging import Agreement, RankAveraging
+from algorithms.lap.pool import WorkerPool
+
+SCHEDULER_INTERVALS = ("epoch", "step")
+
+
+class LrSync:
+    """Moves a torch LR scheduler with the rank's node minibatch counter (epoch = counter / len(loader))
+    and publishes the optimizer's per-group learning rates to the workers."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Any, interval: str, steps_per_epoch: int,
+                 node_steps: int):
+        if interval not in SCHEDULER_INTERVALS:
+            raise ValueError(f"scheduler_interval: expected one of {SCHEDULER_INTERVALS}, got {interval!r}")
+        if scheduler is not None and not hasattr(scheduler, "step"):
+            raise TypeError(f"scheduler: expected a torch LR scheduler (with step()), got {type(scheduler).__name__}")
+        self.optimizer, self.scheduler, self.interval = optimizer, scheduler, interval
+        self.steps_per_epoch = steps_per_epoch
+        self.mark = self._position(node_steps)   # the scheduler is in step with the counter on entry
+
+    def _position(self, node_steps: int) -> int:
+        return node_steps // self.steps_per_epoch if self.interval == "epoch" else node_steps
+
+    def lrs(self, node_steps: int) -> list[float]:
+        if self.scheduler is not None:
+            while self.mark < self._position(node_steps):
+                with warnings.catch_warnings():   # the workers step, never optimizer.step(): torch warns
+                    warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+                    self.scheduler.step()
+                self.mark += 1
+        return [float(g["lr"]) for g in self.optimizer.param_groups]
+
+
+class RankLoop:
+    def __init__(self, pool: WorkerPool, averaging: RankAveraging | None, lr_sync: LrSync, last_averaged_at: int,
+                 poll_interval: float, on_progress: Callable[[dict[str, Any]], None] | None,
+                 progress_every: int):
+        self.pool, self.averaging, self.lr_sync = pool, averaging, lr_sync
+        self.last_averaged_at = last_averaged_at
+        self.poll_interval = poll_interval
+        self.on_progress, self.progress_every = on_progress, progress_every
+        self.reported = pool.done()
+
+    def run(self) -> None:
+        """Follow the workers to the end; raise (on every rank) if a worker failed anywhere."""
+        failure: str | None = None
+        agreed: Agreement | None = None
+        while True:
+            failure = failure or self.pool.failure()
+            if self.averaging is None:
+                if failure is not None or self.pool.finished():
+                    break
+            elif self.averaging.poll_round():
+                finished = self.pool.finished()   # read before done: finished implies done is final
+                done = self.pool.done()
+                agreed = self.averaging.agree(done, self.last_averaged_at, finished, failure is not None)
+                if agreed.any_failed or agreed.all_finished:
+                    break
+                if self.averaging.policy.due(agreed.max_done, agreed.min_last):
+                    self.last_averaged_at = done
+                    self.averaging.start_round()
+                    continue
+            self.tick()
+            time.sleep(self.poll_interval)
+        if failure is not None or (agreed is not None and agreed.any_failed):
+            self.pool.stop()
+            self.pool.join()
+            raise RuntimeError(failure or "a LAP worker on another rank failed (see that rank's error); "
+                                          "this rank stopped its workers")
+        self.tick()
+
+    def tick(self) -> None:
+        """Publish the learning rates for the current epoch; report progress when due."""
+        done = self.pool.done()
+        lrs = self.lr_sync.lrs(done)
+        self.pool.set_lrs(lrs)
+        if self.on_progress is not None and done - self.reported >= self.progress_every:
+            self.reported = done
+            losses = [x for x, n in zip(self.pool.losses(), self.pool.per_worker()) if n]
+            self.on_progress({
+                "step": done, "epoch": done / self.lr_sync.steps_per_epoch, "lr": lrs[0],
+                "loss": sum(losses) / len(losses) if losses else math.nan,
+                "rounds": self.averaging.rounds if self.averaging else 0,
+            })

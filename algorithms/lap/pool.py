@@ -1,0 +1,96 @@
+"""The P Hogwild worker processes of one rank, and the main process's view of them.
+
+CPU: the model is moved to shared memory (`model.share_memory()`), so every worker updates the same
+storage. GPU: the model stays in GPU memory and the workers (which must be spawned) receive it through
+CUDA IPC, torch.multiprocessing's default for CUDA tensors, so they too write one copy."""
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Any, Callable
+
+import torch
+
+from algorithms.lap.shared import MomentumState, SharedCounters
+from algorithms.lap.worker import GroupHyper, WorkerSpec, run_worker
+
+START_METHODS = ("spawn", "fork", "forkserver")
+
+
+class WorkerPool:
+    def __init__(self, *, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], dataset: Any,
+                 shard: torch.Tensor,
+                 batch_size: int, groups: list[GroupHyper], group_of: list[int], momentum: MomentumState,
+                 blocks: list[tuple[int, int]] | None, prepassm_steps: int, seeds: list[int],
+                 device: torch.device, start_method: str, threads: int, first_step: int, steps: int):
+        if start_method not in START_METHODS:
+            raise ValueError(f"start_method: expected one of {START_METHODS}, got {start_method!r}")
+        if device.type == "cuda" and start_method != "spawn":
+            raise ValueError(f"start_method: a model on {device} is shared by CUDA IPC, which needs 'spawn'; "
+                             f"got {start_method!r}")
+        workers = len(momentum.buffers)
+        self.ctx = torch.multiprocessing.get_context(start_method)
+        self.counters = SharedCounters.create(self.ctx, workers, len(groups), first_step, first_step + steps)
+        self.errors = self.ctx.SimpleQueue()
+        self.specs = [WorkerSpec(worker=w, model=model, loss_fn=loss_fn, dataset=dataset, shard=shard,
+                                 batch_size=batch_size,
+                                 seed=seeds[w], device=device, groups=groups, group_of=group_of,
+                                 momentum=momentum, counters=self.counters,
+                                 block=None if blocks is None else blocks[w], prepassm_steps=prepassm_steps,
+                                 threads=threads, errors=self.errors)
+                      for w in range(workers)]
+        self.procs: list[multiprocessing.process.BaseProcess] = []
+
+    def set_lrs(self, lrs: list[float]) -> None:
+        self.counters.lrs[:] = lrs
+
+    def start(self, timeout: float = 300.0) -> None:
+        """Start the workers and release them together once all are set up (spawn takes seconds)."""
+        for spec in self.specs:
+            proc = self.ctx.Process(target=run_worker, args=(spec,), name=f"lap-worker-{spec.worker}",
+                                    daemon=True)
+            proc.start()
+            self.procs.append(proc)
+        deadline = time.monotonic() + timeout
+        while self.counters.ready.value < len(self.procs):
+            failure = self.failure()
+            if failure is not None or time.monotonic() > deadline:
+                self.stop()
+                self.join()
+                raise RuntimeError(failure or f"LAP workers not ready after {timeout:.0f} s "
+                                   f"({self.counters.ready.value} of {len(self.procs)} ready)")
+            time.sleep(0.01)
+        self.counters.go.set()
+
+    def done(self) -> int:
+        return self.counters.done.value
+
+    def per_worker(self) -> list[int]:
+        return list(self.counters.per_worker[:])
+
+    def losses(self) -> list[float]:
+        return list(self.counters.loss[:])
+
+    def finished(self) -> bool:
+        return all(p.exitcode is not None for p in self.procs)
+
+    def failure(self) -> str | None:
+        """The first worker failure (its traceback, or how it died), else None."""
+        if not self.errors.empty():
+            worker, trace = self.errors.get()
+            return f"LAP worker {worker} failed:\n{trace}"
+        for p in self.procs:
+            if p.exitcode not in (None, 0):
+                return f"LAP worker process {p.name} (pid {p.pid}) died with exit code {p.exitcode}"
+        return None
+
+    def stop(self) -> None:
+        self.counters.stop.set()
+
+    def join(self, timeout: float = 60.0) -> None:
+        for p in self.procs:
+            p.join(timeout)
+        for p in self.procs:
+            if p.exitcode is None:   # stuck past the timeout: do not leave it running
+                p.kill()
+                p.join()

@@ -1,0 +1,78 @@
+"""State shared between a rank's main process and its Hogwild worker processes.
+
+Only the node counters are locked (the algorithm is lock-free on the model): `claimed` hands out node
+minibatch numbers so the budget is exact, `done` counts finished updates (what the averaging activity
+compares across ranks). The learning rates are written by the main process and read by workers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class SharedCounters:
+    claimed: Any       # mp.Value('q'), locked: next node minibatch number to hand out
+    done: Any          # mp.Value('q'), locked: node minibatches whose update has been applied
+    target: Any        # mp.Value('q'): claimed stops here (the end of this train() call)
+    per_worker: Any    # mp.Array('q', P): updates applied by each worker (one writer per slot)
+    loss: Any          # mp.Array('d', P): each worker's latest training loss
+    lrs: Any           # mp.Array('d', groups): current learning rate of each param group
+    stop: Any          # mp.Event: the main process asks workers to stop early (a failure elsewhere)
+    ready: Any         # mp.Value('q'), locked: workers set up and waiting for `go`
+    go: Any            # mp.Event: all workers are ready; they start together (a fair start)
+
+    @classmethod
+    def create(cls, ctx: Any, workers: int, groups: int, start: int, target: int) -> "SharedCounters":
+        return cls(claimed=ctx.Value("q", start), done=ctx.Value("q", start), target=ctx.Value("q", target),
+                   per_worker=ctx.Array("q", workers, lock=False), loss=ctx.Array("d", workers, lock=False),
+                   lrs=ctx.Array("d", groups), stop=ctx.Event(), ready=ctx.Value("q", 0), go=ctx.Event())
+
+    def wait_for_go(self) -> bool:
+        """Report ready, then wait until the main process starts everyone (False: asked to stop)."""
+        with self.ready.get_lock():
+            self.ready.value += 1
+        while not self.go.wait(0.05):
+            if self.stop.is_set():
+                return False
+        return not self.stop.is_set()
+
+    def claim(self) -> int | None:
+        """The node minibatch number this worker computes next, or None when the budget is spent."""
+        with self.claimed.get_lock():
+            if self.claimed.value >= self.target.value:
+                return None
+            index = self.claimed.value
+            self.claimed.value += 1
+            return index
+
+    def finish(self, worker: int, loss: float) -> None:
+        with self.done.get_lock():
+            self.done.value += 1
+        self.per_worker[worker] += 1
+        self.loss[worker] = loss
+
+
+@dataclass
+class MomentumState:
+    """Each worker's own momentum buffers, allocated by the main process in shared (or GPU) memory so
+    they outlive the worker processes and can be checkpointed. `ready[w, i]` says buffer i of worker w
+    holds a value (torch's SGD starts a buffer as the first gradient, not as zero)."""
+
+    buffers: list[list[torch.Tensor]]   # [worker][param]
+    ready: torch.Tensor                 # uint8 [workers, params], shared
+
+    @classmethod
+    def zeros(cls, params: list[torch.Tensor], workers: int) -> "MomentumState":
+        buffers = [[torch.zeros_like(p, memory_format=torch.contiguous_format) for p in params]
+                   for _ in range(workers)]
+        state = cls(buffers, torch.zeros(workers, len(params), dtype=torch.uint8))
+        state.share_memory_()
+        return state
+
+    def share_memory_(self) -> None:
+        for row in self.buffers:
+            for b in row:
+                b.share_memory_()
+        self.ready.share_memory_()

@@ -1,0 +1,149 @@
+"""One Hogwild worker of LAP-SGD / LPP-SGD: trains the rank's shared model lock-free.
+
+The worker samples its own minibatches (own sampler and seed), keeps its own momentum buffers and
+applies `p -= lr * d_p` in place on the shared parameters without any lock. In LPP-SGD, from node
+minibatch `prepassm_steps` on it alternates a full step with a partitioned step that back-propagates
+into (and updates) only its own block of parameters. `run_worker` is the process entry point."""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.utils.data import TensorDataset, default_collate
+
+from algorithms.lap.shared import MomentumState, SharedCounters
+
+
+@dataclass(frozen=True)
+class GroupHyper:
+    """The SGD hyper-parameters of one param group (the learning rate is shared and changes)."""
+
+    momentum: float
+    dampening: float
+    weight_decay: float
+    nesterov: bool
+
+
+@dataclass
+class WorkerSpec:
+    worker: int
+    model: torch.nn.Module
+    loss_fn: Callable[[Any, Any], torch.Tensor]
+    dataset: Any                        # map-style dataset of (input, target), or with batch(indices)
+    shard: torch.Tensor                 # int64 indices of this rank's share of the dataset
+    batch_size: int
+    seed: int
+    device: torch.device
+    groups: list[GroupHyper]
+    group_of: list[int]                 # param index -> group index
+    momentum: MomentumState
+    counters: SharedCounters
+    block: tuple[int, int] | None       # LPP: this worker's [start, stop); None for LAP
+    prepassm_steps: int
+    threads: int
+    errors: Any                         # ctx.SimpleQueue: (worker, traceback) on failure
+
+
+def fetch(dataset: Any, indices: torch.Tensor) -> Any:
+    """One minibatch: `dataset.batch(indices)` when the dataset offers it (apps' datasets), a TensorDataset
+    by indexing its tensors, any other map-style dataset item by item through default_collate."""
+    if callable(getattr(dataset, "batch", None)):
+        return dataset.batch(indices)
+    if isinstance(dataset, TensorDataset):
+        return tuple(t[indices] for t in dataset.tensors)
+    return default_collate([dataset[i] for i in indices.tolist()])
+
+
+def batches(dataset: Any, shard: torch.Tensor, batch_size: int, seed: int) -> Iterator[Any]:
+    """Endless minibatches of the rank's shard (dataset indices), reshuffled every pass by this worker's
+    own generator; the last batch of a pass may be smaller."""
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        order = shard[torch.randperm(len(shard), generator=gen)]
+        for start in range(0, len(order), batch_size):
+            yield fetch(dataset, order[start:start + batch_size])
+
+
+def to_device(x: Any, device: torch.device) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to(device, non_blocking=True)
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_device(v, device) for v in x)
+    return x
+
+
+class HogwildWorker:
+    """The update rule of one worker, usable in-process (unit tests) and inside a worker process."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.params = [p for p in spec.model.parameters() if p.requires_grad]
+        self.buffers = spec.momentum.buffers[spec.worker]
+        self.ready = spec.momentum.ready[spec.worker]
+        self.partitioned_next = False   # LPP alternation: full, partitioned, full, ...
+
+    def indices_for(self, node_step: int) -> range:
+        """Which parameters this step back-propagates into and updates."""
+        spec = self.spec
+        if spec.block is None or node_step < spec.prepassm_steps:
+            return range(len(self.params))
+        partitioned, self.partitioned_next = self.partitioned_next, not self.partitioned_next
+        return range(*spec.block) if partitioned else range(len(self.params))
+
+    def step(self, batch: Any, node_step: int) -> float:
+        spec = self.spec
+        inputs, target = to_device(batch, spec.device)
+        loss = spec.loss_fn(spec.model(inputs), target)
+        chosen = self.indices_for(node_step)
+        grads = torch.autograd.grad(loss, [self.params[i] for i in chosen])
+        lrs = spec.counters.lrs[:]   # one read per step: the main process moves the schedule
+        with torch.no_grad():
+            for i, g in zip(chosen, grads):
+                self._apply(i, g, lrs[spec.group_of[i]])
+        return float(loss.detach())
+
+    def _apply(self, i: int, grad: torch.Tensor, lr: float) -> None:
+        """torch.optim.SGD's rule, with this worker's buffer, applied in place without a lock."""
+        hp = self.spec.groups[self.spec.group_of[i]]
+        p, d_p = self.params[i], grad
+        if hp.weight_decay:
+            d_p = d_p.add(p, alpha=hp.weight_decay)
+        if hp.momentum:
+            buf = self.buffers[i]
+            if self.ready[i]:
+                buf.mul_(hp.momentum).add_(d_p, alpha=1 - hp.dampening)
+            else:
+                buf.copy_(d_p)
+                self.ready[i] = 1
+            d_p = d_p.add(buf, alpha=hp.momentum) if hp.nesterov else buf
+        p.add_(d_p, alpha=-lr)
+
+    def run(self) -> None:
+        spec, counters = self.spec, self.spec.counters
+        spec.model.train()
+        data = batches(spec.dataset, spec.shard, spec.batch_size, spec.seed)
+        if not counters.wait_for_go():
+            return
+        while not counters.stop.is_set():
+            node_step = counters.claim()
+            if node_step is None:
+                break
+            loss = self.step(next(data), node_step)
+            counters.finish(spec.worker, loss)
+
+
+def run_worker(spec: WorkerSpec) -> None:
+    """Process entry point: report any failure to the main process, which stops the run."""
+    try:
+        torch.set_num_threads(spec.threads)
+        torch.manual_seed(spec.seed)
+        if spec.device.type == "cuda":
+            torch.cuda.set_device(spec.device)
+        HogwildWorker(spec).run()
+        if spec.device.type == "cuda":
+            torch.cuda.synchronize(spec.device)
+    except BaseException:
+        spec.errors.put((spec.worker, traceback.format_exc()))
+        raise SystemExit(1)

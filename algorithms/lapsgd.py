@@ -1,0 +1,244 @@
+"""LAP-SGD and LPP-SGD (Chatterjee, Kungurtsev, Alistarh, arXiv 2203.06638): on every rank P worker
+processes train ONE shared model lock-free (Hogwild), while the rank's main process averages the model
+across ranks layer by layer without stopping them; LPP-SGD adds partitioned back-propagation.
+
+API. The other algorithms hook into a training loop the user writes (`loss.backward(); opt.step()`);
+LAP cannot, because its training happens in P worker processes that each run their own loop. So the
+wrapper keeps the one-line construction of every algorithm and owns the loop:
+
+    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                                   algorithm="lapsgd", comm=comm, num_processes=4, averaging_freq=8)
+    result = opt.train(model, loss_fn, train_set, epochs=2, batch_size=64, scheduler=sched)
+
+`step()` raises (it has no meaning here). `train()` may be called repeatedly (e.g. one epoch at a time,
+evaluating in between): the node minibatch counter, the averaging counters and every worker's momentum
+buffers carry over, and they are in `state_dict()`. Hogwild runs are not bit-reproducible, so a resumed
+run continues the same schedule and state, not the same trajectory.
+
+What the workers do is torch.optim.SGD's update (lr, momentum, dampening, weight_decay, nesterov per
+param group, each worker with its own momentum buffers). The wrapped SGD optimizer supplies those
+hyper-parameters and the learning rate: a torch LR scheduler on it is stepped by the main process as the
+rank's epoch (= node minibatch counter / len(loader)) or step count advances, and workers read the new
+rate at their next step. `loss_fn`, the model class and the dataset must be picklable when workers are
+spawned (always on GPU; CPU defaults to fork, whose children never touch the communicator). A spawned
+worker re-imports the main module: keep `pycomm.init()` (and any mpi4py import) under
+`if __name__ == "__main__":`, or the worker would join the MPI job as if it were a rank."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch.utils.data import Dataset
+
+from algorithms import options as opts
+from algorithms.base import CommOptimizer
+from algorithms.lap.averaging import AveragingPolicy, RankAveraging, layers_of
+from algorithms.lap.loop import LrSync, RankLoop
+from algorithms.lap.partition import partition_blocks
+from algorithms.lap.pool import WorkerPool
+from algorithms.lap.shared import MomentumState
+from algorithms.lap.worker import GroupHyper
+from algorithms.registry import register
+
+
+@dataclass
+class LapResult:
+    steps: int               # node minibatches this rank trained in this call
+    per_worker: list[int]    # of which each worker did
+    rounds: int              # averaging rounds in this call (the final synchronous one included)
+    loss: float              # mean of the workers' last training losses
+    seconds: float
+
+
+def _seed(seed: int, rank: int, worker: int, node_steps: int) -> int:
+    """Distinct sampler/torch seeds per (rank, worker, call): no two workers draw the same batches."""
+    return (seed * 1_000_003 + rank * 10_007 + worker * 101 + node_steps) % (2 ** 63)
+
+
+@register("lapsgd")
+class LAPSGD(CommOptimizer):
+    algorithm_options: dict[str, Any] = {"num_processes": 2, "averaging_freq": 8, "pre_post_steps": 0}
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        config["num_processes"] = opts.integer("num_processes", config["num_processes"], 1)
+        config["averaging_freq"] = opts.integer("averaging_freq (node minibatches, not seconds)",
+                                                config["averaging_freq"], 1)
+        config["pre_post_steps"] = opts.integer("pre_post_steps", config["pre_post_steps"], 0)
+        return config
+
+    def _setup(self) -> None:
+        if not isinstance(self.optimizer, torch.optim.SGD):
+            raise TypeError(f"{self.name} workers apply torch.optim.SGD's update (p -= lr * d_p with their own "
+                            f"momentum); wrap a torch.optim.SGD, got {type(self.optimizer).__name__}")
+        if any(g.get("maximize") for g in self.optimizer.param_groups):
+            raise ValueError(f"{self.name}: maximize=True is not supported")
+        self.node_steps = 0          # node minibatches trained on this rank (all workers, all calls)
+        self.last_averaged_at = 0    # node_steps when this rank last started an averaging round
+        self.rounds = 0
+        self.momentum: MomentumState | None = None
+
+    @property
+    def current_period(self) -> int:
+        """Node minibatches between averaging rounds now (1 before pre_post_steps)."""
+        return AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"]).freq_at(self.node_steps)
+
+    def step(self, closure: Callable[[], Any] | None = None, loss: Any = None) -> Any:
+        raise RuntimeError(f"{self.name} trains in {self.options['num_processes']} Hogwild worker processes, "
+                           "not in your loop: call opt.train(model, loss_fn, dataset, steps=... or epochs=..., "
+                           "batch_size=...) instead of step()")
+
+    def _blocks(self, params: list[torch.Tensor]) -> list[tuple[int, int]] | None:
+        return None
+
+    def _prepassm_steps(self) -> int:
+        return 0
+
+    # -- training --------------------------------------------------------------------------------
+    def train(self, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], dataset: Dataset, *,
+              steps: int | None = None, epochs: float | None = None, batch_size: int = 64,
+              scheduler: Any = None, scheduler_interval: str = "epoch", seed: int = 0,
+              final_average: bool = True, start_method: str | None = None, threads_per_worker: int = 1,
+              poll_interval: float = 0.01, on_progress: Callable[[dict[str, Any]], None] | None = None,
+              progress_every: int = 50) -> LapResult:
+        """Train `model` (whose trainable parameters are the wrapped optimizer's) on this rank's shard of
+        `dataset` (items (input, target), or a `batch(indices) -> (inputs, targets)` method as apps' datasets
+        have; rank r takes items r, r+size, ...) for `steps` node
+        minibatches (all P workers together) or `epochs` passes over the shard, then (final_average)
+        average once more with the workers stopped so that all ranks end with the same model.
+        Collective: every rank calls it with the same arguments."""
+        t0 = time.monotonic()
+        params = self._check_model(model)
+        batch_size = opts.integer("batch_size", batch_size, 1)
+        threads_per_worker = opts.integer("threads_per_worker", threads_per_worker, 1)
+        progress_every = opts.integer("progress_every", progress_every, 1)
+        poll_interval = opts.number("poll_interval", poll_interval, 0.0)
+        if not hasattr(dataset, "__len__"):
+            raise TypeError(f"dataset: expected a map-style dataset (with __len__), got {type(dataset).__name__}")
+        shard = torch.arange(self.comm.rank, len(dataset), self.comm.size)
+        if len(shard) == 0:
+            raise ValueError(f"dataset: {len(dataset)} items leave rank {self.comm.rank} of {self.comm.size} none")
+        steps_per_epoch = math.ceil(len(shard) / batch_size)
+        steps = self._budget(steps, epochs, steps_per_epoch)
+        device = params[0].device
+        if start_method is None:
+            start_method = "spawn" if device.type == "cuda" else "fork"
+        if device.type == "cpu":
+            model.share_memory()          # in place: the optimizer keeps pointing at the same tensors
+        if self.node_steps == 0:
+            self.channel.broadcast(list(model.buffers()), root=0)
+        P = self.options["num_processes"]
+        if self.momentum is None:
+            self.momentum = MomentumState.zeros(params, P)
+
+        ids = {id(p): g for g, group in enumerate(self.optimizer.param_groups) for p in group["params"]}
+        pool = WorkerPool(model=model, loss_fn=loss_fn, dataset=dataset, shard=shard, batch_size=batch_size,
+                          groups=[GroupHyper(g["momentum"], g["dampening"], g["weight_decay"], g["nesterov"])
+                                  for g in self.optimizer.param_groups],
+                          group_of=[ids[id(p)] for p in params], momentum=self.momentum,
+                          blocks=self._blocks(params), prepassm_steps=self._prepassm_steps(),
+                          seeds=[_seed(seed, self.comm.rank, w, self.node_steps) for w in range(P)],
+                          device=device, start_method=start_method, threads=threads_per_worker,
+                          first_step=self.node_steps, steps=steps)
+        averaging = None
+        if self.comm.size > 1:
+            policy = AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"])
+            averaging = RankAveraging(self.comm, layers_of(model), policy, self.options["codec"])
+        lr_sync = LrSync(self.optimizer, scheduler, scheduler_interval, steps_per_epoch, self.node_steps)
+        pool.set_lrs(lr_sync.lrs(self.node_steps))
+        loop = RankLoop(pool, averaging, lr_sync, self.last_averaged_at, poll_interval, on_progress, progress_every)
+        try:
+            pool.start()
+            loop.run()
+        finally:   # also on an error here (a failed collective): never leave workers training
+            pool.stop()
+            pool.join()
+        first = self.node_steps
+        self.node_steps = pool.done()
+        self.last_averaged_at = loop.last_averaged_at
+        self.steps = self.node_steps
+        rounds = 0
+        if averaging is not None:
+            rounds = averaging.rounds
+            self.channel.stats.bytes += averaging.bytes
+            self.channel.stats.seconds += averaging.seconds
+            self.channel.stats.calls += averaging.rounds
+            if final_average:
+                # workers stopped: a plain all-reduce AVG gives every rank bitwise the same model (the
+                # non-blocking apply x + (a - s) with x == s could differ by an ulp per rank)
+                self._average_params(None, [b for b in model.buffers() if b.is_floating_point()])
+                self.last_averaged_at = self.node_steps
+                rounds += 1
+        self.rounds += rounds
+        losses = [x for x, n in zip(pool.losses(), pool.per_worker()) if n]
+        return LapResult(self.node_steps - first, pool.per_worker(), rounds,
+                         sum(losses) / len(losses) if losses else math.nan, time.monotonic() - t0)
+
+    def _check_model(self, model: torch.nn.Module) -> list[torch.Tensor]:
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        params = [p for p in model.parameters() if p.requires_grad]
+        if {id(p) for p in params} != {id(p) for p in self.params}:
+            raise ValueError("model: its trainable parameters must be exactly those of the wrapped optimizer")
+        if len({p.device for p in params}) != 1:
+            raise ValueError(f"model: all parameters must be on one device, got {sorted({str(p.device) for p in params})}")
+        return params
+
+    @staticmethod
+    def _budget(steps: int | None, epochs: float | None, steps_per_epoch: int) -> int:
+        if (steps is None) == (epochs is None):
+            raise ValueError("train: give exactly one of steps= (node minibatches) or epochs=")
+        if steps is not None:
+            return opts.integer("steps", steps, 0)
+        return round(opts.number("epochs", epochs, 0.0) * steps_per_epoch)
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def _algorithm_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"node_steps": self.node_steps, "last_averaged_at": self.last_averaged_at,
+                                 "rounds": self.rounds, "momentum": None}
+        if self.momentum is not None:
+            state["momentum"] = {"buffers": [[b.detach().clone() for b in row] for row in self.momentum.buffers],
+                                 "ready": self.momentum.ready.clone()}
+        return state
+
+    def _load_algorithm_state(self, state: dict[str, Any]) -> None:
+        self.node_steps, self.last_averaged_at = state["node_steps"], state["last_averaged_at"]
+        self.rounds = state["rounds"]
+        self.momentum = None
+        saved = state["momentum"]
+        if saved is not None:
+            if len(saved["buffers"]) != self.options["num_processes"]:
+                raise ValueError(f"state holds momentum of {len(saved['buffers'])} workers; this optimizer "
+                                 f"has num_processes={self.options['num_processes']}")
+            device = self.params[0].device
+            buffers = [[b.to(device).clone() for b in row] for row in saved["buffers"]]
+            self.momentum = MomentumState(buffers, saved["ready"].clone())
+            self.momentum.share_memory_()
+
+
+@register("lppsgd")
+class LPPSGD(LAPSGD):
+    """LAP-SGD plus partitioned back-propagation: from node minibatch `prepassm_steps` on, each worker
+    alternates a full step with one that back-propagates into (and updates) only its own block of the
+    parameter list (P contiguous blocks balanced by element count)."""
+
+    algorithm_options: dict[str, Any] = {**LAPSGD.algorithm_options, "prepassm_steps": 0}
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        config = super()._validate(config)
+        config["prepassm_steps"] = opts.integer("prepassm_steps", config["prepassm_steps"], 0)
+        return config
+
+    def _setup(self) -> None:
+        super()._setup()
+        if len(self.params) < self.options["num_processes"]:
+            raise opts.OptionError(f"num_processes: lppsgd gives each worker a non-empty block of the "
+                                   f"{len(self.params)} parameter tensors; use at most {len(self.params)} processes")
+
+    def _blocks(self, params: list[torch.Tensor]) -> list[tuple[int, int]]:
+        return partition_blocks([p.numel() for p in params], self.options["num_processes"])
+
+    def _prepassm_steps(self) -> int:
+        return self.options["prepassm_steps"]

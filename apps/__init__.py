@@ -1,0 +1,1 @@
+"""apps: the reference training program (`python -m apps.train`) and its parts."""

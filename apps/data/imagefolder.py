@@ -1,0 +1,40 @@
+"""ImageNet-style folders (one sub-folder per class) through torchvision, an optional dependency."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from apps.data.base import Splits
+
+
+class Folder:
+    def __init__(self, root: Path, train: bool, image_size: int):
+        try:
+            from torchvision import datasets, transforms
+        except ImportError as e:
+            raise ImportError("data.name=imagefolder needs torchvision (pip install torchvision)") from e
+        norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+        tf = (transforms.Compose([transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(),
+                                  transforms.ToTensor(), norm]) if train else
+              transforms.Compose([transforms.Resize(int(image_size * 8 / 7)), transforms.CenterCrop(image_size),
+                                  transforms.ToTensor(), norm]))
+        self.folder = datasets.ImageFolder(str(root), transform=tf)
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        items = [self.folder[i] for i in indices.tolist()]
+        return torch.stack([x for x, _ in items]), torch.tensor([y for _, y in items])
+
+
+def load(path: str | Path, image_size: int = 224, train_dir: str = "train", eval_dir: str = "val") -> Splits:
+    if not path:
+        raise ValueError("data.path must point at a folder with train/ and val/ class folders for data.name=imagefolder")
+    root = Path(path)
+    if not (root / train_dir).is_dir():
+        raise FileNotFoundError(f"{root / train_dir} is not a directory")
+    train = Folder(root / train_dir, True, image_size)
+    held = Folder(root / eval_dir, False, image_size) if (root / eval_dir).is_dir() else None
+    return Splits(train, held, {"in_channels": 3, "image_size": image_size, "num_classes": len(train.folder.classes)})

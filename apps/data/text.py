@@ -1,0 +1,42 @@
+"""A character-level dataset from any text file (tiny Shakespeare for the GPT)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from apps.data.base import Splits
+
+
+class CharWindows:
+    """Windows of block_size characters starting every `stride` characters; target = input shifted by one."""
+
+    def __init__(self, tokens: torch.Tensor, block_size: int, stride: int):
+        if len(tokens) <= block_size:
+            raise ValueError(f"text of {len(tokens)} characters is too short for block_size {block_size}")
+        self.tokens, self.block_size, self.stride = tokens, block_size, stride
+        self.offsets = torch.arange(0, len(tokens) - block_size, stride)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = self.offsets[indices].unsqueeze(1) + torch.arange(self.block_size + 1)
+        window = self.tokens[pos]
+        return window[:, :-1], window[:, 1:]
+
+
+def load(path: str | Path, block_size: int = 256, stride: int | None = None, eval_fraction: float = 0.1) -> Splits:
+    if not path:
+        raise ValueError("data.path must name a text file for data.name=text (e.g. tiny Shakespeare's input.txt)")
+    text = Path(path).read_text(encoding="utf-8")
+    vocab = sorted(set(text))
+    lookup = {c: i for i, c in enumerate(vocab)}
+    tokens = torch.tensor([lookup[c] for c in text], dtype=torch.long)
+    if not 0.0 <= eval_fraction < 1.0:
+        raise ValueError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
+    cut = int(len(tokens) * (1 - eval_fraction))   # first 90% train, last 10% eval, as nanoGPT
+    stride = stride or block_size
+    held = CharWindows(tokens[cut:], block_size, stride) if eval_fraction > 0 else None
+    return Splits(CharWindows(tokens[:cut], block_size, stride), held,
+                  {"vocab_size": len(vocab), "block_size": block_size, "vocab": "".join(vocab)})

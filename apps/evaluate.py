@@ -1,0 +1,30 @@
+"""Held-out evaluation: each rank scores a disjoint part of the eval set; sums are all-reduced."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from typing import Callable
+
+from apps.data.base import Dataset, iterate
+from apps.dist import Dist
+from apps.tasks import Result
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Callable[..., Result], data: Dataset, dist: Dist, batch_size: int,
+             device: torch.device, autocast_dtype: torch.dtype | None, has_accuracy: bool) -> dict[str, float | None]:
+    was_training = model.training
+    model.eval()
+    mine = torch.arange(len(data))[dist.rank::dist.size]
+    loss_sum = correct = count = 0.0
+    for batch in iterate(data, mine.split(batch_size)):
+        batch = tuple(b.to(device) for b in batch)
+        with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
+            r = task(model, batch)
+        n = batch[0].shape[0]
+        loss_sum, correct, count = loss_sum + float(r.loss) * n, correct + r.correct, count + r.count
+    samples = float(len(mine))
+    loss_sum, correct, count, samples = dist.allreduce_sum([loss_sum, correct, count, samples])
+    model.train(was_training)
+    return {"loss": loss_sum / max(samples, 1), "accuracy": correct / max(count, 1) if has_accuracy else None}

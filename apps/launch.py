@@ -1,0 +1,63 @@
+"""Launching: which launcher started us (pycomm.launch_env reads Open MPI, MPICH/PMI, torchrun and
+srun), MASTER_ADDR/MASTER_PORT for TCP rendezvous, and `--nproc N` on one machine: re-run ourselves
+under `mpirun -n N` and supervise it."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from typing import Mapping, Sequence
+
+from pycomm.launch_env import LaunchEnv, detect, first_host  # noqa: F401  (re-exported for apps)
+
+# Set on the ranks we spawn, so they never spawn again.
+SPAWNED = "PYCOMM_APPS_SPAWNED"
+
+
+def export_rendezvous(launch: LaunchEnv) -> None:
+    """MASTER_ADDR/MASTER_PORT for backends that rendezvous over TCP (NCCL/RCCL without MPI)."""
+    if launch.master_addr and "MASTER_ADDR" not in os.environ:
+        os.environ["MASTER_ADDR"] = launch.master_addr
+    if "MASTER_PORT" not in os.environ and "SLURM_JOB_ID" in os.environ:
+        os.environ["MASTER_PORT"] = str(29500 + int(os.environ["SLURM_JOB_ID"]) % 1000)  # jobs sharing a node differ
+
+
+def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if env is None else env
+    return nproc > 1 and detect(env).launcher == "single" and SPAWNED not in env
+
+
+def mpirun_command(nproc: int, argv: Sequence[str]) -> list[str]:
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise RuntimeError(f"--nproc {nproc} needs mpirun (apt-get install openmpi-bin), or start the ranks "
+                           "yourself with srun / torchrun; --nproc 1 runs one process")
+    cmd = [mpirun, "-n", str(nproc), "--oversubscribe", "--bind-to", "none"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")   # containers often run as root; Open MPI refuses without it
+    return cmd + [sys.executable, "-m", "apps.train", *argv]
+
+
+def spawn(nproc: int, argv: Sequence[str]) -> int:
+    """Run `argv` on nproc local ranks under mpirun; SIGTERM/SIGUSR1 to us reach the ranks as SIGUSR1
+    (Open MPI forwards SIGUSR1, but answers SIGTERM by killing the job), so they save and exit."""
+    cmd = mpirun_command(nproc, argv)
+    env = dict(os.environ)
+    env[SPAWNED] = "1"
+    env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, frame: object) -> None:
+        proc.send_signal(signal.SIGUSR1)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        return proc.wait()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,190 @@
+"""Per-step and per-evaluation metrics, written by rank 0: a plain-text progress line on the console,
+CSV and JSONL files in the run directory, TensorBoard and W&B when installed and asked for."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from apps.config import LoggingConfig
+
+FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
+TTY_ENV = "PYCOMM_APPS_TTY"
+
+
+def algorithm_quantities(opt: Any) -> dict[str, Any]:
+    """What the algorithm reports: bytes/seconds communicated, H (current period), staleness."""
+    out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None)}
+    stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
+    out["comm_bytes"] = stats.get("bytes")
+    out["comm_seconds"] = stats.get("seconds")
+    if "staleness" in stats:
+        out["staleness"] = stats["staleness"]
+    return out
+
+
+def _truncate(path: Path, step: int) -> None:
+    """Drop rows logged after `step` (they are trained again after a resume from an older checkpoint)."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    if path.suffix == ".jsonl":
+        kept = [ln for ln in lines if ln.strip() and json.loads(ln)["step"] <= step]
+    else:
+        header = lines[:1]
+        kept = header + [ln for ln in lines[1:] if ln.strip() and int(ln.split(",", 1)[0]) <= step]
+    path.write_text("".join(kept))
+
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024:
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}TB"
+
+
+def _fmt_time(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class Progress:
+    """`step 120/375 [#####.....] 32% ep 1 loss 0.2345 ...`, redrawn in place on a terminal."""
+
+    def __init__(self, total: int, first_step: int = 0, out: TextIO = sys.stdout, width: int = 20):
+        self.total, self.out, self.width = total, out, width
+        self.start, self.first_step = time.time(), first_step
+        # Open MPI gives ranks a pseudo-terminal even when mpirun's own output is a file: under mpirun,
+        # redraw in place only when the --nproc supervisor says its output is a terminal.
+        default = "0" if "OMPI_COMM_WORLD_SIZE" in os.environ else "1"
+        self.tty = out.isatty() and os.environ.get(TTY_ENV, default) == "1"
+
+    def show(self, row: dict[str, Any]) -> None:
+        step = row["step"]
+        done = step / self.total
+        bar = "#" * int(done * self.width) + "." * (self.width - int(done * self.width))
+        rate = (step - self.first_step) / max(time.time() - self.start, 1e-9)
+        parts = [f"step {step}/{self.total} [{bar}] {100 * done:3.0f}%", f"ep {row['epoch']}",
+                 f"loss {row['loss']:.4f}", f"lr {row['lr']:.3g}", f"{row['samples_per_s']:.0f} samples/s"]
+        if row.get("tokens_per_s") is not None:
+            parts.append(f"{row['tokens_per_s']:.0f} tok/s")
+        if row.get("mfu") is not None:
+            parts.append(f"mfu {100 * row['mfu']:.1f}%")
+        if row.get("H") is not None:
+            parts.append(f"H {row['H']}")
+        if row.get("comm_bytes") is not None:
+            parts.append(f"comm {_fmt_bytes(row['comm_bytes'])}")
+        parts.append(f"eta {_fmt_time((self.total - step) / rate if rate > 0 else 0)}")
+        line = " | ".join(parts)
+        self.out.write(("\r" + line) if self.tty else (line + "\n"))
+        self.out.flush()
+
+    def message(self, text: str) -> None:
+        self.out.write(("\n" if self.tty else "") + text + "\n")
+        self.out.flush()
+
+
+class Metrics:
+    def __init__(self, run_dir: Path, cfg: LoggingConfig, rank: int, total_steps: int, log_every: int,
+                 config: dict[str, Any], resumed_at: int | None):
+        self.active, self.cfg, self.log_every = rank == 0, cfg, log_every
+        self._csv: dict[str, tuple[TextIO, csv.DictWriter | None]] = {}
+        self._jsonl: dict[str, TextIO] = {}
+        self.progress = Progress(total_steps, resumed_at or 0) if self.active and cfg.progress else None
+        self.tb = self.wandb = None
+        if not self.active:
+            return
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = run_dir
+        if resumed_at is not None:
+            for name in FILES:
+                _truncate(run_dir / name, resumed_at)
+        else:
+            for name in FILES:
+                (run_dir / name).unlink(missing_ok=True)
+        if cfg.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as e:
+                raise ImportError("logging.tensorboard=true needs the tensorboard package (pip install "
+                                  "tensorboard)") from e
+            self.tb = SummaryWriter(str(run_dir / "tensorboard"))
+        if cfg.wandb != "disabled":
+            try:
+                import wandb
+            except ImportError as e:
+                raise ImportError(f"logging.wandb={cfg.wandb} needs the wandb package (pip install wandb), "
+                                  "or set logging.wandb=disabled") from e
+            self.wandb = wandb.init(project=cfg.wandb_project, name=run_dir.name, dir=str(run_dir), mode=cfg.wandb,
+                                    config=config, tags=cfg.wandb_tags, resume="allow")
+
+    def _write(self, kind: str, row: dict[str, Any]) -> None:
+        if self.cfg.csv:
+            path = self.run_dir / f"{kind}.csv"
+            if kind not in self._csv:
+                header = None
+                if path.exists() and path.stat().st_size:
+                    with open(path) as f:
+                        header = next(csv.reader(f))
+                f = open(path, "a", newline="")
+                writer = csv.DictWriter(f, fieldnames=header or list(row), extrasaction="ignore")
+                if header is None:
+                    writer.writeheader()
+                self._csv[kind] = (f, writer)
+            f, writer = self._csv[kind]
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            f.flush()
+        if self.cfg.jsonl:
+            if kind not in self._jsonl:
+                self._jsonl[kind] = open(self.run_dir / f"{kind}.jsonl", "a")
+            self._jsonl[kind].write(json.dumps(row) + "\n")
+            self._jsonl[kind].flush()
+
+    def _points(self, prefix: str, row: dict[str, Any]) -> None:
+        numbers = {f"{prefix}/{k}": v for k, v in row.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and k != "step"}
+        if self.tb is not None:
+            for k, v in numbers.items():
+                self.tb.add_scalar(k, v, row["step"])
+        if self.wandb is not None:
+            self.wandb.log(numbers, step=row["step"])
+
+    def step(self, row: dict[str, Any]) -> None:
+        if not self.active:
+            return
+        self._write("train", row)
+        if row["step"] % self.log_every == 0:
+            if self.progress:
+                self.progress.show(row)
+            self._points("train", row)
+
+    def eval(self, row: dict[str, Any]) -> None:
+        if not self.active:
+            return
+        self._write("eval", row)
+        self._points("eval", row)
+        if self.progress:
+            acc = f" acc {100 * row['accuracy']:.2f}%" if row.get("accuracy") is not None else ""
+            self.progress.message(f"eval @ step {row['step']} (epoch {row['epoch']}): loss {row['loss']:.4f}{acc}")
+
+    def message(self, text: str) -> None:
+        if self.active:
+            (self.progress.message if self.progress else print)(text)
+
+    def close(self) -> None:
+        for f, _ in self._csv.values():
+            f.close()
+        for f in self._jsonl.values():
+            f.close()
+        if self.tb is not None:
+            self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()

@@ -1,0 +1,25 @@
+"""Reference models by name. Each entry records its task (how a batch becomes a loss)."""
+from __future__ import annotations
+
+import functools
+
+from torch import nn
+
+from apps.models.gpt import GPT
+from apps.models.resnet import CifarResNet, ResNet
+from apps.models.small import MLP, SmallCNN
+from apps.models.vit import ViT
+from apps.models.vit_mae import vit_mae
+from apps.registry import Registry
+
+MODELS: Registry[nn.Module] = Registry("model")
+MODELS.add("mlp", MLP, task="classify")
+MODELS.add("cnn", SmallCNN, task="classify")
+MODELS.add("resnet20", CifarResNet, task="classify")
+MODELS.add("resnet50", ResNet, task="classify")
+MODELS.add("resnet152", functools.partial(ResNet, depth=152), task="classify")
+MODELS.add("vit", ViT, task="classify")
+MODELS.add("gpt", GPT, task="lm")
+MODELS.add("vit_mae", vit_mae, task="mae")
+
+__all__ = ["MODELS", "MLP", "SmallCNN", "CifarResNet", "ResNet", "ViT", "GPT", "vit_mae"]

@@ -1,0 +1,77 @@
+"""The local optimizer (SGD, AdamW, LARS) and its wrapping by a pycomm training algorithm."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from apps.config import AlgorithmConfig, OptimConfig, epochs_to_steps
+from apps.registry import did_you_mean
+
+# Algorithms whose ranks hold identical parameters and optimizer state after every step.
+REPLICATED = {"none", "mbsgd", "zero1", "zero2", "zero3"}
+
+
+def param_groups(model: nn.Module, weight_decay: float, exclude_bias_and_norm: bool) -> list[dict[str, Any]]:
+    """Biases and normalisation weights (1-d tensors) get no weight decay (You et al. 2017)."""
+    if not exclude_bias_and_norm:
+        return [{"params": [p for p in model.parameters() if p.requires_grad], "weight_decay": weight_decay}]
+    decay, plain = [], []
+    for p in model.parameters():
+        if p.requires_grad:
+            (plain if p.ndim <= 1 else decay).append(p)
+    return [g for g in ({"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0})
+            if g["params"]]
+
+
+def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer:
+    groups = param_groups(model, cfg.weight_decay, cfg.exclude_bias_and_norm)
+    if cfg.name == "sgd":
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
+    if cfg.name == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
+    import algorithms  # LARS is part of the algorithms package
+    return algorithms.LARS(groups, lr=cfg.lr, momentum=cfg.momentum, trust_coefficient=cfg.trust_coefficient,
+                           exclude_bias_and_norm=cfg.exclude_bias_and_norm)
+
+
+def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Options in steps; `defaults` (total_steps, warmup_steps of the run) fill those the algorithm
+    takes and the config does not set."""
+    options = epochs_to_steps(cfg.options, steps_per_epoch)
+    valid = _valid_options(cfg.name)
+    for key in options:
+        if key not in valid:
+            epochs = [k[:-len("_steps")] + "_epochs" for k in valid if k.endswith("_steps")]
+            raise ValueError(f"unknown algorithm.options key '{key}' for '{cfg.name}'"
+                             f"{did_you_mean(key, [*valid, *epochs])}; valid: {', '.join(sorted(valid))}")
+    return {**{k: v for k, v in defaults.items() if k in valid}, **options}
+
+
+def _algorithms() -> Any:
+    import algorithms
+    return algorithms
+
+
+def _valid_options(name: str) -> set[str]:
+    algorithms = _algorithms()
+    listing = algorithms.available()
+    if name not in listing:
+        raise ValueError(f"algorithm.name: unknown algorithm '{name}'{did_you_mean(name, listing)}; "
+                         f"valid: none, {', '.join(sorted(listing))}")
+    return set(listing[name])
+
+
+def wrap(optimizer: torch.optim.Optimizer, model: nn.Module, cfg: AlgorithmConfig, comm: Any, world_size: int,
+         steps_per_epoch: int, defaults: dict[str, Any]) -> Any:
+    """The training algorithm around the local optimizer; 'none' (one process only) leaves it bare."""
+    if cfg.name == "none":
+        if world_size > 1:
+            raise ValueError("algorithm.name=none trains one process; with several ranks choose an algorithm "
+                             "(e.g. mbsgd for synchronous data parallelism)")
+        if cfg.options:
+            raise ValueError(f"algorithm.name=none takes no options, got {sorted(cfg.options)}")
+        return optimizer
+    options = algorithm_options(cfg, steps_per_epoch, defaults)
+    return _algorithms().CommOptimizer(optimizer, algorithm=cfg.name, comm=comm, model=model, **options)

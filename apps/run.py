@@ -1,0 +1,109 @@
+"""Everything a training loop needs, built from the config (data, model, algorithm, schedule,
+checkpoints, metrics), and what happens at a step boundary: evaluation, best/periodic checkpoints,
+and the ranks' agreement on a pending preemption signal."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+import torch
+
+from apps import config_io, optim
+from apps.budget import Budget
+from apps.checkpoint import IterState
+from apps.config import Config
+from apps.data import DATASETS, ShardPlan
+from apps.dist import Dist
+from apps.evaluate import evaluate
+from apps.metrics import Metrics, algorithm_quantities
+from apps.models import MODELS
+from apps.preemption import PreemptionFlag
+from apps.runtime import Checkpointer, device_for, peak_flops
+from apps.tasks import TASKS
+
+
+class Run:
+    def __init__(self, cfg: Config, resume: str | None):
+        self.cfg = cfg
+        self.dist = dist = Dist.init(cfg.launch.backend)
+        self.device = device_for(cfg.train.device, dist.local_rank)
+        self.amp = torch.bfloat16 if cfg.train.dtype == "bfloat16" else None
+        self.dir = Path(cfg.out_dir) / cfg.name
+
+        data_options = {**cfg.data.options, **({"path": cfg.data.path} if cfg.data.path is not None else {})}
+        self.splits = DATASETS.build(cfg.data.name, data_options)
+        self.plan = ShardPlan(len(self.splits.train), dist.rank, dist.size, cfg.data.batch_size, cfg.train.seed,
+                              cfg.data.segment_size, cfg.data.shuffle)
+        self.budget = budget = Budget.from_config(cfg, self.plan.steps_per_epoch)
+
+        torch.manual_seed(cfg.train.seed)  # identical initial model on every rank
+        self.model = MODELS.build(cfg.model.name, cfg.model.options, self.splits.info).to(self.device)
+        self.kind = MODELS.get(cfg.model.name).meta["task"]
+        self.task = TASKS[self.kind]
+        self.local_opt = optim.build_optimizer(cfg.optim, self.model)
+        self.opt = optim.wrap(self.local_opt, self.model, cfg.algorithm, dist.comm, dist.size,
+                              budget.steps_per_epoch,
+                              {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps})
+        self.lr_sched = budget.scheduler(cfg, self.local_opt)
+
+        self.state = IterState(world_size=dist.size, per_rank=cfg.algorithm.name not in optim.REPLICATED)
+        self.state.enter(self.plan, 0, 0)
+        self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
+        if resume and (restored := self.ckpt.restore(resume)):
+            self.state = restored
+        self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
+                               config_io.to_dict(cfg), self.state.step if resume else None)
+        self.metrics.message(
+            f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s) on "
+            f"{self.device}, {budget.total_steps} steps ({budget.steps_per_epoch}/epoch) -> {self.dir}")
+        if dist.rank == 0:
+            (self.dir / "config.yaml").write_text(config_io.dump(cfg))
+        self.preempt = PreemptionFlag()
+        self.flops_per_token = self.model.flops_per_token() if hasattr(self.model, "flops_per_token") else None
+        self.peak = peak_flops(cfg.train.peak_flops, self.device)
+        self.start = time.time() - self.state.extra.get("elapsed", 0.0)
+
+    def elapsed(self) -> float:
+        return time.time() - self.start
+
+    def log_step(self, epoch: int, segment: int, loss: float, lr: float, steps: int, seconds: float,
+                 tokens_per_sample: int | None) -> None:
+        samples_per_s = steps * self.cfg.data.batch_size * self.dist.size / max(seconds, 1e-9)
+        tokens_per_s = samples_per_s * tokens_per_sample if tokens_per_sample else None
+        mfu = (tokens_per_s * self.flops_per_token / (self.peak * self.dist.size)
+               if tokens_per_s and self.flops_per_token and self.peak else None)
+        self.metrics.step({"step": self.state.step, "epoch": epoch, "segment": segment, "time": self.elapsed(),
+                           "loss": loss, "lr": lr, "samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s,
+                           "mfu": mfu, **algorithm_quantities(self.opt)})
+
+    def boundary(self, epoch: int) -> bool:
+        """After a step: evaluate, checkpoint, and agree on preemption. True: stop now (saved)."""
+        cfg, state, budget = self.cfg, self.state, self.budget
+        last = state.step >= budget.total_steps
+        if self.splits.eval is not None and (state.step % budget.eval_every == 0 or last):
+            ev = evaluate(self.model, self.task, self.splits.eval, self.dist, cfg.data.eval_batch_size, self.device,
+                          self.amp, self.kind != "mae")
+            self.metrics.eval({"step": state.step, "epoch": epoch, "time": self.elapsed(), **ev})
+            if ev["loss"] < state.best_loss:
+                state.best_loss = ev["loss"]
+                if cfg.checkpoint.save_best:
+                    self.ckpt.save(state, "best", self.elapsed())
+        if state.step % budget.checkpoint_every == 0 or last:
+            self.ckpt.save(state, "periodic", self.elapsed())
+        if state.step % cfg.train.preempt_check_every == 0 and self.dist.any(self.preempt.requested):
+            path = self.ckpt.save(state, "preempt", self.elapsed())
+            self.metrics.message(f"preempted (signal {self.preempt.signal}) at step {state.step}: saved {path}; "
+                                 "continue with --resume auto")
+            return True
+        return False
+
+    def finish(self, preempted: bool) -> int:
+        self.metrics.close()
+        self.preempt.restore()
+        if preempted:
+            return 0
+        if self.dist.rank == 0 and self.cfg.logging.plot:
+            from apps.plot import plot_runs
+            plot_runs([self.dir], self.dir)
+        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; metrics, checkpoints and "
+                             f"plots in {self.dir}")
+        return 0

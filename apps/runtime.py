@@ -1,0 +1,79 @@
+"""Small pieces of the training loop's machinery: device choice, per-step seeds, peak FLOPs for MFU,
+and the checkpointer that ties model, algorithm and scheduler state to the checkpoint files."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from apps import checkpoint
+from apps.checkpoint import IterState
+from apps.config import CheckpointConfig
+from apps.dist import Dist
+
+# Dense bf16 peak per device (one GCD for the MI250X), for MFU when train.peak_flops is not set.
+PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "MI250X": 191.5e12, "MI300X": 1307e12,
+             "V100": 125e12, "L40S": 362e12}
+
+
+def device_for(choice: str, local_rank: int) -> torch.device:
+    if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError("train.device=cuda but torch sees no GPU (set train.device=cpu or auto)")
+    index = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
+def step_seed(seed: int, rank: int, step: int) -> int:
+    """The RNG seed of one step on one rank: randomness is a function of the position, so a resumed
+    run draws exactly what the uninterrupted one drew (no RNG state to save)."""
+    return (seed * 1_000_003 + rank * 7_919 + step) % (2 ** 63)
+
+
+def peak_flops(configured: float | None, device: torch.device) -> float | None:
+    if configured:
+        return configured
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((v for k, v in PEAK_BF16.items() if k in name), None)
+
+
+class Checkpointer:
+    def __init__(self, cfg: CheckpointConfig, run_dir: Path, dist: Dist, model: nn.Module, opt: Any,
+                 lr_sched: torch.optim.lr_scheduler.LRScheduler):
+        self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
+        self.directory = Path(cfg.directory) if cfg.directory else run_dir / "checkpoints"
+
+    def name(self, step: int, kind: str) -> str:
+        p = self.cfg.prefix
+        return {"periodic": f"{p}.step{step:08d}", "preempt": f"{p}.step{step:08d}.preempt",
+                "best": f"{p}.best.step{step:08d}"}[kind]
+
+    def save(self, state: IterState, kind: str, elapsed: float) -> Path:
+        state.extra["elapsed"] = elapsed
+        model_state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        path = checkpoint.save(self.directory, self.name(state.step, kind), self.dist, state, model_state,
+                               self.opt.state_dict(), self.lr_sched.state_dict())
+        if self.dist.rank == 0:
+            checkpoint.prune(self.directory, self.cfg.prefix, self.cfg.keep_last)
+        return path
+
+    def restore(self, resume: str) -> IterState | None:
+        """Load model, algorithm and scheduler state; None when `auto` finds no checkpoint yet."""
+        found = checkpoint.restore(resume, self.directory, self.cfg.prefix, self.dist.rank, self.dist.size)
+        if found is None:
+            return None
+        path, (state, model_state, optim_state, lr_state) = found
+        self.model.load_state_dict(model_state)
+        self.opt.load_state_dict(optim_state)
+        self.lr_sched.load_state_dict(lr_state)
+        state.world_size = self.dist.size
+        if self.dist.rank == 0:
+            print(f"resumed from {path} at step {state.step} (epoch {state.epoch}, segment {state.segment})",
+                  flush=True)
+        return state

@@ -1,0 +1,97 @@
+"""Every algorithm against torch DDP (gloo) on the tiny MNIST CNN, same data, 2 ranks, on the default
+transport and on TCP only (`--mca btl self,tcp`): samples/s, bytes communicated per step, training
+time to 95% eval accuracy, final accuracy. Writes results/algorithms.json, a table, and a PNG of eval
+accuracy against bytes communicated (one line per algorithm, default transport).
+
+    python -m benchmarks.algorithms [--epochs 2] [--repeats 1] [--cases ddp mbsgd ...]
+
+The cases train interleaved in one launch per transport (see benchmarks/workers/algorithms_run.py)."""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import save, table
+from tests.algorithms.workers.convergence import CASES
+from tests.launch import mpirun
+
+TRANSPORTS = {"default": (), "tcp": ("btl=self,tcp",)}
+GOALS = {"mbsgd": 1.0, "plsgd": 1.3, "qsr-sgd": 1.3}   # samples/s against DDP
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(cases: list[str], epochs: int, mca: tuple[str, ...]) -> dict[str, Any]:
+    out = Path(tempfile.mkdtemp(prefix="bench-algos-")) / "result.json"
+    mpirun(2, "benchmarks.workers.algorithms_run", str(out), str(epochs), *cases, mca=mca, timeout=3600,
+           env={"BENCH_PORT": str(free_port())})
+    return json.loads(out.read_text())
+
+
+def summarise(runs: list[dict[str, Any]], cases: list[str]) -> list[dict[str, Any]]:
+    """Median over repeats; ratios against DDP of the same transport."""
+    rows = []
+    for name in cases:
+        med = lambda key: statistics.median(r[name][key] for r in runs)  # noqa: E731
+        ttt = [r[name]["time_to_target_s"] for r in runs if r[name]["time_to_target_s"] is not None]
+        rows.append({"algorithm": name, "samples_per_s": med("samples_per_s"),
+                     "samples_per_s_min": min(r[name]["samples_per_s"] for r in runs),
+                     "samples_per_s_max": max(r[name]["samples_per_s"] for r in runs),
+                     "bytes_per_step": med("bytes_per_step"),
+                     "time_to_95_s": statistics.median(ttt) if ttt else None,
+                     "final_accuracy": med("final_accuracy"), "curve": runs[len(runs) // 2][name]["curve"]})
+    ddp = next(r for r in rows if r["algorithm"] == "ddp")
+    for r in rows:
+        r["speedup_vs_ddp"] = r["samples_per_s"] / ddp["samples_per_s"]
+        r["accuracy_minus_ddp_points"] = 100 * (r["final_accuracy"] - ddp["final_accuracy"])
+        if r["algorithm"] in GOALS:
+            r["goal"] = f">= {GOALS[r['algorithm']]}x: {'met' if r['speedup_vs_ddp'] >= GOALS[r['algorithm']] else 'NOT met'}"
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--cases", nargs="+", default=["ddp", *CASES])
+    ap.add_argument("--transports", nargs="+", default=list(TRANSPORTS), choices=list(TRANSPORTS))
+    args = ap.parse_args(argv)
+    cases = args.cases if "ddp" in args.cases else ["ddp", *args.cases]
+    results: dict[str, list[dict[str, Any]]] = {}
+    columns = ["algorithm", "samples_per_s", "speedup_vs_ddp", "bytes_per_step", "time_to_95_s", "final_accuracy",
+               "accuracy_minus_ddp_points", "goal"]
+    for transport in args.transports:
+        runs = [launch(cases, args.epochs, TRANSPORTS[transport]) for _ in range(args.repeats)]
+        results[transport] = summarise(runs, cases)
+        print(f"\n== transport: {transport} (2 ranks, {args.epochs} epochs, median of {args.repeats})")
+        print(table(results[transport], columns))
+
+    def plot(ax: Any) -> None:
+        first = results[args.transports[0]]
+        for row in first:
+            ax.plot([max(p["bytes"], 1) for p in row["curve"]], [100 * p["accuracy"] for p in row["curve"]],
+                    marker="o", ms=3, label=row["algorithm"])
+        ax.set_xscale("log")
+        ax.set_xlabel("bytes communicated per rank")
+        ax.set_ylabel("eval accuracy (%)")
+        ax.set_title(f"tiny CNN on MNIST, 2 ranks, transport {args.transports[0]}")
+        ax.axhline(95, color="grey", lw=0.5)
+        ax.legend(fontsize=7)
+
+    path = save("algorithms", {"epochs": args.epochs, "repeats": args.repeats, "ranks": 2, "results": results},
+                plot)
+    print(f"\nwrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

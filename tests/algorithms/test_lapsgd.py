@@ -1,0 +1,63 @@
+"""lapsgd / lppsgd through algorithms.CommOptimizer: options, the interface on one rank, the averaging
+identity and MNIST convergence on 2 real ranks x 2 worker processes."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import algorithms
+from tests.algorithms import lap_mnist
+from tests.algorithms.lap_models import SmallCNN
+from tests.launch import mpirun
+
+
+@pytest.mark.parametrize("algorithm", ["lapsgd", "lppsgd"])
+@pytest.mark.parametrize("option, value, message", [
+    ("num_processes", 0, "num_processes must be >= 1"),
+    ("num_processes", 1.5, "num_processes must be an integer"),
+    ("averaging_freq", 0, "averaging_freq .*must be >= 1"),
+    ("pre_post_steps", -1, "pre_post_steps must be >= 0"),
+    ("codec", "zip", "codec 'zip' is not a codec name"),
+])
+def test_bad_options_raise(algorithm, option, value, message):
+    sgd = torch.optim.SGD(SmallCNN().parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=message):
+        algorithms.CommOptimizer(sgd, algorithm=algorithm, **{option: value})
+
+
+def test_lppsgd_prepassm_steps_must_be_non_negative():
+    sgd = torch.optim.SGD(SmallCNN().parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="prepassm_steps must be >= 0"):
+        algorithms.CommOptimizer(sgd, algorithm="lppsgd", prepassm_steps=-1)
+
+
+def test_listed_with_their_options():
+    listed = algorithms.available()
+    assert set(listed["lapsgd"]) >= {"num_processes", "averaging_freq", "pre_post_steps"}
+    assert set(listed["lppsgd"]) >= {"num_processes", "averaging_freq", "pre_post_steps", "prepassm_steps"}
+
+
+@pytest.mark.mpi
+def test_interface_on_one_rank():
+    mpirun(1, "tests.algorithms.workers.lap_api", timeout=600)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("final, start_method, codec", [("final", "fork", "none"), ("no-final", "fork", "none"),
+                                                        ("final", "spawn", "none"), ("no-final", "fork", "int8")])
+def test_averaging_keeps_local_updates_and_ends_equal(final, start_method, codec):
+    mpirun(2, "tests.algorithms.workers.lap_averaging", final, start_method, codec, timeout=600)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not lap_mnist.available(), reason="MNIST IDX files not found")
+@pytest.mark.parametrize("algorithm", ["lapsgd", "lppsgd"])
+def test_mnist_convergence_2_ranks_x_2_processes(algorithm):
+    proc = mpirun(2, "tests.algorithms.workers.lap_mnist", algorithm, "fork", "none", timeout=900)
+    print(proc.stdout)
+
+
+@pytest.mark.mpi
+def test_a_worker_failure_stops_every_rank():
+    proc = mpirun(2, "tests.algorithms.workers.lap_failure", timeout=600)
+    assert proc.stdout.count("failure reported") == 2, proc.stdout

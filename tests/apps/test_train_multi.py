@@ -1,0 +1,55 @@
+"""`python -m apps.train` on 2 real ranks: under mpirun, through --nproc (which re-runs itself under
+mpirun), and under srun on the test SLURM; preemption of a 2-rank run and an exact resume."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from tests.apps import runs
+from tests.launch import mpirun
+
+try:  # what the algorithms use (algorithms/channel.py) must be in this pycomm
+    from pycomm import Communicator
+    HAVE_COMM = hasattr(Communicator, "allreduce_coalesced")
+except ImportError:
+    HAVE_COMM = False
+
+needs_comm = pytest.mark.skipif(not HAVE_COMM, reason="pycomm.Communicator.allreduce_coalesced (used by the "
+                                                      "algorithms) is not in this pycomm yet")
+
+
+@pytest.mark.mpi
+@needs_comm
+def test_two_ranks_under_mpirun(tmp_path: Path) -> None:
+    proc = mpirun(2, "apps.train", *runs.args(tmp_path, "plsgd", "plsgd", 2)[2:], timeout=400)
+    _check_two_rank_run(proc.stdout, tmp_path / "plsgd", per_rank=True)
+
+
+def _check_two_rank_run(stdout: str, run_dir: Path, per_rank: bool) -> None:
+    assert "over 2 rank(s)" in stdout and "step 60/60" in stdout
+    rows = list(csv.DictReader(open(run_dir / "train.csv")))
+    assert float(rows[-1]["comm_bytes"]) > 0
+    last = sorted((run_dir / "checkpoints").glob("ckpt.step*"))[-1]
+    assert (last / "optim_state_dict.rank1.pt").exists() == per_rank  # local methods: per-rank state
+
+
+@pytest.mark.mpi
+@needs_comm
+def test_nproc_run_preempted_by_sigterm_resumes_to_the_uninterrupted_parameters(tmp_path: Path) -> None:
+    runs.run(runs.args(tmp_path, "straight", "plsgd", 2), timeout=400)
+    argv = runs.args(tmp_path, "cut", "plsgd", 2)
+    out = runs.preempt(argv, timeout=400).stdout   # SIGTERM to the --nproc supervisor, forwarded to the ranks
+    assert "preempted" in out, out
+    assert len(list((tmp_path / "cut" / "checkpoints").glob("*.preempt"))) == 1
+    runs.run(argv + ["--resume", "auto"], timeout=400)
+    for rank in (0, 1):
+        runs.assert_same(runs.final_params(tmp_path / "straight", rank), runs.final_params(tmp_path / "cut", rank))
+
+
+@pytest.mark.slurm
+@needs_comm
+def test_two_ranks_under_srun(slurm, tmp_path: Path) -> None:
+    proc = slurm.srun(2, "apps.train", *runs.args(tmp_path, "srun", "mbsgd", 2)[2:], timeout=400)
+    _check_two_rank_run(proc.stdout, tmp_path / "srun", per_rank=False)  # mbsgd: ranks identical
