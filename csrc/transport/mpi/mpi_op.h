@@ -20,6 +20,8 @@ namespace pycomm::mpi {
 struct CommHandles {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm shadow = MPI_COMM_NULL;  // PYCOMM_DEBUG op matching; MPI_COMM_NULL when off
+  MPI_Comm ring = MPI_COMM_NULL;    // private duplicate for ring_allreduce's point-to-point messages
+  std::vector<char> ring_scratch;   // ring_allreduce's reused segment; only the queue thread touches it
   int rank = 0, size = 1;
   std::string label;
   // Collectives as blocking MPI calls on the queue thread (Open MPI's tuned algorithms, much faster

@@ -7,6 +7,7 @@
 #include "runtime/errors.h"
 #include "runtime/op_check.h"
 #include "runtime/op_validation.h"
+#include "transport/mpi/ring_allreduce.h"
 
 namespace pycomm::mpi {
 namespace {
@@ -55,6 +56,8 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
+  check(MPI_Comm_dup(comm, &handles_->ring), "MPI_Comm_dup (ring all-reduce)");
+  check(MPI_Comm_set_errhandler(handles_->ring, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   if (const char* nb = std::getenv("PYCOMM_MPI_NONBLOCKING"); nb != nullptr && *nb != '\0' && *nb != '0')
     handles_->blocking = false;
   if (debug_checks_enabled()) {
@@ -91,6 +94,7 @@ void MpiTransport::shutdown() {
     return;
   }
   if (handles_->shadow != MPI_COMM_NULL) MPI_Comm_free(&handles_->shadow);
+  if (handles_->ring != MPI_COMM_NULL) MPI_Comm_free(&handles_->ring);
   MPI_Comm_free(&handles_->comm);
 }
 
@@ -108,9 +112,14 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
   MPI_Datatype type = datatype(buf.dtype);
   MpiOp::Post post = [h, mop, type](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
     // In place on the tensor's own memory: no extra copy on the host path.
+    const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
     for (int64_t b = 0; b < in.count; b += kMaxChunk) {
       int n = static_cast<int>(std::min(kMaxChunk, in.count - b));
       void* p = at(in, b);
+      if (h->blocking && use_ring_allreduce(n, es, h->size)) {
+        ring_allreduce(p, n, type, es, mop, h->ring, h->ring_scratch);
+        continue;
+      }
       collective(*h, reqs, "allreduce", [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, type, mop, h->comm); },
                  [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, p, n, type, mop, h->comm, r); });
     }

@@ -28,6 +28,18 @@ def inputs(comm, numel, dtype, case):
     return [rank_input(r, numel, dtype, case) for r in range(comm.size)]
 
 
+def allreduce_case(comm, dtype: torch.dtype, numel: int, op) -> None:
+    xs = inputs(comm, numel, dtype, f"ar{numel}{op}")
+    stack = np.stack([as_np(x) for x in xs]) if numel else np.zeros((comm.size, 0))
+    want = {pycomm.SUM: stack.sum(0), pycomm.AVG: stack.sum(0) / comm.size, pycomm.MAX: stack.max(0),
+            pycomm.MIN: stack.min(0)}[op]
+    t = xs[comm.rank].clone()
+    comm.allreduce(t, op=op)
+    exact = op != pycomm.AVG or comm.size in (1, 2, 4)
+    assert_close(t, want, f"allreduce {op.name}", exact=exact)
+    ok()
+
+
 def check_allreduce(comm) -> None:
     for dtype in FLOATS + INTS + [torch.int8]:
         for numel in SIZES:
@@ -36,15 +48,18 @@ def check_allreduce(comm) -> None:
                     continue
                 if dtype == torch.int8 and op == pycomm.SUM:
                     continue  # sums of small ints may overflow int8; MAX/MIN cover the dtype
-                xs = inputs(comm, numel, dtype, f"ar{numel}{op}")
-                stack = np.stack([as_np(x) for x in xs]) if numel else np.zeros((comm.size, 0))
-                want = {pycomm.SUM: stack.sum(0), pycomm.AVG: stack.sum(0) / comm.size, pycomm.MAX: stack.max(0),
-                        pycomm.MIN: stack.min(0)}[op]
-                t = xs[comm.rank].clone()
-                comm.allreduce(t, op=op)
-                exact = op != pycomm.AVG or comm.size in (1, 2, 4)
-                assert_close(t, want, f"allreduce {op.name}", exact=exact)
-                ok()
+                allreduce_case(comm, dtype, numel, op)
+
+
+# From this many bytes the MPI transport's blocking all-reduce is its own ring
+# (csrc/transport/mpi/ring_allreduce.h); +3 elements make the ring's segments uneven.
+RING_BYTES = 32 << 20
+
+
+def check_large_allreduce(comm) -> None:
+    for dtype, op in ((torch.float32, pycomm.SUM), (torch.float32, pycomm.AVG), (torch.float16, pycomm.SUM),
+                      (torch.bfloat16, pycomm.MAX), (torch.int64, pycomm.MIN)):
+        allreduce_case(comm, dtype, RING_BYTES // dtype.itemsize + 3, op)
 
 
 def check_broadcast(comm) -> None:
@@ -290,7 +305,7 @@ def main() -> int:
     t0 = time.perf_counter()
     if args.launcher:
         check_launcher(comm, args.launcher)
-    for check in (check_allreduce, check_broadcast, check_allgather, check_reduce_scatter, check_alltoall,
+    for check in (check_allreduce, check_large_allreduce, check_broadcast, check_allgather, check_reduce_scatter, check_alltoall,
                   check_p2p, check_many_async, check_overlap, check_split, check_bad_input, check_stats):
         check(comm)
     if pycomm.build_info()["mpi"] and comm.backend == "mpi":
