@@ -104,8 +104,12 @@ class LapRun(Run):
     cosine schedule moved per node minibatch by LAP's main process."""
 
     def make_optimizer(self) -> Any:
-        return algorithms.CommOptimizer(torch.optim.SGD(self.model.parameters(), **SGD), algorithm=self.name,
-                                        comm=self.comm, **LAP_CASES[self.name])
+        # P Hogwild workers all apply their steps to the one model, so the node moves P times a worker's
+        # step: lr / P keeps the node's step size that of the other cases (at lr it diverges early).
+        options = LAP_CASES[self.name]
+        sgd = {**SGD, "lr": SGD["lr"] / options["num_processes"]}
+        return algorithms.CommOptimizer(torch.optim.SGD(self.model.parameters(), **sgd), algorithm=self.name,
+                                        comm=self.comm, **options)
 
     def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
         last = self.steps + len(batches) >= self.total_steps
