@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 DATA = Path(os.environ.get("PYCOMM_MNIST", Path(__file__).resolve().parents[2].parent / "shared/data/mnist"))
-if not DATA.exists():
-    DATA = Path("/work/shared/data/mnist")
+if not DATA.exists():  # a checkout without ../shared: the copy the app embeds (same files)
+    DATA = Path(__file__).resolve().parents[2] / "apps/data/embedded"
 
 
 def read_idx(path: Path) -> np.ndarray:
