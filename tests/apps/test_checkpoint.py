@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -120,4 +121,5 @@ def test_prune_keeps_newest_periodic_best_and_newer_preempt(tmp_path: Path) -> N
 def test_collective_save_with_per_rank_state_under_mpirun(tmp_path: Path) -> None:
     from tests.launch import mpirun
     out = mpirun(2, "tests.apps.workers.checkpoint_ranks", str(tmp_path), timeout=180).stdout
-    assert sorted(line for line in out.splitlines() if line.endswith(" ok")) == ["rank 0 ok", "rank 1 ok"]
+    # Ranks' output can interleave mid-line under mpirun: match the reports, not whole lines.
+    assert sorted(re.findall(r"rank (\d+) ok", out)) == ["0", "1"], out
