@@ -3,7 +3,12 @@
 start() snapshots every layer into a flat bucket and launches its all-reduce AVG without blocking;
 training goes on changing the parameters meanwhile. When a layer's average is in, the apply
 `x += avg - snapshot` (one fused kernel over the layer's tensors, reading the buckets) moves x to the
-average while keeping every local update made since the snapshot."""
+average while keeping every local update made since the snapshot.
+
+Through a codec, the first round travels exact and every later one carries a layer's difference from
+the previous round's average, which every rank holds with the same bytes: a blockwise codec's error scales with what
+it encodes, and the drift of one round is far smaller than the weights themselves, so the error no
+longer grows with the weights' magnitude round after round."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence, Union
@@ -21,17 +26,26 @@ Layer = Union[torch.Tensor, Sequence[torch.Tensor]]
 class _LayerBuckets:
     """One layer's tensors of one dtype, its snapshot and the bucket being averaged."""
 
-    def __init__(self, tensors: list[torch.Tensor]) -> None:
+    def __init__(self, tensors: list[torch.Tensor], delta: bool) -> None:
         self.tensors = tensors
         numel = sum(t.numel() for t in tensors)
         self.snapshot = torch.empty(numel, dtype=tensors[0].dtype, device=tensors[0].device)
         self.average = torch.empty_like(self.snapshot)
+        # previous round's average, identical on every rank (compressed rounds send snapshot - reference)
+        self.reference = torch.zeros_like(self.snapshot) if delta else None
 
     def snap(self) -> None:
+        """Snapshot the layer; `average` becomes what travels (the snapshot, or its delta)."""
         kernels.pack(self.tensors, self.snapshot)
-        self.average.copy_(self.snapshot)
+        if self.reference is None:
+            self.average.copy_(self.snapshot)
+        else:
+            torch.sub(self.snapshot, self.reference, out=self.average)
 
     def apply(self) -> None:
+        if self.reference is not None:      # average of the deltas -> average of the snapshots
+            self.average.add_(self.reference)
+            self.reference.copy_(self.average)
         kernels.averaging_apply(self.tensors, self.average, self.snapshot)
 
 
@@ -40,7 +54,8 @@ class LayerwiseAverager:
 
     params_by_layer: a sequence (or a mapping name -> layer) of layers, each a tensor or a sequence of
     floating tensors. comm: a pycomm.Communicator (None: pycomm.world()). codec: optional pycomm codec;
-    the averages then travel quantized through allreduce_quantized. Layers are keyed by their index
+    the averages then travel quantized through allreduce_quantized, as differences from the previous
+round's average (see the module's docstring). Layers are keyed by their index
     (or name for a mapping). Every rank must call start() at the same point of its sequence of ops on
     `comm`; an averager driven from its own thread (LAP-SGD's averaging activity) should get a
     communicator of its own (comm.split(0)) so its all-reduces never interleave with the trainer's."""
@@ -71,8 +86,16 @@ class LayerwiseAverager:
             for t in tensors:
                 if t.numel():
                     by_dtype.setdefault(t.dtype, []).append(t)
-            self._layers[key] = [_LayerBuckets(ts) for ts in by_dtype.values()]
+            self._layers[key] = [_LayerBuckets(ts, delta=codec is not None) for ts in by_dtype.values()]
         self._pending: dict[Any, list[Any]] = {}     # layer key -> works, in launch order
+        self._exact_round = True    # no common reference yet: the first round is never compressed
+
+    def next_round_bytes(self) -> int:
+        """Bytes this rank hands to collectives in the next start() (compressed size through a codec)."""
+        buckets = [b for layer in self._layers.values() for b in layer]
+        if self.codec is None or self._exact_round:
+            return sum(b.average.numel() * b.average.element_size() for b in buckets)
+        return sum(self.codec.wire_bytes(b.average.numel()) for b in buckets)
 
     @property
     def pending(self) -> list[Any]:
@@ -84,11 +107,12 @@ class LayerwiseAverager:
         if self._pending:
             raise RuntimeError(f"LayerwiseAverager.start: {len(self._pending)} layer(s) of the previous round are "
                                f"still pending; call wait() (or poll() until it returns them all) first")
+        exact, self._exact_round = self.codec is None or self._exact_round, False
         for key in self.keys:
             works = []
             for bucket in self._layers[key]:
                 bucket.snap()
-                if self.codec is None:
+                if exact:
                     works.append(self.comm.allreduce(bucket.average, op=AVG, async_op=True))
                 else:
                     works.append(self.comm.allreduce_quantized(bucket.average, op=AVG, codec=self.codec))

@@ -18,7 +18,6 @@ from typing import Any
 import torch
 
 import pycomm
-from algorithms.channel import codec_wire_bytes
 
 
 @dataclass(frozen=True)
@@ -66,10 +65,6 @@ class RankAveraging:
         self.rounds = 0
         self.bytes = 0
         self.seconds = 0.0
-        if codec is None:
-            self.round_bytes = sum(t.numel() * t.element_size() for layer in layers for t in layer)
-        else:
-            self.round_bytes = sum(codec_wire_bytes(codec, sum(t.numel() for t in layer)) for layer in layers)
 
     def agree(self, done: int, last: int, finished: bool, failed: bool) -> Agreement:
         t0 = time.perf_counter()
@@ -84,10 +79,10 @@ class RankAveraging:
         """Snapshot every layer and launch its all-reduce; returns at once."""
         assert not self.in_flight, "a round is already in flight"
         t0 = time.perf_counter()
+        self.bytes += self.averager.next_round_bytes()
         self.averager.start()
         self.in_flight = True
         self.rounds += 1
-        self.bytes += self.round_bytes
         self.seconds += time.perf_counter() - t0
 
     def poll_round(self) -> bool:

@@ -1,6 +1,8 @@
 """Small models and losses for the LAP/LPP tests, at module level so spawned workers can unpickle them."""
 from __future__ import annotations
 
+import time
+
 import torch
 
 
@@ -18,6 +20,13 @@ class Scale(torch.nn.Module):
 def linear_loss(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over the batch of <out, target>: its gradient in w is the batch mean of x * target."""
     return (out * target).sum() / out.shape[0]
+
+
+def paced_linear_loss(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """linear_loss taking a few milliseconds, as a real model's step does: bare, a step is so cheap that
+    a whole run fits inside one or two averaging rounds, and how close the ranks stay is then luck."""
+    time.sleep(0.004)
+    return linear_loss(out, target)
 
 
 def failing_loss(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

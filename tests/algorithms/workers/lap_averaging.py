@@ -18,7 +18,7 @@ from torch.utils.data import TensorDataset
 
 import algorithms
 import pycomm
-from tests.algorithms.lap_models import Scale, linear_loss
+from tests.algorithms.lap_models import Scale, paced_linear_loss
 from tests.algorithms.workers.lap_common import flat, gather_scalar, same_on_all_ranks
 
 LR = 1.0 / 64
@@ -40,7 +40,7 @@ def main(final_average: bool, start_method: str, codec: str) -> None:
     sgd = torch.optim.SGD(model.parameters(), lr=LR)
     opt = algorithms.CommOptimizer(sgd, algorithm="lapsgd", comm=comm, num_processes=2, averaging_freq=3,
                                    codec=None if codec == "none" else codec)
-    result = opt.train(model, linear_loss, rank_dependent_data(comm.size), steps=STEPS, batch_size=8,
+    result = opt.train(model, paced_linear_loss, rank_dependent_data(comm.size), steps=STEPS, batch_size=8,
                        final_average=final_average, start_method=start_method)
     assert result.steps == STEPS and sum(result.per_worker) == STEPS, result
     assert result.rounds > 1 and same_on_all_ranks(comm, torch.tensor([float(result.rounds)])), result.rounds
@@ -58,7 +58,7 @@ def main(final_average: bool, start_method: str, codec: str) -> None:
         # minibatches keeps them within the few updates made since the last round
         gaps = gather_scalar(comm, float(w[0]))
         spread = max(gaps) - min(gaps)
-        assert spread < 0.25 * LR * STEPS, (gaps, LR * STEPS)
+        assert spread < 0.25 * LR * STEPS, (gaps, LR * STEPS, result)
     print(f"rank {comm.rank}: w[0] = {float(w[0]):.6f}, sum {float(total[0]):.6f} vs {expected:.6f}, "
           f"{result.rounds} rounds, workers {result.per_worker}", flush=True)
 
