@@ -33,6 +33,11 @@ def segments(tensors: Sequence[torch.Tensor], bucket: torch.Tensor, offsets: Seq
     Validated layouts are cached on the fingerprint of everything checked (_layout_cache.py)."""
     if isinstance(tensors, torch.Tensor):
         raise TypeError(f"{what}: tensors must be a sequence of tensors, got a single tensor")
+    if not isinstance(tensors, (list, tuple)):
+        try:
+            tensors = list(tensors)  # a generator would be used up by the fingerprint
+        except TypeError:
+            raise TypeError(f"{what}: tensors must be a sequence of tensors, got {type(tensors).__name__}") from None
     tensor_key, bucket_key = fingerprint(tensors), fingerprint([bucket, *others])
     try:
         offsets_key = None if offsets is None else tuple(offsets)

@@ -100,6 +100,16 @@ def test_different_list_order_offsets_and_bucket_get_their_own_layouts():
     pull_and_check(ts[1:], centre)
 
 
+def test_a_generator_of_tensors_is_read_once():
+    ts, centre = fresh()
+    want = elastic_reference(ts, centre, 0.5)
+    for _ in range(2):  # uncached, then cached
+        kernels.elastic_update((t for t in ts), centre, 0.5)
+        for t, w in zip(ts, want):
+            torch.testing.assert_close(t, w, rtol=0, atol=1e-6)
+        want = elastic_reference(ts, centre, 0.5)
+
+
 def test_bad_input_is_never_cached():
     ts, centre = fresh()
     for _ in range(2):
