@@ -81,7 +81,9 @@ class ElasticBase(CommOptimizer):
         if p == 0.0:
             return
         if self._centre_flat is not None:
-            pycomm.kernels.elastic_update(self._x, self._centre_flat, p)
+            # the parameters themselves, not self._x: the kernel writes raw memory (autograd is off
+            # here), and fresh .data views per step would cost more than the kernel's cached checks
+            pycomm.kernels.elastic_update(self.params, self._centre_flat, p)
         else:
             elastic_(self._x, self.centre, p)
 

@@ -144,15 +144,23 @@ def _copy_gbps(nbytes: int, device: str, repeats: int, sync) -> float:
     return 2 * nbytes / measure(lambda: dst.copy_(src), repeats=repeats, sync=sync).median / 1e9
 
 
-def _interleaved(fns: dict[str, Callable[[], object]], repeats: int, sync, measure) -> dict:
+def _interleaved(fns: dict[str, Callable[[], object]], repeats: int, sync, measure,
+                 evict: Callable[[], object]) -> dict:
     """Timing of each fn, taken in alternating rounds (one harness.measure per fn per round), so a
-    shared machine's changing load hits all of them alike; median/min/max over the rounds."""
+    shared machine's changing load hits all of them alike; median/min/max over the rounds. `evict`
+    (untimed) runs before each timed call, so every fn starts from cold caches: otherwise a fn
+    would find in cache what the fn before it just touched (torch's composition reads and writes
+    the tensors pycomm's kernel just updated), and the order would pick the winner at sizes
+    that fit the last-level cache."""
     from benchmarks.harness import Timing
     for f in fns.values():
         f()
     samples: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeats):
         for k, f in fns.items():
+            evict()
+            if sync is not None:
+                sync()
             samples[k].append(measure(f, repeats=1, warmup=0, sync=sync).median)
     return {k: Timing(statistics.median(v), min(v), max(v), len(v), v) for k, v in samples.items()}
 
@@ -177,6 +185,9 @@ def run(args: argparse.Namespace) -> dict:
 
     src = torch.ones(copy_bytes // 4, device=args.device)
     dst = torch.empty_like(src)
+    # copying buffers of their own (64 MiB in a full run, twice the last-level cache of the machines we
+    # use) pushes the kernels' buffers and memcpy's out of cache
+    evict_src, evict_dst = torch.ones_like(src), torch.empty_like(src)
 
     def memcpy_1thread():
         torch.set_num_threads(1)
@@ -190,7 +201,7 @@ def run(args: argparse.Namespace) -> dict:
         for case in _cases(n, args.device):
             t = _interleaved({"ours": case.ours, "torch": case.torch_composition,
                               "memcpy": memcpy_1thread if args.device == "cpu" else lambda: dst.copy_(src)},
-                             args.repeats, sync, measure)
+                             args.repeats, sync, measure, evict=lambda: evict_dst.copy_(evict_src))
             gbps = case.bytes_moved / t["ours"].median / 1e9
             copy = 2 * copy_bytes / t["memcpy"].median / 1e9
             rows.append({

@@ -51,7 +51,12 @@ def place_of(tensors: Sequence[torch.Tensor], what: str) -> Place:
         raise RuntimeError(f"{what}: got a tensor on {device}, but this build of pycomm has no "
                            f"{vendor.upper()} support (build_info: cuda={info['cuda']}, hip={info['hip']}); "
                            f"rebuild with {'hipcc' if vendor == 'hip' else 'nvcc'} available")
-    return Place(device.index, torch.cuda.current_stream(device).cuda_stream)
+    return Place(device.index, current_stream(device.index))
+
+
+def current_stream(device: int) -> int:
+    """The handle of torch's current stream on GPU `device` (0 for the CPU, device -1)."""
+    return torch.cuda.current_stream(device).cuda_stream if device >= 0 else 0
 
 
 def ptr(t: torch.Tensor) -> int:

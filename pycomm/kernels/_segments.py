@@ -7,7 +7,10 @@ from typing import Sequence
 import torch
 
 from pycomm import _dtypes
-from pycomm._tensors import Place, check_tensor, place_of, ptr
+from pycomm._tensors import Place, check_tensor, current_stream, place_of, ptr
+from pycomm.kernels._layout_cache import LayoutCache, fingerprint
+
+LAYOUTS = LayoutCache()  # validated layouts of segments(), shared by every multi-tensor kernel
 
 
 def bucket_offsets(tensors: Sequence[torch.Tensor], align: int = 1) -> tuple[list[int], int]:
@@ -24,11 +27,33 @@ def bucket_offsets(tensors: Sequence[torch.Tensor], align: int = 1) -> tuple[lis
 
 def segments(tensors: Sequence[torch.Tensor], bucket: torch.Tensor, offsets: Sequence[int] | None, what: str,
              others: Sequence[torch.Tensor] = (), dtypes: Sequence[torch.dtype] | None = None
-             ) -> tuple[Place, list[int], list[int], list[int], int]:
+             ) -> tuple[Place, Sequence[int], Sequence[int], Sequence[int], int]:
     """Checks `tensors` (one dtype, of `dtypes` when given) against `bucket` (likewise) and returns
-    (place, ptrs, offsets, numels, tensor dtype code). `others` must share the tensors' device."""
+    (place, ptrs, offsets, numels, tensor dtype code). `others` must share the tensors' device.
+    Validated layouts are cached on the fingerprint of everything checked (_layout_cache.py)."""
     if isinstance(tensors, torch.Tensor):
         raise TypeError(f"{what}: tensors must be a sequence of tensors, got a single tensor")
+    if not isinstance(tensors, (list, tuple)):
+        try:
+            tensors = list(tensors)  # a generator would be used up by the fingerprint
+        except TypeError:
+            raise TypeError(f"{what}: tensors must be a sequence of tensors, got {type(tensors).__name__}") from None
+    tensor_key, bucket_key = fingerprint(tensors), fingerprint([bucket, *others])
+    try:
+        offsets_key = None if offsets is None else tuple(offsets)
+    except TypeError:
+        offsets_key = tensor_key = None  # not a sequence: validation says so
+    key = None if tensor_key is None or bucket_key is None else (
+        tensor_key, bucket_key, offsets_key, None if dtypes is None else tuple(dtypes))
+    device, ptrs, offs, numels, tcode = LAYOUTS.get(key, lambda: _validate(tensors, bucket, offsets, what,
+                                                                           others, dtypes))
+    return Place(device, current_stream(device)), ptrs, offs, numels, tcode
+
+
+def _validate(tensors: Sequence[torch.Tensor], bucket: torch.Tensor, offsets: Sequence[int] | None, what: str,
+              others: Sequence[torch.Tensor], dtypes: Sequence[torch.dtype] | None
+              ) -> tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+    """The uncached checks of segments(); returns (device, ptrs, offsets, numels, dtype code)."""
     tensors = [check_tensor(t, f"{what}: tensors[{i}]", dtypes) for i, t in enumerate(tensors)]
     check_tensor(bucket, f"{what}: bucket", dtypes)
     dtypes = {t.dtype for t in tensors}
@@ -43,5 +68,5 @@ def segments(tensors: Sequence[torch.Tensor], bucket: torch.Tensor, offsets: Seq
         raise ValueError(f"{what}: got {len(offsets)} offsets for {len(tensors)} tensors")
     place = place_of([*tensors, bucket, *others], what)
     tensor_dtype = tensors[0].dtype if tensors else bucket.dtype
-    return (place, [ptr(t) for t in tensors], [int(o) for o in offsets], [t.numel() for t in tensors],
-            _dtypes.code(tensor_dtype, what))
+    return (place.device, tuple(ptr(t) for t in tensors), tuple(int(o) for o in offsets),
+            tuple(t.numel() for t in tensors), _dtypes.code(tensor_dtype, what))
