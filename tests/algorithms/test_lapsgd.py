@@ -51,9 +51,9 @@ def test_averaging_keeps_local_updates_and_ends_equal(final, start_method, codec
 
 @pytest.mark.mpi
 @pytest.mark.skipif(not lap_mnist.available(), reason="MNIST IDX files not found")
-@pytest.mark.parametrize("algorithm", ["lapsgd", "lppsgd"])
-def test_mnist_convergence_2_ranks_x_2_processes(algorithm):
-    proc = mpirun(2, "tests.algorithms.workers.lap_mnist", algorithm, "fork", "none", timeout=900)
+@pytest.mark.parametrize("algorithm, codec", [("lapsgd", "none"), ("lppsgd", "none"), ("lapsgd", "int8")])
+def test_mnist_convergence_2_ranks_x_2_processes(algorithm, codec):
+    proc = mpirun(2, "tests.algorithms.workers.lap_mnist", algorithm, "fork", codec, timeout=900)
     print(proc.stdout)
 
 
