@@ -7,15 +7,25 @@ rank's encoding of chunk r, which it decode-accumulates in fp32 onto its own chu
 everyone every reduced chunk, and each rank decodes them all into t (its own too, so that every
 rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
 
-Stage 2 needs stage 1's result, so the two stages run on one helper thread per communicator over a
+Large tensors are cut into segments of PYCOMM_QUANTIZED_SEGMENT elements (default 4 Mi; each a whole
+number of chunks of whole codec blocks, so block boundaries do not move) and pipelined: segment k+1 is
+encoded while segment k's all-to-all is in flight, and k's reduction and re-encoding overlap k-1's
+all-gather. Every rank runs the same fixed schedule, so the collectives match without any handshake.
+The overlap needs a core (or a GPU stream) free for the transfer: on a node whose cores are all busy
+with ranks it gains nothing, and smaller segments then only add per-call costs.
+
+Stage 2 needs stage 1's result, so the stages run on one helper thread per communicator over a
 private duplicate of it: jobs run in submission order there, and the caller's own collectives on the
 parent communicator can never interleave differently on different ranks."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
 import threading
 import weakref
-from typing import Any
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import torch
 
@@ -104,6 +114,41 @@ def chunk_numel(numel: int, size: int, block: int) -> int:
     return -(-per_rank // block) * block
 
 
+DEFAULT_SEGMENT = 4 << 20   # elements: 16 MiB of fp32 per pipeline stage
+
+
+def segment_numel(size: int, block: int) -> int:
+    """Elements of t per pipelined segment: PYCOMM_QUANTIZED_SEGMENT (default 4 Mi), rounded up to
+    size whole-block chunks."""
+    raw = os.environ.get("PYCOMM_QUANTIZED_SEGMENT", "")
+    try:
+        want = int(raw) if raw else DEFAULT_SEGMENT
+    except ValueError:
+        want = 0
+    if want < 1:
+        raise ValueError(f"PYCOMM_QUANTIZED_SEGMENT must be a positive number of elements, got {raw!r}")
+    return size * chunk_numel(want, size, block)
+
+
+@dataclass(frozen=True)
+class Segment:
+    lo: int       # t[lo:hi] is the segment; rank r reduces t[lo + r c : lo + (r+1) c] (clipped at hi)
+    hi: int
+    c: int        # elements per rank's chunk
+    mine: int     # offset of this rank's chunk in the concatenation of its chunks (the server residual)
+
+
+def segments(numel: int, size: int, block: int) -> list[Segment]:
+    seg = segment_numel(size, block)
+    out, mine = [], 0
+    for lo in range(0, numel, seg):
+        hi = min(lo + seg, numel)
+        c = chunk_numel(hi - lo, size, block)
+        out.append(Segment(lo, hi, c, mine))
+        mine += c
+    return out
+
+
 def _check_residual(error_feedback: Any, t: torch.Tensor) -> None:
     if error_feedback is None or isinstance(error_feedback, ErrorFeedback):
         return
@@ -129,72 +174,125 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
                          f"meaningful), got {op.name}")
     codec = check_codec(Int8Codec(block=256) if codec is None else codec, f"{what}: codec")
     _check_residual(error_feedback, t)
-    c = chunk_numel(t.numel(), comm.size, codec.block)
+    segs = segments(t.numel(), comm.size, codec.block)
     if isinstance(error_feedback, ErrorFeedback):
-        local, server = error_feedback.buffers(t.numel(), c, t.device)
+        local, server = error_feedback.buffers(t.numel(), sum(g.c for g in segs), t.device)
     else:
         local, server = error_feedback, None
     engine = _engine(comm)
     stream = torch.cuda.current_stream(t.device) if t.is_cuda else None
-    future = engine.threads.submit(_run, engine.comm, t, op, codec, c, local, server, stream)
+    future = engine.threads.submit(_run, engine.comm, t, op, codec, segs, local, server, stream)
     return QuantizedWork(future, f"allreduce_quantized ({t.numel()} x {t.dtype}, {codec!r}, op {op.name})")
 
 
-def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, c: int, local: torch.Tensor | None,
+def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment], local: torch.Tensor | None,
          server: torch.Tensor | None, stream: Any) -> None:
     if stream is not None:
         with torch.cuda.stream(stream):
-            return _reduce(comm, t, op, codec, c, local, server)
-    return _reduce(comm, t, op, codec, c, local, server)
+            return _Pipeline(comm, t, op, codec, local, server).run(segs)
+    return _Pipeline(comm, t, op, codec, local, server).run(segs)
 
 
-def _reduce(comm: Any, t: torch.Tensor, op: Any, codec: Codec, c: int, local: torch.Tensor | None,
-            server: torch.Tensor | None) -> None:
-    """Both stages on the helper thread; `local` / `server` are the error-feedback residuals."""
-    n, size = t.numel(), comm.size
-    if n == 0:
-        return
-    flat = t.view(-1)
-    wire = WireLayout(codec, c, size, t.device)
-    send, recv = wire.buffer(), wire.buffer()
-    scratch = POOL.take(c, torch.float32, t.device)       # zero-padded copy of a partial chunk
-    me = comm.rank
-    try:
-        for r in range(size):               # stage 1: encode the chunks the other ranks reduce
-            if r == me:
+class _InFlight:
+    """One segment between its stages: its wire layout, buffers, and the collective in flight."""
+
+    def __init__(self, seg: Segment, wire: WireLayout) -> None:
+        self.seg, self.wire = seg, wire
+        self.send, self.recv = wire.buffer(), wire.buffer()
+        self.scratch = POOL.take(seg.c, torch.float32, wire.device)   # padded chunk / accumulator
+        self.work: Any = None
+
+    def release(self) -> None:
+        POOL.give(self.scratch)
+        self.wire.release(self.send)
+        self.wire.release(self.recv)
+
+
+class _Pipeline:
+    """Both stages of every segment, on the helper thread; `local` / `server` are the error-feedback
+    residuals. Two segments are in flight at most: k's all-to-all, and k-1's all-gather."""
+
+    def __init__(self, comm: Any, t: torch.Tensor, op: Any, codec: Codec, local: torch.Tensor | None,
+                 server: torch.Tensor | None) -> None:
+        self.comm, self.flat, self.op, self.codec = comm, t.view(-1), op, codec
+        self.local, self.server = local, server
+        self.to_fp32_directly = t.dtype == torch.float32
+
+    def run(self, segs: list[Segment]) -> None:
+        exchanging: deque[_InFlight] = deque()     # stage 1 in flight
+        gathering: deque[_InFlight] = deque()      # stage 2 in flight
+        try:
+            for seg in segs:
+                exchanging.append(self._exchange(seg))
+                if len(exchanging) > 1:
+                    gathering.append(self._gather(exchanging.popleft()))
+                if len(gathering) > 1:
+                    self._finish(gathering.popleft())
+            while exchanging:
+                gathering.append(self._gather(exchanging.popleft()))
+            while gathering:
+                self._finish(gathering.popleft())
+        finally:
+            for f in (*exchanging, *gathering):
+                if f.work is not None:
+                    try:
+                        f.work.wait()          # never hand a buffer back while a transfer still uses it
+                    except Exception:           # noqa: BLE001 - the first error is already propagating
+                        pass
+                f.release()
+
+    def _chunks(self, seg: Segment) -> Iterator[tuple[int, int, int]]:
+        for r in range(self.comm.size):
+            lo = seg.lo + r * seg.c
+            yield r, min(lo, seg.hi), min(lo + seg.c, seg.hi)
+
+    def _exchange(self, seg: Segment) -> _InFlight:
+        """Stage 1: encode the chunks the other ranks reduce and start the all-to-all."""
+        f = _InFlight(seg, WireLayout(self.codec, seg.c, self.comm.size, self.flat.device))
+        local = self.local
+        for r, lo, hi in self._chunks(seg):
+            if r == self.comm.rank:
                 continue
-            lo, hi = r * c, min((r + 1) * c, n)
-            x, res = _chunk(flat, local, lo, hi, c, scratch)
-            wire.encode_into(send, r, x, res)
-            if local is not None and 0 < hi - lo < c:
+            x, res = _chunk(self.flat, local, lo, hi, seg.c, f.scratch)
+            f.wire.encode_into(f.send, r, x, res)
+            if local is not None and 0 < hi - lo < seg.c:
                 local[lo:hi].copy_(res[: hi - lo])
-        comm.alltoall(recv, send)           # (my own slot carries nothing: my chunk joins exactly)
-        acc = scratch
+        f.work = self.comm.alltoall(f.recv, f.send, async_op=True)   # my own slot carries nothing
+        return f
+
+    def _gather(self, f: _InFlight) -> _InFlight:
+        """Reduce my chunk (exact own part + every other rank's encoding), re-encode, start the all-gather."""
+        f.work.wait()
+        me, flat, local = self.comm.rank, self.flat, self.local
+        acc = f.scratch
         acc.zero_()
-        lo, hi = me * c, min((me + 1) * c, n)
+        _, lo, hi = next(x for x in self._chunks(f.seg) if x[0] == me)
         if hi > lo:
             acc[: hi - lo].copy_(flat[lo:hi])
-            if local is not None:           # nothing of it is lost, so its residual is spent
+            if local is not None:           # nothing of my own chunk is lost, so its residual is spent
                 acc[: hi - lo].add_(local[lo:hi])
                 local[lo:hi].zero_()
-        for r in range(size):               # every other rank's encoding of my chunk
+        for r in range(self.comm.size):
             if r != me:
-                wire.decode_accumulate(recv, r, acc)
-        if op == AVG:
-            acc.mul_(1.0 / size)
-        wire.encode_into(send, 0, acc, server)              # stage 2: my reduced chunk
-        comm.allgather(recv, wire.slot(send, 0))
-        for r in range(size):
-            lo, hi = r * c, min((r + 1) * c, n)
-            if hi - lo == c and t.dtype == torch.float32:
-                wire.decode(recv, r, flat[lo:hi])
+                f.wire.decode_accumulate(f.recv, r, acc)
+        if self.op == AVG:
+            acc.mul_(1.0 / self.comm.size)
+        server = None if self.server is None else self.server[f.seg.mine:f.seg.mine + f.seg.c]
+        f.wire.encode_into(f.send, 0, acc, server)
+        f.work = self.comm.allgather(f.recv, f.wire.slot(f.send, 0), async_op=True)
+        return f
+
+    def _finish(self, f: _InFlight) -> None:
+        """Decode every reduced chunk into t (mine too, so every rank ends with the same bytes)."""
+        f.work.wait()
+        f.work = None
+        for r, lo, hi in self._chunks(f.seg):
+            if hi - lo == f.seg.c and self.to_fp32_directly:
+                f.wire.decode(f.recv, r, self.flat[lo:hi])
             elif hi > lo:
-                wire.decode(recv, r, scratch)
-                flat[lo:hi].copy_(scratch[: hi - lo])
-    finally:
-        POOL.give(scratch)
-        wire.release(send)
-        wire.release(recv)
+                f.wire.decode(f.recv, r, f.scratch)
+                self.flat[lo:hi].copy_(f.scratch[: hi - lo])
+        f.release()
 
 
 def _chunk(flat: torch.Tensor, local: torch.Tensor | None, lo: int, hi: int, c: int,

@@ -8,7 +8,7 @@ import torch
 import pycomm
 from pycomm._codec_wire import WireLayout
 from pycomm.fusion import plan_buckets
-from pycomm.quantized import chunk_numel
+from pycomm.quantized import chunk_numel, segments
 from tests.launch import mpirun
 
 
@@ -68,3 +68,23 @@ def test_wire_layout_round_trips_each_slot(codec) -> None:
         codec.decode(codec.encode(x), direct)
         assert torch.equal(out, direct), f"slot {r} decodes differently from a direct encode"
     wire.release(buf)
+
+
+@pytest.mark.parametrize("numel, size, block, segment", [(0, 2, 256, "1000"), (1, 3, 256, "1000"),
+                                                        (100_003, 3, 64, "1000"), (5000, 4, 256, "")])
+def test_segments_tile_the_tensor_in_whole_block_chunks(monkeypatch: pytest.MonkeyPatch, numel: int, size: int,
+                                                        block: int, segment: str) -> None:
+    monkeypatch.setenv("PYCOMM_QUANTIZED_SEGMENT", segment)
+    segs = segments(numel, size, block)
+    assert (len(segs) == 0) == (numel == 0)
+    assert [s.lo for s in segs] == [0, *(s.hi for s in segs[:-1])][: len(segs)] and (segs[-1].hi if segs else 0) == numel
+    assert all(s.c % block == 0 and s.lo % (size * block) == 0 and size * s.c >= s.hi - s.lo for s in segs)
+    assert [s.mine for s in segs] == [sum(s.c for s in segs[:i]) for i in range(len(segs))]
+    if numel == 100_003:
+        assert segs[0].c == 384 and len(segs) == -(-numel // (3 * 384))  # ceil(1000 / 3) = 334 -> whole 64-blocks
+
+
+def test_segment_size_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYCOMM_QUANTIZED_SEGMENT", "-5")
+    with pytest.raises(ValueError, match="PYCOMM_QUANTIZED_SEGMENT must be a positive"):
+        segments(10, 2, 256)

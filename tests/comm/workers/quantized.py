@@ -3,6 +3,8 @@ bound of its two quantization stages, error feedback carries the loss across ste
 each rank sends are O(S), not O(N S)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
@@ -112,6 +114,20 @@ def check_bad_input(comm) -> None:
     expect_raises(ValueError, "one ErrorFeedback per tensor", lambda: f(torch.ones(301), error_feedback=ef))
 
 
+def check_pipelined(comm) -> None:
+    """Segments of ~1000 elements: tensors above that run as a pipeline of many segments (ragged last
+    segment, chunks clipped at its end), with the same error bound and working error feedback."""
+    os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "1000"
+    try:
+        check_int8(comm, "AVG", torch.float32, 256)
+        check_int8(comm, "SUM", torch.bfloat16, 64)
+        check_error_feedback(comm)
+        os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "0"
+        expect_raises(ValueError, "PYCOMM_QUANTIZED_SEGMENT must be a positive", lambda: comm.allreduce_quantized(torch.ones(4)))
+    finally:
+        del os.environ["PYCOMM_QUANTIZED_SEGMENT"]
+
+
 def main() -> None:
     comm = world()
     check_bad_input(comm)
@@ -120,6 +136,7 @@ def main() -> None:
     check_int8(comm, "AVG", torch.bfloat16, 64)
     check_error_feedback(comm)
     check_bytes(comm)
+    check_pipelined(comm)
     print(f"rank {comm.rank}/{comm.size}: quantized ok", flush=True)
 
 
