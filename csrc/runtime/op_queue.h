@@ -22,6 +22,10 @@ class OpQueue {
   // Assigns the op its sequence number and queues it. Throws PycommError when the communicator is
   // broken or stopped.
   std::shared_ptr<HostWork> submit(std::unique_ptr<QueuedOp> op);
+  // For an op its caller waits for at once (async_op=False): when the queue is idle (nothing
+  // pending or in flight) and the op allows it (QueuedOp::can_run_inline, at most
+  // PYCOMM_INLINE_BYTES), runs it on this thread and returns its finished Work; else submit().
+  std::shared_ptr<HostWork> submit_waited(std::unique_ptr<QueuedOp> op);
   // Runs a blocking op (split, ...) on the queue and waits for it with the stall deadline.
   void run_and_wait(std::unique_ptr<QueuedOp> op);
 
@@ -35,6 +39,8 @@ class OpQueue {
  private:
   struct State;
   static void loop(std::shared_ptr<State> st);
+  // Under the lock: refuses ops of a stopped or broken communicator, numbers the op, makes its Work.
+  void admit(QueuedOp& op);
 
   std::shared_ptr<CommHealth> health_;
   std::shared_ptr<State> state_;
