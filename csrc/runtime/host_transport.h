@@ -26,6 +26,7 @@ class HostTransport : public Transport {
   std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> barrier() override;
+  bool may_run_on_caller() const override { return true; }
 
  protected:
   // Subclasses call init() once rank, size and the local placement are known.

@@ -1,7 +1,5 @@
 #include "runtime/op_queue.h"
 
-#include <sched.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -31,12 +29,6 @@ struct OpQueue::State {
   bool exited = false;
 };
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-}  // namespace
-
 OpQueue::OpQueue(std::shared_ptr<CommHealth> health) : health_(health), state_(std::make_shared<State>()) {
   state_->health = std::move(health);
   thread_ = std::thread(&OpQueue::loop, state_);
@@ -60,14 +52,18 @@ void OpQueue::admit(QueuedOp& op) {
   op.work = std::make_shared<HostWork>(op.info, health_);
 }
 
-std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op) {
-  std::lock_guard<std::mutex> lk(state_->mu);
+std::shared_ptr<HostWork> OpQueue::enqueue(std::unique_ptr<QueuedOp> op) {
   admit(*op);
   auto work = op->work;
   state_->pending.push_back(std::move(op));
   state_->pending_count = state_->pending.size();
   state_->cv.notify_one();
   return work;
+}
+
+std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op) {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return enqueue(std::move(op));
 }
 
 std::shared_ptr<HostWork> OpQueue::submit_waited(std::unique_ptr<QueuedOp> op) {
@@ -77,14 +73,7 @@ std::shared_ptr<HostWork> OpQueue::submit_waited(std::unique_ptr<QueuedOp> op) {
     std::lock_guard<std::mutex> lk(state_->mu);
     // Idle: every earlier op of this communicator has completed, so running this one now keeps the
     // submission order; `inline_running` keeps later submitters (other threads) behind it.
-    if (!state_->pending.empty() || state_->busy.load() != 0 || state_->inline_running) {
-      admit(*op);
-      auto work = op->work;
-      state_->pending.push_back(std::move(op));
-      state_->pending_count = state_->pending.size();
-      state_->cv.notify_one();
-      return work;
-    }
+    if (!state_->pending.empty() || state_->busy.load() != 0 || state_->inline_running) return enqueue(std::move(op));
     admit(*op);
     state_->inline_running = true;
   }

@@ -1,6 +1,7 @@
 // The progress thread of one communicator: starts ops strictly in submission order (so ranks that
 // submit the same sequence never deadlock), polls the ones in flight, completes or fails their
 // Work, and records stats and NVTX ranges. Any failure inside the queue breaks the communicator.
+// A blocking op may instead run on its caller's thread while the queue is idle (submit_waited).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,8 @@ class OpQueue {
   static void loop(std::shared_ptr<State> st);
   // Under the lock: refuses ops of a stopped or broken communicator, numbers the op, makes its Work.
   void admit(QueuedOp& op);
+  // Under the lock: admit(), then hands the op to the thread.
+  std::shared_ptr<HostWork> enqueue(std::unique_ptr<QueuedOp> op);
 
   std::shared_ptr<CommHealth> health_;
   std::shared_ptr<State> state_;
