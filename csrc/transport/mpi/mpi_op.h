@@ -53,7 +53,8 @@ class MpiOp : public QueuedOp {
         double avg_scale, std::unique_ptr<GpuStaging> staging);
   ~MpiOp() override;
 
-  bool can_run_inline() const override { return !staging_; }  // GPU buffers keep the staging path
+  // Host buffers only: GPU ones keep the progress thread (staging, or a GPU-aware MPI's device calls).
+  bool can_run_inline() const override { return in_.device < 0 && out_.device < 0; }
   bool prepare() override;
   void start() override;
   bool test() override;
