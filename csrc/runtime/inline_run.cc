@@ -14,7 +14,7 @@ namespace pycomm {
 int64_t inline_max_bytes() {
   static const int64_t limit = [] {
     const char* v = std::getenv("PYCOMM_INLINE_BYTES");
-    if (v == nullptr || *v == '\0') return int64_t{1} << 20;
+    if (v == nullptr || *v == '\0') return int64_t{0};
     char* end = nullptr;
     long long n = std::strtoll(v, &end, 10);
     if (end == v || *end != '\0' || n < 0)

@@ -3,10 +3,10 @@ ranks. A blocking op may run on the caller's thread only while nothing else of i
 queued or in flight; these checks interleave async and blocking ops so that a blocking op that jumped
 the queue would pair with a different op on the other rank and give a wrong sum. pycomm.stats()'s
 inline_calls tells which path each op took. Run under mpirun with 2 or more ranks:
-`python -m tests.comm.workers.inline_path [inline_bytes]` where inline_bytes is the PYCOMM_INLINE_BYTES
-the launcher set (0: every op must take the queue)."""
+`PYCOMM_INLINE_BYTES=n python -m tests.comm.workers.inline_path` (unset or 0: every op must take the queue)."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -111,8 +111,8 @@ def check_blocking_p2p(comm: pycomm.Communicator) -> None:
 
 
 def main() -> int:
-    inline_bytes = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 20
-    comm = pycomm.init(backend="mpi")
+    comm = pycomm.init(backend="mpi")  # first: it must reject a malformed PYCOMM_INLINE_BYTES itself
+    inline_bytes = int(os.environ.get("PYCOMM_INLINE_BYTES") or 0)
     assert comm.size >= 2, "run on 2 or more ranks"
     check_idle_blocking_ops(comm, inline_bytes)
     check_over_the_limit_takes_the_queue(comm, inline_bytes)
