@@ -35,14 +35,20 @@ def check_tensor(t: object, what: str, dtypes: Sequence[torch.dtype] | None = No
     return t
 
 
+CPU = Place(-1, 0)
+
+
 def place_of(tensors: Sequence[torch.Tensor], what: str) -> Place:
     """All tensors on one device; a GPU device needs a GPU build of the same vendor."""
-    devices = {t.device for t in tensors}
-    if len(devices) > 1:
-        raise ValueError(f"{what}: all tensors must be on one device, got {sorted(map(str, devices))}")
-    device = devices.pop() if devices else torch.device("cpu")
+    if len(tensors) == 1 and not tensors[0].is_cuda:  # the common case, on every call: no set to build
+        device = tensors[0].device
+    else:
+        devices = {t.device for t in tensors}
+        if len(devices) > 1:
+            raise ValueError(f"{what}: all tensors must be on one device, got {sorted(map(str, devices))}")
+        device = devices.pop() if devices else torch.device("cpu")
     if device.type == "cpu":
-        return Place(-1, 0)
+        return CPU
     if device.type != "cuda":
         raise ValueError(f"{what}: tensors on {device.type} are not supported; expected cpu or cuda (ROCm)")
     info = build_info()

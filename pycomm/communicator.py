@@ -4,13 +4,13 @@ Every op is checked here (tensor kind, dtype, device, sizes, peers) and handed t
 buffers; the transport runs the ops of one communicator in submission order on its own queue."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import torch
 
 from pycomm import _dtypes
 from pycomm._build import core
-from pycomm._tensors import Place, check_tensor, place_of, ptr
+from pycomm._tensors import CPU, Place, check_tensor, place_of, ptr
 from pycomm.ops import AVG, SUM, ReduceOp, check_op
 from pycomm.work import Work
 from pycomm import fusion, quantized
@@ -57,10 +57,12 @@ class Communicator:
 
     # ---- helpers -----------------------------------------------------------------------------
     def _submit(self, handle: Any, keep: tuple, place: Place, async_op: bool) -> Optional[Work]:
-        work = Work(handle, keep, place.device)
         if not async_op:
-            work.wait()
+            # The transport was told the caller waits (it may have run the op already): wait on the
+            # handle directly, no Work to build. place.stream is the current stream, as Work.wait uses.
+            handle.wait(place.stream, core().stall_timeout())
             return None
+        work = Work(handle, keep, place.device)
         # Until an op completes, its tensors must outlive a Work the caller may drop.
         self._in_flight = [w for w in self._in_flight if not w.is_completed()]
         self._in_flight.append(work)
@@ -94,7 +96,7 @@ class Communicator:
         self._reducible(t, op, "allreduce")
         place = place_of([t], "allreduce")
         h = self._t.allreduce(ptr(t), t.numel(), _dtypes.code(t.dtype, "allreduce"), place.device, int(op),
-                              place.stream, int(bucket))
+                              place.stream, int(bucket), not async_op)
         return self._submit(h, (t,), place, async_op)
 
     def broadcast(self, tensor: torch.Tensor, root: int = 0, async_op: bool = False) -> Optional[Work]:
@@ -102,7 +104,8 @@ class Communicator:
         t = check_tensor(tensor, "broadcast: tensor")
         root = self._peer(root, "broadcast", "root")
         place = place_of([t], "broadcast")
-        h = self._t.broadcast(ptr(t), t.numel(), _dtypes.code(t.dtype, "broadcast"), place.device, root, place.stream)
+        h = self._t.broadcast(ptr(t), t.numel(), _dtypes.code(t.dtype, "broadcast"), place.device, root, place.stream,
+                              not async_op)
         return self._submit(h, (t,), place, async_op)
 
     def allgather(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
@@ -112,7 +115,7 @@ class Communicator:
             raise ValueError(f"allgather: out has {out.numel()} elements; expected size * tensor.numel() = "
                              f"{self.size} * {t.numel()} = {self.size * t.numel()}")
         h = self._t.allgather(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "allgather"),
-                              place.device, place.stream)
+                              place.device, place.stream, not async_op)
         return self._submit(h, (out, t), place, async_op)
 
     def reduce_scatter(self, out: torch.Tensor, tensor: torch.Tensor, op: ReduceOp = SUM,
@@ -127,7 +130,7 @@ class Communicator:
                              f"{self.size} * {out.numel()} = {self.size * out.numel()} (tensor.numel() must be "
                              f"divisible by the communicator size)")
         h = self._t.reduce_scatter(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "reduce_scatter"),
-                                   place.device, int(op), place.stream)
+                                   place.device, int(op), place.stream, not async_op)
         return self._submit(h, (out, t), place, async_op)
 
     def alltoall(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
@@ -138,35 +141,35 @@ class Communicator:
             raise ValueError(f"alltoall: out and tensor must have the same numel, divisible by the communicator size "
                              f"{self.size}; got out {out.numel()}, tensor {t.numel()}")
         h = self._t.alltoall(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "alltoall"),
-                             place.device, place.stream)
+                             place.device, place.stream, not async_op)
         return self._submit(h, (out, t), place, async_op)
 
     def barrier(self, async_op: bool = False) -> Optional[Work]:
-        return self._submit(self._t.barrier(), (), Place(-1, 0), async_op)
+        return self._submit(self._t.barrier(not async_op), (), CPU, async_op)
 
     # ---- point to point ----------------------------------------------------------------------
-    def _p2p(self, kind: str, tensor: torch.Tensor, peer: int, tag: int) -> Work:
+    def _p2p(self, kind: str, tensor: torch.Tensor, peer: int, tag: int, async_op: bool = True) -> Optional[Work]:
         t = check_tensor(tensor, f"{kind}: tensor")
         peer = self._peer(peer, kind, "dst" if kind.endswith("send") else "src")
         if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag <= MAX_TAG:
             raise ValueError(f"{kind}: tag must be an int in [0, {MAX_TAG}], got {tag!r}")
         place = place_of([t], kind)
         fn = self._t.send if kind.endswith("send") else self._t.recv
-        h = fn(ptr(t), t.numel(), _dtypes.code(t.dtype, kind), place.device, peer, tag, place.stream)
-        return self._submit(h, (t,), place, async_op=True)
+        h = fn(ptr(t), t.numel(), _dtypes.code(t.dtype, kind), place.device, peer, tag, place.stream, not async_op)
+        return self._submit(h, (t,), place, async_op)
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> Work:
-        return self._p2p("isend", tensor, dst, tag)
+        return cast(Work, self._p2p("isend", tensor, dst, tag))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> Work:
         """Receives into `tensor` (same numel and dtype as the matching send)."""
-        return self._p2p("irecv", tensor, src, tag)
+        return cast(Work, self._p2p("irecv", tensor, src, tag))
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
-        self.isend(tensor, dst, tag).wait()
+        self._p2p("send", tensor, dst, tag, async_op=False)
 
     def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> None:
-        self.irecv(tensor, src, tag).wait()
+        self._p2p("recv", tensor, src, tag, async_op=False)
 
     # ---- sub-communicators -------------------------------------------------------------------
     def split(self, color: int, key: Optional[int] = None) -> Optional["Communicator"]:

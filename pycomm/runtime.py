@@ -96,15 +96,18 @@ def finalize() -> None:
 
 
 def stats(reset: bool = False) -> dict[str, dict[str, float]]:
-    """Per-op counters of this process: {op: {calls, bytes, seconds, busbw}}. bytes is the op's data
-    size as nccl-tests counts it (all-gather: output, reduce-scatter: input), seconds the time from
-    the op's start on its queue to completion, busbw = bytes * bus factor / seconds in bytes/s (bus
-    factor 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all, 1 else)."""
+    """Per-op counters of this process: {op: {calls, bytes, seconds, busbw, inline_calls}}. bytes is the
+    op's data size as nccl-tests counts it (all-gather: output, reduce-scatter: input), seconds the time
+    from the op's start on its queue to completion, busbw = bytes * bus factor / seconds in bytes/s (bus
+    factor 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all, 1 else).
+    inline_calls: of calls, those run on the caller's own thread (async_op=False while nothing else
+    of that communicator was queued or in flight, at most PYCOMM_INLINE_BYTES)."""
     raw = core().stats()
     if reset:
         core().stats_reset()
     return {op: {"calls": c["calls"], "bytes": c["bytes"], "seconds": c["seconds"],
-                 "busbw": c["bus_bytes"] / c["seconds"] if c["seconds"] > 0 else 0.0}
+                 "busbw": c["bus_bytes"] / c["seconds"] if c["seconds"] > 0 else 0.0,
+                 "inline_calls": c["inline_calls"]}
             for op, c in raw.items()}
 
 

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "bindings/bindings.h"
+#include "runtime/caller_waits.h"
 #include "runtime/errors.h"
 #include "runtime/stall.h"
 #include "runtime/stats.h"
@@ -23,6 +24,16 @@ Buffer buffer(uintptr_t ptr, int64_t count, int dtype, int device, const char* w
   b.dtype = dtype_from_int(dtype, what);
   b.device = device;
   return b;
+}
+
+// Runs `submit` (an op of `t`). `caller_waits`: the caller waits for the op at once, so a host
+// transport may run it right here; the GIL is released for that, as Work.wait releases it.
+template <typename Submit>
+std::shared_ptr<Work> submitted(const Transport& t, bool caller_waits, Submit submit) {
+  if (!caller_waits || !t.may_run_on_caller()) return submit();
+  py::gil_scoped_release nogil;
+  CallerWaitsScope scope(true);
+  return submit();
 }
 
 ReduceOp reduce_op(int op) {
@@ -77,6 +88,7 @@ void register_work(py::module_& m) {
       .def_property_readonly("info", [](const Work& w) { return op_info(w.info()); });
 }
 
+// Every op takes a last `caller_waits` flag (True for async_op=False): see submitted().
 void register_transport(py::module_& m) {
   using T = Transport;
   py::class_<T, std::shared_ptr<T>>(m, "Transport", "A communicator's transport on raw buffers.")
@@ -86,35 +98,44 @@ void register_transport(py::module_& m) {
       .def_property_readonly("local_size", &T::local_size)
       .def_property_readonly("backend", &T::backend)
       .def("allreduce",
-           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int op, uintptr_t stream, int bucket) {
-             return t.allreduce(buffer(p, n, dt, dev, "allreduce"), reduce_op(op), stream, bucket);
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int op, uintptr_t stream, int bucket, bool waits) {
+             return submitted(t, waits, [&] {
+               return t.allreduce(buffer(p, n, dt, dev, "allreduce"), reduce_op(op), stream, bucket);
+             });
            })
       .def("broadcast",
-           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int root, uintptr_t stream) {
-             return t.broadcast(buffer(p, n, dt, dev, "broadcast"), root, stream);
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int root, uintptr_t stream, bool waits) {
+             return submitted(t, waits, [&] { return t.broadcast(buffer(p, n, dt, dev, "broadcast"), root, stream); });
            })
       .def("allgather",
-           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream) {
-             return t.allgather(buffer(po, no, dt, dev, "allgather"), buffer(pi, ni, dt, dev, "allgather"), stream);
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
+             return submitted(t, waits, [&] {
+               return t.allgather(buffer(po, no, dt, dev, "allgather"), buffer(pi, ni, dt, dev, "allgather"), stream);
+             });
            })
       .def("reduce_scatter",
-           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, int op, uintptr_t stream) {
-             return t.reduce_scatter(buffer(po, no, dt, dev, "reduce_scatter"),
-                                     buffer(pi, ni, dt, dev, "reduce_scatter"), reduce_op(op), stream);
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, int op, uintptr_t stream,
+              bool waits) {
+             return submitted(t, waits, [&] {
+               return t.reduce_scatter(buffer(po, no, dt, dev, "reduce_scatter"),
+                                       buffer(pi, ni, dt, dev, "reduce_scatter"), reduce_op(op), stream);
+             });
            })
       .def("alltoall",
-           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream) {
-             return t.alltoall(buffer(po, no, dt, dev, "alltoall"), buffer(pi, ni, dt, dev, "alltoall"), stream);
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
+             return submitted(t, waits, [&] {
+               return t.alltoall(buffer(po, no, dt, dev, "alltoall"), buffer(pi, ni, dt, dev, "alltoall"), stream);
+             });
            })
       .def("send",
-           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int dst, int tag, uintptr_t stream) {
-             return t.send(buffer(p, n, dt, dev, "send"), dst, tag, stream);
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int dst, int tag, uintptr_t stream, bool waits) {
+             return submitted(t, waits, [&] { return t.send(buffer(p, n, dt, dev, "send"), dst, tag, stream); });
            })
       .def("recv",
-           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int src, int tag, uintptr_t stream) {
-             return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream);
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int src, int tag, uintptr_t stream, bool waits) {
+             return submitted(t, waits, [&] { return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream); });
            })
-      .def("barrier", &T::barrier)
+      .def("barrier", [](T& t, bool waits) { return submitted(t, waits, [&] { return t.barrier(); }); })
       .def("split", [](T& t, int color, int key) { return shared(t.split(color, key)); },
            py::call_guard<py::gil_scoped_release>())
       .def("split_shared", [](T& t, int key) { return shared(t.split_shared(key)); },
@@ -139,6 +160,7 @@ void register_comm(py::module_& m) {
       e["bytes"] = c.bytes;
       e["bus_bytes"] = c.bus_bytes;
       e["seconds"] = c.seconds;
+      e["inline_calls"] = c.inline_calls;
       d[py::str(name)] = e;
     }
     return d;

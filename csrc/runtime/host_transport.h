@@ -1,5 +1,6 @@
 // The common frame of transports whose ops run on a host progress thread (MPI, local): argument
-// checks and OpInfo, then the op built by the subclass goes through this communicator's OpQueue.
+// checks and OpInfo, then the op built by the subclass goes through this communicator's OpQueue
+// (or, when its caller waits for it at once and the queue is idle, runs on the calling thread).
 #pragma once
 
 #include <memory>
@@ -25,6 +26,7 @@ class HostTransport : public Transport {
   std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> barrier() override;
+  bool may_run_on_caller() const override { return true; }
 
  protected:
   // Subclasses call init() once rank, size and the local placement are known.
@@ -45,6 +47,9 @@ class HostTransport : public Transport {
   virtual std::unique_ptr<QueuedOp> make_barrier(OpInfo info) = 0;
 
  private:
+  // To the queue; an op submitted inside a CallerWaitsScope may run on the calling thread.
+  std::shared_ptr<Work> enqueue(std::unique_ptr<QueuedOp> op);
+
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::unique_ptr<OpQueue> queue_;
 };

@@ -1,7 +1,5 @@
 #include "runtime/op_queue.h"
 
-#include <sched.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -9,9 +7,10 @@
 #include <mutex>
 
 #include "runtime/errors.h"
+#include "runtime/inline_run.h"
+#include "runtime/op_lifecycle.h"
 #include "runtime/spin.h"
 #include "runtime/stall.h"
-#include "runtime/stats.h"
 
 namespace pycomm {
 
@@ -22,54 +21,13 @@ struct OpQueue::State {
   std::condition_variable exit_cv;  // the thread has ended
   std::deque<std::unique_ptr<QueuedOp>> pending;
   std::atomic<size_t> pending_count{0};  // pending.size(), readable without the lock
+  // Ops the thread took off `pending` and has not finished: raised under `mu` as an op is taken,
+  // lowered once it finished, so a submitter holding `mu` that reads 0 knows nothing is in flight.
+  std::atomic<size_t> busy{0};
+  bool inline_running = false;  // an op runs on its caller's thread: nothing else may start
   bool stopping = false;
   bool exited = false;
 };
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-void fail_op(QueuedOp& op, std::exception_ptr e) {
-  op.range.reset();
-  op.work->fail(std::move(e));
-}
-
-std::exception_ptr broken_error(const CommHealth& h, const OpInfo& info) {
-  return std::make_exception_ptr(PycommError(info.describe() + " was abandoned: the " + h.label() +
-                                             " is broken. Cause: " + h.broken_reason()));
-}
-
-// Any exception escaping an op breaks the communicator: its ranks no longer agree on what ran.
-void fail_and_break(QueuedOp& op, CommHealth& health) {
-  std::exception_ptr e = std::current_exception();
-  try {
-    throw;
-  } catch (const std::exception& ex) {
-    health.mark_broken(op.info.describe() + " failed: " + ex.what());
-  } catch (...) {
-    health.mark_broken(op.info.describe() + " failed with an unknown exception");
-  }
-  fail_op(op, e);
-}
-
-// Spin while progress is likely, then yield the core, then sleep: an irecv that waits minutes for
-// its sender must not burn a core that ranks on an oversubscribed node share.
-class Backoff {
- public:
-  void progressed() { idle_since_ = Clock::now(); spins_ = 0; }
-  void idle() {
-    if (++spins_ < 256) return;
-    if (Clock::now() - idle_since_ < std::chrono::seconds(1)) { sched_yield(); return; }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-
- private:
-  Clock::time_point idle_since_ = Clock::now();
-  int spins_ = 0;
-};
-
-}  // namespace
 
 OpQueue::OpQueue(std::shared_ptr<CommHealth> health) : health_(health), state_(std::make_shared<State>()) {
   state_->health = std::move(health);
@@ -86,18 +44,46 @@ OpQueue::~OpQueue() {
   stop(t);
 }
 
-std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op) {
-  std::lock_guard<std::mutex> lk(state_->mu);
+void OpQueue::admit(QueuedOp& op) {
   if (state_->stopping)
-    throw PycommError(op->info.name + ": the " + health_->label() + " was shut down (pycomm.finalize())");
-  health_->check_usable(op->info.name.c_str());
-  op->info.seq = next_seq_++;
-  op->work = std::make_shared<HostWork>(op->info, health_);
+    throw PycommError(op.info.name + ": the " + health_->label() + " was shut down (pycomm.finalize())");
+  health_->check_usable(op.info.name.c_str());
+  op.info.seq = next_seq_++;
+  op.work = std::make_shared<HostWork>(op.info, health_);
+}
+
+std::shared_ptr<HostWork> OpQueue::enqueue(std::unique_ptr<QueuedOp> op) {
+  admit(*op);
   auto work = op->work;
   state_->pending.push_back(std::move(op));
   state_->pending_count = state_->pending.size();
   state_->cv.notify_one();
   return work;
+}
+
+std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op) {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return enqueue(std::move(op));
+}
+
+std::shared_ptr<HostWork> OpQueue::submit_waited(std::unique_ptr<QueuedOp> op) {
+  if (!op->can_run_inline() || !fits_inline(op->info.bytes)) return submit(std::move(op));
+  const double timeout_s = stall_timeout_s();
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    // Idle: every earlier op of this communicator has completed, so running this one now keeps the
+    // submission order; `inline_running` keeps later submitters (other threads) behind it.
+    if (!state_->pending.empty() || state_->busy.load() != 0 || state_->inline_running) return enqueue(std::move(op));
+    admit(*op);
+    state_->inline_running = true;
+  }
+  run_inline(*op, *health_, timeout_s);
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->inline_running = false;
+  }
+  state_->cv.notify_all();  // ops submitted meanwhile, or stop() waiting for the thread to end
+  return op->work;
 }
 
 void OpQueue::run_and_wait(std::unique_ptr<QueuedOp> op) {
@@ -141,13 +127,20 @@ void OpQueue::loop(std::shared_ptr<State> st) {
       std::unique_lock<std::mutex> lk(st->mu);
       if (health.broken()) {
         if (!in_flight.empty() || !st->pending.empty()) health.note_abandoned();  // conservative: a pending op may be mid-check
-        for (auto& op : in_flight) fail_op(*op, broken_error(health, op->info));
-        for (auto& op : st->pending) fail_op(*op, broken_error(health, op->info));
+        for (auto& op : in_flight) fail_op(*op, abandoned_error(health, op->info));
+        for (auto& op : st->pending) fail_op(*op, abandoned_error(health, op->info));
         in_flight.clear();
+        st->busy = 0;
         st->pending.clear();
         st->pending_count = 0;
         if (st->stopping) break;
         st->cv.wait(lk, [&] { return !st->pending.empty() || st->stopping; });
+        continue;
+      }
+      if (st->inline_running && in_flight.empty()) {
+        // An op runs on its caller's thread: ops submitted meanwhile start after it; the
+        // communicator stays alive (no exit on stop) until it returned.
+        st->cv.wait(lk, [&] { return !st->inline_running; });
         continue;
       }
       if (st->pending.empty() && in_flight.empty()) {
@@ -155,7 +148,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         lk.unlock();  // back-to-back ops should not pay a wake-up each
         spin_until([&] { return st->pending_count.load() > 0; });
         lk.lock();
-        st->cv.wait(lk, [&] { return !st->pending.empty() || st->stopping; });
+        st->cv.wait(lk, [&] { return !st->pending.empty() || st->stopping || st->inline_running; });
         continue;
       }
       if (!st->pending.empty()) next = st->pending.front().get();
@@ -170,10 +163,9 @@ void OpQueue::loop(std::shared_ptr<State> st) {
             op = std::move(st->pending.front());
             st->pending.pop_front();
             st->pending_count = st->pending.size();
+            ++st->busy;
           }
-          op->started = Clock::now();
-          op->range = std::make_unique<NvtxOpRange>(op->info);
-          health.note_started(op->info);
+          note_op_started(*op, health);
           op->start();
           in_flight.push_back(std::move(op));
           progressed = true;
@@ -195,18 +187,17 @@ void OpQueue::loop(std::shared_ptr<State> st) {
       bool finished = false;
       try {
         if (op.test()) {
-          double secs = std::chrono::duration<double>(Clock::now() - op.started).count();
-          stats_record(op.info.name, op.info.bytes, op.info.bytes * op.info.bus_factor, secs);
-          op.range.reset();
-          op.work->complete();
+          --st->busy;  // before its waiter wakes: the waiter's next op may then run on its own thread
           finished = true;
+          complete_op(op, health);
         }
       } catch (...) {
-        fail_and_break(op, health);
+        if (!finished) --st->busy;
         finished = true;
+        fail_and_break(op, health);
+        health.note_finished(op.info.seq);
       }
       if (finished) {
-        health.note_finished(op.info.seq);
         it = in_flight.erase(it);
         progressed = true;
       } else {

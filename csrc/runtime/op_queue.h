@@ -1,6 +1,7 @@
 // The progress thread of one communicator: starts ops strictly in submission order (so ranks that
 // submit the same sequence never deadlock), polls the ones in flight, completes or fails their
 // Work, and records stats and NVTX ranges. Any failure inside the queue breaks the communicator.
+// A blocking op may instead run on its caller's thread while the queue is idle (submit_waited).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,10 @@ class OpQueue {
   // Assigns the op its sequence number and queues it. Throws PycommError when the communicator is
   // broken or stopped.
   std::shared_ptr<HostWork> submit(std::unique_ptr<QueuedOp> op);
+  // For an op its caller waits for at once (async_op=False): when the queue is idle (nothing
+  // pending or in flight) and the op allows it (QueuedOp::can_run_inline, at most
+  // PYCOMM_INLINE_BYTES), runs it on this thread and returns its finished Work; else submit().
+  std::shared_ptr<HostWork> submit_waited(std::unique_ptr<QueuedOp> op);
   // Runs a blocking op (split, ...) on the queue and waits for it with the stall deadline.
   void run_and_wait(std::unique_ptr<QueuedOp> op);
 
@@ -35,6 +40,10 @@ class OpQueue {
  private:
   struct State;
   static void loop(std::shared_ptr<State> st);
+  // Under the lock: refuses ops of a stopped or broken communicator, numbers the op, makes its Work.
+  void admit(QueuedOp& op);
+  // Under the lock: admit(), then hands the op to the thread.
+  std::shared_ptr<HostWork> enqueue(std::unique_ptr<QueuedOp> op);
 
   std::shared_ptr<CommHealth> health_;
   std::shared_ptr<State> state_;

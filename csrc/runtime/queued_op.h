@@ -22,6 +22,10 @@ class QueuedOp {
   virtual bool prepare() { return true; }
   // True: every earlier op must complete before this one starts (blocking calls such as split).
   virtual bool needs_drain() const { return false; }
+  // True: the op may run on the thread that submitted it (runtime/inline_run) when its caller
+  // waits for it at once and it fits_inline(): then start() must post only nonblocking calls, so
+  // that the caller's polling can enforce the stall deadline.
+  virtual bool can_run_inline() const { return false; }
   virtual void start() = 0;
   // Polls progress; true once the results are in place.
   virtual bool test() = 0;
@@ -30,6 +34,7 @@ class QueuedOp {
   std::shared_ptr<HostWork> work;  // set by OpQueue::submit
   std::chrono::steady_clock::time_point started;
   std::unique_ptr<NvtxOpRange> range;
+  bool on_caller_thread = false;  // set before start() when it runs on its caller's thread (stats)
 };
 
 }  // namespace pycomm

@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <thread>
 
 namespace pycomm {
 
@@ -22,5 +23,21 @@ bool spin_until(Pred pred, std::chrono::microseconds budget = spin_budget()) {
   }
   return true;
 }
+
+// Polling a transport: spin while progress is likely, then yield the core, then sleep. An irecv that
+// waits minutes for its sender must not burn a core that ranks on an oversubscribed node share.
+class Backoff {
+ public:
+  void progressed() { idle_since_ = std::chrono::steady_clock::now(); spins_ = 0; }
+  void idle() {
+    if (++spins_ < 256) return;
+    if (std::chrono::steady_clock::now() - idle_since_ < std::chrono::seconds(1)) { sched_yield(); return; }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point idle_since_ = std::chrono::steady_clock::now();
+  int spins_ = 0;
+};
 
 }  // namespace pycomm

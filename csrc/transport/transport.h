@@ -71,6 +71,9 @@ class Transport {
   virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
+  // True when an op submitted inside a CallerWaitsScope (runtime/caller_waits.h) may run to
+  // completion on the submitting thread (host transports); the bindings then release the GIL.
+  virtual bool may_run_on_caller() const { return false; }
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
   // The ranks on this rank's node (MPI_Comm_split_type SHARED), ordered by key.
   virtual std::unique_ptr<Transport> split_shared(int key) = 0;

@@ -11,10 +11,13 @@ from tests.launch import mpirun
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nonblocking", ["0", "1"], ids=["blocking-collectives", "nonblocking-collectives"])
-def test_skipped_collective_raises_stall_error_within_timeout(nonblocking):
+@pytest.mark.parametrize("nonblocking,inline_bytes", [("0", "0"), ("1", "0"), ("0", "1048576")],
+                         ids=["queued-blocking-collectives", "queued-nonblocking-collectives", "on-caller-thread"])
+def test_skipped_collective_raises_stall_error_within_timeout(nonblocking, inline_bytes):
+    """The stalled all-reduce (4000 bytes, async_op=False) runs on the progress thread, with blocking
+    or nonblocking MPI calls, or on the caller's thread (PYCOMM_INLINE_BYTES allows it there)."""
     t0 = time.perf_counter()
-    env = {"PYCOMM_TIMEOUT": "5", "PYCOMM_MPI_NONBLOCKING": nonblocking}
+    env = {"PYCOMM_TIMEOUT": "5", "PYCOMM_MPI_NONBLOCKING": nonblocking, "PYCOMM_INLINE_BYTES": inline_bytes}
     proc = mpirun(2, "tests.comm.workers.faults", "stall", env=env, expect_ok=False, timeout=240)
     out = proc.stdout + proc.stderr
     assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
@@ -29,8 +32,10 @@ def test_skipped_collective_raises_stall_error_within_timeout(nonblocking):
 
 
 @pytest.mark.mpi
-def test_mismatched_sizes_under_debug_name_both_ops():
-    proc = mpirun(2, "tests.comm.workers.faults", "mismatch", env={"PYCOMM_DEBUG": "1"})
+@pytest.mark.parametrize("inline_bytes", ["0", "1048576"], ids=["queued", "on-caller-thread"])
+def test_mismatched_sizes_under_debug_name_both_ops(inline_bytes):
+    env = {"PYCOMM_DEBUG": "1", "PYCOMM_INLINE_BYTES": inline_bytes}
+    proc = mpirun(2, "tests.comm.workers.faults", "mismatch", env=env)
     out = proc.stdout
     for r, other in ((0, 1), (1, 0)):
         m = re.search(rf"MARK rank {r} mismatch: (.*)", out)

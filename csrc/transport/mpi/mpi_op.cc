@@ -1,5 +1,6 @@
 #include "transport/mpi/mpi_op.h"
 
+#include "runtime/inline_run.h"
 #include "runtime/scale.h"
 #include "transport/mpi/mpi_env.h"
 
@@ -42,7 +43,9 @@ void MpiOp::start() {
     in = staging_->host_in();
     out = staging_->host_out();
   }
-  post_(in, out, reqs_);
+  // Small ops post nonblocking calls wherever they run: they may run on the caller's thread on one
+  // rank and on the queue on another, and MPI never matches a nonblocking collective with a blocking one.
+  post_(in, out, comm_->blocking && !fits_inline(info.bytes), reqs_);
 }
 
 bool MpiOp::test() {

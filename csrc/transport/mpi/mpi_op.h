@@ -25,15 +25,17 @@ struct CommHandles {
   int rank = 0, size = 1;
   std::string label;
   // Collectives as blocking MPI calls on the queue thread (Open MPI's tuned algorithms, much faster
-  // than its nonblocking ones) or as requests the queue polls (PYCOMM_MPI_NONBLOCKING=1: a stalled
-  // queue can then be abandoned cleanly). Either way the waiter enforces the stall deadline.
+  // than its nonblocking ones for large messages) or as requests the queue polls
+  // (PYCOMM_MPI_NONBLOCKING=1: a stalled queue can then be abandoned cleanly). Either way the waiter
+  // enforces the stall deadline. Ops up to PYCOMM_INLINE_BYTES are always nonblocking calls (they
+  // may run on the caller's thread, which must stay able to give up at the deadline).
   bool blocking = true;
 };
 
 // Posts one collective: blocking (`call()`) or nonblocking (`icall(&request)`, request queued).
 template <typename Call, typename ICall>
-void collective(const CommHandles& h, std::vector<MPI_Request>& reqs, const char* what, Call call, ICall icall) {
-  if (h.blocking) {
+void collective(bool blocking, std::vector<MPI_Request>& reqs, const char* what, Call call, ICall icall) {
+  if (blocking) {
     check(call(), what);
     return;
   }
@@ -43,13 +45,16 @@ void collective(const CommHandles& h, std::vector<MPI_Request>& reqs, const char
 
 class MpiOp : public QueuedOp {
  public:
-  // `post` issues the op's nonblocking calls on `in` / `out` (host copies when staged) and appends
-  // their requests. `avg_scale` != 0 multiplies `out` by it once complete.
-  using Post = std::function<void(const Buffer& in, const Buffer& out, std::vector<MPI_Request>& reqs)>;
+  // `post` issues the op's calls on `in` / `out` (host copies when staged) and appends the requests
+  // of nonblocking ones; `blocking`: collectives may be blocking calls (see CommHandles::blocking).
+  // `avg_scale` != 0 multiplies `out` by it once complete.
+  using Post = std::function<void(const Buffer& in, const Buffer& out, bool blocking, std::vector<MPI_Request>& reqs)>;
   MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Buffer out, Post post,
         double avg_scale, std::unique_ptr<GpuStaging> staging);
   ~MpiOp() override;
 
+  // Host buffers only: GPU ones keep the progress thread (staging, or a GPU-aware MPI's device calls).
+  bool can_run_inline() const override { return in_.device < 0 && out_.device < 0; }
   bool prepare() override;
   void start() override;
   bool test() override;

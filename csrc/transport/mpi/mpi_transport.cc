@@ -110,17 +110,17 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
   auto h = handles_;
   MPI_Op mop = reduce_op(op, buf.dtype);
   MPI_Datatype type = datatype(buf.dtype);
-  MpiOp::Post post = [h, mop, type](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
+  MpiOp::Post post = [h, mop, type](const Buffer& in, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
     // In place on the tensor's own memory: no extra copy on the host path.
     const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
     for (int64_t b = 0; b < in.count; b += kMaxChunk) {
       int n = static_cast<int>(std::min(kMaxChunk, in.count - b));
       void* p = at(in, b);
-      if (h->blocking && use_ring_allreduce(n, es, h->size)) {
+      if (blocking && use_ring_allreduce(n, es, h->size)) {
         ring_allreduce(p, n, type, es, mop, h->ring, h->ring_scratch);
         continue;
       }
-      collective(*h, reqs, "allreduce", [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, type, mop, h->comm); },
+      collective(blocking, reqs, "allreduce", [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, type, mop, h->comm); },
                  [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, p, n, type, mop, h->comm, r); });
     }
   };
@@ -130,9 +130,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
 
 std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, int root, uintptr_t stream) {
   auto h = handles_;
-  MpiOp::Post post = [h, root](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
+  MpiOp::Post post = [h, root](const Buffer& in, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
     for_each_piece(in, false, [&](void* p, int n) {
-      collective(*h, reqs, "broadcast", [&] { return MPI_Bcast(p, n, MPI_BYTE, root, h->comm); },
+      collective(blocking, reqs, "broadcast", [&] { return MPI_Bcast(p, n, MPI_BYTE, root, h->comm); },
                  [&](MPI_Request* r) { return MPI_Ibcast(p, n, MPI_BYTE, root, h->comm, r); });
     });
   };
@@ -142,12 +142,12 @@ std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, 
 std::unique_ptr<QueuedOp> MpiTransport::make_allgather(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
   auto h = handles_;
   as_count(in.count, "allgather");
-  MpiOp::Post post = [h](const Buffer& i, const Buffer& o, std::vector<MPI_Request>& reqs) {
+  MpiOp::Post post = [h](const Buffer& i, const Buffer& o, bool blocking, std::vector<MPI_Request>& reqs) {
     if (i.count == 0) return;
     MPI_Datatype t;
     bytes_of(i.dtype, &t);
     const int n = static_cast<int>(i.count);
-    collective(*h, reqs, "allgather", [&] { return MPI_Allgather(i.ptr, n, t, o.ptr, n, t, h->comm); },
+    collective(blocking, reqs, "allgather", [&] { return MPI_Allgather(i.ptr, n, t, o.ptr, n, t, h->comm); },
                [&](MPI_Request* r) { return MPI_Iallgather(i.ptr, n, t, o.ptr, n, t, h->comm, r); });
     MPI_Type_free(&t);  // a freed type stays valid for pending requests
   };
@@ -160,10 +160,10 @@ std::unique_ptr<QueuedOp> MpiTransport::make_reduce_scatter(OpInfo info, Buffer 
   as_count(out.count, "reduce_scatter");
   MPI_Op mop = reduce_op(op, in.dtype);
   MPI_Datatype type = datatype(in.dtype);
-  MpiOp::Post post = [h, mop, type](const Buffer& i, const Buffer& o, std::vector<MPI_Request>& reqs) {
+  MpiOp::Post post = [h, mop, type](const Buffer& i, const Buffer& o, bool blocking, std::vector<MPI_Request>& reqs) {
     if (o.count == 0) return;
     const int n = static_cast<int>(o.count);
-    collective(*h, reqs, "reduce_scatter",
+    collective(blocking, reqs, "reduce_scatter",
                [&] { return MPI_Reduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm); },
                [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm, r); });
   };
@@ -174,12 +174,13 @@ std::unique_ptr<QueuedOp> MpiTransport::make_reduce_scatter(OpInfo info, Buffer 
 std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
   auto h = handles_;
   as_count(in.count / size(), "alltoall");
-  MpiOp::Post post = [h](const Buffer& i, const Buffer& o, std::vector<MPI_Request>& reqs) {
+  MpiOp::Post post = [h](const Buffer& i, const Buffer& o, bool blocking, std::vector<MPI_Request>& reqs) {
     const int per_rank = static_cast<int>(i.count / h->size);
     if (per_rank == 0) return;
     MPI_Datatype t;
     bytes_of(i.dtype, &t);
-    collective(*h, reqs, "alltoall", [&] { return MPI_Alltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm); },
+    collective(blocking, reqs, "alltoall",
+               [&] { return MPI_Alltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm); },
                [&](MPI_Request* r) { return MPI_Ialltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm, r); });
     MPI_Type_free(&t);
   };
@@ -188,7 +189,7 @@ std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, B
 
 std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) {
   auto h = handles_;
-  MpiOp::Post post = [h, dst, tag](const Buffer& in, const Buffer&, std::vector<MPI_Request>& reqs) {
+  MpiOp::Post post = [h, dst, tag](const Buffer& in, const Buffer&, bool, std::vector<MPI_Request>& reqs) {
     for_each_piece(in, true, [&](void* p, int n) {
       reqs.emplace_back();
       check(MPI_Isend(p, n, MPI_BYTE, dst, tag, h->comm, &reqs.back()), "send");
@@ -201,7 +202,7 @@ std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int d
 
 std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) {
   auto h = handles_;
-  MpiOp::Post post = [h, src, tag](const Buffer&, const Buffer& out, std::vector<MPI_Request>& reqs) {
+  MpiOp::Post post = [h, src, tag](const Buffer&, const Buffer& out, bool, std::vector<MPI_Request>& reqs) {
     for_each_piece(out, true, [&](void* p, int n) {
       reqs.emplace_back();
       check(MPI_Irecv(p, n, MPI_BYTE, src, tag, h->comm, &reqs.back()), "recv");
@@ -214,8 +215,8 @@ std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int s
 
 std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
   auto h = handles_;
-  MpiOp::Post post = [h](const Buffer&, const Buffer&, std::vector<MPI_Request>& reqs) {
-    collective(*h, reqs, "barrier", [&] { return MPI_Barrier(h->comm); },
+  MpiOp::Post post = [h](const Buffer&, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
+    collective(blocking, reqs, "barrier", [&] { return MPI_Barrier(h->comm); },
                [&](MPI_Request* r) { return MPI_Ibarrier(h->comm, r); });
   };
   return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);

@@ -1,0 +1,129 @@
+"""Blocking ops (async_op=False) on the caller's thread versus through the progress thread, on real
+ranks. A blocking op may run on the caller's thread only while nothing else of its communicator is
+queued or in flight; these checks interleave async and blocking ops so that a blocking op that jumped
+the queue would pair with a different op on the other rank and give a wrong sum. pycomm.stats()'s
+inline_calls tells which path each op took. Run under mpirun with 2 or more ranks:
+`PYCOMM_INLINE_BYTES=n python -m tests.comm.workers.inline_path` (unset or 0: every op must take the queue)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+import pycomm
+from tests.comm.workers.common import as_np, assert_close, rank_input
+
+checks = 0
+
+
+def ok() -> None:
+    global checks
+    checks += 1
+
+
+def inline_calls(op: str = "allreduce") -> int:
+    return int(pycomm.stats().get(op, {}).get("inline_calls", 0))
+
+
+def summed(comm: pycomm.Communicator, numel: int, case: str) -> tuple[torch.Tensor, np.ndarray]:
+    """This rank's input of `case` and the sum over every rank's input (computed without communicating)."""
+    xs = [rank_input(r, numel, torch.float32, case) for r in range(comm.size)]
+    return xs[comm.rank].clone(), np.stack([as_np(x) for x in xs]).sum(0)
+
+
+def check_idle_blocking_ops(comm: pycomm.Communicator, inline_bytes: int) -> None:
+    """Back-to-back blocking ops of every kind on an idle queue: right results, and they ran on the
+    caller's thread exactly when PYCOMM_INLINE_BYTES allows it."""
+    before = {op: inline_calls(op) for op in ("allreduce", "broadcast", "allgather", "barrier")}
+    for i in range(20):
+        t, want = summed(comm, 1000, f"idle{i}")
+        comm.allreduce(t, op=pycomm.SUM)
+        assert_close(t, want, f"blocking allreduce {i}")
+    b = torch.full((10,), float(comm.rank))
+    comm.broadcast(b, root=comm.size - 1)
+    assert bool((b == comm.size - 1).all()), b
+    out = torch.zeros(comm.size)
+    comm.allgather(out, torch.tensor([float(comm.rank)]))
+    assert out.tolist() == [float(r) for r in range(comm.size)], out
+    comm.barrier()
+    ran_inline = {op: inline_calls(op) - n for op, n in before.items()}
+    expect = {"allreduce": 20, "broadcast": 1, "allgather": 1, "barrier": 1} if inline_bytes > 0 else \
+        dict.fromkeys(before, 0)
+    assert ran_inline == expect, (ran_inline, expect)
+    ok()
+
+
+def check_over_the_limit_takes_the_queue(comm: pycomm.Communicator, inline_bytes: int) -> None:
+    numel = inline_bytes // 4 + 1  # one float32 more than PYCOMM_INLINE_BYTES allows
+    if numel > 4 << 20:
+        return
+    t, want = summed(comm, numel, "over")
+    before = inline_calls()
+    comm.allreduce(t, op=pycomm.SUM)
+    assert_close(t, want, "allreduce over PYCOMM_INLINE_BYTES")
+    assert inline_calls() == before, "an op over PYCOMM_INLINE_BYTES ran on the caller's thread"
+    ok()
+
+
+def check_blocking_after_async_keeps_order(comm: pycomm.Communicator) -> None:
+    """An async all-reduce still queued or in flight, then a blocking one of the same size: the
+    blocking one must wait its turn (same sequence on every rank). Rank 0 submits its blocking op at
+    once while the last rank is late, so a blocking op that ran first would meet the async op of the
+    other rank and both sums would be wrong."""
+    for i in range(6):
+        if comm.rank == comm.size - 1:
+            time.sleep(0.05)
+        a, want_a = summed(comm, 50_000, f"async{i}")
+        b, want_b = summed(comm, 50_000, f"blocking{i}")
+        work = comm.allreduce(a, op=pycomm.SUM, async_op=True)
+        comm.allreduce(b, op=pycomm.SUM)
+        work.wait()
+        assert_close(a, want_a, f"async allreduce {i}")
+        assert_close(b, want_b, f"blocking allreduce after async {i}")
+    ok()
+
+
+def check_async_ops_never_run_inline(comm: pycomm.Communicator) -> None:
+    before = inline_calls()
+    t, want = summed(comm, 100, "async-only")
+    comm.allreduce(t, op=pycomm.SUM, async_op=True).wait()
+    assert_close(t, want, "async allreduce")
+    assert inline_calls() == before, "an async op ran on the caller's thread"
+    ok()
+
+
+def check_blocking_p2p(comm: pycomm.Communicator) -> None:
+    """Blocking send / recv between rank pairs (the ring's neighbours), both orders."""
+    n = comm.size
+    right, left = (comm.rank + 1) % n, (comm.rank - 1) % n
+    got = torch.zeros(5)
+    if comm.rank % 2 == 0:
+        comm.send(torch.full((5,), float(comm.rank)), right, tag=3)
+        comm.recv(got, left, tag=3)
+    else:
+        comm.recv(got, left, tag=3)
+        comm.send(torch.full((5,), float(comm.rank)), right, tag=3)
+    assert bool((got == left).all()), (got, left)
+    ok()
+
+
+def main() -> int:
+    comm = pycomm.init(backend="mpi")  # first: it must reject a malformed PYCOMM_INLINE_BYTES itself
+    inline_bytes = int(os.environ.get("PYCOMM_INLINE_BYTES") or 0)
+    assert comm.size >= 2, "run on 2 or more ranks"
+    check_idle_blocking_ops(comm, inline_bytes)
+    check_over_the_limit_takes_the_queue(comm, inline_bytes)
+    check_blocking_after_async_keeps_order(comm)
+    check_async_ops_never_run_inline(comm)
+    check_blocking_p2p(comm)
+    comm.barrier()
+    print(f"rank {comm.rank}: {checks} inline-path checks passed", flush=True)
+    pycomm.finalize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
