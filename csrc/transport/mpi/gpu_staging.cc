@@ -68,8 +68,9 @@ GpuStaging::GpuStaging(Buffer in, Buffer out, uintptr_t stream) : in_(in), out_(
 }
 
 GpuStaging::~GpuStaging() {
-  if (event_) gpuEventDestroy(static_cast<gpuEvent_t>(event_));
-  if (copy_stream_) gpuStreamDestroy(static_cast<gpuStream_t>(copy_stream_));
+  // teardown: nothing useful to do with an error here
+  if (event_) (void)gpuEventDestroy(static_cast<gpuEvent_t>(event_));
+  if (copy_stream_) (void)gpuStreamDestroy(static_cast<gpuStream_t>(copy_stream_));
   if (pinned_ && !leaked_) give_pinned(pinned_, pinned_bytes_);
 }
 
