@@ -120,6 +120,9 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
 
     cases = {"per_tensor_pycomm": per_tensor_pycomm, "per_tensor_gloo": per_tensor_gloo,
              "coalesced_pycomm": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM).wait(),
+             # host buckets that stay in the last-level cache while MPI's shared-memory path copies them
+             "coalesced_pycomm_4MiB": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
+                                                                       bucket_bytes=4 << 20).wait(),
              "coalesced_pycomm_bf16": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
                                                                        wire_dtype=torch.bfloat16).wait(),
              "flat_mpi4py": lambda: peers.mpi.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)}
