@@ -202,7 +202,9 @@ class Communicator:
                             bucket_bytes: int = fusion.DEFAULT_BUCKET_BYTES,
                             wire_dtype: Optional[torch.dtype] = None) -> Work:
         """All-reduces many tensors in place through fused buckets (grouped by dtype; floating tensors
-        travel as wire_dtype when given); returns a Work whose wait() unpacks the results."""
+        travel as wire_dtype when given); returns a Work whose wait() unpacks the results.
+        The 25 MiB default suits GPUs; host tensors over MPI are faster with 2-4 MiB buckets, which stay
+        in the last-level cache (ResNet-50 gradients on 2 ranks: 0.050 s with 4 MiB vs 0.079 s)."""
         return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype)
 
     def allreduce_quantized(self, tensor: torch.Tensor, op: ReduceOp = AVG, codec: Any = None,
