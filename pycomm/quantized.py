@@ -52,8 +52,10 @@ class ErrorFeedback:
             self.local = torch.zeros(numel, dtype=torch.float32, device=device)
             self.server = torch.zeros(chunk, dtype=torch.float32, device=device)
         if self.local.numel() != numel or self.server.numel() != chunk or self.local.device != device:
-            raise ValueError(f"allreduce_quantized: error_feedback: this ErrorFeedback holds residuals of a tensor of {self.local.numel()} "
-                             f"elements on {self.local.device}; use one ErrorFeedback per tensor (got {numel} on {device})")
+            raise ValueError(f"allreduce_quantized: error_feedback: this ErrorFeedback holds residuals of a tensor of "
+                             f"{self.local.numel()} elements on {self.local.device} with {self.server.numel()} reduced-chunk "
+                             f"elements; this call has {numel} on {device} with {chunk} (the chunks depend on the world "
+                             f"size, the codec block and PYCOMM_QUANTIZED_SEGMENT). Use one ErrorFeedback per tensor")
         return self.local, self.server
 
     def reset(self) -> None:
@@ -201,16 +203,19 @@ class _InFlight:
         self.send, self.recv = wire.buffer(), wire.buffer()
         self.scratch = POOL.take(seg.c, torch.float32, wire.device)   # padded chunk / accumulator
         self.work: Any = None
+        self.released = False
 
     def release(self) -> None:
-        POOL.give(self.scratch)
-        self.wire.release(self.send)
-        self.wire.release(self.recv)
+        if not self.released:
+            self.released = True
+            POOL.give(self.scratch)
+            self.wire.release(self.send)
+            self.wire.release(self.recv)
 
 
 class _Pipeline:
     """Both stages of every segment, on the helper thread; `local` / `server` are the error-feedback
-    residuals. Two segments are in flight at most: k's all-to-all, and k-1's all-gather."""
+    residuals. At most three segments hold buffers: k's all-to-all, and k-1's and k-2's all-gathers."""
 
     def __init__(self, comm: Any, t: torch.Tensor, op: Any, codec: Codec, local: torch.Tensor | None,
                  server: torch.Tensor | None) -> None:
@@ -221,6 +226,7 @@ class _Pipeline:
     def run(self, segs: list[Segment]) -> None:
         exchanging: deque[_InFlight] = deque()     # stage 1 in flight
         gathering: deque[_InFlight] = deque()      # stage 2 in flight
+        self.live: list[_InFlight] = []            # every segment's buffers, released in the end
         try:
             for seg in segs:
                 exchanging.append(self._exchange(seg))
@@ -233,8 +239,8 @@ class _Pipeline:
             while gathering:
                 self._finish(gathering.popleft())
         finally:
-            for f in (*exchanging, *gathering):
-                if f.work is not None:
+            for f in self.live:
+                if f.work is not None and not f.released:
                     try:
                         f.work.wait()          # never hand a buffer back while a transfer still uses it
                     except Exception:           # noqa: BLE001 - the first error is already propagating
@@ -249,6 +255,7 @@ class _Pipeline:
     def _exchange(self, seg: Segment) -> _InFlight:
         """Stage 1: encode the chunks the other ranks reduce and start the all-to-all."""
         f = _InFlight(seg, WireLayout(self.codec, seg.c, self.comm.size, self.flat.device))
+        self.live.append(f)
         local = self.local
         for r, lo, hi in self._chunks(seg):
             if r == self.comm.rank:

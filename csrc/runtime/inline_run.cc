@@ -30,7 +30,7 @@ bool fits_inline(int64_t bytes) {
   return limit > 0 && bytes <= limit;
 }
 
-void run_inline(QueuedOp& op, CommHealth& health, double timeout_s) {
+void run_inline(QueuedOp& op, CommHealth& health, double timeout_s, const std::function<void()>& posted) {
   using Clock = std::chrono::steady_clock;
   const bool limited = timeout_s > 0;
   const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -52,6 +52,7 @@ void run_inline(QueuedOp& op, CommHealth& health, double timeout_s) {
       note_op_started(op, health);
       started = true;
       op.start();
+      posted();
       if (poll([&] { return op.test(); })) {
         complete_op(op, health);
         return;

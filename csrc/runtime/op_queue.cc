@@ -24,7 +24,11 @@ struct OpQueue::State {
   // Ops the thread took off `pending` and has not finished: raised under `mu` as an op is taken,
   // lowered once it finished, so a submitter holding `mu` that reads 0 knows nothing is in flight.
   std::atomic<size_t> busy{0};
-  bool inline_running = false;  // an op runs on its caller's thread: nothing else may start
+  bool inline_running = false;  // an op is being posted on its caller's thread: nothing else may start
+  // Ops posted on their callers' threads and not finished: later ops may start alongside them (a
+  // blocking recv must not hold back the send its peer waits for), but the thread must not exit
+  // under them, nor a submitter take the communicator for idle. Changed under `mu`.
+  std::atomic<size_t> inline_in_flight{0};
   bool stopping = false;
   bool exited = false;
 };
@@ -72,17 +76,36 @@ std::shared_ptr<HostWork> OpQueue::submit_waited(std::unique_ptr<QueuedOp> op) {
   {
     std::lock_guard<std::mutex> lk(state_->mu);
     // Idle: every earlier op of this communicator has completed, so running this one now keeps the
-    // submission order; `inline_running` keeps later submitters (other threads) behind it.
-    if (!state_->pending.empty() || state_->busy.load() != 0 || state_->inline_running) return enqueue(std::move(op));
+    // submission order; `inline_running` (while posting) and `inline_in_flight` keep other threads queued.
+    if (!state_->pending.empty() || state_->busy.load() != 0 || state_->inline_running ||
+        state_->inline_in_flight.load() != 0)
+      return enqueue(std::move(op));
     admit(*op);
     state_->inline_running = true;
   }
-  run_inline(*op, *health_, timeout_s);
-  {
-    std::lock_guard<std::mutex> lk(state_->mu);
-    state_->inline_running = false;
-  }
-  state_->cv.notify_all();  // ops submitted meanwhile, or stop() waiting for the thread to end
+  // Exclusive while the op is posted (posting order is what ranks match on); once posted, later ops
+  // may start while this thread waits. Released on every exit, exceptions included.
+  struct InlineSlot {
+    State& st;
+    bool posted = false;
+    void post() {
+      {
+        std::lock_guard<std::mutex> lk(st.mu);
+        st.inline_running = false;
+        ++st.inline_in_flight;
+        posted = true;
+      }
+      st.cv.notify_all();  // ops submitted while it was being posted
+    }
+    ~InlineSlot() {
+      {
+        std::lock_guard<std::mutex> lk(st.mu);
+        if (posted) --st.inline_in_flight; else st.inline_running = false;
+      }
+      st.cv.notify_all();  // ops waiting for it, or a stopping thread waiting to exit
+    }
+  } slot{*state_};
+  run_inline(*op, *health_, timeout_s, [&slot] { slot.post(); });
   return op->work;
 }
 
@@ -133,8 +156,9 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         st->busy = 0;
         st->pending.clear();
         st->pending_count = 0;
-        if (st->stopping) break;
-        st->cv.wait(lk, [&] { return !st->pending.empty() || st->stopping; });
+        auto may_exit = [&] { return st->stopping && !st->inline_running && st->inline_in_flight.load() == 0; };
+        if (may_exit()) break;
+        st->cv.wait(lk, [&] { return !st->pending.empty() || may_exit(); });
         continue;
       }
       if (st->inline_running && in_flight.empty()) {
@@ -144,17 +168,18 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         continue;
       }
       if (st->pending.empty() && in_flight.empty()) {
-        if (st->stopping) break;
+        auto may_exit = [&] { return st->stopping && st->inline_in_flight.load() == 0; };
+        if (may_exit()) break;
         lk.unlock();  // back-to-back ops should not pay a wake-up each
         spin_until([&] { return st->pending_count.load() > 0; });
         lk.lock();
-        st->cv.wait(lk, [&] { return !st->pending.empty() || st->stopping || st->inline_running; });
+        st->cv.wait(lk, [&] { return !st->pending.empty() || may_exit() || st->inline_running; });
         continue;
       }
       if (!st->pending.empty()) next = st->pending.front().get();
     }
     bool progressed = false;
-    if (next && !(next->needs_drain() && !in_flight.empty())) {
+    if (next && !(next->needs_drain() && (!in_flight.empty() || st->inline_in_flight.load() != 0))) {
       std::unique_ptr<QueuedOp> op;
       try {
         if (next->prepare()) {

@@ -13,11 +13,11 @@ from tests.launch import mpirun
 @pytest.mark.mpi
 @pytest.mark.parametrize("inline_bytes", ["1048576", "4096", "0"], ids=["1MiB", "4KiB", "off"])
 def test_blocking_ops_inline_or_queued_keep_order(inline_bytes):
-    env = {"PYCOMM_INLINE_BYTES": inline_bytes}
+    env = {"PYCOMM_INLINE_BYTES": inline_bytes, "PYCOMM_TIMEOUT": "30"}
     proc = mpirun(2, "tests.comm.workers.inline_path", env=env, timeout=300)
     passed = re.findall(r"rank (\d+): (\d+) inline-path checks passed", proc.stdout)
     assert sorted(int(r) for r, _ in passed) == [0, 1], proc.stdout
-    assert all(int(n) == 5 for _, n in passed), proc.stdout
+    assert all(int(n) == 6 for _, n in passed), proc.stdout
 
 
 @pytest.mark.mpi

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -110,6 +111,32 @@ def check_blocking_p2p(comm: pycomm.Communicator) -> None:
     ok()
 
 
+def check_two_threads_share_the_communicator(comm: pycomm.Communicator) -> None:
+    """Thread A waits in a blocking recv (on its own thread when allowed) while thread B sends what the
+    neighbour's recv needs: once posted, the recv must not hold back the communicator's later ops (on
+    the queue path both are in flight together; a recv that kept the queue to itself until it completed
+    would deadlock the ring into a StallError)."""
+    n = comm.size
+    right, left = (comm.rank + 1) % n, (comm.rank - 1) % n
+    got = torch.zeros(5)
+    errors: list[BaseException] = []
+
+    def receive() -> None:
+        try:
+            comm.recv(got, left, tag=7)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    time.sleep(0.2)                  # the recv is posted before the send is submitted
+    comm.isend(torch.full((5,), float(comm.rank)), right, tag=7).wait()
+    receiver.join(60)
+    assert not receiver.is_alive() and not errors, errors
+    assert bool((got == left).all()), (got, left)
+    ok()
+
+
 def main() -> int:
     comm = pycomm.init(backend="mpi")  # first: it must reject a malformed PYCOMM_INLINE_BYTES itself
     inline_bytes = int(os.environ.get("PYCOMM_INLINE_BYTES") or 0)
@@ -119,6 +146,7 @@ def main() -> int:
     check_blocking_after_async_keeps_order(comm)
     check_async_ops_never_run_inline(comm)
     check_blocking_p2p(comm)
+    check_two_threads_share_the_communicator(comm)
     comm.barrier()
     print(f"rank {comm.rank}: {checks} inline-path checks passed", flush=True)
     pycomm.finalize()
