@@ -6,9 +6,9 @@ training goes on changing the parameters meanwhile. When a layer's average is in
 average while keeping every local update made since the snapshot.
 
 Through a codec, the first round travels exact and every later one carries a layer's difference from
-the previous round's average, which every rank holds with the same bytes: a blockwise codec's error scales with what
-it encodes, and the drift of one round is far smaller than the weights themselves, so the error no
-longer grows with the weights' magnitude round after round."""
+the previous round's average, which every rank holds with the same bytes: a blockwise codec's error
+scales with what it encodes, and the drift of one round is far smaller than the weights themselves,
+so the error no longer grows with the weights' magnitude round after round."""
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence, Union
@@ -55,9 +55,8 @@ class LayerwiseAverager:
     params_by_layer: a sequence (or a mapping name -> layer) of layers, each a tensor or a sequence of
     floating tensors. comm: a pycomm.Communicator (None: pycomm.world()). codec: optional pycomm codec;
     the averages then travel quantized through allreduce_quantized, as differences from the previous
-round's average (see the module's docstring). Layers are keyed by their index
-    (or name for a mapping). Every rank must call start() at the same point of its sequence of ops on
-    `comm`; an averager driven from its own thread (LAP-SGD's averaging activity) should get a
+    round's average (see the module's docstring). Layers are keyed by their index (or name for a
+    mapping). Every rank must call start() at the same point of its sequence of ops on `comm`; an averager driven from its own thread (LAP-SGD's averaging activity) should get a
     communicator of its own (comm.split(0)) so its all-reduces never interleave with the trainer's."""
 
     def __init__(self, params_by_layer: Sequence[Layer] | Mapping[Any, Layer], comm: Any = None,
