@@ -56,8 +56,9 @@ class LayerwiseAverager:
     floating tensors. comm: a pycomm.Communicator (None: pycomm.world()). codec: optional pycomm codec;
     the averages then travel quantized through allreduce_quantized, as differences from the previous
     round's average (see the module's docstring). Layers are keyed by their index (or name for a
-    mapping). Every rank must call start() at the same point of its sequence of ops on `comm`; an averager driven from its own thread (LAP-SGD's averaging activity) should get a
-    communicator of its own (comm.split(0)) so its all-reduces never interleave with the trainer's."""
+    mapping). Every rank must call start() at the same point of its sequence of ops on `comm`; an
+    averager driven from its own thread (LAP-SGD's averaging activity) should get a communicator of its
+    own (comm.split(0)) so its all-reduces never interleave with the trainer's."""
 
     def __init__(self, params_by_layer: Sequence[Layer] | Mapping[Any, Layer], comm: Any = None,
                  codec: Any = None) -> None:
