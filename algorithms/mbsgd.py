@@ -2,11 +2,13 @@
 
 Gradients are averaged in buckets fed by per-parameter post-accumulate-grad hooks: a bucket's
 all-reduce starts as soon as backward has produced all of its gradients, so communication overlaps
-the rest of backward (as DDP does); `step()` (or `synchronize()`) waits for the buckets and then runs
-the wrapped optimizer (SGD, LARS, ...). Buckets hold parameters in reverse registration order (the
-order backward usually produces them) and launch strictly in bucket order, so every rank submits the
-same sequence of all-reduces. Parameters that got no gradient are all-reduced as zeros when `step()`
-launches the buckets backward left. To accumulate gradients over several backward passes, run all
+the rest of backward (as DDP does). When backward finishes (a callback queued on the autograd engine,
+as DDP's), the buckets backward left are launched and all are waited for: the gradients are final,
+averaged over ranks, when `loss.backward()` returns, so the user's code after it (gradient clipping,
+GradScaler.unscale_, logging a gradient norm) reads and changes the averaged gradients and `step()`
+applies exactly what it left. Buckets hold parameters in reverse registration order (the order
+backward usually produces them) and launch strictly in bucket order, so every rank submits the same
+sequence of all-reduces. Parameters that got no gradient are all-reduced as zeros. To accumulate gradients over several backward passes, run all
 but the last inside `with opt.no_sync():`. With a codec, each bucket travels compressed with its own
 error-feedback residual."""
 from __future__ import annotations
@@ -48,6 +50,7 @@ class MBSGD(CommOptimizer):
         self._bucket_of = {p: b for b in self._buckets for p in b.params}
         self._next_launch = 0
         self._syncing = True
+        self._finalize_queued = False
         self._hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in trainable]
 
     @contextlib.contextmanager
@@ -67,6 +70,10 @@ class MBSGD(CommOptimizer):
             raise RuntimeError("a gradient was accumulated again after its bucket's all-reduce started: call "
                                "step() (or zero_grad()) between backward passes, or use `with opt.no_sync():` "
                                "for all but the last backward of an accumulation")
+        if not self._finalize_queued:
+            # runs once this backward pass has finished, on the engine's thread, before backward() returns
+            torch.autograd.Variable._execution_engine.queue_callback(self._finalize_backward)
+            self._finalize_queued = True
         bucket.ready += 1
         while self._next_launch < len(self._buckets) and \
                 self._buckets[self._next_launch].ready == len(self._buckets[self._next_launch].params):
@@ -89,14 +96,19 @@ class MBSGD(CommOptimizer):
     def num_buckets(self) -> int:
         return len(self._buckets)
 
+    def _finalize_backward(self) -> None:
+        self._finalize_queued = False
+        self.synchronize()
+
     def synchronize(self) -> None:
         """Finish averaging the gradients (launching buckets backward left); afterwards every p.grad
-        holds the mean over ranks, e.g. for gradient clipping before step()."""
+        holds the mean over ranks. Backward calls it when it finishes; call it yourself only after
+        gradients were produced outside backward's hooks."""
         while self._next_launch < len(self._buckets):
             self._launch(self._buckets[self._next_launch])
         for bucket in self._buckets:
             if bucket.pending is not None:
-                bucket.pending.wait()
+                bucket.pending.wait()   # a finished Pending returns at once
 
     def _reset(self) -> None:
         for bucket in self._buckets:

@@ -37,7 +37,8 @@ def train_lap(run: Run) -> bool:
         reports: list[dict[str, Any]] = []
         result = run.opt.train(run.model, loss_fn, run.splits.train, steps=next_stop - state.step,
                                batch_size=cfg.data.batch_size, scheduler=run.lr_sched, scheduler_interval="step",
-                               seed=cfg.train.seed, on_progress=reports.append, progress_every=cfg.train.log_every)
+                               seed=cfg.train.seed, on_progress=reports.append, progress_every=cfg.train.log_every,
+                               max_grad_norm=cfg.train.grad_clip or None)
         done = result.steps
         state.step += done
         state.epoch = state.step // budget.steps_per_epoch
