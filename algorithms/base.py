@@ -25,6 +25,7 @@ import torch
 
 import pycomm
 from algorithms import options as opts
+from algorithms import traits
 from algorithms.optimizer_protocol import OptimizerProtocol
 from algorithms.channel import Channel
 from algorithms.registry import lookup
@@ -49,6 +50,9 @@ class CommOptimizer(OptimizerProtocol):
     override `_validate`, `_setup`, `_step`, and `_algorithm_state` / `_load_algorithm_state`."""
 
     name: ClassVar[str] = ""
+    # how it is trained and how its state is held (algorithms/traits.py): apps dispatch on these
+    training: ClassVar[str] = traits.WRAPPER
+    state_layout: ClassVar[str] = traits.PER_RANK
     common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": 25 << 20}
     algorithm_options: ClassVar[dict[str, Any]] = {}
 

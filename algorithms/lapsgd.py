@@ -34,6 +34,7 @@ import torch
 from torch.utils.data import Dataset
 
 from algorithms import options as opts
+from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.lap.averaging import AveragingPolicy, RankAveraging, layers_of
 from algorithms.lap.loop import LrSync, RankLoop
@@ -60,6 +61,7 @@ def _seed(seed: int, rank: int, worker: int, node_steps: int) -> int:
 
 @register("lapsgd")
 class LAPSGD(CommOptimizer):
+    training = traits.OWN_LOOP   # P Hogwild worker processes per rank: opt.train(...), not step()
     algorithm_options: dict[str, Any] = {"num_processes": 2, "averaging_freq": 8, "pre_post_steps": 0}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:

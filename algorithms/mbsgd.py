@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import torch
 
+from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.channel import Pending
 from algorithms.registry import register
@@ -32,6 +33,7 @@ class _Bucket:
 
 @register("mbsgd")
 class MBSGD(CommOptimizer):
+    state_layout = traits.IDENTICAL   # averaged gradients, same step everywhere
     algorithm_options: dict[str, Any] = {}
 
     def _setup(self) -> None:
