@@ -6,6 +6,7 @@ from pycomm import kernels
 from pycomm.averaging import LayerwiseAverager
 from pycomm.codecs import Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
+from pycomm.flat_shards import flat_shard_numel
 from pycomm.errors import MismatchError, PycommError, StallError
 from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
@@ -16,5 +17,5 @@ from pycomm.work import Work
 
 __all__ = ["build_info", "kernels", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init", "world",
            "from_mpi4py", "finalize", "stats", "is_initialized", "LaunchEnv", "PycommError", "StallError",
-           "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback"]
+           "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback", "flat_shard_numel"]
 __version__ = "0.1.0"
