@@ -171,11 +171,9 @@ class CommOptimizer(OptimizerProtocol):
             self.channel.allreduce(params + list(extra), key="params", compress=False)
             return
         extra_work = self.channel.allreduce_async(list(extra), compress=False)
-        delta = torch._foreach_sub(params, reference)
-        self.channel.allreduce(delta, key="params")
+        mean = self.channel.average_relative(params, reference, key="params")
         extra_work.wait()
-        torch._foreach_add_(delta, reference)
-        torch._foreach_copy_(params, delta)
+        torch._foreach_copy_(params, mean)
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

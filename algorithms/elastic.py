@@ -108,10 +108,7 @@ class ElasticBase(CommOptimizer):
             mean = clone_all(self._x)
             self.channel.allreduce(mean, key="params", compress=False)
             return mean
-        delta = torch._foreach_sub(self._x, self._centre)
-        self.channel.allreduce(delta, key="params")
-        torch._foreach_add_(delta, self._centre)
-        return delta
+        return self.channel.average_relative(self._x, self._centre, key="params")
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {"centre": clone_all(self._centre), "steps_since_round": self.steps_since_round, "rounds": self.rounds}

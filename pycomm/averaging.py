@@ -17,6 +17,7 @@ import torch
 
 from pycomm import _dtypes, kernels, runtime
 from pycomm._codec_wire import check_codec
+from pycomm import relative
 from pycomm._tensors import check_tensor, place_of
 from pycomm.ops import AVG
 
@@ -40,11 +41,11 @@ class _LayerBuckets:
         if self.reference is None:
             self.average.copy_(self.snapshot)
         else:
-            torch.sub(self.snapshot, self.reference, out=self.average)
+            relative.to_relative([self.snapshot], [self.reference], out=[self.average])
 
     def apply(self) -> None:
         if self.reference is not None:      # average of the deltas -> average of the snapshots
-            self.average.add_(self.reference)
+            relative.from_relative([self.average], [self.reference])
             self.reference.copy_(self.average)
         kernels.averaging_apply(self.tensors, self.average, self.snapshot)
 
