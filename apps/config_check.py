@@ -144,7 +144,11 @@ def check_resume(cfg: Config, resume: str) -> None:
     run_dir = Path(cfg.out_dir) / cfg.name
     ckpt_dir = Path(cfg.checkpoint.directory) if cfg.checkpoint.directory else run_dir / "checkpoints"
     recorded_file = run_dir / "config.yaml"
-    if checkpoint.resolve(resume, ckpt_dir, cfg.checkpoint.prefix) is None or not recorded_file.is_file():
+    try:
+        found = checkpoint.resolve(resume, ckpt_dir, cfg.checkpoint.prefix)
+    except checkpoint.CheckpointError:
+        return  # a missing --resume PATH is reported by the restore itself
+    if found is None or not recorded_file.is_file():
         return
     try:
         recorded = yaml.safe_load(recorded_file.read_text()) or {}
