@@ -24,7 +24,6 @@ from apps.runtime import step_seed
 from apps.tasks import Result
 
 
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
