@@ -90,6 +90,8 @@ class ScheduleConfig:
 class AlgorithmConfig:
     name: str = "plsgd"
     options: dict[str, Any] = field(default_factory=lambda: {"averaging_freq": 8})
+    # a Python module imported first, which registers `name` with @algorithms.register (your own algorithm)
+    module: Optional[str] = None
 
 
 @dataclass

@@ -14,7 +14,6 @@ import yaml
 from apps.config import Config, ConfigError, epochs_to_steps
 from apps.registry import did_you_mean
 
-LAP = ("lapsgd", "lppsgd")          # train in their own worker processes (apps.train_lap)
 RESUME_FIXED = ("optim", "schedule")  # restored from the checkpoint: a changed value would be ignored
 
 
@@ -76,7 +75,7 @@ def _check_algorithm(cfg: Config, world: int) -> None:
         raise ConfigError(f"algorithm.options: {e}" if not str(e).startswith(("algorithm", "unknown")) else str(e)) \
             from e
     task = MODELS.get(cfg.model.name).meta["task"]
-    if name in LAP and task not in ("classify", "lm"):
+    if optim.owns_loop(cfg.algorithm) and task not in ("classify", "lm"):
         raise ConfigError(f"algorithm.name={name} needs a model with targets (classification or language model); "
                           f"model.name={cfg.model.name} is a {task} model")
 
@@ -127,12 +126,17 @@ def _derive_batches(cfg: Config, world: int, batch_size_given: bool) -> list[str
             raise ConfigError(f"data.physical_batch_size={d.physical_batch_size} must divide the per-rank batch "
                               f"data.batch_size={d.batch_size} (gradients are accumulated over "
                               f"batch_size / physical_batch_size micro-batches)")
-        if cfg.algorithm.name in LAP:
+        if _owns_loop(cfg.algorithm):
             raise ConfigError(f"data.physical_batch_size: {cfg.algorithm.name} trains in its own worker processes "
                               "and does not accumulate gradients; leave it unset")
         notes.append(f"gradient accumulation: {d.batch_size // d.physical_batch_size} micro-batches of "
                      f"{d.physical_batch_size} per step (data.batch_size={d.batch_size} per rank, {world} rank(s))")
     return notes
+
+
+def _owns_loop(algorithm: Any) -> bool:
+    from apps import optim
+    return optim.owns_loop(algorithm)
 
 
 def check_resume(cfg: Config, resume: str) -> None:

@@ -48,7 +48,7 @@ class Run:
                               {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps})
         self.lr_sched = budget.scheduler(cfg, self.local_opt)
 
-        self.state = IterState(world_size=dist.size, per_rank=cfg.algorithm.name not in optim.REPLICATED)
+        self.state = IterState(world_size=dist.size, per_rank=not optim.replicated(cfg.algorithm))
         self.state.enter(self.plan, 0, 0)
         self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
         if resume and (restored := self.ckpt.restore(resume)):

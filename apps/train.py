@@ -15,9 +15,8 @@ from typing import Any, Callable
 
 import torch
 
-from apps import checkpoint, config_check, config_io, launch
+from apps import checkpoint, config_check, config_io, launch, optim
 from apps.config import Config
-from apps.config_check import LAP  # train in their own worker processes: apps.train_lap drives them
 from apps.data import iterate
 from apps.run import Run
 from apps.runtime import step_seed
@@ -72,9 +71,9 @@ def train(cfg: Config, resume: str | None = None) -> int:
     run = Run(cfg, resume)
     if cfg.train.eval_on_start and run.state.step == 0:
         run.evaluate(run.state.epoch)
-    if cfg.algorithm.name in LAP:
-        from apps.train_lap import train_lap
-        return run.finish(train_lap(run))
+    if optim.owns_loop(cfg.algorithm):   # e.g. Hogwild worker processes: the algorithm's opt.train(...)
+        from apps.own_loop import train_own_loop
+        return run.finish(train_own_loop(run))
     model, opt, state, plan = run.model, run.opt, run.state, run.plan
     bare = opt is run.local_opt  # algorithm "none": a plain torch optimizer takes no loss=
     while state.step < run.budget.total_steps:
