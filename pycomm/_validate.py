@@ -13,9 +13,10 @@ INT64_MAX = (1 << 63) - 1
 
 def check_int(value: object, what: str, *, min_value: int | None = None, max_value: int | None = INT64_MAX) -> int:
     """An int (not a bool; numpy integers are accepted) in [min_value, max_value]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{what} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
+    if type(value) is not int:  # the common case first: an ABC isinstance costs about a microsecond
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{what} must be an int, got {type(value).__name__} {value!r}")
+        value = int(value)
     if (min_value is not None and value < min_value) or (max_value is not None and value > max_value):
         raise ValueError(f"{what} must be an int {_range_text(min_value, max_value)}, got {value}")
     return value
@@ -31,8 +32,9 @@ def _range_text(low: int | None, high: int | None) -> str:
 
 def check_float(value: object, what: str, *, finite: bool = True) -> float:
     """A real number (int or float, not a bool), finite unless `finite` is False (NaN never)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a number, got {type(value).__name__} {value!r}")
+    if type(value) is not float and type(value) is not int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{what} must be a number, got {type(value).__name__} {value!r}")
     value = float(value)
     if math.isnan(value) or (finite and math.isinf(value)):
         raise ValueError(f"{what} must be a {'finite ' if finite else ''}number, got {value}")
