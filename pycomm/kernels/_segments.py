@@ -50,7 +50,7 @@ def segments(tensors: Sequence[torch.Tensor], bucket: torch.Tensor, offsets: Seq
     except TypeError:
         offsets_key = tensor_key = None  # not a sequence: validation says so
     key = None if tensor_key is None or bucket_key is None else (
-        tensor_key, bucket_key, offsets_key, None if dtypes is None else tuple(dtypes), bucket_name)
+        tensor_key, bucket_key, offsets_key, None if dtypes is None else tuple(dtypes))
     device, ptrs, offs, numels, tcode = LAYOUTS.get(key, lambda: _validate(tensors, bucket, offsets, what,
                                                                            others, dtypes, bucket_name))
     return Place(device, current_stream(device)), ptrs, offs, numels, tcode
