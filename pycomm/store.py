@@ -34,7 +34,9 @@ class TCPStore:
 
     `is_server=True` on exactly one rank; it binds `host` (an address of that machine), and with
     port=0 picks a free port (read it back from `.port`). The server lives as long as this object:
-    keep rank 0's store alive until the other ranks are done with it."""
+    keep rank 0's store alive until the other ranks are done with it. timeout: seconds > 0 bounding
+    every wait (inf: none), default PYCOMM_TIMEOUT or 300; a call's own timeout may be 0 (no wait).
+    Bad arguments raise TypeError/ValueError naming them before anything is sent."""
 
     def __init__(self, host: str, port: int, world_size: int, is_server: bool,
                  timeout: float | None = None) -> None:
