@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from apps import checkpoint
+from apps import checkpoint, optim
 from apps.checkpoint import IterState
-from apps.config import CheckpointConfig
+from apps.config import AlgorithmConfig, CheckpointConfig
 from apps.dist import Dist
 
 # Dense bf16 peak per device (one GCD for the MI250X), for MFU when train.peak_flops is not set.
@@ -41,6 +41,17 @@ def peak_flops(configured: float | None, device: torch.device) -> float | None:
         return None
     name = torch.cuda.get_device_name(device)
     return next((v for k, v in PEAK_BF16.items() if k in name), None)
+
+
+def per_rank_state(algorithm: AlgorithmConfig) -> list[str]:
+    """The checkpoint states (checkpoint.STEMS) that differ per rank under this algorithm, so each
+    rank saves its own copy; the others are saved once, by rank 0. The one place that decides it
+    (from apps.optim.REPLICATED until the algorithm classes declare it themselves)."""
+    if algorithm.name not in optim.REPLICATED:
+        return ["model_state_dict", "optim_state_dict"]  # local models and their optimizer states
+    if algorithm.options.get("codec") is not None:
+        return ["optim_state_dict"]  # one model, but each rank's error-feedback residuals are its own
+    return []
 
 
 class Checkpointer:
