@@ -147,8 +147,8 @@ def test_collective_save_with_per_rank_state_under_mpirun(tmp_path: Path) -> Non
 
 
 def test_corrupt_per_rank_file_names_the_file_and_the_damage(tmp_path: Path) -> None:
-    path = checkpoint.save(tmp_path, "ckpt.step00000005", Dist(), IterState(step=5, world_size=2, per_rank=["optim_state_dict"]),
-                           {"w": torch.ones(8)}, {"opt": 1.0}, {})
+    state = IterState(step=5, world_size=2, per_rank=["optim_state_dict"])
+    path = checkpoint.save(tmp_path, "ckpt.step00000005", Dist(), state, {"w": torch.ones(8)}, {"opt": 1.0}, {})
     good = (path / "optim_state_dict.pt").read_bytes()  # rank 1's copy, as a second rank would write it
     rank_file = path / "optim_state_dict.rank1.pt"
     manifest = json.loads((path / "manifest.json").read_text())
@@ -246,3 +246,17 @@ def test_two_rank_mbsgd_run_writes_the_model_once(tmp_path: Path) -> None:
     twin = ckpts / best[0].name.replace("best.", "")
     if twin.exists():  # the best was at a periodic step: one copy of the model on disk
         assert (twin / "model_state_dict.pt").stat().st_ino == (best[0] / "model_state_dict.pt").stat().st_ino
+
+
+@pytest.mark.mpi
+def test_mbsgd_with_a_codec_resumes_each_ranks_residuals(tmp_path: Path) -> None:
+    codec = ["-o", "algorithm.options={codec: int8}"]
+    runs.run(runs.args(tmp_path, "straight", "mbsgd", 2, *codec), timeout=400)
+    argv = runs.args(tmp_path, "cut", "mbsgd", 2, *codec)
+    assert "preempted" in runs.preempt(argv, timeout=400).stdout
+    [preempted] = (tmp_path / "cut" / "checkpoints").glob("*.preempt")
+    # one model, but each rank's error-feedback residuals are its own
+    assert (preempted / "optim_state_dict.rank1.pt").exists()
+    assert not (preempted / "model_state_dict.rank1.pt").exists()
+    runs.run(argv + ["--resume", "auto"], timeout=400)
+    runs.assert_same(runs.final_params(tmp_path / "straight"), runs.final_params(tmp_path / "cut"))
