@@ -195,12 +195,16 @@ def complete(directory: Path, prefix: str) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
+def check_keep_last(keep_last: Any) -> None:
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
+        raise ValueError(f"checkpoint.keep_last must be an integer >= 0 (0 keeps all), got {keep_last!r}")
+
+
 def prune(directory: Path, prefix: str, keep_last: int) -> None:
     """Keep the newest keep_last periodic checkpoints, the newest best, and preempt checkpoints that
     are newer than every periodic one; remove temporaries left by crashed saves. keep_last=0 keeps
     every periodic checkpoint. Files shared with a kept checkpoint are hard links, so they stay."""
-    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
-        raise ValueError(f"checkpoint.keep_last must be an integer >= 0 (0 keeps all), got {keep_last!r}")
+    check_keep_last(keep_last)
     ckpts = [(p, *parse_name(p)[1:]) for p in complete(directory, prefix)]
     periodic = [p for p, _, kind in ckpts if kind == "periodic"]
     best = [p for p, _, kind in ckpts if kind == "best"]

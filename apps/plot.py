@@ -292,12 +292,13 @@ def figure(runs: list[RunData], panels: list[Panel] | None = None) -> Figure:
 
 
 def plot_runs(run_dirs: list[Path], out: Path) -> list[Path]:
-    """training.png (every panel with data) and one PNG per panel; returns the files written."""
+    """training.png (every panel with data) and one PNG per panel; returns the files written, none
+    when no run has a finite loss (a diverged run still ends cleanly)."""
     runs = [load_run(Path(d)) for d in run_dirs]
-    out.mkdir(parents=True, exist_ok=True)
     panels = panels_with_data(runs)
     written = []
-    for name, chosen in [("training.png", panels)] + [(p.file, [p]) for p in panels]:
+    for name, chosen in ([("training.png", panels)] + [(p.file, [p]) for p in panels] if panels else []):
+        out.mkdir(parents=True, exist_ok=True)
         fig = figure(runs, chosen)
         fig.savefig(out / name, dpi=150)
         plt.close(fig)
@@ -316,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         written = plot_runs(args.runs, out)
     except (FileNotFoundError, ValueError, yaml.YAMLError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not written:
+        print(f"error: nothing to plot: no finite loss in {', '.join(map(str, args.runs))}", file=sys.stderr)
         return 2
     for path in written:
         print(path)

@@ -59,6 +59,7 @@ class Checkpointer:
                  lr_sched: torch.optim.lr_scheduler.LRScheduler):
         self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
         self.directory = Path(cfg.directory) if cfg.directory else run_dir / "checkpoints"
+        checkpoint.check_keep_last(cfg.keep_last)  # on every rank before training, not in rank 0's first prune
 
     def name(self, step: int, kind: str) -> str:
         p = self.cfg.prefix

@@ -17,9 +17,9 @@ import torch
 
 from apps import checkpoint
 from apps.checkpoint import CheckpointError, IterState
-from apps.config import AlgorithmConfig
+from apps.config import AlgorithmConfig, CheckpointConfig
 from apps.dist import Dist
-from apps.runtime import per_rank_state
+from apps.runtime import Checkpointer, per_rank_state
 from tests.apps import runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,6 +220,8 @@ def test_keep_last_prunes_old_periodic_but_never_a_kept_checkpoints_files(tmp_pa
     assert torch.equal(checkpoint.load(best, 0, 1)[1]["w"], torch.full((1 << 16,), 2.0))
     with pytest.raises(ValueError, match=r"keep_last must be an integer >= 0.*got -1"):
         checkpoint.prune(tmp_path, "ckpt", keep_last=-1)
+    with pytest.raises(ValueError, match=r"keep_last must be an integer >= 0.*got -2"):  # before any rank trains
+        Checkpointer(CheckpointConfig(keep_last=-2), tmp_path, Dist(), torch.nn.Linear(1, 1), None, None)
 
 
 def test_saving_a_step_again_replaces_it_and_keeps_links_of_others_valid(tmp_path: Path) -> None:

@@ -109,3 +109,17 @@ def test_same_algorithm_runs_are_told_apart_and_bad_dirs_are_errors(tmp_path: Pa
     plt.close(fig)
     assert plot.main([str(tmp_path / "missing")]) == 2
     assert "no train.csv in" in capsys.readouterr().err
+
+
+def test_a_run_without_a_finite_loss_plots_nothing_and_says_so(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    run_dir = _write_run(tmp_path, "nan", "plsgd", {"averaging_freq": 8}, 2, 8, 1e6, steps=5)
+    text = (run_dir / "train.csv").read_text().splitlines()
+    header = text[0].split(",")
+    rows = [r.split(",") for r in text[1:]]
+    for r in rows:
+        r[header.index("loss")] = "nan"
+    (run_dir / "train.csv").write_text("\n".join([text[0]] + [",".join(r) for r in rows]) + "\n")
+    assert not (run_dir / "eval.csv").exists()  # 5 steps: no evaluation yet
+    assert plot.plot_runs([run_dir], tmp_path / "out") == [] and not (tmp_path / "out").exists()
+    assert plot.main([str(run_dir)]) == 2 and "no finite loss" in capsys.readouterr().err
