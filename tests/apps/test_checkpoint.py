@@ -233,6 +233,13 @@ def test_saving_a_step_again_replaces_it_and_keeps_links_of_others_valid(tmp_pat
 
 
 @pytest.mark.mpi
+def test_a_corrupt_per_rank_file_stops_every_rank_at_resume(tmp_path: Path) -> None:
+    from tests.launch import mpirun
+    out = mpirun(2, "tests.apps.workers.resume_corrupt", str(tmp_path), timeout=120).stdout
+    assert sorted(re.findall(r"rank (\d+) ok", out)) == ["0", "1"], out
+
+
+@pytest.mark.mpi
 def test_two_rank_mbsgd_run_writes_the_model_once(tmp_path: Path) -> None:
     runs.run(runs.args(tmp_path, "mb", "mbsgd", 2, "-o", "train.max_steps=20", "-o", "train.eval_every_epochs=0.01"),
              timeout=400)
