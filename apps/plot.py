@@ -286,7 +286,7 @@ def figure(runs: list[RunData], panels: list[Panel] | None = None) -> Figure:
     fig.suptitle(title, fontsize=12)
     if len(runs) > 1:
         handles = {label: h for ax in fig.axes for h, label in zip(*ax.get_legend_handles_labels())}
-        fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 3),
+        fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), ncols),
                    frameon=False)
     return fig
 
