@@ -18,8 +18,10 @@ TTY_ENV = "PYCOMM_APPS_TTY"
 
 
 def algorithm_quantities(opt: Any) -> dict[str, Any]:
-    """What the algorithm reports: bytes/seconds communicated, H (current period), staleness."""
-    out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None)}
+    """What the algorithm reports: bytes/seconds communicated, H (current period), staleness, and the
+    number of ranks (for plot titles; None for a bare torch optimizer)."""
+    out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None),
+                           "ranks": getattr(getattr(opt, "comm", None), "size", None)}
     stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
     out["comm_bytes"] = stats.get("bytes")
     out["comm_seconds"] = stats.get("seconds")

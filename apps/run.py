@@ -20,7 +20,7 @@ from apps.evaluate import evaluate
 from apps.metrics import Metrics, algorithm_quantities
 from apps.models import MODELS
 from apps.preemption import PreemptionFlag
-from apps.runtime import Checkpointer, device_for, peak_flops, step_seed
+from apps.runtime import Checkpointer, device_for, peak_flops, per_rank_state, step_seed
 from apps.tasks import TASKS
 
 
@@ -48,7 +48,7 @@ class Run:
                               {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps})
         self.lr_sched = budget.scheduler(cfg, self.local_opt)
 
-        self.state = IterState(world_size=dist.size, per_rank=not optim.replicated(cfg.algorithm))
+        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm))
         self.state.enter(self.plan, 0, 0)
         self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
         if resume and (restored := self.ckpt.restore(resume)):
