@@ -3,11 +3,12 @@ checkpoints, metrics), and what happens at a step boundary: evaluation, best/per
 and the ranks' agreement on a pending preemption signal."""
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 import torch
 
-from apps import config_io, optim
+from apps import config_io, optim, requirements
 from apps.budget import Budget
 from apps.checkpoint import IterState
 from apps.config import Config
@@ -101,9 +102,20 @@ class Run:
         self.preempt.restore()
         if preempted:
             return 0
-        if self.dist.rank == 0 and self.cfg.logging.plot:
+        plotted = self.dist.rank == 0 and self.cfg.logging.plot and self._plot()
+        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; metrics, checkpoints"
+                             f"{' and plots' if plotted else ''} in {self.dir}")
+        return 0
+
+    def _plot(self) -> bool:
+        """The run's PNGs. Plots are a by-product: a failure here (matplotlib missing, a font cache, a
+        full disk) is a warning and never the exit code of a run that trained. True when drawn."""
+        try:
+            requirements.require("logging.plot", True)
             from apps.plot import plot_runs
             plot_runs([self.dir], self.dir)
-        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; metrics, checkpoints and "
-                             f"plots in {self.dir}")
-        return 0
+            return True
+        except Exception as e:  # noqa: BLE001  (any failure: the training result stands)
+            print(f"warning: the run finished but its plots were not drawn ({type(e).__name__}: {e}); "
+                  f"draw them later with `python -m apps.plot {self.dir}`", file=sys.stderr, flush=True)
+            return False

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from apps import checkpoint, config_io, launch
+from apps import checkpoint, config_io, launch, requirements
 from apps.config import Config
 from apps.data import iterate
 from apps.run import Run
@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         cfg = config_io.load(args.config, args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
+        requirements.check(cfg)  # optional packages the config needs, before any rank starts
     except (config_io.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
