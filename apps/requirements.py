@@ -116,6 +116,11 @@ def _value(cfg: Any, key: str) -> Any:
     return cfg
 
 
+def setting(key: str, value: Any) -> str:
+    """key=value as it is written in a config or an override (true, not True)."""
+    return f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+
+
 def explain(why: str, dependency: Dependency, problem: str, instead: str) -> str:
     return f"{why} needs {dependency.module}, which {problem}: {dependency.install_line()}; or {instead}"
 
@@ -129,7 +134,7 @@ def problems(cfg: Any) -> tuple[list[str], list[str]]:
             continue
         problem = need.dependency.problem()
         if problem:
-            text = explain(f"{need.key}={value}", need.dependency, problem, need.instead)
+            text = explain(setting(need.key, value), need.dependency, problem, need.instead)
             (errors if need.fatal else warnings).append(text)
     return errors, warnings
 
@@ -161,4 +166,4 @@ def require(key: str, value: Any, module: str | None = None) -> ModuleType:
             return importlib.import_module(module or need.dependency.module)
         except ImportError as e:
             problem = f"does not import ({e})"
-    raise MissingDependencyError(explain(f"{key}={value}", need.dependency, problem, need.instead))
+    raise MissingDependencyError(explain(setting(key, value), need.dependency, problem, need.instead))

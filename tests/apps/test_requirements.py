@@ -2,8 +2,11 @@
 install line (torchvision pinned to the installed torch); plots never fail a run that trained."""
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.metadata
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -52,7 +55,7 @@ def test_check_passes_what_is_installed_and_lists_every_missing_package(monkeypa
         requirements.check(cfg)
     assert isinstance(info.value, ImportError) and isinstance(info.value, config_io.ConfigError)
     text = str(info.value)
-    assert "logging.wandb=online needs wandb" in text and "logging.tensorboard=True needs tensorboard" in text
+    assert "logging.wandb=online needs wandb" in text and "logging.tensorboard=true needs tensorboard" in text
     assert "pip install tensorboard (or pip install '.[tensorboard]' in the pycomm checkout)" in text, text
     requirements.check(config_io.load(None, []))  # the default run needs nothing optional but matplotlib
 
@@ -61,7 +64,7 @@ def test_missing_matplotlib_only_warns(monkeypatch: pytest.MonkeyPatch, capsys: 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     requirements.check(config_io.load(None, []))
     err = capsys.readouterr().err
-    assert "warning: logging.plot=True needs matplotlib, which is not installed: pip install matplotlib" in err
+    assert "warning: logging.plot=true needs matplotlib, which is not installed: pip install matplotlib" in err
     assert "set logging.plot=false" in err
     requirements.check(config_io.load(None, ["logging.plot=false"]))
     assert capsys.readouterr().err == ""
@@ -89,6 +92,21 @@ def test_torchvision_install_line_keeps_the_installed_torch(monkeypatch: pytest.
     assert requirements.torch_required_by(["numpy", "torch (==2.13.0)", "pillow"]) == "2.13.0"
     assert requirements.torch_required_by(["torch==2.12.1"]) == "2.12.1"
     assert requirements.torch_required_by(["torchaudio==2.13.0", "numpy"]) is None
+
+
+def test_torchvision_built_for_another_torch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("torchvision")
+    fake.__spec__ = importlib.machinery.ModuleSpec("torchvision", None)
+    monkeypatch.setitem(sys.modules, "torchvision", fake)
+    versions = {"torch": "2.13.0+cpu", "torchvision": "0.29.0"}
+    monkeypatch.setattr(importlib.metadata, "version", versions.__getitem__)
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: ["numpy", "torch (==2.14.0)"])
+    refused = requirements.TORCHVISION.problem()
+    assert refused == "is version 0.29.0, built for torch 2.14.0, not the installed torch 2.13.0", refused
+    with pytest.raises(requirements.MissingDependencyError, match=r"pip install torchvision==0\.28\.0 --index-url"):
+        requirements.check(config_io.load(None, ["data.name=imagefolder", "data.path=/nowhere"]))
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: ["numpy", "torch (==2.13.0)"])
+    assert requirements.TORCHVISION.problem() is None
 
 
 def test_pyproject_declares_the_extras_with_the_torch_pin() -> None:
