@@ -103,8 +103,8 @@ class Run:
         if preempted:
             return 0
         plotted = self.dist.rank == 0 and self.cfg.logging.plot and self._plot()
-        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; metrics, checkpoints"
-                             f"{' and plots' if plotted else ''} in {self.dir}")
+        outputs = "metrics, checkpoints and plots" if plotted else "metrics and checkpoints"
+        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; {outputs} in {self.dir}")
         return 0
 
     def _plot(self) -> bool:
