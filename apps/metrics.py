@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from apps import requirements
 from apps.config import LoggingConfig
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
@@ -113,18 +114,10 @@ class Metrics:
             for name in FILES:
                 (run_dir / name).unlink(missing_ok=True)
         if cfg.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as e:
-                raise ImportError("logging.tensorboard=true needs the tensorboard package (pip install "
-                                  "tensorboard)") from e
-            self.tb = SummaryWriter(str(run_dir / "tensorboard"))
+            tensorboard = requirements.require("logging.tensorboard", True, "torch.utils.tensorboard")
+            self.tb = tensorboard.SummaryWriter(str(run_dir / "tensorboard"))
         if cfg.wandb != "disabled":
-            try:
-                import wandb
-            except ImportError as e:
-                raise ImportError(f"logging.wandb={cfg.wandb} needs the wandb package (pip install wandb), "
-                                  "or set logging.wandb=disabled") from e
+            wandb = requirements.require("logging.wandb", cfg.wandb)
             self.wandb = wandb.init(project=cfg.wandb_project, name=run_dir.name, dir=str(run_dir), mode=cfg.wandb,
                                     config=config, tags=cfg.wandb_tags, resume="allow")
 

@@ -4,13 +4,14 @@ and the ranks' agreement on a pending preemption signal."""
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from apps import bn_stats, config_io, optim
+from apps import bn_stats, config_io, optim, requirements
 from apps.budget import Budget
 from apps.checkpoint import IterState
 from apps.config import Config
@@ -125,9 +126,20 @@ class Run:
         self.preempt.restore()
         if preempted:
             return 0
-        if self.dist.rank == 0 and self.cfg.logging.plot:
+        plotted = self.dist.rank == 0 and self.cfg.logging.plot and self._plot()
+        outputs = "metrics, checkpoints and plots" if plotted else "metrics and checkpoints"
+        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; {outputs} in {self.dir}")
+        return 0
+
+    def _plot(self) -> bool:
+        """The run's PNGs. Plots are a by-product: a failure here (matplotlib missing, a font cache, a
+        full disk) is a warning and never the exit code of a run that trained. True when drawn."""
+        try:
+            requirements.require("logging.plot", True)
             from apps.plot import plot_runs
             plot_runs([self.dir], self.dir)
-        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; metrics, checkpoints and "
-                             f"plots in {self.dir}")
-        return 0
+            return True
+        except Exception as e:  # noqa: BLE001  (any failure: the training result stands)
+            print(f"warning: the run finished but its plots were not drawn ({type(e).__name__}: {e}); "
+                  f"draw them later with `python -m apps.plot {self.dir}`", file=sys.stderr, flush=True)
+            return False

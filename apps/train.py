@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from apps import checkpoint, config_check, config_io, launch, optim
+from apps import checkpoint, config_check, config_io, launch, optim, requirements
 from apps.config import Config
 from apps.data import iterate
 from apps.run import Run
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loaded = config_io.resolve(args.configs + args.config,
                                    args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
+        requirements.check(loaded.config)  # optional packages the config needs, before any rank starts
         if args.resume:
             config_check.check_resume(loaded.config, args.resume)
     except (config_io.ConfigError, ValueError) as e:
