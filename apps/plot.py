@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import matplotlib
+from apps import requirements
+
+try:
+    requirements.require("logging.plot", True)   # matplotlib, or the line that installs it
+except requirements.MissingDependencyError as e:
+    if __name__ == "__main__":
+        raise SystemExit(f"python -m apps.plot: {e}") from None
+    raise
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

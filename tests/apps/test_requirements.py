@@ -132,3 +132,15 @@ def test_a_plotting_failure_never_fails_a_finished_run(tmp_path: Path, how: str)
     assert f"draw them later with `python -m apps.plot {tmp_path / 'p'}`" in proc.stderr
     assert ("plotting broke" if how == "plotting raises" else "pip install matplotlib") in proc.stderr
     assert not list((tmp_path / "p").glob("*.png"))
+
+
+@pytest.mark.parametrize("command", [
+    "import sys\nsys.modules['matplotlib'] = None\nfrom apps.plot_command import main\nsys.exit(main(['runs/x']))",
+    "import sys, runpy\nsys.modules['matplotlib'] = None\nsys.argv = ['apps.plot', 'runs/x']\n"
+    "runpy.run_module('apps.plot', run_name='__main__')",
+])
+def test_plot_command_without_matplotlib_says_what_to_install(command: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", command], cwd=ROOT, env=worker_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "needs matplotlib" in proc.stderr and "pip install matplotlib" in proc.stderr, proc.stderr
