@@ -120,6 +120,15 @@ def _check_options(wire_dtype: object, codec: object, dtype: torch.dtype, what: 
     return check_codec(codec, f"{what}: codec")
 
 
+def _arguments(comm: Any, tensors: object, shard: object, bucket_bytes: object, wire_dtype: object, codec: object,
+               what: str) -> tuple[list[torch.Tensor], FlatLayout, torch.Tensor, Any]:
+    """Checked (tensors, their layout over comm's ranks, the flat shard, the codec or None)."""
+    group = _check_group(tensors, bucket_bytes, what)
+    layout = FlatLayout.of(group, comm.size)
+    flat_shard = _check_shard(shard, group, layout, what)
+    return group, layout, flat_shard, _check_options(wire_dtype, codec, group[0].dtype, what)
+
+
 def _ranges(shard: int, per_rank: int) -> list[tuple[int, int]]:
     return [(lo, min(lo + per_rank, shard)) for lo in range(0, shard, per_rank)]
 
@@ -155,14 +164,11 @@ def reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[t
                              bucket_bytes: int = DEFAULT_BUCKET_BYTES, wire_dtype: torch.dtype | None = None,
                              codec: Any = None) -> CoalescedWork:
     what = "reduce_scatter_coalesced"
-    group = _check_group(tensors, bucket_bytes, what)
-    layout = FlatLayout.of(group, comm.size)
-    flat_shard = _check_shard(shard, group, layout, what)
+    group, layout, flat_shard, codec = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype, codec, what)
     op = check_op(op, what)
     dtype = group[0].dtype
     if op == AVG and dtype not in _dtypes.FLOATING:
         raise TypeError(f"{what}: op AVG needs floating tensors, got {dtype} (use SUM and divide)")
-    codec = _check_options(wire_dtype, codec, dtype, what)
     if codec is not None:
         if op not in (SUM, AVG):
             raise ValueError(f"{what}: with a codec op must be pycomm.SUM or pycomm.AVG, got {op.name}")
@@ -214,11 +220,8 @@ def allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch
                         bucket_bytes: int = DEFAULT_BUCKET_BYTES, wire_dtype: torch.dtype | None = None,
                         codec: Any = None) -> CoalescedWork:
     what = "allgather_coalesced"
-    group = _check_group(tensors, bucket_bytes, what)
-    layout = FlatLayout.of(group, comm.size)
-    flat_shard = _check_shard(shard, group, layout, what)
+    group, layout, flat_shard, codec = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype, codec, what)
     dtype = group[0].dtype
-    codec = _check_options(wire_dtype, codec, dtype, what)
     size, device = comm.size, flat_shard.device
     buckets = []
     if codec is not None:
