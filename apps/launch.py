@@ -8,8 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Mapping, Sequence
 
+from apps import failure
+from apps.mpirun_stderr import MpirunStderr
 from pycomm.launch_env import LaunchEnv, detect, first_host  # noqa: F401  (re-exported for apps)
 
 # Set on the ranks we spawn, so they never spawn again.
@@ -41,8 +45,10 @@ def mpirun_command(nproc: int, argv: Sequence[str]) -> list[str]:
 
 
 def spawn(nproc: int, argv: Sequence[str]) -> int:
-    """Run `argv` on nproc local ranks under mpirun; SIGTERM/SIGUSR1 to us reach the ranks as SIGUSR1
-    (Open MPI forwards SIGUSR1, but answers SIGTERM by killing the job), so they save and exit."""
+    """Run `argv` on nproc local ranks under mpirun and return its exit code. SIGTERM/SIGUSR1 to us
+    reach the ranks once, as SIGUSR1 (Open MPI forwards SIGUSR1 but answers SIGTERM by killing the
+    job), so they save and exit 0; repeats are ignored (SIGINT or SIGKILL still stop the job). When
+    a rank fails, the last lines say which and why (apps.failure), not Open MPI's banner."""
     cmd = mpirun_command(nproc, argv)
     env = dict(os.environ)
     env[SPAWNED] = "1"
@@ -50,14 +56,41 @@ def spawn(nproc: int, argv: Sequence[str]) -> int:
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(cmd, env=env)
+    with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures:
+        env[failure.FAILURE_DIR_ENV] = failures
+        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        stderr = MpirunStderr(proc.stderr, sys.stderr)
+        forwarded: list[int] = []
 
-    def forward(signum: int, frame: object) -> None:
-        proc.send_signal(signal.SIGUSR1)
+        def forward(signum: int, frame: object) -> None:
+            forwarded.append(signum)
+            if len(forwarded) == 1:
+                proc.send_signal(signal.SIGUSR1)
+            elif len(forwarded) == 2:  # os.write: a print here could re-enter one in progress
+                os.write(2, f"apps.launch: signal {signum} ignored: the ranks were already asked to save and "
+                            f"stop; SIGINT or SIGKILL end them at once\n".encode())
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGUSR1)}
-    try:
-        return proc.wait()
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGUSR1)}
+        try:
+            code = proc.wait()
+            stderr.join()
+            _report(code, failure.read(Path(failures)), stderr)
+        finally:
+            for s, h in previous.items():  # after a forwarded stop we are about to exit: stay deaf to repeats
+                signal.signal(s, signal.SIG_IGN if forwarded else h)
+    return code
+
+
+def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr) -> None:
+    """The job's verdict on stderr: the ranks' records, else what Open MPI said about the failure."""
+    if code == 0:
+        lines = stderr.held  # Open MPI's warnings about a run that went well still matter
+    elif failures:
+        lines = failure.verdict(failures)
+    elif line := stderr.summary():
+        lines = [line]
+    else:
+        lines = stderr.held or [f"mpirun exited with code {code}"]
+    for line in lines:
+        print(line.rstrip("\n"), file=sys.stderr, flush=True)

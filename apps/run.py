@@ -98,7 +98,7 @@ class Run:
 
     def finish(self, preempted: bool) -> int:
         self.metrics.close()
-        self.preempt.restore()
+        self.preempt.close()
         if preempted:
             return 0
         if self.dist.rank == 0 and self.cfg.logging.plot:

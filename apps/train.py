@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from apps import checkpoint, config_io, launch
+from apps import config_io, failure, launch
 from apps.config import Config
 from apps.data import iterate
 from apps.run import Run
@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:
+        failure.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
         return train(cfg, args.resume)
-    except checkpoint.CheckpointError as e:
-        print(f"checkpoint error: {e}", file=sys.stderr)
-        return 3
+    except (Exception, KeyboardInterrupt) as e:
+        return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once
 
 
 if __name__ == "__main__":
