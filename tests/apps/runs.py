@@ -1,6 +1,7 @@
 """Helpers for end-to-end tests of `python -m apps.train`: small, fast runs and their results."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -61,8 +62,8 @@ def watch(argv: list[str], mark: str, env: dict[str, str] | None = None, timeout
     The timeout (default 100 s) stays below worker_env's PYCOMM_TIMEOUT=120: a job that only ends when
     a rank's collective times out fails the test instead of passing late."""
     proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    timer = threading.Timer(timeout, proc.kill)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))  # mpirun and the ranks too
     timer.start()
     lines, marked = [], None
     try:

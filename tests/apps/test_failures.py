@@ -132,3 +132,11 @@ def test_an_unclosed_frame_is_not_open_mpis_and_passes_through() -> None:
     sink = io.StringIO()
     MpirunStderr(io.BytesIO(f"{RULE}\nmy table\n".encode()), sink).join()
     assert sink.getvalue() == f"{RULE}\nmy table\n"
+
+
+def test_a_rank_killed_by_a_signal_is_named() -> None:
+    """Open MPI 4.1's words for a rank killed by SIGKILL (the OOM killer's signal)."""
+    text = f"{RULE}\nmpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Killed).\n{RULE}\n"
+    stderr = MpirunStderr(io.BytesIO(text.encode()), io.StringIO())
+    stderr.join()
+    assert stderr.summary() == "rank 1 was killed by signal 9 (Killed)"
