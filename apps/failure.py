@@ -7,10 +7,7 @@ prints the full traceback only when it is the first to fail (claimed with an O_E
 ends every rank with pycomm.abort (MPI_Abort under mpirun / srun). The --nproc launcher
 (apps.launch.spawn) passes that directory in PYCOMM_APPS_FAILURE_DIR and prints the records as the
 job's verdict; under a launcher of the user's own each failing rank prints its summary line.
-
-PYCOMM_APPS_FAIL_AT=RANK:STEP[:raise|exit] is a testing aid (fault injection, as torchft's
-fail_at): that rank raises InjectedFailure, or leaves with os._exit(EXIT_INJECTED) and no message,
-after its optimizer step number STEP."""
+Faults to test this with: apps.fault_injection."""
 from __future__ import annotations
 
 import json
@@ -21,16 +18,11 @@ import tempfile
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Mapping
 
 FAILURE_DIR_ENV = "PYCOMM_APPS_FAILURE_DIR"
-FAIL_AT_ENV = "PYCOMM_APPS_FAIL_AT"
 _FIRST = "first"
-EXIT_FAILED, EXIT_CONFIG, EXIT_CHECKPOINT, EXIT_INJECTED, EXIT_INTERRUPTED = 1, 2, 3, 70, 130
-
-
-class InjectedFailure(RuntimeError):
-    """Raised by the PYCOMM_APPS_FAIL_AT testing aid."""
+EXIT_FAILED, EXIT_CONFIG, EXIT_CHECKPOINT, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 def exit_code_for(exc: BaseException) -> int:
@@ -162,35 +154,3 @@ def fail(exc: BaseException, env: Mapping[str, str] | None = None) -> int:
     if line:
         print(line, file=sys.stderr, flush=True)
     return failure.exit_code
-
-
-def injected_at(env: Mapping[str, str]) -> tuple[int, int, str] | None:
-    """(rank, step, "raise" | "exit") from PYCOMM_APPS_FAIL_AT, None when unset."""
-    spec = env.get(FAIL_AT_ENV, "")
-    if not spec:
-        return None
-    m = re.fullmatch(r"(\d+):(\d+)(?::(raise|exit))?", spec.strip())
-    if not m:
-        raise ValueError(f"{FAIL_AT_ENV} must be RANK:STEP[:raise|exit] (e.g. 1:5:raise), got {spec!r}")
-    return int(m[1]), int(m[2]), m[3] or "raise"
-
-
-def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
-    """Arm PYCOMM_APPS_FAIL_AT on `run_class` (apps.run.Run): its log_step, called once per step,
-    fails on the chosen rank at the chosen step. Nothing changes when the variable is unset."""
-    at = injected_at(os.environ if env is None else env)
-    if at is None:
-        return
-    rank, step, how = at
-    log_step: Callable[..., None] = run_class.log_step
-
-    def failing_log_step(run: Any, *args: Any, **kwargs: Any) -> None:
-        log_step(run, *args, **kwargs)
-        if run.dist.rank == rank and run.state.step == step:
-            if how == "exit":
-                sys.stdout.flush()
-                os._exit(EXIT_INJECTED)
-            raise InjectedFailure(f"{FAIL_AT_ENV}={rank}:{step}:{how}: injected failure on rank {rank} "
-                                  f"at step {step}")
-
-    run_class.log_step = failing_log_step

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from apps import config_io, failure, launch
+from apps import config_io, failure, fault_injection, launch
 from apps.config import Config
 from apps.data import iterate
 from apps.run import Run
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:
-        failure.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
+        fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
         return train(cfg, args.resume)
     except (Exception, KeyboardInterrupt) as e:
         return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once

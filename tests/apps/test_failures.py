@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apps import failure
+from apps import failure, fault_injection
 from apps.mpirun_stderr import RULE, MpirunStderr
 from tests.apps import runs
 from tests.apps.test_train_multi import needs_comm
@@ -19,7 +19,7 @@ FAST = ("-o", "train.max_steps=20", "-o", "train.log_every=1")
 
 
 def fail_at(spec: str) -> dict[str, str]:
-    return {failure.FAIL_AT_ENV: spec}
+    return {fault_injection.FAIL_AT_ENV: spec}
 
 
 def last_line(text: str) -> str:
@@ -41,8 +41,8 @@ def test_a_rank_that_raises_ends_the_job_at_once_with_its_error(tmp_path: Path) 
 @needs_comm
 def test_a_rank_that_vanishes_ends_the_job_and_is_named(tmp_path: Path) -> None:
     w = runs.watch(runs.args(tmp_path, "exit", "plsgd", 2, *FAST), "step 2/", fail_at("0:2:exit"))
-    assert w.returncode == failure.EXIT_INJECTED, w.output
-    assert last_line(w.output) == f"rank 0 exited with code {failure.EXIT_INJECTED} without reporting an error", \
+    assert w.returncode == fault_injection.EXIT_INJECTED, w.output
+    assert last_line(w.output) == f"rank 0 exited with code {fault_injection.EXIT_INJECTED} without reporting an error", \
         w.output
     assert "Traceback" not in w.output and RULE not in w.output, w.output
     assert w.after_mark < 10, w.output
@@ -110,8 +110,8 @@ def test_a_message_becomes_one_line_and_a_single_process_has_no_rank() -> None:
 @pytest.mark.parametrize("spec", ["1", "a:2", "1:2:crash", "-1:2"])
 def test_a_bad_fail_at_spec_is_refused_with_the_expected_form(spec: str) -> None:
     with pytest.raises(ValueError, match="RANK:STEP"):
-        failure.injected_at({failure.FAIL_AT_ENV: spec})
-    assert failure.injected_at({failure.FAIL_AT_ENV: "1:5"}) == (1, 5, "raise")
+        fault_injection.injected_at({fault_injection.FAIL_AT_ENV: spec})
+    assert fault_injection.injected_at({fault_injection.FAIL_AT_ENV: "1:5"}) == (1, 5, "raise")
 
 
 def test_open_mpi_messages_are_held_back_and_summarised() -> None:
