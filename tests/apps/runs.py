@@ -110,6 +110,20 @@ def preempt_repeatedly(argv: list[str], after_line: str = "step 10/", timeout: f
     return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines), "")
 
 
+def interrupt(argv: list[str], after_line: str = "step 10/", timeout: float = 300) -> subprocess.CompletedProcess:
+    """Ctrl-C as a terminal sends it (SIGINT to the process group) once after_line appears."""
+    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if after_line in line:
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    out, _ = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines) + out, "")
+
+
 def final_params(run_dir: Path, rank: int = 0) -> dict[str, torch.Tensor]:
     ckpts = sorted(p for p in (run_dir / "checkpoints").glob("ckpt.step*") if not p.name.endswith(".preempt"))
     name = "model_state_dict.pt" if rank == 0 else f"model_state_dict.rank{rank}.pt"

@@ -64,3 +64,12 @@ def test_sigterm_repeated_to_the_nproc_launcher_after_the_preempt_save_exits_0(t
     assert proc.returncode == 0, proc.stdout
     assert "preempted" in proc.stdout and "signal 15 ignored" in proc.stdout, proc.stdout
     assert len(list((tmp_path / "again" / "checkpoints").glob("*.preempt"))) == 1, proc.stdout
+
+
+@pytest.mark.mpi
+@needs_comm
+def test_ctrl_c_to_the_nproc_launcher_ends_with_one_line_not_a_traceback(tmp_path: Path) -> None:
+    proc = runs.interrupt(runs.args(tmp_path, "ctrl_c", "plsgd", 2, "-o", "train.log_every=1"), timeout=100)
+    assert proc.returncode != 0, proc.stdout
+    assert proc.stdout.rstrip().rsplit("\n", 1)[-1].startswith("interrupted: mpirun stopped the ranks"), proc.stdout
+    assert "Traceback" not in proc.stdout and "-" * 74 not in proc.stdout, proc.stdout
