@@ -123,7 +123,7 @@ class Run:
 
     def finish(self, preempted: bool) -> int:
         self.metrics.close()
-        self.preempt.restore()
+        self.preempt.close()
         if preempted:
             return 0
         plotted = self.dist.rank == 0 and self.cfg.logging.plot and self._plot()

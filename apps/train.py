@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from apps import checkpoint, config_check, config_io, launch, optim, requirements
+from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements
 from apps.config import Config
 from apps.data import iterate
 from apps.run import Run
@@ -125,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:
+        fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
         return train(cfg, args.resume)
-    except checkpoint.CheckpointError as e:
-        print(f"checkpoint error: {e}", file=sys.stderr)
-        return 3
+    except (Exception, KeyboardInterrupt) as e:
+        return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once
 
 
 if __name__ == "__main__":

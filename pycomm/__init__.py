@@ -12,12 +12,12 @@ from pycomm.errors import MismatchError, PycommError, StallError
 from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.quantized import ErrorFeedback
-from pycomm.runtime import finalize, from_mpi4py, init, is_initialized, stats, world
+from pycomm.runtime import abort, finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.store import TCPStore
 from pycomm.work import Work
 
-__all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init", "world",
-           "from_mpi4py", "finalize", "stats", "is_initialized", "LaunchEnv", "PycommError", "StallError",
-           "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback", "flat_shard_numel",
-           "GradientBuckets"]
+__all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
+           "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
+           "StallError", "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback",
+           "flat_shard_numel", "GradientBuckets"]
 __version__ = "0.1.0"

@@ -1,7 +1,8 @@
 """Provoked faults on real ranks. `stall`: rank 1 skips a collective, rank 0 must get StallError
 within PYCOMM_TIMEOUT (never hang) and its communicator must refuse later ops. `mismatch`: under
 PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get MismatchError
-naming both ops. Prints MARK lines the test checks."""
+naming both ops. `abort`: rank 1 calls pycomm.abort while rank 0 waits in an all-reduce; the job
+must end at once with rank 1's exit code. Prints MARK lines the test checks."""
 from __future__ import annotations
 
 import os
@@ -60,6 +61,15 @@ def mismatch(comm: pycomm.Communicator) -> None:
     pycomm.finalize()  # nothing is in flight: a clean exit
 
 
+def abort(comm: pycomm.Communicator) -> None:
+    comm.allreduce(torch.ones(4), op=pycomm.SUM)
+    if comm.rank == 1:
+        print(f"MARK rank 1 aborts at {time.time():.3f}", flush=True)
+        pycomm.abort("MARK rank 1: lost its data", exit_code=5)
+    comm.allreduce(torch.ones(4), op=pycomm.SUM)  # rank 1 never joins: only the abort ends this
+    print("MARK rank 0 was not stopped", flush=True)
+
+
 if __name__ == "__main__":
     world = pycomm.init(backend="mpi")
-    {"stall": stall, "mismatch": mismatch}[sys.argv[1]](world)
+    {"stall": stall, "mismatch": mismatch, "abort": abort}[sys.argv[1]](world)
