@@ -29,6 +29,7 @@ def check(cfg: Config, world_size: int | None = None, batch_size_given: bool = T
     place). Returns notes for the user (sizes derived)."""
     world = world_size_of_launch(cfg) if world_size is None else world_size
     _check_plain_names(cfg)
+    _check_writable(cfg)
     _check_registries(cfg)
     _check_algorithm(cfg, world)
     _check_length(cfg)
@@ -40,6 +41,21 @@ def _check_plain_names(cfg: Config) -> None:
         if value in ("", ".", "..") or "/" in value or os.sep in value or "\0" in value:
             raise ConfigError(f"{key} must be a plain file name (it names a directory under out_dir), got {value!r}; "
                               "set out_dir to choose where runs go")
+
+
+def _check_writable(cfg: Config) -> None:
+    """out_dir and checkpoint.directory must be creatable directories this user can write, checked before
+    any rank starts (a rank failing at its first save would otherwise end the job mid-run)."""
+    for key, value in (("out_dir", cfg.out_dir), ("checkpoint.directory", cfg.checkpoint.directory)):
+        if value is None:
+            continue
+        path = Path(value).absolute()
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir():
+            raise ConfigError(f"{key}={value!r}: {existing} is a file, not a directory; choose a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"{key}={value!r}: {existing} is not writable by this user; choose a writable "
+                              "directory")
 
 
 def _check_registries(cfg: Config) -> None:

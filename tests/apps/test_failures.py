@@ -5,6 +5,8 @@ the pieces: the launcher's verdict, Open MPI's messages held back, the fail-at s
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ from apps import failure, fault_injection
 from apps.mpirun_stderr import RULE, MpirunStderr
 from tests.apps import runs
 from tests.apps.test_train_multi import needs_comm
-from tests.launch import mpirun
+from tests.launch import ROOT, mpirun, worker_env
 
 FAST = ("-o", "train.max_steps=20", "-o", "train.log_every=1")
 
@@ -48,18 +50,15 @@ def test_a_rank_that_vanishes_ends_the_job_and_is_named(tmp_path: Path) -> None:
     assert w.after_mark < 10, w.output
 
 
-@pytest.mark.mpi
-@needs_comm
-def test_a_checkpoint_directory_that_cannot_be_made_fails_rank_0_not_the_job_timeout(tmp_path: Path) -> None:
-    """Rank 0 alone creates the directory; rank 1 waits for it in a barrier."""
+def test_a_checkpoint_directory_that_cannot_be_made_is_refused_before_any_rank_starts(tmp_path: Path) -> None:
+    """Caught where the config is checked: no rank starts, so none can fail at its first save."""
     (tmp_path / "a_file").write_text("")
-    argv = runs.args(tmp_path, "nodir", "plsgd", 2, *FAST, "-o", "checkpoint.every_steps=2",
-                     "-o", f"checkpoint.directory={tmp_path / 'a_file' / 'ckpt'}")
-    w = runs.watch(argv, "step 2/")
-    assert w.returncode == failure.EXIT_FAILED, w.output
-    assert last_line(w.output).startswith("rank 0 failed: NotADirectoryError: ") and "a_file" in w.output, w.output
-    assert w.output.count("Traceback") == 1, w.output
-    assert w.after_mark < 10, w.output
+    argv = runs.args(tmp_path, "nodir", "plsgd", 2, *FAST, "-o", f"checkpoint.directory={tmp_path / 'a_file' / 'ckpt'}")
+    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, env=worker_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{tmp_path / 'a_file'} is a file, not a directory" in proc.stderr and "rank" not in proc.stdout, proc
+    assert not (tmp_path / "nodir").exists()
 
 
 @pytest.mark.mpi
