@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +24,14 @@ from typing import Mapping
 FAILURE_DIR_ENV = "PYCOMM_APPS_FAILURE_DIR"
 _FIRST = "first"
 EXIT_FAILED, EXIT_CONFIG, EXIT_CHECKPOINT, EXIT_INTERRUPTED = 1, 2, 3, 130
+# how long a rank that stops only because another failed waits before ending the job itself, so that
+# the failing rank's abort (its exit code, its message) is the one the job ends with
+PEER_GRACE_S = 3.0
+
+
+class PeerFailedError(RuntimeError):
+    """This rank stops because other ranks failed (e.g. they could not load their part of a checkpoint):
+    their errors are the verdict, this one only says why this rank stopped too."""
 
 
 def exit_code_for(exc: BaseException) -> int:
@@ -51,11 +60,12 @@ class Failure:
     kind: str        # the exception's class name
     message: str
     exit_code: int
+    secondary: bool = False   # stopped because others failed (PeerFailedError): not the cause
 
     @classmethod
     def of(cls, exc: BaseException, rank: int, size: int) -> "Failure":
         message = " ".join(str(exc).split()) or "(no message)"  # one line, whatever the exception held
-        return cls(rank, size, type(exc).__name__, message, exit_code_for(exc))
+        return cls(rank, size, type(exc).__name__, message, exit_code_for(exc), isinstance(exc, PeerFailedError))
 
     def line(self) -> str:
         where = f"rank {self.rank} failed" if self.size > 1 else "failed"
@@ -86,6 +96,8 @@ def record(directory: Path, failure: Failure) -> bool:
         tmp = directory / f".rank{failure.rank}.json.tmp"
         tmp.write_text(json.dumps(asdict(failure)))
         os.replace(tmp, directory / f"rank{failure.rank}.json")  # readers never see half a record
+        if failure.secondary:
+            return False      # the cause is another rank's: it prints the traceback
         fd = os.open(directory / _FIRST, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
@@ -113,9 +125,11 @@ def read(directory: Path) -> list[Failure]:
 
 def verdict(failures: list[Failure]) -> list[str]:
     """One line per distinct error, the first failure's first: `rank 1 failed: T: msg`, and
-    `ranks 0, 2 failed: ...` when several ranks failed alike."""
+    `ranks 0, 2 failed: ...` when several ranks failed alike. Ranks that only stopped because others
+    failed are left out when a cause is known."""
+    causes = [f for f in failures if not f.secondary] or failures
     groups: dict[tuple[str, str], list[int]] = {}
-    for f in failures:
+    for f in causes:
         groups.setdefault((f.kind, f.message), []).append(f.rank)
     lines = []
     for (kind, message), ranks in groups.items():
@@ -150,6 +164,8 @@ def fail(exc: BaseException, env: Mapping[str, str] | None = None) -> int:
     if size > 1:
         import pycomm
 
+        if failure.secondary:
+            time.sleep(PEER_GRACE_S)   # the failing rank ends the job with its own error meanwhile
         pycomm.abort(line, failure.exit_code)
     if line:
         print(line, file=sys.stderr, flush=True)

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from apps import checkpoint, optim
+from apps import checkpoint, failure, optim
 from apps.checkpoint import CheckpointError, IterState
 from apps.config import AlgorithmConfig, CheckpointConfig
 from apps.dist import Dist
@@ -88,7 +88,7 @@ class Checkpointer:
         if error is not None:
             raise error
         if failed:
-            raise CheckpointError(f"--resume {resume}: rank(s) {', '.join(map(str, failed))} could not load their "
+            raise failure.PeerFailedError(f"--resume {resume}: rank(s) {', '.join(map(str, failed))} could not load their "
                                   "part of the checkpoint (their error names the file); this rank stops too")
         if found is None:
             return None

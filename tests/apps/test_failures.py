@@ -73,8 +73,10 @@ def test_a_corrupt_per_rank_checkpoint_on_resume_ends_the_job_with_rank_1s_error
     rank1.write_bytes(rank1.read_bytes()[:-8] + b"garbage!")
     w = runs.watch(argv + ["-o", "train.max_steps=20", "--resume", "auto"], "")
     assert w.returncode == failure.EXIT_CHECKPOINT, w.output
-    assert last_line(w.output) == (f"rank 1 failed: CheckpointError: checkpoint {ckpt}: optim_state_dict.rank1.pt "
-                                   f"is corrupt or truncated (does not match manifest.json)"), w.output
+    assert last_line(w.output) == (f"rank 1 failed: CheckpointError: checkpoint file {rank1} is corrupt: its SHA-256 "
+                                   "differs from the one in manifest.json (its contents changed after it was "
+                                   "written)"), w.output
+    assert "rank 0 failed" not in w.output, w.output   # rank 0 only stopped because rank 1 failed
     assert "Traceback" not in w.output and "StallError" not in w.output, w.output  # its message is the story
 
 
