@@ -102,7 +102,18 @@ def plsgd(sim: Simulation, o: dict[str, Any]):
 def qsr(sim: Simulation, o: dict[str, Any]):
     h_base, alpha, gamma = o["h_base"], o.get("alpha", 0.0175), o.get("gamma", 2.0)
     h_min, warmup, total = o.get("h_min", h_base), o.get("warmup_steps", 0), o.get("total_steps")
-    next_round = [h_base]
+
+    def period(t: int) -> int:
+        """H chosen with t steps taken, from the rate of step t + 1 (0-based index t)."""
+        if t < warmup or alpha == 0:
+            return h_base
+        eta = lr_at(t, sim.base_lr) if sim.schedule else sim.base_lr
+        h = max(math.floor((alpha / eta) ** gamma), h_min)
+        if total is not None:
+            h = min(h, total - t)
+        return max(h, 1)
+
+    next_round = [period(0)]
 
     def rule(t: int, losses: list[float]) -> None:
         sim.step_all()
@@ -115,15 +126,7 @@ def qsr(sim: Simulation, o: dict[str, Any]):
                 if on:
                     tensors[-1] = tensors[-1] + [sim.opts[i].state[p][key] for p in sim.models[i].parameters()]
         sim.average(tensors)
-        eta = sim.opts[0].param_groups[0]["lr"]
-        if t < warmup or alpha == 0:
-            h = h_base
-        else:
-            h = max(math.floor((alpha / eta) ** gamma), h_min)
-            if total is not None:
-                h = min(h, total - t)
-            h = max(h, 1)
-        next_round[0] = t + h
+        next_round[0] = t + period(t)
     return rule
 
 
