@@ -139,6 +139,8 @@ def _local_pull(sim: Simulation, centres: list[list[torch.Tensor]], p: float) ->
 def easgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
     tau, cs, p = o["comm_period"], o["dist_pulling_strength"], o["local_pulling_strength"] / o["comm_period"]
     c = [x.clone() for x in sim.x(0)]
+    # easgd+: the c a round starts from is the mean of the workers right after the previous round
+    restart = [x.clone() for x in sim.x(0)]
     v = [[torch.zeros_like(x) for x in sim.x(i)] for i in range(sim.n)]
 
     def rule(t: int, losses: list[float]) -> None:
@@ -159,13 +161,15 @@ def easgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
                     x.copy_((1 - a) * x + a * c_old)
                 c[k].copy_((1 - cs) * c_old + cs * m)
             else:
+                c_start = restart[k]
                 vs = [v[i][k] for i in range(sim.n)]
                 v_sum = sum(vs)
-                m_w = torch.where(v_sum > 0, sum(vj * xj for vj, xj in zip(vs, xs)) / v_sum, c_old)
-                delta = cs * (m_w - c_old)
-                c[k].add_(delta)
+                m_w = torch.where(v_sum > 0, sum(vj * xj for vj, xj in zip(vs, xs)) / v_sum, c_start)
+                delta = cs * (m_w - c_start)
+                c[k].copy_(c_start + delta)
                 for x in xs:
                     x.copy_((1 - cs) * (x + delta) + cs * c[k])
+                restart[k] = _mean(xs)
     return rule
 
 
