@@ -6,6 +6,7 @@ counters), so every rank submits the same sequence: check, [round], check, ... W
 nothing to average and the loop only follows the workers."""
 from __future__ import annotations
 
+import inspect
 import math
 import time
 import warnings
@@ -16,12 +17,25 @@ import torch
 from algorithms.lap.averaging import Agreement, RankAveraging
 from algorithms.lap.pool import WorkerPool
 
-SCHEDULER_INTERVALS = ("epoch", "step")
+# "fractional_epoch" (the published code's and the default): every minibatch the scheduler is set to
+# epoch = node minibatch counter / len(loader), a fraction, through torch's step(epoch), so it must
+# compute its rate from last_epoch alone (LambdaLR, MultiStepLR, StepLR, CosineAnnealingLR, LinearLR,
+# algorithms.schedules, ...). "epoch": stepped once per whole epoch (pycomm's default before issue 14).
+# "step": stepped once per node minibatch, for schedules written in steps (apps' schedules).
+SCHEDULER_INTERVALS = ("fractional_epoch", "epoch", "step")
+
+
+def _quietly(step: Callable[[], None]) -> None:
+    with warnings.catch_warnings():   # the workers step, never optimizer.step(); step(epoch) is deprecated
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
+        warnings.filterwarnings("ignore", message=r"Seems like `optimizer.step\(\)` has been overridden")
+        warnings.filterwarnings("ignore", message=r"The epoch parameter in `scheduler.step\(\)`")
+        step()
 
 
 class LrSync:
-    """Moves a torch LR scheduler with the rank's node minibatch counter (epoch = counter / len(loader))
-    and publishes the optimizer's per-group learning rates to the workers."""
+    """Moves a torch LR scheduler with the rank's node minibatch counter (epoch = counter / len(loader);
+    see SCHEDULER_INTERVALS) and publishes the optimizer's per-group learning rates to the workers."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, scheduler: Any, interval: str, steps_per_epoch: int,
                  node_steps: int):
@@ -29,20 +43,35 @@ class LrSync:
             raise ValueError(f"scheduler_interval: expected one of {SCHEDULER_INTERVALS}, got {interval!r}")
         if scheduler is not None and not hasattr(scheduler, "step"):
             raise TypeError(f"scheduler: expected a torch LR scheduler (with step()), got {type(scheduler).__name__}")
+        if scheduler is not None and interval == "fractional_epoch" and (
+                "epoch" not in inspect.signature(scheduler.step).parameters
+                or isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)):
+            raise TypeError(f"scheduler: {type(scheduler).__name__}.step() takes no epoch, which "
+                            "scheduler_interval='fractional_epoch' sets every minibatch; give a scheduler that "
+                            "computes its rate from the epoch (e.g. LambdaLR) or scheduler_interval='epoch'/'step'")
         self.optimizer, self.scheduler, self.interval = optimizer, scheduler, interval
         self.steps_per_epoch = steps_per_epoch
         self.mark = self._position(node_steps)   # the scheduler is in step with the counter on entry
+        if scheduler is not None and interval == "fractional_epoch":
+            self._set_fraction(node_steps)
 
     def _position(self, node_steps: int) -> int:
         return node_steps // self.steps_per_epoch if self.interval == "epoch" else node_steps
 
+    def _set_fraction(self, node_steps: int) -> None:
+        _quietly(lambda: self.scheduler.step(node_steps / self.steps_per_epoch))
+
     def lrs(self, node_steps: int) -> list[float]:
+        """The per-group rates for the node minibatch that comes after `node_steps` of them."""
         if self.scheduler is not None:
-            while self.mark < self._position(node_steps):
-                with warnings.catch_warnings():   # the workers step, never optimizer.step(): torch warns
-                    warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)`")
-                    self.scheduler.step()
-                self.mark += 1
+            if self.interval == "fractional_epoch":
+                if self.mark != node_steps:
+                    self._set_fraction(node_steps)
+                    self.mark = node_steps
+            else:
+                while self.mark < self._position(node_steps):
+                    _quietly(self.scheduler.step)
+                    self.mark += 1
         return [float(g["lr"]) for g in self.optimizer.param_groups]
 
 
