@@ -10,7 +10,9 @@ As in SDTL's code (ALGORITHMS.md), the c a round starts from is not the last rou
 the mean of the workers' parameters right after the previous round (the initial parameters before the
 first), while the local pull between rounds goes to the c the last round computed. That mean is
 computed in the round that ends, from mean_j x_j (one more parameter-sized all-reduce per round, as in
-SDTL): mean_j x_j' = (1 - c_s)(mean_j x_j + delta) + c_s c."""
+SDTL): mean_j x_j' = (1 - c_s)(mean_j x_j + delta) + c_s c. With a codec that mean is the
+compressed one (identical on every rank). Divergence from SDTL kept: SDTL weights by v_j + 1e-8, pycomm
+by v_j exactly (m_w = the round's starting c where sum_j v_j = 0)."""
 from __future__ import annotations
 
 from typing import Any

@@ -23,7 +23,11 @@ rank's node minibatch counter, and workers read the new rate at their next step.
 fractional epoch = node minibatch counter / len(loader) through `scheduler.step(epoch)`, so the scheduler
 is written in epochs and must compute its rate from the epoch alone (LambdaLR, MultiStepLR, StepLR,
 CosineAnnealingLR, algorithms.schedules, ...). `"epoch"` steps it at whole epochs only (pycomm's default
-before issue 14); `"step"` once per node minibatch, for schedules written in steps (apps do this). `loss_fn`, the model class and the dataset must be picklable when workers are
+before issue 14); `"step"` once per node minibatch, for schedules written in steps (apps do this). Where
+the rate is a function of the minibatch number alone ("fractional_epoch", or "step" with a closed-form
+scheduler such as algorithms.schedules'), the main process publishes the rates of the next LR_AHEAD
+minibatches and each worker applies the rate of the minibatch it claimed, exactly as the published
+code; otherwise workers use the rate last published (the loop polls every `poll_interval`). `loss_fn`, the model class and the dataset must be picklable when workers are
 spawned (always on GPU; CPU defaults to fork, whose children never touch the communicator). A spawned
 worker re-imports the main module: keep `pycomm.init()` (and any mpi4py import) under
 `if __name__ == "__main__":`, or the worker would join the MPI job as if it were a rank."""
@@ -158,8 +162,8 @@ class LAPSGD(CommOptimizer):
             policy = AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"])
             averaging = RankAveraging(self.comm, layers_of(model), policy, self.options["codec"])
         lr_sync = LrSync(self.optimizer, scheduler, scheduler_interval, steps_per_epoch, self.node_steps)
-        pool.set_lrs(lr_sync.lrs(self.node_steps))
         loop = RankLoop(pool, averaging, lr_sync, self.last_averaged_at, poll_interval, on_progress, progress_every)
+        loop.publish_lrs(self.node_steps)
         try:
             pool.start()
             loop.run()

@@ -89,3 +89,14 @@ def test_lr_per_step_scheduler_and_bad_arguments():
         LrSync(sgd, sched, "minute", 10, 0)
     with pytest.raises(TypeError, match="scheduler"):
         LrSync(sgd, object(), "epoch", 10, 0)
+
+
+def test_step_interval_with_a_closed_form_schedule_is_per_minibatch():
+    """apps pass "step" with schedules written in steps: lr(minibatch k) = schedule(k), for any k."""
+    sgd = _sgd(0.4)
+    sync = LrSync(sgd, algorithms.MultiStep(sgd, milestones=[10, 20], gamma=0.5), "step", 7, node_steps=0)
+    assert sync.per_minibatch
+    for k in (25, 3, 10, 9, 19, 20, 0):
+        assert sync.lrs(k) == [0.4 * 0.5 ** ((k >= 10) + (k >= 20))], k
+    chained = torch.optim.lr_scheduler.MultiplicativeLR(_sgd(), lambda s: 0.5)   # no closed form: in order
+    assert not LrSync(chained.optimizer, chained, "step", 7, 0).per_minibatch
