@@ -101,14 +101,15 @@ class ElasticBase(CommOptimizer):
         if round_due:
             self._round()
 
-    def _mean_params(self) -> list[torch.Tensor]:
-        """mean_j x_j (the parameters untouched). With a codec, x - c travels (c is identical on every
-        rank) and the mean is c + mean_j (x_j - c)."""
+    def _mean_params(self, reference: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """mean_j x_j (the parameters untouched). With a codec, x - r travels (r, the centre unless
+        `reference` is given, is identical on every rank) and the mean is r + mean_j (x_j - r)."""
         if self.options["codec"] is None:
             mean = clone_all(self._x)
             self.channel.allreduce(mean, key="params", compress=False)
             return mean
-        return self.channel.average_relative(self._x, self._centre, key="params")
+        return self.channel.average_relative(self._x, self._centre if reference is None else reference,
+                                             key="params")
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {"centre": clone_all(self._centre), "steps_since_round": self.steps_since_round, "rounds": self.rounds}

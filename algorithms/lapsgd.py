@@ -17,9 +17,17 @@ run continues the same schedule and state, not the same trajectory.
 
 What the workers do is torch.optim.SGD's update (lr, momentum, dampening, weight_decay, nesterov per
 param group, each worker with its own momentum buffers). The wrapped SGD optimizer supplies those
-hyper-parameters and the learning rate: a torch LR scheduler on it is stepped by the main process as the
-rank's epoch (= node minibatch counter / len(loader)) or step count advances, and workers read the new
-rate at their next step. `loss_fn`, the model class and the dataset must be picklable when workers are
+hyper-parameters and the learning rate: a torch LR scheduler on it is moved by the main process with the
+rank's node minibatch counter, and workers read the new rate at their next step. By default
+(`scheduler_interval="fractional_epoch"`, the published code's rule) it is set every minibatch to the
+fractional epoch = node minibatch counter / len(loader) through `scheduler.step(epoch)`, so the scheduler
+is written in epochs and must compute its rate from the epoch alone (LambdaLR, MultiStepLR, StepLR,
+CosineAnnealingLR, algorithms.schedules, ...). `"epoch"` steps it at whole epochs only (pycomm's default
+before issue 14); `"step"` once per node minibatch, for schedules written in steps (apps do this). Where
+the rate is a function of the minibatch number alone ("fractional_epoch", or "step" with a closed-form
+scheduler such as algorithms.schedules'), the main process publishes the rates of the next LR_AHEAD
+minibatches and each worker applies the rate of the minibatch it claimed, exactly as the published
+code; otherwise workers use the rate last published (the loop polls every `poll_interval`). `loss_fn`, the model class and the dataset must be picklable when workers are
 spawned (always on GPU; CPU defaults to fork, whose children never touch the communicator). A spawned
 worker re-imports the main module: keep `pycomm.init()` (and any mpi4py import) under
 `if __name__ == "__main__":`, or the worker would join the MPI job as if it were a rank."""
@@ -101,7 +109,7 @@ class LAPSGD(CommOptimizer):
     # -- training --------------------------------------------------------------------------------
     def train(self, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], dataset: Dataset, *,
               steps: int | None = None, epochs: float | None = None, batch_size: int = 64,
-              scheduler: Any = None, scheduler_interval: str = "epoch", seed: int = 0,
+              scheduler: Any = None, scheduler_interval: str = "fractional_epoch", seed: int = 0,
               final_average: bool = True, start_method: str | None = None, threads_per_worker: int = 1,
               poll_interval: float = 0.01, on_progress: Callable[[dict[str, Any]], None] | None = None,
               progress_every: int = 50, max_grad_norm: float | None = None) -> LapResult:
@@ -154,8 +162,8 @@ class LAPSGD(CommOptimizer):
             policy = AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"])
             averaging = RankAveraging(self.comm, layers_of(model), policy, self.options["codec"])
         lr_sync = LrSync(self.optimizer, scheduler, scheduler_interval, steps_per_epoch, self.node_steps)
-        pool.set_lrs(lr_sync.lrs(self.node_steps))
         loop = RankLoop(pool, averaging, lr_sync, self.last_averaged_at, poll_interval, on_progress, progress_every)
+        loop.publish_lrs(self.node_steps)
         try:
             pool.start()
             loop.run()

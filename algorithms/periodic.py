@@ -3,7 +3,11 @@
 Each rank steps its optimizer locally; when `current_period` steps have passed since the last round,
 x_i <- mean_j x_j. Subclasses choose the next H after each round (`_next_period`) and what else a
 round averages (`_round_extras`). With a codec, parameters travel as differences from the point of the
-last round (identical on every rank)."""
+last round (identical on every rank).
+
+H is chosen at the start of the run and after each round, from the state at the start of the NEXT step
+(`_next_period(t)`, t = steps taken): a scheduler stepped after `opt.step()` has moved the learning rate
+by then, so QSR reads the rate of the step about to be taken, as the published code does."""
 from __future__ import annotations
 
 from typing import Any
@@ -17,18 +21,17 @@ class PeriodicAveraging(CommOptimizer):
     def _setup(self) -> None:
         self.steps_since_round = 0
         self.rounds = 0
-        self.period = self._first_period()
+        self.period: int | None = None  # H; None until the next step chooses it (run start, after a round)
         self._last_round = clone_all(self.params) if self.options["codec"] is not None else None
 
     @property
     def current_period(self) -> int:
-        return self.period
-
-    def _first_period(self) -> int:
-        raise NotImplementedError
+        """H of the current period; between a round and the next step, the H that the state now gives."""
+        return self.period if self.period is not None else self._next_period(self.steps)
 
     def _next_period(self, steps: int) -> int:
-        """H after a round that ended when `steps` optimizer steps had been taken."""
+        """H of the period that starts when `steps` optimizer steps have been taken (0: the first one),
+        evaluated just before the next step."""
         raise NotImplementedError
 
     def _round_extras(self) -> list[torch.Tensor]:
@@ -36,11 +39,13 @@ class PeriodicAveraging(CommOptimizer):
         return []
 
     def _step(self, loss: float | None) -> None:
+        if self.period is None:
+            self.period = self._next_period(self.steps)
         self.optimizer.step()
         self.steps_since_round += 1
         if self.steps_since_round >= self.period:
             self.average_now()
-            self.period = self._next_period(self.steps + 1)
+            self.period = None
 
     @torch.no_grad()
     def average_now(self) -> None:

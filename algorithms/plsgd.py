@@ -21,9 +21,6 @@ class PLSGD(PeriodicAveraging):
         config["pre_post_steps"] = opts.integer("pre_post_steps", config["pre_post_steps"], 0)
         return config
 
-    def _first_period(self) -> int:
-        return self._next_period(0)
-
     def _next_period(self, steps: int) -> int:
         return 1 if steps < self.options["pre_post_steps"] else self.options["averaging_freq"]
 

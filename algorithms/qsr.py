@@ -1,15 +1,18 @@
 """Local SGD / local AdamW with the Quadratic Synchronization Rule (Gu et al., ICLR 2024).
 
-The first round comes after `h_base` steps; right after each round, at t steps taken, with eta_t the
-learning rate of the step that ended the round (param group 0):
+H is chosen at the start of the run and right after each round, at t steps taken, from eta_t, the
+learning rate of step t + 1 (param group 0):
 
     H = h_base                                                     if t < warmup_steps or alpha == 0
     H = max(min(max(floor((alpha / eta_t) ** gamma), h_min), T - t), 1)   otherwise
 
-(T = total_steps; without it there is no T - t cap). gamma defaults to 2 (the published code's 1.0 is
-not QSR). A round averages the parameters, and with `avg_m` / `avg_v` AdamW's exp_avg / exp_avg_sq;
-SGD momentum stays local. Buffers are not averaged by rounds: call `average_buffers()` (after
-re-estimating BatchNorm statistics) before evaluation."""
+(T = total_steps; without it there is no T - t cap; h_min defaults to h_base). The first period comes
+from the rule at t = 0. As in the published code, whose scheduler has already advanced when it
+recomputes H, eta_t is the rate of the NEXT step: pycomm reads it at the start of that step, so a
+scheduler stepped after `opt.step()` (or before it) gives the published H sequence. gamma defaults to 2
+(the published code's 1.0 is not QSR). A round averages the parameters, and with `avg_m` / `avg_v`
+AdamW's exp_avg / exp_avg_sq; SGD momentum stays local. Buffers are not averaged by rounds: call
+`average_buffers()` (after re-estimating BatchNorm statistics) before evaluation."""
 from __future__ import annotations
 
 import math
@@ -40,9 +43,6 @@ class QSR(PeriodicAveraging):
             raise opts.OptionError(f"avg_m / avg_v average Adam's exp_avg / exp_avg_sq; the wrapped optimizer is "
                                    f"{type(self.optimizer).__name__}")
         return config
-
-    def _first_period(self) -> int:
-        return self.options["h_base"]
 
     def _next_period(self, steps: int) -> int:
         o = self.options

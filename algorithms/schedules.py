@@ -41,6 +41,8 @@ class CosineWithWarmup(LRScheduler):
     def get_lr(self) -> list[float]:
         return [self.lr_at(self.last_epoch, base) for base in self.base_lrs]
 
+    _get_closed_form_lr = get_lr   # the rate depends on last_epoch alone: step(epoch) may set any point
+
 
 class MultiStep(LRScheduler):
     """lr = base_lr * gamma ** (number of milestones <= step)."""
@@ -55,6 +57,8 @@ class MultiStep(LRScheduler):
         passed = sum(1 for m in self.milestones if m <= self.last_epoch)
         return [base * self.gamma ** passed for base in self.base_lrs]
 
+    _get_closed_form_lr = get_lr
+
 
 class Constant(LRScheduler):
     """lr = base_lr throughout (a scheduler, so training loops treat every schedule alike)."""
@@ -64,3 +68,5 @@ class Constant(LRScheduler):
 
     def get_lr(self) -> list[float]:
         return list(self.base_lrs)
+
+    _get_closed_form_lr = get_lr

@@ -37,6 +37,8 @@ def train_own_loop(run: Run) -> bool:
         next_stop = min(min((state.step // c + 1) * c for c in cadence), budget.total_steps)
         tic = time.time()
         reports: list[dict[str, Any]] = []
+        # apps' schedules are written in optimizer steps (= node minibatches), so "step" gives LAP's rule
+        # lr(minibatch k) = schedule(k / steps_per_epoch) with the schedule in epochs
         result = run.opt.train(run.model, loss_fn, run.splits.train, steps=next_stop - state.step,
                                batch_size=cfg.data.batch_size, scheduler=run.lr_sched, scheduler_interval="step",
                                seed=cfg.train.seed, on_progress=reports.append, progress_every=cfg.train.log_every,

@@ -46,6 +46,9 @@ class WorkerPool:
     def set_lrs(self, lrs: list[float]) -> None:
         self.counters.lrs[:] = lrs
 
+    def publish_lrs(self, node_step: int, lrs: list[float]) -> None:
+        self.counters.publish_lrs(node_step, lrs)
+
     def start(self, timeout: float = 300.0) -> None:
         """Start the workers and release them together once all are set up (spawn takes seconds)."""
         for spec in self.specs:
@@ -66,6 +69,10 @@ class WorkerPool:
 
     def done(self) -> int:
         return self.counters.done.value
+
+    def target(self) -> int:
+        """The node minibatch count this train() call stops at."""
+        return self.counters.target.value
 
     def per_worker(self) -> list[int]:
         return list(self.counters.per_worker[:])

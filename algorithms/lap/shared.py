@@ -2,13 +2,18 @@
 
 Only the node counters are locked (the algorithm is lock-free on the model): `claimed` hands out node
 minibatch numbers so the budget is exact, `done` counts finished updates (what the averaging activity
-compares across ranks). The learning rates are written by the main process and read by workers."""
+compares across ranks). The learning rates are written by the main process and read by workers: the
+rates now (`lrs`), and where the schedule is a function of the node minibatch number, the rates of each
+of the next LR_AHEAD minibatches (`lr_table`, slot k % LR_AHEAD tagged with k), so that minibatch k
+uses exactly the rate of k whatever the main process's polling delay."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+LR_AHEAD = 1024   # node minibatches whose rates the main process publishes ahead of the done counter
 
 
 @dataclass
@@ -22,12 +27,32 @@ class SharedCounters:
     stop: Any          # mp.Event: the main process asks workers to stop early (a failure elsewhere)
     ready: Any         # mp.Value('q'), locked: workers set up and waiting for `go`
     go: Any            # mp.Event: all workers are ready; they start together (a fair start)
+    lr_table: Any      # mp.Array('d', LR_AHEAD * groups): rates of node minibatch k in slot k % LR_AHEAD
+    lr_tags: Any       # mp.Array('q', LR_AHEAD): which minibatch each slot holds (-1: none)
 
     @classmethod
     def create(cls, ctx: Any, workers: int, groups: int, start: int, target: int) -> "SharedCounters":
         return cls(claimed=ctx.Value("q", start), done=ctx.Value("q", start), target=ctx.Value("q", target),
                    per_worker=ctx.Array("q", workers, lock=False), loss=ctx.Array("d", workers, lock=False),
-                   lrs=ctx.Array("d", groups), stop=ctx.Event(), ready=ctx.Value("q", 0), go=ctx.Event())
+                   lrs=ctx.Array("d", groups), stop=ctx.Event(), ready=ctx.Value("q", 0), go=ctx.Event(),
+                   lr_table=ctx.Array("d", LR_AHEAD * groups, lock=False),
+                   lr_tags=ctx.Array("q", [-1] * LR_AHEAD, lock=False))
+
+    def publish_lrs(self, node_step: int, lrs: list[float]) -> None:
+        """The rates of node minibatch `node_step` (the main process, ahead of the workers)."""
+        slot, g = node_step % LR_AHEAD, len(lrs)
+        self.lr_tags[slot] = -1
+        self.lr_table[slot * g:(slot + 1) * g] = lrs
+        self.lr_tags[slot] = node_step
+
+    def lrs_for(self, node_step: int) -> list[float]:
+        """The rates of node minibatch `node_step`: published ahead when they were, else the rates now."""
+        slot, g = node_step % LR_AHEAD, len(self.lrs)
+        if self.lr_tags[slot] == node_step:
+            lrs = self.lr_table[slot * g:(slot + 1) * g]
+            if self.lr_tags[slot] == node_step:   # not overwritten while read
+                return list(lrs)
+        return self.lrs[:]
 
     def wait_for_go(self) -> bool:
         """Report ready, then wait until the main process starts everyone (False: asked to stop)."""

@@ -101,15 +101,17 @@ class HogwildWorker:
         partitioned, self.partitioned_next = self.partitioned_next, not self.partitioned_next
         return range(*spec.block) if partitioned else range(len(self.params))
 
-    def step(self, batch: Any, node_step: int) -> float:
+    def step(self, batch: Any, node_step: int, lrs: list[float] | None = None) -> float:
+        """One update for node minibatch `node_step`, at `lrs` (default: the rates published for it)."""
         spec = self.spec
+        if lrs is None:
+            lrs = spec.counters.lrs_for(node_step)
         inputs, target = to_device(batch, spec.device)
         loss = spec.loss_fn(spec.model(inputs), target)
         chosen = self.indices_for(node_step)
         grads = torch.autograd.grad(loss, [self.params[i] for i in chosen])
         if spec.max_grad_norm is not None:
             grads = clip_to_norm(grads, spec.max_grad_norm)
-        lrs = spec.counters.lrs[:]   # one read per step: the main process moves the schedule
         with torch.no_grad():
             for i, g in zip(chosen, grads):
                 self._apply(i, g, lrs[spec.group_of[i]])
@@ -141,7 +143,8 @@ class HogwildWorker:
             node_step = counters.claim()
             if node_step is None:
                 break
-            loss = self.step(next(data), node_step)
+            lrs = counters.lrs_for(node_step)   # read at the claim, as the published code steps its schedule
+            loss = self.step(next(data), node_step, lrs)
             counters.finish(spec.worker, loss)
 
 

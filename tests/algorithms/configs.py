@@ -5,6 +5,9 @@ from typing import Any
 
 STEPS = 12
 
+# the SDTL rules that pycomm follows since issue 14, also run on 3 ranks (local pulling on)
+SEED_RULES_ON_THREE = ["easgd+", "lsgd-proxy-pull"]
+
 # id -> (algorithm, options, inner optimizer, batchnorm, lr schedule)
 RULES: dict[str, tuple[str, dict[str, Any], str, bool, bool]] = {
     "mbsgd-momentum": ("mbsgd", {"bucket_bytes": 200}, "momentum", False, False),
@@ -21,6 +24,8 @@ RULES: dict[str, tuple[str, dict[str, Any], str, bool, bool]] = {
                            "leader_window": 4}, "momentum", False, False),
     "lsgd-proxy": ("lsgd", {"comm_period": 2, "dist_pulling_strength": 0.5, "leader_metric": "proxy", "local_pulling_strength": 0.0,
                             "leader_window": 3}, "sgd", False, False),
+    "lsgd-proxy-pull": ("lsgd", {"comm_period": 3, "dist_pulling_strength": 0.4, "leader_metric": "proxy",
+                                 "local_pulling_strength": 0.3}, "momentum", False, False),
     "lsgd-multi": ("lsgd", {"comm_period": 2, "dist_pulling_strength": 0.3, "multi_leader": True,
                             "global_period": 3, "global_pulling_strength": 0.2, "local_pulling_strength": 0.2},
                    "momentum", False, False),

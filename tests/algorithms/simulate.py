@@ -102,7 +102,18 @@ def plsgd(sim: Simulation, o: dict[str, Any]):
 def qsr(sim: Simulation, o: dict[str, Any]):
     h_base, alpha, gamma = o["h_base"], o.get("alpha", 0.0175), o.get("gamma", 2.0)
     h_min, warmup, total = o.get("h_min", h_base), o.get("warmup_steps", 0), o.get("total_steps")
-    next_round = [h_base]
+
+    def period(t: int) -> int:
+        """H chosen with t steps taken, from the rate of step t + 1 (0-based index t)."""
+        if t < warmup or alpha == 0:
+            return h_base
+        eta = lr_at(t, sim.base_lr) if sim.schedule else sim.base_lr
+        h = max(math.floor((alpha / eta) ** gamma), h_min)
+        if total is not None:
+            h = min(h, total - t)
+        return max(h, 1)
+
+    next_round = [period(0)]
 
     def rule(t: int, losses: list[float]) -> None:
         sim.step_all()
@@ -115,15 +126,7 @@ def qsr(sim: Simulation, o: dict[str, Any]):
                 if on:
                     tensors[-1] = tensors[-1] + [sim.opts[i].state[p][key] for p in sim.models[i].parameters()]
         sim.average(tensors)
-        eta = sim.opts[0].param_groups[0]["lr"]
-        if t < warmup or alpha == 0:
-            h = h_base
-        else:
-            h = max(math.floor((alpha / eta) ** gamma), h_min)
-            if total is not None:
-                h = min(h, total - t)
-            h = max(h, 1)
-        next_round[0] = t + h
+        next_round[0] = t + period(t)
     return rule
 
 
@@ -136,6 +139,8 @@ def _local_pull(sim: Simulation, centres: list[list[torch.Tensor]], p: float) ->
 def easgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
     tau, cs, p = o["comm_period"], o["dist_pulling_strength"], o["local_pulling_strength"] / o["comm_period"]
     c = [x.clone() for x in sim.x(0)]
+    # easgd+: the c a round starts from is the mean of the workers right after the previous round
+    restart = [x.clone() for x in sim.x(0)]
     v = [[torch.zeros_like(x) for x in sim.x(i)] for i in range(sim.n)]
 
     def rule(t: int, losses: list[float]) -> None:
@@ -156,13 +161,15 @@ def easgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
                     x.copy_((1 - a) * x + a * c_old)
                 c[k].copy_((1 - cs) * c_old + cs * m)
             else:
+                c_start = restart[k]
                 vs = [v[i][k] for i in range(sim.n)]
                 v_sum = sum(vs)
-                m_w = torch.where(v_sum > 0, sum(vj * xj for vj, xj in zip(vs, xs)) / v_sum, c_old)
-                delta = cs * (m_w - c_old)
-                c[k].add_(delta)
+                m_w = torch.where(v_sum > 0, sum(vj * xj for vj, xj in zip(vs, xs)) / v_sum, c_start)
+                delta = cs * (m_w - c_start)
+                c[k].copy_(c_start + delta)
                 for x in xs:
                     x.copy_((1 - cs) * (x + delta) + cs * c[k])
+                restart[k] = _mean(xs)
     return rule
 
 

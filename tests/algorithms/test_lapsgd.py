@@ -61,3 +61,9 @@ def test_mnist_convergence_2_ranks_x_2_processes(algorithm, codec):
 def test_a_worker_failure_stops_every_rank():
     proc = mpirun(2, "tests.algorithms.workers.lap_failure", timeout=600)
     assert proc.stdout.count("failure reported") == 2, proc.stdout
+
+
+@pytest.mark.mpi
+def test_every_minibatch_uses_the_rate_of_its_fractional_epoch():
+    proc = mpirun(1, "tests.algorithms.workers.lap_schedule", timeout=600)
+    assert "lap schedule ok" in proc.stdout
