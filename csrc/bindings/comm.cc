@@ -136,6 +136,10 @@ void register_transport(py::module_& m) {
              return submitted(t, waits, [&] { return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream); });
            })
       .def("barrier", [](T& t, bool waits) { return submitted(t, waits, [&] { return t.barrier(); }); })
+      .def("match",
+           [](T& t, const std::string& name, int64_t n, int dt, int op) {
+             return t.match(name, buffer(0, n, dt, -1, name.c_str()), reduce_op(op));
+           })
       .def("split", [](T& t, int color, int key) { return shared(t.split(color, key)); },
            py::call_guard<py::gil_scoped_release>())
       .def("split_shared", [](T& t, int key) { return shared(t.split_shared(key)); },
