@@ -7,6 +7,7 @@
 #include "bindings/bindings.h"
 #include "runtime/caller_waits.h"
 #include "runtime/errors.h"
+#include "runtime/op_check.h"
 #include "runtime/stall.h"
 #include "runtime/stats.h"
 #include "transport/local/local_transport.h"
@@ -156,6 +157,7 @@ void register_comm(py::module_& m) {
   m.def("local_transport", [] { return std::shared_ptr<Transport>(std::make_shared<LocalTransport>()); },
         "A transport of one rank (no MPI or NCCL needed).");
   m.def("stall_timeout", &stall_timeout_s, "PYCOMM_TIMEOUT in seconds (<= 0: no stall check).");
+  m.def("debug_checks", &debug_checks_enabled, "Whether PYCOMM_DEBUG asks for the full op matching.");
   m.def("stats", [] {
     py::dict d;
     for (const auto& [name, c] : stats_snapshot()) {
