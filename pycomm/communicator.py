@@ -169,7 +169,8 @@ class Communicator:
         return cast(Work, self._p2p("isend", tensor, dst, tag))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> Work:
-        """Receives into `tensor` (same numel and dtype as the matching send)."""
+        """Receives into `tensor`, which must have the numel and dtype of the matching send (else the
+        wait raises MismatchError naming both and leaves `tensor` untouched)."""
         return cast(Work, self._p2p("irecv", tensor, src, tag))
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:

@@ -16,7 +16,9 @@ with ranks it gains nothing, and smaller segments then only add per-call costs.
 
 Stage 2 needs stage 1's result, so the stages run on one helper thread per communicator over a
 private duplicate of it: jobs run in submission order there, and the caller's own collectives on the
-parent communicator can never interleave differently on different ranks."""
+parent communicator can never interleave differently on different ranks Each call is first matched as one op
+on the parent communicator (in the caller's order), so ranks that disagree on it get a MismatchError
+naming allreduce_quantized; errors from the helper thread name the call too."""
 from __future__ import annotations
 
 import concurrent.futures as cf

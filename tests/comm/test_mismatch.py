@@ -11,7 +11,7 @@ import pytest
 
 from tests.launch import mpirun
 
-CASES = 23  # the cases of tests/comm/workers/mismatch.py
+CASES = 24  # the cases of tests/comm/workers/mismatch.py
 
 
 @pytest.mark.mpi

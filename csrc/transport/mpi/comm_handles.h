@@ -42,6 +42,11 @@ struct CommHandles {
   // enforces the stall deadline. Ops up to PYCOMM_INLINE_BYTES are always nonblocking calls (they
   // may run on the caller's thread, which must stay able to give up at the deadline).
   bool blocking = true;
+  // Op matching as one blocking MPI_Allgather (blocking collectives, caller-thread path off) or as a
+  // polled MPI_Iallgather. The same for every op of the communicator: ranks that disagree on an op's
+  // size must still run the same kind of exchange (MPI never matches a blocking collective with a
+  // nonblocking one), so it cannot depend on the op as PYCOMM_INLINE_BYTES does.
+  bool blocking_checks = true;
 };
 
 }  // namespace pycomm::mpi

@@ -21,7 +21,7 @@ MpiOp::~MpiOp() {
 
 bool MpiOp::prepare() {
   if (!info.collective) return true;
-  return matching_.poll(info, *comm_, posts_blocking());
+  return matching_.poll(info, *comm_, comm_->blocking_checks);
 }
 
 bool MpiOp::posts_blocking() const { return comm_->blocking && !fits_inline(info.bytes); }

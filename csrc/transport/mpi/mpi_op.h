@@ -67,7 +67,7 @@ class BlockingMpiOp : public QueuedOp {
   BlockingMpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, std::function<void()> run)
       : QueuedOp(std::move(info)), comm_(std::move(comm)), run_(std::move(run)) {}
   bool needs_drain() const override { return true; }
-  bool prepare() override { return matching_.poll(info, *comm_, true); }
+  bool prepare() override { return matching_.poll(info, *comm_, comm_->blocking_checks); }
   void start() override { run_(); }
   bool test() override { return true; }
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "runtime/errors.h"
+#include "runtime/inline_run.h"
 #include "runtime/op_check.h"
 #include "runtime/op_validation.h"
 #include "transport/mpi/p2p.h"
@@ -59,6 +60,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   check(MPI_Comm_set_errhandler(handles_->ring, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   if (const char* nb = std::getenv("PYCOMM_MPI_NONBLOCKING"); nb != nullptr && *nb != '\0' && *nb != '0')
     handles_->blocking = false;
+  handles_->blocking_checks = handles_->blocking && inline_max_bytes() == 0;
   check(MPI_Comm_dup(comm, &handles_->check), "MPI_Comm_dup (op matching)");
   check(MPI_Comm_set_errhandler(handles_->check, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   init(handles_->rank, handles_->size, local_rank, local_size);

@@ -19,8 +19,8 @@ class SignatureExchange {
  public:
   ~SignatureExchange();
   // True once every rank's signature is in and equal to this op's; throws MismatchError when one
-  // differs. `blocking`: one MPI_Allgather (the caller would block in the op's own call anyway);
-  // else an MPI_Iallgather that later calls poll.
+  // differs. `blocking` (CommHandles::blocking_checks): one MPI_Allgather; else an MPI_Iallgather
+  // that later calls poll.
   bool poll(const OpInfo& info, const CommHandles& comm, bool blocking);
   bool pending() const { return req_ != MPI_REQUEST_NULL; }
 

@@ -98,6 +98,11 @@ def check_small_collectives(world: pycomm.Communicator) -> None:
                r"sizes differ.*reduce_scatter #\d+ \(count " + str(2 * n))
     both_ranks(world, "alltoall sizes", lambda c: c.alltoall(torch.zeros(2 * n), torch.ones(2 * n)),
                r"sizes differ.*alltoall #\d+ \(count " + str(2 * n))
+    # 256 KiB and 2 MiB lie either side of PYCOMM_INLINE_BYTES=1048576 (one rank's op may run on its
+    # caller's thread, the other's on the queue): both must still run the same exchange.
+    m = [64 * 1024, 512 * 1024][r]
+    both_ranks(world, "allreduce sizes across the inline limit (256 KiB vs 2 MiB)",
+               lambda c: c.allreduce(torch.ones(m), op=pycomm.SUM), sizes_pattern("allreduce", m, 576 * 1024 - m))
     kind = ["allreduce", "barrier"][r]
     both_ranks(world, "allreduce vs barrier",
                lambda c: c.allreduce(torch.ones(4)) if r == 0 else c.barrier(),
