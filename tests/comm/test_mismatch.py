@@ -22,3 +22,10 @@ def test_mismatched_ops_raise_naming_both(env):
     proc = mpirun(2, "tests.comm.workers.mismatch", env={"PYCOMM_TIMEOUT": "60", **env}, timeout=600)
     passed = re.findall(r"rank (\d): (\d+) mismatch cases passed", proc.stdout)
     assert sorted(passed) == [("0", str(CASES)), ("1", str(CASES))], proc.stdout
+
+
+@pytest.mark.mpi
+def test_ranks_that_agree_hear_of_the_one_that_differs():
+    proc = mpirun(3, "tests.comm.workers.mismatch", env={"PYCOMM_TIMEOUT": "60"}, timeout=300)
+    passed = re.findall(r"rank (\d): (\d+) mismatch cases passed", proc.stdout)
+    assert sorted(passed) == [("0", "1"), ("1", "1"), ("2", "1")], proc.stdout

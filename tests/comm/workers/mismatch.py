@@ -1,4 +1,4 @@
-"""Worker (2 ranks): ranks that disagree on an op get a clear MismatchError, never memory corruption,
+"""Worker (2 ranks; on 3, only the case where one rank differs from two that agree): ranks that disagree on an op get a clear MismatchError, never memory corruption,
 a hang or a silent wrong answer, in the default mode (no PYCOMM_DEBUG) and on every path: the
 MPI transport's own ring all-reduce (blocking, >= 32 MiB), MPI's collectives (small, async, on the
 caller's thread under PYCOMM_INLINE_BYTES, nonblocking under PYCOMM_MPI_NONBLOCKING), point-to-point,
@@ -171,9 +171,29 @@ def check_matching_still_works(world: pycomm.Communicator) -> None:
     done("matching ops")
 
 
+def check_one_rank_of_three(world: pycomm.Communicator) -> None:
+    """Only rank 2 differs: ranks 0 and 1, which agree with each other, are told too (and by whom)."""
+    sub = fresh(world)
+    counts = [1000, 1000, 3000]
+    me = sub.rank
+    other = 0 if me == 2 else 2  # the first rank whose op differs from mine
+    expect_raises(pycomm.MismatchError,
+                  rf"rank {me} submitted allreduce #\d+ \(count {counts[me]},.*but rank {other} submitted "
+                  rf"allreduce #\d+ \(count {counts[other]},",
+                  lambda: sub.allreduce(torch.ones(counts[me]), op=pycomm.SUM))
+    sub.shutdown()
+    done("one rank of three")
+
+
 def main() -> None:
     world = pycomm.init(backend="mpi")
-    assert world.size == 2, "run on 2 ranks"
+    if world.size == 3:
+        check_one_rank_of_three(world)
+        world.barrier()
+        print(f"rank {world.rank}: {passed} mismatch cases passed", flush=True)
+        pycomm.finalize()
+        return
+    assert world.size == 2, "run on 2 or 3 ranks"
     for check in (check_ring_sizes, check_ring_dtypes, check_small_collectives, check_compound, check_p2p,
                   check_matching_still_works):
         check(world)
