@@ -1,5 +1,6 @@
-"""Worker (2 ranks; on 3, only the case where one rank differs from two that agree): ranks that disagree on an op get a clear MismatchError, never memory corruption,
-a hang or a silent wrong answer, in the default mode (no PYCOMM_DEBUG) and on every path: the
+"""Worker (2 ranks; on 3, only the case of one rank differing from two that agree): ranks that
+disagree on an op get a clear MismatchError, never memory corruption, a hang or a silent wrong
+answer, in the default mode (no PYCOMM_DEBUG) and on every path: the
 MPI transport's own ring all-reduce (blocking, >= 32 MiB), MPI's collectives (small, async, on the
 caller's thread under PYCOMM_INLINE_BYTES, nonblocking under PYCOMM_MPI_NONBLOCKING), point-to-point,
 allreduce_quantized and allreduce_coalesced. The ring case runs first: it used to crash the smaller
@@ -9,7 +10,6 @@ Every case runs on a fresh communicator split from the world (a mismatch breaks 
 asserts the message on each rank; prints "mismatch ok: <case>" per case and a count at the end."""
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 import torch
