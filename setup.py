@@ -1,6 +1,8 @@
 """Build pycomm._C with CMake + ninja. Component switches come from the environment:
 PYCOMM_CUDA, PYCOMM_HIP, PYCOMM_MPI, PYCOMM_NCCL, PYCOMM_NVTX (auto|on|off),
-PYCOMM_CUDA_ARCHS (default "80;90"), PYCOMM_HIP_ARCHS (default "gfx90a"), PYCOMM_BUILD_TYPE."""
+PYCOMM_CUDA_ARCHS (default "80;90"), PYCOMM_HIP_ARCHS (default "gfx90a"), PYCOMM_BUILD_TYPE.
+PYCOMM_CUDA/PYCOMM_HIP=auto compile GPU kernels only where a GPU is visible or the ARCHS are given
+(cmake/PycommGpuChoice.cmake); `pip install -v .` shows the decision."""
 from __future__ import annotations
 
 import os
@@ -46,8 +48,11 @@ class CMakeBuild(build_ext):
         subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs], check=True)
 
 
+# All three layers: the runtime, the algorithms on it, and the applications with their shipped configs,
+# the embedded MNIST files and the sbatch examples (non-Python files, hence package_data).
 setup(
-    packages=find_packages(include=["pycomm", "pycomm.*"]),
+    packages=find_packages(include=["pycomm", "pycomm.*", "algorithms", "algorithms.*", "apps", "apps.*"]),
+    package_data={"apps": ["configs/*.yaml", "data/embedded/*", "slurm/*.sbatch"]},
     ext_modules=[CMakeExtension("pycomm._C")],
     cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,

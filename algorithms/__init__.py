@@ -5,10 +5,12 @@ pycomm's public API:
                                    comm=None, model=model, averaging_freq=8)
 
 `available()` lists every algorithm with its options and defaults. An algorithm module registers its
-class with `@algorithms.register("name")`; importing the module below makes the name selectable."""
+class with `@algorithms.register("name")`; importing the module below makes the name selectable. `lookup(name)` is the class, whose `training` and
+`state_layout` (algorithms/traits.py) say how to drive it and how to checkpoint it."""
 from __future__ import annotations
 
-from algorithms.registry import available, register
+from algorithms.registry import available, lookup, register
+from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.options import OptionError
 from algorithms.lars import LARS
@@ -20,5 +22,5 @@ from algorithms.easgd import EASGD, EASGDPlus
 from algorithms.lsgd import LSGD, LSGDPlus
 from algorithms.lapsgd import LAPSGD, LPPSGD
 
-__all__ = ["CommOptimizer", "available", "register", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
+__all__ = ["CommOptimizer", "available", "lookup", "register", "traits", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
            "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD"]

@@ -7,31 +7,58 @@ the registered class for that name; each class can also be constructed directly.
 Wrapping broadcasts rank 0's parameters (those in the optimizer's param_groups) and buffers, so all
 ranks start identical. Buffers (e.g. BatchNorm running statistics) are known only through `model=`
 (its `buffers()`) or `buffers=` (a list of tensors); pass one of them for models with buffers.
+
+A CommOptimizer is a `torch.optim.Optimizer`: LR schedulers, `torch.amp.GradScaler`, step hooks and
+`isinstance` checks take it like the optimizer it wraps, whose `param_groups` and `state` it shares.
+
+The SDTL seed's constructor is accepted as it was written there:
+`CommOptimizer(opt, dist_optim_name="EASGD", world_size=N, comm_period=..., dist_pulling_strength=...,
+local_pulling_strength=...)`; `world_size` must equal the communicator's size, and `LSGD` ranks its
+workers by SDTL's proxy score unless `leader_metric` is given.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Iterable
+from collections.abc import Iterable
+from typing import Any, Callable, ClassVar
 
 import torch
 
 import pycomm
 from algorithms import options as opts
+from algorithms import traits
+from algorithms.optimizer_protocol import OptimizerProtocol
 from algorithms.channel import Channel
 from algorithms.registry import lookup
 
 STATE_VERSION = 1
 
+# SDTL's DistOptimizer names and the option its scripts rely on implicitly (its LSGD ranks by a proxy
+# score computed from the step, and its loop passes no loss).
+SDTL_IMPLIED_OPTIONS = {"lsgd": {"leader_metric": "proxy"}, "lsgd+": {"leader_metric": "proxy"}}
 
-class CommOptimizer:
+
+def _algorithm_name(algorithm: Any, kwargs: dict[str, Any]) -> Any:
+    """The algorithm named by `algorithm=` or SDTL's `dist_optim_name=` (one of them, not both)."""
+    sdtl = kwargs.get("dist_optim_name")
+    if algorithm is not None and sdtl is not None:
+        raise TypeError("give algorithm= or SDTL's dist_optim_name=, not both")
+    return algorithm if algorithm is not None else sdtl
+
+
+class CommOptimizer(OptimizerProtocol):
     """Base of all algorithms. Subclasses set `algorithm_options` (their own options with defaults),
     override `_validate`, `_setup`, `_step`, and `_algorithm_state` / `_load_algorithm_state`."""
 
     name: ClassVar[str] = ""
+    # how it is trained and how its state is held (algorithms/traits.py): apps dispatch on these
+    training: ClassVar[str] = traits.WRAPPER
+    state_layout: ClassVar[str] = traits.PER_RANK
     common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": 25 << 20}
     algorithm_options: ClassVar[dict[str, Any]] = {}
 
     def __new__(cls, optimizer: Any = None, algorithm: str | None = None, *args: Any, **kwargs: Any):
         if cls is CommOptimizer:
+            algorithm = _algorithm_name(algorithm, kwargs)
             if algorithm is None:
                 from algorithms.registry import available
                 raise TypeError("CommOptimizer(optimizer, algorithm=NAME, ...) needs an algorithm; available: "
@@ -42,20 +69,29 @@ class CommOptimizer:
     def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
                  model: torch.nn.Module | None = None, buffers: Iterable[torch.Tensor] | None = None,
                  **options: Any) -> None:
+        sdtl = "dist_optim_name" in options
+        algorithm = _algorithm_name(algorithm, options)
+        options.pop("dist_optim_name", None)
+        world_size = options.pop("world_size", None)
         if algorithm is not None and lookup(algorithm) is not type(self):
             raise ValueError(f"{type(self).__name__} implements algorithm {self.name!r}, not {algorithm!r}")
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
         if isinstance(optimizer, CommOptimizer):
             raise TypeError("optimizer is already a CommOptimizer: wrap the torch optimizer only once")
-        if model is not None and buffers is not None:
-            raise ValueError("pass model= or buffers=, not both")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        _check_arguments(comm, model, buffers)
+        self._init_optimizer_protocol()
         self.optimizer = optimizer
+        if sdtl:
+            options = {**SDTL_IMPLIED_OPTIONS.get(self.name, {}), **options}
         config = opts.merge(self.name, self.default_options(), options)
         config["codec"] = opts.codec(config["codec"])
         config["bucket_bytes"] = opts.integer("bucket_bytes", config["bucket_bytes"], 1)
         self.options: dict[str, Any] = self._validate(config)
         self.comm = comm if comm is not None else pycomm.world()
+        if world_size is not None and world_size != self.comm.size:
+            raise ValueError(f"world_size={world_size!r} (SDTL's argument) does not match the communicator's "
+                             f"{self.comm.size} ranks; drop it or start {world_size} ranks")
         self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
         self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
         device = self.params[0].device if self.params else torch.device("cpu")
@@ -93,25 +129,9 @@ class CommOptimizer:
         """Optimizer steps between communication rounds now (H for plsgd/qsr)."""
         return 1
 
-    # -- torch.optim.Optimizer interface ------------------------------------------------------------
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        return self.optimizer.param_groups
-
-    @property
-    def state(self) -> Any:
-        return self.optimizer.state
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        return self.optimizer.defaults
-
+    # -- torch.optim.Optimizer interface (param_groups, state, defaults: see OptimizerProtocol) ------
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    def add_param_group(self, param_group: dict[str, Any]) -> None:
-        raise NotImplementedError("a CommOptimizer's parameters are fixed when it wraps the optimizer: "
-                                  "add the group to the torch optimizer before wrapping it")
 
     def step(self, closure: Callable[[], Any] | None = None, loss: Any = None) -> Any:
         """One training step: the closure (if any) computes the loss and gradients, then the wrapped
@@ -151,11 +171,9 @@ class CommOptimizer:
             self.channel.allreduce(params + list(extra), key="params", compress=False)
             return
         extra_work = self.channel.allreduce_async(list(extra), compress=False)
-        delta = torch._foreach_sub(params, reference)
-        self.channel.allreduce(delta, key="params")
+        mean = self.channel.average_relative(params, reference, key="params")
         extra_work.wait()
-        torch._foreach_add_(delta, reference)
-        torch._foreach_copy_(params, delta)
+        torch._foreach_copy_(params, mean)
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -180,6 +198,7 @@ class CommOptimizer:
             raise ValueError(f"state was written by algorithm {state['algorithm']!r}, this is {self.name!r}")
         if state["world_size"] != self.comm.size:
             raise ValueError(f"state was written on {state['world_size']} ranks, this world has {self.comm.size}")
+        _check_optimizer_state_shapes(state["optimizer"], self.params)
         self.optimizer.load_state_dict(state["optimizer"])
         self.channel.load_state_dict(state["channel"])
         self.steps = state["steps"]
@@ -188,6 +207,36 @@ class CommOptimizer:
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.options.items())
         return f"{type(self).__name__}({type(self.optimizer).__name__}, {shown})"
+
+
+def _check_arguments(comm: Any, model: Any, buffers: Any) -> None:
+    if comm is not None and not isinstance(comm, pycomm.Communicator):
+        raise TypeError(f"comm must be a pycomm.Communicator (pycomm.world(), comm.split(...)) or None for "
+                        f"pycomm.world(), got {type(comm).__name__}")
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be the torch.nn.Module whose parameters the optimizer holds, got "
+                        f"{type(model).__name__}")
+    if model is not None and buffers is not None:
+        raise ValueError("pass model= or buffers=, not both")
+    if buffers is not None:
+        if isinstance(buffers, torch.Tensor) or not isinstance(buffers, Iterable):
+            raise TypeError(f"buffers must be a list of tensors, got {type(buffers).__name__}")
+
+
+def _check_optimizer_state_shapes(saved: Any, params: list[torch.Tensor]) -> None:
+    """A torch optimizer loads per-parameter state of the wrong shapes without a word and fails at the next
+    step; refuse another model's state here, naming the first parameter that differs."""
+    groups = saved.get("param_groups", []) if isinstance(saved, dict) else []
+    ids = [i for g in groups for i in g.get("params", [])]
+    if len(ids) != len(params):
+        raise ValueError(f"optimizer state holds {len(ids)} parameters, this optimizer has {len(params)}: it was "
+                         "saved for another model")
+    per_param = saved.get("state", {})
+    for index, (saved_id, p) in enumerate(zip(ids, params)):
+        for key, value in per_param.get(saved_id, {}).items():
+            if torch.is_tensor(value) and value.dim() > 0 and value.shape != p.shape:
+                raise ValueError(f"optimizer state {key!r} of parameter {index} has shape {tuple(value.shape)}, "
+                                 f"the parameter has {tuple(p.shape)}: the state was saved for another model")
 
 
 def clone_all(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:

@@ -88,6 +88,15 @@ class Channel:
                   compress: bool = True) -> None:
         self.allreduce_async(tensors, op, key, compress).wait()
 
+    def average_relative(self, tensors: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
+                         key: str) -> list[torch.Tensor]:
+        """mean_j x_j (new tensors; `tensors` untouched), sent as x - reference through the codec
+        (pycomm.relative): `reference` must be identical on every rank."""
+        delta = pycomm.relative.to_relative(tensors, reference)
+        self.allreduce(delta, key=key)
+        pycomm.relative.from_relative(delta, reference)
+        return delta
+
     def _quantized(self, tensors: Sequence[torch.Tensor], op: Any, key: str) -> Pending:
         flat = torch.cat([t.detach().reshape(-1).float() for t in tensors])
         residual = self.residuals.get(key)
@@ -105,22 +114,13 @@ class Channel:
 
     # -- other collectives ------------------------------------------------------------------
     def broadcast(self, tensors: Sequence[torch.Tensor], root: int) -> None:
-        """Broadcast `tensors` (in place) from `root`, as one flat buffer per dtype."""
+        """Broadcast `tensors` (in place) from `root`, fused into flat buckets per dtype."""
         t0 = time.perf_counter()
-        by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
-        for t in tensors:
-            if t.numel():
-                by_dtype.setdefault(t.dtype, []).append(t)
-        for group in by_dtype.values():
-            flat = torch.cat([t.detach().reshape(-1) for t in group])
-            self.comm.broadcast(flat, root=root)
-            self.stats.calls += 1
-            self.stats.bytes += flat.numel() * flat.element_size()
-            offset = 0
-            with torch.no_grad():
-                for t in group:
-                    t.copy_(flat[offset:offset + t.numel()].view_as(t))
-                    offset += t.numel()
+        tensors = [t for t in tensors if t.numel()]
+        with torch.no_grad():
+            self.comm.broadcast_coalesced(tensors, root=root, bucket_bytes=self.bucket_bytes).wait()
+        self.stats.calls += 1
+        self.stats.bytes += sum(t.numel() * t.element_size() for t in tensors)
         self.stats.seconds += time.perf_counter() - t0
 
     def allgather_scalar(self, value: float) -> list[float]:

@@ -23,8 +23,8 @@ class EASGD(ElasticBase):
     def _round(self) -> None:
         c_s = self.options["dist_pulling_strength"]
         mean = self._mean_params()
-        elastic_(self._x, self.centre, c_s / self.comm.size)
-        elastic_(self.centre, mean, c_s)
+        elastic_(self._x, self._centre, c_s / self.comm.size)
+        elastic_(self._centre, mean, c_s)
 
 
 @register("easgd+")
@@ -41,7 +41,7 @@ class EASGDPlus(ElasticBase):
     def _round(self) -> None:
         c_s = self.options["dist_pulling_strength"]
         # sum_j v_j (x_j - c) / sum_j v_j = m_w - c; the difference from c is what may be compressed.
-        weighted = torch._foreach_mul(self.v, torch._foreach_sub(self._x, self.centre))
+        weighted = torch._foreach_mul(self.v, torch._foreach_sub(self._x, self._centre))
         v_sum = clone_all(self.v)
         pending = self.channel.allreduce_async(v_sum, op=pycomm.SUM, compress=False)
         self.channel.allreduce(weighted, op=pycomm.SUM, key="weighted")
@@ -49,9 +49,9 @@ class EASGDPlus(ElasticBase):
         for w, s in zip(weighted, v_sum):
             w.copy_(torch.where(s > 0, w / s, torch.zeros_like(w)))  # now m_w - c
         delta = torch._foreach_mul(weighted, c_s)
-        torch._foreach_add_(self.centre, delta)
+        torch._foreach_add_(self._centre, delta)
         torch._foreach_add_(self._x, delta)
-        elastic_(self._x, self.centre, c_s)
+        elastic_(self._x, self._centre, c_s)
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {**super()._algorithm_state(), "v": clone_all(self.v)}

@@ -35,21 +35,27 @@ class ElasticBase(CommOptimizer):
         return config
 
     def _setup(self) -> None:
-        # The centre lives in one flat buffer (self.centre are views of it) when the parameters share a
+        # The centre lives in one flat buffer (self._centre are views of it) when the parameters share a
         # dtype, so that the every-step local pull is one fused pycomm kernel over all parameters.
         dtypes = {p.dtype for p in self.params}
         if len(dtypes) == 1 and next(iter(dtypes)).is_floating_point:
             self._centre_flat: torch.Tensor | None = torch.cat([p.detach().reshape(-1) for p in self.params])
-            self.centre = [v.view_as(p) for v, p in
+            self._centre = [v.view_as(p) for v, p in
                            zip(self._centre_flat.split([p.numel() for p in self.params]), self.params)]
         else:
-            self._centre_flat, self.centre = None, clone_all(self.params)
+            self._centre_flat, self._centre = None, clone_all(self.params)
         self.steps_since_round = 0
         self.rounds = 0
 
     @property
     def current_period(self) -> int:
         return self.options["comm_period"]
+
+    def centre(self) -> list[torch.Tensor]:
+        """A copy of the centre variable (EASGD's c; for LSGD the point the local pull goes to, the
+        post-communication parameters), one tensor per parameter in the optimizer's order; identical
+        on every rank for easgd, easgd+ and lsgd+."""
+        return clone_all(self._centre)
 
     @property
     def _x(self) -> list[torch.Tensor]:
@@ -61,6 +67,9 @@ class ElasticBase(CommOptimizer):
     def _after_step(self, loss: float | None) -> None:
         """Statistics gathered right after the optimizer step."""
 
+    def _after_pull(self) -> None:
+        """Statistics gathered after the local pull (before a round)."""
+
     def _round(self) -> None:
         raise NotImplementedError
 
@@ -70,6 +79,7 @@ class ElasticBase(CommOptimizer):
         self.optimizer.step()
         self._after_step(loss)
         self._local_pull(self.options["local_pulling_strength"] / self.options["comm_period"])
+        self._after_pull()
         self.steps_since_round += 1
         due = self.steps_since_round == self.options["comm_period"]
         self._communicate(due)
@@ -85,7 +95,7 @@ class ElasticBase(CommOptimizer):
             # here), and fresh .data views per step would cost more than the kernel's cached checks
             pycomm.kernels.elastic_update(self.params, self._centre_flat, p)
         else:
-            elastic_(self._x, self.centre, p)
+            elastic_(self._x, self._centre, p)
 
     def _communicate(self, round_due: bool) -> None:
         if round_due:
@@ -98,14 +108,11 @@ class ElasticBase(CommOptimizer):
             mean = clone_all(self._x)
             self.channel.allreduce(mean, key="params", compress=False)
             return mean
-        delta = torch._foreach_sub(self._x, self.centre)
-        self.channel.allreduce(delta, key="params")
-        torch._foreach_add_(delta, self.centre)
-        return delta
+        return self.channel.average_relative(self._x, self._centre, key="params")
 
     def _algorithm_state(self) -> dict[str, Any]:
-        return {"centre": clone_all(self.centre), "steps_since_round": self.steps_since_round, "rounds": self.rounds}
+        return {"centre": clone_all(self._centre), "steps_since_round": self.steps_since_round, "rounds": self.rounds}
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
-        copy_into(self.centre, state["centre"])
+        copy_into(self._centre, state["centre"])
         self.steps_since_round, self.rounds = state["steps_since_round"], state["rounds"]

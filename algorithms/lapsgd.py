@@ -34,6 +34,7 @@ import torch
 from torch.utils.data import Dataset
 
 from algorithms import options as opts
+from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.lap.averaging import AveragingPolicy, RankAveraging, layers_of
 from algorithms.lap.loop import LrSync, RankLoop
@@ -60,6 +61,7 @@ def _seed(seed: int, rank: int, worker: int, node_steps: int) -> int:
 
 @register("lapsgd")
 class LAPSGD(CommOptimizer):
+    training = traits.OWN_LOOP   # P Hogwild worker processes per rank: opt.train(...), not step()
     algorithm_options: dict[str, Any] = {"num_processes": 2, "averaging_freq": 8, "pre_post_steps": 0}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -102,19 +104,24 @@ class LAPSGD(CommOptimizer):
               scheduler: Any = None, scheduler_interval: str = "epoch", seed: int = 0,
               final_average: bool = True, start_method: str | None = None, threads_per_worker: int = 1,
               poll_interval: float = 0.01, on_progress: Callable[[dict[str, Any]], None] | None = None,
-              progress_every: int = 50) -> LapResult:
+              progress_every: int = 50, max_grad_norm: float | None = None) -> LapResult:
         """Train `model` (whose trainable parameters are the wrapped optimizer's) on this rank's shard of
         `dataset` (items (input, target), or a `batch(indices) -> (inputs, targets)` method as apps' datasets
         have; rank r takes items r, r+size, ...) for `steps` node
         minibatches (all P workers together) or `epochs` passes over the shard, then (final_average)
         average once more with the workers stopped so that all ranks end with the same model.
-        Collective: every rank calls it with the same arguments."""
+        `max_grad_norm` clips each worker step's gradients to that total norm (what clip_grad_norm_ does
+        in a loop you write). Collective: every rank calls it with the same arguments."""
         t0 = time.monotonic()
         params = self._check_model(model)
         batch_size = opts.integer("batch_size", batch_size, 1)
         threads_per_worker = opts.integer("threads_per_worker", threads_per_worker, 1)
         progress_every = opts.integer("progress_every", progress_every, 1)
         poll_interval = opts.number("poll_interval", poll_interval, 0.0)
+        if max_grad_norm is not None:
+            max_grad_norm = opts.number("max_grad_norm", max_grad_norm, 0.0)
+            if not 0.0 < max_grad_norm < float("inf"):
+                raise opts.OptionError(f"max_grad_norm must be a positive finite number, got {max_grad_norm}")
         if not hasattr(dataset, "__len__"):
             raise TypeError(f"dataset: expected a map-style dataset (with __len__), got {type(dataset).__name__}")
         shard = torch.arange(self.comm.rank, len(dataset), self.comm.size)
@@ -141,7 +148,7 @@ class LAPSGD(CommOptimizer):
                           blocks=self._blocks(params), prepassm_steps=self._prepassm_steps(),
                           seeds=[_seed(seed, self.comm.rank, w, self.node_steps) for w in range(P)],
                           device=device, start_method=start_method, threads=threads_per_worker,
-                          first_step=self.node_steps, steps=steps)
+                          first_step=self.node_steps, steps=steps, max_grad_norm=max_grad_norm)
         averaging = None
         if self.comm.size > 1:
             policy = AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"])

@@ -2,11 +2,13 @@
 
 Every comm_period steps the leader L is the rank with the lowest metric (ties: lowest rank):
 `leader_metric="loss"` (default, the paper's) is the mean training loss over its last `leader_window`
-steps; `"proxy"` is SDTL's first-order proxy, per step 0.9 L + 0.1 sum <x_prev - x_now, g>, averaged
-over the same window. The leader's parameters are broadcast and
+steps; `"proxy"` is SDTL's score, an exponential moving average from 0 of the first-order decrease
+estimate s <- 0.9 s + 0.1 sum <x_prev - x_now, g>, with x_now taken after the optimizer step and the
+local pull (it needs no loss). SDTL picks a leader per parameter group; pycomm picks one leader for the
+whole model from the sum over all groups. The leader's parameters are broadcast and
     LSGD:   x_i <- (1 - c_s) x_i + c_s x_L   (the leader unchanged); the centre becomes the new x_i
     LSGD+:  c = mean_j x_j; delta = c_s (x_L - c); c += delta; x_i <- (1 - c_s)(x_i + delta) + c_s c
-Each step's loss comes through step(loss=...) or the closure's return value.
+With the loss metric, each step's loss comes through step(loss=...) or the closure's return value.
 
 Multi-leader (`multi_leader=True`, LSGD only): the leader above is chosen within each node
 (comm.split_by_node()) every comm_period steps, and a global leader over all ranks every
@@ -41,27 +43,39 @@ class _LeaderBase(ElasticBase):
         super()._setup()
         self.window: collections.deque[float] = collections.deque(maxlen=self.options["leader_window"])
         self._x_prev: list[torch.Tensor] | None = None
+        self.proxy_score = 0.0
         self.leader = 0
 
+    @property
+    def _by_proxy(self) -> bool:
+        return self.options["leader_metric"] == "proxy"
+
     def _before_step(self, loss: float | None) -> None:
-        if loss is None:
-            raise ValueError(f"{self.name} ranks workers by their training loss: call step(loss=loss) or "
-                             "step(closure) with a closure that returns the loss")
-        if self.options["leader_metric"] == "proxy":
+        if self._by_proxy:
             self._x_prev = clone_all(self._x)
+        elif loss is None:
+            raise ValueError(f"{self.name} ranks workers by their training loss: call step(loss=loss) or "
+                             "step(closure) with a closure that returns the loss (or use leader_metric='proxy', "
+                             "which needs none)")
 
     def _after_step(self, loss: float | None) -> None:
-        assert loss is not None
-        if self.options["leader_metric"] == "loss":
+        if not self._by_proxy:
+            assert loss is not None
             self.window.append(loss)
+
+    def _after_pull(self) -> None:
+        if not self._by_proxy:
             return
         moved = torch._foreach_sub(self._x_prev, self._x)
         inner = sum(float(torch.sum(d * p.grad)) for d, p in zip(moved, self.params) if p.grad is not None)
-        self.window.append(0.9 * loss + 0.1 * inner)
+        self.proxy_score = 0.9 * self.proxy_score + 0.1 * inner
         self._x_prev = None
 
     def _metric(self) -> float:
-        value = sum(self.window) / len(self.window) if self.window else math.inf
+        if self._by_proxy:
+            value = self.proxy_score
+        else:
+            value = sum(self.window) / len(self.window) if self.window else math.inf
         return math.inf if math.isnan(value) else value
 
     def _leader_params(self, channel: Channel) -> tuple[int, list[torch.Tensor]]:
@@ -73,13 +87,15 @@ class _LeaderBase(ElasticBase):
         return leader, x_leader
 
     def _algorithm_state(self) -> dict[str, Any]:
-        return {**super()._algorithm_state(), "window": list(self.window), "leader": self.leader}
+        return {**super()._algorithm_state(), "window": list(self.window), "leader": self.leader,
+                "proxy_score": self.proxy_score}
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         super()._load_algorithm_state(state)
         self.window.clear()
         self.window.extend(state["window"])
         self.leader = state["leader"]
+        self.proxy_score = state.get("proxy_score", 0.0)   # absent in states written before it existed
 
 
 @register("lsgd")
@@ -118,7 +134,7 @@ class LSGD(_LeaderBase):
         self.leader, x_leader = self._leader_params(self.channel)
         if self.leader != self.comm.rank:
             elastic_(self._x, x_leader, self.options["dist_pulling_strength"])
-        copy_into(self.centre, self._x)
+        copy_into(self._centre, self._x)
 
     def _pull_toward_leaders(self, local_due: bool, global_due: bool) -> None:
         """Multi-leader: x <- x - c_s (x - x_local_leader) - global_pulling_strength (x - x_global_leader),
@@ -136,7 +152,7 @@ class LSGD(_LeaderBase):
         x_old = clone_all(self._x)
         for strength, x_l in pulls:
             torch._foreach_add_(self._x, torch._foreach_sub(x_old, x_l), alpha=-strength)
-        copy_into(self.centre, self._x)
+        copy_into(self._centre, self._x)
 
 
 @register("lsgd+")
@@ -147,7 +163,7 @@ class LSGDPlus(_LeaderBase):
         self.leader, x_leader = self._leader_params(self.channel)
         delta = torch._foreach_sub(x_leader, mean)
         torch._foreach_mul_(delta, c_s)
-        copy_into(self.centre, mean)
-        torch._foreach_add_(self.centre, delta)
+        copy_into(self._centre, mean)
+        torch._foreach_add_(self._centre, delta)
         torch._foreach_add_(self._x, delta)
-        elastic_(self._x, self.centre, c_s)
+        elastic_(self._x, self._centre, c_s)

@@ -19,6 +19,8 @@ def _key(name: str) -> str:
 def register(name: str) -> Callable[[T], T]:
     """Class decorator: make `cls` selectable as `CommOptimizer(opt, algorithm=name)`."""
     def decorate(cls: T) -> T:
+        from algorithms import traits
+        traits.check(cls)
         key = _key(name)
         if key in _REGISTRY and _REGISTRY[key] is not cls:
             raise ValueError(f"algorithm name {name!r} is already registered by {_REGISTRY[key].__qualname__}")

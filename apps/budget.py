@@ -18,20 +18,38 @@ class Budget:
     warmup_steps: int
     eval_every: int
     checkpoint_every: int
+    schedule_source: str = "train.epochs"  # the key the horizon comes from
 
     @classmethod
     def from_config(cls, cfg: Config, steps_per_epoch: int) -> "Budget":
-        spe = steps_per_epoch
-        total = int(round(cfg.train.epochs * spe))
-        if cfg.train.max_steps:
-            total = min(total, cfg.train.max_steps) if cfg.train.epochs > 0 else cfg.train.max_steps
+        """train.max_steps stops the run early but leaves the schedule's horizon alone: that is
+        schedule.total_steps, else schedule.total_epochs, else train.epochs (train.max_steps only
+        when train.epochs is 0)."""
+        spe, t, sched = steps_per_epoch, cfg.train, cfg.schedule
+        total = int(round(t.epochs * spe))
+        if t.max_steps:
+            total = min(total, t.max_steps) if t.epochs > 0 else t.max_steps
         if total <= 0:
-            raise ValueError(f"train.epochs={cfg.train.epochs} gives no step at {spe} steps per epoch")
-        sched = cfg.schedule
-        horizon = int(round(sched.total_epochs * spe)) if sched.total_epochs else total
+            raise ValueError(f"train.epochs={t.epochs} gives no step at {spe} steps per epoch")
+        if sched.total_steps:
+            horizon, source = sched.total_steps, "schedule.total_steps"
+        elif sched.total_epochs:
+            horizon, source = int(round(sched.total_epochs * spe)), f"schedule.total_epochs={sched.total_epochs:g}"
+        elif t.epochs > 0:
+            horizon, source = int(round(t.epochs * spe)), f"train.epochs={t.epochs:g}"
+        else:
+            horizon, source = total, "train.max_steps (train.epochs=0)"
         warmup = sched.warmup_steps if sched.warmup_steps is not None else int(round(sched.warmup_epochs * spe))
-        return cls(spe, total, max(horizon, 1), warmup, max(1, int(round(cfg.train.eval_every_epochs * spe))),
-                   cfg.checkpoint.every_steps or spe)
+        return cls(spe, total, max(horizon, 1), warmup, max(1, int(round(t.eval_every_epochs * spe))),
+                   cfg.checkpoint.every_steps or spe, source)
+
+    def describe(self) -> str:
+        """One line for the log: which horizon the learning-rate schedule uses."""
+        text = f"lr schedule horizon {self.schedule_steps} steps (from {self.schedule_source})"
+        if self.total_steps < self.schedule_steps:
+            text += (f"; this run stops at step {self.total_steps}, before it ends (set schedule.total_steps="
+                     f"{self.total_steps} to end the schedule there)")
+        return text
 
     def scheduler(self, cfg: Config, optimizer: torch.optim.Optimizer) -> Any:
         """The learning-rate schedule (algorithms.schedules), stepped once per optimizer step."""

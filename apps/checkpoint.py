@@ -2,16 +2,24 @@
 
 One checkpoint is one directory:
   model_state_dict.pt   optim_state_dict.pt   lr_state_dict.pt   iter_state_dict.pt   manifest.json
-plus model_state_dict.rank{r}.pt / optim_state_dict.rank{r}.pt for ranks r >= 1 when the ranks'
-states differ (local methods). Names: <prefix>.step<N> (periodic), <prefix>.step<N>.preempt
-(SIGTERM/SIGUSR1), <prefix>.best.step<N> (lowest loss so far).
+plus <stem>.rank{r}.pt for ranks r >= 1 only for the stems whose state differs per rank
+(IterState.per_rank: model and optimizer for local methods, nothing for replicated ones). Names:
+<prefix>.step<N> (periodic), <prefix>.step<N>.preempt (SIGTERM/SIGUSR1), <prefix>.best.step<N>
+(lowest loss so far).
 
 Atomicity: every rank writes into a hidden temporary directory (fsync'd); after a barrier, rank 0
 writes manifest.json (sizes and SHA-256 of every file) last, then renames the directory into place.
 A directory without its manifest, or whose files do not match it, is never loaded, and older
-checkpoints are only deleted after a newer one is complete."""
+checkpoints are only deleted after a newer one is complete.
+
+Disk: before the manifest is written, a file byte-identical to one of a complete checkpoint in the
+same directory (best, periodic and preempt at one step; per-rank copies of states that happen to
+agree, e.g. right after an averaging) becomes a hard link to it. Checkpoint files are never modified
+in place, and removing a checkpoint directory only drops its links, so pruning one never takes data
+from another."""
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import os
@@ -19,7 +27,7 @@ import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
@@ -27,6 +35,7 @@ from apps.dist import Dist
 from apps.data.sharding import ShardPlan
 
 MANIFEST = "manifest.json"
+STEMS = ("model_state_dict", "optim_state_dict")  # the states that may differ per rank
 _NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<best>best\.)?step(?P<step>\d+)(?P<preempt>\.preempt)?$")
 
 
@@ -45,8 +54,15 @@ class IterState:
     step: int = 0               # optimizer steps taken
     best_loss: float = float("inf")
     world_size: int = 1
-    per_rank: bool = False
+    per_rank: list[str] = field(default_factory=list)  # STEMS each rank saves its own copy of
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.per_rank, bool):  # checkpoints written before per-stem choice: all or nothing
+            self.per_rank = list(STEMS) if self.per_rank else []
+        unknown = set(self.per_rank) - set(STEMS)
+        if unknown:
+            raise ValueError(f"IterState.per_rank: unknown state(s) {sorted(unknown)}; expected some of {STEMS}")
 
     def enter(self, plan: ShardPlan, epoch: int, segment: int) -> None:
         self.epoch, self.segment, self.step_in_segment = epoch, segment, 0
@@ -88,8 +104,41 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def rank_file(stem: str, rank: int, per_rank: bool) -> str:
-    return f"{stem}.rank{rank}.pt" if per_rank and rank > 0 else f"{stem}.pt"
+def rank_file(stem: str, rank: int, per_rank: Iterable[str]) -> str:
+    """The file holding `stem` for `rank`: its own copy when the state differs per rank, else rank 0's."""
+    return f"{stem}.rank{rank}.pt" if stem in per_rank and rank > 0 else f"{stem}.pt"
+
+
+def _manifest_files(tmp: Path) -> dict[str, dict[str, Any]]:
+    return {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+
+
+def _link_duplicates(tmp: Path, files: dict[str, dict[str, Any]], directory: Path) -> None:
+    """Replace each file of `tmp` that is byte-identical to a file of a complete checkpoint in
+    `directory` (or to an earlier file of `tmp`) by a hard link to it. The digest finds candidates;
+    a byte comparison decides, so a file damaged after its manifest was written is never linked."""
+    known: dict[tuple[int, str], Path] = {}
+    for ckpt in sorted(directory.iterdir()):
+        if ckpt.name.startswith(".") or not (ckpt / MANIFEST).is_file():
+            continue
+        try:
+            listed = json.loads((ckpt / MANIFEST).read_text())["files"]
+        except (ValueError, KeyError):
+            continue  # a damaged manifest: nothing to share with
+        for name, meta in listed.items():
+            known.setdefault((meta["bytes"], meta["sha256"]), ckpt / name)
+    for name, meta in files.items():
+        key, path = (meta["bytes"], meta["sha256"]), tmp / name
+        source = known.get(key)
+        if source is None or not source.is_file() or not filecmp.cmp(source, path, shallow=False):
+            known[key] = path
+            continue
+        link = tmp / f".{name}.link"
+        try:
+            os.link(source, link)
+        except OSError:  # a file system without hard links: keep the copy
+            continue
+        os.replace(link, path)
 
 
 def save(directory: Path, name: str, dist: Dist, state: IterState, model: dict, optim: dict, lr: dict) -> Path:
@@ -100,23 +149,27 @@ def save(directory: Path, name: str, dist: Dist, state: IterState, model: dict, 
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
     dist.barrier()
-    if dist.rank == 0 or state.per_rank:
-        _write(tmp / rank_file("model_state_dict", dist.rank, state.per_rank), model)
-        _write(tmp / rank_file("optim_state_dict", dist.rank, state.per_rank), optim)
+    for stem, obj in zip(STEMS, (model, optim)):
+        if dist.rank == 0 or stem in state.per_rank:  # replicated state: rank 0's copy serves every rank
+            _write(tmp / rank_file(stem, dist.rank, state.per_rank), obj)
     dist.barrier()  # every rank's files are on disk
     if dist.rank == 0:
         _write(tmp / "lr_state_dict.pt", lr)
         _write(tmp / "iter_state_dict.pt", asdict(state))
-        files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+        files = _manifest_files(tmp)
+        _link_duplicates(tmp, files, directory)
         with open(tmp / MANIFEST, "w") as f:
             json.dump({"step": state.step, "world_size": state.world_size, "files": files}, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         _fsync_dir(tmp)
-        if final.exists():  # the same step saved again (e.g. after a resume): replace it
-            shutil.rmtree(final)
+        old = directory / f".{name}.old"
+        if final.exists():  # the same step saved again (e.g. after a resume): replace it, removing it last
+            shutil.rmtree(old, ignore_errors=True)
+            os.rename(final, old)
         os.rename(tmp, final)
         _fsync_dir(directory)
+        shutil.rmtree(old, ignore_errors=True)
     dist.barrier()
     return final
 
@@ -142,9 +195,16 @@ def complete(directory: Path, prefix: str) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
+def check_keep_last(keep_last: Any) -> None:
+    if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 0:
+        raise ValueError(f"checkpoint.keep_last must be an integer >= 0 (0 keeps all), got {keep_last!r}")
+
+
 def prune(directory: Path, prefix: str, keep_last: int) -> None:
     """Keep the newest keep_last periodic checkpoints, the newest best, and preempt checkpoints that
-    are newer than every periodic one; remove temporaries left by crashed saves."""
+    are newer than every periodic one; remove temporaries left by crashed saves. keep_last=0 keeps
+    every periodic checkpoint. Files shared with a kept checkpoint are hard links, so they stay."""
+    check_keep_last(keep_last)
     ckpts = [(p, *parse_name(p)[1:]) for p in complete(directory, prefix)]
     periodic = [p for p, _, kind in ckpts if kind == "periodic"]
     best = [p for p, _, kind in ckpts if kind == "best"]
@@ -152,7 +212,7 @@ def prune(directory: Path, prefix: str, keep_last: int) -> None:
     doomed = periodic[:-keep_last] if keep_last > 0 else []
     doomed += best[:-1]
     doomed += [p for p, s, kind in ckpts if kind == "preempt" and s < newest_periodic]
-    doomed += [p for p in directory.glob(f".{prefix}.*.tmp")]
+    doomed += [p for p in directory.glob(f".{prefix}.*.tmp")] + [p for p in directory.glob(f".{prefix}.*.old")]
     for p in doomed:
         shutil.rmtree(p, ignore_errors=True)
 
@@ -167,15 +227,27 @@ def verify(path: Path, needed: list[str]) -> dict:
     try:
         manifest = json.loads(manifest_path.read_text())
         files = manifest["files"]
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"checkpoint {path}: {MANIFEST} is corrupt ({e})") from e
     for name in needed:
         if name not in files:
             raise CheckpointError(f"checkpoint {path} has no {name} (written by {manifest.get('world_size')} ranks)")
-        p = path / name
-        if not p.is_file() or p.stat().st_size != files[name]["bytes"] or _sha256(p) != files[name]["sha256"]:
-            raise CheckpointError(f"checkpoint {path}: {name} is corrupt or truncated (does not match {MANIFEST})")
+        problem = _mismatch(path / name, files[name])
+        if problem:
+            raise CheckpointError(f"checkpoint file {path / name} is corrupt: {problem}")
     return manifest
+
+
+def _mismatch(path: Path, expected: dict[str, Any]) -> str | None:
+    """What is wrong with one checkpoint file against its manifest entry; None when it matches."""
+    if not path.is_file():
+        return f"it is missing (listed in {MANIFEST})"
+    size = path.stat().st_size
+    if size != expected["bytes"]:
+        return f"{size} bytes where {MANIFEST} says {expected['bytes']} (truncated or overwritten)"
+    if _sha256(path) != expected["sha256"]:
+        return f"its SHA-256 differs from the one in {MANIFEST} (its contents changed after it was written)"
+    return None
 
 
 def _torch_load(path: Path, weights_only: bool) -> Any:
@@ -189,11 +261,14 @@ def load(path: Path, rank: int, world_size: int) -> tuple[IterState, dict, dict,
     """This rank's (iter state, model, optimizer, lr scheduler) states, after verifying them."""
     path = Path(path)
     verify(path, ["iter_state_dict.pt"])
-    state = IterState(**_torch_load(path / "iter_state_dict.pt", True))
+    try:
+        state = IterState(**_torch_load(path / "iter_state_dict.pt", True))
+    except (TypeError, ValueError) as e:  # fields of another version, or bad values
+        raise CheckpointError(f"checkpoint file {path / 'iter_state_dict.pt'} does not hold an IterState: {e}") from e
     if state.per_rank and state.world_size != world_size:
         raise CheckpointError(f"checkpoint {path} holds per-rank state for {state.world_size} ranks; this run has "
                               f"{world_size}: resume with {state.world_size} ranks")
-    names = [rank_file(stem, rank, state.per_rank) for stem in ("model_state_dict", "optim_state_dict")]
+    names = [rank_file(stem, rank, state.per_rank) for stem in STEMS]
     verify(path, names + ["lr_state_dict.pt"])
     model = _torch_load(path / names[0], True)
     optim = _torch_load(path / names[1], False)  # algorithm state may hold plain Python objects
@@ -201,15 +276,27 @@ def load(path: Path, rank: int, world_size: int) -> tuple[IterState, dict, dict,
     return state, model, optim, lr
 
 
+EXPECTED = f"a checkpoint directory holding {MANIFEST} (e.g. runs/<name>/checkpoints/ckpt.step00000100), or auto"
+
+
 def resolve(resume: str, directory: Path, prefix: str) -> Path | None:
-    """--resume auto: the newest complete checkpoint (None when there is none); else the given path."""
-    if resume != "auto":
-        path = Path(resume)
-        if not path.exists():
-            raise CheckpointError(f"--resume {resume}: no such checkpoint directory")
-        return path
-    found = complete(directory, prefix)
-    return found[-1] if found else None
+    """--resume auto: the newest complete checkpoint (None when there is none); else the given
+    checkpoint directory, or the one holding the given file (model_state_dict.pt, manifest.json, ...)."""
+    if resume == "auto":
+        found = complete(directory, prefix)
+        return found[-1] if found else None
+    path = Path(resume)
+    if not path.exists():
+        raise CheckpointError(f"--resume {resume}: no such checkpoint directory; expected {EXPECTED}")
+    if path.is_file():
+        if (path.parent / MANIFEST).is_file():
+            return path.parent  # a file of a checkpoint: the checkpoint is its directory
+        raise CheckpointError(f"--resume {resume} is a file, not a checkpoint; expected {EXPECTED}")
+    if not (path / MANIFEST).is_file() and parse_name(path) is None:
+        inside = [p for p in sorted(path.iterdir()) if parse_name(p) and (p / MANIFEST).is_file()]
+        hint = f"; it holds the checkpoints {', '.join(p.name for p in inside[-3:])}: pass one" if inside else ""
+        raise CheckpointError(f"--resume {resume} is a directory without {MANIFEST}{hint}; expected {EXPECTED}")
+    return path
 
 
 def restore(resume: str, directory: Path, prefix: str, rank: int, world_size: int

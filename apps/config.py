@@ -2,11 +2,40 @@
 a few minutes): the small CNN on the embedded MNIST with periodic local SGD.
 
 Options counted in epochs (keys ending in `_epochs`) are converted to optimizer steps once the data
-size is known (apps.train), since algorithms count steps."""
+size is known (apps.train), since algorithms count steps.
+
+Numeric fields declare their valid range (`bounded`); apps.config_io checks it for every value,
+list elements included, so a value that would train wrong (a negative clip norm, zero steps) is
+refused before any rank starts. None always passes (the field's "not set")."""
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
+
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run as written; the message names the key and what was expected."""
+
+
+BOUNDS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+
+
+def bounded(default: Any, *bounds: tuple[str, float], factory: Any = None) -> Any:
+    """A dataclass field whose value (each element, for lists) must satisfy every (op, limit) bound."""
+    meta = {"bounds": bounds}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def positive(default: Any) -> Any:
+    return bounded(default, (">", 0))
+
+
+def non_negative(default: Any) -> Any:
+    return bounded(default, (">=", 0))
 
 
 @dataclass
@@ -19,10 +48,12 @@ class ModelConfig:
 class DataConfig:
     name: str = "mnist"
     path: Optional[str] = None         # None for mnist: the embedded copy
-    batch_size: int = 32               # per rank
-    eval_batch_size: int = 500
-    segment_size: Optional[int] = None  # samples per segment (the stub's unit of progress); None: one epoch
-    num_workers: int = 0
+    batch_size: int = positive(32)     # per rank (derived from total_batch_size when that is set)
+    total_batch_size: Optional[int] = positive(None)     # global batch over all ranks (QSR's --total-batch-size)
+    physical_batch_size: Optional[int] = positive(None)  # samples per backward; smaller: gradient accumulation
+    eval_batch_size: int = positive(500)
+    segment_size: Optional[int] = positive(None)  # samples per segment (the stub's unit of progress); None: one epoch
+    num_workers: int = non_negative(0)
     shuffle: bool = True
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the dataset's loader
 
@@ -30,54 +61,62 @@ class DataConfig:
 @dataclass
 class OptimConfig:
     name: Literal["sgd", "adamw", "lars"] = "sgd"
-    lr: float = 0.05
-    momentum: float = 0.9
+    lr: float = positive(0.05)
+    momentum: float = bounded(0.9, (">=", 0), ("<", 1))
     nesterov: bool = False
-    weight_decay: float = 0.0
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
-    trust_coefficient: float = 0.001   # LARS
+    weight_decay: float = non_negative(0.0)
+    betas: list[float] = bounded(None, (">=", 0), ("<", 1), factory=lambda: [0.9, 0.999])
+    eps: float = positive(1e-8)
+    trust_coefficient: float = positive(0.001)  # LARS
     exclude_bias_and_norm: bool = True  # no weight decay (and no LARS adaptation) on biases and norms
 
 
 @dataclass
 class ScheduleConfig:
     name: Literal["constant", "cosine", "multistep"] = "cosine"
-    warmup_epochs: float = 0.0
-    warmup_steps: Optional[int] = None     # overrides warmup_epochs
-    baseline_lr: float = 0.0               # learning rate at the start of the linear warm-up
-    min_lr: float = 0.0                    # cosine floor
-    milestones: list[float] = field(default_factory=list)  # multistep, in epochs
-    gamma: float = 0.1                     # multistep factor
-    total_epochs: Optional[float] = None   # schedule horizon when it differs from train.epochs (QSR's --epochs-for-sche)
+    warmup_epochs: float = non_negative(0.0)
+    warmup_steps: Optional[int] = non_negative(None)  # overrides warmup_epochs
+    baseline_lr: float = non_negative(0.0)              # learning rate at the start of the linear warm-up
+    min_lr: float = non_negative(0.0)      # cosine floor
+    milestones: list[float] = bounded(None, (">=", 0), factory=list)  # multistep, in epochs
+    gamma: float = positive(0.1)                   # multistep factor
+    # The schedule's horizon: total_steps, else total_epochs, else train.epochs (never train.max_steps,
+    # which only stops the run early; set total_steps to the same number to squeeze the schedule).
+    total_epochs: Optional[float] = positive(None)  # QSR's --epochs-for-sche
+    total_steps: Optional[int] = positive(None)
 
 
 @dataclass
 class AlgorithmConfig:
     name: str = "plsgd"
     options: dict[str, Any] = field(default_factory=lambda: {"averaging_freq": 8})
+    # a Python module imported first, which registers `name` with @algorithms.register (your own algorithm)
+    module: Optional[str] = None
 
 
 @dataclass
 class TrainConfig:
-    epochs: float = 3.0
-    max_steps: Optional[int] = None    # stop earlier (and set the horizon) when given
-    seed: int = 0
+    epochs: float = non_negative(3.0)  # 0 with max_steps: run max_steps steps
+    max_steps: Optional[int] = positive(None)  # stop earlier (the schedule's horizon stays: see schedule)
+    seed: int = non_negative(0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dtype: Literal["float32", "bfloat16"] = "float32"  # bfloat16: autocast (no loss scaling needed)
-    grad_clip: Optional[float] = None
-    log_every: int = 10                # console progress and TensorBoard/W&B points (CSV/JSONL: every step)
-    eval_every_epochs: float = 1.0
-    preempt_check_every: int = 1       # steps between the ranks' agreement on a pending SIGTERM/SIGUSR1
-    peak_flops: Optional[float] = None  # per device, for MFU (GPT); None: guessed for known GPUs
+    grad_clip: Optional[float] = positive(None)  # max gradient norm; None: no clipping
+    log_every: int = positive(10)               # console progress and TensorBoard/W&B points (CSV/JSONL: every step)
+    eval_every_epochs: float = positive(1.0)
+    eval_on_start: bool = False        # evaluate the initial model too (QSR's --eval-on-start)
+    bn_batches: int = non_negative(0)  # >0: re-estimate BatchNorm statistics on this many training micro-batches
+                                       # before each evaluation, averaged over ranks (QSR's --bn-batches)
+    preempt_check_every: int = positive(1)      # steps between the ranks' agreement on a pending SIGTERM/SIGUSR1
+    peak_flops: Optional[float] = positive(None)  # per device, for MFU (GPT); None: guessed for known GPUs
 
 
 @dataclass
 class CheckpointConfig:
     directory: Optional[str] = None    # None: <run dir>/checkpoints
     prefix: str = "ckpt"
-    every_steps: int = 0               # 0: at the end of every epoch
-    keep_last: int = 2                 # periodic checkpoints kept (best and preempt are kept apart)
+    every_steps: int = non_negative(0)  # 0: at the end of every epoch
+    keep_last: int = non_negative(2)    # periodic checkpoints kept, 0: all (best and preempt are kept apart)
     save_best: bool = True
     state_dict_type: Literal["full"] = "full"
 
@@ -96,13 +135,13 @@ class LoggingConfig:
 
 @dataclass
 class LaunchConfig:
-    nproc: int = 2                     # ranks started on this machine when no launcher started us
+    nproc: int = positive(2)                 # ranks started on this machine when no launcher started us
     backend: Literal["auto", "mpi", "nccl", "local"] = "auto"  # pycomm.init(backend=...)
 
 
 @dataclass
 class Config:
-    name: str = "mnist-cnn-plsgd"
+    name: str = "mnist-cnn-plsgd"      # the run's directory under out_dir: a plain name, no '/'
     out_dir: str = "runs"
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)

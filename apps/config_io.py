@@ -1,27 +1,25 @@
-"""Reading, overriding, checking and printing configurations.
+"""Reading, layering, overriding, checking and printing configurations.
 
-A YAML file may start from another with `base: other.yaml` (relative to the file; deep-merged).
-`--override a.b=c` values are parsed as YAML (so 3 is an int, 1e-3 a float, [1, 2] a list) and
-checked against the field's type; unknown keys get the closest valid key in the error."""
+Layers, each over the previous: the embedded default, every YAML file in the order given (a file may
+start from another with `base: other.yaml`, relative to it; deep-merged), then each `--override a.b=c`
+(values parsed as YAML, so 3 is an int, 1e-3 a float, [1, 2] a list; a mapping replaces the key's
+value). Switching `model.name`, `data.name` or `algorithm.name` drops the options the new one does
+not take (with a note). Values are checked against the field's type and range, then the whole
+against the registries and the world size (apps.config_check): every error before any rank starts.
+Unknown keys get the closest valid key in the error."""
 from __future__ import annotations
 
 import copy
 import dataclasses
-import types
-import typing
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
-from apps.config import Config
-from apps.registry import did_you_mean
+from apps import config_check, config_compat, config_types
+from apps.config import Config, ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def _merge(base: dict, top: Mapping) -> dict:
@@ -34,29 +32,53 @@ def _merge(base: dict, top: Mapping) -> dict:
     return out
 
 
-def read_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
+def _read_mapping(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a text YAML file (byte {e.start} is not UTF-8); "
+                          "--config wants a YAML file such as apps/configs/default.yaml") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read it: {e.strerror or e}") from e
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> list[tuple[str, dict]]:
+    """The file and its `base:` chain as (source, mapping) layers, the furthest base first."""
     path = Path(path)
     if not path.exists() and not path.is_absolute() and (CONFIG_DIR / path.name).exists() and path.parent == Path("."):
         path = CONFIG_DIR / path.name  # `--config resnet20.yaml` finds the shipped file
     if not path.exists():
         raise ConfigError(f"--config {str(path)!r}: no such file (shipped configs: "
                           f"{', '.join(sorted(p.name for p in CONFIG_DIR.glob('*.yaml')))})")
+    if path.is_dir():
+        raise ConfigError(f"--config {str(path)!r} is a directory; expected a YAML file")
     if path.resolve() in _seen:
         raise ConfigError(f"{path}: `base:` chain loops back to itself")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    raw = _read_mapping(path)
     base = raw.pop("base", None)
     if base is None:
-        return raw
-    return _merge(read_yaml(path.parent / base, _seen + (path.resolve(),)), raw)
+        return [(str(path), raw)]
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: base: expected a file name, got {base!r}")
+    return read_layers(path.parent / base, _seen + (path.resolve(),)) + [(str(path), raw)]
 
 
-def apply_override(raw: dict, assignment: str) -> None:
-    """Set `a.b.c=value` in the raw mapping (creating levels), value parsed as YAML."""
+def read_yaml(path: str | Path) -> dict:
+    """The file with its `base:` chain deep-merged (no checking)."""
+    merged: dict = {}
+    for _, raw in read_layers(path):
+        merged = _merge(merged, raw)
+    return merged
+
+
+def _parse_override(assignment: str) -> tuple[list[str], Any]:
     if "=" not in assignment:
         raise ConfigError(f"--override {assignment!r}: expected key=value, e.g. optim.lr=0.1")
     key, text = assignment.split("=", 1)
@@ -67,6 +89,10 @@ def apply_override(raw: dict, assignment: str) -> None:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as e:
         raise ConfigError(f"--override {assignment!r}: value is not valid YAML: {e}") from e
+    return parts, value
+
+
+def _set(raw: dict, parts: list[str], value: Any) -> None:
     node = raw
     for part in parts[:-1]:
         if not isinstance(node.get(part), dict):
@@ -75,116 +101,123 @@ def apply_override(raw: dict, assignment: str) -> None:
     node[parts[-1]] = value
 
 
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+def apply_override(raw: dict, assignment: str) -> None:
+    """Set `a.b.c=value` in the raw mapping (creating levels), value parsed as YAML."""
+    _set(raw, *_parse_override(assignment))
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
+# Sections whose options belong to the chosen name: switching the name drops the options it lacks.
+NAMED_SECTIONS = ("model", "data", "algorithm")
+
+
+def _option_names(section: str, name: str) -> set[str] | None:
+    """The options `name` takes in that section (epoch forms of *_steps included); None when the
+    name is unknown (apps.config_check then names it)."""
+    if section == "algorithm":
+        if name == "none":
+            return set()
+        import algorithms
+        listing = algorithms.available()
+        if name not in listing:
             return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(value, arg, where)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0])
-    if origin is typing.Literal:
-        if value in args:
-            return value
-        raise ConfigError(f"{where}: {value!r} is not one of {list(args)}"
-                          f"{did_you_mean(str(value), [str(a) for a in args])}")
-    if origin is list:
-        if isinstance(value, tuple):
-            value = list(value)
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        return [_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, where)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
-
-
-def _build(cls: type, raw: Any, where: str) -> Any:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {raw!r}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    for key in raw:
-        if key not in names:
-            prefix = f"{where}." if where else ""
-            hint = did_you_mean(key, names).replace("'", f"'{prefix}", 1)
-            raise ConfigError(f"unknown config key '{prefix}{key}'{hint}; valid keys here: {', '.join(names)}")
-    kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in raw.items()}
-    return cls(**kwargs)
-
-
-def check_names(cfg: Config) -> None:
-    """Model and dataset names and their options exist (the algorithm is checked when it is built)."""
+        return set(listing[name]) | {k[:-len("_steps")] + "_epochs" for k in listing[name] if k.endswith("_steps")}
     from apps.data import DATASETS
     from apps.models import MODELS
-
-    for registry, section in ((MODELS, cfg.model), (DATASETS, cfg.data)):
-        if section.name not in registry.names():
-            kind = "model" if registry is MODELS else "data"
-            raise ConfigError(f"{kind}.name: unknown {registry.kind} '{section.name}'"
-                              f"{did_you_mean(section.name, registry.names())}; valid: {', '.join(registry.names())}")
-        where = "model.options" if registry is MODELS else "data.options"
-        try:
-            registry.check_options(section.name, section.options, where)
-        except ValueError as e:
-            raise ConfigError(str(e)) from e
-    positive = {"data.batch_size": cfg.data.batch_size, "data.eval_batch_size": cfg.data.eval_batch_size,
-                "train.log_every": cfg.train.log_every, "train.preempt_check_every": cfg.train.preempt_check_every,
-                "launch.nproc": cfg.launch.nproc}
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key} must be > 0, got {value}")
-    if cfg.train.epochs <= 0 and not cfg.train.max_steps:
-        raise ConfigError(f"train.epochs must be > 0 (or set train.max_steps), got {cfg.train.epochs}")
-    if cfg.optim.lr <= 0:
-        raise ConfigError(f"optim.lr must be > 0, got {cfg.optim.lr}")
+    registry = MODELS if section == "model" else DATASETS
+    return set(registry.get(name).parameters()) if name in registry.names() else None
 
 
-def load(path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:
-    """The run's configuration: the embedded default (or a YAML file) plus overrides, checked."""
-    raw = read_yaml(path) if path else {}
+class _Layers:
+    """The raw mapping built from the embedded default, then each file (its `base:` chain first),
+    then each override, remembering which options the user set (for the notes)."""
+
+    def __init__(self) -> None:
+        defaults = to_dict(Config())
+        self.raw: dict = {s: {"name": defaults[s]["name"], "options": defaults[s]["options"]} for s in NAMED_SECTIONS}
+        self.user_options: dict[str, set[str]] = {s: set() for s in NAMED_SECTIONS}
+        self.notes: list[str] = []
+
+    def _switch(self, section: str, name: Any, source: str) -> None:
+        current = self.raw.get(section)
+        if not isinstance(current, dict) or not isinstance(name, str) or name == current.get("name"):
+            return
+        valid, options = _option_names(section, name), current.get("options")
+        if valid is None or not isinstance(options, dict):
+            return
+        dropped = sorted(k for k in options if k not in valid)
+        current["options"] = {k: v for k, v in options.items() if k in valid}
+        shown = [k for k in dropped if k in self.user_options[section]]
+        if shown:
+            self.notes.append(f"{source} switches {section}.name from {current.get('name')!r} to {name!r}: dropped "
+                              f"{section}.options {', '.join(shown)} ({name!r} does not take them)")
+
+    def add_file(self, source: str, raw: dict) -> None:
+        raw, notes = config_compat.translate_mapping(raw, source)
+        self.notes += notes
+        for section in NAMED_SECTIONS:
+            part = raw.get(section)
+            if isinstance(part, dict):
+                if "name" in part:
+                    self._switch(section, part["name"], source)
+                if isinstance(part.get("options"), dict):
+                    self.user_options[section] |= set(part["options"])
+        self.raw = _merge(self.raw, raw)
+
+    def add_override(self, assignment: str) -> None:
+        source = f"--override {assignment}"
+        parts, value = _parse_override(assignment)
+        parts, note = config_compat.translate(parts, source)
+        if note:
+            self.notes.append(note)
+        section, rest = parts[0], parts[1:]
+        if section in NAMED_SECTIONS:
+            if rest == ["name"]:
+                self._switch(section, value, source)
+            elif rest == ["options"] and isinstance(value, dict):
+                self.user_options[section] |= set(value)
+            elif len(rest) == 2 and rest[0] == "options":
+                self.user_options[section].add(rest[1])
+        _set(self.raw, parts, value)
+
+    def result(self) -> dict:
+        defaults = to_dict(Config())
+        for section in NAMED_SECTIONS:  # a section replaced whole (-o 'algorithm={name: x}') has no options
+            part = self.raw.get(section)
+            if isinstance(part, dict) and "options" not in part:
+                same = part.get("name") == defaults[section]["name"]
+                part["options"] = defaults[section]["options"] if same else {}
+        return self.raw
+
+
+@dataclasses.dataclass
+class Resolved:
+    config: Config
+    notes: list[str]  # what the user should know: keys renamed, options dropped, sizes derived
+
+
+def resolve(paths: str | Path | Sequence[str | Path] | None = None, overrides: Iterable[str] = (),
+            world_size: int | None = None) -> Resolved:
+    """The run's configuration: the embedded default, the YAML files layered left to right, then the
+    overrides; checked as a whole for `world_size` ranks (None: as many as this launch will start)."""
+    if paths is None:
+        paths = []
+    elif isinstance(paths, (str, Path)):
+        paths = [paths]
+    layers = _Layers()
+    for path in paths:
+        for source, raw in read_layers(path):
+            layers.add_file(source, raw)
     for assignment in overrides:
-        apply_override(raw, assignment)
-    cfg = _build(Config, raw, "")
-    check_names(cfg)
-    return cfg
+        layers.add_override(assignment)
+    raw = layers.result()
+    cfg = config_types.build(Config, raw)
+    notes = config_check.check(cfg, world_size, batch_size_given="batch_size" in (raw.get("data") or {}))
+    return Resolved(cfg, layers.notes + notes)
+
+
+def load(paths: str | Path | Sequence[str | Path] | None = None, overrides: Iterable[str] = (),
+         world_size: int | None = None) -> Config:
+    return resolve(paths, overrides, world_size).config
 
 
 def to_dict(cfg: Config) -> dict:

@@ -8,8 +8,13 @@ import shutil
 import signal
 import subprocess
 import sys
-from typing import Mapping, Sequence
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
 
+from apps import failure
+from apps.mpirun_stderr import MpirunStderr
 from pycomm.launch_env import LaunchEnv, detect, first_host  # noqa: F401  (re-exported for apps)
 
 # Set on the ranks we spawn, so they never spawn again.
@@ -41,8 +46,8 @@ def mpirun_command(nproc: int, argv: Sequence[str]) -> list[str]:
 
 
 def spawn(nproc: int, argv: Sequence[str]) -> int:
-    """Run `argv` on nproc local ranks under mpirun; SIGTERM/SIGUSR1 to us reach the ranks as SIGUSR1
-    (Open MPI forwards SIGUSR1, but answers SIGTERM by killing the job), so they save and exit."""
+    """Run `argv` on nproc local ranks under mpirun and return its exit code. When a rank fails, the
+    last lines say which and why (apps.failure), not Open MPI's banner."""
     cmd = mpirun_command(nproc, argv)
     env = dict(os.environ)
     env[SPAWNED] = "1"
@@ -50,14 +55,56 @@ def spawn(nproc: int, argv: Sequence[str]) -> int:
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(cmd, env=env)
+    with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures:
+        env[failure.FAILURE_DIR_ENV] = failures
+        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        stderr = MpirunStderr(proc.stderr, sys.stderr)
+        with forwarding_stop_signals(proc):
+            try:
+                code, interrupted = proc.wait(), False
+            except KeyboardInterrupt:  # the terminal's Ctrl-C reached mpirun too, which stops the ranks
+                code, interrupted = proc.wait(), True
+            stderr.join()
+            _report(code, failure.read(Path(failures)), stderr, interrupted)
+    return code
+
+
+@contextmanager
+def forwarding_stop_signals(proc: subprocess.Popen) -> Iterator[None]:
+    """SIGTERM/SIGUSR1 to us reach the ranks once, as SIGUSR1 (Open MPI forwards SIGUSR1 but answers
+    SIGTERM by killing the job), so they save and exit 0. Repeats are ignored (a second forward
+    used to kill ranks that had already saved), until exit once a stop was forwarded; Ctrl-C or
+    SIGKILL still stop the job."""
+    received: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
-        proc.send_signal(signal.SIGUSR1)
+        received.append(signum)
+        if len(received) == 1:
+            proc.send_signal(signal.SIGUSR1)
+        elif len(received) == 2:  # os.write: a print here could re-enter one in progress
+            os.write(2, f"apps.launch: signal {signum} ignored: the ranks were already asked to save and stop; "
+                        f"Ctrl-C (SIGINT) or SIGKILL stop the job\n".encode())
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGUSR1)}
     try:
-        return proc.wait()
+        yield
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_IGN if received else handler)
+
+
+def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr, interrupted: bool) -> None:
+    """The job's verdict on stderr: the ranks' records, else what Open MPI said about the failure."""
+    if code == 0:
+        lines = stderr.held  # Open MPI's warnings about a run that went well still matter
+    elif failures:
+        lines = failure.verdict(failures)
+    elif interrupted:
+        lines = [f"interrupted: mpirun stopped the ranks (exit code {code})"]
+    elif line := stderr.summary():
+        lines = [line]
+    else:
+        lines = stderr.held or [f"mpirun exited with code {code}"]
+    for line in lines:
+        print(line.rstrip("\n"), file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from apps import requirements
 from apps.config import LoggingConfig
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
@@ -18,8 +19,10 @@ TTY_ENV = "PYCOMM_APPS_TTY"
 
 
 def algorithm_quantities(opt: Any) -> dict[str, Any]:
-    """What the algorithm reports: bytes/seconds communicated, H (current period), staleness."""
-    out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None)}
+    """What the algorithm reports: bytes/seconds communicated, H (current period), staleness, and the
+    number of ranks (for plot titles; None for a bare torch optimizer)."""
+    out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None),
+                           "ranks": getattr(getattr(opt, "comm", None), "size", None)}
     stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
     out["comm_bytes"] = stats.get("bytes")
     out["comm_seconds"] = stats.get("seconds")
@@ -111,18 +114,10 @@ class Metrics:
             for name in FILES:
                 (run_dir / name).unlink(missing_ok=True)
         if cfg.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as e:
-                raise ImportError("logging.tensorboard=true needs the tensorboard package (pip install "
-                                  "tensorboard)") from e
-            self.tb = SummaryWriter(str(run_dir / "tensorboard"))
+            tensorboard = requirements.require("logging.tensorboard", True, "torch.utils.tensorboard")
+            self.tb = tensorboard.SummaryWriter(str(run_dir / "tensorboard"))
         if cfg.wandb != "disabled":
-            try:
-                import wandb
-            except ImportError as e:
-                raise ImportError(f"logging.wandb={cfg.wandb} needs the wandb package (pip install wandb), "
-                                  "or set logging.wandb=disabled") from e
+            wandb = requirements.require("logging.wandb", cfg.wandb)
             self.wandb = wandb.init(project=cfg.wandb_project, name=run_dir.name, dir=str(run_dir), mode=cfg.wandb,
                                     config=config, tags=cfg.wandb_tags, resume="allow")
 

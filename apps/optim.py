@@ -1,6 +1,7 @@
 """The local optimizer (SGD, AdamW, LARS) and its wrapping by a pycomm training algorithm."""
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import torch
@@ -9,8 +10,35 @@ from torch import nn
 from apps.config import AlgorithmConfig, OptimConfig, epochs_to_steps
 from apps.registry import did_you_mean
 
-# Algorithms whose ranks hold identical parameters and optimizer state after every step.
-REPLICATED = {"none", "mbsgd", "zero1", "zero2", "zero3"}
+
+def load_algorithm_module(cfg: AlgorithmConfig) -> None:
+    """Import algorithm.module (which registers a user's algorithm), once; a clear error if it cannot be."""
+    if cfg.module is None:
+        return
+    try:
+        importlib.import_module(cfg.module)
+    except ImportError as e:
+        raise ValueError(f"algorithm.module: cannot import {cfg.module!r} ({e}); give an importable module "
+                         "(on PYTHONPATH) that registers the algorithm with @algorithms.register") from e
+
+
+def algorithm_class(cfg: AlgorithmConfig) -> type | None:
+    """The class registered for algorithm.name (None for "none", a bare torch optimizer)."""
+    load_algorithm_module(cfg)
+    return None if cfg.name == "none" else _algorithms().lookup(cfg.name)
+
+
+def replicated(cfg: AlgorithmConfig) -> bool:
+    """Whether every rank holds the same parameters and optimizer state after a step (then one copy of the
+    state is saved), as the algorithm class declares (algorithms/traits.py)."""
+    cls = algorithm_class(cfg)
+    return cls is None or cls.state_layout == _algorithms().traits.IDENTICAL
+
+
+def owns_loop(cfg: AlgorithmConfig) -> bool:
+    """Whether the algorithm trains in a loop of its own (opt.train(...): apps.own_loop drives it)."""
+    cls = algorithm_class(cfg)
+    return cls is not None and cls.training == _algorithms().traits.OWN_LOOP
 
 
 def param_groups(model: nn.Module, weight_decay: float, exclude_bias_and_norm: bool) -> list[dict[str, Any]]:
@@ -39,6 +67,7 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer
 def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict[str, Any]) -> dict[str, Any]:
     """Options in steps; `defaults` (total_steps, warmup_steps of the run) fill those the algorithm
     takes and the config does not set."""
+    load_algorithm_module(cfg)
     options = epochs_to_steps(cfg.options, steps_per_epoch)
     valid = _valid_options(cfg.name)
     for key in options:

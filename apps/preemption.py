@@ -12,15 +12,20 @@ SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 class PreemptionFlag:
     def __init__(self) -> None:
         self.signal: int | None = None
-        self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        for s in SIGNALS:
+            signal.signal(s, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.signal = signum
+        if self.signal is None:  # the first signal is the one that asked for the stop
+            self.signal = signum
 
     @property
     def requested(self) -> bool:
         return self.signal is not None
 
-    def restore(self) -> None:
-        for s, handler in self._previous.items():
-            signal.signal(s, handler)
+    def close(self) -> None:
+        """The run is over and the process about to exit: ignore SIGTERM / SIGUSR1 from now on. A
+        scheduler or launcher may repeat them while the ranks shut down; the default action (which
+        Python's own shutdown reinstates for handlers like ours) would kill a rank after its save."""
+        for s in SIGNALS:
+            signal.signal(s, signal.SIG_IGN)

@@ -3,21 +3,25 @@ checkpoints, metrics), and what happens at a step boundary: evaluation, best/per
 and the ranks' agreement on a pending preemption signal."""
 from __future__ import annotations
 
+import itertools
+import sys
 import time
 from pathlib import Path
+from typing import Any
+
 import torch
 
-from apps import config_io, optim
+from apps import bn_stats, config_io, optim, requirements
 from apps.budget import Budget
 from apps.checkpoint import IterState
 from apps.config import Config
-from apps.data import DATASETS, ShardPlan
+from apps.data import DATASETS, ShardPlan, iterate
 from apps.dist import Dist
 from apps.evaluate import evaluate
 from apps.metrics import Metrics, algorithm_quantities
 from apps.models import MODELS
 from apps.preemption import PreemptionFlag
-from apps.runtime import Checkpointer, device_for, peak_flops
+from apps.runtime import Checkpointer, device_for, peak_flops, per_rank_state, step_seed
 from apps.tasks import TASKS
 
 
@@ -45,7 +49,7 @@ class Run:
                               {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps})
         self.lr_sched = budget.scheduler(cfg, self.local_opt)
 
-        self.state = IterState(world_size=dist.size, per_rank=cfg.algorithm.name not in optim.REPLICATED)
+        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm))
         self.state.enter(self.plan, 0, 0)
         self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
         if resume and (restored := self.ckpt.restore(resume)):
@@ -54,7 +58,8 @@ class Run:
                                config_io.to_dict(cfg), self.state.step if resume else None)
         self.metrics.message(
             f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s) on "
-            f"{self.device}, {budget.total_steps} steps ({budget.steps_per_epoch}/epoch) -> {self.dir}")
+            f"{self.device}, {budget.total_steps} steps ({budget.steps_per_epoch}/epoch) -> {self.dir}; "
+            f"{budget.describe()}")
         if dist.rank == 0:
             (self.dir / "config.yaml").write_text(config_io.dump(cfg))
         self.preempt = PreemptionFlag()
@@ -75,14 +80,34 @@ class Run:
                            "loss": loss, "lr": lr, "samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s,
                            "mfu": mfu, **algorithm_quantities(self.opt)})
 
+    def evaluate(self, epoch: int) -> dict | None:
+        """Score the model on the eval split and log it (None without one); with train.bn_batches,
+        BatchNorm statistics are re-estimated on that many training micro-batches first."""
+        cfg, state = self.cfg, self.state
+        if self.splits.eval is None:
+            return None
+        if cfg.train.bn_batches:
+            torch.manual_seed(step_seed(cfg.train.seed, self.dist.rank, state.step))  # augmentation, dropout
+            micro = cfg.data.physical_batch_size or cfg.data.batch_size
+            indices = itertools.islice((i for b in self.plan.batches(state.epoch, 0) for i in b.split(micro)),
+                                       cfg.train.bn_batches)
+            batches = (tuple(t.to(self.device) for t in b) for b in iterate(self.splits.train, indices))
+            bn_stats.reestimate(self.model, batches, self._forward, self.opt)
+        ev = evaluate(self.model, self.task, self.splits.eval, self.dist, cfg.data.eval_batch_size, self.device,
+                      self.amp, self.kind != "mae")
+        self.metrics.eval({"step": state.step, "epoch": epoch, "time": self.elapsed(), **ev})
+        return ev
+
+    def _forward(self, model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> Any:
+        with torch.autocast(self.device.type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
+            return self.task(model, batch)
+
     def boundary(self, epoch: int) -> bool:
         """After a step: evaluate, checkpoint, and agree on preemption. True: stop now (saved)."""
         cfg, state, budget = self.cfg, self.state, self.budget
         last = state.step >= budget.total_steps
         if self.splits.eval is not None and (state.step % budget.eval_every == 0 or last):
-            ev = evaluate(self.model, self.task, self.splits.eval, self.dist, cfg.data.eval_batch_size, self.device,
-                          self.amp, self.kind != "mae")
-            self.metrics.eval({"step": state.step, "epoch": epoch, "time": self.elapsed(), **ev})
+            ev = self.evaluate(epoch)
             if ev["loss"] < state.best_loss:
                 state.best_loss = ev["loss"]
                 if cfg.checkpoint.save_best:
@@ -98,12 +123,23 @@ class Run:
 
     def finish(self, preempted: bool) -> int:
         self.metrics.close()
-        self.preempt.restore()
+        self.preempt.close()
         if preempted:
             return 0
-        if self.dist.rank == 0 and self.cfg.logging.plot:
+        plotted = self.dist.rank == 0 and self.cfg.logging.plot and self._plot()
+        outputs = "metrics, checkpoints and plots" if plotted else "metrics and checkpoints"
+        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; {outputs} in {self.dir}")
+        return 0
+
+    def _plot(self) -> bool:
+        """The run's PNGs. Plots are a by-product: a failure here (matplotlib missing, a font cache, a
+        full disk) is a warning and never the exit code of a run that trained. True when drawn."""
+        try:
+            requirements.require("logging.plot", True)
             from apps.plot import plot_runs
             plot_runs([self.dir], self.dir)
-        self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; metrics, checkpoints and "
-                             f"plots in {self.dir}")
-        return 0
+            return True
+        except Exception as e:  # noqa: BLE001  (any failure: the training result stands)
+            print(f"warning: the run finished but its plots were not drawn ({type(e).__name__}: {e}); "
+                  f"draw them later with `python -m apps.plot {self.dir}`", file=sys.stderr, flush=True)
+            return False

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from apps import checkpoint
-from apps.checkpoint import IterState
-from apps.config import CheckpointConfig
+from apps import checkpoint, optim
+from apps.checkpoint import CheckpointError, IterState
+from apps.config import AlgorithmConfig, CheckpointConfig
 from apps.dist import Dist
 
 # Dense bf16 peak per device (one GCD for the MI250X), for MFU when train.peak_flops is not set.
@@ -43,11 +43,23 @@ def peak_flops(configured: float | None, device: torch.device) -> float | None:
     return next((v for k, v in PEAK_BF16.items() if k in name), None)
 
 
+def per_rank_state(algorithm: AlgorithmConfig) -> list[str]:
+    """The checkpoint states (checkpoint.STEMS) that differ per rank under this algorithm, so each
+    rank saves its own copy; the others are saved once, by rank 0. The one place that decides it, from
+    the state layout the algorithm class declares (algorithms/traits.py)."""
+    if not optim.replicated(algorithm):
+        return ["model_state_dict", "optim_state_dict"]  # local models and their optimizer states
+    if algorithm.options.get("codec") is not None:
+        return ["optim_state_dict"]  # one model, but each rank's error-feedback residuals are its own
+    return []
+
+
 class Checkpointer:
     def __init__(self, cfg: CheckpointConfig, run_dir: Path, dist: Dist, model: nn.Module, opt: Any,
                  lr_sched: torch.optim.lr_scheduler.LRScheduler):
         self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
         self.directory = Path(cfg.directory) if cfg.directory else run_dir / "checkpoints"
+        checkpoint.check_keep_last(cfg.keep_last)  # on every rank before training, not in rank 0's first prune
 
     def name(self, step: int, kind: str) -> str:
         p = self.cfg.prefix
@@ -64,7 +76,29 @@ class Checkpointer:
         return path
 
     def restore(self, resume: str) -> IterState | None:
-        """Load model, algorithm and scheduler state; None when `auto` finds no checkpoint yet."""
+        """Load model, algorithm and scheduler state; None when `auto` finds no checkpoint yet. The
+        ranks agree on the outcome: when one cannot load its part (a corrupt per-rank file), every
+        rank raises at once, the failing one its own error, instead of the others training on into a
+        collective that never completes."""
+        try:
+            found, error = self._load(resume), None
+        except Exception as e:  # any failure to load must stop every rank, whatever its type
+            found, error = None, e
+        failed = self._ranks_where(error is not None)
+        if error is not None:
+            raise error
+        if failed:
+            raise CheckpointError(f"--resume {resume}: rank(s) {', '.join(map(str, failed))} could not load their "
+                                  "part of the checkpoint (their error names the file); this rank stops too")
+        if found is None:
+            return None
+        path, state = found
+        if self.dist.rank == 0:
+            print(f"resumed from {path} at step {state.step} (epoch {state.epoch}, segment {state.segment})",
+                  flush=True)
+        return state
+
+    def _load(self, resume: str) -> tuple[Path, IterState] | None:
         found = checkpoint.restore(resume, self.directory, self.cfg.prefix, self.dist.rank, self.dist.size)
         if found is None:
             return None
@@ -73,7 +107,9 @@ class Checkpointer:
         self.opt.load_state_dict(optim_state)
         self.lr_sched.load_state_dict(lr_state)
         state.world_size = self.dist.size
-        if self.dist.rank == 0:
-            print(f"resumed from {path} at step {state.step} (epoch {state.epoch}, segment {state.segment})",
-                  flush=True)
-        return state
+        return path, state
+
+    def _ranks_where(self, flag: bool) -> list[int]:
+        """The ranks on which `flag` is True, known to every rank."""
+        mine = [1.0 if flag and r == self.dist.rank else 0.0 for r in range(self.dist.size)]
+        return [r for r, v in enumerate(self.dist.allreduce_sum(mine)) if v > 0]

@@ -1,4 +1,4 @@
-"""`python -m apps.train [--config FILE] [--override key=value ...] [--resume auto|PATH] [--nproc N]`
+"""`python -m apps.train [CONFIG ...] [--config FILE ...] [--override key=value ...] [--resume auto|PATH] [--nproc N]`
 
 Trains a reference model with a pycomm training algorithm. With no arguments: the embedded default
 (small CNN, embedded MNIST, periodic local SGD on 2 CPU ranks, a few minutes). Started without a
@@ -7,36 +7,73 @@ torchrun each process is one rank."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
+from typing import Any, Callable
 
 import torch
 
-from apps import checkpoint, config_io, launch
+from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements
 from apps.config import Config
 from apps.data import iterate
 from apps.run import Run
 from apps.runtime import step_seed
+from apps.tasks import Result
 
-LAP = ("lapsgd", "lppsgd")  # train in their own worker processes: apps.train_lap drives them
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of ranks, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (ranks to start), got {value}")
+    return value
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m apps.train", description=__doc__.split("\n\n")[1])
-    p.add_argument("--config", help="YAML file (default: the embedded default run)")
+    p.add_argument("configs", nargs="*", metavar="CONFIG", help="YAML file(s), like --config (layered first)")
+    p.add_argument("--config", action="append", default=[], metavar="FILE",
+                   help="YAML file (default: the embedded default run); repeatable: later files layer over "
+                        "earlier ones")
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a config value, e.g. optim.lr=0.1 (repeatable)")
+                   help="set a config value, e.g. optim.lr=0.1 (repeatable; applied after the files)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.add_argument("--resume", metavar="auto|PATH", help="continue from the newest checkpoint (auto) or PATH")
-    p.add_argument("--nproc", type=int, help="ranks to start on this machine (launch.nproc)")
+    p.add_argument("--nproc", type=_positive_int, help="ranks to start on this machine (launch.nproc)")
     return p.parse_args(argv)
+
+
+def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: Any, batch: tuple[torch.Tensor, ...],
+                     micro_batch: int | None, device_type: str, amp: torch.dtype | None) -> tuple[float, int]:
+    """Forward and backward over the step's micro-batches of `micro_batch` samples (data.physical_batch_size;
+    None: one), each loss weighted by its share of the batch so the gradients are the whole batch's mean.
+    All but the last backward run inside `opt.no_sync()` where the algorithm has it (no communication
+    until the gradients are complete). Returns (the batch's mean loss, micro-batches run)."""
+    n = batch[0].shape[0]
+    chunks = list(zip(*(b.split(micro_batch or n) for b in batch)))
+    loss = 0.0
+    for i, chunk in enumerate(chunks):
+        last = i == len(chunks) - 1
+        with (contextlib.nullcontext() if last or not hasattr(opt, "no_sync") else opt.no_sync()):
+            with torch.autocast(device_type, dtype=amp or torch.float32, enabled=amp is not None):
+                result = task(model, chunk)
+            share = chunk[0].shape[0] / n
+            (result.loss * share).backward()
+        loss += result.loss.item() * share
+    return loss, len(chunks)
 
 
 def train(cfg: Config, resume: str | None = None) -> int:
     run = Run(cfg, resume)
-    if cfg.algorithm.name in LAP:
-        from apps.train_lap import train_lap
-        return run.finish(train_lap(run))
+    if cfg.train.eval_on_start and run.state.step == 0:
+        run.evaluate(run.state.epoch)
+    if optim.owns_loop(cfg.algorithm):   # e.g. Hogwild worker processes: the algorithm's opt.train(...)
+        from apps.own_loop import train_own_loop
+        return run.finish(train_own_loop(run))
     model, opt, state, plan = run.model, run.opt, run.state, run.plan
     bare = opt is run.local_opt  # algorithm "none": a plain torch optimizer takes no loss=
     while state.step < run.budget.total_steps:
@@ -46,13 +83,12 @@ def train(cfg: Config, resume: str | None = None) -> int:
             tic = time.time()
             torch.manual_seed(step_seed(cfg.train.seed, run.dist.rank, state.step))  # dropout, augmentation
             batch = tuple(b.to(run.device, non_blocking=True) for b in batch)
-            with torch.autocast(run.device.type, dtype=run.amp or torch.float32, enabled=run.amp is not None):
-                result = run.task(model, batch)
             opt.zero_grad(set_to_none=True)
-            result.loss.backward()
+            loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
+                                       run.amp)
             if cfg.train.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-            lr, loss = run.lr_sched.get_last_lr()[0], result.loss.item()
+            lr = run.lr_sched.get_last_lr()[0]
             opt.step() if bare else opt.step(loss=loss)
             run.lr_sched.step()
             epoch, segment = state.epoch, state.segment
@@ -70,10 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
-        cfg = config_io.load(args.config, args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
+        loaded = config_io.resolve(args.configs + args.config,
+                                   args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
+        requirements.check(loaded.config)  # optional packages the config needs, before any rank starts
+        if args.resume:
+            config_check.check_resume(loaded.config, args.resume)
     except (config_io.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    cfg = loaded.config
+    if launch.SPAWNED not in os.environ and launch.detect().rank == 0:  # once per launch, not per rank
+        for note in loaded.notes:
+            print(f"note: {note}", file=sys.stderr)
     if args.print_config:
         print(config_io.dump(cfg), end="")
         return 0
@@ -81,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:
+        fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
         return train(cfg, args.resume)
-    except checkpoint.CheckpointError as e:
-        print(f"checkpoint error: {e}", file=sys.stderr)
-        return 3
+    except (Exception, KeyboardInterrupt) as e:
+        return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ rows into benchmarks/results/collectives.json, draws busbw against size (a line 
 the tables and the issue's goals as ratios against the peers measured in the same run:
   (a) busbw of pycomm allreduce vs mpi4py Allreduce vs torch.distributed gloo all_reduce;
   (b) ResNet-50's 161 gradients per tensor (pycomm, gloo), allreduce_coalesced, one flat mpi4py buffer;
-  (c) int8 / 1-bit allreduce_quantized vs fp32 on a bandwidth-bound link (--mca btl self,tcp)."""
+  (c) int8 / 1-bit allreduce_quantized vs fp32 on a bandwidth-bound link (--mca btl self,tcp);
+  (d) shards: reduce_scatter_coalesced / allgather_coalesced of 16 tensors vs mpi4py Reduce_scatter_block /
+      Allgather on one flat buffer (ZeRO's collectives); `--sections shards --name collectives_shards`."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +22,7 @@ from typing import Any
 from benchmarks.harness import save, table
 from tests.launch import ROOT, mpirun_argv, worker_env
 
-SECTIONS = ("busbw", "fusion", "quantized")
+SECTIONS = ("busbw", "fusion", "quantized", "shards")
 MIB = 1 << 20
 
 
@@ -36,7 +38,7 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
         out = Path(tmp) / "rows.json"
         argv = [*mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.collectives_ranks",
                 "--section", section, "--out", str(out), "--max-bytes", str(max_bytes),
-                *(["--gloo-port", str(free_port())] if section != "quantized" else []),
+                *(["--gloo-port", str(free_port())] if section in ("busbw", "fusion") else []),
                 *(["--quick"] if quick else [])]
         print(f"$ {' '.join(argv)}", flush=True)
         proc = subprocess.run(argv, cwd=ROOT, env=worker_env({"PYCOMM_TIMEOUT": "600"}), text=True,
@@ -46,9 +48,26 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
         return json.loads(out.read_text())
 
 
+def shard_goals(rows: list[dict]) -> list[dict]:
+    """Coalesced reduce-scatter / all-gather busbw against mpi4py's on the same bytes (goal >= 0.9x at
+    >= 1 MiB), and against pycomm's own collective on one flat buffer."""
+    by = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
+    out = []
+    for (n, op, peer, nbytes), sec in sorted(by.items()):
+        if peer != "pycomm_coalesced":
+            continue
+        ratio = by[(n, op, "mpi4py", nbytes)] / sec
+        out.append({"goal": f"{op}_coalesced busbw vs mpi4py >= 0.9 (>= 1 MiB)", "ranks": n, "bytes": nbytes,
+                    "ratio": ratio, "vs_flat_pycomm": by[(n, op, "pycomm_flat", nbytes)] / sec,
+                    "met": ratio >= 0.9 if nbytes >= MIB else None})
+    return out
+
+
 def goals(rows: dict[str, list[dict]]) -> list[dict]:
     """The issue's goals as measured ratios (median times of the same run)."""
-    out = []
+    out = shard_goals(rows["shards"]) if rows.get("shards") else []
+    if not rows.get("busbw"):
+        return out
     by = {(r["ranks"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows["busbw"]}
     for (n, peer, nbytes), sec in sorted(by.items()):
         if peer != "pycomm":
@@ -105,7 +124,28 @@ def plot_busbw(rows: list[dict]):
     return draw
 
 
+def plot_shards(rows: list[dict]):
+    def draw(ax: Any) -> None:
+        lines: dict[tuple[int, str, str], list[tuple[int, float]]] = {}
+        for r in rows:
+            lines.setdefault((r["ranks"], r["op"], r["peer"]), []).append((r["bytes"], r["busbw_GBs"]))
+        for (n, op, peer), pts in sorted(lines.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{op} {peer}, {n} ranks",
+                    linestyle="-" if op == "reduce_scatter" else "--")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("bytes over all ranks' shards")
+        ax.set_ylabel("busbw (GB/s, nccl-tests definition)")
+        ax.set_title("coalesced reduce-scatter / all-gather vs mpi4py (CPU)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return draw
+
+
 def print_report(rows: dict[str, list[dict]], checks: list[dict]) -> None:
+    shards = [{**r, "median_s": r["seconds"]["median"]} for r in rows.get("shards", [])]
+    if shards:
+        print(table(shards, ["ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
     busbw = [{**r, "median_s": r["seconds"]["median"]} for r in rows["busbw"]]
     print(table(busbw, ["ranks", "peer", "bytes", "median_s", "busbw_GBs"]))
     fusion = [{**r, "median_s": r["seconds"]["median"], "min_s": r["seconds"]["min"], "max_s": r["seconds"]["max"]}
@@ -131,11 +171,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for section in sections:
         for n in ranks:
             rows[section] += run_section(section, n, args.quick, args.max_bytes, args.timeout)
-    checks = goals(rows) if set(sections) == set(SECTIONS) else []
+    checks = goals(rows) if set(sections) in (set(SECTIONS), {"shards"}) else []
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
-    path = save(args.name, payload, plot_busbw(rows["busbw"]) if rows["busbw"] else None)
+    draw = plot_busbw(rows["busbw"]) if rows["busbw"] else plot_shards(rows["shards"]) if rows["shards"] else None
+    path = save(args.name, payload, draw)
     print_report(rows, checks)
     print(f"wrote {path}")
     return payload

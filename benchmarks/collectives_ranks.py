@@ -131,6 +131,38 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
              "seconds": times[name]} for name in cases]
 
 
+def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
+    """ZeRO's collectives: reduce_scatter_coalesced / allgather_coalesced of 16 tensors (a unit's
+    gradients or parameters, straight from their memory) against mpi4py's Reduce_scatter_block /
+    Allgather and pycomm's own reduce_scatter / allgather, both on one flat buffer of the same bytes."""
+    from mpi4py import MPI
+    comm, n, rows = peers.comm, peers.mpi.size, []
+    for nbytes in [s for s in sizes(quick, max_bytes) if s >= 64 * KIB]:
+        numel = nbytes // 4 // n * n
+        flat = torch.zeros(numel)
+        tensors = list(torch.zeros(numel).chunk(16))
+        shard = torch.zeros(pycomm.flat_shard_numel(tensors, n))
+        out_flat = torch.zeros(numel)
+        arr, shard_arr, out_arr = flat.numpy(), shard.numpy(), out_flat.numpy()
+        cases = {
+            ("reduce_scatter", "pycomm_coalesced"): lambda: comm.reduce_scatter_coalesced(
+                shard, tensors, op=pycomm.SUM).wait(),
+            ("reduce_scatter", "pycomm_flat"): lambda: comm.reduce_scatter(shard, flat, op=pycomm.SUM),
+            ("reduce_scatter", "mpi4py"): lambda: peers.mpi.Reduce_scatter_block(arr, shard_arr, op=MPI.SUM),
+            ("allgather", "pycomm_coalesced"): lambda: comm.allgather_coalesced(tensors, shard).wait(),
+            ("allgather", "pycomm_flat"): lambda: comm.allgather(out_flat, shard),
+            ("allgather", "mpi4py"): lambda: peers.mpi.Allgather(shard_arr, out_arr),
+        }
+        times = timed({f"{op}/{peer}": fn for (op, peer), fn in cases.items()}, peers.mpi,
+                      3 if quick else (5 if nbytes >= 64 * MIB else 9), warmup=1)
+        for op, peer in cases:
+            tm = times[f"{op}/{peer}"]
+            bus = numel * 4 / tm["median"] * (n - 1) / n / 1e9   # nccl-tests: algbw * (n - 1) / n
+            rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm, "busbw_GBs": bus})
+        del flat, tensors, out_flat
+    return rows
+
+
 def _bus_bytes() -> float:
     """Bytes this rank has put on the wire (nccl-tests bus bytes: busbw * seconds) over all ops."""
     return sum(c["busbw"] * c["seconds"] for c in pycomm.stats().values())
@@ -164,7 +196,7 @@ def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--section", choices=("busbw", "fusion", "quantized"), required=True)
+    ap.add_argument("--section", choices=("busbw", "fusion", "quantized", "shards"), required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--gloo-port", type=int)
     ap.add_argument("--quick", action="store_true")
@@ -177,6 +209,8 @@ def main() -> None:
         rows = section_busbw(peers, args.quick, args.max_bytes)
     elif args.section == "fusion":
         rows = section_fusion(peers, args.quick)
+    elif args.section == "shards":
+        rows = section_shards(peers, args.quick, args.max_bytes)
     else:
         rows = section_quantized(peers, args.quick, args.max_bytes)
     if peers.mpi.rank == 0:

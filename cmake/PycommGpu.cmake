@@ -1,24 +1,22 @@
 # GPU kernels: one set of .cu sources, compiled by nvcc for CUDA or by hipcc for ROCm (through
 # csrc/common/gpu_compat.h). We drive the compiler directly so the same rule serves both vendors and
 # works with any CMake that knows neither CUDA 13 nor Debian's HIP layout.
-set(PYCOMM_GPU_KIND "none")
-if(PYCOMM_CUDA STREQUAL "on" AND PYCOMM_HIP STREQUAL "on")
-  message(FATAL_ERROR "PYCOMM_CUDA=on and PYCOMM_HIP=on: one build targets one GPU vendor; turn one off")
-endif()
-
 find_program(PYCOMM_NVCC nvcc HINTS ENV CUDA_HOME ENV CUDA_PATH /usr/local/cuda PATH_SUFFIXES bin)
 find_program(PYCOMM_HIPCC hipcc HINTS ENV ROCM_PATH ENV HIP_PATH /opt/rocm PATH_SUFFIXES bin)
 
-if(PYCOMM_CUDA STREQUAL "on" OR (PYCOMM_CUDA STREQUAL "auto" AND PYCOMM_NVCC AND NOT PYCOMM_HIP STREQUAL "on"))
-  if(NOT PYCOMM_NVCC)
-    pycomm_requirement_failed(PYCOMM_CUDA "nvcc" "Put the CUDA toolkit's bin/ on PATH or set CUDA_HOME.")
-  endif()
-  set(PYCOMM_GPU_KIND "cuda")
-elseif(PYCOMM_HIP STREQUAL "on" OR (PYCOMM_HIP STREQUAL "auto" AND PYCOMM_HIPCC AND NOT PYCOMM_CUDA STREQUAL "on"))
-  if(NOT PYCOMM_HIPCC)
-    pycomm_requirement_failed(PYCOMM_HIP "hipcc" "Put ROCm's bin/ on PATH, set ROCM_PATH, or install Debian's hipcc and libamdhip64-dev.")
-  endif()
-  set(PYCOMM_GPU_KIND "hip")
+include(PycommGpuChoice)  # pycomm_choose_gpu(): auto wants a visible GPU or an explicit arch list
+pycomm_choose_gpu(PYCOMM_GPU_KIND gpu_choice)
+message(NOTICE "pycomm: GPU kernels: ${PYCOMM_GPU_KIND} (${gpu_choice})")
+if(PYCOMM_GPU_KIND STREQUAL "cuda" AND NOT PYCOMM_NVCC)
+  pycomm_requirement_failed(PYCOMM_CUDA "nvcc" "Put the CUDA toolkit's bin/ on PATH or set CUDA_HOME.")
+elseif(PYCOMM_GPU_KIND STREQUAL "hip" AND NOT PYCOMM_HIPCC)
+  pycomm_requirement_failed(PYCOMM_HIP "hipcc" "Put ROCm's bin/ on PATH, set ROCM_PATH, or install Debian's hipcc and libamdhip64-dev.")
+endif()
+if(NOT PYCOMM_CUDA_ARCHS)
+  set(PYCOMM_CUDA_ARCHS "80;90")
+endif()
+if(NOT PYCOMM_HIP_ARCHS)
+  set(PYCOMM_HIP_ARCHS "gfx90a")
 endif()
 
 if(NOT PYCOMM_GPU_KIND STREQUAL "none")

@@ -2,19 +2,22 @@
 from __future__ import annotations
 
 from pycomm._build import build_info
-from pycomm import kernels
+from pycomm import kernels, relative
 from pycomm.averaging import LayerwiseAverager
 from pycomm.codecs import Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
+from pycomm.flat_shards import flat_shard_numel
+from pycomm.grad_buckets import GradientBuckets
 from pycomm.errors import MismatchError, PycommError, StallError
 from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.quantized import ErrorFeedback
-from pycomm.runtime import finalize, from_mpi4py, init, is_initialized, stats, world
+from pycomm.runtime import abort, finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.store import TCPStore
 from pycomm.work import Work
 
-__all__ = ["build_info", "kernels", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init", "world",
-           "from_mpi4py", "finalize", "stats", "is_initialized", "LaunchEnv", "PycommError", "StallError",
-           "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback"]
+__all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
+           "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
+           "StallError", "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback",
+           "flat_shard_numel", "GradientBuckets"]
 __version__ = "0.1.0"

@@ -17,7 +17,9 @@ import torch
 
 from pycomm import _dtypes, kernels, runtime
 from pycomm._codec_wire import check_codec
+from pycomm import relative
 from pycomm._tensors import check_tensor, place_of
+from pycomm.communicator import Communicator
 from pycomm.ops import AVG
 
 Layer = Union[torch.Tensor, Sequence[torch.Tensor]]
@@ -40,11 +42,11 @@ class _LayerBuckets:
         if self.reference is None:
             self.average.copy_(self.snapshot)
         else:
-            torch.sub(self.snapshot, self.reference, out=self.average)
+            relative.to_relative([self.snapshot], [self.reference], out=[self.average])
 
     def apply(self) -> None:
         if self.reference is not None:      # average of the deltas -> average of the snapshots
-            self.average.add_(self.reference)
+            relative.from_relative([self.average], [self.reference])
             self.reference.copy_(self.average)
         kernels.averaging_apply(self.tensors, self.average, self.snapshot)
 
@@ -65,23 +67,27 @@ class LayerwiseAverager:
         what = "LayerwiseAverager"
         if isinstance(params_by_layer, Mapping):
             keys, layers = list(params_by_layer.keys()), list(params_by_layer.values())
-        elif isinstance(params_by_layer, Sequence) and not isinstance(params_by_layer, torch.Tensor):
+        elif isinstance(params_by_layer, Sequence) and not isinstance(params_by_layer, (torch.Tensor, str, bytes)):
             keys, layers = list(range(len(params_by_layer))), list(params_by_layer)
         else:
             raise TypeError(f"{what}: params_by_layer must be a sequence or mapping of layers (each a tensor or a "
                             f"list of tensors), got {type(params_by_layer).__name__}")
         if not layers:
             raise ValueError(f"{what}: params_by_layer is empty")
+        if comm is not None and not isinstance(comm, Communicator):
+            raise TypeError(f"{what}: comm must be a pycomm.Communicator or None (pycomm.world()), got "
+                            f"{type(comm).__name__}")
         if codec is not None:
             check_codec(codec, f"{what}: codec")
         self.comm = runtime.world() if comm is None else comm
         self.codec, self.keys = codec, keys
         self._layers: dict[Any, list[_LayerBuckets]] = {}
         for key, layer in zip(keys, layers):
-            tensors = [layer] if isinstance(layer, torch.Tensor) else list(_iter_layer(layer, key, what))
-            tensors = [check_tensor(t.data, f"{what}: layer {key!r} tensor {i}", _dtypes.FLOATING)
-                       for i, t in enumerate(tensors)]
-            place_of(tensors, f"{what}: layer {key!r}")
+            where = f"{what}: params_by_layer: layer {key!r}"
+            tensors = [layer] if isinstance(layer, torch.Tensor) else list(_iter_layer(layer, where))
+            tensors = [check_tensor(t.data if isinstance(t, torch.Tensor) else t, f"{where} tensor {i}",
+                                    _dtypes.FLOATING) for i, t in enumerate(tensors)]
+            place_of(tensors, where)
             by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
             for t in tensors:
                 if t.numel():
@@ -145,7 +151,7 @@ class LayerwiseAverager:
         del self._pending[key]
 
 
-def _iter_layer(layer: Any, key: Any, what: str) -> Iterable[torch.Tensor]:
+def _iter_layer(layer: Any, where: str) -> Iterable[torch.Tensor]:
     if not isinstance(layer, (Sequence, Iterable)) or isinstance(layer, (str, bytes)):
-        raise TypeError(f"{what}: layer {key!r} must be a tensor or a sequence of tensors, got {type(layer).__name__}")
+        raise TypeError(f"{where} must be a tensor or a sequence of tensors, got {type(layer).__name__}")
     return layer

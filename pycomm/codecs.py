@@ -25,8 +25,10 @@ from typing import Callable
 
 import torch
 
-from pycomm import kernels
-from pycomm.kernels._buffers import check_block, check_seed, num_blocks
+from pycomm import _dtypes, kernels
+from pycomm._tensors import check_tensor
+from pycomm._validate import check_bool, check_int
+from pycomm.kernels._buffers import check_block, check_numel, check_seed, num_blocks
 
 # fp32 rounding in the encode and decode arithmetic adds at most about 127 * 2^-23 * scale to the
 # exact-arithmetic bound; error_bound includes this slack so `err <= bound` holds as stated.
@@ -51,6 +53,13 @@ class Encoded:
         return self.data, self.scales
 
 
+def _check_encoded(enc: object, what: str) -> Encoded:
+    if not isinstance(enc, Encoded):
+        raise TypeError(f"{what}: enc must be an Encoded (from codec.encode() or codec.empty()), "
+                        f"got {type(enc).__name__}")
+    return enc
+
+
 class Codec(ABC):
     """Blockwise codec with one fp32 scale per block of `block` elements (the last may be short)."""
 
@@ -64,50 +73,72 @@ class Codec(ABC):
         self.block = check_block(block, type(self).__name__, multiple=self.elements_per_data)
 
     def data_numel(self, numel: int) -> int:
-        return -(-numel // self.elements_per_data)
+        """Elements of Encoded.data for a `numel`-element tensor."""
+        return -(-check_numel(numel, f"{type(self).__name__}.data_numel") // self.elements_per_data)
 
     def wire_bytes(self, numel: int) -> int:
         """Bytes of the payload of a `numel`-element tensor (data + scales)."""
-        if numel < 0:
-            raise ValueError(f"wire_bytes: numel must be >= 0, got {numel}")
+        check_numel(numel, f"{type(self).__name__}.wire_bytes")
         return self.data_numel(numel) * torch.empty((), dtype=self.data_dtype).element_size() + \
             4 * num_blocks(numel, self.block)
 
     def empty(self, numel: int, device: torch.device | str = "cpu") -> Encoded:
         """Uninitialized payload buffers for a `numel`-element tensor (e.g. to receive into)."""
+        what = f"{type(self).__name__}.empty"
+        check_numel(numel, what)
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as e:
+            raise ValueError(f"{what}: device must be a torch.device or a device string such as 'cpu' or "
+                             f"'cuda:0', got {device!r} ({e})") from None
         return Encoded(torch.empty(self.data_numel(numel), dtype=self.data_dtype, device=device),
                        torch.empty(num_blocks(numel, self.block), dtype=torch.float32, device=device), numel)
 
     def slice(self, enc: Encoded, start: int, stop: int) -> Encoded:
         """Views of the payload of elements [start, stop); start must be a multiple of `block` and
         stop one too or enc.numel."""
-        if not (0 <= start <= stop <= enc.numel) or start % self.block or (stop % self.block and stop != enc.numel):
-            raise ValueError(f"slice: [{start}, {stop}) must lie in [0, {enc.numel}] on multiples of "
-                             f"block={self.block} (or end at numel)")
+        what = f"{type(self).__name__}.slice"
+        _check_encoded(enc, what)
+        start = check_int(start, f"{what}: start", min_value=0, max_value=enc.numel)
+        stop = check_int(stop, f"{what}: stop", min_value=start, max_value=enc.numel)
+        if start % self.block or (stop % self.block and stop != enc.numel):
+            raise ValueError(f"{what}: start and stop of [{start}, {stop}) must be multiples of block={self.block} "
+                             f"(stop may also be enc.numel={enc.numel})")
         e = self.elements_per_data
         return Encoded(enc.data[start // e:-(-stop // e)], enc.scales[start // self.block:num_blocks(stop, self.block)],
                        stop - start)
 
-    def _check_out(self, enc: Encoded, out: torch.Tensor, what: str) -> None:
-        if not isinstance(enc, Encoded):
-            raise TypeError(f"{what}: expected an Encoded, got {type(enc).__name__}")
-        if not isinstance(out, torch.Tensor) or out.numel() != enc.numel:
-            got = out.numel() if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"{what}: output must be a tensor of {enc.numel} elements, got {got}")
+    def _check_out(self, enc: Encoded, out: torch.Tensor, what: str, out_name: str) -> None:
+        _check_encoded(enc, what)
+        check_tensor(out, f"{what}: {out_name}")
+        if out.numel() != enc.numel:
+            raise ValueError(f"{what}: {out_name} must have enc.numel = {enc.numel} elements, got {out.numel()}")
 
-    def _out(self, x: torch.Tensor, out: Encoded | None) -> Encoded:
+    def _out(self, x: torch.Tensor, out: Encoded | None, what: str) -> Encoded:
+        check_tensor(x, f"{what}: x", _dtypes.FLOATING)
         if out is None:
             return self.empty(x.numel(), x.device)
+        if not isinstance(out, Encoded):
+            raise TypeError(f"{what}: out must be an Encoded (from codec.empty()) or None, got {type(out).__name__}")
         if out.numel != x.numel():
-            raise ValueError(f"encode: out encodes {out.numel} elements, x has {x.numel()}")
+            raise ValueError(f"{what}: out encodes {out.numel} elements, x has {x.numel()}")
         return out
 
     def _block_amax(self, x: torch.Tensor) -> torch.Tensor:
-        """max |x| of each block, repeated to one value per element (fp32, flat)."""
-        v = x.detach().reshape(-1).float()
-        pad = (-v.numel()) % self.block
-        blocks = torch.nn.functional.pad(v.abs(), (0, pad)).view(-1, self.block)
-        return blocks.amax(dim=1).repeat_interleave(self.block)[: v.numel()]
+        """max |x| of each block, repeated to one value per element (fp32, flat). Only the whole blocks
+        are viewed as a matrix and the short last one reduced apart, so nothing block-sized is allocated
+        (a block far larger than x costs no memory)."""
+        what = f"{type(self).__name__}.error_bound: x"
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{what}: expected a torch.Tensor, got {type(x).__name__}")
+        if x.dtype not in _dtypes.FLOATING:
+            raise TypeError(f"{what}: dtype {x.dtype} is not supported here; expected a floating dtype")
+        v = x.detach().reshape(-1).float().abs()
+        whole = v.numel() - v.numel() % self.block
+        amax = v[:whole].view(-1, self.block).amax(dim=1).repeat_interleave(self.block)
+        if whole < v.numel():
+            amax = torch.cat([amax, v[whole:].amax().expand(v.numel() - whole)])
+        return amax
 
     @abstractmethod
     def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
@@ -115,12 +146,12 @@ class Codec(ABC):
 
     def decode(self, enc: Encoded, out: torch.Tensor) -> torch.Tensor:
         """out = decoded values (cast to out.dtype). Returns `out`."""
-        self._check_out(enc, out, f"{type(self).__name__}.decode")
+        self._check_out(enc, out, f"{type(self).__name__}.decode", "out")
         return self._kernels()[0](enc.data, enc.scales, out, block=self.block)
 
     def decode_accumulate(self, enc: Encoded, acc: torch.Tensor) -> torch.Tensor:
         """acc += decoded values. Returns `acc`."""
-        self._check_out(enc, acc, f"{type(self).__name__}.decode_accumulate")
+        self._check_out(enc, acc, f"{type(self).__name__}.decode_accumulate", "acc")
         return self._kernels()[1](enc.data, enc.scales, acc, block=self.block)
 
     @abstractmethod
@@ -145,7 +176,7 @@ class Int8Codec(Codec):
 
     def __init__(self, block: int = 256, stochastic: bool = False, seed: int = 0) -> None:
         super().__init__(block)
-        self.stochastic = bool(stochastic)
+        self.stochastic = check_bool(stochastic, "Int8Codec: stochastic")
         self.seed = check_seed(seed, "Int8Codec")
         self._calls = 0
 
@@ -158,7 +189,7 @@ class Int8Codec(Codec):
         return seed
 
     def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
-        out = self._out(x, out)
+        out = self._out(x, out, "Int8Codec.encode")
         seed = self._next_seed() if self.stochastic else 0
         kernels.quantize_int8(x, out.data, out.scales, block=self.block, stochastic=self.stochastic, seed=seed,
                               residual=residual)
@@ -187,7 +218,7 @@ class OneBitCodec(Codec):
         return f"OneBitCodec(block={self.block})"
 
     def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
-        out = self._out(x, out)
+        out = self._out(x, out, "OneBitCodec.encode")
         kernels.sign_compress(x, out.data, out.scales, block=self.block, residual=residual)
         return out
 

@@ -1,4 +1,5 @@
-"""Fused all-reduce of many tensors (`Communicator.allreduce_coalesced`).
+"""Fused all-reduce (`Communicator.allreduce_coalesced`) and broadcast (`broadcast_coalesced`) of many
+tensors.
 
 Tensors are grouped by dtype and packed into flat buckets of at most `bucket_bytes` (one pass of the
 pack kernel, which also casts floating tensors to the wire dtype and folds AVG's 1/size into the
@@ -67,9 +68,10 @@ class _InFlight:
     """One bucket on the wire: its buffer, its transport work and how to put the result back."""
 
     def __init__(self, tensors: list[torch.Tensor], buffer: torch.Tensor | None, work: Work,
-                 floor_divide_by: int = 1) -> None:
+                 floor_divide_by: int = 1, unpack: bool = True) -> None:
         self.tensors, self.buffer, self.work = tensors, buffer, work
         self.floor_divide_by = floor_divide_by      # integer AVG: SUM, then floor division
+        self.unpack = unpack                        # a broadcast's root already holds the result
 
     def finish(self) -> None:
         self.work.wait()
@@ -77,22 +79,26 @@ class _InFlight:
         if self.floor_divide_by != 1:
             result.div_(self.floor_divide_by, rounding_mode="floor")
         if self.buffer is not None:
-            kernels.unpack(self.buffer, self.tensors)
+            if self.unpack:
+                kernels.unpack(self.buffer, self.tensors)
             POOL.give(self.buffer)
             self.buffer = None
 
 
 class CoalescedWork(Work):
-    """The pending result of `allreduce_coalesced`. wait() waits for every bucket and unpacks it into
-    the caller's tensors (which must not be read or written until then)."""
+    """The pending result of a coalesced op (`name`) of several buckets, each with a `work` and a
+    `finish()`. wait() finishes every bucket in order, unpacking it into the caller's tensors (which must
+    not be read or written until then)."""
 
-    __slots__ = ("_pending", "num_buckets", "_matching", "_describe")
+    __slots__ = ("_pending", "num_buckets", "_name", "_matching", "_describe")
 
-    def __init__(self, buckets: list[_InFlight], matching: Work | None, describe: str) -> None:
-        # noqa: super().__init__ is per transport op
+    def __init__(self, buckets: list[Any], name: str = "allreduce_coalesced", matching: Work | None = None,
+                 describe: str | None = None) -> None:   # noqa: no handle of its own
         self._pending = buckets
         self.num_buckets = len(buckets)
-        self._matching, self._describe = matching, describe
+        self._name = name
+        self._matching = matching      # PYCOMM_DEBUG: the op's own matching entry, waited first
+        self._describe = describe or f"{name} ({self.num_buckets} buckets)"
 
     def is_completed(self) -> bool:
         """True when wait() would not block on the network (the unpack may still be to do)."""
@@ -114,8 +120,40 @@ class CoalescedWork(Work):
 
     @property
     def info(self) -> dict:
-        return {"name": "allreduce_coalesced", "buckets": self.num_buckets, "pending": len(self._pending),
+        return {"name": self._name, "buckets": self.num_buckets, "pending": len(self._pending),
                 "describe": self._describe}
+
+
+def check_tensor_list(tensors: object, bucket_bytes: object, what: str) -> list[torch.Tensor]:
+    """A list or tuple of contiguous tensors on one device, and a positive bucket size."""
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, Sequence):
+        raise TypeError(f"{what}: tensors must be a list or tuple of tensors, got {type(tensors).__name__}")
+    checked = [check_tensor(t, f"{what}: tensors[{i}]") for i, t in enumerate(tensors)]
+    if checked:
+        place_of(checked, f"{what}: tensors")
+    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
+        raise ValueError(f"{what}: bucket_bytes must be a positive int, got {bucket_bytes!r}")
+    return checked
+
+
+def broadcast_coalesced(comm: Any, tensors: Sequence[torch.Tensor], root: int,
+                        bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> CoalescedWork:
+    """Broadcast every tensor from `root`, in place, through flat buckets per dtype (one pack pass on the
+    root, one unpack pass elsewhere)."""
+    what = "broadcast_coalesced"
+    tensors = check_tensor_list(tensors, bucket_bytes, what)
+    in_flight = []
+    for plan in plan_buckets(tensors, bucket_bytes, None):
+        members = [tensors[i] for i in plan.indices]
+        if plan.in_place:
+            in_flight.append(_InFlight(members, None, comm.broadcast(members[0], root=root, async_op=True)))
+            continue
+        buffer = POOL.take(plan.numel, plan.dtype, members[0].device)
+        if comm.rank == root:
+            kernels.pack(members, buffer)
+        work = comm.broadcast(buffer, root=root, async_op=True)
+        in_flight.append(_InFlight(members, buffer, work, unpack=comm.rank != root))
+    return CoalescedWork(in_flight, what)
 
 
 def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AVG,
@@ -126,13 +164,8 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
     wire_dtype (bf16, fp16 or fp32) is what floating tensors travel as; integer tensors are never
     cast. AVG on floating tensors is a SUM of values pre-scaled by 1/size in the pack pass."""
     what = "allreduce_coalesced"
-    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, Sequence):
-        raise TypeError(f"{what}: tensors must be a list or tuple of tensors, got {type(tensors).__name__}")
-    tensors = [check_tensor(t, f"{what}: tensors[{i}]") for i, t in enumerate(tensors)]
-    place_of(tensors, f"{what}: tensors")
+    tensors = check_tensor_list(tensors, bucket_bytes, what)
     op = check_op(op, what)
-    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
-        raise ValueError(f"{what}: bucket_bytes must be a positive int, got {bucket_bytes!r}")
     if wire_dtype is not None and wire_dtype not in WIRE_DTYPES:
         names = ", ".join(str(d).replace("torch.", "") for d in WIRE_DTYPES)
         raise TypeError(f"{what}: wire_dtype must be None or one of {names}, got {wire_dtype!r}")
@@ -158,4 +191,4 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
             kernels.pack(members, buffer, scale=1.0 / comm.size if floating and op == AVG else 1.0)
         work = comm.allreduce(target, op=wire_op, async_op=True, bucket=bucket_id)
         in_flight.append(_InFlight(members, buffer, work, floor_div))
-    return CoalescedWork(in_flight, matching, describe)
+    return CoalescedWork(in_flight, what, matching, describe)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import atexit
+import os
+import sys
 import warnings
 import weakref
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 from pycomm import backends
 from pycomm._build import build_info, core
@@ -93,6 +95,33 @@ def finalize() -> None:
         note = core().mpi_finalize()
         if note:
             warnings.warn(f"pycomm.finalize(): {note}", RuntimeWarning, stacklevel=2)
+
+
+def abort(reason: str = "", exit_code: int = 1) -> NoReturn:
+    """Ends this process, and the job with it, because this rank failed: call it instead of raising
+    when the other ranks would otherwise wait in their next collective until PYCOMM_TIMEOUT.
+
+    Writes `reason` (when not empty) to stderr as one line, aborts every live NCCL/RCCL communicator
+    (peers' pending ops then fail instead of hanging), then MPI_Abort(MPI_COMM_WORLD, exit_code) when
+    MPI runs (mpirun / srun end every rank and exit with exit_code), else exits this process with
+    exit_code (torchrun ends the others; srun does with --kill-on-bad-exit=1). Nothing is finalised:
+    pending ops of this rank are abandoned."""
+    if not isinstance(reason, str):
+        raise TypeError(f"abort: reason must be a str, got {type(reason).__name__}")
+    if not isinstance(exit_code, int) or isinstance(exit_code, bool) or not 1 <= exit_code <= 255:
+        raise ValueError(f"abort: exit_code must be an int in [1, 255] (0 would read as success), got {exit_code!r}")
+    if reason:
+        print(reason, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream must not stop the abort
+            pass
+    for comm in list(_live):
+        comm._t.abort(reason or "pycomm.abort()")
+    if build_info()["mpi"]:
+        core().mpi_abort(exit_code)  # returns only when MPI is not running
+    os._exit(exit_code)
 
 
 def stats(reset: bool = False) -> dict[str, dict[str, float]]:

@@ -10,6 +10,7 @@ import os
 from typing import Sequence
 
 from pycomm._build import core
+from pycomm._validate import check_bool, check_int, check_str, check_timeout
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -33,21 +34,24 @@ class TCPStore:
 
     `is_server=True` on exactly one rank; it binds `host` (an address of that machine), and with
     port=0 picks a free port (read it back from `.port`). The server lives as long as this object:
-    keep rank 0's store alive until the other ranks are done with it."""
+    keep rank 0's store alive until the other ranks are done with it. timeout: seconds > 0 bounding
+    every wait (inf: none), default PYCOMM_TIMEOUT or 300; a call's own timeout may be 0 (no wait).
+    Bad arguments raise TypeError/ValueError naming them before anything is sent."""
 
     def __init__(self, host: str, port: int, world_size: int, is_server: bool,
                  timeout: float | None = None) -> None:
-        if not isinstance(host, str):
-            raise TypeError(f"host: expected a str, got {type(host).__name__}")
-        for name, value in (("port", port), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
-        self._store = core().TCPStore(host, port, world_size, bool(is_server),
-                                      float(default_timeout() if timeout is None else timeout))
+        check_str(host, "TCPStore: host")
+        port = check_int(port, "TCPStore: port", min_value=0, max_value=65535)
+        world_size = check_int(world_size, "TCPStore: world_size", min_value=1, max_value=(1 << 31) - 1)
+        is_server = check_bool(is_server, "TCPStore: is_server")
+        timeout = check_timeout(timeout, "TCPStore: timeout", allow_zero=False)
+        self._store = core().TCPStore(host, port, world_size, is_server,
+                                      default_timeout() if timeout is None else timeout)
 
     @classmethod
     def from_env(cls, rank: int, world_size: int, timeout: float | None = None) -> TCPStore:
         """The store at MASTER_ADDR:MASTER_PORT (as torchrun sets them); rank 0 serves it."""
+        rank = check_int(rank, "TCPStore.from_env: rank", min_value=0)
         addr = os.environ.get("MASTER_ADDR")
         port = os.environ.get("MASTER_PORT")
         if not addr or not port:
@@ -61,27 +65,43 @@ class TCPStore:
         return cls(addr, port_number, world_size, is_server=rank == 0, timeout=timeout)
 
     def set(self, key: str, value: bytes | str) -> None:
-        self._store.set(key, value.encode() if isinstance(value, str) else bytes(value))
+        """Sets `key` to `value`: bytes (or bytearray / memoryview) as they are, a str UTF-8 encoded."""
+        check_str(key, "TCPStore.set: key")
+        if isinstance(value, str):
+            value = value.encode()
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value)
+        else:  # bytes(5) would be five zero bytes, bytes([1, 2]) a guess at an encoding
+            raise TypeError(f"TCPStore.set: value must be bytes or str, got {type(value).__name__} {value!r} "
+                            f"(encode numbers yourself, e.g. str(n) or n.to_bytes(8, 'little'))")
+        self._store.set(key, value)
 
     def get(self, key: str, timeout: float | None = None) -> bytes:
-        """Waits until `key` is set (at most `timeout`, default the store's) and returns its value."""
-        return self._store.get(key, -1.0 if timeout is None else float(timeout))
+        """Waits until `key` is set (at most `timeout` seconds, None: the store's; 0: only if already
+        set) and returns its value."""
+        check_str(key, "TCPStore.get: key")
+        return self._store.get(key, _seconds(timeout, "TCPStore.get"))
 
     def add(self, key: str, delta: int) -> int:
-        """Atomically adds `delta` to the integer counter at `key` (0 when unset); returns the sum."""
-        return self._store.add(key, int(delta))
+        """Atomically adds `delta` to the integer counter at `key` (0 when unset); returns the sum.
+        A key holding bytes from set(), or a sum past 64 bits, raises ValueError (the store stays usable)."""
+        check_str(key, "TCPStore.add: key")
+        return self._store.add(key, check_int(delta, "TCPStore.add: delta", min_value=-(1 << 63)))
 
     def check(self, key: str) -> bool:
-        return self._store.check(key)
+        """Whether `key` is set (does not wait)."""
+        return self._store.check(check_str(key, "TCPStore.check: key"))
 
     def wait(self, keys: Sequence[str], timeout: float | None = None) -> None:
-        if isinstance(keys, str):
-            raise TypeError("keys: expected a sequence of str, got a single str")
-        self._store.wait(list(keys), -1.0 if timeout is None else float(timeout))
+        """Waits until every key of `keys` is set, within one `timeout` for all of them."""
+        if isinstance(keys, str) or not isinstance(keys, Sequence):
+            raise TypeError(f"TCPStore.wait: keys must be a list of str, got {type(keys).__name__} {keys!r}")
+        keys = [check_str(k, f"TCPStore.wait: keys[{i}]") for i, k in enumerate(keys)]
+        self._store.wait(keys, _seconds(timeout, "TCPStore.wait"))
 
     def barrier(self, timeout: float | None = None) -> None:
         """Returns once all world_size ranks have called barrier() as many times."""
-        self._store.barrier(-1.0 if timeout is None else float(timeout))
+        self._store.barrier(_seconds(timeout, "TCPStore.barrier"))
 
     def close(self) -> None:
         """Disconnects; on the server rank, first waits (up to the timeout) for the other ranks to
@@ -106,3 +126,9 @@ class TCPStore:
 
     def __repr__(self) -> str:
         return repr(self._store)
+
+
+def _seconds(timeout: object, what: str) -> float:
+    """A wait's timeout for the core: seconds >= 0, or -1 for the store's own timeout (None)."""
+    seconds = check_timeout(timeout, f"{what}: timeout", allow_zero=True)
+    return -1.0 if seconds is None else seconds

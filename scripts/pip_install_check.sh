@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Proves `pip install .` works as a user runs it: with build isolation (setuptools, pybind11, cmake and
 # ninja come from PyPI per pyproject.toml), into a throwaway venv that sees this Python's packages
-# (torch, mpi4py), then imported from outside the source tree. Build switches come from the
-# environment (PYCOMM_CUDA etc.); CI sets PYCOMM_CUDA=off PYCOMM_HIP=off since the GPU builds are
-# proven by scripts/gpu_compile_check.sh.
+# (torch, mpi4py), then used from outside the source tree: all three layers (pycomm, algorithms,
+# apps with its configs and embedded MNIST), the console scripts, and `python -m apps.train` (a
+# shipped config on 2 ranks for a few steps). Build switches come from the environment (PYCOMM_CUDA
+# etc.); CI sets PYCOMM_CUDA=off PYCOMM_HIP=off since the GPU builds are proven by
+# scripts/gpu_compile_check.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$PYCOMM_ROOT"
@@ -15,11 +17,32 @@ trap 'rm -rf "$tmp"' EXIT
 # A copy of the tree, so the build neither sees nor writes this checkout's build/ and pycomm/_C*.so.
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | (mkdir "$tmp/src" && tar -xf - -C "$tmp/src")
 "$tmp/venv/bin/python" -m pip install -q "$tmp/src"
-cd "$tmp" && "$tmp/venv/bin/python" - <<'PYEOF'
+rm -rf "$tmp/src"  # nothing below may find the sources: only what was installed
+mkdir "$tmp/elsewhere" && cd "$tmp/elsewhere"
+"$tmp/venv/bin/python" - <<'PYEOF'
 import sysconfig
-import pycomm
-assert pycomm.__file__.startswith(sysconfig.get_paths()["purelib"]) or pycomm.__file__.startswith(sysconfig.get_paths()["platlib"]), pycomm.__file__
+from pathlib import Path
+import algorithms, apps, pycomm
+site = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+for module in (pycomm, algorithms, apps):
+    assert any(module.__file__.startswith(d) for d in site), f"{module.__name__} imported from {module.__file__}"
 info = pycomm.build_info()
-print(f"pip install . -> {pycomm.__file__}\nbuild_info() = {info}")
+print(f"pip install . -> {Path(pycomm.__file__).parent.parent}\nbuild_info() = {info}")
 assert info["cpu"] and info["mpi"], info
+installed = Path(apps.__file__).parent
+for data in ("configs/default.yaml", "configs/qsr_vit_adamw.yaml", "data/embedded/t10k-images-idx3-ubyte.gz",
+             "data/embedded/t10k-labels-idx1-ubyte.gz", "slurm/s3df.sbatch"):
+    assert (installed / data).is_file(), f"apps/{data} was not installed"
+import algorithms.plsgd, apps.train  # noqa: E401,F401  (the layers import each other from the install)
 PYEOF
+section "pip install .: python -m apps.train and the console scripts, from $PWD"
+"$tmp/venv/bin/python" -m apps.train --help >/dev/null
+for script in pycomm-train pycomm-plot; do
+  "$tmp/venv/bin/$script" --help >/dev/null || die "$script --help failed"
+done
+# A shipped config by name (the embedded default's; small CNN -> an MLP for speed, embedded MNIST) on
+# 2 ranks for a few steps: the ranks, too, must find the installed packages.
+"$tmp/venv/bin/python" -m apps.train --config default.yaml --nproc 2 -o model.name=mlp -o train.max_steps=4 \
+  -o logging.plot=false -o "out_dir=$tmp/runs" -o name=installed | tail -2
+[[ -s "$tmp/runs/installed/train.csv" ]] || die "python -m apps.train wrote no $tmp/runs/installed/train.csv"
+echo "python -m apps.train, pycomm-train and pycomm-plot work from the installed package"

@@ -22,7 +22,8 @@ class WorkerPool:
                  shard: torch.Tensor,
                  batch_size: int, groups: list[GroupHyper], group_of: list[int], momentum: MomentumState,
                  blocks: list[tuple[int, int]] | None, prepassm_steps: int, seeds: list[int],
-                 device: torch.device, start_method: str, threads: int, first_step: int, steps: int):
+                 device: torch.device, start_method: str, threads: int, first_step: int, steps: int,
+                 max_grad_norm: float | None = None):
         if start_method not in START_METHODS:
             raise ValueError(f"start_method: expected one of {START_METHODS}, got {start_method!r}")
         if device.type == "cuda" and start_method != "spawn":
@@ -37,7 +38,8 @@ class WorkerPool:
                                  seed=seeds[w], device=device, groups=groups, group_of=group_of,
                                  momentum=momentum, counters=self.counters,
                                  block=None if blocks is None else blocks[w], prepassm_steps=prepassm_steps,
-                                 threads=threads, errors=self.errors)
+                                 threads=threads, errors=self.errors,
+                                 max_grad_norm=max_grad_norm)
                       for w in range(workers)]
         self.procs: list[multiprocessing.process.BaseProcess] = []
 

@@ -44,6 +44,7 @@ class WorkerSpec:
     prepassm_steps: int
     threads: int
     errors: Any                         # ctx.SimpleQueue: (worker, traceback) on failure
+    max_grad_norm: float | None = None  # clip this step's gradients to this total norm (None: no clipping)
 
 
 def fetch(dataset: Any, indices: torch.Tensor) -> Any:
@@ -64,6 +65,14 @@ def batches(dataset: Any, shard: torch.Tensor, batch_size: int, seed: int) -> It
         order = shard[torch.randperm(len(shard), generator=gen)]
         for start in range(0, len(order), batch_size):
             yield fetch(dataset, order[start:start + batch_size])
+
+
+def clip_to_norm(grads: tuple[torch.Tensor, ...], max_norm: float) -> tuple[torch.Tensor, ...]:
+    """The gradients scaled to total 2-norm at most max_norm (clip_grad_norm_'s rule, on tensors that are
+    not any parameter's .grad)."""
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    return tuple(g * coef for g in grads)
 
 
 def to_device(x: Any, device: torch.device) -> Any:
@@ -98,6 +107,8 @@ class HogwildWorker:
         loss = spec.loss_fn(spec.model(inputs), target)
         chosen = self.indices_for(node_step)
         grads = torch.autograd.grad(loss, [self.params[i] for i in chosen])
+        if spec.max_grad_norm is not None:
+            grads = clip_to_norm(grads, spec.max_grad_norm)
         lrs = spec.counters.lrs[:]   # one read per step: the main process moves the schedule
         with torch.no_grad():
             for i, g in zip(chosen, grads):

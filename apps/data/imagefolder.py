@@ -5,15 +5,14 @@ from pathlib import Path
 
 import torch
 
+from apps import requirements
 from apps.data.base import Splits
 
 
 class Folder:
     def __init__(self, root: Path, train: bool, image_size: int):
-        try:
-            from torchvision import datasets, transforms
-        except ImportError as e:
-            raise ImportError("data.name=imagefolder needs torchvision (pip install torchvision)") from e
+        requirements.require("data.name", "imagefolder")  # missing or built for another torch: the pinned install line
+        from torchvision import datasets, transforms
         norm = transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
         tf = (transforms.Compose([transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(),
                                   transforms.ToTensor(), norm]) if train else

@@ -145,7 +145,8 @@ void register_transport(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("split_shared", [](T& t, int key) { return shared(t.split_shared(key)); },
            py::call_guard<py::gil_scoped_release>())
-      .def("shutdown", &T::shutdown, py::call_guard<py::gil_scoped_release>());
+      .def("shutdown", &T::shutdown, py::call_guard<py::gil_scoped_release>())
+      .def("abort", &T::abort, py::arg("reason"), py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace

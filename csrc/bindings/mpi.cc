@@ -27,6 +27,15 @@ void register_mpi(py::module_& m) {
   }, py::arg("handle"), py::call_guard<py::gil_scoped_release>(),
      "A transport over a duplicate of the communicator with this Fortran handle (mpi4py's comm.py2f()).");
   m.def("mpi_finalize", &mpi::finalize, py::call_guard<py::gil_scoped_release>());
+  m.def("mpi_abort", [](int exit_code) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized || mpi::finalized()) return false;
+    MPI_Abort(MPI_COMM_WORLD, exit_code);  // ends every process of the job; returns only if the MPI fails to
+    return true;
+  }, py::arg("exit_code"), py::call_guard<py::gil_scoped_release>(),
+     "MPI_Abort(MPI_COMM_WORLD, exit_code) when MPI is running (the launcher ends every rank); False when "
+     "MPI was never initialised or is finalised.");
   m.def("mpi_info", [] {
     py::dict d;
     mpi::ensure_initialized();

@@ -17,8 +17,10 @@ constexpr uint32_t kMaxKeyBytes = 1 << 16;
 constexpr uint64_t kMaxValueBytes = uint64_t(1) << 32;
 
 enum class Command : uint8_t { Set = 1, Get = 2, Add = 3, Check = 4 };
-// Closed: the server is shutting down (rank 0 left) while the request waited.
-enum class Status : uint8_t { Ok = 0, Timeout = 1, Closed = 2 };
+// Closed: the server is shutting down (rank 0 left) while the request waited. Error: a well-formed
+// request the server cannot serve (ADD on a key that holds bytes, a counter overflow); the payload
+// says why, and the connection stays in step and usable.
+enum class Status : uint8_t { Ok = 0, Timeout = 1, Closed = 2, Error = 3 };
 
 struct Request {
   Command command = Command::Set;

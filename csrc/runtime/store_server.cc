@@ -68,24 +68,40 @@ Reply StoreServer::handle(const Request& r) {
     }
     case Command::Get:
       return get(r.key, decode_i64(r.value, "store GET timeout"));
-    case Command::Add: {
-      int64_t sum;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        std::string& slot = data_[r.key];
-        sum = (slot.empty() ? 0 : decode_i64(slot, "store ADD on key '" + r.key + "'")) +
-              decode_i64(r.value, "store ADD delta");
-        slot = encode_i64(sum);
-      }
-      changed_.notify_all();
-      return {Status::Ok, encode_i64(sum)};
-    }
+    case Command::Add:
+      return add(r.key, r.value);
     case Command::Check: {
       std::lock_guard<std::mutex> lock(mu_);
       return {Status::Ok, std::string(1, data_.count(r.key) ? '\1' : '\0')};
     }
   }
   throw net::SocketError("store request: unhandled command");
+}
+
+Reply StoreServer::add(const std::string& key, const std::string& delta_bytes) {
+  // A bad ADD is the caller's mistake, not a broken stream: answer Status::Error and keep serving.
+  if (delta_bytes.size() != sizeof(int64_t))
+    return {Status::Error, "add('" + key + "'): the delta is " + std::to_string(delta_bytes.size()) +
+                               " bytes, expected an 8-byte integer"};
+  int64_t delta = decode_i64(delta_bytes, "store ADD delta");
+  int64_t sum;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = data_.find(key);
+    int64_t current = 0;
+    if (it != data_.end() && !it->second.empty()) {
+      if (it->second.size() != sizeof(int64_t))
+        return {Status::Error, "add('" + key + "'): the key holds a value of " + std::to_string(it->second.size()) +
+                                   " bytes set by set(), not a counter (use another key for add())"};
+      current = decode_i64(it->second, "store ADD");
+    }
+    if (__builtin_add_overflow(current, delta, &sum))
+      return {Status::Error, "add('" + key + "'): " + std::to_string(current) + " + " + std::to_string(delta) +
+                                 " overflows a 64-bit counter"};
+    data_[key] = encode_i64(sum);
+  }
+  changed_.notify_all();
+  return {Status::Ok, encode_i64(sum)};
 }
 
 Reply StoreServer::get(const std::string& key, int64_t timeout_ms) {

@@ -40,6 +40,7 @@ class StoreServer {
   void serve(std::shared_ptr<net::Socket> socket);
   Reply handle(const Request& r);
   Reply get(const std::string& key, int64_t timeout_ms);
+  Reply add(const std::string& key, const std::string& delta);
 
   net::Socket listener_;
   int port_ = 0;

@@ -74,17 +74,20 @@ std::string TCPStore::round_trip(store::Command command, const std::string& key,
   if (closed_) throw net::SocketError(describe(what + ": the store was closed"));
   if (!conn_.valid()) throw net::SocketError(describe(what + ": the connection to the server was lost earlier"));
   store::Request req{command, key, value};
+  store::Reply reply;
   try {
     store::write_request(conn_, req, deadline, describe(what));
-    store::Reply reply = store::read_reply(conn_, deadline, describe(what));
+    reply = store::read_reply(conn_, deadline, describe(what));
     if (reply.status == store::Status::Closed)
       throw net::SocketError(describe(what + ": the server (rank 0) shut down while this request waited"));
-    if (timed_out) *timed_out = reply.status == store::Status::Timeout;
-    return reply.payload;
   } catch (...) {
     conn_.close();  // a half-finished exchange leaves the stream out of step: never reuse it
     throw;
   }
+  // A refused request completed its exchange: the connection stays usable.
+  if (reply.status == store::Status::Error) throw std::invalid_argument(describe(reply.payload));
+  if (timed_out) *timed_out = reply.status == store::Status::Timeout;
+  return reply.payload;
 }
 
 void TCPStore::set(const std::string& key, const std::string& value) {

@@ -85,6 +85,10 @@ class Transport {
   // Completes what was submitted (bounded by the stall timeout) and releases the transport's
   // resources; later ops raise PycommError. Idempotent; pycomm.finalize() calls it.
   virtual void shutdown() = 0;
+  // Stops this communicator at once because its rank failed and is about to exit (pycomm.abort):
+  // NCCL aborts its communicator, so no kernel of it keeps running and peers' ops fail instead of
+  // waiting. Host transports have nothing to stop: MPI_Abort (pycomm.abort) ends their job.
+  virtual void abort(const std::string& reason) { (void)reason; }
 };
 
 }  // namespace pycomm

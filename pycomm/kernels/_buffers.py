@@ -8,20 +8,29 @@ import torch
 
 from pycomm import _dtypes
 from pycomm._tensors import check_tensor, place_of, ptr
+from pycomm._validate import check_int
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+# Larger blocks only mean "one block": capping them keeps block arithmetic far from int64 overflow.
+MAX_BLOCK = 1 << 31
 
 
 def check_block(block: int, what: str, multiple: int = 1) -> int:
-    if isinstance(block, bool) or not isinstance(block, int) or block < multiple or block % multiple:
+    check_int(block, f"{what}: block", min_value=None, max_value=None)
+    if not multiple <= block <= MAX_BLOCK or block % multiple:
         need = f"a positive multiple of {multiple}" if multiple > 1 else "a positive int"
-        raise ValueError(f"{what}: block must be {need}, got {block!r}")
-    return block
+        raise ValueError(f"{what}: block must be {need}, at most 2**31, got {block!r}")
+    return int(block)
+
+
+def check_numel(numel: int, what: str) -> int:
+    """An element count: an int >= 0."""
+    return check_int(numel, f"{what}: numel", min_value=0)
 
 
 def num_blocks(numel: int, block: int) -> int:
     """How many scales a tensor of `numel` elements has with blocks of `block` (the last may be short)."""
-    return -(-numel // block)
+    return -(-check_numel(numel, "num_blocks") // check_block(block, "num_blocks"))
 
 
 def check_buffer(t: object, what: str, dtypes: Sequence[torch.dtype], numel: int) -> torch.Tensor:
@@ -40,17 +49,19 @@ def output(t: torch.Tensor | None, what: str, dtype: torch.dtype, numel: int, li
 
 
 def check_seed(seed: int, what: str) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 64:
+    check_int(seed, f"{what}: seed", min_value=None, max_value=None)
+    if not 0 <= seed < 1 << 64:
         raise ValueError(f"{what}: seed must be an int in [0, 2**64), got {seed!r}")
-    return seed
+    return int(seed)
 
 
 def decode_call(entry, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int,
                 accumulate: bool, data_dtype: torch.dtype, data_numel: int, block_multiple: int,
-                what: str) -> torch.Tensor:
-    """Checks and runs a blockwise decode kernel `entry` of pycomm._C: out (+)= decode(data, scales)."""
+                what: str, out_name: str = "out") -> torch.Tensor:
+    """Checks and runs a blockwise decode kernel `entry` of pycomm._C: out (+)= decode(data, scales);
+    `out_name` is the caller's name for `out` (e.g. "acc")."""
     check_block(block, what, multiple=block_multiple)
-    out = check_tensor(out, f"{what}: out", FLOAT_DTYPES)
+    out = check_tensor(out, f"{what}: {out_name}", FLOAT_DTYPES)
     n = out.numel()
     check_buffer(data, f"{what}: {'q' if data_dtype == torch.int8 else 'bits'}", (data_dtype,), data_numel)
     check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))

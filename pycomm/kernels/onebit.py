@@ -10,12 +10,13 @@ import torch
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
-from pycomm.kernels._buffers import FLOAT_DTYPES, check_block, check_buffer, decode_call, num_blocks, output
+from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_numel, decode_call, num_blocks,
+                                     output)
 
 
 def sign_bytes(numel: int) -> int:
     """Bytes of sign bits for `numel` elements."""
-    return -(-numel // 8)
+    return -(-check_numel(numel, "sign_bytes") // 8)
 
 
 def sign_compress(x: torch.Tensor, bits: torch.Tensor | None = None, scales: torch.Tensor | None = None, *,
@@ -39,9 +40,11 @@ def sign_compress(x: torch.Tensor, bits: torch.Tensor | None = None, scales: tor
 
 def _decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool,
                 what: str) -> torch.Tensor:
+    out_name = "acc" if accumulate else "out"
     n = out.numel() if isinstance(out, torch.Tensor) else 0
     return decode_call(core().sign_decompress, bits, scales, out, block=block, accumulate=accumulate,
-                       data_dtype=torch.uint8, data_numel=sign_bytes(n), block_multiple=8, what=what)
+                       data_dtype=torch.uint8, data_numel=sign_bytes(n), block_multiple=8, what=what,
+                       out_name=out_name)
 
 
 def sign_decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int = 256) -> torch.Tensor:

@@ -8,6 +8,7 @@ import torch
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import ptr
+from pycomm._validate import check_float
 from pycomm.kernels._segments import segments
 
 WIRE_DTYPES = _dtypes.FLOATING
@@ -18,15 +19,17 @@ def pack(tensors: Sequence[torch.Tensor], bucket: torch.Tensor, offsets: Sequenc
     """bucket[offset_k + j] = tensors[k][j] * scale, cast to bucket.dtype, for every tensor; one pass.
 
     Offsets default to the tensors laid end to end. Returns `bucket`."""
+    scale = check_float(scale, "pack: scale")
     place, ptrs, offs, numels, tcode = segments(tensors, bucket, offsets, "pack")
     core().pack(ptrs, offs, numels, tcode, ptr(bucket), bucket.numel(), _dtypes.code(bucket.dtype, "pack: bucket"),
-                float(scale), place.device, place.stream)
+                scale, place.device, place.stream)
     return bucket
 
 
 def unpack(bucket: torch.Tensor, tensors: Sequence[torch.Tensor], offsets: Sequence[int] | None = None,
            scale: float = 1.0) -> None:
     """tensors[k][j] = bucket[offset_k + j] * scale, cast to the tensors' dtype; one pass."""
+    scale = check_float(scale, "unpack: scale")
     place, ptrs, offs, numels, tcode = segments(tensors, bucket, offsets, "unpack")
     core().unpack(ptrs, offs, numels, tcode, ptr(bucket), bucket.numel(),
-                  _dtypes.code(bucket.dtype, "unpack: bucket"), float(scale), place.device, place.stream)
+                  _dtypes.code(bucket.dtype, "unpack: bucket"), scale, place.device, place.stream)

@@ -11,6 +11,7 @@ import torch
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
+from pycomm._validate import check_bool
 from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_seed, decode_call,
                                      num_blocks, output)
 
@@ -22,6 +23,7 @@ def quantize_int8(x: torch.Tensor, q: torch.Tensor | None = None, scales: torch.
     `scales` (ceil(numel / block)); either output is allocated when not given. Returns (q, scales)."""
     what = "quantize_int8"
     check_block(block, what)
+    stochastic = check_bool(stochastic, f"{what}: stochastic")
     x = check_tensor(x, f"{what}: x", FLOAT_DTYPES)
     n = x.numel()
     q = output(q, f"{what}: q", torch.int8, n, x)
@@ -30,16 +32,18 @@ def quantize_int8(x: torch.Tensor, q: torch.Tensor | None = None, scales: torch.
         check_buffer(residual, f"{what}: residual", (torch.float32,), n)
     place = place_of([x, q, scales] + ([residual] if residual is not None else []), what)
     core().quantize_int8(ptr(x), _dtypes.code(x.dtype, what), n, block, ptr(q), ptr(scales),
-                         ptr(residual) if residual is not None else 0, bool(stochastic), check_seed(seed, what),
+                         ptr(residual) if residual is not None else 0, stochastic, check_seed(seed, what),
                          place.device, place.stream)
     return q, scales
 
 
 def _dequantize(q: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool,
                 what: str) -> torch.Tensor:
+    out_name = "acc" if accumulate else "out"
     n = out.numel() if isinstance(out, torch.Tensor) else 0
     return decode_call(core().dequantize_int8, q, scales, out, block=block, accumulate=accumulate,
-                       data_dtype=torch.int8, data_numel=n, block_multiple=1, what=what)
+                       data_dtype=torch.int8, data_numel=n, block_multiple=1, what=what,
+                       out_name=out_name)
 
 
 def dequantize_int8(q: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int = 256) -> torch.Tensor:

@@ -172,22 +172,22 @@ def lsgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
     multi = o.get("multi_leader", False)
     centres = [[x.clone() for x in sim.x(i)] for i in range(sim.n)]   # per worker (lsgd) / shared (lsgd+)
     history: list[list[float]] = [[] for _ in range(sim.n)]
+    proxy = [0.0] * sim.n   # SDTL's score: EMA from 0 of <x_prev - x_now, g>, x_now after the local pull
 
     def rule(t: int, losses: list[float]) -> None:
         before = [[x.clone() for x in sim.x(i)] for i in range(sim.n)]
         sim.step_all()
         for i in range(sim.n):
-            if metric == "loss":
-                history[i].append(losses[i])
-            else:
-                inner = sum(float(torch.sum((b - x) * g)) for b, x, g in zip(before[i], sim.x(i), sim.grads(i)))
-                history[i].append(0.9 * losses[i] + 0.1 * inner)
+            history[i].append(losses[i])
         _local_pull(sim, centres, p)
+        for i in range(sim.n):
+            inner = sum(float(torch.sum((b - x) * g)) for b, x, g in zip(before[i], sim.x(i), sim.grads(i)))
+            proxy[i] = 0.9 * proxy[i] + 0.1 * inner
         local_due = t % tau == 0
         global_due = multi and t % o.get("global_period", 16) == 0
         if not (local_due or global_due):
             return
-        scores = [sum(h[-window:]) / len(h[-window:]) for h in history]
+        scores = [sum(h[-window:]) / len(h[-window:]) for h in history] if metric == "loss" else list(proxy)
         leader = min(range(sim.n), key=lambda r: (scores[r], r))
         x_l = [x.clone() for x in sim.x(leader)]
         if plus:

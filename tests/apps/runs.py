@@ -1,9 +1,13 @@
 """Helpers for end-to-end tests of `python -m apps.train`: small, fast runs and their results."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -44,6 +48,80 @@ def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIG
     text = "".join(lines) + out
     assert proc.returncode == 0, f"preempted run exited {proc.returncode}\n{text}"
     return subprocess.CompletedProcess(argv, proc.returncode, text, "")
+
+
+@dataclass
+class Watched:
+    returncode: int
+    output: str            # stdout and stderr, merged as they came
+    after_mark: float      # seconds from the first line containing the mark to the exit
+
+
+def watch(argv: list[str], mark: str, env: dict[str, str] | None = None, timeout: float = 100) -> Watched:
+    """Run to its end (expected to fail), timing from the first output line containing `mark`.
+    The timeout (default 100 s) stays below worker_env's PYCOMM_TIMEOUT=120: a job that only ends when
+    a rank's collective times out fails the test instead of passing late."""
+    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))  # mpirun and the ranks too
+    timer.start()
+    lines, marked = [], None
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if marked is None and mark in line:
+                marked = time.monotonic()
+        proc.wait()
+    finally:
+        timer.cancel()
+    text = "".join(lines)
+    assert marked is not None, f"no line with {mark!r} (exit {proc.returncode})\n{text}"
+    assert proc.returncode != -signal.SIGKILL, f"still running after {timeout} s\n{text}"
+    return Watched(proc.returncode, text, time.monotonic() - marked)
+
+
+def preempt_repeatedly(argv: list[str], after_line: str = "step 10/", timeout: float = 300
+                       ) -> subprocess.CompletedProcess:
+    """SIGTERM once a progress line containing after_line appears, then again every 0.1 s from the
+    "preempted" message (the save is done) until the process exits, as an impatient scheduler would."""
+    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines, saved = [], threading.Event()
+
+    def repeat() -> None:
+        saved.wait()
+        while proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.1)
+
+    repeater = threading.Thread(target=repeat, daemon=True)
+    repeater.start()
+    sent = False
+    for line in proc.stdout:
+        lines.append(line)
+        if not sent and after_line in line:
+            proc.send_signal(signal.SIGTERM)
+            sent = True
+        if "preempted" in line:
+            saved.set()
+    proc.wait(timeout=timeout)
+    saved.set()
+    repeater.join()
+    return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines), "")
+
+
+def interrupt(argv: list[str], after_line: str = "step 10/", timeout: float = 300) -> subprocess.CompletedProcess:
+    """Ctrl-C as a terminal sends it (SIGINT to the process group) once after_line appears."""
+    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if after_line in line:
+            os.killpg(proc.pid, signal.SIGINT)
+            break
+    out, _ = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines) + out, "")
 
 
 def final_params(run_dir: Path, rank: int = 0) -> dict[str, torch.Tensor]:

@@ -49,13 +49,17 @@ def test_progress_line() -> None:
 
 
 def test_algorithm_quantities_from_a_comm_optimizer_like_object() -> None:
+    class Comm:
+        size = 4
+
     class Opt:
         current_period = 8
+        comm = Comm()
 
         def comm_stats(self) -> dict:
             return {"bytes": 1024, "seconds": 0.5, "calls": 3}
 
-    assert algorithm_quantities(Opt()) == {"comm_bytes": 1024, "comm_seconds": 0.5, "H": 8}
+    assert algorithm_quantities(Opt()) == {"comm_bytes": 1024, "comm_seconds": 0.5, "H": 8, "ranks": 4}
 
 
 @pytest.mark.parametrize("module, option", [("tensorboard", {"tensorboard": True}), ("wandb", {"wandb": "offline"})])

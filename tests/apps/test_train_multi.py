@@ -53,3 +53,23 @@ def test_nproc_run_preempted_by_sigterm_resumes_to_the_uninterrupted_parameters(
 def test_two_ranks_under_srun(slurm, tmp_path: Path) -> None:
     proc = slurm.srun(2, "apps.train", *runs.args(tmp_path, "srun", "mbsgd", 2)[2:], timeout=400)
     _check_two_rank_run(proc.stdout, tmp_path / "srun", per_rank=False)  # mbsgd: ranks identical
+
+
+@pytest.mark.mpi
+@needs_comm
+def test_sigterm_repeated_to_the_nproc_launcher_after_the_preempt_save_exits_0(tmp_path: Path) -> None:
+    """The launcher forwards the first signal only (before: each one, as SIGUSR1, and one arriving after a
+    rank's save killed it with exit 138)."""
+    proc = runs.preempt_repeatedly(runs.args(tmp_path, "again", "plsgd", 2), timeout=400)
+    assert proc.returncode == 0, proc.stdout
+    assert "preempted" in proc.stdout and "signal 15 ignored" in proc.stdout, proc.stdout
+    assert len(list((tmp_path / "again" / "checkpoints").glob("*.preempt"))) == 1, proc.stdout
+
+
+@pytest.mark.mpi
+@needs_comm
+def test_ctrl_c_to_the_nproc_launcher_ends_with_one_line_not_a_traceback(tmp_path: Path) -> None:
+    proc = runs.interrupt(runs.args(tmp_path, "ctrl_c", "plsgd", 2, "-o", "train.log_every=1"), timeout=100)
+    assert proc.returncode != 0, proc.stdout
+    assert proc.stdout.rstrip().rsplit("\n", 1)[-1].startswith("interrupted: mpirun stopped the ranks"), proc.stdout
+    assert "Traceback" not in proc.stdout and "-" * 74 not in proc.stdout, proc.stdout

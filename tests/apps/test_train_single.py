@@ -77,3 +77,10 @@ def test_vit_on_the_stub_random_tensors_in_segments(tmp_path: Path) -> None:
     assert [int(r["segment"]) for r in rows] == [0] * 4 + [1] * 4 + [2] * 4
     state = torch.load(tmp_path / "vit" / "checkpoints" / "ckpt.step00000010" / "iter_state_dict.pt")
     assert (state["segment"], state["start_idx"], state["end_idx"], state["step_in_segment"]) == (2, 128, 192, 2)
+
+
+def test_sigterm_repeated_after_the_preempt_save_still_exits_0(tmp_path: Path) -> None:
+    """A scheduler that signals again while the run shuts down must not kill it with the default action."""
+    proc = runs.preempt_repeatedly(runs.args(tmp_path, "again", "none", 1))
+    assert proc.returncode == 0, proc.stdout
+    assert len(list((tmp_path / "again" / "checkpoints").glob("*.preempt"))) == 1, proc.stdout

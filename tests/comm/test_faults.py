@@ -1,9 +1,13 @@
 """Provoked faults on real ranks: a skipped collective (or allreduce_quantized) becomes a StallError
-after one PYCOMM_TIMEOUT (no hang), and PYCOMM_DEBUG=1 names both ranks' ops when they differ."""
+after one PYCOMM_TIMEOUT (no hang), PYCOMM_DEBUG=1 names both ranks' ops when they differ, and
+pycomm.abort on one rank ends the whole job at once."""
 from __future__ import annotations
 
 import re
 import time
+
+import pycomm
+from tests.comm.test_single_process import run_python
 
 import pytest
 
@@ -61,3 +65,31 @@ def test_mismatched_sizes_under_debug_name_both_ops(inline_bytes):
         assert f"rank {r} submitted allreduce #1 (count {mine}, float32" in msg, msg
         assert f"rank {other} submitted allreduce #1 (count {theirs}, float32" in msg, msg
         assert re.search(rf"MARK rank {r} broken: .*is broken", out), out
+
+
+@pytest.mark.mpi
+def test_abort_on_one_rank_ends_the_job_with_its_exit_code():
+    """Rank 0 waits in an all-reduce rank 1 never joins (PYCOMM_TIMEOUT=120 from worker_env): without
+    MPI_Abort it would wait 120 s; the job must end within 10 s of rank 1's abort."""
+    proc = mpirun(2, "tests.comm.workers.faults", "abort", expect_ok=False, timeout=240)
+    ended = time.time()
+    out = proc.stdout + proc.stderr
+    m = re.search(r"MARK rank 1 aborts at ([\d.]+)", out)
+    assert m, out
+    assert proc.returncode == 5, out
+    assert "MARK rank 1: lost its data" in proc.stderr, out  # the reason, as given
+    assert "rank 0 was not stopped" not in out, out
+    assert ended - float(m.group(1)) < 10, out
+
+
+def test_abort_alone_exits_with_the_code_and_the_reason():
+    proc = run_python("import pycomm; pycomm.init(); print('before', flush=True); pycomm.abort('gone', 7); "
+                      "print('after')")
+    assert proc.returncode == 7 and proc.stdout == "before\n" and proc.stderr == "gone\n", proc
+
+
+@pytest.mark.parametrize("reason,code,error", [(5, 1, TypeError), ("x", 0, ValueError), ("x", 256, ValueError),
+                                               ("x", True, ValueError), ("x", "1", ValueError)])
+def test_abort_rejects_bad_arguments(reason, code, error):
+    with pytest.raises(error, match="reason|exit_code"):
+        pycomm.abort(reason, code)

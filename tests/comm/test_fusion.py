@@ -27,6 +27,20 @@ def test_allreduce_quantized(ranks: int) -> None:
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+def test_reduce_scatter_and_allgather_coalesced(ranks: int) -> None:
+    out = mpirun(ranks, "tests.comm.workers.flat_shards", timeout=600).stdout
+    assert out.count("flat shards ok") == ranks
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_gradient_buckets(ranks: int) -> None:
+    out = mpirun(ranks, "tests.comm.workers.grad_buckets", timeout=600).stdout
+    assert out.count("grad buckets ok") == ranks
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_layerwise_averager(ranks: int) -> None:
     out = mpirun(ranks, "tests.comm.workers.layerwise", timeout=600).stdout

@@ -112,6 +112,39 @@ def test_bad_arguments(kwargs, error, text):
         TCPStore(**kwargs)
 
 
+@pytest.mark.parametrize("call, error, text", [
+    (lambda s: s.set("k", 5), TypeError, "value must be bytes or str, got int"),  # not five zero bytes
+    (lambda s: s.set(5, b"v"), TypeError, "key must be a str"),
+    (lambda s: s.barrier(timeout=-1), ValueError, "barrier: timeout must be >= 0"),
+    (lambda s: s.get("k", timeout=float("nan")), ValueError, "get: timeout must be a number"),
+    (lambda s: s.add("n", 2 ** 63), ValueError, "add: delta must be an int in"),
+    (lambda s: s.add("n", 1.5), TypeError, "add: delta must be an int"),
+    (lambda s: s.wait(["k", 1]), TypeError, r"keys\[1\] must be a str"),
+])
+def test_bad_call_arguments(call, error, text):
+    store = TCPStore(HOST, 0, 1, is_server=True, timeout=30)
+    with pytest.raises(error, match=text):
+        call(store)
+    store.set("k", b"v")
+    assert store.get("k") == b"v"
+
+
+def test_a_refused_add_keeps_the_connection():
+    """ADD on a key holding bytes, or past 64 bits, is refused with ValueError; the server answers
+    instead of dropping the client, so the same store keeps working."""
+    server = TCPStore(HOST, 0, 2, is_server=True, timeout=30)
+    client = TCPStore(HOST, server.port, 2, is_server=False, timeout=30)
+    client.set("text", b"abc")
+    with pytest.raises(ValueError, match=r"add\('text'\): the key holds a value of 3 bytes"):
+        client.add("text", 1)
+    assert client.add("n", 2 ** 63 - 1) == 2 ** 63 - 1
+    with pytest.raises(ValueError, match="overflows a 64-bit counter"):
+        client.add("n", 1)
+    assert client.add("n", -1) == 2 ** 63 - 2  # the refused add changed nothing
+    assert client.get("text") == b"abc" and server.get("text") == b"abc"
+    client.close()
+
+
 def test_from_env_needs_master_addr_and_port(monkeypatch):
     monkeypatch.delenv("MASTER_ADDR", raising=False)
     monkeypatch.setenv("MASTER_PORT", "29500")

@@ -15,7 +15,7 @@ X = torch.randn(300)
     (lambda: kernels.sign_compress(torch.randn(10, 10)[:, ::2]), ValueError, "sign_compress: x: .*contiguous"),
     (lambda: kernels.pack([torch.randn(4, 4).t()], torch.empty(16)), ValueError, r"pack: tensors\[0\].*contiguous"),
     (lambda: kernels.averaging_apply([torch.randn(4)], torch.randn(8)[::2], torch.randn(4)), ValueError,
-     "averaging_apply: bucket: .*contiguous"),
+     "averaging_apply: avg: .*contiguous"),
     # wrong dtype
     (lambda: kernels.quantize_int8(torch.arange(10)), TypeError, "quantize_int8: x: dtype torch.int64"),
     (lambda: kernels.quantize_int8(X, q=torch.empty(300, dtype=torch.uint8)), TypeError, "quantize_int8: q: dtype"),
@@ -29,7 +29,7 @@ X = torch.randn(300)
     (lambda: kernels.pack([torch.randn(2), torch.randn(2).half()], torch.empty(4)), TypeError, "pack: all tensors must share"),
     (lambda: kernels.elastic_update([torch.arange(4)], torch.randn(4), 0.1), TypeError, r"elastic_update: tensors\[0\]: dtype"),
     (lambda: kernels.averaging_apply([torch.randn(4)], torch.randn(4), torch.randn(4).half()), ValueError,
-     "averaging_apply: both buckets must have one dtype"),
+     "averaging_apply: snapshot must have avg's dtype and length"),
     # mismatched sizes
     (lambda: kernels.quantize_int8(X, q=torch.empty(299, dtype=torch.int8)), ValueError, "q: expected 300 elements, got 299"),
     (lambda: kernels.quantize_int8(X, scales=torch.empty(1)), ValueError, "scales: expected 2 elements, got 1"),
@@ -42,15 +42,37 @@ X = torch.randn(300)
     (lambda: kernels.pack([torch.randn(5)], torch.empty(4)), ValueError, "bucket has 4 elements, the tensors need 5"),
     (lambda: kernels.pack([torch.randn(5)], torch.empty(8), offsets=[4]), ValueError, "does not fit in a bucket of 8"),
     (lambda: kernels.unpack(torch.empty(8), [torch.randn(5)], offsets=[0, 1]), ValueError, "got 2 offsets for 1 tensors"),
-    (lambda: kernels.elastic_update([torch.randn(5)], torch.randn(4), 0.1), ValueError, "bucket has 4 elements"),
+    (lambda: kernels.elastic_update([torch.randn(5)], torch.randn(4), 0.1), ValueError, "elastic_update: centre has 4 elements"),
     (lambda: kernels.averaging_apply([torch.randn(5)], torch.randn(5), torch.randn(6)), ValueError,
-     "both buckets must have one dtype and length"),
+     r"snapshot must have avg's dtype and length \(torch.float32\[5\]\), got torch.float32\[6\]"),
     # bad parameters
     (lambda: kernels.quantize_int8(X, block=0), ValueError, "quantize_int8: block must be a positive int"),
     (lambda: kernels.sign_compress(X, block=12), ValueError, "sign_compress: block must be a positive multiple of 8"),
     (lambda: kernels.quantize_int8(X, stochastic=True, seed=-3), ValueError, r"seed must be an int in \[0, 2\*\*64\)"),
     (lambda: kernels.pack(torch.randn(4), torch.empty(4)), TypeError, "tensors must be a sequence"),
     (lambda: kernels.quantize_int8([1.0, 2.0]), TypeError, "expected a torch.Tensor, got list"),
+    # issue 9: once silently accepted (or failing without naming the argument)
+    (lambda: kernels.averaging_apply([torch.randn(4)], torch.randn(4), None), TypeError,
+     "averaging_apply: snapshot: expected a torch.Tensor, got NoneType"),  # was x += avg
+    (lambda: kernels.pack([torch.randn(4)], torch.empty(8), offsets=[1.5]), TypeError,
+     r"pack: offsets\[0\] must be an int, got float 1.5"),  # was truncated to 1
+    (lambda: kernels.pack([torch.randn(4)], torch.empty(8), offsets=[True]), TypeError, r"offsets\[0\] must be an int"),
+    (lambda: kernels.unpack(torch.empty(8), [torch.randn(4)], offsets=[-1]), ValueError, r"unpack: offsets\[0\] must be"),
+    (lambda: kernels.pack([torch.randn(4)], torch.empty(8), scale="2"), TypeError, "pack: scale must be a number"),
+    (lambda: kernels.elastic_update([torch.randn(4)], torch.randn(4), float("nan")), ValueError,
+     "elastic_update: a must be a finite number"),
+    (lambda: kernels.quantize_int8(X, stochastic="no"), TypeError, "quantize_int8: stochastic must be True or False"),
+    (lambda: pycomm.Int8Codec(stochastic="no"), TypeError, "Int8Codec: stochastic must be True or False"),
+    (lambda: kernels.num_blocks(10, 0), ValueError, "num_blocks: block must be a positive int"),  # ZeroDivisionError
+    (lambda: kernels.num_blocks(-10, 4), ValueError, r"num_blocks: numel must be an int in \[0, "),
+    (lambda: kernels.sign_bytes(-9), ValueError, r"sign_bytes: numel must be an int in \[0, "),
+    (lambda: pycomm.Int8Codec().data_numel(-3), ValueError, "data_numel: numel must be"),
+    (lambda: pycomm.OneBitCodec().empty(-3), ValueError, "empty: numel must be"),
+    (lambda: pycomm.Int8Codec().wire_bytes(2.5), TypeError, "wire_bytes: numel must be an int"),
+    (lambda: pycomm.Int8Codec(block=2 ** 40), ValueError, r"Int8Codec: block must be a positive int, at most 2\*\*31"),
+    (lambda: kernels.quantize_int8(X, block=2 ** 64), ValueError, "quantize_int8: block must be"),  # was pybind's
+    (lambda: pycomm.Int8Codec().slice(pycomm.Int8Codec().encode(X), 1, 256), ValueError,
+     "slice: start and stop .* must be multiples of block=256"),
     # devices
     (lambda: kernels.quantize_int8(torch.empty(4, device="meta")), ValueError, "tensors on meta are not supported"),
     (lambda: kernels.quantize_int8(X, q=torch.empty(300, dtype=torch.int8, device="meta")), ValueError,
@@ -65,7 +87,7 @@ def test_bad_input_raises(call, exc, match):
 
 def test_codec_decode_checks():
     codec = pycomm.Int8Codec()
-    with pytest.raises(TypeError, match="expected an Encoded"):
+    with pytest.raises(TypeError, match="Int8Codec.decode: enc must be an Encoded"):
         codec.decode(torch.zeros(4), torch.empty(4))
     enc = codec.encode(torch.randn(10))
     with pytest.raises(TypeError, match="dequantize_int8: out: dtype"):
@@ -110,3 +132,12 @@ def test_gpu_buffer_on_a_cpu_build_is_refused(name, args):
 def test_cuda_tensor_on_a_cpu_build_is_refused_in_python():
     with pytest.raises(RuntimeError, match="quantize_int8: got a tensor on cuda.*no (CUDA|HIP) support"):
         kernels.quantize_int8(torch.empty(4, device="cuda"))
+
+
+def test_error_bound_allocates_nothing_block_sized():
+    """A block far beyond the tensor is one short block: the bound of a 10-element tensor with
+    block=2**31 is computed from its 10 elements (it once padded x to a whole block: 8 GiB here)."""
+    x = torch.randn(10)
+    bound = pycomm.Int8Codec(block=2 ** 31).error_bound(x)
+    assert bound.shape == (10,)
+    assert torch.allclose(bound, x.abs().max() / 127 * (0.5 + 2 ** -15))

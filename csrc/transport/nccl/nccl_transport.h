@@ -48,6 +48,7 @@ class NcclTransport : public Transport {
   std::unique_ptr<Transport> split(int color, int key) override;
   std::unique_ptr<Transport> split_shared(int key) override;
   void shutdown() override;
+  void abort(const std::string& reason) override { comm_->abort(reason); }
 
  private:
   // Enqueues `body(comm, comm_stream)` as the op `info`. Caller-stream ordering applies when

@@ -2,7 +2,8 @@
 within PYCOMM_TIMEOUT (never hang) and its communicator must refuse later ops. `quantized_stall`: the
 same with allreduce_quantized (after one that both ranks ran, so its helper communicator exists).
 `mismatch`: under PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get
-MismatchError naming both ops. Prints MARK lines the test checks."""
+MismatchError naming both ops. `abort`: rank 1 calls pycomm.abort while rank 0 waits in an
+all-reduce; the job must end at once with rank 1's exit code. Prints MARK lines the test checks."""
 from __future__ import annotations
 
 import os
@@ -67,6 +68,16 @@ def mismatch(comm: pycomm.Communicator) -> None:
     pycomm.finalize()  # nothing is in flight: a clean exit
 
 
+def abort(comm: pycomm.Communicator) -> None:
+    comm.allreduce(torch.ones(4), op=pycomm.SUM)
+    if comm.rank == 1:
+        print(f"MARK rank 1 aborts at {time.time():.3f}", flush=True)
+        pycomm.abort("MARK rank 1: lost its data", exit_code=5)
+    comm.allreduce(torch.ones(4), op=pycomm.SUM)  # rank 1 never joins: only the abort ends this
+    print("MARK rank 0 was not stopped", flush=True)
+
+
 if __name__ == "__main__":
     world = pycomm.init(backend="mpi")
-    {"stall": stall, "quantized_stall": lambda c: stall(c, quantized=True), "mismatch": mismatch}[sys.argv[1]](world)
+    {"stall": stall, "quantized_stall": lambda c: stall(c, quantized=True), "mismatch": mismatch,
+     "abort": abort}[sys.argv[1]](world)

@@ -92,6 +92,10 @@ def check_bad_input(comm) -> None:
     expect_raises(ValueError, "empty", lambda: pycomm.LayerwiseAverager([], comm))
     expect_raises(TypeError, r"layer 0 tensor 0.*dtype", lambda: pycomm.LayerwiseAverager([[torch.ones(3, dtype=torch.int64)]], comm))
     expect_raises(ValueError, r"layer 'w' tensor 0.*contiguous", lambda: pycomm.LayerwiseAverager({"w": torch.ones(3, 3).t()}, comm))
+    # once accepted, failing only at start() with an AttributeError
+    expect_raises(TypeError, "comm must be a pycomm.Communicator", lambda: pycomm.LayerwiseAverager([torch.ones(3)], "x"))
+    expect_raises(TypeError, r"params_by_layer: layer 0 tensor 0: expected a torch.Tensor, got float",
+                  lambda: pycomm.LayerwiseAverager([[1.0]], comm))
     avg = pycomm.LayerwiseAverager([torch.ones(4)], comm)
     expect_raises(KeyError, "no layer 7", lambda: avg.wait(7))
     avg.start()

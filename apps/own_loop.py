@@ -1,6 +1,7 @@
-"""The loop for LAP-SGD / LPP-SGD, whose P Hogwild worker processes per rank train through the
-algorithm's own `opt.train(...)`: the app runs it in chunks that end where an evaluation, a checkpoint
-or a preemption check is due, and averages at every chunk's end (all ranks then hold one model).
+"""The loop for algorithms that train in a loop of their own (traits.OWN_LOOP: e.g. P Hogwild worker
+processes per rank) through the algorithm's `opt.train(...)`: the app runs it in chunks that end where
+an evaluation, a checkpoint or a preemption check is due, and averages at every chunk's end (all ranks
+then hold one model).
 Hogwild runs are not bit-reproducible: a resumed run continues the same schedule and state."""
 from __future__ import annotations
 
@@ -19,14 +20,15 @@ def loss_fn_for(kind: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tenso
         return F.cross_entropy
     if kind == "lm":
         return _lm_loss
-    raise ValueError(f"lapsgd/lppsgd need a model with targets (classification or language model), not {kind!r}")
+    raise ValueError(f"algorithms that train in their own loop need a model with targets (classification or "
+                     f"language model), not {kind!r}")
 
 
 def _lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:  # module level: picklable for spawn
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def train_lap(run: Run) -> bool:
+def train_own_loop(run: Run) -> bool:
     """Train to the end or to a preemption; True when preempted (checkpoint saved)."""
     cfg, state, budget = run.cfg, run.state, run.budget
     loss_fn = loss_fn_for(run.kind)
@@ -37,7 +39,8 @@ def train_lap(run: Run) -> bool:
         reports: list[dict[str, Any]] = []
         result = run.opt.train(run.model, loss_fn, run.splits.train, steps=next_stop - state.step,
                                batch_size=cfg.data.batch_size, scheduler=run.lr_sched, scheduler_interval="step",
-                               seed=cfg.train.seed, on_progress=reports.append, progress_every=cfg.train.log_every)
+                               seed=cfg.train.seed, on_progress=reports.append, progress_every=cfg.train.log_every,
+                               max_grad_norm=cfg.train.grad_clip or None)
         done = result.steps
         state.step += done
         state.epoch = state.step // budget.steps_per_epoch

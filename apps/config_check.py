@@ -1,0 +1,194 @@
+"""Checks of a built configuration that no single field can make, run where the config is loaded,
+before any rank starts (`--print-config` fails exactly when the run would): names and options
+against the registries (model, data, algorithm, option values included), sizes that must divide
+over the ranks, paths that must stay inside out_dir, and what a resume would silently ignore."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from apps.config import Config, ConfigError, epochs_to_steps
+from apps.registry import did_you_mean
+
+RESUME_FIXED = ("optim", "schedule")  # restored from the checkpoint: a changed value would be ignored
+
+
+def world_size_of_launch(cfg: Config) -> int:
+    """The ranks this launch will run: launch.nproc when apps.train spawns them, else the launcher's."""
+    from apps import launch
+
+    return cfg.launch.nproc if launch.should_spawn(cfg.launch.nproc) else launch.detect().size
+
+
+def check(cfg: Config, world_size: int | None = None, batch_size_given: bool = True) -> list[str]:
+    """Raise ConfigError on the first problem; derive data.batch_size from data.total_batch_size (in
+    place). Returns notes for the user (sizes derived)."""
+    world = world_size_of_launch(cfg) if world_size is None else world_size
+    _check_plain_names(cfg)
+    _check_writable(cfg)
+    _check_registries(cfg)
+    _check_algorithm(cfg, world)
+    _check_length(cfg)
+    return _derive_batches(cfg, world, batch_size_given)
+
+
+def _check_plain_names(cfg: Config) -> None:
+    for key, value in (("name", cfg.name), ("checkpoint.prefix", cfg.checkpoint.prefix)):
+        if value in ("", ".", "..") or "/" in value or os.sep in value or "\0" in value:
+            raise ConfigError(f"{key} must be a plain file name (it names a directory under out_dir), got {value!r}; "
+                              "set out_dir to choose where runs go")
+
+
+def _check_writable(cfg: Config) -> None:
+    """out_dir and checkpoint.directory must be creatable directories this user can write, checked before
+    any rank starts (a rank failing at its first save would otherwise end the job mid-run)."""
+    for key, value in (("out_dir", cfg.out_dir), ("checkpoint.directory", cfg.checkpoint.directory)):
+        if value is None:
+            continue
+        path = Path(value).absolute()
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir():
+            raise ConfigError(f"{key}={value!r}: {existing} is a file, not a directory; choose a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"{key}={value!r}: {existing} is not writable by this user; choose a writable "
+                              "directory")
+
+
+def _check_registries(cfg: Config) -> None:
+    from apps.data import DATASETS
+    from apps.models import MODELS
+
+    for registry, section, kind in ((MODELS, cfg.model, "model"), (DATASETS, cfg.data, "data")):
+        if section.name not in registry.names():
+            raise ConfigError(f"{kind}.name: unknown {registry.kind} '{section.name}'"
+                              f"{did_you_mean(section.name, registry.names())}; valid: {', '.join(registry.names())}")
+        try:
+            registry.check_options(section.name, section.options, f"{kind}.options")
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+
+
+def _check_algorithm(cfg: Config, world: int) -> None:
+    from apps import optim
+    from apps.models import MODELS
+
+    name = cfg.algorithm.name
+    if name == "none":
+        if world > 1:
+            raise ConfigError(f"algorithm.name=none trains one process, but this launch runs {world} ranks; choose an "
+                              "algorithm (e.g. mbsgd for synchronous data parallelism) or --nproc 1")
+        if cfg.algorithm.options:
+            raise ConfigError(f"algorithm.name=none takes no options, got {sorted(cfg.algorithm.options)}")
+        return
+    try:
+        options = optim.algorithm_options(cfg.algorithm, 1, {})  # names (and the algorithm) exist
+        _check_option_values(name, options, cfg)
+    except ValueError as e:
+        raise ConfigError(f"algorithm.options: {e}" if not str(e).startswith(("algorithm", "unknown")) else str(e)) \
+            from e
+    task = MODELS.get(cfg.model.name).meta["task"]
+    if optim.owns_loop(cfg.algorithm) and task not in ("classify", "lm"):
+        raise ConfigError(f"algorithm.name={name} needs a model with targets (classification or language model); "
+                          f"model.name={cfg.model.name} is a {task} model")
+
+
+def _check_option_values(name: str, options: dict[str, Any], cfg: Config) -> None:
+    """The algorithm's own checks of its option values (algorithms.options), without a communicator:
+    what CommOptimizer.__init__ checks before it communicates, run on a throwaway instance."""
+    import torch
+
+    from algorithms import options as algo_options
+    from algorithms.registry import lookup
+    from apps import optim
+
+    cls = lookup(name)
+    probe = cls.__new__(cls)
+    probe.optimizer = optim.build_optimizer(cfg.optim, torch.nn.Linear(2, 2))  # some checks read its type
+    config = algo_options.merge(name, cls.default_options(), epochs_to_steps(options, 1))
+    config["codec"] = algo_options.codec(config["codec"])
+    config["bucket_bytes"] = algo_options.integer("bucket_bytes", config["bucket_bytes"], 1)
+    probe._validate(config)
+
+
+def _check_length(cfg: Config) -> None:
+    t, s = cfg.train, cfg.schedule
+    if t.epochs <= 0 and t.max_steps is None:
+        raise ConfigError(f"train.epochs must be > 0 (or set train.max_steps), got {t.epochs}")
+    warmup = s.warmup_steps if s.warmup_steps is not None else s.warmup_epochs
+    if warmup and s.name != "cosine":
+        raise ConfigError(f"schedule.warmup_* is supported with schedule.name=cosine, not {s.name!r}")
+    if s.milestones != sorted(s.milestones):
+        raise ConfigError(f"schedule.milestones must be increasing, got {s.milestones}")
+
+
+def _derive_batches(cfg: Config, world: int, batch_size_given: bool) -> list[str]:
+    d, notes = cfg.data, []
+    if d.total_batch_size is not None:
+        if d.total_batch_size % world:
+            raise ConfigError(f"data.total_batch_size={d.total_batch_size} is not divisible by the {world} ranks of "
+                              f"this launch; choose a multiple of {world}")
+        per_rank = d.total_batch_size // world
+        if batch_size_given and d.batch_size != per_rank:
+            raise ConfigError(f"data.batch_size={d.batch_size} (per rank) and data.total_batch_size="
+                              f"{d.total_batch_size} disagree on {world} ranks ({d.total_batch_size} / {world} = "
+                              f"{per_rank}); set only one of them")
+        d.batch_size = per_rank
+    if d.physical_batch_size is not None and d.physical_batch_size != d.batch_size:
+        if d.physical_batch_size > d.batch_size or d.batch_size % d.physical_batch_size:
+            raise ConfigError(f"data.physical_batch_size={d.physical_batch_size} must divide the per-rank batch "
+                              f"data.batch_size={d.batch_size} (gradients are accumulated over "
+                              f"batch_size / physical_batch_size micro-batches)")
+        if _owns_loop(cfg.algorithm):
+            raise ConfigError(f"data.physical_batch_size: {cfg.algorithm.name} trains in its own worker processes "
+                              "and does not accumulate gradients; leave it unset")
+        notes.append(f"gradient accumulation: {d.batch_size // d.physical_batch_size} micro-batches of "
+                     f"{d.physical_batch_size} per step (data.batch_size={d.batch_size} per rank, {world} rank(s))")
+    return notes
+
+
+def _owns_loop(algorithm: Any) -> bool:
+    from apps import optim
+    return optim.owns_loop(algorithm)
+
+
+def check_resume(cfg: Config, resume: str) -> None:
+    """Refuse to resume with optim.* / schedule.* values other than those the checkpointed run used:
+    the checkpoint restores the optimizer's and the schedule's state, so the new values would be
+    ignored while config.yaml recorded them. Compared against <out_dir>/<name>/config.yaml."""
+    from apps import checkpoint
+
+    run_dir = Path(cfg.out_dir) / cfg.name
+    ckpt_dir = Path(cfg.checkpoint.directory) if cfg.checkpoint.directory else run_dir / "checkpoints"
+    recorded_file = run_dir / "config.yaml"
+    try:
+        found = checkpoint.resolve(resume, ckpt_dir, cfg.checkpoint.prefix)
+    except checkpoint.CheckpointError:
+        return  # a missing --resume PATH is reported by the restore itself
+    if found is None or not recorded_file.is_file():
+        return
+    try:
+        recorded = yaml.safe_load(recorded_file.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        return  # not ours to judge: the checkpoint's own checks apply
+    from apps.config_io import to_dict
+    now = to_dict(cfg)
+    for section in RESUME_FIXED:
+        before = recorded.get(section) or {}
+        for key, value in now[section].items():
+            if key in before and not _same(before[key], value):
+                raise ConfigError(f"--resume: {section}.{key} is {value!r} here but {before[key]!r} in the run being "
+                                  f"resumed ({recorded_file}); the checkpoint restores the optimizer's and the "
+                                  f"schedule's state, so the new value would be ignored. Resume with "
+                                  f"{section}.{key}={before[key]!r}, or start a new run (another name)")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(a, b, rel_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b

@@ -1,0 +1,49 @@
+"""PYCOMM_APPS_FAIL_AT=RANK:STEP[:raise|exit], a testing aid (fault injection, as torchft's
+fail_at): that rank of `python -m apps.train` raises InjectedFailure, or leaves with
+os._exit(EXIT_INJECTED) and no message, once it has logged optimizer step STEP (or the first chunk
+past it, for lapsgd / lppsgd). Unset, nothing changes and nothing runs per step."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any, Callable, Mapping
+
+FAIL_AT_ENV = "PYCOMM_APPS_FAIL_AT"
+EXIT_INJECTED = 70
+
+
+class InjectedFailure(RuntimeError):
+    """Raised on the chosen rank at the chosen step."""
+
+
+def injected_at(env: Mapping[str, str]) -> tuple[int, int, str] | None:
+    """(rank, step, "raise" | "exit") from PYCOMM_APPS_FAIL_AT, None when unset."""
+    spec = env.get(FAIL_AT_ENV, "")
+    if not spec:
+        return None
+    m = re.fullmatch(r"(\d+):(\d+)(?::(raise|exit))?", spec.strip())
+    if not m:
+        raise ValueError(f"{FAIL_AT_ENV} must be RANK:STEP[:raise|exit] (e.g. 1:5:raise), got {spec!r}")
+    return int(m[1]), int(m[2]), m[3] or "raise"
+
+
+def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
+    """Arm PYCOMM_APPS_FAIL_AT on `run_class` (apps.run.Run): its log_step, called once per step,
+    fails on the chosen rank at the chosen step. Nothing changes when the variable is unset."""
+    at = injected_at(os.environ if env is None else env)
+    if at is None:
+        return
+    rank, step, how = at
+    log_step: Callable[..., None] = run_class.log_step
+
+    def failing_log_step(run: Any, *args: Any, **kwargs: Any) -> None:
+        log_step(run, *args, **kwargs)
+        if run.dist.rank == rank and run.state.step >= step:  # lapsgd/lppsgd log once per chunk of steps
+            if how == "exit":
+                sys.stdout.flush()
+                os._exit(EXIT_INJECTED)
+            raise InjectedFailure(f"{FAIL_AT_ENV}={rank}:{step}:{how}: injected failure on rank {rank} "
+                                  f"at step {run.state.step}")
+
+    run_class.log_step = failing_log_step

@@ -1,0 +1,83 @@
+"""Configurations that would train wrong are refused before launch, with a message naming the key:
+ranges, non-finite numbers, paths outside out_dir, batch sizes over the ranks, a changed optimizer
+on resume, and files that are not YAML."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apps import config_io
+from apps.config_io import ConfigError
+from apps.train import main
+from tests.apps import runs
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.grad_clip=-1", "train.grad_clip must be > 0 (or null), got -1"),
+    ("optim.lr=.nan", "optim.lr: expected a finite number, got nan"),
+    ("optim.lr=.inf", "optim.lr: expected a finite number"),
+    ("train.max_steps=0", "train.max_steps must be > 0 (or null), got 0"),
+    ("train.max_steps=-5", "train.max_steps must be > 0"),
+    ("launch.nproc=0", "launch.nproc must be > 0"),
+    ("checkpoint.keep_last=-1", "checkpoint.keep_last must be >= 0, got -1"),
+    ("checkpoint.every_steps=-5", "checkpoint.every_steps must be >= 0, got -5"),
+    ("data.segment_size=0", "data.segment_size must be > 0 (or null), got 0"),
+    ("data.num_workers=-1", "data.num_workers must be >= 0, got -1"),
+    ("train.eval_every_epochs=0", "train.eval_every_epochs must be > 0"),
+    ("optim.betas=[0.9, 1.5]", "optim.betas[1] must be >= 0 and < 1, got 1.5"),
+    ("optim.momentum=-0.1", "optim.momentum must be >= 0 and < 1"),
+    ("name=../../escape", "name must be a plain file name"),
+    ("checkpoint.prefix=a/b", "checkpoint.prefix must be a plain file name"),
+    ("train.epochs=0", "train.epochs must be > 0 (or set train.max_steps)"),
+    ("schedule={name: multistep, warmup_steps: 5}", "schedule.warmup_* is supported with schedule.name=cosine"),
+])
+def test_configs_that_would_train_wrong_are_refused(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config_io.load(None, [override])
+
+
+def test_max_steps_error_blames_max_steps_not_epochs() -> None:
+    with pytest.raises(ConfigError) as e:
+        config_io.load(None, ["train.max_steps=-5"])
+    assert "train.epochs" not in str(e.value)
+
+
+def test_nproc_zero_is_refused_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--nproc", "0", "--print-config"])
+    assert e.value.code == 2 and "--nproc: must be >= 1" in capsys.readouterr().err
+
+
+def test_a_binary_file_is_named_in_the_error(tmp_path: Path) -> None:
+    (tmp_path / "weights.yaml").write_bytes(b"\x80\x02}q\x00(X\x05\x00\x00\x00")
+    with pytest.raises(ConfigError, match=r"weights.yaml: not a text YAML file"):
+        config_io.load(tmp_path / "weights.yaml")
+
+
+def test_total_batch_size_gives_the_per_rank_batch() -> None:
+    assert config_io.load(None, ["data.total_batch_size=64"], world_size=4).data.batch_size == 16
+    with pytest.raises(ConfigError, match="total_batch_size=66 is not divisible by the 4 ranks"):
+        config_io.load(None, ["data.total_batch_size=66"], world_size=4)
+    with pytest.raises(ConfigError, match=r"disagree on 4 ranks \(64 / 4 = 16\)"):
+        config_io.load(None, ["data.total_batch_size=64", "data.batch_size=32"], world_size=4)
+    cfg = config_io.load(None, ["data.total_batch_size=256", "data.physical_batch_size=32"], world_size=2)
+    assert (cfg.data.batch_size, cfg.data.physical_batch_size) == (128, 32)
+    with pytest.raises(ConfigError, match="physical_batch_size=48 must divide the per-rank batch"):
+        config_io.load(None, ["data.physical_batch_size=48"])
+    with pytest.raises(ConfigError, match="lppsgd trains in its own worker processes"):
+        config_io.load(None, ["algorithm={name: lppsgd}", "data.physical_batch_size=8"])
+
+
+def test_resume_with_a_changed_learning_rate_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = runs.args(tmp_path, "r", "none", 1, "-o", "train.max_steps=10")
+    runs.run(argv)
+    recorded = (tmp_path / "r" / "config.yaml").read_text()
+    assert main(argv[2:] + ["-o", "optim.lr=0.2", "--resume", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "optim.lr is 0.2 here but 0.05 in the run being resumed" in err, err
+    assert (tmp_path / "r" / "config.yaml").read_text() == recorded  # what ran stays recorded
+    assert yaml.safe_load(recorded)["optim"]["lr"] == 0.05
+    assert main(argv[2:] + ["-o", "optim.lr=0.2", "--print-config"]) == 0  # a new run may choose any lr

@@ -1,0 +1,120 @@
+"""How a configuration is put together: files layered left to right (positional or --config), the
+embedded default beneath them, a switch of algorithm that drops the old algorithm's options with a
+note, SmolCluster's keys, and the learning-rate schedule's horizon that train.max_steps leaves alone."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apps import config_io
+from apps.budget import Budget
+from apps.config_io import ConfigError
+from apps.train import main
+from tests.launch import ROOT, worker_env
+
+
+def cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "apps.train", *argv], cwd=ROOT, env=worker_env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def two_files(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "a.yaml").write_text("optim: {lr: 0.5, momentum: 0.5}\ntrain: {epochs: 7}\n")
+    (tmp_path / "b.yaml").write_text("optim: {lr: 0.25}\n")
+    return tmp_path / "a.yaml", tmp_path / "b.yaml"
+
+
+def test_repeated_config_files_layer_left_to_right(two_files: tuple[Path, Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = two_files
+    cfg = config_io.load([a, b])
+    assert (cfg.optim.lr, cfg.optim.momentum, cfg.train.epochs) == (0.25, 0.5, 7.0)
+    assert main(["--config", str(a), "--config", str(b), "--print-config"]) == 0
+    out = capsys.readouterr().out
+    assert "lr: 0.25" in out and "momentum: 0.5" in out and "epochs: 7.0" in out
+
+
+def test_a_positional_config_file_is_read(two_files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = two_files
+    assert main([str(a), "--print-config", "-o", "optim.lr=0.125"]) == 0
+    out = capsys.readouterr().out
+    assert "lr: 0.125" in out and "momentum: 0.5" in out
+    assert main([str(a), "--config", str(b), "--print-config"]) == 0  # positional files come first
+    assert "lr: 0.25" in capsys.readouterr().out
+
+
+def test_switching_algorithm_drops_the_options_it_lacks_with_a_note() -> None:
+    proc = cli("apps/configs/default.yaml", "-o", "algorithm.name=easgd", "--print-config")
+    assert proc.returncode == 0, proc.stderr
+    assert "dropped algorithm.options averaging_freq" in proc.stderr and "'easgd' does not take" in proc.stderr
+    assert "name: easgd" in proc.stdout and "options: {}" in proc.stdout
+    cfg = config_io.load("apps/configs/sdtl_lsgd_resnet20_cifar10.yaml", ["algorithm.name=easgd"])
+    assert set(cfg.algorithm.options) <= {"comm_period", "dist_pulling_strength", "local_pulling_strength"}
+    assert cfg.algorithm.options  # the options both take are kept
+    cfg = config_io.load(None, ["algorithm={name: mbsgd}"])  # a whole section replaced: no stale options
+    assert cfg.algorithm.options == {}
+    with pytest.raises(ConfigError, match="unknown algorithm.options key 'averaging_freq' for 'easgd'"):
+        config_io.load(None, ["algorithm.name=easgd", "algorithm.options.averaging_freq=4"])  # set after: an error
+
+
+def test_a_later_file_switching_algorithm_drops_an_earlier_files_options(tmp_path: Path) -> None:
+    (tmp_path / "easgd.yaml").write_text("algorithm: {name: easgd, options: {comm_period: 2}}\n")
+    resolved = config_io.resolve(["apps/configs/default.yaml", tmp_path / "easgd.yaml"])
+    assert resolved.config.algorithm.options == {"comm_period": 2}
+    assert any("averaging_freq" in note for note in resolved.notes)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("algorithm.options.averaging_freq=0", "averaging_freq must be >= 1"),
+    ("algorithm.options={codec: gzip}", "codec 'gzip' is not a codec name"),
+    ("algorithm.name=none", "this launch runs 2 ranks"),
+    ("algorithm.name=lapsgd", "algorithm.options: num_processes must be"),
+])
+def test_print_config_fails_where_the_run_would(override: str, message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    extra = ["-o", "algorithm.options.num_processes=0"] if override.endswith("lapsgd") else []
+    assert main(["--print-config", "-o", override, *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_smolcluster_training_keys_map_to_ours_or_suggest(tmp_path: Path) -> None:
+    (tmp_path / "gpt_config.yaml").write_text(
+        "training: {batch_size: 16, epochs: 2, learning_rate: 6.0e-4, weight_decay: 0.01, grad_clip_norm: 1.0}\n"
+        "lr_schedule: {warmup_iters: 100, min_lr: 6.0e-5}\n")
+    resolved = config_io.resolve(tmp_path / "gpt_config.yaml")
+    cfg = resolved.config
+    assert (cfg.data.batch_size, cfg.train.epochs, cfg.optim.lr, cfg.optim.weight_decay, cfg.train.grad_clip) == \
+        (16, 2.0, 6e-4, 0.01, 1.0)
+    assert (cfg.schedule.warmup_steps, cfg.schedule.min_lr) == (100, 6e-5)
+    assert any("'training.learning_rate' is SmolCluster's name for 'optim.lr'" in n for n in resolved.notes)
+    assert config_io.load(None, ["training.batch_size=16"]).data.batch_size == 16  # its --override habit
+    with pytest.raises(ConfigError, match=r"unknown config key 'training.lr' \(did you mean 'optim.lr'\?\)"):
+        config_io.load(None, ["training.lr=3e-4"])
+
+
+def test_max_steps_leaves_the_schedule_horizon_alone() -> None:
+    cfg = config_io.load(None, ["train.epochs=3", "train.max_steps=10"])
+    budget = Budget.from_config(cfg, 100)
+    assert (budget.total_steps, budget.schedule_steps) == (10, 300)
+    assert "horizon 300 steps (from train.epochs=3)" in budget.describe() and "stops at step 10" in budget.describe()
+    squeezed = Budget.from_config(config_io.load(None, ["train.max_steps=10", "schedule.total_steps=10"]), 100)
+    assert squeezed.schedule_steps == 10 and "schedule.total_steps" in squeezed.describe()
+    by_epochs = Budget.from_config(config_io.load(None, ["train.max_steps=10", "schedule.total_epochs=5"]), 100)
+    assert by_epochs.schedule_steps == 500
+    only_steps = Budget.from_config(config_io.load(None, ["train.epochs=0", "train.max_steps=10"]), 100)
+    assert (only_steps.total_steps, only_steps.schedule_steps) == (10, 10)
+
+
+def test_s3df_script_asks_for_nccl_which_auto_never_picks() -> None:
+    from pycomm.backends import choose_auto
+    from pycomm.launch_env import detect
+
+    srun = detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
+                   "SLURM_JOB_NODELIST": "n1"})
+    assert choose_auto(srun) != "nccl"
+    script = (ROOT / "apps" / "slurm" / "s3df.sbatch").read_text()
+    assert "-o launch.backend=nccl" in script and "NCCL for CUDA tensors" not in script
