@@ -6,7 +6,6 @@
 
 #include "runtime/errors.h"
 #include "runtime/inline_run.h"
-#include "runtime/op_check.h"
 #include "runtime/op_validation.h"
 #include "transport/mpi/p2p.h"
 #include "transport/mpi/ring_allreduce.h"
@@ -32,6 +31,10 @@ void for_each_piece(const Buffer& b, Fn fn) {
   const int64_t es = static_cast<int64_t>(dtype_size(b.dtype));
   const int64_t step = kMaxChunk / es;
   for (int64_t e = 0; e < b.count; e += step) fn(at(b, e), static_cast<int>(std::min(step, b.count - e) * es));
+}
+
+void refuse_if_finalized(const OpInfo& info) {
+  if (finalized()) throw PycommError(info.name + ": MPI was finalized (pycomm.finalize())");
 }
 
 // Elements of `dtype` travel as bytes where nothing is reduced (any dtype, one code path).
@@ -99,7 +102,7 @@ void MpiTransport::shutdown() {
 
 std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post,
                                                 double avg_scale, uintptr_t stream) {
-  if (finalized()) throw PycommError(info.name + ": MPI was finalized (pycomm.finalize())");
+  refuse_if_finalized(info);
   return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale,
                                  staging_for(in, out, stream));
 }
@@ -191,13 +194,13 @@ std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, B
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int, int, uintptr_t stream) {
-  if (finalized()) throw PycommError(info.name + ": MPI was finalized (pycomm.finalize())");
+  refuse_if_finalized(info);
   Buffer none{nullptr, 0, buf.dtype, buf.device};
   return std::make_unique<P2pSendOp>(std::move(info), handles_, buf, staging_for(buf, none, stream));
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int, int, uintptr_t stream) {
-  if (finalized()) throw PycommError(info.name + ": MPI was finalized (pycomm.finalize())");
+  refuse_if_finalized(info);
   Buffer none{nullptr, 0, buf.dtype, buf.device};
   return std::make_unique<P2pRecvOp>(std::move(info), handles_, buf, staging_for(none, buf, stream));
 }
