@@ -147,6 +147,13 @@ class Communicator:
     def barrier(self, async_op: bool = False) -> Optional[Work]:
         return self._submit(self._t.barrier(not async_op), (), CPU, async_op)
 
+    def _match(self, name: str, numel: int, dtype: torch.dtype, op: ReduceOp) -> Optional[Work]:
+        """Op matching alone for compound op `name` ("allreduce_quantized", "allreduce_coalesced") of
+        `numel` elements of `dtype`: ranks that called something else here get MismatchError naming
+        both. None where the transport matches nothing (one rank; NCCL without PYCOMM_DEBUG)."""
+        h = self._t.match(name, numel, _dtypes.code(dtype, name), int(op))
+        return None if h is None else Work(h, (), -1)
+
     # ---- point to point ----------------------------------------------------------------------
     def _p2p(self, kind: str, tensor: torch.Tensor, peer: int, tag: int, async_op: bool = True) -> Optional[Work]:
         t = check_tensor(tensor, f"{kind}: tensor")
@@ -162,7 +169,8 @@ class Communicator:
         return cast(Work, self._p2p("isend", tensor, dst, tag))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> Work:
-        """Receives into `tensor` (same numel and dtype as the matching send)."""
+        """Receives into `tensor`, which must have the numel and dtype of the matching send (else the
+        wait raises MismatchError naming both and leaves `tensor` untouched)."""
         return cast(Work, self._p2p("irecv", tensor, src, tag))
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:

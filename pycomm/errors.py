@@ -5,8 +5,9 @@ its C++ exceptions to them), so they work with or without pycomm._C built:
   shut-down communicator, or pycomm before pycomm.init().
 - StallError (a PycommError): an op did not complete within PYCOMM_TIMEOUT seconds; the message names
   the op, its sequence number and sizes. The communicator is broken afterwards.
-- MismatchError (a PycommError): with PYCOMM_DEBUG=1, ranks submitted different collectives; the
-  message names both ranks' ops.
+- MismatchError (a PycommError): ranks submitted different collectives (kind, size, dtype, reduce op
+  or root), or a recv's size or dtype differs from its send's; the message names both ranks' ops
+  and sequence numbers. See the README's PYCOMM_DEBUG row for what is checked in which mode.
 
 Bad arguments raise TypeError / ValueError naming the argument, as Python code does."""
 from __future__ import annotations
@@ -23,4 +24,9 @@ class StallError(PycommError):
 
 
 class MismatchError(PycommError):
-    """PYCOMM_DEBUG=1: ranks submitted different collectives at the same point."""
+    """Ranks submitted different ops at the same point, or a recv does not fit its send."""
+
+
+def named(error: PycommError, op: str) -> PycommError:
+    """`error` (same class) with the user's compound op `op` named in front of what failed inside it."""
+    return type(error)(f"{op} failed: {error}")

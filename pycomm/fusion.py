@@ -14,7 +14,9 @@ import torch
 
 from pycomm import _dtypes, kernels
 from pycomm._buffers import POOL
+from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of
+from pycomm.errors import PycommError, named
 from pycomm.ops import AVG, SUM, check_op
 from pycomm.work import Work
 
@@ -88,28 +90,38 @@ class CoalescedWork(Work):
     `finish()`. wait() finishes every bucket in order, unpacking it into the caller's tensors (which must
     not be read or written until then)."""
 
-    __slots__ = ("_pending", "num_buckets", "_name")
+    __slots__ = ("_pending", "num_buckets", "_name", "_matching", "_describe")
 
-    def __init__(self, buckets: list[Any], name: str = "allreduce_coalesced") -> None:   # noqa: no handle
+    def __init__(self, buckets: list[Any], name: str = "allreduce_coalesced", matching: Work | None = None,
+                 describe: str | None = None) -> None:   # noqa: no handle of its own
         self._pending = buckets
         self.num_buckets = len(buckets)
         self._name = name
+        self._matching = matching      # PYCOMM_DEBUG: the op's own matching entry, waited first
+        self._describe = describe or f"{name} ({self.num_buckets} buckets)"
 
     def is_completed(self) -> bool:
         """True when wait() would not block on the network (the unpack may still be to do)."""
         return all(b.work.is_completed() for b in self._pending)
 
     def wait(self) -> None:
-        while self._pending:
-            self._pending[0].finish()
-            self._pending.pop(0)
+        try:
+            if self._matching is not None:
+                self._matching.wait()
+                self._matching = None
+            while self._pending:
+                self._pending[0].finish()
+                self._pending.pop(0)
+        except PycommError as e:        # a bucket's error names an internal all-reduce: name the user's op
+            raise named(e, f"{self._describe} (bucket {self.num_buckets - len(self._pending)} of "
+                           f"{self.num_buckets})") from e
 
     synchronize = wait
 
     @property
     def info(self) -> dict:
         return {"name": self._name, "buckets": self.num_buckets, "pending": len(self._pending),
-                "describe": f"{self._name} ({self.num_buckets} buckets)"}
+                "describe": self._describe}
 
 
 def check_tensor_list(tensors: object, bucket_bytes: object, what: str) -> list[torch.Tensor]:
@@ -158,6 +170,12 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
         names = ", ".join(str(d).replace("torch.", "") for d in WIRE_DTYPES)
         raise TypeError(f"{what}: wire_dtype must be None or one of {names}, got {wire_dtype!r}")
 
+    total = sum(t.numel() for t in tensors)
+    describe = f"allreduce_coalesced ({len(tensors)} tensors, {total} elements, op {op.name})"
+    # PYCOMM_DEBUG: matched as one op first, so that a rank running plain all-reduces of the same sizes
+    # here is caught (by default each bucket's all-reduce is matched on its own: sizes, dtype, op).
+    dtype = tensors[0].dtype if tensors else torch.float32
+    matching = comm._match(what, total, dtype, op) if core().debug_checks() else None
     in_flight = []
     for bucket_id, plan in enumerate(plan_buckets(tensors, bucket_bytes, wire_dtype)):
         members = [tensors[i] for i in plan.indices]
@@ -173,4 +191,4 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
             kernels.pack(members, buffer, scale=1.0 / comm.size if floating and op == AVG else 1.0)
         work = comm.allreduce(target, op=wire_op, async_op=True, bucket=bucket_id)
         in_flight.append(_InFlight(members, buffer, work, floor_div))
-    return CoalescedWork(in_flight)
+    return CoalescedWork(in_flight, what, matching, describe)

@@ -16,7 +16,9 @@ with ranks it gains nothing, and smaller segments then only add per-call costs.
 
 Stage 2 needs stage 1's result, so the stages run on one helper thread per communicator over a
 private duplicate of it: jobs run in submission order there, and the caller's own collectives on the
-parent communicator can never interleave differently on different ranks."""
+parent communicator can never interleave differently on different ranks Each call is first matched as one op
+on the parent communicator (in the caller's order), so ranks that disagree on it get a MismatchError
+naming allreduce_quantized; errors from the helper thread name the call too."""
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -35,6 +37,7 @@ from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
 from pycomm._codec_wire import WireLayout, check_codec
 from pycomm.codecs import Codec, Int8Codec
+from pycomm.errors import PycommError, named
 from pycomm.work import Work
 
 
@@ -181,18 +184,35 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
         local, server = error_feedback.buffers(t.numel(), sum(g.c for g in segs), t.device)
     else:
         local, server = error_feedback, None
-    engine = _engine(comm)
+    # Matched as one op on `comm`, in the caller's order (before the first call's split): a rank that
+    # called anything else here gets a MismatchError naming allreduce_quantized, not an internal op.
+    matching = comm._match(what, t.numel(), t.dtype, op)
+    describe = f"allreduce_quantized ({t.numel()} x {t.dtype}, {codec!r}, op {op.name})"
+    try:
+        engine = _engine(comm)
+    except PycommError as e:
+        if matching is not None:      # a mismatch that broke the communicator under the first call's split
+            try:
+                matching.wait()
+            except PycommError as mismatch:
+                raise named(mismatch, describe) from e
+        raise
     stream = torch.cuda.current_stream(t.device) if t.is_cuda else None
-    future = engine.threads.submit(_run, engine.comm, t, op, codec, segs, local, server, stream)
-    return QuantizedWork(future, f"allreduce_quantized ({t.numel()} x {t.dtype}, {codec!r}, op {op.name})")
+    future = engine.threads.submit(_run, engine.comm, t, op, codec, segs, local, server, stream, matching, describe)
+    return QuantizedWork(future, describe)
 
 
 def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment], local: torch.Tensor | None,
-         server: torch.Tensor | None, stream: Any) -> None:
-    if stream is not None:
-        with torch.cuda.stream(stream):
-            return _Pipeline(comm, t, op, codec, local, server).run(segs)
-    return _Pipeline(comm, t, op, codec, local, server).run(segs)
+         server: torch.Tensor | None, stream: Any, matching: Work | None, describe: str) -> None:
+    try:
+        if matching is not None:
+            matching.wait()
+        if stream is not None:
+            with torch.cuda.stream(stream):
+                return _Pipeline(comm, t, op, codec, local, server).run(segs)
+        return _Pipeline(comm, t, op, codec, local, server).run(segs)
+    except PycommError as e:
+        raise named(e, describe) from e
 
 
 class _InFlight:
@@ -239,13 +259,12 @@ class _Pipeline:
             while gathering:
                 self._finish(gathering.popleft())
         finally:
+            # After a failure (a stall breaks the communicator) a transfer still in flight may never
+            # complete: waiting for it would add another PYCOMM_TIMEOUT. Its buffers stay with its
+            # Work (kept by the communicator until it completes) and never go back to the pool.
             for f in self.live:
-                if f.work is not None and not f.released:
-                    try:
-                        f.work.wait()          # never hand a buffer back while a transfer still uses it
-                    except Exception:           # noqa: BLE001 - the first error is already propagating
-                        pass
-                f.release()
+                if f.work is None or f.work.is_completed():
+                    f.release()
 
     def _chunks(self, seg: Segment) -> Iterator[tuple[int, int, int]]:
         for r in range(self.comm.size):

@@ -7,6 +7,7 @@
 #include "bindings/bindings.h"
 #include "runtime/caller_waits.h"
 #include "runtime/errors.h"
+#include "runtime/op_check.h"
 #include "runtime/stall.h"
 #include "runtime/stats.h"
 #include "transport/local/local_transport.h"
@@ -136,6 +137,10 @@ void register_transport(py::module_& m) {
              return submitted(t, waits, [&] { return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream); });
            })
       .def("barrier", [](T& t, bool waits) { return submitted(t, waits, [&] { return t.barrier(); }); })
+      .def("match",
+           [](T& t, const std::string& name, int64_t n, int dt, int op) {
+             return t.match(name, buffer(0, n, dt, -1, name.c_str()), reduce_op(op));
+           })
       .def("split", [](T& t, int color, int key) { return shared(t.split(color, key)); },
            py::call_guard<py::gil_scoped_release>())
       .def("split_shared", [](T& t, int key) { return shared(t.split_shared(key)); },
@@ -153,6 +158,7 @@ void register_comm(py::module_& m) {
   m.def("local_transport", [] { return std::shared_ptr<Transport>(std::make_shared<LocalTransport>()); },
         "A transport of one rank (no MPI or NCCL needed).");
   m.def("stall_timeout", &stall_timeout_s, "PYCOMM_TIMEOUT in seconds (<= 0: no stall check).");
+  m.def("debug_checks", &debug_checks_enabled, "Whether PYCOMM_DEBUG asks for the full op matching.");
   m.def("stats", [] {
     py::dict d;
     for (const auto& [name, c] : stats_snapshot()) {

@@ -52,7 +52,7 @@ void CommHealth::note_finished(uint64_t seq) {
 
 std::string CommHealth::in_flight_summary() const {
   std::lock_guard<std::mutex> lk(mu_);
-  if (in_flight_.empty()) return "no op of this communicator has started yet (it is still queued)";
+  if (in_flight_.empty()) return "no op of this communicator has started yet (it is still queued, or waiting for the other ranks to submit theirs)";
   const auto& [info, since] = in_flight_.begin()->second;
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(Clock::now() - since).count());

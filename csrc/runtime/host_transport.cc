@@ -61,4 +61,10 @@ std::shared_ptr<Work> HostTransport::recv(Buffer buf, int src, int tag, uintptr_
 
 std::shared_ptr<Work> HostTransport::barrier() { return enqueue(make_barrier(barrier_info())); }
 
+std::shared_ptr<Work> HostTransport::match(const std::string& name, Buffer buf, ReduceOp op) {
+  OpInfo info = match_info(name, buf, op);
+  auto matching = make_match(std::move(info));
+  return matching ? enqueue(std::move(matching)) : nullptr;
+}
+
 }  // namespace pycomm

@@ -26,6 +26,7 @@ class HostTransport : public Transport {
   std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> match(const std::string& name, Buffer buf, ReduceOp op) override;
   bool may_run_on_caller() const override { return true; }
 
  protected:
@@ -45,6 +46,8 @@ class HostTransport : public Transport {
   virtual std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) = 0;
   virtual std::unique_ptr<QueuedOp> make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) = 0;
   virtual std::unique_ptr<QueuedOp> make_barrier(OpInfo info) = 0;
+  // The op of match(); nullptr (the default): this transport matches nothing.
+  virtual std::unique_ptr<QueuedOp> make_match(OpInfo info) { return nullptr; }
 
  private:
   // To the queue; an op submitted inside a CallerWaitsScope may run on the calling thread.

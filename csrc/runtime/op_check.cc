@@ -9,9 +9,15 @@ namespace pycomm {
 namespace {
 
 // Op kinds travel as an index into this table (a name cannot go through an integer allgather).
-const char* const kKinds[] = {"allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall",
-                              "barrier", "split", "split_shared", "send", "recv"};
+// The last two are the compound ops of pycomm/quantized.py and pycomm/fusion.py, matched as one op
+// on their communicator so that a mismatch names what the user called.
+const char* const kKinds[] = {"allreduce", "broadcast",           "allgather",          "reduce_scatter",
+                              "alltoall",  "barrier",             "split",              "split_shared",
+                              "send",      "recv",                "allreduce_quantized", "allreduce_coalesced"};
 constexpr int kNumKinds = sizeof(kKinds) / sizeof(kKinds[0]);
+
+// Signature fields, in order.
+enum Field { kKind, kCount, kDtype, kPeer, kRedop, kBytes, kSeq };
 
 int64_t kind_code(const std::string& name) {
   for (int i = 0; i < kNumKinds; ++i)
@@ -19,16 +25,31 @@ int64_t kind_code(const std::string& name) {
   return kNumKinds;  // unknown kinds still compare equal to themselves
 }
 
+bool valid_dtype(int64_t code) {
+  return code >= 0 && code <= static_cast<int64_t>(DType::I64);
+}
+
 OpInfo from_signature(const int64_t* s) {
   OpInfo info;
-  info.name = s[0] >= 0 && s[0] < kNumKinds ? kKinds[s[0]] : "unknown op";
-  info.count = s[1];
-  info.dtype = static_cast<DType>(s[2]);
-  info.peer = static_cast<int>(s[3]);
-  info.redop = static_cast<int>(s[4]);
-  info.seq = static_cast<uint64_t>(s[5]);
-  info.bytes = s[1] * static_cast<int64_t>(dtype_size(info.dtype));
+  info.name = s[kKind] >= 0 && s[kKind] < kNumKinds ? kKinds[s[kKind]] : "unknown op";
+  info.count = s[kCount];
+  info.dtype = valid_dtype(s[kDtype]) ? static_cast<DType>(s[kDtype]) : DType::U8;
+  info.peer = static_cast<int>(s[kPeer]);
+  info.redop = static_cast<int>(s[kRedop]);
+  info.bytes = s[kBytes];
+  info.seq = static_cast<uint64_t>(s[kSeq]);
   return info;
+}
+
+// What differs between two signatures, most fundamental first ("sizes differ: 40 vs 48 bytes").
+std::string difference(const int64_t* mine, const int64_t* theirs) {
+  if (mine[kKind] != theirs[kKind]) return "the ops differ";
+  if (mine[kBytes] != theirs[kBytes])
+    return "sizes differ: " + std::to_string(mine[kBytes]) + " vs " + std::to_string(theirs[kBytes]) + " bytes";
+  if (mine[kDtype] != theirs[kDtype]) return "dtypes differ";
+  if (mine[kCount] != theirs[kCount]) return "element counts differ";
+  if (mine[kRedop] != theirs[kRedop]) return "reduce ops differ";
+  return "roots differ";
 }
 
 }  // namespace
@@ -39,8 +60,8 @@ bool debug_checks_enabled() {
 }
 
 OpSignature op_signature(const OpInfo& info) {
-  return {kind_code(info.name), info.count, static_cast<int64_t>(info.dtype), info.peer, info.redop,
-          static_cast<int64_t>(info.seq)};
+  return {kind_code(info.name), info.count,  static_cast<int64_t>(info.dtype), info.peer, info.redop,
+          info.bytes,           static_cast<int64_t>(info.seq)};
 }
 
 void check_signatures(const int64_t* all, int size, int my_rank, const std::string& comm_label) {
@@ -49,9 +70,10 @@ void check_signatures(const int64_t* all, int size, int my_rank, const std::stri
     const int64_t* theirs = all + static_cast<int64_t>(r) * kSignatureLen;
     // The sequence number (last field) is reported but not compared: send/recv count there too.
     if (std::memcmp(mine, theirs, (kSignatureLen - 1) * sizeof(int64_t)) == 0) continue;
-    throw MismatchError("PYCOMM_DEBUG: ranks submitted different collectives on the " + comm_label + ": rank " +
-                        std::to_string(my_rank) + " submitted " + from_signature(mine).describe() + " but rank " +
-                        std::to_string(r) + " submitted " + from_signature(theirs).describe());
+    throw MismatchError("ranks submitted different collectives on the " + comm_label + " (" +
+                        difference(mine, theirs) + "): rank " + std::to_string(my_rank) + " submitted " +
+                        from_signature(mine).describe() + " but rank " + std::to_string(r) + " submitted " +
+                        from_signature(theirs).describe() + ". No data was exchanged; the communicator is now broken.");
   }
 }
 

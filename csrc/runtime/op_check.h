@@ -1,7 +1,9 @@
-// PYCOMM_DEBUG=1 op matching: before a collective starts, every rank shares the signature of the op
-// it is about to run (kind, count, dtype, root, reduce op); a difference raises MismatchError on
-// every rank naming both ranks' ops. The exchange itself is the transport's (MPI: an allgather on
-// a shadow communicator, so it never interleaves with user ops).
+// Op matching: before a collective moves any data, every rank shares the signature of the op it is
+// about to run (kind, count, dtype, root, reduce op); a difference raises MismatchError on every
+// rank, naming both ranks' ops with their sequence numbers and what differs. The MPI transport does
+// this for every collective (default mode: the exchange is one 56-byte allgather on a private
+// communicator, which also keeps a larger message from ever reaching a smaller buffer); the NCCL
+// transport only with PYCOMM_DEBUG=1 (its exchange goes through the host before each GPU launch).
 #pragma once
 
 #include <array>
@@ -12,7 +14,7 @@
 
 namespace pycomm {
 
-constexpr int kSignatureLen = 6;
+constexpr int kSignatureLen = 7;
 using OpSignature = std::array<int64_t, kSignatureLen>;
 
 bool debug_checks_enabled();  // PYCOMM_DEBUG is set to a non-empty value other than 0

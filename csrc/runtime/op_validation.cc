@@ -122,6 +122,19 @@ OpInfo barrier_info() {
   return info;
 }
 
+OpInfo match_info(const std::string& name, const Buffer& buf, ReduceOp op) {
+  if (name != "allreduce_quantized" && name != "allreduce_coalesced")
+    throw std::invalid_argument("match: unknown compound op '" + name +
+                                "'; expected allreduce_quantized or allreduce_coalesced");
+  if (buf.count < 0) throw std::invalid_argument(name + ": negative element count " + std::to_string(buf.count));
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) > static_cast<int>(ReduceOp::MIN))
+    throw std::invalid_argument(name + ": unknown reduce op " + std::to_string(static_cast<int>(op)));
+  OpInfo info = base(name.c_str(), buf);
+  info.redop = static_cast<int>(op);
+  info.bus_factor = 0.0;  // moves no data itself
+  return info;
+}
+
 OpInfo split_info(const char* name) {
   OpInfo info;
   info.name = name;

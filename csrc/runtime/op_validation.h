@@ -3,6 +3,8 @@
 // messages; these guard direct callers of pycomm._C and raise std::invalid_argument.
 #pragma once
 
+#include <string>
+
 #include "transport/transport.h"
 
 namespace pycomm {
@@ -14,6 +16,8 @@ OpInfo reduce_scatter_info(const Buffer& out, const Buffer& in, ReduceOp op, int
 OpInfo alltoall_info(const Buffer& out, const Buffer& in, int size);
 OpInfo p2p_info(const char* name, const Buffer& buf, int peer, int tag, int size);  // "send" / "recv"
 OpInfo barrier_info();
+// A compound op's matching entry (Transport::match): "allreduce_quantized" or "allreduce_coalesced".
+OpInfo match_info(const std::string& name, const Buffer& buf, ReduceOp op);
 OpInfo split_info(const char* name);  // "split" / "split_shared"
 
 }  // namespace pycomm

@@ -71,6 +71,11 @@ class Transport {
   virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
+  // Op matching alone, under the name of a compound op built from other ops ("allreduce_quantized",
+  // "allreduce_coalesced"; buf describes its tensor, it is not touched): ranks that called different
+  // ops at this point get MismatchError naming what they called. nullptr where the transport
+  // matches nothing (one rank; NCCL without PYCOMM_DEBUG).
+  virtual std::shared_ptr<Work> match(const std::string& name, Buffer buf, ReduceOp op) { return nullptr; }
   // True when an op submitted inside a CallerWaitsScope (runtime/caller_waits.h) may run to
   // completion on the submitting thread (host transports); the bindings then release the GIL.
   virtual bool may_run_on_caller() const { return false; }

@@ -1,5 +1,6 @@
-"""Provoked faults on real ranks: a skipped collective becomes a StallError (no hang), and PYCOMM_DEBUG=1
-names both ranks' ops when they differ, and pycomm.abort on one rank ends the whole job at once."""
+"""Provoked faults on real ranks: a skipped collective (or allreduce_quantized) becomes a StallError
+after one PYCOMM_TIMEOUT (no hang), PYCOMM_DEBUG=1 names both ranks' ops when they differ, and
+pycomm.abort on one rank ends the whole job at once."""
 from __future__ import annotations
 
 import re
@@ -32,6 +33,22 @@ def test_skipped_collective_raises_stall_error_within_timeout(nonblocking, inlin
     assert "PYCOMM_TIMEOUT=5" in msg and "did not complete" in msg, msg
     assert re.search(r"MARK broken: barrier: the mpi communicator \(rank 0 of 2\) is broken", out), out
     assert time.perf_counter() - t0 < 200
+
+
+@pytest.mark.mpi
+def test_skipped_quantized_allreduce_raises_after_one_timeout():
+    """It used to raise after 2x PYCOMM_TIMEOUT (its pipeline waited for a second transfer after the
+    first stalled) and named an internal op."""
+    env = {"PYCOMM_TIMEOUT": "5"}
+    proc = mpirun(2, "tests.comm.workers.faults", "quantized_stall", env=env, expect_ok=False, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
+    m = re.search(r"MARK stall after ([\d.]+) s: (.*)", out)
+    assert m, out
+    waited, msg = float(m.group(1)), m.group(2)
+    assert 4.9 <= waited < 8.5, out  # one timeout (5 s) plus slack on a loaded machine; 2x would be 10 s
+    assert msg.startswith("allreduce_quantized (65536 x torch.float32"), msg
+    assert re.search(r"allreduce_quantized #\d+ \(count 65536, float32", msg) and "PYCOMM_TIMEOUT=5" in msg, msg
 
 
 @pytest.mark.mpi

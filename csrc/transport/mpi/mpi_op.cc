@@ -14,27 +14,17 @@ MpiOp::MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Bu
 MpiOp::~MpiOp() {
   // Abandoned with requests still pending (a broken communicator): MPI may still write into the
   // staging memory, so it must not be reused.
-  bool pending = check_req_ != MPI_REQUEST_NULL;
+  bool pending = matching_.pending();
   for (MPI_Request r : reqs_) pending = pending || r != MPI_REQUEST_NULL;
   if (pending && staging_) staging_->leak();
 }
 
 bool MpiOp::prepare() {
-  if (comm_->shadow == MPI_COMM_NULL || !info.collective) return true;
-  if (!checking_) {
-    sig_ = op_signature(info);
-    all_sigs_.assign(static_cast<size_t>(comm_->size) * kSignatureLen, 0);
-    check(MPI_Iallgather(sig_.data(), kSignatureLen, MPI_INT64_T, all_sigs_.data(), kSignatureLen, MPI_INT64_T,
-                         comm_->shadow, &check_req_),
-          "PYCOMM_DEBUG op check (MPI_Iallgather)");
-    checking_ = true;
-  }
-  int done = 0;
-  check(MPI_Test(&check_req_, &done, MPI_STATUS_IGNORE), "PYCOMM_DEBUG op check (MPI_Test)");
-  if (!done) return false;
-  check_signatures(all_sigs_.data(), comm_->size, comm_->rank, comm_->label);
-  return true;
+  if (!info.collective) return true;
+  return matching_.poll(info, *comm_, comm_->blocking_checks);
 }
+
+bool MpiOp::posts_blocking() const { return comm_->blocking && !fits_inline(info.bytes); }
 
 void MpiOp::start() {
   Buffer in = in_, out = out_;
@@ -45,7 +35,7 @@ void MpiOp::start() {
   }
   // Small ops post nonblocking calls wherever they run: they may run on the caller's thread on one
   // rank and on the queue on another, and MPI never matches a nonblocking collective with a blocking one.
-  post_(in, out, comm_->blocking && !fits_inline(info.bytes), reqs_);
+  post_(in, out, posts_blocking(), reqs_);
 }
 
 bool MpiOp::test() {

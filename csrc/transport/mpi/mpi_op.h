@@ -1,4 +1,4 @@
-// One MPI op on the queue: PYCOMM_DEBUG's signature check on the shadow communicator (prepare),
+// One MPI op on the queue: op matching of collectives on the check communicator (prepare),
 // GPU staging through pinned host memory when the MPI is not GPU-aware, the nonblocking MPI calls
 // (start), MPI_Testall polling (test), then AVG's 1/size scaling and the copy back.
 #pragma once
@@ -9,28 +9,13 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/op_check.h"
 #include "runtime/queued_op.h"
-#include "transport/mpi/mpi_env.h"
+#include "transport/mpi/comm_handles.h"
 #include "transport/mpi/gpu_staging.h"
+#include "transport/mpi/mpi_env.h"
+#include "transport/mpi/signature_exchange.h"
 
 namespace pycomm::mpi {
-
-// The communicator handles an op needs; shared so ops never outlive them.
-struct CommHandles {
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm shadow = MPI_COMM_NULL;  // PYCOMM_DEBUG op matching; MPI_COMM_NULL when off
-  MPI_Comm ring = MPI_COMM_NULL;    // private duplicate for ring_allreduce's point-to-point messages
-  std::vector<char> ring_scratch;   // ring_allreduce's reused segment; only the queue thread touches it
-  int rank = 0, size = 1;
-  std::string label;
-  // Collectives as blocking MPI calls on the queue thread (Open MPI's tuned algorithms, much faster
-  // than its nonblocking ones for large messages) or as requests the queue polls
-  // (PYCOMM_MPI_NONBLOCKING=1: a stalled queue can then be abandoned cleanly). Either way the waiter
-  // enforces the stall deadline. Ops up to PYCOMM_INLINE_BYTES are always nonblocking calls (they
-  // may run on the caller's thread, which must stay able to give up at the deadline).
-  bool blocking = true;
-};
 
 // Posts one collective: blocking (`call()`) or nonblocking (`icall(&request)`, request queued).
 template <typename Call, typename ICall>
@@ -59,29 +44,37 @@ class MpiOp : public QueuedOp {
   void start() override;
   bool test() override;
 
+ protected:
+  void set_post(Post post) { post_ = std::move(post); }  // for subclasses whose post needs their own state
+
  private:
+  // Collectives as blocking calls (CommHandles::blocking) unless the op may run on its caller's thread.
+  bool posts_blocking() const;
+
   std::shared_ptr<const CommHandles> comm_;
   Buffer in_, out_;
   Post post_;
   double avg_scale_;
   std::unique_ptr<GpuStaging> staging_;
   std::vector<MPI_Request> reqs_;
-  bool checking_ = false;
-  OpSignature sig_{};
-  std::vector<int64_t> all_sigs_;
-  MPI_Request check_req_ = MPI_REQUEST_NULL;
+  SignatureExchange matching_;
 };
 
-// An op that runs one blocking call on the queue once everything before it has completed.
+// A collective that runs one blocking call on the queue (split) once everything before it has
+// completed, after op matching.
 class BlockingMpiOp : public QueuedOp {
  public:
-  BlockingMpiOp(OpInfo info, std::function<void()> run) : QueuedOp(std::move(info)), run_(std::move(run)) {}
+  BlockingMpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, std::function<void()> run)
+      : QueuedOp(std::move(info)), comm_(std::move(comm)), run_(std::move(run)) {}
   bool needs_drain() const override { return true; }
+  bool prepare() override { return matching_.poll(info, *comm_, comm_->blocking_checks); }
   void start() override { run_(); }
   bool test() override { return true; }
 
  private:
+  std::shared_ptr<const CommHandles> comm_;
   std::function<void()> run_;
+  SignatureExchange matching_;
 };
 
 }  // namespace pycomm::mpi

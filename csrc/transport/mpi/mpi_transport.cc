@@ -5,8 +5,9 @@
 #include <stdexcept>
 
 #include "runtime/errors.h"
-#include "runtime/op_check.h"
+#include "runtime/inline_run.h"
 #include "runtime/op_validation.h"
+#include "transport/mpi/p2p.h"
 #include "transport/mpi/ring_allreduce.h"
 
 namespace pycomm::mpi {
@@ -24,14 +25,16 @@ int as_count(int64_t n, const char* what) {
 
 void* at(const Buffer& b, int64_t elems) { return static_cast<char*>(b.ptr) + elems * dtype_size(b.dtype); }
 
-// Calls fn(ptr, bytes) on consecutive whole-element pieces of at most kMaxChunk bytes; with
-// `even_if_empty`, once for an empty buffer too (a zero-length message still matches its recv).
+// Calls fn(ptr, bytes) on consecutive whole-element pieces of at most kMaxChunk bytes.
 template <typename Fn>
-void for_each_piece(const Buffer& b, bool even_if_empty, Fn fn) {
+void for_each_piece(const Buffer& b, Fn fn) {
   const int64_t es = static_cast<int64_t>(dtype_size(b.dtype));
   const int64_t step = kMaxChunk / es;
-  if (b.count == 0 && even_if_empty) fn(b.ptr, 0);
   for (int64_t e = 0; e < b.count; e += step) fn(at(b, e), static_cast<int>(std::min(step, b.count - e) * es));
+}
+
+void refuse_if_finalized(const OpInfo& info) {
+  if (finalized()) throw PycommError(info.name + ": MPI was finalized (pycomm.finalize())");
 }
 
 // Elements of `dtype` travel as bytes where nothing is reduced (any dtype, one code path).
@@ -60,10 +63,9 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   check(MPI_Comm_set_errhandler(handles_->ring, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   if (const char* nb = std::getenv("PYCOMM_MPI_NONBLOCKING"); nb != nullptr && *nb != '\0' && *nb != '0')
     handles_->blocking = false;
-  if (debug_checks_enabled()) {
-    check(MPI_Comm_dup(comm, &handles_->shadow), "MPI_Comm_dup (PYCOMM_DEBUG shadow)");
-    MPI_Comm_set_errhandler(handles_->shadow, MPI_ERRORS_RETURN);
-  }
+  handles_->blocking_checks = handles_->blocking && inline_max_bytes() == 0;
+  check(MPI_Comm_dup(comm, &handles_->check), "MPI_Comm_dup (op matching)");
+  check(MPI_Comm_set_errhandler(handles_->check, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   init(handles_->rank, handles_->size, local_rank, local_size);
   handles_->label = health()->label();
   register_live(this);
@@ -93,17 +95,21 @@ void MpiTransport::shutdown() {
     abandoned_ = true;  // dropped requests may still reference the communicator
     return;
   }
-  if (handles_->shadow != MPI_COMM_NULL) MPI_Comm_free(&handles_->shadow);
+  if (handles_->check != MPI_COMM_NULL) MPI_Comm_free(&handles_->check);
   if (handles_->ring != MPI_COMM_NULL) MPI_Comm_free(&handles_->ring);
   MPI_Comm_free(&handles_->comm);
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post,
                                                 double avg_scale, uintptr_t stream) {
-  if (finalized()) throw PycommError(info.name + ": MPI was finalized (pycomm.finalize())");
-  std::unique_ptr<GpuStaging> staging;
-  if ((in.device >= 0 || out.device >= 0) && !gpu_aware()) staging = std::make_unique<GpuStaging>(in, out, stream);
-  return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale, std::move(staging));
+  refuse_if_finalized(info);
+  return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale,
+                                 staging_for(in, out, stream));
+}
+
+std::unique_ptr<GpuStaging> MpiTransport::staging_for(const Buffer& in, const Buffer& out, uintptr_t stream) {
+  if ((in.device >= 0 || out.device >= 0) && !gpu_aware()) return std::make_unique<GpuStaging>(in, out, stream);
+  return nullptr;
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, ReduceOp op, uintptr_t stream) {
@@ -131,7 +137,7 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
 std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, int root, uintptr_t stream) {
   auto h = handles_;
   MpiOp::Post post = [h, root](const Buffer& in, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
-    for_each_piece(in, false, [&](void* p, int n) {
+    for_each_piece(in, [&](void* p, int n) {
       collective(blocking, reqs, "broadcast", [&] { return MPI_Bcast(p, n, MPI_BYTE, root, h->comm); },
                  [&](MPI_Request* r) { return MPI_Ibcast(p, n, MPI_BYTE, root, h->comm, r); });
     });
@@ -187,30 +193,22 @@ std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, B
   return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
 }
 
-std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) {
-  auto h = handles_;
-  MpiOp::Post post = [h, dst, tag](const Buffer& in, const Buffer&, bool, std::vector<MPI_Request>& reqs) {
-    for_each_piece(in, true, [&](void* p, int n) {
-      reqs.emplace_back();
-      check(MPI_Isend(p, n, MPI_BYTE, dst, tag, h->comm, &reqs.back()), "send");
-    });
-  };
-  Buffer none = buf;
-  none.count = 0;
-  return make_op(std::move(info), buf, none, std::move(post), 0.0, stream);
+std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int, int, uintptr_t stream) {
+  refuse_if_finalized(info);
+  Buffer none{nullptr, 0, buf.dtype, buf.device};
+  return std::make_unique<P2pSendOp>(std::move(info), handles_, buf, staging_for(buf, none, stream));
 }
 
-std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) {
-  auto h = handles_;
-  MpiOp::Post post = [h, src, tag](const Buffer&, const Buffer& out, bool, std::vector<MPI_Request>& reqs) {
-    for_each_piece(out, true, [&](void* p, int n) {
-      reqs.emplace_back();
-      check(MPI_Irecv(p, n, MPI_BYTE, src, tag, h->comm, &reqs.back()), "recv");
-    });
-  };
-  Buffer none = buf;
-  none.count = 0;
-  return make_op(std::move(info), none, buf, std::move(post), 0.0, stream);
+std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int, int, uintptr_t stream) {
+  refuse_if_finalized(info);
+  Buffer none{nullptr, 0, buf.dtype, buf.device};
+  return std::make_unique<P2pRecvOp>(std::move(info), handles_, buf, staging_for(none, buf, stream));
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_match(OpInfo info) {
+  // Nothing but op matching (MpiOp::prepare) under the compound op's own name.
+  MpiOp::Post post = [](const Buffer&, const Buffer&, bool, std::vector<MPI_Request>&) {};
+  return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
@@ -225,7 +223,7 @@ std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
 std::unique_ptr<Transport> MpiTransport::split_with(const char* name, std::function<void(MPI_Comm*)> make) {
   // Shared: after a stall the op may still finish once this frame is gone.
   auto out = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
-  queue().run_and_wait(std::make_unique<BlockingMpiOp>(split_info(name), [out, make] { make(out.get()); }));
+  queue().run_and_wait(std::make_unique<BlockingMpiOp>(split_info(name), handles_, [out, make] { make(out.get()); }));
   if (*out == MPI_COMM_NULL) return nullptr;
   return std::make_unique<MpiTransport>(*out);
 }

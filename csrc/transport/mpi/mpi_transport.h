@@ -1,7 +1,8 @@
 // The MPI transport: one progress thread per communicator (runtime/op_queue), nonblocking MPI
 // calls polled with MPI_Test so the thread stays responsive and a stall is reported on the waiter.
 // It owns a duplicate of the communicator it was made from, so its traffic never mixes with the
-// application's; with PYCOMM_DEBUG=1 at creation, a second duplicate carries the op-matching check.
+// application's, and two more: one for op matching before every collective (signature_exchange.h),
+// one for the ring all-reduce.
 #pragma once
 
 #include <mpi.h>
@@ -38,10 +39,13 @@ class MpiTransport : public HostTransport, public Shutdownable {
   std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) override;
   std::unique_ptr<QueuedOp> make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) override;
   std::unique_ptr<QueuedOp> make_barrier(OpInfo info) override;
+  std::unique_ptr<QueuedOp> make_match(OpInfo info) override;
 
  private:
   std::unique_ptr<QueuedOp> make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post, double avg_scale,
                                     uintptr_t stream);
+  // Pinned host copies of GPU buffers when this MPI cannot read device memory, else nullptr.
+  static std::unique_ptr<GpuStaging> staging_for(const Buffer& in, const Buffer& out, uintptr_t stream);
   std::unique_ptr<Transport> split_with(const char* name, std::function<void(MPI_Comm*)> make);
 
   std::shared_ptr<CommHandles> handles_;

@@ -24,6 +24,10 @@ bool use_ring_allreduce(int64_t count, int64_t elem_size, int size);
 
 // In place on `buf` (count elements of `type`, count <= INT_MAX) over `comm`, which must carry no other
 // traffic (pycomm gives it a private duplicate). `scratch` grows to one segment and is reused.
+// Every rank must pass the same count and type: segments are cut from the local count, and a rank
+// that receives a longer segment than it posted gets a truncated message, which Open MPI 4.1's
+// shared-memory single-copy path writes past the buffer. MpiOp's op matching (signature_exchange.h)
+// establishes this before the ring starts.
 void ring_allreduce(void* buf, int64_t count, MPI_Datatype type, int64_t elem_size, MPI_Op op, MPI_Comm comm,
                     std::vector<char>& scratch);
 

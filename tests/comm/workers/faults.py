@@ -1,8 +1,9 @@
 """Provoked faults on real ranks. `stall`: rank 1 skips a collective, rank 0 must get StallError
-within PYCOMM_TIMEOUT (never hang) and its communicator must refuse later ops. `mismatch`: under
-PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get MismatchError
-naming both ops. `abort`: rank 1 calls pycomm.abort while rank 0 waits in an all-reduce; the job
-must end at once with rank 1's exit code. Prints MARK lines the test checks."""
+within PYCOMM_TIMEOUT (never hang) and its communicator must refuse later ops. `quantized_stall`: the
+same with allreduce_quantized (after one that both ranks ran, so its helper communicator exists).
+`mismatch`: under PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get
+MismatchError naming both ops. `abort`: rank 1 calls pycomm.abort while rank 0 waits in an
+all-reduce; the job must end at once with rank 1's exit code. Prints MARK lines the test checks."""
 from __future__ import annotations
 
 import os
@@ -14,14 +15,20 @@ import torch
 import pycomm
 
 
-def stall(comm: pycomm.Communicator) -> None:
+def stall(comm: pycomm.Communicator, quantized: bool = False) -> None:
     side = comm.split(0)  # a second communicator, to release rank 1 once rank 0 has its error
     x = torch.ones(1000)
-    comm.allreduce(x, op=pycomm.SUM)  # seq 1 (seq 0 was the split): everyone takes part
+    if quantized:
+        comm.allreduce_quantized(torch.ones(1 << 16)).wait()  # both ranks: the helper communicator exists
+    else:
+        comm.allreduce(x, op=pycomm.SUM)  # seq 1 (seq 0 was the split): everyone takes part
     if comm.rank == 0:
         t0 = time.perf_counter()
         try:
-            comm.allreduce(x, op=pycomm.SUM)  # seq 2: rank 1 never joins
+            if quantized:
+                comm.allreduce_quantized(torch.ones(1 << 16)).wait()  # rank 1 never joins
+            else:
+                comm.allreduce(x, op=pycomm.SUM)  # seq 2: rank 1 never joins
         except pycomm.StallError as e:
             print(f"MARK stall after {time.perf_counter() - t0:.2f} s: {e}", flush=True)
         else:
@@ -72,4 +79,5 @@ def abort(comm: pycomm.Communicator) -> None:
 
 if __name__ == "__main__":
     world = pycomm.init(backend="mpi")
-    {"stall": stall, "mismatch": mismatch, "abort": abort}[sys.argv[1]](world)
+    {"stall": stall, "quantized_stall": lambda c: stall(c, quantized=True), "mismatch": mismatch,
+     "abort": abort}[sys.argv[1]](world)
