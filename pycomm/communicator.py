@@ -13,6 +13,9 @@ from pycomm._build import core
 from pycomm._tensors import CPU, Place, check_tensor, place_of, ptr
 from pycomm.ops import AVG, SUM, ReduceOp, check_op
 from pycomm.work import Work
+from pycomm._validate import check_bool, check_int
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1   # MPI's int: colors, keys, bucket labels
 from pycomm import flat_shards, fusion, quantized
 
 REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
@@ -91,7 +94,9 @@ class Communicator:
                   bucket: int = -1) -> Optional[Work]:
         """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
         `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
+        async_op = check_bool(async_op, "allreduce: async_op")
         op = check_op(op, "allreduce")
+        bucket = check_int(bucket, "allreduce: bucket", min_value=-1, max_value=INT32_MAX)
         t = check_tensor(tensor, "allreduce: tensor", REDUCIBLE)
         self._reducible(t, op, "allreduce")
         place = place_of([t], "allreduce")
@@ -101,6 +106,7 @@ class Communicator:
 
     def broadcast(self, tensor: torch.Tensor, root: int = 0, async_op: bool = False) -> Optional[Work]:
         """Copies rank `root`'s `tensor` into every rank's `tensor`."""
+        async_op = check_bool(async_op, "broadcast: async_op")
         t = check_tensor(tensor, "broadcast: tensor")
         root = self._peer(root, "broadcast", "root")
         place = place_of([t], "broadcast")
@@ -110,6 +116,7 @@ class Communicator:
 
     def allgather(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
         """out = every rank's `tensor`, rank by rank; out.numel() == size * tensor.numel()."""
+        async_op = check_bool(async_op, "allgather: async_op")
         out, t, place = self._pair(out, tensor, "allgather")
         if out.numel() != self.size * t.numel():
             raise ValueError(f"allgather: out has {out.numel()} elements; expected size * tensor.numel() = "
@@ -122,6 +129,7 @@ class Communicator:
                        async_op: bool = False) -> Optional[Work]:
         """out = chunk `rank` of the reduction of every rank's `tensor`;
         tensor.numel() == size * out.numel()."""
+        async_op = check_bool(async_op, "reduce_scatter: async_op")
         op = check_op(op, "reduce_scatter")
         out, t, place = self._pair(out, tensor, "reduce_scatter", REDUCIBLE)
         self._reducible(t, op, "reduce_scatter")
@@ -136,6 +144,7 @@ class Communicator:
     def alltoall(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
         """Chunk j of `tensor` goes to rank j; out's chunk i comes from rank i. Both have the same
         numel, divisible by size."""
+        async_op = check_bool(async_op, "alltoall: async_op")
         out, t, place = self._pair(out, tensor, "alltoall")
         if out.numel() != t.numel() or t.numel() % self.size:
             raise ValueError(f"alltoall: out and tensor must have the same numel, divisible by the communicator size "
@@ -145,6 +154,7 @@ class Communicator:
         return self._submit(h, (out, t), place, async_op)
 
     def barrier(self, async_op: bool = False) -> Optional[Work]:
+        async_op = check_bool(async_op, "barrier: async_op")
         return self._submit(self._t.barrier(not async_op), (), CPU, async_op)
 
     def _match(self, name: str, numel: int, dtype: torch.dtype, op: ReduceOp) -> Optional[Work]:
@@ -183,11 +193,8 @@ class Communicator:
     def split(self, color: int, key: Optional[int] = None) -> Optional["Communicator"]:
         """Ranks passing the same `color` form a communicator, ordered by `key` (default: rank).
         A negative color joins none and returns None. Collective."""
-        if not isinstance(color, int) or isinstance(color, bool):
-            raise TypeError(f"split: color must be an int, got {color!r}")
-        key = self.rank if key is None else key
-        if not isinstance(key, int) or isinstance(key, bool):
-            raise TypeError(f"split: key must be an int, got {key!r}")
+        color = check_int(color, "split: color", min_value=INT32_MIN, max_value=INT32_MAX)
+        key = check_int(self.rank if key is None else key, "split: key", min_value=INT32_MIN, max_value=INT32_MAX)
         t = self._t.split(color, key)
         return None if t is None else Communicator(t, f"{self.name}.split({color})")
 
