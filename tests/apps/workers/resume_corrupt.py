@@ -12,6 +12,7 @@ import torch
 from apps import checkpoint
 from apps.checkpoint import CheckpointError, IterState
 from apps.config import CheckpointConfig
+from apps.failure import PeerFailedError
 from apps.dist import Dist
 from apps.runtime import Checkpointer
 
@@ -34,14 +35,14 @@ def main() -> None:
     dist.barrier()
     try:
         Checkpointer(CheckpointConfig(), directory, dist, model, opt, sched).restore(str(path))
-    except CheckpointError as e:
-        message = str(e)
+    except (CheckpointError, PeerFailedError) as e:   # the failing rank's own error; the others stop too
+        message, error = str(e), e
     else:
         raise AssertionError(f"rank {dist.rank}: resuming from a corrupt checkpoint succeeded")
     if dist.rank == last:
         assert f"{bad} is corrupt: its SHA-256 differs" in message, message
     else:
-        assert f"rank(s) {last} could not load" in message, message
+        assert f"rank(s) {last} could not load" in message and isinstance(error, PeerFailedError), message
     print(f"rank {dist.rank} ok", flush=True)
 
 
