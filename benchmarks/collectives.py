@@ -57,8 +57,9 @@ def shard_goals(rows: list[dict]) -> list[dict]:
         if peer != "pycomm_coalesced":
             continue
         ratio = by[(n, op, "mpi4py", nbytes)] / sec
+        separate = by[(n, op, "mpi4py", nbytes)] / by[(n, op, "pycomm_coalesced_separate", nbytes)]
         out.append({"goal": f"{op}_coalesced busbw vs mpi4py >= 0.9 (>= 1 MiB)", "ranks": n, "bytes": nbytes,
-                    "ratio": ratio, "vs_flat_pycomm": by[(n, op, "pycomm_flat", nbytes)] / sec,
+                    "ratio": ratio, "separate_tensors_ratio": separate,
                     "met": ratio >= 0.9 if nbytes >= MIB else None})
     return out
 
@@ -153,7 +154,7 @@ def print_report(rows: dict[str, list[dict]], checks: list[dict]) -> None:
     print(table(fusion, ["ranks", "case", "tensors", "bytes", "min_s", "median_s", "max_s"]))
     quant = [{**r, "median_s": r["seconds"]["median"]} for r in rows["quantized"]]
     print(table(quant, ["ranks", "codec", "bytes", "bytes_sent_per_rank", "median_s"]))
-    print(table(checks, ["goal", "ranks", "bytes", "ratio", "met"]))
+    print(table(checks, ["goal", "ranks", "bytes", "ratio", "separate_tensors_ratio", "met"]))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

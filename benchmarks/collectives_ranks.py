@@ -133,23 +133,28 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
 
 def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
     """ZeRO's collectives: reduce_scatter_coalesced / allgather_coalesced of 16 tensors (a unit's
-    gradients or parameters, straight from their memory) against mpi4py's Reduce_scatter_block /
-    Allgather and pycomm's own reduce_scatter / allgather, both on one flat buffer of the same bytes."""
+    gradients or parameters) against mpi4py's Reduce_scatter_block / Allgather and pycomm's own
+    reduce_scatter / allgather, both on one flat buffer of the same bytes. The 16 tensors are views of
+    one buffer (as ZeRO lays out its flat parameters: no copy) or 16 separate tensors (packed)."""
     from mpi4py import MPI
     comm, n, rows = peers.comm, peers.mpi.size, []
     for nbytes in [s for s in sizes(quick, max_bytes) if s >= 64 * KIB]:
         numel = nbytes // 4 // n * n
         flat = torch.zeros(numel)
-        tensors = list(torch.zeros(numel).chunk(16))
+        tensors = list(torch.zeros(numel).chunk(16))        # views of one buffer: the zero-copy path
+        separate = [t.clone() for t in tensors]              # 16 allocations: packed into bucket buffers
         shard = torch.zeros(pycomm.flat_shard_numel(tensors, n))
         out_flat = torch.zeros(numel)
         arr, shard_arr, out_arr = flat.numpy(), shard.numpy(), out_flat.numpy()
         cases = {
             ("reduce_scatter", "pycomm_coalesced"): lambda: comm.reduce_scatter_coalesced(
                 shard, tensors, op=pycomm.SUM).wait(),
+            ("reduce_scatter", "pycomm_coalesced_separate"): lambda: comm.reduce_scatter_coalesced(
+                shard, separate, op=pycomm.SUM).wait(),
             ("reduce_scatter", "pycomm_flat"): lambda: comm.reduce_scatter(shard, flat, op=pycomm.SUM),
             ("reduce_scatter", "mpi4py"): lambda: peers.mpi.Reduce_scatter_block(arr, shard_arr, op=MPI.SUM),
             ("allgather", "pycomm_coalesced"): lambda: comm.allgather_coalesced(tensors, shard).wait(),
+            ("allgather", "pycomm_coalesced_separate"): lambda: comm.allgather_coalesced(separate, shard).wait(),
             ("allgather", "pycomm_flat"): lambda: comm.allgather(out_flat, shard),
             ("allgather", "mpi4py"): lambda: peers.mpi.Allgather(shard_arr, out_arr),
         }
@@ -159,7 +164,7 @@ def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
             tm = times[f"{op}/{peer}"]
             bus = numel * 4 / tm["median"] * (n - 1) / n / 1e9   # nccl-tests: algbw * (n - 1) / n
             rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm, "busbw_GBs": bus})
-        del flat, tensors, out_flat
+        del flat, tensors, separate, out_flat
     return rows
 
 

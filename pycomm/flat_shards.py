@@ -11,6 +11,9 @@ Both cut the shard range into buckets of about bucket_bytes on the wire; bucket 
 travels in one collective whose buffer is packed (and cast to wire_dtype, and pre-scaled by 1/size for
 AVG) by one pass of the pack kernel straight from the tensors' memory, so no flat copy of the tensors
 is ever made. All buckets are submitted at once; the returned Work finishes (unpacks) them in order.
+When the tensors already lie one after another in one buffer and fill size * S exactly (ZeRO's flat
+parameters and gradient buckets can be laid out so), there is nothing to pack: one collective reads or
+writes that buffer in place (unless a wire_dtype or codec asks for a conversion).
 
 With a codec (e.g. pycomm.Int8Codec) the reduce-scatter encodes the chunks other ranks reduce, hands
 them over with one all-to-all and decode-accumulates in fp32 (each rank's own chunk taken exactly): what
@@ -120,6 +123,25 @@ def _check_options(wire_dtype: object, codec: object, dtype: torch.dtype, what: 
     return check_codec(codec, f"{what}: codec")
 
 
+def _consecutive_flat(group: list[torch.Tensor], layout: FlatLayout, size: int,
+                      shard: torch.Tensor) -> torch.Tensor | None:
+    """The tensors' flat vector as one tensor, when they lie one after another in one buffer (as ZeRO's
+    flat parameters and gradient buckets do) and need no padding: then the collective reads or writes
+    them where they are, with no pack or unpack. None otherwise, or when `shard` overlaps them."""
+    if layout.total != size * layout.shard or layout.total == 0:
+        return None
+    first, item = group[0], group[0].element_size()
+    base = first.data_ptr()
+    if any(t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() or
+           t.data_ptr() != base + start * item for t, start in zip(group, layout.starts)):
+        return None
+    end = base + layout.total * item
+    if shard.data_ptr() < end and base < shard.data_ptr() + shard.numel() * item:
+        return None
+    return torch.empty(0, dtype=first.dtype, device=first.device).set_(
+        first.untyped_storage(), first.storage_offset(), (layout.total,))
+
+
 def _arguments(comm: Any, tensors: object, shard: object, bucket_bytes: object, wire_dtype: object, codec: object,
                what: str) -> tuple[list[torch.Tensor], FlatLayout, torch.Tensor, Any]:
     """Checked (tensors, their layout over comm's ranks, the flat shard, the codec or None)."""
@@ -174,6 +196,10 @@ def reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[t
             raise ValueError(f"{what}: with a codec op must be pycomm.SUM or pycomm.AVG, got {op.name}")
         return _reduce_scatter_encoded(comm, flat_shard, group, layout, op, bucket_bytes, codec)
     wire = wire_dtype if wire_dtype is not None and dtype in _dtypes.FLOATING else dtype
+    flat = _consecutive_flat(group, layout, comm.size, flat_shard) if wire == dtype else None
+    if flat is not None:     # one collective straight from the tensors' buffer: nothing to stage
+        return CoalescedWork([_Bucket(comm.reduce_scatter(flat_shard, flat, op=op, async_op=True), lambda: None, [])],
+                             what)
     item = torch.empty((), dtype=wire).element_size()
     prescale = op == AVG     # AVG of floats: pre-scale by 1/size in the pack pass, then SUM
     buckets = []
@@ -243,6 +269,9 @@ def allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch
             buckets.append(_Bucket(work, finish, [send, recv]))
         return CoalescedWork(buckets, what)
     wire_dt = wire_dtype if wire_dtype is not None and dtype in _dtypes.FLOATING else dtype
+    flat = _consecutive_flat(group, layout, size, flat_shard) if wire_dt == dtype else None
+    if flat is not None:     # gathered straight into the tensors' buffer: nothing to unpack
+        return CoalescedWork([_Bucket(comm.allgather(flat, flat_shard, async_op=True), lambda: None, [])], what)
     item = torch.empty((), dtype=wire_dt).element_size()
     for lo, hi in _ranges(layout.shard, _per_rank_elements(bucket_bytes, size, item)):
         recv = POOL.take(size * (hi - lo), wire_dt, device)

@@ -81,6 +81,27 @@ def check_allgather(comm: pycomm.Communicator) -> None:
     assert float(err.max()) <= limit, f"int8 allgather: max err {float(err.max())} > {limit}"
 
 
+def check_consecutive(comm: pycomm.Communicator) -> None:
+    """Views of one buffer with no padding (the zero-copy path) and with padding (packed): same answers."""
+    for total in (12 * 1001, 12 * 1001 + 5):
+        def views(rank: int) -> list[torch.Tensor]:
+            buf = rank_values(11, rank, total, torch.float32)
+            return list(buf.split([total // 3, total // 2, total - total // 3 - total // 2]))
+        ts = views(comm.rank)
+        shard_n = pycomm.flat_shard_numel(ts, comm.size)
+        shard = torch.empty(shard_n)
+        comm.reduce_scatter_coalesced(shard, ts, op=pycomm.AVG).wait()
+        xs = torch.stack([torch.cat(views(r)).double() for r in range(comm.size)]).mean(0)
+        xs = torch.nn.functional.pad(xs, (0, comm.size * shard_n - total))
+        mine = xs[comm.rank * shard_n:(comm.rank + 1) * shard_n]
+        assert torch.allclose(shard.double(), mine, atol=1e-5), f"consecutive reduce_scatter, total {total}"
+        out = [torch.full_like(t, float("nan")) for t in ts]
+        flat_out = torch.cat(out)
+        out = list(flat_out.split([t.numel() for t in ts]))
+        comm.allgather_coalesced(out, shard).wait()
+        assert torch.allclose(flat_out.double(), xs[:total], atol=1e-5), f"consecutive allgather, total {total}"
+
+
 def check_broadcast(comm: pycomm.Communicator) -> None:
     root = comm.size - 1
     ts = [rank_values(9, comm.rank, n, d) for n, d in [(5, torch.float32), (3, torch.int64), (1000, torch.float32),
@@ -116,6 +137,7 @@ def main() -> None:
     check_reduce_scatter(comm)
     check_reduce_scatter_int8(comm)
     check_allgather(comm)
+    check_consecutive(comm)
     check_broadcast(comm)
     print(f"rank {comm.rank} flat shards ok", flush=True)
 
