@@ -15,6 +15,7 @@ backward and step instead (the global norm over all shards, as torch computes it
 from __future__ import annotations
 
 
+import copy
 from typing import Any
 
 import torch
@@ -195,7 +196,7 @@ class ZeroOptimizer(CommOptimizer):
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {"masters": [g.master.detach().clone() for g in self.groups],
-                "shard_optimizer": self.shard_optimizer.state_dict()}
+                "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict())}   # not the live tensors
 
     @torch.no_grad()
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
