@@ -5,5 +5,6 @@ from __future__ import annotations
 
 from algorithms.zero.sharded import ZeroOptimizer
 from algorithms.zero.stages import ZeRO1, ZeRO2
+from algorithms.zero.stage3 import ZeRO3
 
-__all__ = ["ZeroOptimizer", "ZeRO1", "ZeRO2"]
+__all__ = ["ZeroOptimizer", "ZeRO1", "ZeRO2", "ZeRO3"]

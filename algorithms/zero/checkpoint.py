@@ -35,18 +35,12 @@ def _gather_full(opt: Any, shards: list[torch.Tensor]) -> list[torch.Tensor]:
     out: dict[int, torch.Tensor] = {}
     works = []
     for g, shard in zip(opt.groups, shards):
-        full = [torch.empty(p.shape, dtype=torch.float32, device=shard.device) for p in g.params]
+        full = [torch.empty(shape, dtype=torch.float32, device=shard.device) for shape in g.shapes]
         works.append(opt.shard_comm.allgather_coalesced(full, shard, bucket_bytes=opt.options["bucket_bytes"]))
         out.update({id(p): f for p, f in zip(g.params, full)})
     for w in works:
         w.wait()
     return [out[id(p)].cpu() for p in opt.params]
-
-
-def _pieces(opt: Any) -> list[tuple[Any, int]]:
-    """(group, index in the group) of every parameter, in optimizer order."""
-    where = {id(p): (g, i) for g in opt.groups for i, p in enumerate(g.params)}
-    return [where[id(p)] for p in opt.params]
 
 
 @torch.no_grad()
@@ -62,17 +56,13 @@ def full_state_dict(opt: Any) -> dict[str, Any]:
     else:
         model = dict(zip(names, params))
     saved = opt.shard_optimizer.state_dict()
-    pieces = _pieces(opt)
     state: dict[int, dict[str, Any]] = {i: {k: v for k, v in s.items() if not _per_element(v)}
                                         for i, s in saved["state"].items()}
     for key in _state_keys(opt):
-        shards = []
-        for g in opt.groups:
-            base = {id(p): j for j, p in enumerate(opt.params)}
-            shards.append(g.assemble([saved["state"][base[id(p)]][key] for p in g.params]))
+        index = {id(p): j for j, p in enumerate(opt.params)}
+        shards = [g.assemble([saved["state"][index[id(p)]][key] for p in g.params]) for g in opt.groups]
         for index, full in enumerate(_gather_full(opt, shards)):
             state.setdefault(index, {})[key] = full
-    del pieces
     return {"model": model, "optimizer": {"state": state, "param_groups": saved["param_groups"]}}
 
 
@@ -89,7 +79,7 @@ def sharded_state_dict(opt: Any) -> dict[str, Any]:
                        "state": {k: g.assemble([saved["state"][j][k] for j in members]).cpu() for k in keys}})
     scalars = {j: {k: v for k, v in s.items() if not _per_element(v)} for j, s in saved["state"].items()}
     return {"format": FORMAT, "algorithm": opt.name, "rank": opt.shard_comm.rank, "world_size": opt.shard_comm.size,
-            "steps": opt.steps, "names": opt.param_names(), "shapes": [tuple(p.shape) for p in opt.params],
+            "steps": opt.steps, "names": opt.param_names(), "shapes": [tuple(s) for s in opt.param_shapes()],
             "groups": groups, "scalars": scalars, "param_groups": saved["param_groups"]}
 
 
@@ -132,7 +122,7 @@ def _read(shards: Any) -> list[dict[str, Any]]:
 
 
 def _check_layout(opt: Any, shard: dict[str, Any]) -> None:
-    names, shapes = opt.param_names(), [tuple(p.shape) for p in opt.params]
+    names, shapes = opt.param_names(), [tuple(s) for s in opt.param_shapes()]
     saved_names, saved_shapes = shard["names"], [tuple(s) for s in shard["shapes"]]
     for i, (name, shape) in enumerate(zip(names, shapes)):
         if i >= len(saved_names):

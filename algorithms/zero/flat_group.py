@@ -30,6 +30,7 @@ class FlatGroup:
     def __init__(self, params: list[torch.Tensor], size: int, rank: int, values: list[torch.Tensor]) -> None:
         """`values`: the parameters' current values (any float dtype) the master shard starts from."""
         self.params = params
+        self.shapes = [torch.Size(p.shape) for p in params]   # kept: ZeRO-3 frees the parameters' storage
         self.size, self.rank = size, rank
         self.starts: list[int] = []
         total = 0

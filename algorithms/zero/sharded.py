@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+import pycomm
 from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer
@@ -97,6 +98,11 @@ class ZeroOptimizer(CommOptimizer):
         names = {id(p): n for n, p in self.model.named_parameters()}
         return [names[id(p)] for p in self.params]
 
+    def param_shapes(self) -> list[torch.Size]:
+        """The parameters' full shapes, in optimizer order (ZeRO-3 parameters are empty between uses)."""
+        shape = {id(p): g.shapes[i] for g in self.groups for i, p in enumerate(g.params)}
+        return [shape[id(p)] for p in self.params]
+
     # -- what a stage implements ------------------------------------------------------------------
     def _plan_groups(self) -> list[list[torch.Tensor]]:
         raise NotImplementedError
@@ -117,6 +123,21 @@ class ZeroOptimizer(CommOptimizer):
 
     def _end_step(self) -> None:
         """Ready for the next backward."""
+
+    # -- gradient reduction ---------------------------------------------------------------------
+    def _wire(self, dtype: torch.dtype) -> torch.dtype | None:
+        """wire_dtype for reducing gradients of `dtype` (None: their own, or a codec decides)."""
+        reduce = self.options["reduce_dtype"]
+        return None if reduce == dtype or self.options["codec"] is not None else reduce
+
+    def _reduce_scatter(self, bucket: Any) -> Any:
+        """A GradientBuckets bucket reduce-scattered over the shard's ranks into bucket.shard, then (hybrid)
+        averaged over the replicas of the shard."""
+        work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, bucket.grads(), op=pycomm.AVG,
+                                                        bucket_bytes=self.options["bucket_bytes"],
+                                                        wire_dtype=self._wire(bucket.shard.dtype),
+                                                        codec=self.options["codec"])
+        return work if self.replica_comm is None else AcrossReplicas(work, self.replica_comm, bucket.shard)
 
     # -- the step ---------------------------------------------------------------------------------
     def _gradient_shards(self) -> list[torch.Tensor]:
@@ -150,7 +171,7 @@ class ZeroOptimizer(CommOptimizer):
         squares = torch.zeros(1, dtype=torch.float32, device=self.groups[0].master.device)
         for s in shards:
             squares += s.float().pow(2).sum()
-        self.shard_comm.allreduce(squares, op=_sum())      # shards are disjoint (and equal across replicas)
+        self.shard_comm.allreduce(squares, op=pycomm.SUM)      # shards are disjoint (and equal across replicas)
         total = squares.sqrt()[0]
         coef = float(max_norm) / (float(total) + 1e-6)
         if coef < 1.0:
@@ -210,9 +231,18 @@ class ZeroOptimizer(CommOptimizer):
         self._publish()
 
 
-def _sum() -> Any:
-    import pycomm
-    return pycomm.SUM
+class AcrossReplicas:
+    """A node's reduce-scatter, then the shard averaged over the nodes holding the same shard."""
+
+    def __init__(self, work: Any, replicas: Any, shard: torch.Tensor) -> None:
+        self.work, self.replicas, self.shard = work, replicas, shard
+
+    def wait(self) -> None:
+        if self.work is None:
+            return
+        self.work.wait()
+        self.work = None
+        self.replicas.allreduce(self.shard, op=pycomm.AVG)
 
 
 def _cast_inputs(args: tuple, kwargs: dict, dtype: torch.dtype) -> tuple[tuple, dict]:

@@ -25,11 +25,6 @@ from algorithms.zero.sharded import ZeroOptimizer
 class _GatheredStage(ZeroOptimizer):
     """Stages whose ranks hold the whole model: after the step, all-gather it from the masters."""
 
-    def _wire(self, dtype: torch.dtype) -> torch.dtype | None:
-        """wire_dtype for reducing gradients of `dtype` (None: their own, or a codec decides)."""
-        reduce = self.options["reduce_dtype"]
-        return None if reduce == dtype or self.options["codec"] is not None else reduce
-
     @torch.no_grad()
     def _publish(self) -> None:
         works = []
@@ -85,31 +80,11 @@ class ZeRO2(_GatheredStage):
         self._buckets = pycomm.GradientBuckets(
             self.params, comm=self.shard_comm, mode="reduce_scatter", bucket_bytes=self.options["bucket_bytes"],
             wire_dtype=self._wire(dtype), codec=self.options["codec"], free_grads=True,
-            launch=self._reduce_hybrid if hybrid else None)
+            launch=self._reduce_scatter if hybrid else None)
         return [b.params for b in self._buckets.buckets]
-
-    def _reduce_hybrid(self, bucket: Any) -> Any:
-        work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, bucket.grads(), op=pycomm.AVG,
-                                                        wire_dtype=self._wire(bucket.shard.dtype),
-                                                        codec=self.options["codec"])
-        return AcrossReplicas(work, self.replica_comm, bucket.shard)
 
     def _gradient_shard(self, index: int) -> torch.Tensor:
         return self._buckets.buckets[index].shard.float()   # the shard itself when fp32
 
     def gradient_buffers(self) -> list[torch.Tensor]:
         return [b.shard for b in self._buckets.buckets]
-
-
-class AcrossReplicas:
-    """A node's reduce-scatter, then the shard averaged over the nodes holding the same shard."""
-
-    def __init__(self, work: Any, replicas: Any, shard: torch.Tensor) -> None:
-        self.work, self.replicas, self.shard = work, replicas, shard
-
-    def wait(self) -> None:
-        if self.work is None:
-            return
-        self.work.wait()
-        self.work = None
-        self.replicas.allreduce(self.shard, op=pycomm.AVG)

@@ -1,4 +1,4 @@
-"""ZeRO stages 1/2 (and hybrid: 4 ranks as 2 nodes x 2) against mbsgd after 10 steps, fp32 to 1e-6 and
+"""ZeRO stages 1/2/3 (and hybrid: 4 ranks as 2 nodes x 2) against mbsgd after 10 steps, fp32 to 1e-6 and
 bf16 parameters within a stated bound, on a model with a parameter smaller than the world size."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from tests.algorithms.runs import case
 from tests.algorithms.workers.zero import STAGES, TOL, TOL_BF16
 
-CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")]
+CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")] + ["zero3_units"]
 
 
 def _check(name: str, n: int, *args: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.algorithms.runs import case
 
-ALGORITHMS = ["zero1", "zero2"]
+ALGORITHMS = ["zero1", "zero2", "zero3"]
 
 
 @pytest.fixture(scope="module")

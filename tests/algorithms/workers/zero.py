@@ -15,7 +15,7 @@ from tests.algorithms.zero_problem import TinyScaled, make_inner, train
 TOL = 1e-6
 TOL_BF16 = 5e-3      # bf16 compute and parameters (fp32 masters) against fp32 mbsgd after 10 steps: measured 3e-4
 STEPS = 10
-STAGES = ("zero1", "zero2")
+STAGES = ("zero1", "zero2", "zero3")
 
 
 def reference(comm: Any, inner: str) -> list[torch.Tensor]:
@@ -37,8 +37,9 @@ def equal_to_mbsgd(comm: Any, algorithm: str, inner: str, hybrid: bool) -> Calla
     def run() -> dict[str, Any]:
         ref = reference(comm, inner)
         model, opt = sharded(comm, algorithm, inner, hybrid=hybrid)
-        mine = [p.detach().clone() for p in model.parameters()]
         full = list(opt.full_state_dict()["model"].values())
+        # zero3's parameters are empty between steps: only its full state dict holds them
+        mine = full if algorithm == "zero3" else [p.detach().clone() for p in model.parameters()]
         diff, full_diff = max_diff(mine, ref), max_diff(full, ref)
         moved = max_diff(ref, list(TinyScaled(seed=1).parameters()))
         shard_ranks = int(os.environ["PYCOMM_RANKS_PER_NODE"]) if hybrid else comm.size
@@ -47,13 +48,27 @@ def equal_to_mbsgd(comm: Any, algorithm: str, inner: str, hybrid: bool) -> Calla
     return run
 
 
+def zero3_units(comm: Any) -> dict[str, Any]:
+    """zero3 with units=[the two Linear layers] (the root's `scale` a unit of its own): equal to mbsgd,
+    and the parameters are empty tensors between steps (sharded, not merely copied)."""
+    ref = reference(comm, "adamw")
+    model = TinyScaled(seed=1 + comm.rank)
+    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm="zero3", comm=comm,
+                                   model=model, units=[model.body[0], model.body[2]])
+    train(model, opt, comm.rank, STEPS)
+    diff = max_diff(list(opt.full_state_dict()["model"].values()), ref)
+    empty = all(p.numel() == 0 for p in model.parameters())
+    return {"ok": diff <= TOL and empty and len(opt.units) == 3, "max_diff": diff, "params_empty": empty,
+            "units": len(opt.units)}
+
+
 def bf16_near_mbsgd(comm: Any, algorithm: str, hybrid: bool) -> Callable[[], dict[str, Any]]:
     def run() -> dict[str, Any]:
         ref = reference(comm, "adamw")
         model, opt = sharded(comm, algorithm, "adamw", hybrid=hybrid, param_dtype=torch.bfloat16)
         masters = list(opt.full_state_dict()["model"].values())
         diff = max_diff(masters, ref)
-        dtypes = {str(p.dtype) for p in model.parameters()}
+        dtypes = {str(p.dtype) for p in model.parameters()}    # what forward computes in
         masters_fp32 = all(m.dtype == torch.float32 for m in masters)
         return {"ok": diff <= TOL_BF16 and dtypes == {"torch.bfloat16"} and masters_fp32, "max_diff": diff,
                 "dtypes": sorted(dtypes)}
@@ -68,6 +83,7 @@ def main() -> None:
         cases.append((f"{algorithm}_adamw", equal_to_mbsgd(comm, algorithm, "adamw", hybrid)))
         cases.append((f"{algorithm}_sgd", equal_to_mbsgd(comm, algorithm, "sgd", hybrid)))
         cases.append((f"{algorithm}_bf16", bf16_near_mbsgd(comm, algorithm, hybrid)))
+    cases.append(("zero3_units", lambda: zero3_units(comm)))
     run_cases(comm, cases)
 
 
