@@ -16,6 +16,7 @@ form one more unit around the whole model. Between steps `model.parameters()` ar
 the model through `opt.full_state_dict()`."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,11 @@ from algorithms.registry import register
 from algorithms.zero.sharded import ZeroOptimizer
 
 ONE_BUCKET = 1 << 62
+
+# The backward pre-hook is what zero3 wants even where a unit's inputs need no gradient (the first
+# unit); torch warns about that case for every such module on every backward.
+warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed with respect "
+                        "to module outputs since no inputs require gradients")
 
 
 @dataclass(eq=False)
