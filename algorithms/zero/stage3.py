@@ -50,17 +50,22 @@ class Unit:
 class ZeRO3(ZeroOptimizer):
     algorithm_options: dict[str, Any] = {**ZeroOptimizer.algorithm_options, "units": None}
 
-    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
-        config = super()._validate(config)
-        if self.model is None:
+    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
+                 model: torch.nn.Module | None = None, **options: Any) -> None:
+        if model is None:
             raise opts.OptionError("zero3 needs model=: its units (the model's blocks, or units=[...]) are "
                                    "gathered around their forward and backward")
+        super().__init__(optimizer, algorithm, comm, model=model, **options)
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        config = super()._validate(config)
         units = config["units"]
         if units is not None:
             if not isinstance(units, (list, tuple)) or not all(isinstance(u, torch.nn.Module) for u in units):
                 raise opts.OptionError("units must be a list of the model's submodules")
-            inside = {id(m) for m in self.model.modules()}
-            if any(id(u) not in inside for u in units):
+            model = getattr(self, "model", None)      # apps' config check probes the options without one
+            inside = {id(m) for m in model.modules()} if model is not None else None
+            if inside is not None and any(id(u) not in inside for u in units):
                 raise opts.OptionError("units must be submodules of model=; one of them is not")
         return config
 
