@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.algorithms.runs import case
-from tests.algorithms.workers.zero import STAGES, TOL, TOL_BF16
+from tests.algorithms.workers.zero import STAGES, TOL, TOL_BF16, TOL_INT8
 
-CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")] + ["zero3_units"]
+CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")] + ["zero3_units", "zero2_int8", "zero3_int8"]
 
 
 def _check(name: str, n: int, *args: str) -> None:
     for rank, res in enumerate(case("zero", n, name, *args)):
-        assert res["ok"], f"rank {rank}: {res} (tolerance {TOL_BF16 if 'bf16' in name else TOL})"
+        assert res["ok"], f"rank {rank}: {res} (tolerances fp32 {TOL}, bf16 {TOL_BF16}, int8 {TOL_INT8})"
 
 
 @pytest.mark.mpi

@@ -14,6 +14,7 @@ from tests.algorithms.zero_problem import TinyScaled, make_inner, train
 
 TOL = 1e-6
 TOL_BF16 = 5e-3      # bf16 compute and parameters (fp32 masters) against fp32 mbsgd after 10 steps: measured 3e-4
+TOL_INT8 = 5e-3      # int8 gradients and weights on the wire after 10 steps: measured 1.2e-3
 STEPS = 10
 STAGES = ("zero1", "zero2", "zero3")
 
@@ -62,6 +63,14 @@ def zero3_units(comm: Any) -> dict[str, Any]:
             "units": len(opt.units)}
 
 
+def int8_near_mbsgd(comm: Any, algorithm: str) -> dict[str, Any]:
+    """codec="int8": quantized gradient reduce-scatter and weight all-gather (ZeRO++), near mbsgd."""
+    ref = reference(comm, "adamw")
+    _, opt = sharded(comm, algorithm, "adamw", codec="int8")
+    diff = max_diff(list(opt.full_state_dict()["model"].values()), ref)
+    return {"ok": TOL < diff <= TOL_INT8, "max_diff": diff}    # above TOL: the codec was used
+
+
 def bf16_near_mbsgd(comm: Any, algorithm: str, hybrid: bool) -> Callable[[], dict[str, Any]]:
     def run() -> dict[str, Any]:
         ref = reference(comm, "adamw")
@@ -84,6 +93,7 @@ def main() -> None:
         cases.append((f"{algorithm}_sgd", equal_to_mbsgd(comm, algorithm, "sgd", hybrid)))
         cases.append((f"{algorithm}_bf16", bf16_near_mbsgd(comm, algorithm, hybrid)))
     cases.append(("zero3_units", lambda: zero3_units(comm)))
+    cases += [(f"{a}_int8", lambda a=a: int8_near_mbsgd(comm, a)) for a in ("zero2", "zero3")]
     run_cases(comm, cases)
 
 
