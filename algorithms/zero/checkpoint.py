@@ -50,9 +50,9 @@ def full_state_dict(opt: Any) -> dict[str, Any]:
     names = opt.param_names()
     params = _gather_full(opt, [g.master for g in opt.groups])
     model: dict[str, torch.Tensor]
-    if opt.model is not None:
-        model = {k: v.detach().cpu().clone() for k, v in opt.model.state_dict().items()}
-        model.update(zip(names, params))
+    if opt.model is not None:      # by identity: a tied parameter appears under each of its names
+        full = {id(p): f for p, f in zip(opt.params, params)}
+        model = {k: full.get(id(v), v.detach().cpu().clone()) for k, v in opt.model.state_dict(keep_vars=True).items()}
     else:
         model = dict(zip(names, params))
     saved = opt.shard_optimizer.state_dict()

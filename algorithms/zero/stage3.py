@@ -11,8 +11,9 @@ exist in full only while it runs:
 Autograd keeps a unit's parameters (the leaf tensors) as saved tensors; their storage is swapped
 (`p.data`) between the full tensor and an empty one, so backward reads the re-gathered values.
 
-Units: `units=[modules]`, or the model's top-level children; parameters of no unit (the root's own)
-form one more unit around the whole model. Between steps `model.parameters()` are empty tensors: read
+Units: `units=[modules]`, or the model's top-level children (an nn.Sequential or nn.ModuleList
+child contributing its children: a transformer's blocks); parameters of no unit (the root's own) and
+parameters of several units (tied embeddings) form one more unit around the whole model. Between steps `model.parameters()` are empty tensors: read
 the model through `opt.full_state_dict()`."""
 from __future__ import annotations
 
@@ -70,14 +71,31 @@ class ZeRO3(ZeroOptimizer):
         return config
 
     # -- setup ------------------------------------------------------------------------------------
+    def _unit_modules(self) -> list[torch.nn.Module]:
+        """units=[...], or the model's children with containers (Sequential, ModuleList) opened: its blocks."""
+        if self.options["units"]:
+            return list(self.options["units"])
+        out = []
+        for child in self.model.children():
+            out += list(child.children()) if isinstance(child, (torch.nn.Sequential, torch.nn.ModuleList)) else [child]
+        return out
+
     def _plan_groups(self) -> list[list[torch.Tensor]]:
+        modules = self._unit_modules()
+        uses: dict[int, int] = {}
+        for module in modules:
+            for p in module.parameters():
+                uses[id(p)] = uses.get(id(p), 0) + 1
         mine = {id(p) for p in self.params}
-        taken: set[int] = set()
-        modules = list(self.options["units"] or self.model.children())
+        # a parameter of several units (tied embeddings) and the root's own go to the root unit, which
+        # stays gathered through the whole forward and backward
+        taken = {i for i, n in uses.items() if n > 1}
         self.units: list[Unit] = []
-        for module in modules + [self.model]:      # the root last: the parameters no unit holds
+        for module in modules + [self.model]:      # the root last
             own = module.parameters() if module is not self.model else self.params
             params = [p for p in own if id(p) in mine and id(p) not in taken and p.requires_grad]
+            if module is self.model:
+                params = [p for p in self.params if id(p) in taken and uses.get(id(p), 0) > 1] + params
             if not params:
                 continue
             taken.update(id(p) for p in params)
