@@ -17,9 +17,10 @@ parameters of several units (tied embeddings) form one more unit around the whol
 the model through `opt.full_state_dict()`."""
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -184,6 +185,15 @@ class ZeRO3(ZeroOptimizer):
                 u.buckets.synchronize()
                 u.buckets.reset()
         super().zero_grad(set_to_none)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes inside accumulate full gradients locally without communicating (the units
+        they touched stay gathered until the backward outside it reduce-scatters and frees them)."""
+        with contextlib.ExitStack() as stack:
+            for u in self.units:
+                stack.enter_context(u.buckets.no_sync())
+            yield
 
     def parameter_buffers(self) -> list[torch.Tensor]:
         return [u.shard for u in self.units]

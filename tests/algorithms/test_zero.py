@@ -7,7 +7,7 @@ import pytest
 from tests.algorithms.runs import case
 from tests.algorithms.workers.zero import STAGES, TOL, TOL_BF16, TOL_INT8
 
-CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")] + ["zero3_units", "zero3_gpt", "zero2_int8", "zero3_int8"]
+CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")] + ["zero3_units", "zero3_gpt", "zero2_int8", "zero3_int8"] + [f"{s}_no_sync" for s in STAGES]
 
 
 def _check(name: str, n: int, *args: str) -> None:

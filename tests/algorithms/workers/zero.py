@@ -90,6 +90,29 @@ def zero3_gpt(comm: Any) -> dict[str, Any]:
     return {"ok": diff <= TOL and len(opt.units) == 5, "max_diff": diff, "units": len(opt.units)}
 
 
+def accumulated(comm: Any, algorithm: str) -> list[torch.Tensor]:
+    """3 steps, each of two half batches (the first backward inside no_sync())."""
+    from tests.algorithms.problem import batch
+    model = TinyScaled(seed=1 + comm.rank)
+    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm=algorithm, comm=comm,
+                                   model=model)
+    for t in range(3):
+        x, y = batch(comm.rank, t)
+        opt.zero_grad()
+        with opt.no_sync():
+            (torch.nn.functional.cross_entropy(model(x[:4]), y[:4]) / 2).backward()
+        (torch.nn.functional.cross_entropy(model(x[4:]), y[4:]) / 2).backward()
+        opt.step()
+    state = opt.full_state_dict()["model"] if algorithm != "mbsgd" else model.state_dict()
+    return [state[k] for k in sorted(state)]
+
+
+def accumulation(comm: Any, algorithm: str) -> dict[str, Any]:
+    """Gradient accumulation with no_sync() equals mbsgd's."""
+    diff = max_diff(accumulated(comm, algorithm), accumulated(comm, "mbsgd"))
+    return {"ok": diff <= TOL, "max_diff": diff}
+
+
 def int8_near_mbsgd(comm: Any, algorithm: str) -> dict[str, Any]:
     """codec="int8": quantized gradient reduce-scatter and weight all-gather (ZeRO++), near mbsgd."""
     ref = reference(comm, "adamw")
@@ -121,6 +144,7 @@ def main() -> None:
         cases.append((f"{algorithm}_bf16", bf16_near_mbsgd(comm, algorithm, hybrid)))
     cases.append(("zero3_units", lambda: zero3_units(comm)))
     cases.append(("zero3_gpt", lambda: zero3_gpt(comm)))
+    cases += [(f"{a}_no_sync", lambda a=a: accumulation(comm, a)) for a in STAGES]
     cases += [(f"{a}_int8", lambda a=a: int8_near_mbsgd(comm, a)) for a in ("zero2", "zero3")]
     run_cases(comm, cases)
 
