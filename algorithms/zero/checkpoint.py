@@ -118,6 +118,9 @@ def _read(shards: Any) -> list[dict[str, Any]]:
     if ranks != list(range(size)) or any(s["world_size"] != size for s in shards):
         raise ValueError(f"load_sharded_state_dict: the shards hold ranks {ranks} of a {size}-rank checkpoint; "
                          f"all of 0..{size - 1} are needed")
+    if len({s["steps"] for s in shards}) > 1:     # a save interrupted over an older one in the same place
+        raise ValueError("load_sharded_state_dict: the shards come from different saves (steps "
+                         f"{sorted({s['steps'] for s in shards})}); the checkpoint is incomplete")
     return sorted(shards, key=lambda s: s["rank"])
 
 

@@ -59,6 +59,9 @@ def test_load_sharded_needs_shards(comm: pycomm.Communicator, tmp_path) -> None:
     with pytest.raises(ValueError, match="ranks \\[1\\] of a 2-rank checkpoint"):
         shard = opt.sharded_state_dict()
         opt.load_sharded_state_dict([{**shard, "rank": 1, "world_size": 2}])
+    with pytest.raises(ValueError, match="different saves"):
+        opt.load_sharded_state_dict([{**shard, "rank": 0, "world_size": 2, "steps": 5},
+                                     {**shard, "rank": 1, "world_size": 2, "steps": 6}])
 
 
 def test_single_rank_zero3_trains_like_adamw(comm: pycomm.Communicator) -> None:
