@@ -26,6 +26,7 @@ import torch
 
 import pycomm
 from algorithms import options as opts
+from algorithms.base import _check_arguments
 from algorithms.registry import register
 from algorithms.zero.sharded import ZeroOptimizer
 
@@ -54,6 +55,7 @@ class ZeRO3(ZeroOptimizer):
 
     def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
                  model: torch.nn.Module | None = None, **options: Any) -> None:
+        _check_arguments(comm, model, options.get("buffers"))     # a wrong comm/model type is named first
         if model is None:
             raise opts.OptionError("zero3 needs model=: its units (the model's blocks, or units=[...]) are "
                                    "gathered around their forward and backward")
