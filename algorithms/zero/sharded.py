@@ -68,7 +68,7 @@ class ZeroOptimizer(CommOptimizer):
         del values
         pieces = {id(p): g.shard_params[i] for g in self.groups for i, p in enumerate(g.params)}
         self.shard_optimizer = shard_optimizer.build(self.optimizer, pieces)
-        self._clipped: list[torch.Tensor] | None = None
+        self._grad_shards_cache: list[torch.Tensor] | None = None   # this step's, clipped in place
         self._after_setup()
 
     def _check_model(self) -> None:
@@ -141,10 +141,10 @@ class ZeroOptimizer(CommOptimizer):
 
     # -- the step ---------------------------------------------------------------------------------
     def _gradient_shards(self) -> list[torch.Tensor]:
-        if self._clipped is None:
+        if self._grad_shards_cache is None:
             self._synchronize()
-            self._clipped = [self._gradient_shard(i) for i in range(len(self.groups))]
-        return self._clipped
+            self._grad_shards_cache = [self._gradient_shard(i) for i in range(len(self.groups))]
+        return self._grad_shards_cache
 
     def _step(self, loss: float | None) -> None:
         shards = self._gradient_shards()
@@ -156,7 +156,7 @@ class ZeroOptimizer(CommOptimizer):
         for group in self.groups:
             for piece in group.shard_params:
                 piece.grad = None
-        self._clipped = None
+        self._grad_shards_cache = None
         self._publish()
         self._end_step()
 
@@ -181,7 +181,7 @@ class ZeroOptimizer(CommOptimizer):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         super().zero_grad(set_to_none)
-        self._clipped = None
+        self._grad_shards_cache = None
 
     # -- introspection ------------------------------------------------------------------------------
     def memory_bytes(self) -> dict[str, int]:
