@@ -21,6 +21,8 @@ from algorithms.qsr import QSR
 from algorithms.easgd import EASGD, EASGDPlus
 from algorithms.lsgd import LSGD, LSGDPlus
 from algorithms.lapsgd import LAPSGD, LPPSGD
+from algorithms.zero import ZeRO1, ZeRO2, ZeRO3
 
 __all__ = ["CommOptimizer", "available", "lookup", "register", "traits", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
-           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD"]
+           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD",
+           "ZeRO1", "ZeRO2", "ZeRO3"]

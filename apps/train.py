@@ -86,7 +86,9 @@ def train(cfg: Config, resume: str | None = None) -> int:
             opt.zero_grad(set_to_none=True)
             loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
                                        run.amp)
-            if cfg.train.grad_clip:
+            if cfg.train.grad_clip and hasattr(opt, "clip_grad_norm_"):   # sharded gradients (ZeRO-2/3)
+                opt.clip_grad_norm_(cfg.train.grad_clip)
+            elif cfg.train.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
             lr = run.lr_sched.get_last_lr()[0]
             opt.step() if bare else opt.step(loss=loss)

@@ -4,6 +4,7 @@ Every op is checked here (tensor kind, dtype, device, sizes, peers) and handed t
 buffers; the transport runs the ops of one communicator in submission order on its own queue."""
 from __future__ import annotations
 
+import os
 from typing import Any, Optional, Sequence, cast
 
 import torch
@@ -200,8 +201,17 @@ class Communicator:
 
     def split_by_node(self) -> tuple["Communicator", "Communicator"]:
         """(intra, inter): the ranks on this node, and the ranks with this local rank on every node
-        (for hierarchical reductions and hybrid sharding). Collective."""
-        intra = Communicator(self._t.split_shared(self.rank), f"{self.name}.intra")
+        (for hierarchical reductions and hybrid sharding). Collective.
+
+        PYCOMM_RANKS_PER_NODE=k declares nodes of k consecutive ranks instead of the machine's real
+        ones (to exercise node-aware code on one machine); k must divide the size."""
+        per_node = ranks_per_node(self.size)
+        if per_node is None:
+            intra = Communicator(self._t.split_shared(self.rank), f"{self.name}.intra")
+        else:
+            intra = self.split(self.rank // per_node, self.rank)
+            assert intra is not None
+            intra.name = f"{self.name}.intra"
         inter = self.split(intra.rank, self.rank)
         assert inter is not None
         inter.name = f"{self.name}.inter"
@@ -249,3 +259,15 @@ class Communicator:
         """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256))
         in the reduce-scatter pattern; error_feedback: None, a pycomm.ErrorFeedback or a residual."""
         return quantized.allreduce_quantized(self, tensor, op, codec, error_feedback)
+
+
+def ranks_per_node(size: int) -> Optional[int]:
+    """The node size PYCOMM_RANKS_PER_NODE declares, or None where it is unset."""
+    value = os.environ.get("PYCOMM_RANKS_PER_NODE", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"PYCOMM_RANKS_PER_NODE must be a positive integer, got {value!r}")
+    if size % int(value):
+        raise ValueError(f"PYCOMM_RANKS_PER_NODE={value} does not divide the {size} ranks into whole nodes")
+    return int(value)

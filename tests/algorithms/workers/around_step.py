@@ -19,7 +19,11 @@ from tests.algorithms.workers.common import max_diff, run_cases, world
 LR, MAX_NORM = 1.0, 1e-3
 QUIET = {"mbsgd": {}, "plsgd": {"averaging_freq": 8}, "qsr": {"h_base": 8, "h_min": 8, "warmup_steps": 100},
          "easgd": {"comm_period": 8}, "easgd+": {"comm_period": 8}, "lsgd": {"comm_period": 8},
-         "lsgd+": {"comm_period": 8}}
+         "lsgd+": {"comm_period": 8}, "zero1": {}}
+AVERAGED = {"mbsgd", "zero1"}        # p.grad is the mean over ranks when backward returns
+# p.grad is not kept (sharded): the user clips through opt.clip_grad_norm_ and GradScaler cannot see the
+# gradients; tests/algorithms/test_zero.py covers their loop (clipping, LR schedule)
+SHARDED_GRADS = {"zero2", "zero3"}
 LOOP_OWNERS = {"lapsgd", "lppsgd"}   # train in their own worker processes: tests/algorithms/test_lapsgd.py
 
 
@@ -31,9 +35,9 @@ def build(comm: Any, algorithm: str) -> tuple[torch.nn.Module, Any]:
 
 
 def expected_grads(comm: Any, algorithm: str, loss: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
-    """What p.grad must hold when backward returns: this rank's gradient, averaged over ranks for mbsgd."""
+    """What p.grad must hold when backward returns: this rank's gradient, averaged over ranks for mbsgd and zero1."""
     local = [g.detach().clone() for g in torch.autograd.grad(loss, params, retain_graph=True)]
-    if algorithm == "mbsgd":
+    if algorithm in AVERAGED:
         for g in local:
             comm.allreduce(g, op=pycomm.AVG)
     return local
@@ -86,7 +90,7 @@ def scaler_and_scheduler(comm: Any, algorithm: str) -> dict[str, Any]:
 
 def main() -> None:
     comm = world()
-    names = sys.argv[2:] or [n for n in algorithms.available() if n not in LOOP_OWNERS]
+    names = sys.argv[2:] or [n for n in algorithms.available() if n not in LOOP_OWNERS | SHARDED_GRADS]
     cases = []
     for name in names:
         cases.append((f"clip-{name}", lambda name=name: clipping(comm, name)))

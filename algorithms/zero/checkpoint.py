@@ -1,0 +1,180 @@
+"""ZeRO checkpoints: full (gathered: the model's and the optimizer's unsharded state dicts, on every
+rank, on CPU) and sharded (this rank's master shard and optimizer state shard, with the layout needed
+to reassemble them), and loading a sharded checkpoint written on any number of ranks.
+
+Resharding goes through the unsharded values: each parameter's fp32 master and per-element optimizer
+state are reassembled from all the shards (by parameter name, so the grouping may differ between the
+writer and the reader), and each rank keeps its pieces. That costs one unsharded copy in CPU memory
+while loading. Sharded files are `shard-<rank>-of-<N>.pt` in a directory, written atomically."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "pycomm.zero.sharded/1"
+
+
+def _per_element(value: Any) -> bool:
+    """Optimizer state with one value per parameter element (exp_avg, momentum_buffer): sharded; a 0-dim
+    tensor or a number (Adam's step) is the same on every rank and kept whole."""
+    return torch.is_tensor(value) and value.dim() > 0
+
+
+def _state_keys(opt: Any) -> list[str]:
+    keys: set[str] = set()
+    for state in opt.shard_optimizer.state.values():
+        keys.update(k for k, v in state.items() if _per_element(v))
+    return sorted(keys)
+
+
+def _gather_full(opt: Any, shards: list[torch.Tensor]) -> list[torch.Tensor]:
+    """fp32 parameter-shaped tensors, in optimizer order, from one fp32 shard-shaped vector per group."""
+    out: dict[int, torch.Tensor] = {}
+    works = []
+    for g, shard in zip(opt.groups, shards):
+        full = [torch.empty(shape, dtype=torch.float32, device=shard.device) for shape in g.shapes]
+        works.append(opt.shard_comm.allgather_coalesced(full, shard, bucket_bytes=opt.options["bucket_bytes"]))
+        out.update({id(p): f for p, f in zip(g.params, full)})
+    for w in works:
+        w.wait()
+    return [out[id(p)].cpu() for p in opt.params]
+
+
+@torch.no_grad()
+def full_state_dict(opt: Any) -> dict[str, Any]:
+    """{"model": the model's state dict with fp32 parameters, "optimizer": the wrapped optimizer's state
+    dict as if it had run unsharded}, on every rank (collective)."""
+    names = opt.param_names()
+    params = _gather_full(opt, [g.master for g in opt.groups])
+    model: dict[str, torch.Tensor]
+    if opt.model is not None:      # by identity: a tied parameter appears under each of its names
+        full = {id(p): f for p, f in zip(opt.params, params)}
+        model = {k: full.get(id(v), v.detach().cpu().clone()) for k, v in opt.model.state_dict(keep_vars=True).items()}
+    else:
+        model = dict(zip(names, params))
+    saved = opt.shard_optimizer.state_dict()
+    state: dict[int, dict[str, Any]] = {i: {k: v for k, v in s.items() if not _per_element(v)}
+                                        for i, s in saved["state"].items()}
+    for key in _state_keys(opt):
+        index = {id(p): j for j, p in enumerate(opt.params)}
+        shards = [g.assemble([saved["state"][index[id(p)]][key] for p in g.params]) for g in opt.groups]
+        for index, full in enumerate(_gather_full(opt, shards)):
+            state.setdefault(index, {})[key] = full
+    return {"model": model, "optimizer": {"state": state, "param_groups": saved["param_groups"]}}
+
+
+def sharded_state_dict(opt: Any) -> dict[str, Any]:
+    """This rank's shard: per group its fp32 master shard and per-element optimizer state shards, the
+    scalars of the optimizer state, the hyper-parameters, and the layout (names, shapes, groups)."""
+    saved = opt.shard_optimizer.state_dict()
+    index = {id(p): j for j, p in enumerate(opt.params)}
+    keys = _state_keys(opt)
+    groups = []
+    for g in opt.groups:
+        members = [index[id(p)] for p in g.params]
+        groups.append({"params": members, "master": g.master.detach().cpu().clone(),
+                       "state": {k: g.assemble([saved["state"][j][k] for j in members]).cpu() for k in keys}})
+    scalars = {j: {k: v for k, v in s.items() if not _per_element(v)} for j, s in saved["state"].items()}
+    return {"format": FORMAT, "algorithm": opt.name, "rank": opt.shard_comm.rank, "world_size": opt.shard_comm.size,
+            "steps": opt.steps, "names": opt.param_names(), "shapes": [tuple(s) for s in opt.param_shapes()],
+            "groups": groups, "scalars": scalars, "param_groups": saved["param_groups"]}
+
+
+def shard_path(directory: Path, rank: int, size: int) -> Path:
+    return directory / f"shard-{rank:05d}-of-{size:05d}.pt"
+
+
+def save_sharded(opt: Any, directory: Any) -> None:
+    """Every rank writes its shard to `directory` (replicas of a hybrid shard: the first node only),
+    each file atomically (temporary name, then rename). Collective."""
+    directory = Path(directory)
+    shard = sharded_state_dict(opt)
+    if opt.replica_comm is None or opt.replica_comm.rank == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = shard_path(directory, shard["rank"], shard["world_size"])
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        torch.save(shard, tmp)
+        os.replace(tmp, path)
+    opt.comm.barrier()
+
+
+def _read(shards: Any) -> list[dict[str, Any]]:
+    if isinstance(shards, (str, os.PathLike)):
+        directory = Path(shards)
+        files = sorted(directory.glob("shard-*-of-*.pt"))
+        if not files:
+            raise FileNotFoundError(f"load_sharded_state_dict: no shard-<rank>-of-<N>.pt files in {directory}")
+        shards = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
+    if not isinstance(shards, (list, tuple)) or not shards:
+        raise TypeError("load_sharded_state_dict: give a list of sharded_state_dict() results (one per rank of the "
+                        f"writing run) or the directory save_sharded_state_dict wrote, got {type(shards).__name__}")
+    if any(not isinstance(s, dict) or s.get("format") != FORMAT for s in shards):
+        raise ValueError(f"load_sharded_state_dict: every shard must be a sharded_state_dict() ({FORMAT})")
+    size = shards[0]["world_size"]
+    ranks = sorted(s["rank"] for s in shards)
+    if ranks != list(range(size)) or any(s["world_size"] != size for s in shards):
+        raise ValueError(f"load_sharded_state_dict: the shards hold ranks {ranks} of a {size}-rank checkpoint; "
+                         f"all of 0..{size - 1} are needed")
+    if len({s["steps"] for s in shards}) > 1:     # a save interrupted over an older one in the same place
+        raise ValueError("load_sharded_state_dict: the shards come from different saves (steps "
+                         f"{sorted({s['steps'] for s in shards})}); the checkpoint is incomplete")
+    return sorted(shards, key=lambda s: s["rank"])
+
+
+def _check_layout(opt: Any, shard: dict[str, Any]) -> None:
+    names, shapes = opt.param_names(), [tuple(s) for s in opt.param_shapes()]
+    saved_names, saved_shapes = shard["names"], [tuple(s) for s in shard["shapes"]]
+    for i, (name, shape) in enumerate(zip(names, shapes)):
+        if i >= len(saved_names):
+            raise ValueError(f"sharded checkpoint has {len(saved_names)} parameters; this model has more, from "
+                             f"{name!r}: it was saved for another model")
+        if saved_names[i] != name or saved_shapes[i] != shape:
+            raise ValueError(f"sharded checkpoint does not match this model at parameter {i}: saved "
+                             f"{saved_names[i]!r} {saved_shapes[i]}, this model has {name!r} {shape}")
+    if len(saved_names) > len(names):
+        raise ValueError(f"sharded checkpoint has parameter {saved_names[len(names)]!r} that this model lacks")
+
+
+def _unshard(shards: list[dict[str, Any]], group: int, key: str | None, shapes: list[tuple]) -> dict[int, torch.Tensor]:
+    """{parameter index: full tensor} of one saved group, its master (key None) or a state key."""
+    parts = [s["groups"][group]["master"] if key is None else s["groups"][group]["state"][key] for s in shards]
+    flat = torch.cat(parts)
+    out, at = {}, 0
+    for j in shards[0]["groups"][group]["params"]:
+        n = int(torch.Size(shapes[j]).numel())
+        out[j] = flat[at:at + n].view(shapes[j])
+        at += n
+    return out
+
+
+@torch.no_grad()
+def load_sharded(opt: Any, shards: Any) -> None:
+    """Load a sharded checkpoint written on any number of ranks into this rank's shard, and make the
+    model's parameters follow (collective only in that last step)."""
+    shards = _read(shards)
+    _check_layout(opt, shards[0])
+    shapes = [tuple(s) for s in shards[0]["shapes"]]
+    masters: dict[int, torch.Tensor] = {}
+    state: dict[int, dict[str, Any]] = {int(j): dict(v) for j, v in shards[0]["scalars"].items()}
+    for gi, group in enumerate(shards[0]["groups"]):
+        masters.update(_unshard(shards, gi, None, shapes))
+        for key in group["state"]:
+            for j, full in _unshard(shards, gi, key, shapes).items():
+                state.setdefault(j, {})[key] = full
+    index = {id(p): j for j, p in enumerate(opt.params)}
+    pieces: dict[int, dict[str, Any]] = {}
+    for g in opt.groups:
+        for i, p in enumerate(g.params):
+            j = index[id(p)]
+            g.piece_of(g.master, i).copy_(g.piece_of_full(masters[j], i))
+            if j in state:
+                pieces[j] = {k: (g.piece_of_full(v, i).clone().to(g.master.device) if _per_element(v) else v)
+                             for k, v in state[j].items()}
+    opt.shard_optimizer.load_state_dict({"state": pieces, "param_groups": shards[0]["param_groups"]})
+    for mine, saved in zip(opt.optimizer.param_groups, shards[0]["param_groups"]):
+        mine.update({k: v for k, v in saved.items() if k != "params"})
+    opt.steps = shards[0]["steps"]
+    opt._publish()

@@ -1,0 +1,254 @@
+"""What ZeRO stages 1, 2 and 3 share (`ZeroOptimizer`): the flat groups and their fp32 master shards,
+the shard optimizer, mixed precision, the step on the shard, global-norm clipping, byte counts and the
+checkpoint methods. A stage decides how the parameters are grouped, how each group's gradient shard
+is produced, and what happens to the parameters after the step (`_plan_groups`, `_gradient_shard`,
+`_publish`).
+
+Mixed precision: `param_dtype` (e.g. torch.bfloat16) is the dtype the model's parameters, and therefore
+its gradients, are stored, computed and sent in; the masters and the optimizer state stay fp32 in the
+shard. With `model=` the model's floating inputs are cast to it by a forward pre-hook; without, feed
+inputs of that dtype. `reduce_dtype` (fp32 by default) is the dtype gradients are reduced in.
+
+Gradient clipping: the gradients a ZeRO-2/3 rank keeps are its shard, which torch's
+`clip_grad_norm_(model.parameters(), ...)` cannot see; call `opt.clip_grad_norm_(max_norm)` between
+backward and step instead (the global norm over all shards, as torch computes it unsharded)."""
+from __future__ import annotations
+
+
+import copy
+from typing import Any
+
+import torch
+
+import pycomm
+from algorithms import options as opts
+from algorithms import traits
+from algorithms.base import CommOptimizer
+from algorithms.zero import shard_optimizer
+from algorithms.zero.flat_group import FlatGroup
+from algorithms.zero.topology import shard_communicators
+
+FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _dtype(name: str, value: Any, optional: bool) -> torch.dtype | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, str):
+        value = getattr(torch, value.replace("torch.", ""), value)
+    if value not in FLOAT_DTYPES:
+        raise opts.OptionError(f"{name} must be {'None or ' if optional else ''}one of torch.float32, "
+                               f"torch.bfloat16, torch.float16, got {value!r}")
+    return value
+
+
+class ZeroOptimizer(CommOptimizer):
+    state_layout = traits.SHARDED
+    algorithm_options: dict[str, Any] = {"param_dtype": None, "reduce_dtype": torch.float32, "hybrid": False}
+
+    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
+                 model: torch.nn.Module | None = None, buffers: Any = None, **options: Any) -> None:
+        self.model = model
+        super().__init__(optimizer, algorithm, comm, model=model, buffers=buffers, **options)
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        config["param_dtype"] = _dtype("param_dtype", config["param_dtype"], optional=True)
+        config["reduce_dtype"] = _dtype("reduce_dtype", config["reduce_dtype"], optional=False)
+        config["hybrid"] = opts.flag("hybrid", config["hybrid"])
+        return config
+
+    # -- setup ------------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        self._check_model()
+        self.shard_comm, self.replica_comm = shard_communicators(self.comm, self.options["hybrid"])
+        values = {id(p): p.data for p in self.params}      # fp32 (or given) values the masters start from
+        self._cast_parameters()
+        self.groups = [FlatGroup(ps, self.shard_comm.size, self.shard_comm.rank, [values[id(p)] for p in ps])
+                       for ps in self._plan_groups()]
+        del values
+        pieces = {id(p): g.shard_params[i] for g in self.groups for i, p in enumerate(g.params)}
+        self.shard_optimizer = shard_optimizer.build(self.optimizer, pieces)
+        self._grad_shards_cache: list[torch.Tensor] | None = None   # this step's, clipped in place
+        self._after_setup()
+
+    def _check_model(self) -> None:
+        if self.model is None:
+            return
+        mine = {id(p) for p in self.model.parameters()}
+        for index, p in enumerate(self.params):
+            if id(p) not in mine:
+                raise ValueError(f"the optimizer's parameter {index} (shape {tuple(p.shape)}) is not a parameter of "
+                                 "model=: wrap the optimizer built over model.parameters()")
+
+    def _cast_parameters(self) -> None:
+        dtype = self.options["param_dtype"]
+        if dtype is None:
+            return
+        for p in self.params:
+            if p.is_floating_point():
+                p.data = p.data.to(dtype)
+        if self.model is not None:
+            self.model.register_forward_pre_hook(lambda _m, args, kwargs: _cast_inputs(args, kwargs, dtype),
+                                                 with_kwargs=True)
+
+    def param_names(self) -> list[str]:
+        """The parameters' names (the model's where model= was given, else param<i>), in optimizer order."""
+        if self.model is None:
+            return [f"param{i}" for i in range(len(self.params))]
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        return [names[id(p)] for p in self.params]
+
+    def param_shapes(self) -> list[torch.Size]:
+        """The parameters' full shapes, in optimizer order (ZeRO-3 parameters are empty between uses)."""
+        shape = {id(p): g.shapes[i] for g in self.groups for i, p in enumerate(g.params)}
+        return [shape[id(p)] for p in self.params]
+
+    # -- what a stage implements ------------------------------------------------------------------
+    def _plan_groups(self) -> list[list[torch.Tensor]]:
+        raise NotImplementedError
+
+    def _after_setup(self) -> None:
+        """Gradient hooks and the like, once the groups exist."""
+
+    def _gradient_shard(self, index: int) -> torch.Tensor:
+        """Group `index`'s fp32 gradient shard (shard-shaped), the gradients reduced over all ranks."""
+        raise NotImplementedError
+
+    def _synchronize(self) -> None:
+        """Finish the gradient reduction (backward does it; here for gradients made outside it)."""
+
+    def _publish(self) -> None:
+        """After the masters changed: make the model's parameters (or their shards) follow."""
+        raise NotImplementedError
+
+    def _end_step(self) -> None:
+        """Ready for the next backward."""
+
+    # -- gradient reduction ---------------------------------------------------------------------
+    def _wire(self, dtype: torch.dtype) -> torch.dtype | None:
+        """wire_dtype for reducing gradients of `dtype` (None: their own, or a codec decides)."""
+        reduce = self.options["reduce_dtype"]
+        return None if reduce == dtype or self.options["codec"] is not None else reduce
+
+    def _reduce_scatter(self, bucket: Any) -> Any:
+        """A GradientBuckets bucket reduce-scattered over the shard's ranks into bucket.shard, then (hybrid)
+        averaged over the replicas of the shard."""
+        work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, bucket.grads(), op=pycomm.AVG,
+                                                        bucket_bytes=self.options["bucket_bytes"],
+                                                        wire_dtype=self._wire(bucket.shard.dtype),
+                                                        codec=self.options["codec"])
+        return work if self.replica_comm is None else AcrossReplicas(work, self.replica_comm, bucket.shard)
+
+    # -- the step ---------------------------------------------------------------------------------
+    def _gradient_shards(self) -> list[torch.Tensor]:
+        if self._grad_shards_cache is None:
+            self._synchronize()
+            self._grad_shards_cache = [self._gradient_shard(i) for i in range(len(self.groups))]
+        return self._grad_shards_cache
+
+    def _step(self, loss: float | None) -> None:
+        shards = self._gradient_shards()
+        for group, grad in zip(self.groups, shards):
+            for i, piece in enumerate(group.shard_params):
+                piece.grad = group.piece_of(grad, i)
+        shard_optimizer.mirror(self.optimizer, self.shard_optimizer)
+        self.shard_optimizer.step()
+        for group in self.groups:
+            for piece in group.shard_params:
+                piece.grad = None
+        self._grad_shards_cache = None
+        self._publish()
+        self._end_step()
+
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+        """Clip the gradients by their global norm over all ranks' shards, as
+        torch.nn.utils.clip_grad_norm_ does for unsharded gradients; returns the total norm. Call it
+        between backward and step (torch's own cannot see a sharded gradient)."""
+        if norm_type != 2.0:
+            raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported for sharded gradients, got {norm_type}")
+        shards = self._gradient_shards()
+        squares = torch.zeros(1, dtype=torch.float32, device=self.groups[0].master.device)
+        for s in shards:
+            squares += s.float().pow(2).sum()
+        self.shard_comm.allreduce(squares, op=pycomm.SUM)      # shards are disjoint (and equal across replicas)
+        total = squares.sqrt()[0]
+        coef = float(max_norm) / (float(total) + 1e-6)
+        if coef < 1.0:
+            for s in shards:
+                s.mul_(coef)
+        return total
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        super().zero_grad(set_to_none)
+        self._grad_shards_cache = None
+
+    # -- introspection ------------------------------------------------------------------------------
+    def memory_bytes(self) -> dict[str, int]:
+        """Bytes this rank holds now, counted from the live tensors (each storage once): the model's
+        parameters, gradients (full ones and gradient shards) and optimizer state (masters included)."""
+        from algorithms.zero.memory import count
+        return count(self)
+
+    def parameter_buffers(self) -> list[torch.Tensor]:
+        """Parameter storage the stage keeps beside the model's (the parameter shards of ZeRO-3)."""
+        return []
+
+    def gradient_buffers(self) -> list[torch.Tensor]:
+        """Gradient storage the stage keeps beside p.grad (the reduced shards of ZeRO-2/3)."""
+        return []
+
+    # -- checkpoints (algorithms/zero/checkpoint.py) -----------------------------------------------------
+    def full_state_dict(self) -> dict[str, Any]:
+        from algorithms.zero import checkpoint
+        return checkpoint.full_state_dict(self)
+
+    def sharded_state_dict(self) -> dict[str, Any]:
+        from algorithms.zero import checkpoint
+        return checkpoint.sharded_state_dict(self)
+
+    def save_sharded_state_dict(self, directory: Any) -> None:
+        from algorithms.zero import checkpoint
+        checkpoint.save_sharded(self, directory)
+
+    def load_sharded_state_dict(self, shards: Any) -> None:
+        from algorithms.zero import checkpoint
+        checkpoint.load_sharded(self, shards)
+
+    def _algorithm_state(self) -> dict[str, Any]:
+        return {"masters": [g.master.detach().clone() for g in self.groups],
+                "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict())}   # not the live tensors
+
+    @torch.no_grad()
+    def _load_algorithm_state(self, state: dict[str, Any]) -> None:
+        masters = state["masters"]
+        if [m.numel() for m in masters] != [g.master.numel() for g in self.groups]:
+            raise ValueError("the saved master shards do not match this model's sharding: load a sharded state "
+                             "with load_sharded_state_dict to change the layout")
+        for g, m in zip(self.groups, masters):
+            g.master.copy_(m)
+        self.shard_optimizer.load_state_dict(state["shard_optimizer"])
+        self._publish()
+
+
+class AcrossReplicas:
+    """A node's reduce-scatter, then the shard averaged over the nodes holding the same shard."""
+
+    def __init__(self, work: Any, replicas: Any, shard: torch.Tensor) -> None:
+        self.work, self.replicas, self.shard = work, replicas, shard
+
+    def wait(self) -> None:
+        if self.work is None:
+            return
+        self.work.wait()
+        self.work = None
+        self.replicas.allreduce(self.shard, op=pycomm.AVG)
+
+
+def _cast_inputs(args: tuple, kwargs: dict, dtype: torch.dtype) -> tuple[tuple, dict]:
+    def cast(x: Any) -> Any:
+        return x.to(dtype) if torch.is_tensor(x) and x.is_floating_point() else x
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
+__all__ = ["ZeroOptimizer"]

@@ -1,0 +1,29 @@
+"""ZeRO stages 1/2/3 (and hybrid: 4 ranks as 2 nodes x 2) against mbsgd after 10 steps, fp32 to 1e-6 and
+bf16 parameters within a stated bound, on a model with a parameter smaller than the world size."""
+from __future__ import annotations
+
+import pytest
+
+from tests.algorithms.runs import case
+from tests.algorithms.workers.zero import STAGES, TOL, TOL_BF16, TOL_INT8
+
+CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")] + ["zero3_units", "zero3_gpt", "zero2_int8", "zero3_int8"] + [f"{s}_no_sync" for s in STAGES]
+
+
+def _check(name: str, n: int, *args: str) -> None:
+    for rank, res in enumerate(case("zero", n, name, *args)):
+        assert res["ok"], f"rank {rank}: {res} (tolerances fp32 {TOL}, bf16 {TOL_BF16}, int8 {TOL_INT8})"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("name", CASES)
+def test_zero_equals_mbsgd(name: str, n: int) -> None:
+    _check(name, n)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", CASES)
+def test_zero_hybrid_equals_mbsgd(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "2")
+    _check(name, 4, "hybrid")
