@@ -123,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(config_io.dump(cfg), end="")
         return 0
+    try:
+        config_check.check_data_files(cfg)
+    except config_io.ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
     if launch.should_spawn(cfg.launch.nproc):
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())

@@ -9,11 +9,19 @@ from apps.data.sharding import ShardPlan
 from apps.registry import Registry
 
 DATASETS: Registry[Splits] = Registry("dataset")
-DATASETS.add("mnist", idx.load)               # path=None: the embedded MNIST (t10k, split 8,000 / 2,000)
-DATASETS.add("fashion_mnist", functools.partial(idx.load, variant="fashion_mnist"))
-DATASETS.add("cifar10", cifar.load)
-DATASETS.add("text", text.load)
+# check_path: what a dataset needs on disk, checked before any rank starts (config_check)
+DATASETS.add("mnist", idx.load, check_path=idx.check_path)   # path=None: the embedded MNIST (t10k, 8,000 / 2,000)
+DATASETS.add("fashion_mnist", functools.partial(idx.load, variant="fashion_mnist"), check_path=idx.check_path)
+DATASETS.add("cifar10", cifar.load, check_path=cifar.check_path)
+DATASETS.add("text", text.load, check_path=text.check_path)
 DATASETS.add("random", random_tensors.load)   # the training stub's random tensors
-DATASETS.add("imagefolder", imagefolder.load)
+DATASETS.add("imagefolder", imagefolder.load, check_path=imagefolder.check_path)
 
-__all__ = ["DATASETS", "Dataset", "Splits", "ShardPlan", "iterate"]
+
+def check_source(name: str, options: dict) -> None:
+    """Raise FileNotFoundError / ValueError when dataset `name` would not find its files."""
+    check = DATASETS.get(name).meta.get("check_path")
+    if check is not None:
+        check(**options)
+
+__all__ = ["DATASETS", "check_source", "Dataset", "Splits", "ShardPlan", "iterate"]

@@ -51,13 +51,18 @@ class Cifar:
         return x, self.labels[indices]
 
 
-def load(path: str | Path, augment: bool = True) -> Splits:
+def check_path(path: str | Path | None, **options: object) -> None:
+    """What load() needs on disk, checked without reading it (before any rank starts)."""
     if not path:
         raise ValueError("data.path must point at the cifar-10-batches-bin folder for data.name=cifar10")
+    if not sorted(Path(path).glob("data_batch_*.bin")):
+        raise FileNotFoundError(f"no data_batch_*.bin in {path} (expected CIFAR-10 binary version)")
+
+
+def load(path: str | Path, augment: bool = True) -> Splits:
+    check_path(path)
     root = Path(path)
     train_files = sorted(root.glob("data_batch_*.bin"))
-    if not train_files:
-        raise FileNotFoundError(f"no data_batch_*.bin in {root} (expected CIFAR-10 binary version)")
     test = root / "test_batch.bin"
     info = {"in_channels": 3, "image_size": 32, "num_classes": 10}
     held = Cifar(*read_batches([test]), augment=False) if test.exists() else None

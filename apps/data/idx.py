@@ -58,15 +58,25 @@ class ImageLabels:
         return x, self.labels[indices]
 
 
+def check_path(path: str | Path | None = None, **options: object) -> None:
+    """What load() needs on disk, checked without reading it (before any rank starts)."""
+    root = Path(path) if path else EMBEDDED
+    if not root.is_dir():
+        raise FileNotFoundError(f"data.path={str(root)!r} is not a directory holding IDX files")
+    pairs = [(_find(root, f"{s}-images-idx3-ubyte"), _find(root, f"{s}-labels-idx1-ubyte")) for s in ("train", "t10k")]
+    if not any(x and y for x, y in pairs):
+        raise FileNotFoundError(f"no IDX files in {root}: expected train-images-idx3-ubyte[.gz] and "
+                                "train-labels-idx1-ubyte[.gz] (and/or the t10k-* pair)")
+
+
 def load(path: str | Path | None = None, variant: str = "mnist", eval_count: int = 2000,
          split_seed: int = 0) -> Splits:
     """Official train/t10k split when the train files are in `path`; otherwise only the t10k files
     (the embedded default) split eval_count / rest with a fixed seed."""
     if variant not in NORMALIZE:
         raise ValueError(f"variant must be one of {sorted(NORMALIZE)}, got {variant!r}")
+    check_path(path)
     root = Path(path) if path else EMBEDDED
-    if not root.is_dir():
-        raise FileNotFoundError(f"data.path={str(root)!r} is not a directory holding IDX files")
     mean, std = NORMALIZE[variant]
     test_x, test_y = _find(root, "t10k-images-idx3-ubyte"), _find(root, "t10k-labels-idx1-ubyte")
     train_x, train_y = _find(root, "train-images-idx3-ubyte"), _find(root, "train-labels-idx1-ubyte")
@@ -75,9 +85,6 @@ def load(path: str | Path | None = None, variant: str = "mnist", eval_count: int
         train = ImageLabels(read_idx(train_x), read_idx(train_y), mean, std)
         held = ImageLabels(read_idx(test_x), read_idx(test_y), mean, std) if test_x and test_y else None
         return Splits(train, held, info)
-    if not (test_x and test_y):
-        raise FileNotFoundError(f"no IDX files in {root}: expected train-images-idx3-ubyte[.gz] and "
-                                "train-labels-idx1-ubyte[.gz] (and/or the t10k-* pair)")
     images, labels = read_idx(test_x), read_idx(test_y)
     if not 0 < eval_count < len(labels):
         raise ValueError(f"eval_count must be in (0, {len(labels)}), got {eval_count}")

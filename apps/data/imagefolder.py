@@ -28,12 +28,17 @@ class Folder:
         return torch.stack([x for x, _ in items]), torch.tensor([y for _, y in items])
 
 
-def load(path: str | Path, image_size: int = 224, train_dir: str = "train", eval_dir: str = "val") -> Splits:
+def check_path(path: str | Path | None, train_dir: str = "train", **options: object) -> None:
+    """What load() needs on disk, checked without reading it (before any rank starts)."""
     if not path:
         raise ValueError("data.path must point at a folder with train/ and val/ class folders for data.name=imagefolder")
+    if not (Path(path) / train_dir).is_dir():
+        raise FileNotFoundError(f"{Path(path) / train_dir} is not a directory (data.path={str(path)!r})")
+
+
+def load(path: str | Path, image_size: int = 224, train_dir: str = "train", eval_dir: str = "val") -> Splits:
+    check_path(path, train_dir)
     root = Path(path)
-    if not (root / train_dir).is_dir():
-        raise FileNotFoundError(f"{root / train_dir} is not a directory")
     train = Folder(root / train_dir, True, image_size)
     held = Folder(root / eval_dir, False, image_size) if (root / eval_dir).is_dir() else None
     return Splits(train, held, {"in_channels": 3, "image_size": image_size, "num_classes": len(train.folder.classes)})

@@ -26,9 +26,16 @@ class CharWindows:
         return window[:, :-1], window[:, 1:]
 
 
-def load(path: str | Path, block_size: int = 256, stride: int | None = None, eval_fraction: float = 0.1) -> Splits:
+def check_path(path: str | Path | None, **options: object) -> None:
+    """What load() needs on disk, checked without reading it (before any rank starts)."""
     if not path:
         raise ValueError("data.path must name a text file for data.name=text (e.g. tiny Shakespeare's input.txt)")
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"data.path={str(path)!r} is not a file (data.name=text reads one text file)")
+
+
+def load(path: str | Path, block_size: int = 256, stride: int | None = None, eval_fraction: float = 0.1) -> Splits:
+    check_path(path)
     text = Path(path).read_text(encoding="utf-8")
     vocab = sorted(set(text))
     lookup = {c: i for i, c in enumerate(vocab)}

@@ -4,6 +4,8 @@ on resume, and files that are not YAML."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from apps import config_io
 from apps.config_io import ConfigError
 from apps.train import main
 from tests.apps import runs
+from tests.launch import ROOT, worker_env
 
 
 @pytest.mark.parametrize("override, message", [
@@ -81,3 +84,15 @@ def test_resume_with_a_changed_learning_rate_is_refused(tmp_path: Path, capsys: 
     assert (tmp_path / "r" / "config.yaml").read_text() == recorded  # what ran stays recorded
     assert yaml.safe_load(recorded)["optim"]["lr"] == 0.05
     assert main(argv[2:] + ["-o", "optim.lr=0.2", "--print-config"]) == 0  # a new run may choose any lr
+
+
+def test_a_missing_data_file_is_refused_before_launch_with_one_line(tmp_path: Path) -> None:
+    """No rank starts (a missing file found by every rank printed 55 lines of tracebacks)."""
+    proc = subprocess.run([sys.executable, "-m", "apps.train", "--nproc", "2", "-o", f"out_dir={tmp_path}",
+                           "-o", "data.name=text", "-o", "model.name=gpt", "-o", f"data.path={tmp_path / 'nope.txt'}",
+                           "-o", "algorithm.name=mbsgd", "-o", "algorithm.options={}"],
+                          cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc
+    assert proc.stderr.strip().splitlines()[-1] == \
+        f"config error: data: data.path='{tmp_path / 'nope.txt'}' is not a file (data.name=text reads one text file)"
+    assert "Traceback" not in proc.stderr and "rank" not in proc.stdout, proc
