@@ -10,16 +10,17 @@ but the last inside `with opt.no_sync():`. With a codec, each bucket travels com
 error-feedback residual."""
 from __future__ import annotations
 
-from typing import Any, ContextManager
+from typing import Any
 
 import pycomm
 from algorithms import traits
 from algorithms.base import CommOptimizer
+from algorithms.bucketed import BucketedGradients
 from algorithms.registry import register
 
 
 @register("mbsgd")
-class MBSGD(CommOptimizer):
+class MBSGD(BucketedGradients, CommOptimizer):
     state_layout = traits.IDENTICAL   # averaged gradients, same step everywhere
     algorithm_options: dict[str, Any] = {}
 
@@ -28,10 +29,6 @@ class MBSGD(CommOptimizer):
         self._buckets = pycomm.GradientBuckets(
             self.params, bucket_bytes=self.options["bucket_bytes"],
             launch=lambda b: self.channel.allreduce_async(b.grads(), key=f"bucket{b.index}"))
-
-    def no_sync(self) -> ContextManager[None]:
-        """Backward passes inside accumulate gradients locally without communicating."""
-        return self._buckets.no_sync()
 
     @property
     def launched_buckets(self) -> int:
@@ -53,13 +50,3 @@ class MBSGD(CommOptimizer):
         self._buckets.synchronize()
         self.optimizer.step()
         self._buckets.reset()
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        if self._buckets.pending:
-            self._buckets.synchronize()
-            self._buckets.reset()
-        super().zero_grad(set_to_none)
-
-    def remove_hooks(self) -> None:
-        """Detach this optimizer from the parameters' gradient hooks (e.g. before wrapping them again)."""
-        self._buckets.remove_hooks()

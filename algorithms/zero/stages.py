@@ -13,16 +13,16 @@ shard its master steps. `hybrid=True` shards within a node and keeps the shards 
 nodes (zero2: reduce-scatter in the node, then all-reduce the shard across nodes)."""
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
 import pycomm
+from algorithms.bucketed import BucketedGradients
 from algorithms.registry import register
 from algorithms.zero.sharded import ZeroOptimizer
 
 
-class _GatheredStage(ZeroOptimizer):
+class _GatheredStage(BucketedGradients, ZeroOptimizer):
     """Stages whose ranks hold the whole model: after the step, all-gather it from the masters."""
 
     @torch.no_grad()
@@ -43,18 +43,6 @@ class _GatheredStage(ZeroOptimizer):
     def _end_step(self) -> None:
         self._buckets.reset()
 
-    def no_sync(self) -> Any:
-        """Backward passes inside accumulate gradients locally without communicating."""
-        return self._buckets.no_sync()
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        if self._buckets.pending:
-            self._buckets.synchronize()
-            self._buckets.reset()
-        super().zero_grad(set_to_none)
-
-    def remove_hooks(self) -> None:
-        self._buckets.remove_hooks()
 
 
 @register("zero1")
