@@ -49,11 +49,12 @@ class Run:
                               {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps})
         self.lr_sched = budget.scheduler(cfg, self.local_opt)
 
-        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm))
+        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type))
         self.state.enter(self.plan, 0, 0)
         self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
         if resume and (restored := self.ckpt.restore(resume)):
-            self.state = restored
+            self.state = restored   # saved from here on as this run's config says (e.g. another state_dict_type)
+            self.state.per_rank = per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type)
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
                                config_io.to_dict(cfg), self.state.step if resume else None)
         self.metrics.message(
