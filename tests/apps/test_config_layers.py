@@ -143,3 +143,23 @@ def test_training_stub_keys_map_to_ours(tmp_path: Path) -> None:
         config_io.load(None, ["dist.cpu=true"])
     with pytest.raises(ConfigError, match=r"checkpoint.state_dict_type"):
         config_io.load(None, ["checkpoint.state_dict_type=local"])
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "apps" / "configs").glob("zero*.yaml")), ids=lambda p: p.name)
+def test_zero_configs_resolve_and_print(path: Path) -> None:
+    """Each ZeRO config layers its stage over the base run; --print-config where its optional packages
+    are here (the ViT ones need torchvision and wandb, which --print-config checks first)."""
+    cfg = config_io.load(path)
+    stage = path.name.split("_")[0]
+    assert cfg.algorithm.name == stage and cfg.algorithm.options == ({"hybrid": True} if "_hybrid_" in path.name else {})
+    assert cfg.checkpoint.state_dict_type == "sharded"
+    base = config_io.load(ROOT / "apps" / "configs" / config_io.read_layers(path)[0][0].rsplit("/", 1)[-1])
+    assert (cfg.model, cfg.optim, cfg.data) == (base.model, base.optim, base.data)
+    from apps import requirements
+    try:
+        requirements.check(cfg)
+    except ValueError:
+        return
+    proc = cli(str(path), "--print-config")
+    assert proc.returncode == 0, proc.stderr
+    assert f"name: {stage}" in proc.stdout
