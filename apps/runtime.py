@@ -131,6 +131,7 @@ class Checkpointer:
             self.model.load_state_dict(model_state)
             self.opt.load_state_dict(optim_state)
         self.lr_sched.load_state_dict(lr_state)
+        self.saved_world_size = state.world_size   # a sharded checkpoint may come from another world size
         state.world_size = self.dist.size
         return path, state
 
