@@ -3,7 +3,9 @@
 One checkpoint is one directory:
   model_state_dict.pt   optim_state_dict.pt   lr_state_dict.pt   iter_state_dict.pt   manifest.json
 plus <stem>.rank{r}.pt for ranks r >= 1 only for the stems whose state differs per rank
-(IterState.per_rank: model and optimizer for local methods, nothing for replicated ones). Names:
+(IterState.per_rank: model and optimizer for local methods, nothing for replicated ones, the
+optimizer for sharded ones (ZeRO), whose per-rank files are shards: IterState.reshardable, every
+rank of a resume on any number of ranks reads them all and keeps its part). Names:
 <prefix>.step<N> (periodic), <prefix>.step<N>.preempt (SIGTERM/SIGUSR1), <prefix>.best.step<N>
 (lowest loss so far).
 
@@ -55,6 +57,7 @@ class IterState:
     best_loss: float = float("inf")
     world_size: int = 1
     per_rank: list[str] = field(default_factory=list)  # STEMS each rank saves its own copy of
+    reshardable: bool = False   # the per-rank files are shards of one state: loaded whole, on any number of ranks
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -257,6 +260,13 @@ def _torch_load(path: Path, weights_only: bool) -> Any:
         raise CheckpointError(f"checkpoint file {path} cannot be read: {e}") from e
 
 
+def _load_stem(path: Path, files: list[str], shards: bool, weights_only: bool) -> Any:
+    """One state: the object, or for a reshardable per-rank state the list of every rank's shard.
+    Optimizer/algorithm state may hold plain Python objects (weights_only=False)."""
+    loaded = [_torch_load(path / name, weights_only) for name in files]
+    return loaded if shards else loaded[0]
+
+
 def load(path: Path, rank: int, world_size: int) -> tuple[IterState, dict, dict, dict]:
     """This rank's (iter state, model, optimizer, lr scheduler) states, after verifying them."""
     path = Path(path)
@@ -265,13 +275,16 @@ def load(path: Path, rank: int, world_size: int) -> tuple[IterState, dict, dict,
         state = IterState(**_torch_load(path / "iter_state_dict.pt", True))
     except (TypeError, ValueError) as e:  # fields of another version, or bad values
         raise CheckpointError(f"checkpoint file {path / 'iter_state_dict.pt'} does not hold an IterState: {e}") from e
-    if state.per_rank and state.world_size != world_size:
+    if state.per_rank and state.world_size != world_size and not state.reshardable:
         raise CheckpointError(f"checkpoint {path} holds per-rank state for {state.world_size} ranks; this run has "
                               f"{world_size}: resume with {state.world_size} ranks")
-    names = [rank_file(stem, rank, state.per_rank) for stem in STEMS]
-    verify(path, names + ["lr_state_dict.pt"])
-    model = _torch_load(path / names[0], True)
-    optim = _torch_load(path / names[1], False)  # algorithm state may hold plain Python objects
+    if state.reshardable:  # every rank reads every shard (of the stems saved per rank) and keeps its part
+        names = {stem: [rank_file(stem, r, state.per_rank) for r in range(state.world_size)] for stem in STEMS}
+    else:
+        names = {stem: [rank_file(stem, rank, state.per_rank)] for stem in STEMS}
+    verify(path, [n for files in names.values() for n in files] + ["lr_state_dict.pt"])
+    model, optim = (_load_stem(path, names[stem], stem in state.per_rank and state.reshardable, stem == STEMS[0])
+                    for stem in STEMS)
     lr = _torch_load(path / "lr_state_dict.pt", True)
     return state, model, optim, lr
 

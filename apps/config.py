@@ -118,7 +118,9 @@ class CheckpointConfig:
     every_steps: int = non_negative(0)  # 0: at the end of every epoch
     keep_last: int = non_negative(2)    # periodic checkpoints kept, 0: all (best and preempt are kept apart)
     save_best: bool = True
-    state_dict_type: Literal["full"] = "full"
+    # Algorithms that shard their state (ZeRO): sharded = each rank saves its shard (resumable on any number
+    # of ranks); full = rank 0 saves the gathered optimizer state. The model file is always the full model.
+    state_dict_type: Literal["sharded", "full"] = "sharded"
 
 
 @dataclass

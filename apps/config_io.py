@@ -166,7 +166,7 @@ class _Layers:
     def add_override(self, assignment: str) -> None:
         source = f"--override {assignment}"
         parts, value = _parse_override(assignment)
-        parts, note = config_compat.translate(parts, source)
+        parts, value, note = config_compat.translate(parts, source, value)
         if note:
             self.notes.append(note)
         section, rest = parts[0], parts[1:]

@@ -35,6 +35,12 @@ def replicated(cfg: AlgorithmConfig) -> bool:
     return cls is None or cls.state_layout == _algorithms().traits.IDENTICAL
 
 
+def sharded(cfg: AlgorithmConfig) -> bool:
+    """Whether each rank holds a shard of the parameters' optimizer state (ZeRO), as the class declares."""
+    cls = algorithm_class(cfg)
+    return cls is not None and cls.state_layout == _algorithms().traits.SHARDED
+
+
 def owns_loop(cfg: AlgorithmConfig) -> bool:
     """Whether the algorithm trains in a loop of its own (opt.train(...): apps.own_loop drives it)."""
     cls = algorithm_class(cfg)

@@ -49,11 +49,14 @@ class Run:
                               {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps})
         self.lr_sched = budget.scheduler(cfg, self.local_opt)
 
-        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm))
+        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type))
         self.state.enter(self.plan, 0, 0)
         self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
         if resume and (restored := self.ckpt.restore(resume)):
-            self.state = restored
+            self.state = restored   # saved from here on as this run's config says (e.g. another state_dict_type)
+            self.state.per_rank = per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type)
+            if self.ckpt.saved_world_size != dist.size:
+                self._rescale_position(self.ckpt.saved_world_size)
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
                                config_io.to_dict(cfg), self.state.step if resume else None)
         self.metrics.message(
@@ -66,6 +69,19 @@ class Run:
         self.flops_per_token = self.model.flops_per_token() if hasattr(self.model, "flops_per_token") else None
         self.peak = peak_flops(cfg.train.peak_flops, self.device)
         self.start = time.time() - self.state.extra.get("elapsed", 0.0)
+
+    def _rescale_position(self, saved_world_size: int) -> None:
+        """The position in the segment is counted in steps of the writing run's world: convert it to this
+        one's (samples taken / this step's global batch, rounded down: a few samples may be seen twice),
+        moving on when the segment is done. Without it a run resumed on more ranks would find no batch left
+        in its segment and never advance."""
+        s, batch = self.state, self.cfg.data.batch_size
+        s.step_in_segment = s.step_in_segment * batch * saved_world_size // (batch * self.dist.size)
+        if s.step_in_segment >= self.plan.steps_in_segment(s.segment):
+            if s.segment + 1 < self.plan.num_segments:
+                s.enter(self.plan, s.epoch, s.segment + 1)
+            else:
+                s.enter(self.plan, s.epoch + 1, 0)
 
     def elapsed(self) -> float:
         return time.time() - self.start

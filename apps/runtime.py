@@ -43,15 +43,25 @@ def peak_flops(configured: float | None, device: torch.device) -> float | None:
     return next((v for k, v in PEAK_BF16.items() if k in name), None)
 
 
-def per_rank_state(algorithm: AlgorithmConfig) -> list[str]:
+def per_rank_state(algorithm: AlgorithmConfig, state_dict_type: str = "sharded") -> list[str]:
     """The checkpoint states (checkpoint.STEMS) that differ per rank under this algorithm, so each
     rank saves its own copy; the others are saved once, by rank 0. The one place that decides it, from
-    the state layout the algorithm class declares (algorithms/traits.py)."""
+    the state layout the algorithm class declares (algorithms/traits.py). A sharded algorithm (ZeRO)
+    saves the full model once (rank 0) and, with checkpoint.state_dict_type=sharded, the optimizer
+    state as one shard per rank; with full, once (gathered)."""
+    if optim.sharded(algorithm):
+        return ["optim_state_dict"] if state_dict_type == "sharded" else []
     if not optim.replicated(algorithm):
         return ["model_state_dict", "optim_state_dict"]  # local models and their optimizer states
     if algorithm.options.get("codec") is not None:
         return ["optim_state_dict"]  # one model, but each rank's error-feedback residuals are its own
     return []
+
+
+def _is_sharded(opt: Any) -> bool:
+    """Whether opt holds a shard of the model's and the optimizer's state (ZeRO; traits.SHARDED)."""
+    from algorithms import traits
+    return getattr(type(opt), "state_layout", None) == traits.SHARDED
 
 
 class Checkpointer:
@@ -66,11 +76,23 @@ class Checkpointer:
         return {"periodic": f"{p}.step{step:08d}", "preempt": f"{p}.step{step:08d}.preempt",
                 "best": f"{p}.best.step{step:08d}"}[kind]
 
+    def _states(self, state: IterState) -> tuple[dict, Any]:
+        """(model state, optimizer state) this rank saves. A sharded algorithm's model file holds the
+        gathered full model (ZeRO-3's live parameters are empty between steps); its optimizer state
+        is this rank's shard (reshardable) or, with state_dict_type=full, the gathered whole."""
+        state.reshardable = _is_sharded(self.opt) and "optim_state_dict" in state.per_rank
+        if not _is_sharded(self.opt):
+            return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}, self.opt.state_dict()
+        if state.reshardable:
+            return self.opt.full_model_state_dict(), self.opt.sharded_state_dict()
+        full = self.opt.full_state_dict()
+        return full["model"], full["optimizer"]
+
     def save(self, state: IterState, kind: str, elapsed: float) -> Path:
         state.extra["elapsed"] = elapsed
-        model_state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        model_state, optim_state = self._states(state)   # collective for a sharded algorithm
         path = checkpoint.save(self.directory, self.name(state.step, kind), self.dist, state, model_state,
-                               self.opt.state_dict(), self.lr_sched.state_dict())
+                               optim_state, self.lr_sched.state_dict())
         if self.dist.rank == 0:
             checkpoint.prune(self.directory, self.cfg.prefix, self.cfg.keep_last)
         return path
@@ -103,11 +125,29 @@ class Checkpointer:
         if found is None:
             return None
         path, (state, model_state, optim_state, lr_state) = found
-        self.model.load_state_dict(model_state)
-        self.opt.load_state_dict(optim_state)
+        if _is_sharded(self.opt):
+            self._load_sharded(state, model_state, optim_state)
+        else:
+            self.model.load_state_dict(model_state)
+            self.opt.load_state_dict(optim_state)
         self.lr_sched.load_state_dict(lr_state)
+        self.saved_world_size = state.world_size   # a sharded checkpoint may come from another world size
         state.world_size = self.dist.size
         return path, state
+
+    def _load_sharded(self, state: IterState, model_state: dict, optim_state: Any) -> None:
+        """A sharded algorithm's checkpoint, written on any number of ranks: the parameters from the
+        optimizer state (each rank keeps its shard; collective), the buffers from the model file."""
+        if state.reshardable:  # one shard per writing rank; hybrid runs wrote each shard once per node
+            self.opt.load_sharded_state_dict(list({s["rank"]: s for s in reversed(optim_state)}.values()))
+        else:
+            self.opt.load_full_state_dict({"model": model_state, "optimizer": optim_state}, steps=state.step)
+        params = {n for n, _ in self.model.named_parameters(remove_duplicate=False)}
+        missing, unexpected = self.model.load_state_dict({k: v for k, v in model_state.items() if k not in params},
+                                                         strict=False)
+        if unexpected or set(missing) - params:
+            raise CheckpointError(f"the checkpoint's model state does not fit this model: buffers missing "
+                                  f"{sorted(set(missing) - params)[:3]}, unexpected {sorted(unexpected)[:3]}")
 
     def _ranks_where(self, flag: bool) -> list[int]:
         """The ranks on which `flag` is True, known to every rank."""

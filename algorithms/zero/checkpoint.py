@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from algorithms.zero import shard_optimizer
+
 FORMAT = "pycomm.zero.sharded/1"
 
 
@@ -21,6 +23,13 @@ def _per_element(value: Any) -> bool:
     """Optimizer state with one value per parameter element (exp_avg, momentum_buffer): sharded; a 0-dim
     tensor or a number (Adam's step) is the same on every rank and kept whole."""
     return torch.is_tensor(value) and value.dim() > 0
+
+
+def _param_groups(opt: Any, saved: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shard optimizer's saved groups with the user's current hyper-parameters: a scheduler steps the
+    user's optimizer after opt.step(), so the shard's copy (mirrored before each step) is one step behind."""
+    return [{**g, **shard_optimizer.hyper_parameters(mine)} for g, mine in zip(saved["param_groups"],
+                                                                                opt.optimizer.param_groups)]
 
 
 def _state_keys(opt: Any) -> list[str]:
@@ -44,17 +53,21 @@ def _gather_full(opt: Any, shards: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
+def full_model_state_dict(opt: Any) -> dict[str, torch.Tensor]:
+    """The model's state dict with fp32 parameters (buffers as they are), on every rank (collective);
+    without model=, the parameters under param_names()."""
+    params = _gather_full(opt, [g.master for g in opt.groups])
+    if opt.model is None:
+        return dict(zip(opt.param_names(), params))
+    full = {id(p): f for p, f in zip(opt.params, params)}   # by identity: a tied parameter under each name
+    return {k: full.get(id(v), v.detach().cpu().clone()) for k, v in opt.model.state_dict(keep_vars=True).items()}
+
+
+@torch.no_grad()
 def full_state_dict(opt: Any) -> dict[str, Any]:
     """{"model": the model's state dict with fp32 parameters, "optimizer": the wrapped optimizer's state
     dict as if it had run unsharded}, on every rank (collective)."""
-    names = opt.param_names()
-    params = _gather_full(opt, [g.master for g in opt.groups])
-    model: dict[str, torch.Tensor]
-    if opt.model is not None:      # by identity: a tied parameter appears under each of its names
-        full = {id(p): f for p, f in zip(opt.params, params)}
-        model = {k: full.get(id(v), v.detach().cpu().clone()) for k, v in opt.model.state_dict(keep_vars=True).items()}
-    else:
-        model = dict(zip(names, params))
+    model = full_model_state_dict(opt)
     saved = opt.shard_optimizer.state_dict()
     state: dict[int, dict[str, Any]] = {i: {k: v for k, v in s.items() if not _per_element(v)}
                                         for i, s in saved["state"].items()}
@@ -63,7 +76,7 @@ def full_state_dict(opt: Any) -> dict[str, Any]:
         shards = [g.assemble([saved["state"][index[id(p)]][key] for p in g.params]) for g in opt.groups]
         for index, full in enumerate(_gather_full(opt, shards)):
             state.setdefault(index, {})[key] = full
-    return {"model": model, "optimizer": {"state": state, "param_groups": saved["param_groups"]}}
+    return {"model": model, "optimizer": {"state": state, "param_groups": _param_groups(opt, saved)}}
 
 
 def sharded_state_dict(opt: Any) -> dict[str, Any]:
@@ -80,7 +93,7 @@ def sharded_state_dict(opt: Any) -> dict[str, Any]:
     scalars = {j: {k: v for k, v in s.items() if not _per_element(v)} for j, s in saved["state"].items()}
     return {"format": FORMAT, "algorithm": opt.name, "rank": opt.shard_comm.rank, "world_size": opt.shard_comm.size,
             "steps": opt.steps, "names": opt.param_names(), "shapes": [tuple(s) for s in opt.param_shapes()],
-            "groups": groups, "scalars": scalars, "param_groups": saved["param_groups"]}
+            "groups": groups, "scalars": scalars, "param_groups": _param_groups(opt, saved)}
 
 
 def shard_path(directory: Path, rank: int, size: int) -> Path:
@@ -178,3 +191,30 @@ def load_sharded(opt: Any, shards: Any) -> None:
         mine.update({k: v for k, v in saved.items() if k != "params"})
     opt.steps = shards[0]["steps"]
     opt._publish()
+
+
+def full_as_shard(opt: Any, full: dict[str, Any], steps: int) -> dict[str, Any]:
+    """A full_state_dict() (possibly of another world size) as the single shard of a 1-rank sharded
+    checkpoint of this model, so load_sharded can place it: one group holding every parameter."""
+    if not isinstance(full, dict) or not {"model", "optimizer"} <= set(full):
+        raise TypeError("load_full_state_dict: expected the {'model': ..., 'optimizer': ...} dict full_state_dict() "
+                        f"returns, got {type(full).__name__}")
+    names, shapes = opt.param_names(), [tuple(s) for s in opt.param_shapes()]
+    missing = [n for n in names if n not in full["model"]]
+    if missing:
+        raise ValueError(f"load_full_state_dict: the model state lacks parameter {missing[0]!r}: it was saved for "
+                         "another model")
+    state = {int(j): s for j, s in full["optimizer"]["state"].items()}
+    keys = sorted({k for s in state.values() for k, v in s.items() if _per_element(v)})
+
+    def flat(j: int, key: str) -> torch.Tensor:
+        value = state.get(j, {}).get(key)
+        return torch.zeros(shapes[j]).flatten() if value is None else value.detach().float().cpu().flatten()
+
+    group = {"params": list(range(len(names))),
+             "master": torch.cat([full["model"][n].detach().float().cpu().flatten() for n in names]),
+             "state": {k: torch.cat([flat(j, k) for j in range(len(names))]) for k in keys}}
+    scalars = {j: {k: v for k, v in s.items() if not _per_element(v)} for j, s in state.items()}
+    return {"format": FORMAT, "algorithm": opt.name, "rank": 0, "world_size": 1, "steps": steps, "names": names,
+            "shapes": shapes, "groups": [group], "scalars": scalars,
+            "param_groups": full["optimizer"]["param_groups"]}

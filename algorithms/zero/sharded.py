@@ -203,6 +203,17 @@ class ZeroOptimizer(CommOptimizer):
         from algorithms.zero import checkpoint
         return checkpoint.full_state_dict(self)
 
+    def full_model_state_dict(self) -> dict[str, Any]:
+        """full_state_dict()["model"] without gathering the optimizer state (collective)."""
+        from algorithms.zero import checkpoint
+        return checkpoint.full_model_state_dict(self)
+
+    def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
+        """Load what full_state_dict() returned, on any number of ranks; `steps` sets the step counter
+        (which full_state_dict does not carry; None keeps it)."""
+        from algorithms.zero import checkpoint
+        checkpoint.load_sharded(self, [checkpoint.full_as_shard(self, full, self.steps if steps is None else steps)])
+
     def sharded_state_dict(self) -> dict[str, Any]:
         from algorithms.zero import checkpoint
         return checkpoint.sharded_state_dict(self)

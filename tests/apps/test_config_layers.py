@@ -118,3 +118,48 @@ def test_s3df_script_asks_for_nccl_which_auto_never_picks() -> None:
     assert choose_auto(srun) != "nccl"
     script = (ROOT / "apps" / "slurm" / "s3df.sbatch").read_text()
     assert "-o launch.backend=nccl" in script and "NCCL for CUDA tensors" not in script
+
+
+def test_training_stub_keys_map_to_ours(tmp_path: Path) -> None:
+    (tmp_path / "stub.yaml").write_text(
+        "dist: {cpu_only: true, backend: mpi, dtype: bfloat16, sharding_stage: zero3_hybrid}\n"
+        "lr_scheduler: {total_iterations: 1000000, warmup_iterations: 10}\n"
+        "checkpoint: {state_dict_type: full, chkpt_saving_iterations: 100, directory: experiments/chkpts, "
+        "prefix: dummy-0.1}\n")
+    resolved = config_io.resolve(tmp_path / "stub.yaml")
+    cfg = resolved.config
+    assert (cfg.algorithm.name, cfg.algorithm.options) == ("zero3", {"hybrid": True})
+    assert (cfg.train.device, cfg.train.dtype, cfg.launch.backend) == ("cpu", "bfloat16", "mpi")
+    assert (cfg.schedule.warmup_steps, cfg.schedule.total_steps) == (10, 1000000)
+    assert (cfg.checkpoint.every_steps, cfg.checkpoint.state_dict_type, cfg.checkpoint.directory,
+            cfg.checkpoint.prefix) == (100, "full", "experiments/chkpts", "dummy-0.1")
+    assert any("'dist.sharding_stage' is the training stub's name for 'algorithm'" in n for n in resolved.notes)
+    zero0 = config_io.load(None, ["dist.sharding_stage=zero0", "dist.cpu_only=false"])
+    assert (zero0.algorithm.name, zero0.algorithm.options, zero0.train.device) == ("mbsgd", {}, "auto")
+    assert config_io.load(None, ["dist.sharding_stage=zero2_hybrid"]).algorithm.options == {"hybrid": True}
+    with pytest.raises(ConfigError, match=r"dist.sharding_stage: expected one of zero0, .*got 'zero4'"):
+        config_io.load(None, ["dist.sharding_stage=zero4"])
+    with pytest.raises(ConfigError, match=r"unknown config key 'dist.cpu'"):
+        config_io.load(None, ["dist.cpu=true"])
+    with pytest.raises(ConfigError, match=r"checkpoint.state_dict_type"):
+        config_io.load(None, ["checkpoint.state_dict_type=local"])
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "apps" / "configs").glob("zero*.yaml")), ids=lambda p: p.name)
+def test_zero_configs_resolve_and_print(path: Path) -> None:
+    """Each ZeRO config layers its stage over the base run; --print-config where its optional packages
+    are here (the ViT ones need torchvision and wandb, which --print-config checks first)."""
+    cfg = config_io.load(path)
+    stage = path.name.split("_")[0]
+    assert cfg.algorithm.name == stage and cfg.algorithm.options == ({"hybrid": True} if "_hybrid_" in path.name else {})
+    assert cfg.checkpoint.state_dict_type == "sharded"
+    base = config_io.load(ROOT / "apps" / "configs" / config_io.read_layers(path)[0][0].rsplit("/", 1)[-1])
+    assert (cfg.model, cfg.optim, cfg.data) == (base.model, base.optim, base.data)
+    from apps import requirements
+    try:
+        requirements.check(cfg)
+    except ValueError:
+        return
+    proc = cli(str(path), "--print-config")
+    assert proc.returncode == 0, proc.stderr
+    assert f"name: {stage}" in proc.stdout

@@ -1,0 +1,63 @@
+"""Checkpoints of sharded algorithms (ZeRO) in apps.train: checkpoint.state_dict_type=sharded writes
+one optimizer shard per rank beside the full model and resumes on any number of ranks; full writes the
+gathered state once; same-N resume is bit-exact."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from apps.config import AlgorithmConfig
+from apps.runtime import per_rank_state
+from tests.apps import runs
+from tests.launch import mpirun
+
+ADAMW = ["-o", "optim.name=adamw", "-o", "optim.lr=0.001", "-o", "train.max_steps=20"]
+
+
+def _argv(out: Path, name: str, algorithm: str, nproc: int, state_dict_type: str, *extra: str) -> list[str]:
+    return runs.args(out, name, algorithm, nproc, *ADAMW, "-o", f"checkpoint.state_dict_type={state_dict_type}",
+                     *extra)
+
+
+def test_sharded_algorithms_save_the_optimizer_per_rank_only_when_sharded() -> None:
+    assert per_rank_state(AlgorithmConfig("zero3", {}), "sharded") == ["optim_state_dict"]
+    assert per_rank_state(AlgorithmConfig("zero2", {}), "full") == []
+    assert per_rank_state(AlgorithmConfig("mbsgd", {}), "sharded") == []   # not sharded: the type is moot
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("algorithm", ["zero3", "zero2"])
+def test_sharded_checkpoint_resumes_on_1_and_3_ranks_to_the_saved_state(tmp_path: Path, algorithm: str) -> None:
+    runs.run(_argv(tmp_path, "sharded", algorithm, 2, "sharded"), timeout=400)
+    runs.run(_argv(tmp_path, "full", algorithm, 2, "full"), timeout=400)
+    sharded = tmp_path / "sharded" / "checkpoints" / "ckpt.step00000010"
+    full = tmp_path / "full" / "checkpoints" / "ckpt.step00000010"
+    assert (sharded / "optim_state_dict.rank1.pt").exists() and not (sharded / "model_state_dict.rank1.pt").exists()
+    assert not (full / "optim_state_dict.rank1.pt").exists()
+    model = torch.load(sharded / "model_state_dict.pt", weights_only=True)
+    assert all(v.numel() > 0 for v in model.values())       # the real model, not zero3's empty live parameters
+    runs.assert_same(model, torch.load(full / "model_state_dict.pt", weights_only=True))
+    overrides = [f"algorithm.name={algorithm}", "algorithm.options={}", "model.name=mlp", "optim.name=adamw",
+                 "optim.lr=0.001", "logging.plot=false", "data.segment_size=1000"]
+    for n in (1, 3):
+        for source in (sharded, full):   # the gathered state after loading equals the full checkpoint's
+            out = mpirun(n, "tests.apps.workers.zero_reshard", str(tmp_path / f"w{n}"), str(source), str(full),
+                         *[f"name=w{n}{source.parent.parent.name}"], *overrides, timeout=400).stdout
+            assert len(re.findall(rf"rank \d of {n} ok", out)) == n, out
+
+
+@pytest.mark.mpi
+def test_preempted_zero3_resumes_bit_exact_on_2_and_runs_on_3_ranks(tmp_path: Path) -> None:
+    runs.run(_argv(tmp_path, "straight", "zero3", 2, "sharded"), timeout=400)
+    argv = _argv(tmp_path, "cut", "zero3", 2, "sharded")
+    assert "preempted" in runs.preempt(argv, timeout=400).stdout
+    shutil.copytree(tmp_path / "cut", tmp_path / "cut3")
+    runs.run(argv + ["--resume", "auto"], timeout=400)
+    runs.assert_same(runs.final_params(tmp_path / "straight"), runs.final_params(tmp_path / "cut"))
+    argv3 = _argv(tmp_path, "cut3", "zero3", 3, "sharded")
+    out = runs.run(argv3 + ["--resume", "auto"], timeout=400).stdout
+    assert "resumed from" in out and "over 3 rank(s)" in out and "step 20/20" in out, out

@@ -1,0 +1,44 @@
+"""On every rank of a world of any size: resume a ZeRO run of apps.train from a checkpoint written on
+another number of ranks and check that the resumed state, gathered (full_state_dict), equals the
+reference: the model and optimizer files of a full-state checkpoint of the same step.
+argv: out_dir, checkpoint to resume from, reference checkpoint (state_dict_type=full), then overrides."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from apps import config_io
+from apps.run import Run
+
+
+def _equal(a: object, b: object, where: str) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), (where, sorted(a), sorted(b) if isinstance(b, dict) else b)
+        for k in a:
+            _equal(a[k], b[k], f"{where}.{k}")
+    elif torch.is_tensor(a):
+        assert torch.equal(a, b), f"{where} differs: max |diff| {float((a.float() - b.float()).abs().max())}"
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _equal(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, (where, a, b)
+
+
+def main() -> None:
+    out, resume, reference = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    cfg = config_io.load(None, [f"out_dir={out}", *sys.argv[4:]])
+    run = Run(cfg, str(resume))
+    full = run.opt.full_state_dict()
+    _equal(full["model"], torch.load(reference / "model_state_dict.pt", weights_only=True), "model")
+    _equal(full["optimizer"], torch.load(reference / "optim_state_dict.pt", weights_only=False), "optimizer")
+    assert run.state.step == torch.load(reference / "iter_state_dict.pt")["step"]
+    run.finish(preempted=True)
+    print(f"rank {run.dist.rank} of {run.dist.size} ok", flush=True)
+
+
+if __name__ == "__main__":
+    main()
