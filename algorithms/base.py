@@ -53,7 +53,7 @@ class CommOptimizer(OptimizerProtocol):
     # how it is trained and how its state is held (algorithms/traits.py): apps dispatch on these
     training: ClassVar[str] = traits.WRAPPER
     state_layout: ClassVar[str] = traits.PER_RANK
-    common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": 25 << 20}
+    common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": None}
     algorithm_options: ClassVar[dict[str, Any]] = {}
 
     def __new__(cls, optimizer: Any = None, algorithm: str | None = None, *args: Any, **kwargs: Any):
@@ -86,7 +86,7 @@ class CommOptimizer(OptimizerProtocol):
             options = {**SDTL_IMPLIED_OPTIONS.get(self.name, {}), **options}
         config = opts.merge(self.name, self.default_options(), options)
         config["codec"] = opts.codec(config["codec"])
-        config["bucket_bytes"] = opts.integer("bucket_bytes", config["bucket_bytes"], 1)
+        config["bucket_bytes"] = opts.optional_integer("bucket_bytes", config["bucket_bytes"], 1)
         self.options: dict[str, Any] = self._validate(config)
         self.comm = comm if comm is not None else pycomm.world()
         if world_size is not None and world_size != self.comm.size:

@@ -58,7 +58,7 @@ class Pending:
 class Channel:
     comm: Any
     codec: Any = None
-    bucket_bytes: int = 25 << 20
+    bucket_bytes: int | None = None   # None: pycomm's default for where the tensors live
     device: torch.device = torch.device("cpu")   # where small control tensors (leader scores) live
     stats: CommStats = field(default_factory=CommStats)
     # error-feedback state (pycomm.ErrorFeedback) of compressed all-reduces, one per call site (key)

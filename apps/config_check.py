@@ -123,7 +123,7 @@ def _check_option_values(name: str, options: dict[str, Any], cfg: Config) -> Non
     probe.optimizer = optim.build_optimizer(cfg.optim, torch.nn.Linear(2, 2))  # some checks read its type
     config = algo_options.merge(name, cls.default_options(), epochs_to_steps(options, 1))
     config["codec"] = algo_options.codec(config["codec"])
-    config["bucket_bytes"] = algo_options.integer("bucket_bytes", config["bucket_bytes"], 1)
+    config["bucket_bytes"] = algo_options.optional_integer("bucket_bytes", config["bucket_bytes"], 1)
     probe._validate(config)
 
 

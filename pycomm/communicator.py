@@ -224,7 +224,7 @@ class Communicator:
 
     # ---- coalesced and quantized ops (logic in pycomm/fusion.py, flat_shards.py, quantized.py) ----
     def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,
-                            bucket_bytes: int = fusion.DEFAULT_BUCKET_BYTES,
+                            bucket_bytes: int | None = None,
                             wire_dtype: Optional[torch.dtype] = None) -> Work:
         """All-reduces many tensors in place through fused buckets (grouped by dtype; floating tensors
         travel as wire_dtype when given); returns a Work whose wait() unpacks the results.
@@ -233,13 +233,13 @@ class Communicator:
         return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype)
 
     def broadcast_coalesced(self, tensors: Sequence[torch.Tensor], root: int = 0,
-                            bucket_bytes: int = fusion.DEFAULT_BUCKET_BYTES) -> Work:
+                            bucket_bytes: int | None = None) -> Work:
         """Broadcasts many tensors (any dtypes) from `root` in place through flat buckets per dtype."""
         root = self._peer(root, "broadcast_coalesced", "root")
         return fusion.broadcast_coalesced(self, tensors, root, bucket_bytes)
 
     def reduce_scatter_coalesced(self, shards: torch.Tensor, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,
-                                 bucket_bytes: int = fusion.DEFAULT_BUCKET_BYTES,
+                                 bucket_bytes: int | None = None,
                                  wire_dtype: Optional[torch.dtype] = None, codec: Any = None) -> Work:
         """`shards` (one flat tensor of pycomm.flat_shard_numel(tensors, size) elements) = this rank's shard
         of the reduction over ranks of the tensors' zero-padded concatenation (ZeRO's gradient shard).
@@ -248,7 +248,7 @@ class Communicator:
         return flat_shards.reduce_scatter_coalesced(self, shards, tensors, op, bucket_bytes, wire_dtype, codec)
 
     def allgather_coalesced(self, tensors: Sequence[torch.Tensor], shards: torch.Tensor,
-                            bucket_bytes: int = fusion.DEFAULT_BUCKET_BYTES,
+                            bucket_bytes: int | None = None,
                             wire_dtype: Optional[torch.dtype] = None, codec: Any = None) -> Work:
         """The inverse layout: every rank's `shards` (flat, pycomm.flat_shard_numel(tensors, size) elements)
         gathered and written into `tensors` (ZeRO's parameters from their shards); padding is dropped."""

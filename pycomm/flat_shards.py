@@ -31,7 +31,7 @@ from pycomm import _dtypes, kernels
 from pycomm._buffers import POOL
 from pycomm._codec_wire import WireLayout, check_codec
 from pycomm._tensors import check_tensor, place_of
-from pycomm.fusion import DEFAULT_BUCKET_BYTES, WIRE_DTYPES, CoalescedWork, check_tensor_list
+from pycomm.fusion import WIRE_DTYPES, CoalescedWork, check_tensor_list
 from pycomm.ops import AVG, SUM, check_op
 
 
@@ -88,15 +88,15 @@ class _Bucket:
             self._buffers = []
 
 
-def _check_group(tensors: object, bucket_bytes: object, what: str) -> list[torch.Tensor]:
-    checked = check_tensor_list(tensors, bucket_bytes, what)
+def _check_group(tensors: object, bucket_bytes: object, what: str) -> tuple[list[torch.Tensor], int]:
+    checked, bucket_bytes = check_tensor_list(tensors, bucket_bytes, what)
     if not checked:
         raise ValueError(f"{what}: tensors is empty; give at least one tensor")
     dtypes = {t.dtype for t in checked}
     if len(dtypes) > 1:
         raise TypeError(f"{what}: tensors must share one dtype (a flat shard has one), got "
                         f"{sorted(str(d) for d in dtypes)}; call once per dtype")
-    return checked
+    return checked, bucket_bytes
 
 
 def _check_shard(shard: object, tensors: list[torch.Tensor], layout: FlatLayout, what: str) -> torch.Tensor:
@@ -143,12 +143,12 @@ def _consecutive_flat(group: list[torch.Tensor], layout: FlatLayout, size: int,
 
 
 def _arguments(comm: Any, tensors: object, shard: object, bucket_bytes: object, wire_dtype: object, codec: object,
-               what: str) -> tuple[list[torch.Tensor], FlatLayout, torch.Tensor, Any]:
-    """Checked (tensors, their layout over comm's ranks, the flat shard, the codec or None)."""
-    group = _check_group(tensors, bucket_bytes, what)
+               what: str) -> tuple[list[torch.Tensor], FlatLayout, torch.Tensor, Any, int]:
+    """Checked (tensors, their layout over comm's ranks, the flat shard, the codec or None, bucket bytes)."""
+    group, bucket_bytes = _check_group(tensors, bucket_bytes, what)
     layout = FlatLayout.of(group, comm.size)
     flat_shard = _check_shard(shard, group, layout, what)
-    return group, layout, flat_shard, _check_options(wire_dtype, codec, group[0].dtype, what)
+    return group, layout, flat_shard, _check_options(wire_dtype, codec, group[0].dtype, what), bucket_bytes
 
 
 def _ranges(shard: int, per_rank: int) -> list[tuple[int, int]]:
@@ -183,10 +183,11 @@ def _unpack_chunks(tensors: list[torch.Tensor], layout: FlatLayout, size: int, l
 
 
 def reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[torch.Tensor], op: Any = AVG,
-                             bucket_bytes: int = DEFAULT_BUCKET_BYTES, wire_dtype: torch.dtype | None = None,
+                             bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
                              codec: Any = None) -> CoalescedWork:
     what = "reduce_scatter_coalesced"
-    group, layout, flat_shard, codec = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype, codec, what)
+    group, layout, flat_shard, codec, bucket_bytes = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype,
+                                                                codec, what)
     op = check_op(op, what)
     dtype = group[0].dtype
     if op == AVG and dtype not in _dtypes.FLOATING:
@@ -243,10 +244,11 @@ def _reduce_scatter_encoded(comm: Any, flat_shard: torch.Tensor, group: list[tor
 
 
 def allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch.Tensor,
-                        bucket_bytes: int = DEFAULT_BUCKET_BYTES, wire_dtype: torch.dtype | None = None,
+                        bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
                         codec: Any = None) -> CoalescedWork:
     what = "allgather_coalesced"
-    group, layout, flat_shard, codec = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype, codec, what)
+    group, layout, flat_shard, codec, bucket_bytes = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype,
+                                                                codec, what)
     dtype = group[0].dtype
     size, device = comm.size, flat_shard.device
     buckets = []

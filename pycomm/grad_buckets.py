@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from pycomm.flat_shards import flat_shard_numel
-from pycomm.fusion import DEFAULT_BUCKET_BYTES
+from pycomm.fusion import bucket_bytes_for
 from pycomm.ops import AVG
 from pycomm.quantized import ErrorFeedback
 
@@ -62,13 +62,11 @@ def plan(params: Sequence[torch.Tensor], bucket_bytes: int) -> list[list[torch.T
 
 class GradientBuckets:
     def __init__(self, params: Sequence[torch.Tensor], *, comm: Any = None, mode: str = "allreduce",
-                 bucket_bytes: int = DEFAULT_BUCKET_BYTES, op: Any = AVG, wire_dtype: torch.dtype | None = None,
+                 bucket_bytes: int | None = None, op: Any = AVG, wire_dtype: torch.dtype | None = None,
                  codec: Any = None, free_grads: bool = False,
                  launch: Callable[[GradBucket], Any] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"GradientBuckets: mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
-            raise ValueError(f"GradientBuckets: bucket_bytes must be a positive int, got {bucket_bytes!r}")
         if launch is None and comm is None:
             from pycomm.runtime import world
             comm = world()
@@ -81,6 +79,7 @@ class GradientBuckets:
         self.comm, self.mode, self.op, self.wire_dtype, self.codec = comm, mode, op, wire_dtype, codec
         self.free_grads = free_grads
         self._launch_fn = launch or self._reduce
+        bucket_bytes = bucket_bytes_for(bucket_bytes, params, "GradientBuckets")
         self.buckets = [GradBucket(i, ps) for i, ps in enumerate(plan(params, bucket_bytes))]
         if mode == "reduce_scatter" and comm is not None:
             for b in self.buckets:

@@ -250,7 +250,7 @@ def communicator_cases() -> Iterator[Case]:
     yield from _vary("Communicator.allreduce_coalesced", lambda **kw: c.allreduce_coalesced(**kw).wait(),
                      lambda: dict(tensors=[f32(4)], op=pycomm.SUM, bucket_bytes=1 << 20, wire_dtype=None),
                      dict(tensors=without(BAD_TENSORS, "int tensors"), op=BAD_OP,
-                          bucket_bytes=without(BAD_INT_POSITIVE, "huge"),
+                          bucket_bytes=without(BAD_INT_POSITIVE, "huge", "None"),   # None: the default
                           wire_dtype=[("str", "bf16"), ("int dtype", torch.int32)]))
     yield from _vary("Communicator.allreduce_quantized", lambda **kw: c.allreduce_quantized(**kw).wait(),
                      lambda: dict(tensor=f32(), op=pycomm.SUM, codec=None, error_feedback=None),

@@ -7,7 +7,7 @@ import torch
 
 import pycomm
 from pycomm._codec_wire import WireLayout
-from pycomm.fusion import plan_buckets
+from pycomm.fusion import DEVICE_BUCKET_BYTES, HOST_BUCKET_BYTES, bucket_bytes_for, plan_buckets
 from pycomm.quantized import chunk_numel, segments
 from tests.launch import mpirun
 
@@ -102,3 +102,23 @@ def test_segment_size_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYCOMM_QUANTIZED_SEGMENT", "-5")
     with pytest.raises(ValueError, match="PYCOMM_QUANTIZED_SEGMENT must be a positive"):
         segments(10, 2, 256)
+
+
+def test_default_bucket_size_follows_where_tensors_live() -> None:
+    # host tensors: cache-sized buckets; device tensors (meta stands in for a GPU here): DESIGN's 25 MiB
+    assert bucket_bytes_for(None, [torch.zeros(3)], "x") == HOST_BUCKET_BYTES == 4 << 20
+    assert bucket_bytes_for(None, [torch.zeros(3, device="meta")], "x") == DEVICE_BUCKET_BYTES == 25 << 20
+    assert bucket_bytes_for(123, [torch.zeros(3)], "x") == 123
+    with pytest.raises(ValueError, match=r"x: bucket_bytes must be a positive int, or None .*4 MiB.*got 0"):
+        bucket_bytes_for(0, [torch.zeros(3)], "x")
+
+
+def test_gradient_buckets_on_host_cut_at_four_mib_by_default() -> None:
+    # three 3 MiB gradients: one bucket each at the host default, one bucket for all at 25 MiB
+    params = [torch.nn.Parameter(torch.zeros(3 << 18)) for _ in range(3)]
+    by_default = pycomm.GradientBuckets(params, launch=lambda bucket: None)
+    explicit = pycomm.GradientBuckets(params, launch=lambda bucket: None, bucket_bytes=25 << 20)
+    assert [len(b.params) for b in by_default.buckets] == [1, 1, 1]
+    assert [len(b.params) for b in explicit.buckets] == [3]
+    by_default.remove_hooks()
+    explicit.remove_hooks()
