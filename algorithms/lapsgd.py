@@ -12,7 +12,10 @@ wrapper keeps the one-line construction of every algorithm and owns the loop:
 
 `step()` raises (it has no meaning here). `train()` may be called repeatedly (e.g. one epoch at a time,
 evaluating in between): the node minibatch counter, the averaging counters and every worker's momentum
-buffers carry over, and they are in `state_dict()`. Hogwild runs are not bit-reproducible, so a resumed
+buffers carry over, and they are in `state_dict()`. The worker processes start with the first call and
+sleep between calls; a later call with the same model, loss_fn and dataset objects and settings wakes
+them (no start-up), anything else starts new ones. `opt.close()` ends them (else they end with the
+optimizer or the program); `LapResult.startup_seconds` says what a call spent starting workers. Hogwild runs are not bit-reproducible, so a resumed
 run continues the same schedule and state, not the same trajectory.
 
 What the workers do is torch.optim.SGD's update (lr, momentum, dampening, weight_decay, nesterov per
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -59,7 +63,17 @@ class LapResult:
     per_worker: list[int]    # of which each worker did
     rounds: int              # averaging rounds in this call (the final synchronous one included)
     loss: float              # mean of the workers' last training losses
-    seconds: float
+    seconds: float           # the whole call, worker start-up included
+    startup_seconds: float = 0.0   # of which starting the worker processes (0 when the pool was reused)
+
+
+@dataclass(frozen=True)
+class _PoolKey:
+    objects: tuple    # model, loss_fn, dataset, momentum state: the same objects, not equal ones
+    settings: tuple   # compared by value; the last is the node minibatch count the pool stands at
+
+    def matches(self, other: "_PoolKey") -> bool:
+        return all(a is b for a, b in zip(self.objects, other.objects)) and self.settings == other.settings
 
 
 def _seed(seed: int, rank: int, worker: int, node_steps: int) -> int:
@@ -89,6 +103,8 @@ class LAPSGD(CommOptimizer):
         self.last_averaged_at = 0    # node_steps when this rank last started an averaging round
         self.rounds = 0
         self.momentum: MomentumState | None = None
+        self._pool: WorkerPool | None = None
+        self._pool_key: _PoolKey | None = None
 
     @property
     def current_period(self) -> int:
@@ -149,14 +165,22 @@ class LAPSGD(CommOptimizer):
             self.momentum = MomentumState.zeros(params, P)
 
         ids = {id(p): g for g, group in enumerate(self.optimizer.param_groups) for p in group["params"]}
-        pool = WorkerPool(model=model, loss_fn=loss_fn, dataset=dataset, shard=shard, batch_size=batch_size,
-                          groups=[GroupHyper(g["momentum"], g["dampening"], g["weight_decay"], g["nesterov"])
-                                  for g in self.optimizer.param_groups],
-                          group_of=[ids[id(p)] for p in params], momentum=self.momentum,
-                          blocks=self._blocks(params), prepassm_steps=self._prepassm_steps(),
-                          seeds=[_seed(seed, self.comm.rank, w, self.node_steps) for w in range(P)],
-                          device=device, start_method=start_method, threads=threads_per_worker,
-                          first_step=self.node_steps, steps=steps, max_grad_norm=max_grad_norm)
+        groups = [GroupHyper(g["momentum"], g["dampening"], g["weight_decay"], g["nesterov"])
+                  for g in self.optimizer.param_groups]
+        # what the running workers were given (objects by identity, settings by value, and where the last
+        # call left off): a call that changes none of it continues them
+        key = _PoolKey((model, loss_fn, dataset, self.momentum),
+                       (batch_size, groups, max_grad_norm, start_method, threads_per_worker, seed, self.node_steps))
+        pool = self._reusable_pool(key)
+        if pool is None:
+            pool = WorkerPool(model=model, loss_fn=loss_fn, dataset=dataset, shard=shard, batch_size=batch_size,
+                              groups=groups, group_of=[ids[id(p)] for p in params], momentum=self.momentum,
+                              blocks=self._blocks(params), prepassm_steps=self._prepassm_steps(),
+                              seeds=[_seed(seed, self.comm.rank, w, self.node_steps) for w in range(P)],
+                              device=device, start_method=start_method, threads=threads_per_worker,
+                              first_step=self.node_steps, steps=steps, max_grad_norm=max_grad_norm)
+            self._pool = pool
+            self._pool_finalizer = weakref.finalize(self, pool.close)
         averaging = None
         if self.comm.size > 1:
             policy = AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"])
@@ -165,13 +189,15 @@ class LAPSGD(CommOptimizer):
         loop = RankLoop(pool, averaging, lr_sync, self.last_averaged_at, poll_interval, on_progress, progress_every)
         loop.publish_lrs(self.node_steps)
         try:
-            pool.start()
+            pool.begin(self.node_steps + steps)
             loop.run()
-        finally:   # also on an error here (a failed collective): never leave workers training
-            pool.stop()
-            pool.join()
+        except BaseException:   # also a failed collective: never leave workers training
+            self.close()
+            raise
         first = self.node_steps
         self.node_steps = pool.done()
+        # the next call continues these workers if it changes nothing they were given but the budget
+        self._pool_key = _PoolKey(key.objects, (*key.settings[:-1], self.node_steps))
         self.last_averaged_at = loop.last_averaged_at
         self.steps = self.node_steps
         rounds = 0
@@ -189,7 +215,27 @@ class LAPSGD(CommOptimizer):
         self.rounds += rounds
         losses = [x for x, n in zip(pool.losses(), pool.per_worker()) if n]
         return LapResult(self.node_steps - first, pool.per_worker(), rounds,
-                         sum(losses) / len(losses) if losses else math.nan, time.monotonic() - t0)
+                         sum(losses) / len(losses) if losses else math.nan, time.monotonic() - t0,
+                         pool.startup_seconds)
+
+    def _reusable_pool(self, key: tuple) -> WorkerPool | None:
+        """The running pool when it was started for `key` (compared by identity for objects), else None
+        (after closing any pool that cannot be reused)."""
+        pool = self._pool
+        if pool is None:
+            return None
+        if self._pool_key is not None and key.matches(self._pool_key) and pool.alive():
+            return pool
+        self.close()
+        return None
+
+    def close(self) -> None:
+        """Stop this optimizer's worker processes (they otherwise wait for the next train() call, and end
+        with the optimizer or the program)."""
+        if self._pool is not None:
+            self._pool_finalizer.detach()
+            self._pool.close()
+            self._pool, self._pool_key = None, None
 
     def _check_model(self, model: torch.nn.Module) -> list[torch.Tensor]:
         if not isinstance(model, torch.nn.Module):

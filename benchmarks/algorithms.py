@@ -7,7 +7,8 @@ accuracy against bytes communicated (one line per algorithm, default transport).
 
 The cases train interleaved in one launch per transport (see benchmarks/workers/algorithms_run.py),
 lapsgd and lppsgd (2 Hogwild worker processes per rank) included: each of their segments is one
-opt.train() call, whose worker start-up counts in their training time; their bytes are comm_stats()'s."""
+opt.train() call; the workers start once (in the first segment's time) and are reused by the later
+calls; their bytes are comm_stats()'s."""
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,9 @@
 """The P Hogwild worker processes of one rank, and the main process's view of them.
 
+The pool lives as long as its optimizer: between train() calls the workers sleep on a condition, and
+the next call with the same model, data and settings only moves the budget on (`begin`), so an app
+that trains in segments (evaluating or checkpointing in between) pays the process start-up once.
+
 CPU: the model is moved to shared memory (`model.share_memory()`), so every worker updates the same
 storage. GPU: the model stays in GPU memory and the workers (which must be spawned) receive it through
 CUDA IPC, torch.multiprocessing's default for CUDA tensors, so they too write one copy."""
@@ -42,12 +46,30 @@ class WorkerPool:
                                  max_grad_norm=max_grad_norm)
                       for w in range(workers)]
         self.procs: list[multiprocessing.process.BaseProcess] = []
+        self.per_worker_at_begin = [0] * workers
+        self.startup_seconds = 0.0   # spent starting the workers in the current call (0 when reused)
 
     def set_lrs(self, lrs: list[float]) -> None:
         self.counters.lrs[:] = lrs
 
     def publish_lrs(self, node_step: int, lrs: list[float]) -> None:
         self.counters.publish_lrs(node_step, lrs)
+
+    def begin(self, target: int) -> None:
+        """Train up to node minibatch `target`: start the workers on first use, else wake them."""
+        self.per_worker_at_begin = list(self.counters.per_worker[:])
+        if not self.procs:
+            t0 = time.monotonic()
+            self.counters.target.value = target
+            self.start()
+            self.startup_seconds = time.monotonic() - t0
+        else:
+            self.startup_seconds = 0.0
+            self.counters.extend(target)
+
+    def alive(self) -> bool:
+        """Started, not stopped, and every worker process still running (so it can take another call)."""
+        return bool(self.procs) and not self.counters.stop.is_set() and all(p.exitcode is None for p in self.procs)
 
     def start(self, timeout: float = 300.0) -> None:
         """Start the workers and release them together once all are set up (spawn takes seconds)."""
@@ -75,13 +97,15 @@ class WorkerPool:
         return self.counters.target.value
 
     def per_worker(self) -> list[int]:
-        return list(self.counters.per_worker[:])
+        """Updates each worker applied in the current call."""
+        return [n - n0 for n, n0 in zip(self.counters.per_worker[:], self.per_worker_at_begin)]
 
     def losses(self) -> list[float]:
         return list(self.counters.loss[:])
 
     def finished(self) -> bool:
-        return all(p.exitcode is not None for p in self.procs)
+        """The current call's budget is applied (workers idle), or every worker has exited."""
+        return self.counters.done.value >= self.counters.target.value or all(p.exitcode is not None for p in self.procs)
 
     def failure(self) -> str | None:
         """The first worker failure (its traceback, or how it died), else None."""
@@ -94,7 +118,12 @@ class WorkerPool:
         return None
 
     def stop(self) -> None:
-        self.counters.stop.set()
+        self.counters.request_stop()
+
+    def close(self) -> None:
+        """Stop the workers and wait for them (idempotent)."""
+        self.stop()
+        self.join()
 
     def join(self, timeout: float = 60.0) -> None:
         for p in self.procs:

@@ -29,6 +29,7 @@ class SharedCounters:
     go: Any            # mp.Event: all workers are ready; they start together (a fair start)
     lr_table: Any      # mp.Array('d', LR_AHEAD * groups): rates of node minibatch k in slot k % LR_AHEAD
     lr_tags: Any       # mp.Array('q', LR_AHEAD): which minibatch each slot holds (-1: none)
+    more: Any          # mp.Condition: notified when `target` moves on (the next train() call) or on stop
 
     @classmethod
     def create(cls, ctx: Any, workers: int, groups: int, start: int, target: int) -> "SharedCounters":
@@ -36,7 +37,7 @@ class SharedCounters:
                    per_worker=ctx.Array("q", workers, lock=False), loss=ctx.Array("d", workers, lock=False),
                    lrs=ctx.Array("d", groups), stop=ctx.Event(), ready=ctx.Value("q", 0), go=ctx.Event(),
                    lr_table=ctx.Array("d", LR_AHEAD * groups, lock=False),
-                   lr_tags=ctx.Array("q", [-1] * LR_AHEAD, lock=False))
+                   lr_tags=ctx.Array("q", [-1] * LR_AHEAD, lock=False), more=ctx.Condition())
 
     def publish_lrs(self, node_step: int, lrs: list[float]) -> None:
         """The rates of node minibatch `node_step` (the main process, ahead of the workers)."""
@@ -71,6 +72,26 @@ class SharedCounters:
             index = self.claimed.value
             self.claimed.value += 1
             return index
+
+    def extend(self, target: int) -> None:
+        """The main process starts the next train() call: claims go on up to `target`."""
+        with self.more:
+            self.target.value = target
+            self.more.notify_all()
+
+    def request_stop(self) -> None:
+        with self.more:
+            self.stop.set()
+            self.more.notify_all()
+
+    def wait_for_more(self) -> bool:
+        """Between train() calls: sleep until the budget moves on (True) or the pool stops (False)."""
+        with self.more:
+            while not self.stop.is_set():
+                if self.claimed.value < self.target.value:
+                    return True
+                self.more.wait(1.0)   # the timeout only bounds a missed wake-up
+        return False
 
     def finish(self, worker: int, loss: float) -> None:
         with self.done.get_lock():

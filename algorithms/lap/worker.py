@@ -141,8 +141,10 @@ class HogwildWorker:
             return
         while not counters.stop.is_set():
             node_step = counters.claim()
-            if node_step is None:
-                break
+            if node_step is None:   # this train() call's budget is spent: wait for the next call
+                if not counters.wait_for_more():
+                    break
+                continue
             lrs = counters.lrs_for(node_step)   # read at the claim, as the published code steps its schedule
             loss = self.step(next(data), node_step, lrs)
             counters.finish(spec.worker, loss)

@@ -5,8 +5,8 @@ timed (evaluations between segments are not).
 
 lapsgd / lppsgd train through their own loop (opt.train, P = 2 Hogwild worker processes per rank), so
 they interleave too: each of their segments is one train() call over the segment's number of node
-minibatches, which forks the rank's workers and joins them at the end (that start-up is inside the timed
-segment, so their samples/s is a lower bound). Between segments each rank's own model is evaluated, as
+minibatches. The rank's workers are started by the first call (that start-up is inside the first timed
+segment) and sleep between calls; later calls only wake them. Between segments each rank's own model is evaluated, as
 for the other local-update algorithms; the last segment ends with LAP's synchronous final average. LAP
 workers draw their batches from the rank's strided shard of the same 8,000 training images (items r,
 r+2, ...) rather than from shard_batches. Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
@@ -113,7 +113,9 @@ class LapRun(Run):
 
     def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
         last = self.steps + len(batches) >= self.total_steps
-        self.opt.train(self.model, F.cross_entropy, TensorDataset(x, y), steps=len(batches), batch_size=BATCH,
+        if getattr(self, "dataset", None) is None:   # one dataset object: later segments reuse the worker pool
+            self.dataset = TensorDataset(x, y)
+        self.opt.train(self.model, F.cross_entropy, self.dataset, steps=len(batches), batch_size=BATCH,
                        scheduler=self.sched, scheduler_interval="step", final_average=last)
         self.steps = self.opt.node_steps   # finish() has nothing to do: the last call averaged
 

@@ -2,6 +2,8 @@
 per-worker momentum and LPP's partitioned steps. (Averaging across ranks: test_lapsgd.py.)"""
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 from torch.utils.data import TensorDataset
@@ -30,10 +32,38 @@ def make_pool(model: torch.nn.Module, workers: int, steps: int, momentum: float 
     return pool, state
 
 
+def wait_until(condition, what: str, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not {what} after {timeout:.0f} s"
+        time.sleep(0.01)
+
+
 def run_to_end(pool: WorkerPool) -> None:
-    pool.start()
-    pool.join(timeout=240)
+    pool.begin(pool.target())
+    wait_until(pool.finished, "finished")
+    pool.close()
     assert pool.failure() is None
+
+
+def test_the_pool_sleeps_between_calls_and_continues_with_the_same_workers():
+    model = Scale()
+    model.share_memory()
+    pool, _ = make_pool(model, workers=2, steps=300)
+    pool.begin(300)
+    wait_until(pool.finished, "finished")
+    pids = [p.pid for p in pool.procs]
+    assert pool.startup_seconds > 0 and pool.done() == 300 and sum(pool.per_worker()) == 300
+    time.sleep(0.2)   # idle workers claim nothing past the budget
+    assert pool.counters.claimed.value == 300 and pool.alive()
+    pool.begin(700)   # the next call: the same processes go on, no start-up
+    wait_until(pool.finished, "finished")
+    assert [p.pid for p in pool.procs] == pids and pool.startup_seconds == 0.0
+    assert pool.done() == 700 and sum(pool.per_worker()) == 400   # per_worker counts this call only
+    applied = (-model.w.detach() / LR).round()   # both calls' updates landed on the one shared model
+    assert torch.all(applied <= 700) and torch.all(applied >= 0.9 * 700), applied
+    pool.close()
+    assert [p.exitcode for p in pool.procs] == [0, 0] and not pool.alive()
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
@@ -88,9 +118,11 @@ def test_a_failing_worker_is_reported():
     model = Scale()
     model.share_memory()
     pool, _ = make_pool(model, workers=2, steps=100, loss=failing_loss)
-    pool.start()
-    pool.join(timeout=240)
-    failure = pool.failure()
+    pool.begin(100)
+    failures: list = []
+    wait_until(lambda: failures.append(pool.failure()) or failures[-1] is not None, "failed")
+    pool.close()
+    failure = failures[-1]
     assert failure is not None and "ArithmeticError: deliberate failure in a worker" in failure, failure
 
 

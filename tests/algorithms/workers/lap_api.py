@@ -76,8 +76,38 @@ def single_rank_training() -> None:
         wrap(Scale(), "lapsgd", num_processes=3).load_state_dict(state)
 
 
+def pids(opt: algorithms.CommOptimizer) -> list[int]:
+    return [p.pid for p in opt._pool.procs]
+
+
+def workers_persist_across_calls() -> None:
+    """The workers start once and sleep between train() calls with the same model and data (an app's
+    segments between evaluations); anything they were given that changes starts new ones."""
+    model, data = Scale(), ones_dataset(64)
+    opt = wrap(model, "lapsgd", num_processes=2)
+    first = opt.train(model, linear_loss, data, steps=8, batch_size=8)
+    started = pids(opt)
+    assert first.startup_seconds > 0 and first.seconds >= first.startup_seconds
+    second = opt.train(model, linear_loss, data, steps=8, batch_size=8)
+    assert pids(opt) == started and second.startup_seconds == 0.0, (pids(opt), started, second)
+    assert second.steps == 8 and sum(second.per_worker) == 8 and opt.node_steps == 16
+    old = opt._pool
+    third = opt.train(model, linear_loss, ones_dataset(64), steps=8, batch_size=8)   # another dataset
+    assert opt._pool is not old and third.startup_seconds > 0 and opt.node_steps == 24
+    assert all(p.exitcode == 0 for p in old.procs), [p.exitcode for p in old.procs]   # closed, not left behind
+    state = opt.state_dict()
+    opt.load_state_dict(state)   # momentum and counters replaced: the old workers hold stale ones
+    old = opt._pool
+    opt.train(model, linear_loss, ones_dataset(64), steps=4, batch_size=8)
+    assert opt._pool is not old and opt.node_steps == 28
+    live = opt._pool
+    opt.close()
+    assert opt._pool is None and all(p.exitcode == 0 for p in live.procs)
+
+
 if __name__ == "__main__":
     pycomm.init()
     bad_input()
     single_rank_training()
+    workers_persist_across_calls()
     print("lap api ok", flush=True)
