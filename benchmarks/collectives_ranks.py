@@ -119,10 +119,11 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
             w.wait()
 
     cases = {"per_tensor_pycomm": per_tensor_pycomm, "per_tensor_gloo": per_tensor_gloo,
+             # the default: 4 MiB buckets for host tensors (they stay in the last-level cache)
              "coalesced_pycomm": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM).wait(),
-             # host buckets that stay in the last-level cache while MPI's shared-memory path copies them
-             "coalesced_pycomm_4MiB": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
-                                                                       bucket_bytes=4 << 20).wait(),
+             # DESIGN's GPU bucket size, for comparison
+             "coalesced_pycomm_25MiB": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
+                                                                        bucket_bytes=25 << 20).wait(),
              "coalesced_pycomm_bf16": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
                                                                        wire_dtype=torch.bfloat16).wait(),
              "flat_mpi4py": lambda: peers.mpi.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)}
@@ -201,7 +202,7 @@ def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--section", choices=("busbw", "fusion", "quantized", "shards"), required=True)
+    ap.add_argument("--section", choices=("busbw", "fusion", "quantized", "shards"), required=True)  # shaped: "quantized" in a namespace
     ap.add_argument("--out", required=True)
     ap.add_argument("--gloo-port", type=int)
     ap.add_argument("--quick", action="store_true")

@@ -3,11 +3,16 @@ measured and the results file is written. No timing assertions (the machine is s
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
-from benchmarks import collectives
+from benchmarks import collectives, shaped_link
 from benchmarks.harness import RESULTS
+
+
+def _namespaces() -> list[str]:
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
 
 
 @pytest.mark.mpi
@@ -31,3 +36,11 @@ def test_collectives_benchmark_quick() -> None:
     # bytes are counted, not timed: these hold on any machine
     assert sent["int8"] <= 0.3 * sent["fp32"] and sent["1bit"] <= 0.05 * sent["fp32"]
     assert {g["goal"] for g in payload["goals"]} >= {"int8 bytes <= 0.3x fp32", "busbw vs gloo >= 1"}
+    # the shaped link runs where namespaces can be made (root with the capabilities), else says why not
+    if shaped_link.unavailable() is None:
+        shaped = {r["codec"]: r["bytes_sent_per_rank"] for r in payload["quantized_shaped"]}
+        assert set(shaped) == {"fp32", "int8", "1bit"} and shaped["int8"] <= 0.3 * shaped["fp32"]
+        assert {g["goal"] for g in payload["goals"]} >= {"int8 time <= 0.4x fp32 at 10gbit"}
+        assert not any(line.startswith("pycomm-bench-") for line in _namespaces()), "namespace left behind"
+    else:
+        assert payload["quantized_shaped"] == []
