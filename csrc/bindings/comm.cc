@@ -5,13 +5,13 @@
 #include <memory>
 
 #include "bindings/bindings.h"
-#include "runtime/caller_waits.h"
-#include "runtime/errors.h"
-#include "runtime/op_check.h"
-#include "runtime/stall.h"
-#include "runtime/stats.h"
+#include "common/errors.h"
+#include "common/transport.h"
+#include "diagnostics/op_check.h"
+#include "diagnostics/stall.h"
+#include "diagnostics/stats.h"
+#include "queue/caller_waits.h"
 #include "transport/local/local_transport.h"
-#include "transport/transport.h"
 
 namespace py = pybind11;
 

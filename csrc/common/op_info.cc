@@ -1,7 +1,7 @@
-// Naming of ops for errors, NVTX and stats (declared in transport/transport.h).
+// Naming of ops for errors, NVTX and stats (declared in common/transport.h).
 #include <sstream>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 namespace pycomm {
 

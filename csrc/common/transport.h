@@ -38,7 +38,7 @@ struct OpInfo {
 };
 
 // Completion of one op. wait() on a GPU op makes `stream` wait (no host sync); on a host op it
-// blocks. Both raise StallError (runtime/errors.h) once timeout_s passes without completion
+// blocks. Both raise StallError (common/errors.h) once timeout_s passes without completion
 // (timeout_s <= 0: wait forever), and rethrow the op's own failure. A stall marks the transport
 // broken: its later ops raise PycommError.
 class Work {
@@ -76,7 +76,7 @@ class Transport {
   // ops at this point get MismatchError naming what they called. nullptr where the transport
   // matches nothing (one rank; NCCL without PYCOMM_DEBUG).
   virtual std::shared_ptr<Work> match(const std::string& name, Buffer buf, ReduceOp op) { return nullptr; }
-  // True when an op submitted inside a CallerWaitsScope (runtime/caller_waits.h) may run to
+  // True when an op submitted inside a CallerWaitsScope (queue/caller_waits.h) may run to
   // completion on the submitting thread (host transports); the bindings then release the GIL.
   virtual bool may_run_on_caller() const { return false; }
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;

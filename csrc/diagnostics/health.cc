@@ -1,8 +1,8 @@
-#include "runtime/health.h"
+#include "diagnostics/health.h"
 
 #include <cstdio>
 
-#include "runtime/errors.h"
+#include "common/errors.h"
 
 namespace pycomm {
 

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 namespace pycomm {
 

@@ -1,4 +1,4 @@
-#include "runtime/nvtx.h"
+#include "diagnostics/nvtx.h"
 
 #include <string>
 

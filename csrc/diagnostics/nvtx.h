@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 #ifdef PYCOMM_WITH_NVTX
 #include <nvtx3/nvToolsExt.h>

@@ -1,9 +1,9 @@
-#include "runtime/op_check.h"
+#include "diagnostics/op_check.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/errors.h"
+#include "common/errors.h"
 
 namespace pycomm {
 namespace {

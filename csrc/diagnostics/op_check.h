@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 namespace pycomm {
 

@@ -1,4 +1,4 @@
-#include "runtime/op_validation.h"
+#include "diagnostics/op_validation.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,10 +1,10 @@
-#include "runtime/stall.h"
+#include "diagnostics/stall.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
-#include "runtime/errors.h"
+#include "common/errors.h"
 
 namespace pycomm {
 

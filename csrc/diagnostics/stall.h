@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runtime/health.h"
+#include "diagnostics/health.h"
 
 namespace pycomm {
 

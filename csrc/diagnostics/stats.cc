@@ -1,4 +1,4 @@
-#include "runtime/stats.h"
+#include "diagnostics/stats.h"
 
 #include <mutex>
 

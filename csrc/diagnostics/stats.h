@@ -13,7 +13,7 @@ struct OpCounters {
   int64_t bytes = 0;
   double bus_bytes = 0;
   double seconds = 0;  // from the op's start on its queue to its completion
-  int64_t inline_calls = 0;  // of `calls`, those run on the caller's thread (runtime/inline_run)
+  int64_t inline_calls = 0;  // of `calls`, those run on the caller's thread (queue/inline_run)
 };
 
 void stats_record(const std::string& op, int64_t bytes, double bus_bytes, double seconds,

@@ -1,4 +1,4 @@
-#include "runtime/device_copy.h"
+#include "host/device_copy.h"
 
 #include <cstring>
 #include <stdexcept>

@@ -1,9 +1,9 @@
-#include "runtime/host_transport.h"
+#include "host/host_transport.h"
 
-#include "runtime/caller_waits.h"
-#include "runtime/inline_run.h"
-#include "runtime/op_validation.h"
-#include "runtime/stall.h"
+#include "diagnostics/op_validation.h"
+#include "diagnostics/stall.h"
+#include "queue/caller_waits.h"
+#include "queue/inline_run.h"
 
 namespace pycomm {
 

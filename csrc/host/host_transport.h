@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "runtime/op_queue.h"
-#include "transport/transport.h"
+#include "common/transport.h"
+#include "queue/op_queue.h"
 
 namespace pycomm {
 

@@ -1,4 +1,4 @@
-#include "runtime/scale.h"
+#include "host/scale.h"
 
 #include "kernels/cpu/parallel.h"
 

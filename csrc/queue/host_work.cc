@@ -1,10 +1,10 @@
-#include "runtime/host_work.h"
+#include "queue/host_work.h"
 
 #include <chrono>
 
-#include "runtime/nvtx.h"
-#include "runtime/spin.h"
-#include "runtime/stall.h"
+#include "diagnostics/nvtx.h"
+#include "diagnostics/stall.h"
+#include "queue/spin.h"
 
 namespace pycomm {
 

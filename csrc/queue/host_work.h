@@ -9,8 +9,8 @@
 #include <memory>
 #include <mutex>
 
-#include "runtime/health.h"
-#include "transport/transport.h"
+#include "common/transport.h"
+#include "diagnostics/health.h"
 
 namespace pycomm {
 

@@ -1,13 +1,13 @@
-#include "runtime/inline_run.h"
+#include "queue/inline_run.h"
 
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 
-#include "runtime/op_lifecycle.h"
-#include "runtime/spin.h"
-#include "runtime/stall.h"
+#include "diagnostics/stall.h"
+#include "queue/op_lifecycle.h"
+#include "queue/spin.h"
 
 namespace pycomm {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "runtime/health.h"
-#include "runtime/queued_op.h"
+#include "diagnostics/health.h"
+#include "queue/queued_op.h"
 
 namespace pycomm {
 

@@ -1,10 +1,10 @@
-#include "runtime/op_lifecycle.h"
+#include "queue/op_lifecycle.h"
 
 #include <chrono>
 #include <stdexcept>
 
-#include "runtime/errors.h"
-#include "runtime/stats.h"
+#include "common/errors.h"
+#include "diagnostics/stats.h"
 
 namespace pycomm {
 

@@ -1,12 +1,12 @@
-// The bookkeeping around one op's run, shared by the progress thread (runtime/op_queue) and the
-// caller-thread path (runtime/inline_run): started (NVTX range, in-flight record), completed
+// The bookkeeping around one op's run, shared by the progress thread (queue/op_queue) and the
+// caller-thread path (queue/inline_run): started (NVTX range, in-flight record), completed
 // (stats, Work), failed (the communicator breaks: its ranks no longer agree on what ran).
 #pragma once
 
 #include <exception>
 
-#include "runtime/health.h"
-#include "runtime/queued_op.h"
+#include "diagnostics/health.h"
+#include "queue/queued_op.h"
 
 namespace pycomm {
 

@@ -1,4 +1,4 @@
-#include "runtime/op_queue.h"
+#include "queue/op_queue.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -6,11 +6,11 @@
 #include <list>
 #include <mutex>
 
-#include "runtime/errors.h"
-#include "runtime/inline_run.h"
-#include "runtime/op_lifecycle.h"
-#include "runtime/spin.h"
-#include "runtime/stall.h"
+#include "common/errors.h"
+#include "diagnostics/stall.h"
+#include "queue/inline_run.h"
+#include "queue/op_lifecycle.h"
+#include "queue/spin.h"
 
 namespace pycomm {
 

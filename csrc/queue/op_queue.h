@@ -8,8 +8,8 @@
 #include <memory>
 #include <thread>
 
-#include "runtime/health.h"
-#include "runtime/queued_op.h"
+#include "diagnostics/health.h"
+#include "queue/queued_op.h"
 
 namespace pycomm {
 

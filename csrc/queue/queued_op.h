@@ -6,9 +6,9 @@
 #include <chrono>
 #include <memory>
 
-#include "runtime/host_work.h"
-#include "runtime/nvtx.h"
-#include "transport/transport.h"
+#include "common/transport.h"
+#include "diagnostics/nvtx.h"
+#include "queue/host_work.h"
 
 namespace pycomm {
 
@@ -22,7 +22,7 @@ class QueuedOp {
   virtual bool prepare() { return true; }
   // True: every earlier op must complete before this one starts (blocking calls such as split).
   virtual bool needs_drain() const { return false; }
-  // True: the op may run on the thread that submitted it (runtime/inline_run) when its caller
+  // True: the op may run on the thread that submitted it (queue/inline_run) when its caller
   // waits for it at once and it fits_inline(): then start() must post only nonblocking calls, so
   // that the caller's polling can enforce the stall deadline.
   virtual bool can_run_inline() const { return false; }

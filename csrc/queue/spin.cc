@@ -1,4 +1,4 @@
-#include "runtime/spin.h"
+#include "queue/spin.h"
 
 #include <cstdlib>
 

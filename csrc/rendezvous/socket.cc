@@ -1,4 +1,4 @@
-#include "runtime/socket.h"
+#include "rendezvous/socket.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

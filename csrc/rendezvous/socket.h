@@ -1,4 +1,4 @@
-// Blocking TCP sockets with deadlines: the plumbing under the TCP store (csrc/runtime/tcp_store.h).
+// Blocking TCP sockets with deadlines: the plumbing under the TCP store (csrc/rendezvous/tcp_store.h).
 // Every call that can wait takes a deadline, so a dead peer becomes an error instead of a hang.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "runtime/store_protocol.h"
+#include "rendezvous/store_protocol.h"
 
 #include <cstring>
 

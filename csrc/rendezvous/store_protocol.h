@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/socket.h"
+#include "rendezvous/socket.h"
 
 namespace pycomm::store {
 

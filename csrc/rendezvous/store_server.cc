@@ -1,4 +1,4 @@
-#include "runtime/store_server.h"
+#include "rendezvous/store_server.h"
 
 #include <chrono>
 #include <cstdio>

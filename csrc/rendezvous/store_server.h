@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/socket.h"
-#include "runtime/store_protocol.h"
+#include "rendezvous/socket.h"
+#include "rendezvous/store_protocol.h"
 
 namespace pycomm::store {
 

@@ -1,11 +1,11 @@
-#include "runtime/tcp_store.h"
+#include "rendezvous/tcp_store.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
-#include "runtime/store_server.h"
+#include "rendezvous/store_server.h"
 
 namespace pycomm {
 namespace {

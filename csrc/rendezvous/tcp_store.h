@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/socket.h"
-#include "runtime/store_protocol.h"
+#include "rendezvous/socket.h"
+#include "rendezvous/store_protocol.h"
 
 namespace pycomm {
 namespace store {

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "runtime/errors.h"
-#include "runtime/inline_run.h"
-#include "runtime/op_validation.h"
+#include "common/errors.h"
+#include "diagnostics/op_validation.h"
+#include "queue/inline_run.h"
 #include "transport/mpi/p2p.h"
 #include "transport/mpi/ring_allreduce.h"
 

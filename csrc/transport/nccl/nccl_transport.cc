@@ -5,11 +5,11 @@
 #include <stdexcept>
 #include <thread>
 
-#include "runtime/errors.h"
-#include "runtime/nvtx.h"
-#include "runtime/op_check.h"
-#include "runtime/op_validation.h"
-#include "runtime/stall.h"
+#include "common/errors.h"
+#include "diagnostics/nvtx.h"
+#include "diagnostics/op_check.h"
+#include "diagnostics/op_validation.h"
+#include "diagnostics/stall.h"
 
 namespace pycomm::nccl {
 namespace {

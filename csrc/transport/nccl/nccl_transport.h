@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "common/transport.h"
 #include "transport/nccl/nccl_comm.h"
 #include "transport/nccl/nccl_watchdog.h"
 #include "transport/nccl/self_mailbox.h"
-#include "transport/transport.h"
 
 namespace pycomm::nccl {
 
