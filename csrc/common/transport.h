@@ -51,8 +51,10 @@ class Work {
 };
 
 // Ops run in submission order on the transport's one queue, so ranks submitting the same sequence
-// never deadlock. `stream` is the caller's current GPU stream (0 for host buffers). Every method
-// that creates a transport (split, split_shared) is collective over this one.
+// never deadlock. `stream` is the caller's current GPU stream (0 for host buffers). `caller_waits`:
+// the submitting thread waits for the op at once (async_op=False), so a host transport may run it
+// to completion on that thread (queue/op_queue.h, OpQueue::submit); the NCCL transport ignores it.
+// Every method that creates a transport (split, split_shared) is collective over this one.
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -63,21 +65,23 @@ class Transport {
   virtual int local_size() const = 0;
   virtual std::string backend() const = 0;
   // bucket: a fusion bucket id shown in NVTX ranges and errors (-1: none).
-  virtual std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket) = 0;
-  virtual std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream) = 0;
-  virtual std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream) = 0;
-  virtual std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream) = 0;
-  virtual std::shared_ptr<Work> alltoall(Buffer out, Buffer in, uintptr_t stream) = 0;
-  virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) = 0;
-  virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) = 0;
-  virtual std::shared_ptr<Work> barrier() = 0;
+  virtual std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket,
+                                          bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream, bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream, bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream,
+                                               bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> alltoall(Buffer out, Buffer in, uintptr_t stream, bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream, bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream, bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> barrier(bool caller_waits) = 0;
   // Op matching alone, under the name of a compound op built from other ops ("allreduce_quantized",
   // "allreduce_coalesced"; buf describes its tensor, it is not touched): ranks that called different
   // ops at this point get MismatchError naming what they called. nullptr where the transport
   // matches nothing (one rank; NCCL without PYCOMM_DEBUG).
   virtual std::shared_ptr<Work> match(const std::string& name, Buffer buf, ReduceOp op) { return nullptr; }
-  // True when an op submitted inside a CallerWaitsScope (queue/caller_waits.h) may run to
-  // completion on the submitting thread (host transports); the bindings then release the GIL.
+  // True when an op submitted with caller_waits may run to completion on the submitting thread
+  // (host transports); the bindings then release the GIL around the submission.
   virtual bool may_run_on_caller() const { return false; }
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
   // The ranks on this rank's node (MPI_Comm_split_type SHARED), ordered by key.

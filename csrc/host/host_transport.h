@@ -1,6 +1,6 @@
 // The common frame of transports whose ops run on a host progress thread (MPI, local): argument
-// checks and OpInfo, then the op built by the subclass goes through this communicator's OpQueue
-// (or, when its caller waits for it at once and the queue is idle, runs on the calling thread).
+// checks and OpInfo, then the op built by the subclass goes to this communicator's OpQueue with
+// `caller_waits` (when the caller waits for it at once and the queue is idle, it runs on the calling thread).
 #pragma once
 
 #include <memory>
@@ -18,14 +18,15 @@ class HostTransport : public Transport {
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
 
-  std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket) override;
-  std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream) override;
-  std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream) override;
-  std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream) override;
-  std::shared_ptr<Work> alltoall(Buffer out, Buffer in, uintptr_t stream) override;
-  std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) override;
-  std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) override;
-  std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket, bool caller_waits) override;
+  std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream,
+                                       bool caller_waits) override;
+  std::shared_ptr<Work> alltoall(Buffer out, Buffer in, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> barrier(bool caller_waits) override;
   std::shared_ptr<Work> match(const std::string& name, Buffer buf, ReduceOp op) override;
   bool may_run_on_caller() const override { return true; }
 
@@ -50,9 +51,6 @@ class HostTransport : public Transport {
   virtual std::unique_ptr<QueuedOp> make_match(OpInfo info) { return nullptr; }
 
  private:
-  // To the queue; an op submitted inside a CallerWaitsScope may run on the calling thread.
-  std::shared_ptr<Work> enqueue(std::unique_ptr<QueuedOp> op);
-
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::unique_ptr<OpQueue> queue_;
 };

@@ -65,13 +65,11 @@ std::shared_ptr<HostWork> OpQueue::enqueue(std::unique_ptr<QueuedOp> op) {
   return work;
 }
 
-std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op) {
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return enqueue(std::move(op));
-}
-
-std::shared_ptr<HostWork> OpQueue::submit_waited(std::unique_ptr<QueuedOp> op) {
-  if (!op->can_run_inline() || !fits_inline(op->info.bytes)) return submit(std::move(op));
+std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op, bool caller_waits) {
+  if (!caller_waits || !op->can_run_inline() || !fits_inline(op->info.bytes)) {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    return enqueue(std::move(op));
+  }
   const double timeout_s = stall_timeout_s();
   {
     std::lock_guard<std::mutex> lk(state_->mu);
@@ -110,7 +108,7 @@ std::shared_ptr<HostWork> OpQueue::submit_waited(std::unique_ptr<QueuedOp> op) {
 }
 
 void OpQueue::run_and_wait(std::unique_ptr<QueuedOp> op) {
-  auto work = submit(std::move(op));
+  auto work = submit(std::move(op), false);
   work->wait(0, stall_timeout_s());
 }
 

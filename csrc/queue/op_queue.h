@@ -1,7 +1,7 @@
 // The progress thread of one communicator: starts ops strictly in submission order (so ranks that
 // submit the same sequence never deadlock), polls the ones in flight, completes or fails their
 // Work, and records stats and NVTX ranges. Any failure inside the queue breaks the communicator.
-// A blocking op may instead run on its caller's thread while the queue is idle (submit_waited).
+// An op whose caller waits for it at once may instead run on that thread while the queue is idle.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +21,10 @@ class OpQueue {
   OpQueue& operator=(const OpQueue&) = delete;
 
   // Assigns the op its sequence number and queues it. Throws PycommError when the communicator is
-  // broken or stopped.
-  std::shared_ptr<HostWork> submit(std::unique_ptr<QueuedOp> op);
-  // For an op its caller waits for at once (async_op=False): when the queue is idle (nothing
-  // pending or in flight) and the op allows it (QueuedOp::can_run_inline, at most
-  // PYCOMM_INLINE_BYTES), runs it on this thread and returns its finished Work; else submit().
-  std::shared_ptr<HostWork> submit_waited(std::unique_ptr<QueuedOp> op);
+  // broken or stopped. `caller_waits` (async_op=False: the caller waits for the op at once): when the
+  // queue is idle (nothing pending or in flight) and the op allows it (QueuedOp::can_run_inline, at
+  // most PYCOMM_INLINE_BYTES), runs it here on the calling thread and returns its finished Work.
+  std::shared_ptr<HostWork> submit(std::unique_ptr<QueuedOp> op, bool caller_waits);
   // Runs a blocking op (split, ...) on the queue and waits for it with the stall deadline.
   void run_and_wait(std::unique_ptr<QueuedOp> op);
 
