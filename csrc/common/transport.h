@@ -25,6 +25,8 @@ struct Buffer {
 struct OpInfo {
   std::string name;   // "allreduce", "broadcast", ...
   uint64_t seq = 0;   // per-communicator submission number
+  int64_t collective_index = -1;  // collectives this communicator submitted before this one (the same on
+                                  // every rank, unlike seq, which counts send/recv too); -1: unknown
   int64_t count = 0;
   DType dtype = DType::F32;
   int peer = -1;      // root, dst or src where the op has one

@@ -50,6 +50,11 @@ void CommHealth::note_finished(uint64_t seq) {
   in_flight_.erase(seq);
 }
 
+std::string CommHealth::laggards(const OpInfo& waited) const {
+  if (!peer_progress_ || !waited.collective || waited.collective_index < 0) return "";
+  return peer_progress_->laggards(waited);
+}
+
 std::string CommHealth::in_flight_summary() const {
   std::lock_guard<std::mutex> lk(mu_);
   if (in_flight_.empty()) return "no op of this communicator has started yet (it is still queued, or waiting for the other ranks to submit theirs)";

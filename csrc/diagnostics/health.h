@@ -1,15 +1,17 @@
 // The shared state of one communicator that outlives its queue thread: whether it is broken (after
 // a stall, a mismatch or a transport error, ranks are out of step and every later op must fail),
-// and which ops are in flight (named by stall errors).
+// which ops are in flight (named by stall errors), and where the other ranks are (PeerProgress).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "common/transport.h"
+#include "diagnostics/peer_progress.h"
 
 namespace pycomm {
 
@@ -34,6 +36,15 @@ class CommHealth {
   // "oldest op in flight: allreduce #3 (...) for 5.0 s" or "no op in flight".
   std::string in_flight_summary() const;
 
+  // Set once by the engine, before its first op; without it the peers' progress is unknown.
+  void set_peer_progress(std::shared_ptr<PeerProgress> progress) { peer_progress_ = std::move(progress); }
+  // A collective was submitted: published to PeerProgress (a few local stores).
+  void note_submitted(const OpInfo& info) {
+    if (peer_progress_ && info.collective) peer_progress_->publish(info);
+  }
+  // PeerProgress::laggards for `waited`, "" when unknown (no PeerProgress, or not a collective).
+  std::string laggards(const OpInfo& waited) const;
+
  private:
   using Clock = std::chrono::steady_clock;
   const std::string label_;
@@ -42,6 +53,7 @@ class CommHealth {
   bool abandoned_ = false;
   std::string reason_;
   std::map<uint64_t, std::pair<OpInfo, Clock::time_point>> in_flight_;
+  std::shared_ptr<PeerProgress> peer_progress_;  // written once before the first op, then only read
 };
 
 }  // namespace pycomm

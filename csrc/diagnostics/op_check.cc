@@ -19,19 +19,13 @@ constexpr int kNumKinds = sizeof(kKinds) / sizeof(kKinds[0]);
 // Signature fields, in order.
 enum Field { kKind, kCount, kDtype, kPeer, kRedop, kBytes, kSeq };
 
-int64_t kind_code(const std::string& name) {
-  for (int i = 0; i < kNumKinds; ++i)
-    if (name == kKinds[i]) return i;
-  return kNumKinds;  // unknown kinds still compare equal to themselves
-}
-
 bool valid_dtype(int64_t code) {
   return code >= 0 && code <= static_cast<int64_t>(DType::I64);
 }
 
 OpInfo from_signature(const int64_t* s) {
   OpInfo info;
-  info.name = s[kKind] >= 0 && s[kKind] < kNumKinds ? kKinds[s[kKind]] : "unknown op";
+  info.name = op_kind_name(s[kKind]);
   info.count = s[kCount];
   info.dtype = valid_dtype(s[kDtype]) ? static_cast<DType>(s[kDtype]) : DType::U8;
   info.peer = static_cast<int>(s[kPeer]);
@@ -54,13 +48,21 @@ std::string difference(const int64_t* mine, const int64_t* theirs) {
 
 }  // namespace
 
+int64_t op_kind_code(const std::string& name) {
+  for (int i = 0; i < kNumKinds; ++i)
+    if (name == kKinds[i]) return i;
+  return kNumKinds;  // unknown kinds still compare equal to themselves
+}
+
+const char* op_kind_name(int64_t code) { return code >= 0 && code < kNumKinds ? kKinds[code] : "unknown op"; }
+
 bool debug_checks_enabled() {
   const char* v = std::getenv("PYCOMM_DEBUG");
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
 OpSignature op_signature(const OpInfo& info) {
-  return {kind_code(info.name), info.count,  static_cast<int64_t>(info.dtype), info.peer, info.redop,
+  return {op_kind_code(info.name), info.count,  static_cast<int64_t>(info.dtype), info.peer, info.redop,
           info.bytes,           static_cast<int64_t>(info.seq)};
 }
 

@@ -18,6 +18,9 @@ constexpr int kSignatureLen = 7;
 using OpSignature = std::array<int64_t, kSignatureLen>;
 
 bool debug_checks_enabled();  // PYCOMM_DEBUG is set to a non-empty value other than 0
+// An op's name as an integer that can travel between ranks, and back ("unknown op" for a bad code).
+int64_t op_kind_code(const std::string& name);
+const char* op_kind_name(int64_t code);
 OpSignature op_signature(const OpInfo& info);
 // `all` holds size signatures, rank by rank. Throws MismatchError if one differs from my_rank's.
 void check_signatures(const int64_t* all, int size, int my_rank, const std::string& comm_label);

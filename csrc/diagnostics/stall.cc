@@ -21,8 +21,9 @@ double stall_timeout_s() {
 std::string stall_message(const OpInfo& waited, double timeout_s, const CommHealth& health) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", timeout_s);
+  std::string laggards = health.laggards(waited);
   return waited.describe() + " on the " + health.label() + " did not complete within PYCOMM_TIMEOUT=" + secs +
-         " s; " + health.in_flight_summary() +
+         " s; " + (laggards.empty() ? "" : laggards + "; ") + health.in_flight_summary() +
          ". Another rank probably skipped, reordered or has not reached this op, or died. "
          "The communicator is now broken.";
 }

@@ -14,7 +14,8 @@ constexpr double kDefaultStallTimeoutS = 300.0;
 // A malformed value raises std::invalid_argument naming the variable.
 double stall_timeout_s();
 
-// The StallError message for `waited` (op, sequence number, sizes, what else is in flight).
+// The StallError message for `waited` (op, sequence number, sizes, the ranks that have not reached it
+// where the engine can tell (CommHealth::laggards, up to ~2 s), what else is in flight).
 std::string stall_message(const OpInfo& waited, double timeout_s, const CommHealth& health);
 
 // Marks `health` broken and throws StallError for `waited`, which did not complete in timeout_s.

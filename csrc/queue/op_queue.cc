@@ -53,6 +53,8 @@ void OpQueue::admit(QueuedOp& op) {
     throw PycommError(op.info.name + ": the " + health_->label() + " was shut down (pycomm.finalize())");
   health_->check_usable(op.info.name.c_str());
   op.info.seq = next_seq_++;
+  if (op.info.collective) op.info.collective_index = next_collective_++;
+  health_->note_submitted(op.info);  // this rank has reached the op: other ranks' stall errors read it
   op.work = std::make_shared<HostWork>(op.info, health_);
 }
 

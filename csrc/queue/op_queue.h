@@ -47,6 +47,7 @@ class OpQueue {
   std::shared_ptr<State> state_;
   std::thread thread_;
   uint64_t next_seq_ = 0;
+  int64_t next_collective_ = 0;  // OpInfo::collective_index
   bool stopped_ = false;
   bool clean_ = true;
 };
