@@ -1,4 +1,4 @@
-"""Reduce ops (pycomm.SUM, AVG, MAX, MIN). Their values are the codes of csrc/transport/transport.h."""
+"""Reduce ops (pycomm.SUM, AVG, MAX, MIN). Their values are the codes of csrc/common/transport.h."""
 from __future__ import annotations
 
 import enum

@@ -5,13 +5,12 @@
 #include <memory>
 
 #include "bindings/bindings.h"
-#include "runtime/caller_waits.h"
-#include "runtime/errors.h"
-#include "runtime/op_check.h"
-#include "runtime/stall.h"
-#include "runtime/stats.h"
+#include "common/errors.h"
+#include "common/transport.h"
+#include "diagnostics/op_check.h"
+#include "diagnostics/stall.h"
+#include "diagnostics/stats.h"
 #include "transport/local/local_transport.h"
-#include "transport/transport.h"
 
 namespace py = pybind11;
 
@@ -27,13 +26,12 @@ Buffer buffer(uintptr_t ptr, int64_t count, int dtype, int device, const char* w
   return b;
 }
 
-// Runs `submit` (an op of `t`). `caller_waits`: the caller waits for the op at once, so a host
-// transport may run it right here; the GIL is released for that, as Work.wait releases it.
+// Runs `submit` (an op of `t` given `caller_waits`). When the caller waits for the op at once, a
+// host transport may run it right here: the GIL is released for that, as Work.wait releases it.
 template <typename Submit>
 std::shared_ptr<Work> submitted(const Transport& t, bool caller_waits, Submit submit) {
   if (!caller_waits || !t.may_run_on_caller()) return submit();
   py::gil_scoped_release nogil;
-  CallerWaitsScope scope(true);
   return submit();
 }
 
@@ -101,17 +99,20 @@ void register_transport(py::module_& m) {
       .def("allreduce",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int op, uintptr_t stream, int bucket, bool waits) {
              return submitted(t, waits, [&] {
-               return t.allreduce(buffer(p, n, dt, dev, "allreduce"), reduce_op(op), stream, bucket);
+               return t.allreduce(buffer(p, n, dt, dev, "allreduce"), reduce_op(op), stream, bucket, waits);
              });
            })
       .def("broadcast",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int root, uintptr_t stream, bool waits) {
-             return submitted(t, waits, [&] { return t.broadcast(buffer(p, n, dt, dev, "broadcast"), root, stream); });
+             return submitted(t, waits, [&] {
+               return t.broadcast(buffer(p, n, dt, dev, "broadcast"), root, stream, waits);
+             });
            })
       .def("allgather",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
              return submitted(t, waits, [&] {
-               return t.allgather(buffer(po, no, dt, dev, "allgather"), buffer(pi, ni, dt, dev, "allgather"), stream);
+               return t.allgather(buffer(po, no, dt, dev, "allgather"), buffer(pi, ni, dt, dev, "allgather"), stream,
+                                  waits);
              });
            })
       .def("reduce_scatter",
@@ -119,24 +120,25 @@ void register_transport(py::module_& m) {
               bool waits) {
              return submitted(t, waits, [&] {
                return t.reduce_scatter(buffer(po, no, dt, dev, "reduce_scatter"),
-                                       buffer(pi, ni, dt, dev, "reduce_scatter"), reduce_op(op), stream);
+                                       buffer(pi, ni, dt, dev, "reduce_scatter"), reduce_op(op), stream, waits);
              });
            })
       .def("alltoall",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
              return submitted(t, waits, [&] {
-               return t.alltoall(buffer(po, no, dt, dev, "alltoall"), buffer(pi, ni, dt, dev, "alltoall"), stream);
+               return t.alltoall(buffer(po, no, dt, dev, "alltoall"), buffer(pi, ni, dt, dev, "alltoall"), stream,
+                                 waits);
              });
            })
       .def("send",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int dst, int tag, uintptr_t stream, bool waits) {
-             return submitted(t, waits, [&] { return t.send(buffer(p, n, dt, dev, "send"), dst, tag, stream); });
+             return submitted(t, waits, [&] { return t.send(buffer(p, n, dt, dev, "send"), dst, tag, stream, waits); });
            })
       .def("recv",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int src, int tag, uintptr_t stream, bool waits) {
-             return submitted(t, waits, [&] { return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream); });
+             return submitted(t, waits, [&] { return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream, waits); });
            })
-      .def("barrier", [](T& t, bool waits) { return submitted(t, waits, [&] { return t.barrier(); }); })
+      .def("barrier", [](T& t, bool waits) { return submitted(t, waits, [&] { return t.barrier(waits); }); })
       .def("match",
            [](T& t, const std::string& name, int64_t n, int dt, int op) {
              return t.match(name, buffer(0, n, dt, -1, name.c_str()), reduce_op(op));

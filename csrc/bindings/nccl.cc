@@ -9,7 +9,7 @@
 #include "bindings/bindings.h"
 
 #ifdef PYCOMM_WITH_NCCL
-#include "runtime/errors.h"
+#include "common/errors.h"
 #include "transport/nccl/nccl_transport.h"
 #endif
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
-#include "runtime/tcp_store.h"
+#include "rendezvous/tcp_store.h"
 
 namespace py = pybind11;
 

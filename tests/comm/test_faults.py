@@ -1,5 +1,5 @@
 """Provoked faults on real ranks: a skipped collective (or allreduce_quantized) becomes a StallError
-after one PYCOMM_TIMEOUT (no hang), PYCOMM_DEBUG=1 names both ranks' ops when they differ, and
+after one PYCOMM_TIMEOUT (no hang) naming the rank that has not reached it, PYCOMM_DEBUG=1 names both ranks' ops when they differ, and
 pycomm.abort on one rank ends the whole job at once."""
 from __future__ import annotations
 
@@ -33,6 +33,25 @@ def test_skipped_collective_raises_stall_error_within_timeout(nonblocking, inlin
     assert "PYCOMM_TIMEOUT=5" in msg and "did not complete" in msg, msg
     assert re.search(r"MARK broken: barrier: the mpi communicator \(rank 0 of 2\) is broken", out), out
     assert time.perf_counter() - t0 < 200
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("inline_bytes", ["0", "1048576"], ids=["queued", "on-caller-thread"])
+def test_stall_error_names_the_rank_that_has_not_reached_the_op(inline_bytes):
+    """3 ranks, rank 2 sleeps instead of calling allreduce #2: ranks 0 and 1 wait for rank 2 alone, and
+    read where it is (its latest collective, allreduce #1) without its help (transport/mpi/progress_window)."""
+    env = {"PYCOMM_TIMEOUT": "2", "PYCOMM_INLINE_BYTES": inline_bytes}
+    proc = mpirun(3, "tests.comm.workers.faults", "missing_rank", env=env, expect_ok=False, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert all(f"MARK rank {r} done" in out for r in range(3)), out
+    for r in (0, 1):
+        m = re.search(rf"MARK rank {r} stall: (.*)", out)
+        assert m, out
+        msg = m.group(1)
+        assert msg.startswith("allreduce #2 (count 1000, float32, 4000 bytes, op SUM)"), msg
+        waiting = re.search(r"waiting for ranks? ([\d, ]+):", msg)
+        assert waiting and waiting.group(1) == "2", msg  # rank 2, neither rank 0 nor rank 1
+        assert "rank 2 has not reached allreduce #2 (its latest collective is allreduce #1)" in msg, msg
 
 
 @pytest.mark.mpi

@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "runtime/device_copy.h"
-#include "runtime/errors.h"
-#include "runtime/op_validation.h"
+#include "common/errors.h"
+#include "diagnostics/op_validation.h"
+#include "host/device_copy.h"
 
 namespace pycomm {
 

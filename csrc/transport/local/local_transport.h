@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "runtime/host_transport.h"
+#include "host/host_transport.h"
 
 namespace pycomm {
 

@@ -30,7 +30,7 @@ class RecvOrder {
 
 struct CommHandles {
   MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm check = MPI_COMM_NULL;   // op matching before every collective (runtime/op_check.h)
+  MPI_Comm check = MPI_COMM_NULL;   // op matching before every collective (diagnostics/op_check.h)
   MPI_Comm ring = MPI_COMM_NULL;    // private duplicate for ring_allreduce's point-to-point messages
   std::vector<char> ring_scratch;   // ring_allreduce's reused segment; only the queue thread touches it
   RecvOrder recv_order;

@@ -4,7 +4,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "runtime/errors.h"
+#include "common/errors.h"
 
 #ifdef PYCOMM_WITH_GPU
 #include "common/gpu_compat.h"

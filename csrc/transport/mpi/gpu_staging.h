@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 namespace pycomm::mpi {
 

@@ -10,7 +10,7 @@
 #include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support / MPIX_Query_rocm_support
 #endif
 
-#include "runtime/errors.h"
+#include "common/errors.h"
 #include "transport/mpi/mpi_reduce_ops.h"
 
 namespace pycomm::mpi {

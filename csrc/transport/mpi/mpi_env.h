@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 namespace pycomm::mpi {
 

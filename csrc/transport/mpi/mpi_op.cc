@@ -1,7 +1,7 @@
 #include "transport/mpi/mpi_op.h"
 
-#include "runtime/inline_run.h"
-#include "runtime/scale.h"
+#include "host/scale.h"
+#include "queue/inline_run.h"
 #include "transport/mpi/mpi_env.h"
 
 namespace pycomm::mpi {

@@ -4,7 +4,7 @@
 
 #include <mpi.h>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 namespace pycomm::mpi {
 

@@ -4,10 +4,11 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "runtime/errors.h"
-#include "runtime/inline_run.h"
-#include "runtime/op_validation.h"
+#include "common/errors.h"
+#include "diagnostics/op_validation.h"
+#include "queue/inline_run.h"
 #include "transport/mpi/p2p.h"
+#include "transport/mpi/progress_window.h"
 #include "transport/mpi/ring_allreduce.h"
 
 namespace pycomm::mpi {
@@ -67,6 +68,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   check(MPI_Comm_dup(comm, &handles_->check), "MPI_Comm_dup (op matching)");
   check(MPI_Comm_set_errhandler(handles_->check, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   init(handles_->rank, handles_->size, local_rank, local_size);
+  health()->set_peer_progress(ProgressWindow::create(handles_->check, handles_->rank, handles_->size));
   handles_->label = health()->label();
   register_live(this);
 }

@@ -1,15 +1,15 @@
-// The MPI transport: one progress thread per communicator (runtime/op_queue), nonblocking MPI
+// The MPI transport: one progress thread per communicator (queue/op_queue), nonblocking MPI
 // calls polled with MPI_Test so the thread stays responsive and a stall is reported on the waiter.
 // It owns a duplicate of the communicator it was made from, so its traffic never mixes with the
 // application's, and two more: one for op matching before every collective (signature_exchange.h),
-// one for the ring all-reduce.
+// one for the ring all-reduce. Stall errors name the ranks behind (progress_window.h).
 #pragma once
 
 #include <mpi.h>
 
 #include <memory>
 
-#include "runtime/host_transport.h"
+#include "host/host_transport.h"
 #include "transport/mpi/mpi_env.h"
 #include "transport/mpi/mpi_op.h"
 

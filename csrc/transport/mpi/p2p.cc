@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/errors.h"
+#include "common/errors.h"
 #include "transport/mpi/mpi_env.h"
 
 namespace pycomm::mpi {

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/queued_op.h"
+#include "queue/queued_op.h"
 #include "transport/mpi/comm_handles.h"
 #include "transport/mpi/gpu_staging.h"
 #include "transport/mpi/mpi_op.h"

@@ -1,4 +1,4 @@
-// Op matching on the MPI transport (runtime/op_check.h), always on: before a collective posts
+// Op matching on the MPI transport (diagnostics/op_check.h), always on: before a collective posts
 // anything, the ranks allgather their op signatures over CommHandles::check. Besides naming
 // mismatched ops, this is what keeps a larger message from ever reaching a smaller buffer: Open
 // MPI 4.1's shared-memory single-copy path writes a truncated large message past the receive
@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/op_check.h"
+#include "diagnostics/op_check.h"
 #include "transport/mpi/comm_handles.h"
 
 namespace pycomm::mpi {

@@ -3,12 +3,12 @@
 #include <chrono>
 #include <thread>
 
-#include "runtime/errors.h"
-#include "runtime/stall.h"
+#include "common/errors.h"
+#include "diagnostics/stall.h"
 
 namespace pycomm::nccl {
 namespace {
-constexpr const char* kStallPrefix = "stall: ";  // how runtime/stall.cc marks a stall in CommHealth
+constexpr const char* kStallPrefix = "stall: ";  // how diagnostics/stall.cc marks a stall in CommHealth
 // How long abort() waits for a call in progress to return before aborting underneath it.
 constexpr auto kAbortGrace = std::chrono::seconds(2);
 }  // namespace

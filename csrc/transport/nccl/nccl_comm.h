@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/health.h"
+#include "diagnostics/health.h"
 #include "transport/nccl/nccl_compat.h"
 
 namespace pycomm::nccl {

@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "transport/transport.h"
+#include "common/transport.h"
 
 #define PYCOMM_NCCL_AT_LEAST(major, minor) (NCCL_VERSION_CODE >= NCCL_VERSION(major, minor, 0))
 #define PYCOMM_NCCL_HAS_AVG_BF16 PYCOMM_NCCL_AT_LEAST(2, 10)

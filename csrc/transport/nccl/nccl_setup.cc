@@ -8,10 +8,10 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "runtime/errors.h"
-#include "runtime/op_check.h"
-#include "runtime/op_validation.h"
-#include "runtime/stall.h"
+#include "common/errors.h"
+#include "diagnostics/op_check.h"
+#include "diagnostics/op_validation.h"
+#include "diagnostics/stall.h"
 #include "transport/nccl/nccl_transport.h"
 
 namespace pycomm::nccl {

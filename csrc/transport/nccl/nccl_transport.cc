@@ -5,11 +5,11 @@
 #include <stdexcept>
 #include <thread>
 
-#include "runtime/errors.h"
-#include "runtime/nvtx.h"
-#include "runtime/op_check.h"
-#include "runtime/op_validation.h"
-#include "runtime/stall.h"
+#include "common/errors.h"
+#include "diagnostics/nvtx.h"
+#include "diagnostics/op_check.h"
+#include "diagnostics/op_validation.h"
+#include "diagnostics/stall.h"
 
 namespace pycomm::nccl {
 namespace {
@@ -50,7 +50,7 @@ std::shared_ptr<Work> NcclTransport::launch(OpInfo info, const uintptr_t* caller
   return std::make_shared<NcclWork>(op, comm_);
 }
 
-std::shared_ptr<Work> NcclTransport::allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket) {
+std::shared_ptr<Work> NcclTransport::allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket, bool) {
   OpInfo info = allreduce_info(buf, op, size_, bucket);
   check_device(buf, "allreduce");
   ncclDataType_t dt = datatype(buf.dtype, "allreduce");
@@ -60,7 +60,7 @@ std::shared_ptr<Work> NcclTransport::allreduce(Buffer buf, ReduceOp op, uintptr_
   });
 }
 
-std::shared_ptr<Work> NcclTransport::broadcast(Buffer buf, int root, uintptr_t stream) {
+std::shared_ptr<Work> NcclTransport::broadcast(Buffer buf, int root, uintptr_t stream, bool) {
   OpInfo info = broadcast_info(buf, root, size_);
   check_device(buf, "broadcast");
   ncclDataType_t dt = datatype(buf.dtype, "broadcast");
@@ -69,7 +69,7 @@ std::shared_ptr<Work> NcclTransport::broadcast(Buffer buf, int root, uintptr_t s
   });
 }
 
-std::shared_ptr<Work> NcclTransport::allgather(Buffer out, Buffer in, uintptr_t stream) {
+std::shared_ptr<Work> NcclTransport::allgather(Buffer out, Buffer in, uintptr_t stream, bool) {
   OpInfo info = allgather_info(out, in, size_);
   check_device(in, "allgather");
   ncclDataType_t dt = datatype(in.dtype, "allgather");
@@ -78,7 +78,7 @@ std::shared_ptr<Work> NcclTransport::allgather(Buffer out, Buffer in, uintptr_t 
   });
 }
 
-std::shared_ptr<Work> NcclTransport::reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream) {
+std::shared_ptr<Work> NcclTransport::reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream, bool) {
   OpInfo info = reduce_scatter_info(out, in, op, size_);
   check_device(in, "reduce_scatter");
   ncclDataType_t dt = datatype(in.dtype, "reduce_scatter");
@@ -88,7 +88,7 @@ std::shared_ptr<Work> NcclTransport::reduce_scatter(Buffer out, Buffer in, Reduc
   });
 }
 
-std::shared_ptr<Work> NcclTransport::alltoall(Buffer out, Buffer in, uintptr_t stream) {
+std::shared_ptr<Work> NcclTransport::alltoall(Buffer out, Buffer in, uintptr_t stream, bool) {
   OpInfo info = alltoall_info(out, in, size_);
   check_device(in, "alltoall");
   ncclDataType_t dt = datatype(in.dtype, "alltoall");
@@ -109,7 +109,7 @@ std::shared_ptr<Work> NcclTransport::alltoall(Buffer out, Buffer in, uintptr_t s
 
 // NCCL has no tags: messages between two ranks match in posting order (tags only pick the queue
 // of a rank's messages to itself).
-std::shared_ptr<Work> NcclTransport::send(Buffer buf, int dst, int tag, uintptr_t stream) {
+std::shared_ptr<Work> NcclTransport::send(Buffer buf, int dst, int tag, uintptr_t stream, bool) {
   OpInfo info = p2p_info("send", buf, dst, tag, size_);
   check_device(buf, "send");
   ncclDataType_t dt = datatype(buf.dtype, "send");
@@ -124,7 +124,7 @@ std::shared_ptr<Work> NcclTransport::send(Buffer buf, int dst, int tag, uintptr_
   });
 }
 
-std::shared_ptr<Work> NcclTransport::recv(Buffer buf, int src, int tag, uintptr_t stream) {
+std::shared_ptr<Work> NcclTransport::recv(Buffer buf, int src, int tag, uintptr_t stream, bool) {
   OpInfo info = p2p_info("recv", buf, src, tag, size_);
   check_device(buf, "recv");
   ncclDataType_t dt = datatype(buf.dtype, "recv");
@@ -140,7 +140,7 @@ std::shared_ptr<Work> NcclTransport::recv(Buffer buf, int src, int tag, uintptr_
   });
 }
 
-std::shared_ptr<Work> NcclTransport::barrier() {
+std::shared_ptr<Work> NcclTransport::barrier(bool) {
   void* one = barrier_buf_;
   return launch(barrier_info(), nullptr, true, [=](ncclComm_t c, gpuStream_t s) {
     return ncclAllReduce(one, one, 1, ncclInt32, ncclSum, c, s);

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "common/transport.h"
 #include "transport/nccl/nccl_comm.h"
 #include "transport/nccl/nccl_watchdog.h"
 #include "transport/nccl/self_mailbox.h"
-#include "transport/transport.h"
 
 namespace pycomm::nccl {
 
@@ -35,15 +35,17 @@ class NcclTransport : public Transport {
   int device() const { return device_; }
   uintptr_t stream() const { return reinterpret_cast<uintptr_t>(stream_); }
 
-  std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket) override;
-  std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream) override;
-  std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream) override;
-  std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream) override;
-  std::shared_ptr<Work> alltoall(Buffer out, Buffer in, uintptr_t stream) override;
-  std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) override;
-  std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) override;
+  // `caller_waits` changes nothing here: every op is enqueued on the comm stream from the caller's thread.
+  std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket, bool caller_waits) override;
+  std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream,
+                                       bool caller_waits) override;
+  std::shared_ptr<Work> alltoall(Buffer out, Buffer in, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream, bool caller_waits) override;
   // A one-element all-reduce; its Work's wait() blocks the host.
-  std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> barrier(bool caller_waits) override;
   // ncclCommSplit (NCCL >= 2.18), else a new communicator from a fresh unique id; color < 0: nullptr.
   std::unique_ptr<Transport> split(int color, int key) override;
   std::unique_ptr<Transport> split_shared(int key) override;

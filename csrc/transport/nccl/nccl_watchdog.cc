@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "runtime/stats.h"
+#include "diagnostics/stats.h"
 
 namespace pycomm::nccl {
 namespace {

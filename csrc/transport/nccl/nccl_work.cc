@@ -4,8 +4,8 @@
 #include <chrono>
 #include <thread>
 
-#include "runtime/errors.h"
-#include "runtime/nvtx.h"
+#include "common/errors.h"
+#include "diagnostics/nvtx.h"
 
 namespace pycomm::nccl {
 

@@ -6,8 +6,8 @@
 
 #include <memory>
 
+#include "common/transport.h"
 #include "transport/nccl/nccl_comm.h"
-#include "transport/transport.h"
 
 namespace pycomm::nccl {
 

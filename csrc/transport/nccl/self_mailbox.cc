@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "runtime/errors.h"
+#include "common/errors.h"
 
 namespace pycomm::nccl {
 

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "common/gpu_compat.h"
-#include "transport/transport.h"
+#include "common/transport.h"
 
 namespace pycomm::nccl {
 

@@ -1,7 +1,8 @@
 """Provoked faults on real ranks. `stall`: rank 1 skips a collective, rank 0 must get StallError
 within PYCOMM_TIMEOUT (never hang) and its communicator must refuse later ops. `quantized_stall`: the
 same with allreduce_quantized (after one that both ranks ran, so its helper communicator exists).
-`mismatch`: under PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get
+`missing_rank`: on 3+ ranks the last one sleeps instead of calling an all-reduce; the others' StallError
+must name it (and only it) as the rank they wait for. `mismatch`: under PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get
 MismatchError naming both ops. `abort`: rank 1 calls pycomm.abort while rank 0 waits in an
 all-reduce; the job must end at once with rank 1's exit code. Prints MARK lines the test checks."""
 from __future__ import annotations
@@ -52,6 +53,29 @@ def stall(comm: pycomm.Communicator, quantized: bool = False) -> None:
     os._exit(0)
 
 
+def missing_rank(comm: pycomm.Communicator) -> None:
+    side = comm.split(0)  # seq 0; releases the sleeping rank once the others have their error
+    x = torch.ones(1000)
+    comm.allreduce(x, op=pycomm.SUM)  # seq 1: everyone takes part
+    last = comm.size - 1
+    if comm.rank != last:
+        try:
+            comm.allreduce(x, op=pycomm.SUM)  # seq 2: the last rank never calls it
+        except pycomm.StallError as e:
+            print(f"MARK rank {comm.rank} stall: {e}", flush=True)
+        else:
+            print(f"MARK rank {comm.rank} no stall error", flush=True)
+        side.send(torch.ones(1), last)
+    else:
+        flags = [torch.zeros(1) for _ in range(last)]
+        works = [side.irecv(f, r) for r, f in enumerate(flags)]
+        while not all(w.is_completed() for w in works):  # asleep in Python: no pycomm call reaches MPI
+            time.sleep(0.05)
+    print(f"MARK rank {comm.rank} done", flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # the stalled all-reduce can never complete
+
+
 def mismatch(comm: pycomm.Communicator) -> None:
     comm.allreduce(torch.ones(4), op=pycomm.SUM)  # matching ops pass the check
     t = torch.ones(10 + 2 * comm.rank)
@@ -79,5 +103,5 @@ def abort(comm: pycomm.Communicator) -> None:
 
 if __name__ == "__main__":
     world = pycomm.init(backend="mpi")
-    {"stall": stall, "quantized_stall": lambda c: stall(c, quantized=True), "mismatch": mismatch,
-     "abort": abort}[sys.argv[1]](world)
+    {"stall": stall, "quantized_stall": lambda c: stall(c, quantized=True), "missing_rank": missing_rank,
+     "mismatch": mismatch, "abort": abort}[sys.argv[1]](world)

@@ -1,0 +1,40 @@
+// NVTX3 ranges in the "pycomm" domain. Compiled in with PYCOMM_WITH_NVTX (header-only, no link);
+// otherwise these classes are empty and cost nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "common/transport.h"
+
+#ifdef PYCOMM_WITH_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace pycomm {
+
+// A range covering one op from its start on the queue to its completion. Ops of one queue overlap
+// (several in flight), so this is a start/end range, not a push/pop one. Message: name, seq,
+// bucket; payload: bytes.
+class NvtxOpRange {
+ public:
+  explicit NvtxOpRange(const OpInfo& info);
+  ~NvtxOpRange();
+  NvtxOpRange(const NvtxOpRange&) = delete;
+  NvtxOpRange& operator=(const NvtxOpRange&) = delete;
+
+ private:
+#ifdef PYCOMM_WITH_NVTX
+  nvtxRangeId_t id_ = 0;
+#endif
+};
+
+// A push/pop range on the calling thread, e.g. a Python thread waiting on an op.
+class NvtxScope {
+ public:
+  NvtxScope(const char* what, const OpInfo& info);
+  ~NvtxScope();
+  NvtxScope(const NvtxScope&) = delete;
+  NvtxScope& operator=(const NvtxScope&) = delete;
+};
+
+}  // namespace pycomm

@@ -1,0 +1,23 @@
+// Checks a transport's arguments and describes the op (OpInfo: sizes, bytes, bus factor) in one
+// place, so every transport rejects bad input the same way. Python checks first with torch-level
+// messages; these guard direct callers of pycomm._C and raise std::invalid_argument.
+#pragma once
+
+#include <string>
+
+#include "common/transport.h"
+
+namespace pycomm {
+
+OpInfo allreduce_info(const Buffer& buf, ReduceOp op, int size, int bucket);
+OpInfo broadcast_info(const Buffer& buf, int root, int size);
+OpInfo allgather_info(const Buffer& out, const Buffer& in, int size);
+OpInfo reduce_scatter_info(const Buffer& out, const Buffer& in, ReduceOp op, int size);
+OpInfo alltoall_info(const Buffer& out, const Buffer& in, int size);
+OpInfo p2p_info(const char* name, const Buffer& buf, int peer, int tag, int size);  // "send" / "recv"
+OpInfo barrier_info();
+// A compound op's matching entry (Transport::match): "allreduce_quantized" or "allreduce_coalesced".
+OpInfo match_info(const std::string& name, const Buffer& buf, ReduceOp op);
+OpInfo split_info(const char* name);  // "split" / "split_shared"
+
+}  // namespace pycomm

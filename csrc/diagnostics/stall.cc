@@ -1,0 +1,37 @@
+#include "diagnostics/stall.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "common/errors.h"
+
+namespace pycomm {
+
+double stall_timeout_s() {
+  const char* v = std::getenv("PYCOMM_TIMEOUT");
+  if (v == nullptr || *v == '\0') return kDefaultStallTimeoutS;
+  char* end = nullptr;
+  double s = std::strtod(v, &end);
+  if (end == v || *end != '\0')
+    throw std::invalid_argument(std::string("PYCOMM_TIMEOUT=") + v + ": expected a number of seconds");
+  return s;
+}
+
+std::string stall_message(const OpInfo& waited, double timeout_s, const CommHealth& health) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", timeout_s);
+  std::string laggards = health.laggards(waited);
+  return waited.describe() + " on the " + health.label() + " did not complete within PYCOMM_TIMEOUT=" + secs +
+         " s; " + (laggards.empty() ? "" : laggards + "; ") + health.in_flight_summary() +
+         ". Another rank probably skipped, reordered or has not reached this op, or died. "
+         "The communicator is now broken.";
+}
+
+void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health) {
+  std::string msg = stall_message(waited, timeout_s, health);
+  health.mark_broken("stall: " + msg);
+  throw StallError(msg);
+}
+
+}  // namespace pycomm

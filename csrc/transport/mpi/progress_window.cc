@@ -1,0 +1,98 @@
+#include "transport/mpi/progress_window.h"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "diagnostics/op_check.h"
+
+namespace pycomm::mpi {
+namespace {
+
+std::string join(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<ProgressWindow> ProgressWindow::create(MPI_Comm comm, int rank, int size) {
+  if (size < 2) return nullptr;
+  int64_t* mine = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  // Errors return (comm's handler is MPI_ERRORS_RETURN): without a one-sided component, no window.
+  if (MPI_Win_allocate(kSlots * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, comm, &mine, &win) != MPI_SUCCESS)
+    return nullptr;
+  MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+  for (int i = 0; i < kSlots; ++i) mine[i] = 0;
+  if (MPI_Win_lock_all(MPI_MODE_NOCHECK, win) != MPI_SUCCESS) return nullptr;  // leaked, as every window is
+  return std::shared_ptr<ProgressWindow>(new ProgressWindow(win, mine, rank, size));
+}
+
+void ProgressWindow::publish(const OpInfo& latest) {
+  // Plain stores to this rank's window memory (readers use MPI_Rget; Open MPI's windows are
+  // MPI_WIN_UNIFIED, so the stores become visible to them); `submitted` last, released.
+  __atomic_store_n(&mine_[kSeq], static_cast<int64_t>(latest.seq), __ATOMIC_RELAXED);
+  __atomic_store_n(&mine_[kKind], op_kind_code(latest.name), __ATOMIC_RELAXED);
+  __atomic_store_n(&mine_[kSubmitted], latest.collective_index + 1, __ATOMIC_RELEASE);
+}
+
+void ProgressWindow::read_peers() {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(kAnswerWaitS));
+  for (int r = 0; r < size_; ++r) {
+    Read& rd = reads_[static_cast<size_t>(r)];
+    rd.answered = false;
+    if (r == rank_ || rd.req != MPI_REQUEST_NULL) continue;  // a pending read keeps its buffer
+    if (MPI_Rget(rd.got.data(), kSlots, MPI_INT64_T, r, 0, kSlots, MPI_INT64_T, win_, &rd.req) != MPI_SUCCESS)
+      rd.req = MPI_REQUEST_NULL;
+  }
+  for (;;) {
+    bool pending = false;
+    for (int r = 0; r < size_; ++r) {
+      Read& rd = reads_[static_cast<size_t>(r)];
+      if (rd.req == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      if (MPI_Test(&rd.req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) continue;  // left pending: unanswered
+      if (done) rd.answered = true;
+      else pending = true;
+    }
+    if (!pending || Clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::string ProgressWindow::laggards(const OpInfo& waited) {
+  std::lock_guard<std::mutex> lk(read_mu_);
+  read_peers();
+  const std::string op = waited.name + " #" + std::to_string(waited.seq);
+  std::vector<int> waiting;
+  std::string details;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const Read& rd = reads_[static_cast<size_t>(r)];
+    std::string detail;
+    if (!rd.answered) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", kAnswerWaitS);
+      detail = "rank " + std::to_string(r) + " did not answer within " + secs + " s";
+    } else if (rd.got[kSubmitted] <= waited.collective_index) {
+      detail = "rank " + std::to_string(r) + " has not reached " + op + " (" +
+               (rd.got[kSubmitted] == 0 ? std::string("it has submitted no collective on this communicator")
+                                        : "its latest collective is " + std::string(op_kind_name(rd.got[kKind])) +
+                                              " #" + std::to_string(rd.got[kSeq])) +
+               ")";
+    } else {
+      continue;
+    }
+    waiting.push_back(r);
+    details += (details.empty() ? "" : "; ") + detail;
+  }
+  if (waiting.empty()) return "every other rank has reached " + op + " (one may be stuck inside it)";
+  return std::string(waiting.size() == 1 ? "waiting for rank " : "waiting for ranks ") + join(waiting) + ": " +
+         details;
+}
+
+}  // namespace pycomm::mpi
