@@ -1,8 +1,8 @@
 #include "runtime/op_check.h"
 
-#include <cstdlib>
 #include <cstring>
 
+#include "common/settings.h"
 #include "runtime/errors.h"
 
 namespace pycomm {
@@ -54,10 +54,7 @@ std::string difference(const int64_t* mine, const int64_t* theirs) {
 
 }  // namespace
 
-bool debug_checks_enabled() {
-  const char* v = std::getenv("PYCOMM_DEBUG");
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
+bool debug_checks_enabled() { return settings().debug; }
 
 OpSignature op_signature(const OpInfo& info) {
   return {kind_code(info.name), info.count,  static_cast<int64_t>(info.dtype), info.peer, info.redop,
