@@ -6,6 +6,7 @@ the error message and the README table alike."""
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
@@ -127,4 +128,19 @@ class Text:
     accepted: str
 
     def parse(self, raw: str) -> str:
+        return raw
+
+
+@dataclass(frozen=True)
+class Directory:
+    """The path of an existing directory (relative paths from the current directory)."""
+    what: str
+
+    @property
+    def accepted(self) -> str:
+        return f"an existing directory ({self.what})"
+
+    def parse(self, raw: str) -> str:
+        if not os.path.isdir(raw):
+            raise ValueError(raw)
         return raw

@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from pycomm._setting_values import Choice, Flag, Integer, Number, Pattern, Text, ValueKind
+from pycomm._setting_values import Choice, Directory, Flag, Integer, Number, Pattern, Text, ValueKind
 from pycomm.errors import SettingError, SettingWarning
 
 RUNTIME, APPS, TESTS, BUILD, SCRIPTS = "runtime", "apps", "tests", "build", "scripts"
@@ -130,14 +130,14 @@ SETTINGS: tuple[Setting, ...] = (
             "whether rank 0 draws its progress line in place, as on a terminal; the `--nproc` launcher passes "
             "on whether its own output is a terminal",
             "apps.metrics.Progress", scope=APPS, default_text="1 on a terminal, 0 under mpirun"),
-    Setting("PYCOMM_APPS_FAILURE_DIR", Text("a directory"), None,
+    Setting("PYCOMM_APPS_FAILURE_DIR", Directory("the launcher makes it"), None,
             "set by the `--nproc` launcher for its ranks: where a failing rank records its error for the "
             "launcher's one-line summary",
             "apps.failure", scope=APPS, default_text="Open MPI's session directory, else one per job under the temp directory"),
     Setting("PYCOMM_APPS_SPAWNED", Flag(), False,
             "set by the `--nproc` launcher for its ranks, so that they do not launch again",
             "apps.launch, apps.requirements", scope=APPS),
-    Setting("PYCOMM_MNIST", Text("a directory of MNIST's idx files"), None,
+    Setting("PYCOMM_MNIST", Directory("holding MNIST's idx files"), None,
             "where the tests find MNIST", "tests/algorithms/mnist.py", scope=TESTS,
             default_text="../shared/data/mnist beside the checkout"),
     Setting("PYCOMM_CUDA", AUTO_ON_OFF, "auto",

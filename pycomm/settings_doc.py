@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from pycomm.errors import SettingError
 from pycomm.settings import APPS, BUILD, RUNTIME, SETTINGS, Setting, get
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,12 +84,7 @@ def update_readmes(root: Path = ROOT) -> list[str]:
 
 
 def _current(s: Setting, env: Mapping[str, str]) -> str:
-    if s.name not in env:
-        return f"unset -> {s.default_words}"
-    try:
-        return f"{env[s.name]!r} -> {get(s.name, env)!r}"
-    except SettingError as e:
-        return f"INVALID: {e}"
+    return f"{env[s.name]!r} -> {get(s.name, env)!r}" if s.name in env else f"unset -> {s.default_words}"
 
 
 def listing(env: Optional[Mapping[str, str]] = None) -> str:
