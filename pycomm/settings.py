@@ -133,7 +133,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_APPS_FAILURE_DIR", Directory("the launcher makes it"), None,
             "set by the `--nproc` launcher for its ranks: where a failing rank records its error for the "
             "launcher's one-line summary",
-            "apps.failure", scope=APPS, default_text="Open MPI's session directory, else one per job under the temp directory"),
+            "apps.failure", scope=APPS,
+            default_text="Open MPI's session directory, else one per job under the temp directory"),
     Setting("PYCOMM_APPS_SPAWNED", Flag(), False,
             "set by the `--nproc` launcher for its ranks, so that they do not launch again",
             "apps.launch, apps.requirements", scope=APPS),

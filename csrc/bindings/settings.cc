@@ -71,7 +71,8 @@ py::dict to_dict(const Settings& s) {
 void register_settings(py::module_& m) {
   m.def("apply_settings", [](const py::dict& d) { apply_settings(from_dict(d)); },
         "Hands the core the PYCOMM_* values pycomm.settings parsed (every core setting, by variable name).");
-  m.def("settings", [] { return to_dict(settings()); }, "The PYCOMM_* values the core holds, as apply_settings took them.");
+  m.def("settings", [] { return to_dict(settings()); },
+        "The PYCOMM_* values the core holds, as apply_settings took them.");
 }
 
 }  // namespace pycomm::bind

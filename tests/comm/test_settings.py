@@ -29,7 +29,7 @@ GARBAGE = {
 NON_DEFAULT = {
     "PYCOMM_TIMEOUT": ("7.5", 7.5), "PYCOMM_DEBUG": ("1", True), "PYCOMM_NUM_THREADS": ("3", 3),
     "PYCOMM_CPU_ISA": ("generic", "generic"), "PYCOMM_MPI_NONBLOCKING": ("on", True),
-    "PYCOMM_INLINE_BYTES": ("65536", 65536), "PYCOMM_SPIN_US": ("0", 0), "PYCOMM_MPI_GPU_AWARE": ("0", False),
+    "PYCOMM_INLINE_BYTES": ("65536", 65536), "PYCOMM_SPIN_US": ("0", 0), "PYCOMM_MPI_GPU_AWARE": ("1", True),
     "PYCOMM_NCCL_SPLIT": ("init", "init"),
 }
 VALIDATED = [s.name for s in settings.SETTINGS if s.scope in settings.VALIDATED_SCOPES]
@@ -79,11 +79,14 @@ def test_the_core_holds_exactly_what_python_parsed():
                "print(repr(core().settings()))\n"
                "assert core().settings() == pycomm.settings.core_values()\n"
                "print('timeout', core().stall_timeout(), 'debug', core().debug_checks(),"
-               " 'isa', pycomm.build_info()['cpu_isa'])\n", env)
+               " 'isa', pycomm.build_info()['cpu_isa'])\n"
+               "if pycomm.build_info()['mpi']:\n    print('mpi gpu-aware', core().mpi_info()['gpu_aware'])\n", env)
     assert p.returncode == 0, p.stderr
     held = eval(p.stdout.splitlines()[0])  # the core's dict, as repr printed it
     assert held == {name: value for name, (_, value) in NON_DEFAULT.items()}
+    # where the core's own answers show a setting, they follow it (CPU ISA forced, MPI declared GPU-aware)
     assert "timeout 7.5 debug True isa generic" in p.stdout
+    assert not pycomm.build_info()["mpi"] or "mpi gpu-aware True" in p.stdout, p.stdout
 
 
 def test_a_variable_set_after_the_core_loaded_counts_from_the_next_communicator():
