@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping
 
+from pycomm import settings
+
 FAILURE_DIR_ENV = "PYCOMM_APPS_FAILURE_DIR"
 _FIRST = "first"
 EXIT_FAILED, EXIT_CONFIG, EXIT_CHECKPOINT, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -77,8 +79,8 @@ def shared_dir(env: Mapping[str, str]) -> Path | None:
     session directory of the job (mpirun removes it at the end), else one per job under the temp
     directory; ranks on one node share it, so each node has its own first. None when no job id is
     known (then every failing rank prints its traceback)."""
-    if env.get(FAILURE_DIR_ENV):
-        return Path(env[FAILURE_DIR_ENV])
+    if (given := settings.get(FAILURE_DIR_ENV, env)) is not None:
+        return Path(given)
     if env.get("OMPI_MCA_orte_jobfam_session_dir"):
         return Path(env["OMPI_MCA_orte_jobfam_session_dir"]) / "pycomm-apps-failures"
     job = (f"slurm{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}" if "SLURM_JOB_ID" in env
@@ -160,7 +162,7 @@ def fail(exc: BaseException, env: Mapping[str, str] | None = None) -> int:
     first = record(directory, failure) if directory is not None else True
     if first and not _explains_itself(exc):
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-    line = "" if env.get(FAILURE_DIR_ENV) else failure.line()  # the launcher prints the verdict itself
+    line = "" if settings.get(FAILURE_DIR_ENV, env) else failure.line()  # the launcher prints the verdict itself
     if size > 1:
         import pycomm
 

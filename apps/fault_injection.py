@@ -5,9 +5,10 @@ past it, for lapsgd / lppsgd). Unset, nothing changes and nothing runs per step.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any, Callable, Mapping
+
+from pycomm import settings
 
 FAIL_AT_ENV = "PYCOMM_APPS_FAIL_AT"
 EXIT_INJECTED = 70
@@ -18,14 +19,8 @@ class InjectedFailure(RuntimeError):
 
 
 def injected_at(env: Mapping[str, str]) -> tuple[int, int, str] | None:
-    """(rank, step, "raise" | "exit") from PYCOMM_APPS_FAIL_AT, None when unset."""
-    spec = env.get(FAIL_AT_ENV, "")
-    if not spec:
-        return None
-    m = re.fullmatch(r"(\d+):(\d+)(?::(raise|exit))?", spec.strip())
-    if not m:
-        raise ValueError(f"{FAIL_AT_ENV} must be RANK:STEP[:raise|exit] (e.g. 1:5:raise), got {spec!r}")
-    return int(m[1]), int(m[2]), m[3] or "raise"
+    """(rank, step, "raise" | "exit") from PYCOMM_APPS_FAIL_AT, None when unset (parsed by pycomm.settings)."""
+    return settings.get(FAIL_AT_ENV, env)
 
 
 def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import Iterator, Mapping, Sequence
 
 from apps import failure
 from apps.mpirun_stderr import MpirunStderr
+from pycomm import settings
 from pycomm.launch_env import LaunchEnv, detect, first_host  # noqa: F401  (re-exported for apps)
 
 # Set on the ranks we spawn, so they never spawn again.
@@ -31,7 +32,7 @@ def export_rendezvous(launch: LaunchEnv) -> None:
 
 def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
-    return nproc > 1 and detect(env).launcher == "single" and SPAWNED not in env
+    return nproc > 1 and detect(env).launcher == "single" and not settings.get(SPAWNED, env)
 
 
 def mpirun_command(nproc: int, argv: Sequence[str]) -> list[str]:

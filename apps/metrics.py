@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from apps import requirements
 from apps.config import LoggingConfig
+from pycomm import settings
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
 TTY_ENV = "PYCOMM_APPS_TTY"
@@ -67,8 +68,8 @@ class Progress:
         self.start, self.first_step = time.time(), first_step
         # Open MPI gives ranks a pseudo-terminal even when mpirun's own output is a file: under mpirun,
         # redraw in place only when the --nproc supervisor says its output is a terminal.
-        default = "0" if "OMPI_COMM_WORLD_SIZE" in os.environ else "1"
-        self.tty = out.isatty() and os.environ.get(TTY_ENV, default) == "1"
+        tty = settings.get(TTY_ENV)
+        self.tty = out.isatty() and (tty if tty is not None else "OMPI_COMM_WORLD_SIZE" not in os.environ)
 
     def show(self, row: dict[str, Any]) -> None:
         step = row["step"]

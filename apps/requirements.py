@@ -153,7 +153,8 @@ def check(cfg: Any) -> None:
 def _announcer() -> bool:
     """The process that speaks for the job: the one `--nproc` spawned from, or rank 0 of a launcher."""
     from apps.launch import SPAWNED, detect
-    return SPAWNED not in os.environ and detect().rank == 0
+    from pycomm import settings
+    return not settings.get(SPAWNED) and detect().rank == 0
 
 
 def require(key: str, value: Any, module: str | None = None) -> ModuleType:

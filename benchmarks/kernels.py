@@ -21,8 +21,9 @@ MIB = 1 << 20
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
+    from pycomm import settings  # imports no compiled code: PYCOMM_NUM_THREADS may still change below
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, default=int(os.environ.get("PYCOMM_NUM_THREADS", "1")),
+    p.add_argument("--threads", type=int, default=settings.get("PYCOMM_NUM_THREADS") or 1,
                    help="CPU threads for pycomm and torch (default: PYCOMM_NUM_THREADS or 1)")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--sizes", default="4,16,64", help="fp32 input sizes in MiB, comma separated")
@@ -166,7 +167,7 @@ def _interleaved(fns: dict[str, Callable[[], object]], repeats: int, sync, measu
 
 
 def run(args: argparse.Namespace) -> dict:
-    os.environ["PYCOMM_NUM_THREADS"] = str(args.threads)  # read once by the compiled core
+    os.environ["PYCOMM_NUM_THREADS"] = str(args.threads)  # handed to the compiled core when it loads
     import torch
 
     from benchmarks.harness import measure, save, table

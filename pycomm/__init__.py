@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from pycomm._build import build_info
-from pycomm import kernels, relative
+from pycomm import kernels, relative, settings
 from pycomm.averaging import LayerwiseAverager
 from pycomm.codecs import Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
 from pycomm.flat_shards import flat_shard_numel
 from pycomm.grad_buckets import GradientBuckets
-from pycomm.errors import MismatchError, PycommError, StallError
+from pycomm.errors import MismatchError, PycommError, SettingError, StallError
 from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.quantized import ErrorFeedback
@@ -19,5 +19,7 @@ from pycomm.work import Work
 __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
            "StallError", "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback",
-           "flat_shard_numel", "GradientBuckets"]
+           "flat_shard_numel", "GradientBuckets", "SettingError", "settings"]
 __version__ = "0.1.0"
+
+settings.check_environment()  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns

@@ -17,6 +17,9 @@ def core() -> ModuleType:
         from pycomm import _C
     except ImportError as e:
         raise ImportError(missing_core_message(PACKAGE_DIR, e)) from e
+    from pycomm import settings
+
+    settings.apply()  # the core reads no environment: it gets the PYCOMM_* values before any use
     return _C
 
 

@@ -4,12 +4,11 @@ Every op is checked here (tensor kind, dtype, device, sizes, peers) and handed t
 buffers; the transport runs the ops of one communicator in submission order on its own queue."""
 from __future__ import annotations
 
-import os
 from typing import Any, Optional, Sequence, cast
 
 import torch
 
-from pycomm import _dtypes
+from pycomm import _dtypes, settings
 from pycomm._build import core
 from pycomm._tensors import CPU, Place, check_tensor, place_of, ptr
 from pycomm.ops import AVG, SUM, ReduceOp, check_op
@@ -196,6 +195,7 @@ class Communicator:
         A negative color joins none and returns None. Collective."""
         color = check_int(color, "split: color", min_value=INT32_MIN, max_value=INT32_MAX)
         key = check_int(self.rank if key is None else key, "split: key", min_value=INT32_MIN, max_value=INT32_MAX)
+        settings.apply()  # the environment as it is now, for the new communicator
         t = self._t.split(color, key)
         return None if t is None else Communicator(t, f"{self.name}.split({color})")
 
@@ -207,6 +207,7 @@ class Communicator:
         ones (to exercise node-aware code on one machine); k must divide the size."""
         per_node = ranks_per_node(self.size)
         if per_node is None:
+            settings.apply()
             intra = Communicator(self._t.split_shared(self.rank), f"{self.name}.intra")
         else:
             intra = self.split(self.rank // per_node, self.rank)
@@ -263,11 +264,7 @@ class Communicator:
 
 def ranks_per_node(size: int) -> Optional[int]:
     """The node size PYCOMM_RANKS_PER_NODE declares, or None where it is unset."""
-    value = os.environ.get("PYCOMM_RANKS_PER_NODE", "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"PYCOMM_RANKS_PER_NODE must be a positive integer, got {value!r}")
-    if size % int(value):
+    value: Optional[int] = settings.get("PYCOMM_RANKS_PER_NODE")
+    if value is not None and size % value:
         raise ValueError(f"PYCOMM_RANKS_PER_NODE={value} does not divide the {size} ranks into whole nodes")
-    return int(value)
+    return value

@@ -21,6 +21,7 @@ from pycomm.store import TCPStore, default_timeout
 NO_NCCL = "this build of pycomm has no NCCL; rebuild with NCCL_HOME or pip install nvidia-nccl-cu13"
 NO_RCCL = "this build of pycomm has no RCCL; rebuild with RCCL_HOME (or ROCM_PATH) pointing at ROCm's RCCL"
 STORE_KEY = "pycomm/nccl/world/unique_id"
+TORCH_STORE_MAX_S = 1e9  # ~30 years: PYCOMM_TIMEOUT=0 (no timeout) on torchrun's agent store
 
 
 def unavailable_reason() -> str:
@@ -73,8 +74,9 @@ def _share_over_agent_store(env: LaunchEnv, data: bytes | None, key: str) -> byt
     from torch.distributed import TCPStore as TorchStore
 
     key = f"{key}/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    seconds = min(default_timeout(), TORCH_STORE_MAX_S)  # torch's store has no "no timeout" (inf overflows)
     store = TorchStore(env.master_addr, env.master_port, env.size, is_master=False,
-                       timeout=datetime.timedelta(seconds=default_timeout()))
+                       timeout=datetime.timedelta(seconds=seconds))
     if data is not None:
         store.set(key, data)
     return store.get(key)

@@ -22,7 +22,6 @@ naming allreduce_quantized; errors from the helper thread name the call too."""
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 import threading
 import weakref
 from collections import deque
@@ -31,7 +30,7 @@ from typing import Any, Iterator
 
 import torch
 
-from pycomm import _dtypes
+from pycomm import _dtypes, settings
 from pycomm._buffers import POOL
 from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
@@ -119,20 +118,10 @@ def chunk_numel(numel: int, size: int, block: int) -> int:
     return -(-per_rank // block) * block
 
 
-DEFAULT_SEGMENT = 4 << 20   # elements: 16 MiB of fp32 per pipeline stage
-
-
 def segment_numel(size: int, block: int) -> int:
-    """Elements of t per pipelined segment: PYCOMM_QUANTIZED_SEGMENT (default 4 Mi), rounded up to
-    size whole-block chunks."""
-    raw = os.environ.get("PYCOMM_QUANTIZED_SEGMENT", "")
-    try:
-        want = int(raw) if raw else DEFAULT_SEGMENT
-    except ValueError:
-        want = 0
-    if want < 1:
-        raise ValueError(f"PYCOMM_QUANTIZED_SEGMENT must be a positive number of elements, got {raw!r}")
-    return size * chunk_numel(want, size, block)
+    """Elements of t per pipelined segment: PYCOMM_QUANTIZED_SEGMENT (default 4 Mi: 16 MiB of fp32 per
+    pipeline stage), rounded up to size whole-block chunks."""
+    return size * chunk_numel(settings.get("PYCOMM_QUANTIZED_SEGMENT"), size, block)
 
 
 @dataclass(frozen=True)

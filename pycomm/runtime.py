@@ -8,7 +8,7 @@ import warnings
 import weakref
 from typing import Any, NoReturn, Optional
 
-from pycomm import backends
+from pycomm import backends, settings
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
@@ -39,6 +39,7 @@ def init(backend: str = "auto") -> Communicator:
         return _world
     env = detect()
     name = backends.choose_auto(env) if backend == "auto" else backend
+    settings.apply()  # PYCOMM_* set after `import pycomm` count from here on
     transport = backends.get(name).create_world(env)
     _env = env
     _world = _track(Communicator(transport, "world"))
@@ -73,6 +74,7 @@ def from_mpi4py(comm: Any) -> Communicator:
         raise TypeError(f"from_mpi4py: expected an mpi4py communicator, got {type(comm).__name__}")
     if _finalized:
         raise PycommError("from_mpi4py: pycomm.finalize() was already called")
+    settings.apply()
     return _track(Communicator(core().mpi_from_fortran(comm.py2f()), "mpi4py"))
 
 

@@ -6,27 +6,18 @@ hands out the NCCL unique id under srun --mpi=none / torchrun, and serves any sm
 TimeoutError naming the address and what was awaited; a lost server raises ConnectionError."""
 from __future__ import annotations
 
+import math
 import os
 from typing import Sequence
 
+from pycomm import settings
 from pycomm._build import core
 from pycomm._validate import check_bool, check_int, check_str, check_timeout
 
-DEFAULT_TIMEOUT_S = 300.0
-
-
 def default_timeout() -> float:
-    """PYCOMM_TIMEOUT when set (the stall timeout also bounds rendezvous), else 300 s."""
-    value = os.environ.get("PYCOMM_TIMEOUT")
-    if not value:
-        return DEFAULT_TIMEOUT_S
-    try:
-        timeout = float(value)
-    except ValueError:
-        raise ValueError(f"PYCOMM_TIMEOUT={value!r}: expected a number of seconds") from None
-    if timeout <= 0:
-        raise ValueError(f"PYCOMM_TIMEOUT={value!r}: expected a positive number of seconds")
-    return timeout
+    """PYCOMM_TIMEOUT (the stall timeout also bounds rendezvous) in seconds; its 0 (no timeout) is inf."""
+    seconds: float = settings.get("PYCOMM_TIMEOUT")
+    return math.inf if seconds == 0 else seconds
 
 
 class TCPStore:
@@ -35,7 +26,7 @@ class TCPStore:
     `is_server=True` on exactly one rank; it binds `host` (an address of that machine), and with
     port=0 picks a free port (read it back from `.port`). The server lives as long as this object:
     keep rank 0's store alive until the other ranks are done with it. timeout: seconds > 0 bounding
-    every wait (inf: none), default PYCOMM_TIMEOUT or 300; a call's own timeout may be 0 (no wait).
+    every wait (inf: none), default PYCOMM_TIMEOUT (300; its 0 means inf); a call's own timeout may be 0 (no wait).
     Bad arguments raise TypeError/ValueError naming them before anything is sent."""
 
     def __init__(self, host: str, port: int, world_size: int, is_server: bool,

@@ -2,6 +2,7 @@
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "pycomm compiled core: kernels and transports on raw buffers (no libtorch).";
+  pycomm::bind::register_settings(m);
   pycomm::bind::register_build_info(m);
   pycomm::bind::register_kernels(m);
   pycomm::bind::register_codecs(m);

@@ -1,9 +1,9 @@
 #include "diagnostics/op_check.h"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "common/errors.h"
+#include "common/settings.h"
 
 namespace pycomm {
 namespace {
@@ -56,10 +56,7 @@ int64_t op_kind_code(const std::string& name) {
 
 const char* op_kind_name(int64_t code) { return code >= 0 && code < kNumKinds ? kKinds[code] : "unknown op"; }
 
-bool debug_checks_enabled() {
-  const char* v = std::getenv("PYCOMM_DEBUG");
-  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
+bool debug_checks_enabled() { return settings().debug; }
 
 OpSignature op_signature(const OpInfo& info) {
   return {op_kind_code(info.name), info.count,  static_cast<int64_t>(info.dtype), info.peer, info.redop,

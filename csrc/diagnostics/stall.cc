@@ -1,22 +1,13 @@
 #include "diagnostics/stall.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <stdexcept>
 
 #include "common/errors.h"
+#include "common/settings.h"
 
 namespace pycomm {
 
-double stall_timeout_s() {
-  const char* v = std::getenv("PYCOMM_TIMEOUT");
-  if (v == nullptr || *v == '\0') return kDefaultStallTimeoutS;
-  char* end = nullptr;
-  double s = std::strtod(v, &end);
-  if (end == v || *end != '\0')
-    throw std::invalid_argument(std::string("PYCOMM_TIMEOUT=") + v + ": expected a number of seconds");
-  return s;
-}
+double stall_timeout_s() { return settings().timeout_s; }
 
 std::string stall_message(const OpInfo& waited, double timeout_s, const CommHealth& health) {
   char secs[32];

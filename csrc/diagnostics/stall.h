@@ -8,10 +8,7 @@
 
 namespace pycomm {
 
-constexpr double kDefaultStallTimeoutS = 300.0;
-
-// PYCOMM_TIMEOUT in seconds (read at every call, so tests may change it); <= 0 disables the check.
-// A malformed value raises std::invalid_argument naming the variable.
+// PYCOMM_TIMEOUT in seconds (as pycomm/settings.py last applied it); 0 disables the check.
 double stall_timeout_s();
 
 // The StallError message for `waited` (op, sequence number, sizes, the ranks that have not reached it

@@ -11,7 +11,7 @@ void HostTransport::init(int rank, int size, int local_rank, int local_size) {
   size_ = size;
   local_rank_ = local_rank;
   local_size_ = local_size;
-  inline_max_bytes();  // a malformed PYCOMM_INLINE_BYTES fails here, at creation, not at some later op
+  inline_max_bytes();  // PYCOMM_INLINE_BYTES is fixed from the first communicator on, before any op
   std::string label = backend() + " communicator (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
   queue_ = std::make_unique<OpQueue>(std::make_shared<CommHealth>(label));
 }

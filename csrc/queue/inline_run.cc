@@ -1,10 +1,8 @@
 #include "queue/inline_run.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
 
+#include "common/settings.h"
 #include "diagnostics/stall.h"
 #include "queue/op_lifecycle.h"
 #include "queue/spin.h"
@@ -12,16 +10,7 @@
 namespace pycomm {
 
 int64_t inline_max_bytes() {
-  static const int64_t limit = [] {
-    const char* v = std::getenv("PYCOMM_INLINE_BYTES");
-    if (v == nullptr || *v == '\0') return int64_t{0};
-    char* end = nullptr;
-    long long n = std::strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || n < 0)
-      throw std::invalid_argument(std::string("PYCOMM_INLINE_BYTES=") + v +
-                                  ": expected a number of bytes >= 0 (0 disables running ops on the caller's thread)");
-    return static_cast<int64_t>(n);
-  }();
+  static const int64_t limit = settings().inline_bytes;  // fixed at first use: it decides which MPI calls match
   return limit;
 }
 

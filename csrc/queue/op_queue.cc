@@ -43,7 +43,7 @@ OpQueue::~OpQueue() {
   try {
     t = stall_timeout_s();
   } catch (...) {
-    t = kDefaultStallTimeoutS;
+    t = 300;  // settings never applied (cannot happen once a queue exists); a destructor must not throw
   }
   stop(t);
 }

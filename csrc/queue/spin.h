@@ -10,7 +10,7 @@
 
 namespace pycomm {
 
-// PYCOMM_SPIN_US (read once; default 250): how long to yield-spin before blocking. 0 disables.
+// PYCOMM_SPIN_US (fixed at first use): how long to yield-spin before blocking. 0 disables.
 std::chrono::microseconds spin_budget();
 
 // True once pred() holds; false when `budget` passed first.

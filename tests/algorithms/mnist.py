@@ -3,14 +3,15 @@ split 8,000 / 2,000 with a fixed seed) and a tiny CNN."""
 from __future__ import annotations
 
 import gzip
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-DATA = Path(os.environ.get("PYCOMM_MNIST", Path(__file__).resolve().parents[2].parent / "shared/data/mnist"))
+from pycomm import settings
+
+DATA = Path(settings.get("PYCOMM_MNIST") or Path(__file__).resolve().parents[2].parent / "shared/data/mnist")
 if not DATA.exists():  # a checkout without ../shared: the copy the app embeds (same files)
     DATA = Path(__file__).resolve().parents[2] / "apps/data/embedded"
 

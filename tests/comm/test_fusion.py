@@ -100,7 +100,7 @@ def test_segments_tile_the_tensor_in_whole_block_chunks(monkeypatch: pytest.Monk
 
 def test_segment_size_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYCOMM_QUANTIZED_SEGMENT", "-5")
-    with pytest.raises(ValueError, match="PYCOMM_QUANTIZED_SEGMENT must be a positive"):
+    with pytest.raises(ValueError, match="PYCOMM_QUANTIZED_SEGMENT='-5' is not valid: expected a whole number"):
         segments(10, 2, 256)
 
 

@@ -25,4 +25,4 @@ def test_malformed_inline_bytes_is_a_clear_error():
     proc = mpirun(2, "tests.comm.workers.inline_path", env={"PYCOMM_INLINE_BYTES": "lots"}, expect_ok=False,
                   timeout=120)
     assert proc.returncode != 0
-    assert "PYCOMM_INLINE_BYTES=lots: expected a number of bytes" in proc.stdout + proc.stderr
+    assert "PYCOMM_INLINE_BYTES='lots' is not valid: expected a whole number of bytes" in proc.stdout + proc.stderr

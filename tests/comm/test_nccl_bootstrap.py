@@ -30,13 +30,15 @@ def clean_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_id_travels_over_the_tcp_store(world):
+@pytest.mark.parametrize("world, timeout", [(2, "120"), (3, "120"), (2, "0")])
+def test_id_travels_over_the_tcp_store(world, timeout):
+    """PYCOMM_TIMEOUT=0 (no timeout) must start NCCL as well (the store once refused it)."""
     port = str(free_port())
     procs = [subprocess.Popen([sys.executable, "-m", WORKER, "store"], cwd=ROOT, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               env=clean_env({"RANK": str(r), "WORLD_SIZE": str(world), "LOCAL_RANK": str(r),
-                                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}))
+                                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                                             "PYCOMM_TIMEOUT": timeout}))
              for r in range(world)]
     try:
         outs = [p.communicate(timeout=300)[0] for p in procs]
@@ -48,12 +50,14 @@ def test_id_travels_over_the_tcp_store(world):
         assert p.returncode == 0 and f"rank {r} of {world} (torchrun, agent store no): ok" in out, out
 
 
-def test_id_travels_over_torchruns_agent_store():
+@pytest.mark.parametrize("timeout", ["120", "0"])
+def test_id_travels_over_torchruns_agent_store(timeout):
     if shutil.which("torchrun") is None:
         pytest.skip("torchrun not found")
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
             "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", WORKER, "torchrun"]
-    p = subprocess.run(argv, cwd=ROOT, env=clean_env({}), capture_output=True, text=True, timeout=600)
+    p = subprocess.run(argv, cwd=ROOT, env=clean_env({"PYCOMM_TIMEOUT": timeout}), capture_output=True, text=True,
+                       timeout=600)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     assert "rank 0 of 2 (torchrun" in out and "rank 1 of 2 (torchrun" in out, out

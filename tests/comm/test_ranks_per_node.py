@@ -20,5 +20,5 @@ def test_declared_node_size_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="does not divide the 4 ranks"):
         ranks_per_node(4)
     monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "two")
-    with pytest.raises(ValueError, match="must be a positive integer"):
+    with pytest.raises(ValueError, match="PYCOMM_RANKS_PER_NODE='two' is not valid: expected a whole number of ranks"):
         ranks_per_node(4)

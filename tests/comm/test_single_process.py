@@ -91,15 +91,15 @@ def test_use_before_init_and_init_single_process():
         "t = torch.ones(3); c.allreduce(t, op=pycomm.SUM)\n"
         "assert pycomm.init() is c\n"
         "print('world:', c.backend, c.size, t.tolist())\n"
-        "os.environ['PYCOMM_TIMEOUT'] = 'soon'\n"
-        "try:\n    c.allreduce(t)\nexcept ValueError as e:\n    print('timeout:', e)\n"
+        "os.environ['PYCOMM_TIMEOUT'] = 'soon'\n"  # read again for each new communicator
+        "try:\n    c.split(0)\nexcept pycomm.SettingError as e:\n    print('timeout:', e)\n"
         "del os.environ['PYCOMM_TIMEOUT']\n"
         "pycomm.finalize()\n"
         "try:\n    pycomm.world()\nexcept pycomm.PycommError as e:\n    print('after:', e)\n")
     assert p.returncode == 0, p.stderr
     assert "before: pycomm.world(): pycomm is not initialised; call pycomm.init() first" in p.stdout
     assert "world: local 1 [1.0, 1.0, 1.0]" in p.stdout
-    assert "timeout: PYCOMM_TIMEOUT=soon: expected a number of seconds" in p.stdout
+    assert "timeout: PYCOMM_TIMEOUT='soon' is not valid: expected a number of seconds" in p.stdout
     assert "after:" in p.stdout and "finalize() was called" in p.stdout
 
 

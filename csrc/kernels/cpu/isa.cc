@@ -1,16 +1,14 @@
 #include "kernels/cpu/isa.h"
 
 #if PYCOMM_ISA_PRIMARY
-#include <cstdlib>
-#include <cstring>
+#include "common/settings.h"
 
 namespace pycomm::cpu {
 
 bool use_avx2() {
   static const bool yes = [] {
 #if defined(PYCOMM_HAVE_AVX2) && (defined(__x86_64__) || defined(__i386__))
-    const char* force = std::getenv("PYCOMM_CPU_ISA");
-    if (force && std::strcmp(force, "generic") == 0) return false;
+    if (settings().cpu_isa_generic) return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
 #else

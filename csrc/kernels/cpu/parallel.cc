@@ -4,7 +4,7 @@
 
 #if PYCOMM_ISA_PRIMARY  // compiled once (see isa.h)
 
-#include <cstdlib>
+#include "common/settings.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -14,10 +14,7 @@ namespace pycomm::cpu {
 
 int num_threads() {
   static const int n = [] {
-    if (const char* env = std::getenv("PYCOMM_NUM_THREADS")) {
-      int v = std::atoi(env);
-      if (v > 0) return v;
-    }
+    if (int v = settings().num_threads; v > 0) return v;
 #ifdef _OPENMP
     return omp_get_max_threads();
 #else

@@ -11,6 +11,7 @@
 #endif
 
 #include "common/errors.h"
+#include "common/settings.h"
 #include "transport/mpi/mpi_reduce_ops.h"
 
 namespace pycomm::mpi {
@@ -131,8 +132,7 @@ MPI_Op reduce_op(ReduceOp op, DType t) {
 }
 
 bool gpu_aware() {
-  if (const char* v = std::getenv("PYCOMM_MPI_GPU_AWARE"); v != nullptr && *v != '\0')
-    return std::strcmp(v, "0") != 0;
+  if (int forced = settings().mpi_gpu_aware; forced >= 0) return forced == 1;
 #if defined(PYCOMM_WITH_HIP) && defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
   return MPIX_Query_rocm_support() == 1;
 #elif defined(PYCOMM_WITH_CUDA) && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT

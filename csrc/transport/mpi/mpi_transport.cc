@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "common/errors.h"
+#include "common/settings.h"
 #include "diagnostics/op_validation.h"
 #include "queue/inline_run.h"
 #include "transport/mpi/p2p.h"
@@ -62,8 +63,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   MPI_Comm_free(&node);
   check(MPI_Comm_dup(comm, &handles_->ring), "MPI_Comm_dup (ring all-reduce)");
   check(MPI_Comm_set_errhandler(handles_->ring, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  if (const char* nb = std::getenv("PYCOMM_MPI_NONBLOCKING"); nb != nullptr && *nb != '\0' && *nb != '0')
-    handles_->blocking = false;
+  if (settings().mpi_nonblocking) handles_->blocking = false;
   handles_->blocking_checks = handles_->blocking && inline_max_bytes() == 0;
   check(MPI_Comm_dup(comm, &handles_->check), "MPI_Comm_dup (op matching)");
   check(MPI_Comm_set_errhandler(handles_->check, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");

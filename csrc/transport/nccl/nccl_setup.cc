@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/errors.h"
+#include "common/settings.h"
 #include "diagnostics/op_check.h"
 #include "diagnostics/op_validation.h"
 #include "diagnostics/stall.h"
@@ -35,8 +36,7 @@ struct PinnedBuffer {
 // which NCCL < 2.18 always uses; it lets the fallback be tested on any NCCL.
 bool use_comm_split() {
 #if PYCOMM_NCCL_HAS_SPLIT
-  const char* v = std::getenv("PYCOMM_NCCL_SPLIT");
-  return !(v && std::strcmp(v, "init") == 0);
+  return !settings().nccl_split_init;
 #else
   return false;
 #endif

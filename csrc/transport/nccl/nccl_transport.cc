@@ -30,7 +30,7 @@ void NcclTransport::check_device(const Buffer& b, const char* what) const {
 
 std::shared_ptr<Work> NcclTransport::launch(OpInfo info, const uintptr_t* caller, bool host_blocking,
                                             const Body& body) {
-  const double timeout_s = stall_timeout_s();  // a malformed PYCOMM_TIMEOUT fails before anything is queued
+  const double timeout_s = stall_timeout_s();
   std::lock_guard<std::mutex> lk(submit_mu_);
   comm_->throw_if_broken(info.name.c_str());
   DeviceGuard on_device(device_);

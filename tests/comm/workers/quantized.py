@@ -123,7 +123,7 @@ def check_pipelined(comm) -> None:
         check_int8(comm, "SUM", torch.bfloat16, 64)
         check_error_feedback(comm)
         os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "0"
-        expect_raises(ValueError, "PYCOMM_QUANTIZED_SEGMENT must be a positive", lambda: comm.allreduce_quantized(torch.ones(4)))
+        expect_raises(ValueError, "PYCOMM_QUANTIZED_SEGMENT='0' is not valid", lambda: comm.allreduce_quantized(torch.ones(4)))
     finally:
         del os.environ["PYCOMM_QUANTIZED_SEGMENT"]
 

@@ -1,0 +1,28 @@
+#include "common/settings.h"
+
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+namespace pycomm {
+namespace {
+
+std::mutex mu;  // Python may re-apply while progress threads read (a copy under the lock: no torn reads)
+std::optional<Settings> current;
+
+}  // namespace
+
+Settings settings() {
+  std::lock_guard<std::mutex> lk(mu);
+  if (!current)
+    throw std::logic_error("pycomm's settings were read before pycomm.settings applied them: load the core "
+                           "through pycomm._build.core(), not by importing pycomm._C directly");
+  return *current;
+}
+
+void apply_settings(const Settings& values) {
+  std::lock_guard<std::mutex> lk(mu);
+  current = values;
+}
+
+}  // namespace pycomm

@@ -1,0 +1,146 @@
+"""The kinds of value a PYCOMM_* variable takes (pycomm/settings.py declares which one each takes).
+
+Each kind parses the raw text of the variable (already stripped, never empty: unset and empty mean
+the default) and raises ValueError on anything else; `accepted` says in words what it takes, for
+the error message and the README table alike."""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+
+class ValueKind(Protocol):
+    @property
+    def accepted(self) -> str: ...
+
+    def parse(self, raw: str) -> Any: ...
+
+
+def _specials_text(specials: Mapping[Any, str]) -> str:
+    return f" ({'; '.join(f'{_number_text(k)}: {v}' for k, v in specials.items())})" if specials else ""
+
+
+def _number_text(value: float) -> str:
+    """1e9 rather than 1e+09 or 1000000000.0; 2**62 rather than its 19 digits."""
+    if isinstance(value, int) and value >= 1 << 20 and value & (value - 1) == 0:
+        return f"2**{value.bit_length() - 1}"
+    return f"{value:g}".replace("e+0", "e").replace("e+", "e") if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
+class Integer:
+    """A whole number (digits only) in [low, high] of `unit`s; `specials` name the values with a meaning."""
+    low: int
+    high: int
+    unit: str
+    specials: Mapping[int, str] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> str:
+        return (f"a whole number of {self.unit} from {_number_text(self.low)} to {_number_text(self.high)}"
+                f"{_specials_text(self.specials)}")
+
+    def parse(self, raw: str) -> int:
+        if not re.fullmatch(r"[0-9]+", raw) or not self.low <= int(raw) <= self.high:
+            raise ValueError(raw)
+        return int(raw)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A finite decimal number in [low, high] of `unit`s."""
+    low: float
+    high: float
+    unit: str
+    specials: Mapping[float, str] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> str:
+        return (f"a number of {self.unit} from {_number_text(self.low)} to {_number_text(self.high)}"
+                f"{_specials_text(self.specials)}")
+
+    def parse(self, raw: str) -> float:
+        if not re.fullmatch(r"[0-9]*\.?[0-9]*(e[+-]?[0-9]+)?", raw, re.IGNORECASE) or raw.startswith(("e", "E")):
+            raise ValueError(raw)
+        try:
+            value = float(raw)
+        except ValueError:  # "." alone
+            raise ValueError(raw) from None
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            raise ValueError(raw)
+        return value
+
+
+FLAG_WORDS = {"0": False, "1": True, "false": False, "true": True, "no": False, "yes": True, "off": False, "on": True}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """On or off: 0 / 1 (also false / true, no / yes, off / on, in any case)."""
+
+    @property
+    def accepted(self) -> str:
+        return "0 or 1 (also false/true, no/yes, off/on)"
+
+    def parse(self, raw: str) -> bool:
+        try:
+            return FLAG_WORDS[raw.lower()]
+        except KeyError:
+            raise ValueError(raw) from None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of the words of `values` (word -> the parsed value), case-sensitive as written."""
+    values: Mapping[str, Any]
+
+    @property
+    def accepted(self) -> str:
+        words = [f"`{w}`" for w in self.values]
+        return "one of " + ", ".join(words) if len(words) > 2 else " or ".join(words)
+
+    def parse(self, raw: str) -> Any:
+        if raw not in self.values:
+            raise ValueError(raw)
+        return self.values[raw]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """Text matching `regex` (the whole of it), parsed by `convert(match)`; `accepted` describes it."""
+    regex: str
+    accepted: str
+    convert: Any  # Callable[[re.Match], Any]
+
+    def parse(self, raw: str) -> Any:
+        match = re.fullmatch(self.regex, raw)
+        if match is None:
+            raise ValueError(raw)
+        return self.convert(match)
+
+
+@dataclass(frozen=True)
+class Text:
+    """Any non-empty text (a path, a marker); `accepted` says what it is."""
+    accepted: str
+
+    def parse(self, raw: str) -> str:
+        return raw
+
+
+@dataclass(frozen=True)
+class Directory:
+    """The path of an existing directory (relative paths from the current directory)."""
+    what: str
+
+    @property
+    def accepted(self) -> str:
+        return f"an existing directory ({self.what})"
+
+    def parse(self, raw: str) -> str:
+        if not os.path.isdir(raw):
+            raise ValueError(raw)
+        return raw
