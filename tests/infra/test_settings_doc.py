@@ -17,7 +17,7 @@ from tests.launch import ROOT, worker_env
 # misspellings of tests/comm/test_settings.py.
 NOT_VARIABLES = {"PYCOMM_NVCC", "PYCOMM_HIPCC", "PYCOMM_ROOT", "PYCOMM_TIMOUT", "PYCOMM_INLINE_BYTE",
                  "PYCOMM_NUMTHREADS", "PYCOMM_APPS_FAILAT"}
-SOURCES = ("pycomm", "apps", "algorithms", "benchmarks", "tests", "scripts", "setup.py")
+SOURCES = ("pycomm", "apps", "algorithms", "benchmarks", "tests", "scripts", "setup.py", ".ci/run", "Makefile")
 
 
 def test_readme_tables_match_the_declarations():
