@@ -165,40 +165,26 @@ class Communicator:
         return None if h is None else Work(h, (), -1)
 
     # ---- point to point (checks and the shape-carrying ops in pycomm/p2p.py) -----------------------
-    def _p2p(self, kind: str, tensor: torch.Tensor, peer: int, tag: int, async_op: bool = True) -> Optional[Work] | int:
-        t = check_tensor(tensor, f"{kind}: tensor")
-        sends = kind.endswith("send")
-        peer = p2p.check_dst(self, peer, kind) if sends else p2p.check_src(self, peer, kind)
-        tag = p2p.check_tag(self, tag, kind)
-        place = place_of([t], kind)
-        fn = self._t.send if sends else self._t.recv
-        h = fn(ptr(t), t.numel(), _dtypes.code(t.dtype, kind), place.device, peer, tag, place.stream, not async_op)
-        if async_op or sends:
-            return self._submit(h, (t,), place, async_op)
-        h.wait(place.stream, core().stall_timeout())
-        return p2p.received_source(h, peer)
-
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> Work:
         """Sends `tensor` to rank `dst`; tag in [0, comm.max_tag]. Transport: send."""
-        return cast(Work, self._p2p("isend", tensor, dst, tag))
+        return cast(Work, p2p.fixed_buffer(self, "isend", tensor, dst, tag))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> Work:
         """Receives into `tensor`, which must have the numel and dtype of the matching send (else the
         wait raises MismatchError naming both and leaves `tensor` untouched). src may be
         pycomm.ANY_SOURCE; the Work's `source` names the sender after wait(). Transport: recv."""
-        return cast(Work, self._p2p("irecv", tensor, src, tag))
+        return cast(Work, p2p.fixed_buffer(self, "irecv", tensor, src, tag))
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
-        self._p2p("send", tensor, dst, tag, async_op=False)
+        p2p.fixed_buffer(self, "send", tensor, dst, tag, async_op=False)
 
     def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> int:
         """The blocking irecv; returns the sender's rank (useful with src=pycomm.ANY_SOURCE)."""
-        return cast(int, self._p2p("recv", tensor, src, tag, async_op=False))
+        return cast(int, p2p.fixed_buffer(self, "recv", tensor, src, tag, async_op=False))
 
     @property
     def max_tag(self) -> int:
-        """The largest tag send/recv accept on this communicator (MPI: the library's MPI_TAG_UB).
-        pycomm's own messages never use user tags: they travel on private duplicates."""
+        """The largest tag send/recv accept here (MPI: MPI_TAG_UB); pycomm's own messages use none."""
         return p2p.max_tag(self)
 
     def send_tensor(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
@@ -211,10 +197,9 @@ class Communicator:
         return cast(Work, p2p.send_tensor(self, tensor, dst, tag, async_op=True))
 
     def recv_tensor(self, src: int = p2p.ANY_SOURCE, tag: int = 0) -> p2p.Received:
-        """Receives the next message from `src` (default: any rank) with `tag` as a NEW CPU tensor of the
-        sent shape and dtype; returns pycomm.Received(tensor, source, tag). Receives from the same
-        source and tag complete in the order they were called. A message sent with plain send arrives
-        1-d. Transport: recv_new (MPI: matched probe of the header, then the payload)."""
+        """The next message from `src` (default: any rank) with `tag`, as pycomm.Received(tensor, source,
+        tag): a NEW CPU tensor of the sent shape and dtype (a plain send's arrives 1-d). Receives that
+        could match the same message get them in call order. Transport: recv_new."""
         return cast(p2p.Received, p2p.recv_tensor(self, src, tag, async_op=False))
 
     def irecv_tensor(self, src: int = p2p.ANY_SOURCE, tag: int = 0) -> p2p.TensorWork:

@@ -21,7 +21,7 @@ import torch
 
 from pycomm import _dtypes
 from pycomm._build import core
-from pycomm._tensors import place_of, ptr
+from pycomm._tensors import check_tensor, place_of, ptr
 from pycomm._validate import check_bool, check_int
 from pycomm.errors import PycommError
 from pycomm.work import Work
@@ -103,6 +103,23 @@ def primitive(comm: "Communicator", name: str, what: str) -> Any:
 
 
 # ---- the ops ----------------------------------------------------------------------------------
+def fixed_buffer(comm: "Communicator", kind: str, tensor: object, peer: object, tag: object,
+                 async_op: bool = True) -> Optional[Work] | int:
+    """send / isend / recv / irecv of a tensor whose shape both sides know; a blocking recv returns
+    the sender's rank. Transport: send, recv."""
+    t = check_tensor(tensor, f"{kind}: tensor")
+    sends = kind.endswith("send")
+    peer = check_dst(comm, peer, kind) if sends else check_src(comm, peer, kind)
+    tag = check_tag(comm, tag, kind)
+    place = place_of([t], kind)
+    fn = comm._t.send if sends else comm._t.recv
+    h = fn(ptr(t), t.numel(), _dtypes.code(t.dtype, kind), place.device, peer, tag, place.stream, not async_op)
+    if async_op or sends:
+        return comm._submit(h, (t,), place, async_op)
+    h.wait(place.stream, core().stall_timeout())
+    return received_source(h, peer)
+
+
 def send_tensor(comm: "Communicator", tensor: object, dst: object, tag: object, async_op: bool) -> Optional[Work]:
     what = "isend_tensor" if async_op else "send_tensor"
     if not isinstance(tensor, torch.Tensor):

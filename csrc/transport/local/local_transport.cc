@@ -98,6 +98,9 @@ class SelfRecvOp : public QueuedOp {
       if (buf_.bytes() > 0) copy_bytes(buf_.ptr, msg->data->data(), static_cast<size_t>(buf_.bytes()), buf_.device, 0);
       msg->data = nullptr;
     }
+    info.count = msg->count;  // recv_new: stats count what arrived
+    info.dtype = msg->dtype;
+    info.bytes = msg->data ? msg->data->size() : buf_.bytes();
     *received = std::move(*msg);
     return true;
   }

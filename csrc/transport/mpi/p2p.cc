@@ -162,7 +162,10 @@ void P2pRecvOp::accept(const P2pHeader& h, int source) {
   StashedHeader s{source, info.tag, h};
   *received = message_of(s);
   const int64_t bytes = sender_info(h, source).bytes;
-  if (allocate_) {
+  if (allocate_) {  // now the op's size is known: stats and errors count what arrived
+    info.count = h.count;
+    info.dtype = static_cast<DType>(h.dtype);
+    info.bytes = bytes;
     received->data = std::make_shared<HostBytes>(bytes);
     post_payload(received->data->data(), bytes);
     return;
