@@ -219,6 +219,7 @@ class Communicator:
         blocking recv or a collective on one never waits behind the other's ops (e.g. a pipeline's
         forward and backward channels, or a server's control and data channels). Collective.
         Transport: dup (MPI_Comm_dup; other transports default to split(0, rank))."""
+        settings.apply()  # the environment as it is now, for the new communicator (as split does)
         t = self._t.dup() if hasattr(self._t, "dup") else self._t.split(0, self.rank)
         return Communicator(t, f"{self.name}.dup()")
 
