@@ -73,6 +73,9 @@ def missing_rank(comm: pycomm.Communicator) -> None:
             time.sleep(0.05)
     print(f"MARK rank {comm.rank} done", flush=True)
     sys.stdout.flush()
+    # The first rank to leave without MPI_Finalize makes mpirun kill the rest: leave together, once
+    # every rank has printed (a sender leaving at once could kill the last rank mid-poll).
+    side.barrier()
     os._exit(0)  # the stalled all-reduce can never complete
 
 
