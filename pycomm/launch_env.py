@@ -125,7 +125,7 @@ def detect(environ: Optional[Mapping[str, str]] = None) -> LaunchEnv:
     if "PMI_RANK" in env and "PMI_SIZE" in env:
         return make(_int(env, "PMI_RANK"), _int(env, "PMI_SIZE"), _opt_int(env, "MPI_LOCALRANKID", 0),
                     _opt_int(env, "MPI_LOCALNRANKS", 1), "mpich", "pmi")
-    if "RANK" in env and "WORLD_SIZE" in env and ("LOCAL_RANK" in env or "TORCHELASTIC_RUN_ID" in env):
+    if env.get("RANK") and env.get("WORLD_SIZE") and (env.get("LOCAL_RANK") or env.get("TORCHELASTIC_RUN_ID")):
         size = _int(env, "WORLD_SIZE")
         return make(_int(env, "RANK"), size, _opt_int(env, "LOCAL_RANK", 0),
                     _opt_int(env, "LOCAL_WORLD_SIZE", size), "torchrun")
