@@ -153,6 +153,26 @@ def test_send_recv_to_self_and_barrier(comm):
 
 
 @needs_gpu
+def test_p2p_without_headers_is_refused_by_name_and_dup_works(comm):
+    """NCCL has no any-source receive and no message header: the p2p extensions say so (pycomm/p2p.py);
+    dup (a split) gives an independent communicator."""
+    t = torch.ones(4, device="cuda")
+    with pytest.raises(pycomm.PycommError, match="backend 'nccl' has no receive from any source"):
+        comm.recv(t, pycomm.ANY_SOURCE)
+    for name, call in (("send_tensor", lambda: comm.send_tensor(t, 0)), ("recv_tensor", lambda: comm.recv_tensor(0)),
+                       ("probe", lambda: comm.probe(0, block=False))):
+        with pytest.raises(pycomm.PycommError, match=f"{name}: backend 'nccl' does not support it"):
+            call()
+    d = comm.dup()
+    x = torch.full((8,), 2.0, device="cuda")
+    d.allreduce(x, op=pycomm.SUM)
+    comm.allreduce(t, op=pycomm.SUM)
+    torch.cuda.synchronize()
+    assert x.tolist() == [2.0] * 8 and t.tolist() == [1.0] * 4 and d.backend == "nccl"
+    d.shutdown()
+
+
+@needs_gpu
 @pytest.mark.parametrize("how", ["commsplit", "init"])
 def test_split_and_split_by_node(comm, how, monkeypatch):
     if how == "init":

@@ -267,7 +267,8 @@ def check_bad_input(comm) -> None:
     expect(TypeError, "must match", comm.allgather, torch.zeros(n, dtype=torch.float64), torch.zeros(1))
     expect(ValueError, "divisible", comm.alltoall, torch.zeros(n + 1), torch.zeros(n + 1)) if n > 1 else ok()
     expect(ValueError, "dst must be a rank in", comm.isend, torch.zeros(1), n)
-    expect(ValueError, "src must be a rank in", comm.irecv, torch.zeros(1), -1)
+    expect(ValueError, "src must be a rank in", comm.irecv, torch.zeros(1), -2)  # -1 is pycomm.ANY_SOURCE
+    expect(ValueError, "ANY_SOURCE (-1) is only for receives", comm.isend, torch.zeros(1), pycomm.ANY_SOURCE)
     expect(ValueError, "root must be a rank in", comm.broadcast, torch.zeros(1), root=n)
     expect(ValueError, "tag must be", comm.isend, torch.zeros(1), 0, tag=-3)
     expect(ValueError, "not supported", comm.allreduce, torch.zeros(3, device="meta"))
