@@ -89,6 +89,7 @@ class GlooWork:
         self._t, self._info, self._works, self._keep = transport, info, list(works), keep
         self._done_event, self._finish = done, finish
         self._start = time.perf_counter()
+        self.received: Optional[tuple] = None  # receives: (source, tag, dtype code, count, shape, data)
         self._settled = False
         self._error: Optional[BaseException] = None
 
@@ -162,6 +163,7 @@ class GlooTransport:
     """A communicator's ranks over one ProcessGroupGloo. `hosts`: a host id per rank (split_by_node)."""
 
     backend = "gloo"
+    any_source = True  # receives from pycomm.ANY_SOURCE: gloo's recv_anysource of the header
 
     def __init__(self, store: Store, pg: ProcessGroupGloo, rank: int, size: int, hosts: list[int], prefix: str,
                  timeout_s: float, device: Any) -> None:
@@ -172,6 +174,9 @@ class GlooTransport:
         self._seq = 0
         self._splits = 0
         self._broken: Optional[str] = None
+        from pycomm.gloo_p2p import MAX_TAG, Ordering  # gloo_p2p builds on this module
+        self.max_tag = MAX_TAG
+        self.p2p_order = Ordering()
         _OPEN.add(self)
 
     # ---- bookkeeping --------------------------------------------------------------------------
@@ -257,16 +262,23 @@ class GlooTransport:
     def match(self, name: str, n: int, dt: int, op: int) -> None:
         return None  # PYCOMM_DEBUG's op matching is the core's; gloo checks sizes itself (and aborts)
 
-    # ---- point to point (framing in pycomm/gloo_p2p.py) --------------------------------------
+    # ---- point to point (framing in pycomm/gloo_p2p.py; the contract in pycomm/p2p.py) ------
     def send(self, p: int, n: int, dt: int, dev: int, dst: int, tag: int, stream: int, waits: bool) -> GlooWork:
-        from pycomm import gloo_p2p
         info = self._begin("send", n, dt, dev, peer=dst, tag=tag)
-        return gloo_p2p.send(self, self._pg, info, host_tensor(p, n, dt), dst, tag)
+        return gloo_p2p().send(self, self._pg, info, host_tensor(p, n, dt), dst, tag)
+
+    def send_shaped(self, p: int, n: int, dt: int, dev: int, shape: list[int], dst: int, tag: int, stream: int,
+                    waits: bool) -> GlooWork:
+        info = self._begin("send_tensor", n, dt, dev, peer=dst, tag=tag)
+        return gloo_p2p().send(self, self._pg, info, host_tensor(p, n, dt), dst, tag, shape)
 
     def recv(self, p: int, n: int, dt: int, dev: int, src: int, tag: int, stream: int, waits: bool) -> GlooWork:
-        from pycomm import gloo_p2p
         info = self._begin("recv", n, dt, dev, peer=src, tag=tag)
-        return gloo_p2p.recv(self, self._pg, info, host_tensor(p, n, dt), src, tag)
+        return gloo_p2p().recv(self, self._pg, info, host_tensor(p, n, dt), src, tag)
+
+    def recv_new(self, src: int, tag: int, waits: bool) -> GlooWork:
+        info = self._begin("recv_tensor", 0, CODES[torch.uint8], -1, peer=src, tag=tag)
+        return gloo_p2p().recv_new(self, self._pg, info, src, tag)
 
     # ---- sub-communicators -------------------------------------------------------------------
     def split(self, color: int, key: int) -> Optional["GlooTransport"]:
@@ -318,6 +330,11 @@ class GlooTransport:
                 self._pg.abort()
         except RuntimeError:  # not every torch lets a gloo group abort; the process ends right after anyway
             pass
+
+
+def gloo_p2p() -> Any:
+    from pycomm import gloo_p2p as module  # it builds on this module
+    return module
 
 
 @atexit.register
