@@ -2,7 +2,8 @@
 with on CPU ranks, without flags: torchrun (gloo: MPI cannot join its ranks) and plain `python` (one rank,
 "local"); mpirun is tests/comm/test_collectives.py, srun (--mpi=pmix and --mpi=none) tests/comm/test_srun.py.
 Each asserts the launcher pycomm detected and the backend "auto" chose. Also the gloo transport's own edges
-(tests/comm/workers/gloo_edges.py) and launch environments that cannot work."""
+(tests/comm/workers/gloo_edges.py), the fused / quantized / sharded ops on gloo, and launch environments
+that cannot work."""
 from __future__ import annotations
 
 import re
@@ -47,3 +48,13 @@ def test_bad_launch_environment_names_the_variable(env: dict[str, str], fragment
     clean = {"MASTER_ADDR": "", "MASTER_PORT": "", "WORLD_SIZE": "", "LOCAL_RANK": "", **env}
     proc = python("tests.comm.workers.collectives", env=clean, timeout=120, expect_ok=False)
     assert proc.returncode != 0 and fragment in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("worker,marker", [
+    ("coalesced", "coalesced ok"), ("quantized", "quantized ok"), ("flat_shards", "flat shards ok"),
+    ("grad_buckets", "grad buckets ok"), ("layerwise", "layerwise ok"),
+])
+def test_fused_quantized_and_sharded_ops_on_gloo(worker: str, marker: str) -> None:
+    """pycomm's compound ops (built on the transport's collectives) run unchanged on gloo under torchrun."""
+    proc = torchrun(2, f"tests.comm.workers.{worker}", env={"PYCOMM_TIMEOUT": "120"}, timeout=600)
+    assert proc.stdout.count(marker) == 2, proc.stdout
