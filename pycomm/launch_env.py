@@ -36,7 +36,7 @@ class LaunchEnv:
     @property
     def mpi_launched(self) -> bool:
         """Started by a launcher that MPI_Init can join (mpirun, mpiexec, srun --mpi=pmix/pmi2)."""
-        return self.mpi_wireup is not None
+        return self.mpi_wireup is not None or self.launcher in ("openmpi", "mpich")
 
 
 def _int(env: Mapping[str, str], key: str) -> int:
