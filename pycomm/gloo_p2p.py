@@ -19,7 +19,8 @@ import torch
 
 from pycomm._dtypes import CODES
 from pycomm.errors import MismatchError
-from pycomm.gloo_transport import DTYPES, GlooTransport, GlooWork
+from pycomm.gloo_transport import DTYPES, GlooTransport
+from pycomm.gloo_work import GlooWork
 
 ANY_SOURCE = -1
 MAX_DIMS = 8
