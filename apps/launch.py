@@ -23,11 +23,12 @@ SPAWNED = "PYCOMM_APPS_SPAWNED"
 
 
 def export_rendezvous(launch: LaunchEnv) -> None:
-    """MASTER_ADDR/MASTER_PORT for backends that rendezvous over TCP (NCCL/RCCL without MPI)."""
+    """MASTER_ADDR/MASTER_PORT as pycomm.launch_env found or defaulted them (SLURM: first node, port from
+    the job id), exported for child processes and libraries that read the variables themselves."""
     if launch.master_addr and "MASTER_ADDR" not in os.environ:
         os.environ["MASTER_ADDR"] = launch.master_addr
-    if "MASTER_PORT" not in os.environ and "SLURM_JOB_ID" in os.environ:
-        os.environ["MASTER_PORT"] = str(29500 + int(os.environ["SLURM_JOB_ID"]) % 1000)  # jobs sharing a node differ
+    if launch.master_port is not None and "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = str(launch.master_port)
 
 
 def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:

@@ -3,7 +3,7 @@ build and machine can run it, and a factory of the world transport from the laun
 
 The built-in backends are "mpi" and "local" (one rank, no library). Others register themselves on
 import: the modules named in PLUGINS are imported on first use, so `pycomm.init(backend="nccl")`
-finds the NCCL backend without the core depending on it."""
+finds the NCCL backend (and "gloo" torch.distributed's gloo) without the core depending on them."""
 from __future__ import annotations
 
 import importlib
@@ -15,7 +15,7 @@ from pycomm.errors import PycommError
 from pycomm.launch_env import LaunchEnv
 
 # backend name -> module that calls register() when imported
-PLUGINS: dict[str, str] = {"nccl": "pycomm.nccl_backend"}
+PLUGINS: dict[str, str] = {"nccl": "pycomm.nccl_backend", "gloo": "pycomm.gloo_backend"}
 
 
 @dataclass(frozen=True)
@@ -67,21 +67,27 @@ def get(name: str) -> Backend:
 
 def choose_auto(env: LaunchEnv) -> str:
     """The rule of backend="auto": a usable backend registered as preferred (none of the built-in ones
-    is); else "mpi" when the build has MPI and the process was started by an MPI launcher or the world
-    has several ranks; else "local" for a single process. NCCL/RCCL is never picked by "auto" (a visible
-    GPU says neither that the tensors live there nor that each rank has its own GPU): GPU training asks
-    for backend="nccl"."""
+    is); else "mpi" when the build has MPI and MPI_Init can join the launch (mpirun, mpiexec, srun
+    --mpi=pmix/pmi2); else "gloo" (torch.distributed's, over a TCP rendezvous) for several ranks that MPI
+    cannot wire up (torchrun, srun --mpi=none, RANK/WORLD_SIZE by hand); else "local" for a single
+    process. NCCL/RCCL is never picked by "auto" (a visible GPU says neither that the tensors live there
+    nor that each rank has its own GPU): GPU training asks for backend="nccl"."""
     _load_plugins()
     for b in _REGISTRY.values():
         if b.preferred() and not b.unavailable_reason():
             return b.name
-    if build_info()["mpi"] and (env.mpi_launched or env.size > 1):
+    if build_info()["mpi"] and env.mpi_launched:
         return "mpi"
     if env.size == 1:
         return "local"
-    raise PycommError(f"this process is rank {env.rank} of {env.size} ({env.launcher}), but this build of pycomm has "
-                      f"neither MPI nor NCCL to connect the ranks (build_info: {build_info()}); install an MPI "
-                      f"(apt-get install libopenmpi-dev) and rebuild, or run a single process")
+    if "gloo" in _REGISTRY and not _REGISTRY["gloo"].unavailable_reason():
+        return "gloo"
+    if build_info()["mpi"]:
+        return "mpi"  # its start-up names the launcher MPI could not join
+    raise PycommError(f"this process is rank {env.rank} of {env.size} ({env.launcher}), but neither this build of "
+                      f"pycomm has MPI nor this torch has gloo to connect the ranks (build_info: {build_info()}); "
+                      f"install a torch with torch.distributed, or an MPI (apt-get install libopenmpi-dev) and "
+                      f"rebuild, or run a single process")
 
 
 def _mpi_reason() -> str:
@@ -94,14 +100,15 @@ def _mpi_world(env: LaunchEnv) -> Any:
     if env.launcher != "single" and (t.size != env.size or t.rank != env.rank):
         raise PycommError(f"the {env.launcher} environment says rank {env.rank} of {env.size}, but MPI reports rank "
                           f"{t.rank} of {t.size}: MPI was not started by this launcher. Launch with mpirun/mpiexec "
-                          f"or `srun --mpi=pmix`, or use backend='nccl' (TCP store) under torchrun")
+                          f"or `srun --mpi=pmix`, or use backend='gloo' (CPU) or 'nccl' (GPU), which rendezvous over "
+                          f"TCP at MASTER_ADDR:MASTER_PORT")
     return t
 
 
 def _local_world(env: LaunchEnv) -> Any:
     if env.size != 1:
         raise PycommError(f"backend 'local' runs a single process, but the {env.launcher} environment says rank "
-                          f"{env.rank} of {env.size}; use backend='mpi' or 'nccl'")
+                          f"{env.rank} of {env.size}; use backend='auto', 'mpi', 'gloo' or 'nccl'")
     return core().local_transport()
 
 

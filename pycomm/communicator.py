@@ -51,7 +51,7 @@ class Communicator:
 
     @property
     def backend(self) -> str:
-        """"mpi", "nccl" (RCCL on ROCm) or "local" (one rank, no library)."""
+        """"mpi", "gloo" (torch.distributed's, CPU ranks MPI cannot join), "nccl" (RCCL on ROCm) or "local" (one rank)."""
         return self._t.backend
 
     def __repr__(self) -> str:

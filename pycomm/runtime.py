@@ -8,7 +8,7 @@ import warnings
 import weakref
 from typing import Any, NoReturn, Optional
 
-from pycomm import backends, settings
+from pycomm import backends, op_stats, settings
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
@@ -24,8 +24,9 @@ def init(backend: str = "auto") -> Communicator:
     """Starts pycomm in this process and returns the world communicator.
 
     Reads the launcher's environment (pycomm.launch_env). backend: "auto" (see
-    pycomm.backends.choose_auto: MPI when built and launched by an MPI launcher or on several ranks,
-    else "local" for one process; NCCL/RCCL only when asked for), "mpi", "nccl", or "local".
+    pycomm.backends.choose_auto: MPI when built and launched by an MPI launcher, gloo over a TCP
+    rendezvous for several ranks MPI cannot join (torchrun, srun --mpi=none), else "local" for one
+    process; NCCL/RCCL only when asked for), "mpi", "gloo", "nccl", or "local".
     Calling it again with the same (or "auto") backend returns the same world."""
     global _world, _env
     if not isinstance(backend, str):
@@ -133,7 +134,7 @@ def stats(reset: bool = False) -> dict[str, dict[str, float]]:
     factor 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all, 1 else).
     inline_calls: of calls, those run on the caller's own thread (async_op=False while nothing else
     of that communicator was queued or in flight, at most PYCOMM_INLINE_BYTES)."""
-    raw = core().stats()
+    raw = op_stats.merged(core().stats(), reset)  # the core's transports and the gloo transport's
     if reset:
         core().stats_reset()
     return {op: {"calls": c["calls"], "bytes": c["bytes"], "seconds": c["seconds"],

@@ -1,4 +1,4 @@
-"""Starting real ranks from tests: `mpirun` (Open MPI) here; tests/slurm.py adds `srun`.
+"""Starting real ranks from tests: `mpirun` (Open MPI) and `torchrun` here; tests/slurm.py adds `srun`.
 
 A worker is a Python module run on every rank; it asserts and exits non-zero on failure, and the
 launcher turns that into a test failure carrying every rank's output."""
@@ -48,5 +48,23 @@ def mpirun(n: int, module: str, *args: str, timeout: float = 300, env: Mapping[s
            mca: Sequence[str] = (), expect_ok: bool = True) -> subprocess.CompletedProcess:
     """Run `python -m module args...` on n ranks; fail with all output unless it exits 0."""
     argv = [*mpirun_argv(n, mca), sys.executable, "-m", module, *args]
+    proc = subprocess.run(argv, cwd=ROOT, env=worker_env(env), capture_output=True, text=True, timeout=timeout)
+    return check(proc, " ".join(argv)) if expect_ok else proc
+
+
+def torchrun(n: int, module: str, *args: str, timeout: float = 300, env: Mapping[str, str] | None = None,
+             expect_ok: bool = True) -> subprocess.CompletedProcess:
+    """Run `python -m module args...` as n local ranks of `torchrun --standalone --nproc-per-node n` (its agent store
+    on a free port); fail with all output unless it exits 0."""
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n), "--standalone",
+            "-m", module, *args]
+    proc = subprocess.run(argv, cwd=ROOT, env=worker_env(env), capture_output=True, text=True, timeout=timeout)
+    return check(proc, " ".join(argv)) if expect_ok else proc
+
+
+def python(module: str, *args: str, timeout: float = 300, env: Mapping[str, str] | None = None,
+           expect_ok: bool = True) -> subprocess.CompletedProcess:
+    """Run `python -m module args...` as one plain process (no launcher)."""
+    argv = [sys.executable, "-m", module, *args]
     proc = subprocess.run(argv, cwd=ROOT, env=worker_env(env), capture_output=True, text=True, timeout=timeout)
     return check(proc, " ".join(argv)) if expect_ok else proc

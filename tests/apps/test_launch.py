@@ -22,8 +22,8 @@ def test_spawn_only_when_alone_and_asked() -> None:
 def test_rendezvous_address_from_the_slurm_node_list(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("SLURM_JOB_ID", "1234")
-    env = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_NODELIST": "frontier[00012-00015,00020]"}
+    env = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_NODELIST": "frontier[00012-00015,00020]",
+           "SLURM_JOB_ID": "1234"}
     launch.export_rendezvous(launch.detect(env))
     assert os.environ["MASTER_ADDR"] == "frontier00012" and os.environ["MASTER_PORT"] == str(29500 + 234)
 

@@ -12,7 +12,7 @@ import torch
 import pycomm
 from pycomm._build import core
 from pycomm.communicator import Communicator
-from tests.launch import mpirun
+from tests.launch import mpirun, torchrun
 
 
 def local() -> Communicator:
@@ -31,6 +31,18 @@ def test_messages_of_unknown_shape_and_source_under_3_ranks(inline_bytes):
 @pytest.mark.mpi
 def test_dup_is_independent_under_2_ranks():
     proc = mpirun(2, "tests.comm.workers.p2p_dup", env={"PYCOMM_TIMEOUT": "60"}, timeout=300)
+    assert sorted(re.findall(r"rank (\d+): dup checks passed", proc.stdout)) == ["0", "1"], proc.stdout
+
+
+def test_messages_of_unknown_shape_and_source_on_gloo_under_torchrun():
+    """The same worker on the gloo transport (torchrun: no MPI); probe is refused there, naming gloo."""
+    proc = torchrun(3, "tests.comm.workers.p2p_messages", env={"PYCOMM_TIMEOUT": "60"}, timeout=300)
+    passed = re.findall(r"rank (\d+): (\d+) p2p checks passed", proc.stdout)
+    assert sorted(int(r) for r, n in passed if n == "6") == [0, 1, 2], proc.stdout
+
+
+def test_dup_is_independent_on_gloo_under_torchrun():
+    proc = torchrun(2, "tests.comm.workers.p2p_dup", env={"PYCOMM_TIMEOUT": "60"}, timeout=300)
     assert sorted(re.findall(r"rank (\d+): dup checks passed", proc.stdout)) == ["0", "1"], proc.stdout
 
 

@@ -79,8 +79,9 @@ def test_auto_backend_rule():
     assert backends.choose_auto(single) in ("local", "nccl")
     if pycomm.build_info()["mpi"]:
         assert backends.choose_auto(LaunchEnv(0, 2, 0, 2, "openmpi")) in ("mpi", "nccl")
+    assert backends.choose_auto(LaunchEnv(0, 2, 0, 2, "torchrun")) == "gloo"  # no MPI wire-up: gloo
     with pytest.raises(ValueError, match="backend must be one of"):
-        backends.get("gloo")
+        backends.get("tcp")
 
 
 def test_use_before_init_and_init_single_process():

@@ -1,7 +1,9 @@
 """The collectives suite (tests/comm/workers/collectives.py: every Communicator op against numpy, all dtypes,
-async, overlap, split, bad input) as tasks of an `srun --mpi=pmix` step on the test session's single-node
-SLURM (tests/slurm.py). pycomm.init() must take rank and size from SLURM's environment (the worker asserts
-the launcher is "slurm"), and the MPI transport must be wired up by srun's PMIx, not by mpirun."""
+async, overlap, split, bad input) as tasks of an srun step on the test session's single-node SLURM
+(tests/slurm.py). pycomm.init() must take rank and size from SLURM's environment (the worker asserts
+the launcher is "slurm"). Under `srun --mpi=pmix` the MPI transport is wired up by srun's PMIx, not by
+mpirun; under `srun --mpi=none` (the training-stub seed's way, MASTER_ADDR set) MPI cannot join the
+tasks and backend="auto" must pick gloo, meeting at the job's default MASTER_PORT."""
 from __future__ import annotations
 
 import re
@@ -26,3 +28,11 @@ def test_collectives_under_srun_pmix(slurm: SlurmCluster, tasks: int, env: dict[
     passed = re.findall(r"rank (\d+)/(\d+) \(mpi\): (\d+) checks passed", proc.stdout)
     assert sorted((int(r), int(n)) for r, n, _ in passed) == [(r, tasks) for r in range(tasks)], proc.stdout
     assert all(int(n) > 300 for _, _, n in passed), proc.stdout
+
+
+def test_collectives_under_srun_mpi_none_use_gloo(slurm: SlurmCluster) -> None:
+    proc = slurm.srun(2, "tests.comm.workers.collectives", "--launcher", "slurm", mpi="none",
+                      env={"MASTER_ADDR": "127.0.0.1"}, timeout=600)
+    passed = re.findall(r"rank (\d+)/(\d+) \((\w+)\): (\d+) checks passed", proc.stdout)
+    assert sorted((int(r), int(n), b) for r, n, b, _ in passed) == [(0, 2, "gloo"), (1, 2, "gloo")], proc.stdout
+    assert all(int(c) > 300 for *_, c in passed), proc.stdout

@@ -1,0 +1,45 @@
+"""Per-op counters of the transports written in Python (gloo), in the shape of the compiled core's
+(csrc/runtime/stats.h): pycomm.stats() adds them to the core's, so a user sees one table whatever
+transport ran the op."""
+from __future__ import annotations
+
+import threading
+
+_LOCK = threading.Lock()
+_COUNTERS: dict[str, dict[str, float]] = {}
+
+
+def ring_factor(size: int) -> float:
+    """(n-1)/n: the share of the data a ring moves per rank (nccl-tests' bus factor)."""
+    return (size - 1) / size if size > 0 else 0.0
+
+
+def bus_factor(op: str, size: int) -> float:
+    """busbw = bytes * bus_factor / seconds, as the core counts it (csrc/runtime/op_validation.cc)."""
+    if op == "allreduce":
+        return 2 * ring_factor(size)
+    if op in ("allgather", "reduce_scatter", "alltoall"):
+        return ring_factor(size)
+    return 0.0 if op in ("barrier", "split", "split_shared") else 1.0
+
+
+def record(op: str, nbytes: int, bus_bytes: float, seconds: float) -> None:
+    with _LOCK:
+        c = _COUNTERS.setdefault(op, {"calls": 0, "bytes": 0, "bus_bytes": 0.0, "seconds": 0.0, "inline_calls": 0})
+        c["calls"] += 1
+        c["bytes"] += nbytes
+        c["bus_bytes"] += bus_bytes
+        c["seconds"] += seconds
+
+
+def merged(core_counters: dict[str, dict[str, float]], reset: bool = False) -> dict[str, dict[str, float]]:
+    """The core's counters plus these, op by op (same keys: calls, bytes, bus_bytes, seconds, inline_calls)."""
+    with _LOCK:
+        out = {op: dict(c) for op, c in core_counters.items()}
+        for op, c in _COUNTERS.items():
+            into = out.setdefault(op, {k: 0 for k in c})
+            for k, v in c.items():
+                into[k] = into.get(k, 0) + v
+        if reset:
+            _COUNTERS.clear()
+    return out
