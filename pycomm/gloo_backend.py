@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -60,6 +59,8 @@ def rendezvous_store(env: LaunchEnv, timeout_s: float) -> Any:
     """The torch store every rank of this launch reaches at MASTER_ADDR:MASTER_PORT."""
     from torch.distributed import PrefixStore, TCPStore
 
+    from pycomm.gloo_transport import timedelta as bounded   # PYCOMM_TIMEOUT=0 makes timeout_s inf
+
     if not env.master_addr or env.master_port is None:
         raise PycommError(f"backend 'gloo' under {env.launcher} (rank {env.rank} of {env.size}) meets the other ranks "
                           f"over TCP: set MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port, e.g. 29500) on "
@@ -67,7 +68,7 @@ def rendezvous_store(env: LaunchEnv, timeout_s: float) -> Any:
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     try:
         store = TCPStore(env.master_addr, env.master_port, env.size, is_master=env.rank == 0 and not agent,
-                         timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+                         timeout=bounded(timeout_s), wait_for_workers=False)
     except (RuntimeError, OSError) as e:  # torch's DistNetworkError and DistStoreError are RuntimeErrors
         role = "serve" if env.rank == 0 and not agent else "reach"
         raise PycommError(f"backend 'gloo': rank {env.rank} could not {role} the rendezvous at "

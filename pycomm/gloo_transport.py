@@ -53,7 +53,8 @@ def host_tensor(address: int, count: int, dtype_code: int) -> torch.Tensor:
 
 
 def timedelta(seconds: float) -> datetime.timedelta:
-    return datetime.timedelta(seconds=seconds) if seconds > 0 else NO_TIMEOUT
+    # <= 0 (the core's "no timeout") and inf (the store's) both ask for none: gloo's longest bound
+    return datetime.timedelta(seconds=seconds) if 0 < seconds < NO_TIMEOUT.total_seconds() else NO_TIMEOUT
 
 
 def process_group(store: Store, rank: int, size: int, timeout_s: float, device: Any) -> ProcessGroupGloo:

@@ -58,3 +58,10 @@ def test_fused_quantized_and_sharded_ops_on_gloo(worker: str, marker: str) -> No
     """pycomm's compound ops (built on the transport's collectives) run unchanged on gloo under torchrun."""
     proc = torchrun(2, f"tests.comm.workers.{worker}", env={"PYCOMM_TIMEOUT": "120"}, timeout=600)
     assert proc.stdout.count(marker) == 2, proc.stdout
+
+
+def test_gloo_under_torchrun_with_no_timeout() -> None:
+    """PYCOMM_TIMEOUT=0 (no timeout) reaches gloo's rendezvous and process group as their longest bound
+    (the store's inf once overflowed datetime.timedelta)."""
+    proc = torchrun(2, "tests.comm.workers.layerwise", env={"PYCOMM_TIMEOUT": "0"}, timeout=600)
+    assert proc.stdout.count("layerwise ok") == 2, proc.stdout
