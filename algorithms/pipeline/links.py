@@ -39,14 +39,25 @@ class PendingTensor:
             self._work = comm.irecv(self._head, src, tag=HEADER_TAG)
         self._payload: Optional[torch.Tensor] = None
 
+    def poll(self) -> None:
+        """Post the payload's receive as soon as its header is in (the executor polls between computes)."""
+        if self._typed is None and self._payload is None and self._work.is_completed():
+            self._post_payload()
+
+    def _post_payload(self) -> None:
+        self._work.wait()
+        h = self._head.tolist()
+        self._payload = torch.empty(h[2:2 + h[1]], dtype=DTYPES[h[0]])
+        self._work = self.comm.irecv(self._payload, self.src, tag=PAYLOAD_TAG)
+
     def wait(self) -> torch.Tensor:
         if self._typed is not None:
             return self._work.wait().tensor
+        if self._payload is None:
+            self._post_payload()
         self._work.wait()
-        h = self._head.tolist()
-        payload = torch.empty(h[2:2 + h[1]], dtype=DTYPES[h[0]])
-        self.comm.irecv(payload, self.src, tag=PAYLOAD_TAG).wait()
-        return payload
+        assert self._payload is not None
+        return self._payload
 
 
 class Link:

@@ -20,14 +20,14 @@ import torch
 
 import pycomm
 from algorithms import traits
-from algorithms.pipeline import timeline
+from algorithms.pipeline import timeline, verdicts
 from algorithms.pipeline.action_lists import SCHEDULES, action_list
 from algorithms.pipeline.executor import StageLinks, StepRecord, run_stage
 from algorithms.pipeline.layout import Layout
 from algorithms.pipeline.links import Link
 from algorithms.pipeline.partition import layers_of, stage_bounds, stage_module
 
-HEAD = 4   # loss, peak live, compute seconds, step seconds: then the executed order
+HEAD = 3   # a stats() row: peak live, compute seconds, step seconds, then the executed order
 
 
 class Pipeline:
@@ -57,7 +57,7 @@ class Pipeline:
                 lay.replica_comm.broadcast_coalesced([t.data for t in state], root=0).wait()
             if average_gradients:
                 self._buckets = pycomm.GradientBuckets(list(self.stage_module.parameters()), comm=lay.replica_comm)
-        self._last: Optional[dict[str, Any]] = None
+        self._record: Optional[StepRecord] = None
 
     # -- where this rank is ------------------------------------------------------------------------
     @property
@@ -116,69 +116,62 @@ class Pipeline:
             targets = self._micro(y, "y")
         return inputs, targets
 
-    def _agree(self, check: Callable[[], Any]) -> Any:
-        """check() on every rank, then one small all-reduce so that when a stage rejects its input every rank
-        raises (the failing one its own error) instead of the others waiting for activations forever."""
-        failed: Optional[Exception] = None
-        try:
-            result = check()
-        except (TypeError, ValueError) as e:
-            failed = e
-        first_bad = torch.tensor([self.comm.rank if failed else self.comm.size], dtype=torch.int64)
-        self.comm.allreduce(first_bad, op=pycomm.MIN)
-        if failed is not None:
-            raise failed
-        if int(first_bad[0]) < self.comm.size:
-            raise ValueError(f"Pipeline.train_step: rank {int(first_bad[0])} rejected its input (its error "
-                             f"names the argument); no stage ran the step")
-        return result
-
     def train_step(self, x: Optional[torch.Tensor], y: Any, loss_fn: Callable[[Any, Any], torch.Tensor], *,
                    no_sync: Optional[Callable[[], ContextManager[Any]]] = None) -> float:
         """Forward and backward of the whole batch through the schedule; gradients accumulate into the
         stage's parameters (zero them between steps). Returns the batch's loss on every rank (the mean
         over replicas with data_parallel > 1). x is read on the first stage, y and loss_fn on the last
         (elsewhere they may be None). Collective over the communicator."""
-        inputs, targets = self._agree(lambda: self._inputs(x, y, loss_fn))
+        inputs, targets = verdicts.agree(self.layout, self.comm.rank, self.comm.size,
+                                         lambda: self._inputs(x, y, loss_fn))
         contexts = [c for c in (self._buckets.no_sync if self._buckets else None, no_sync) if c is not None]
         if self._buckets is not None:
             self._buckets.reset()
         loss, rec = run_stage(self.stage_module, self._actions, self._links, self.microbatches, inputs, targets,
                               loss_fn, contexts)
-        return self._gather(loss, rec)
+        self._record = rec
+        return self._share_loss(loss)
 
-    def _gather(self, loss: float, rec: StepRecord) -> float:
-        """One collective over the stages: the loss from the last, and every stage's record for stats()."""
-        lay, n = self.layout, HEAD + 2 * self.microbatches
-        mine = torch.tensor([loss, rec.peak_live, rec.compute_s, rec.step_s, *timeline.encode(rec.executed)],
+    def _share_loss(self, loss: float) -> float:
+        """The last stage's loss to every stage, back along the gradients' links (each stage forwards it
+        after its last backward, so it mostly travels while the earlier stages finish theirs); the mean
+        over replicas with data parallelism."""
+        lay, links = self.layout, self._links
+        total = torch.tensor([loss], dtype=torch.float64)
+        if links.bwd_in is not None:        # after every gradient receive: same link, same tag, in order
+            total = links.bwd_in.post_recv().wait()
+        if links.bwd_out is not None:
+            links.bwd_out.send(total)
+            links.bwd_out.flush()
+        if lay.replicas > 1:
+            lay.replica_comm.allreduce(total, op=pycomm.AVG)
+        return float(total[0])
+
+    def stats(self) -> dict[str, Any]:
+        """Of the last train_step; collective over the pipeline's stages (one all-gather), so call it on
+        every rank. `bubble`: measured in time slots from the order the stages executed
+        (algorithms/pipeline/timeline.py), next to `expected_bubble` (p - 1)/(m + p - 1); `peak_live`: per
+        stage the most micro-batches whose activations it held (1F1B: p - stage, capped at m; GPipe: m);
+        `wall_bubble`: per stage 1 - compute seconds / step seconds; `executed`: per stage its forwards and
+        backwards in order."""
+        if self._record is None:
+            raise RuntimeError("Pipeline.stats: no train_step has run yet")
+        lay, rec, n = self.layout, self._record, HEAD + 2 * self.microbatches
+        mine = torch.tensor([rec.peak_live, rec.compute_s, rec.step_s, *timeline.encode(rec.executed)],
                             dtype=torch.float64)
         every = torch.empty(lay.stages * n, dtype=torch.float64)
         lay.pipeline_comm.allgather(every, mine)
         rows = every.view(lay.stages, n).tolist()
-        total = torch.tensor([rows[-1][0]], dtype=torch.float64)
-        if lay.replicas > 1:
-            lay.replica_comm.allreduce(total, op=pycomm.AVG)
         orders = [timeline.decode(r[HEAD:]) for r in rows]
-        self._last = {
+        return {
             "schedule": self.schedule, "stages": lay.stages, "microbatches": self.microbatches,
             "replicas": lay.replicas, "stage": lay.stage, "replica": lay.replica,
             "bubble": timeline.slot_bubble(orders),
             "expected_bubble": timeline.expected_bubble(lay.stages, self.microbatches),
-            "peak_live": [int(r[1]) for r in rows],
-            "wall_bubble": [1.0 - r[2] / r[3] if r[3] > 0 else 0.0 for r in rows],
+            "peak_live": [int(r[0]) for r in rows],
+            "wall_bubble": [1.0 - r[1] / r[2] if r[2] > 0 else 0.0 for r in rows],
             "executed": [[repr(a) for a in o] for o in orders],
         }
-        return float(total[0])
-
-    def stats(self) -> dict[str, Any]:
-        """Of the last train_step (no communication): `bubble`, measured in time slots from the order the
-        stages executed (algorithms/pipeline/timeline.py), next to `expected_bubble` (p - 1)/(m + p - 1);
-        `peak_live`, per stage the most micro-batches whose activations it held (1F1B: p - stage, capped
-        at m; GPipe: m); `wall_bubble`, per stage 1 - compute seconds / step seconds; `executed`, per stage
-        its forwards and backwards in order."""
-        if self._last is None:
-            raise RuntimeError("Pipeline.stats: no train_step has run yet")
-        return dict(self._last)
 
 
 traits.check(Pipeline)
