@@ -1,8 +1,8 @@
 """One rank of benchmarks/pipeline.py: a training step (forward + backward of one batch in m micro-batches,
 no optimizer; timed back to back on rank 0, the first stage, whose last backward ends each
 step) of the same MLP split into the same p stages, under pycomm's GPipe and 1F1B and
-torch.distributed.pipelining's ScheduleGPipe and Schedule1F1B over gloo, one case after the other; rank 0
-writes per case the median step seconds over the repeats, samples/s and, for pycomm, the bubble measured
+torch.distributed.pipelining's ScheduleGPipe and Schedule1F1B over gloo, timed round robin (one step of each
+case per round); rank 0 writes per case the median step seconds over the rounds, samples/s and, for pycomm, the bubble measured
 from the executed order (slots) and from wall-clock compute time. argv: OUT_JSON LAYERS WIDTH BATCH
 MICROBATCHES REPEATS CASES..."""
 from __future__ import annotations
@@ -85,12 +85,20 @@ def main() -> None:
                                 rank=comm.rank, world_size=comm.size)
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(batch, width, generator=g), torch.randn(batch, width, generator=g)
+    built = {case: CASES[case](make_model(layers, width), comm, m, x, y) for case in cases}
+    # round robin: one timed step of every case per round, so a change in the machine's load (it is
+    # shared) falls on all cases alike; the median over rounds
+    samples: dict[str, list[float]] = {case: [] for case in cases}
+    for r in range(WARMUP + repeats):
+        for case, (step, _) in built.items():
+            t = measure(step, repeats=1, warmup=0)
+            if r >= WARMUP:
+                samples[case].append(t.median)
     result: dict[str, Any] = {}
-    for case in cases:
-        step, extra = CASES[case](make_model(layers, width), comm, m, x, y)
-        t = measure(step, repeats=repeats, warmup=WARMUP)
-        result[case] = {"step_s": t.median, "step_s_min": t.min, "step_s_max": t.max, "samples_per_s": batch / t.median,
-                        **extra()}
+    for case, (_, extra) in built.items():
+        med = statistics.median(samples[case])
+        result[case] = {"step_s": med, "step_s_min": min(samples[case]), "step_s_max": max(samples[case]),
+                        "samples_per_s": batch / med, **extra()}
     if comm.rank == 0:
         with open(out, "w") as f:
             json.dump(result, f)
