@@ -50,8 +50,6 @@ def run_stage(module: torch.nn.Module, actions: Sequence[Action], links: StageLi
     last_b = max((k for k, a in enumerate(actions) if a.kind == B), default=-1)
     loss_sum = 0.0
     for k, a in enumerate(actions):
-        for pending in (*pending_f.values(), *pending_b.values()):
-            pending.poll()
         if a.kind == RECV_F:
             assert links.fwd_in is not None
             pending_f[a.mb] = links.fwd_in.post_recv()

@@ -7,12 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 
-def duplicate(comm: Any) -> Any:
-    """Same ranks, own queue and matching: comm.dup(), or an equivalent split where it is missing."""
-    dup = getattr(comm, "dup", None)
-    return dup() if dup is not None else comm.split(0, comm.rank)
-
-
 @dataclass
 class Layout:
     stages: int
@@ -36,6 +30,6 @@ class Layout:
         stage, replica = comm.rank % stages, comm.rank // stages
         pipeline_comm = comm.split(replica, stage)
         replica_comm = comm.split(stage, replica)
-        fwd = duplicate(pipeline_comm) if stages > 1 else None
-        bwd = duplicate(pipeline_comm) if stages > 1 else None
+        fwd = pipeline_comm.dup() if stages > 1 else None
+        bwd = pipeline_comm.dup() if stages > 1 else None
         return cls(stages, data_parallel, stage, replica, pipeline_comm, replica_comm, fwd, bwd)
