@@ -52,7 +52,7 @@ def inference_section(results_dir: Path | None) -> dict[str, Any] | None:
     return {"source": str(path), **{k: v for k, v in doc.items() if k != "benchmark"}}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stages", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--layers", type=int, default=8, help="Linear+GELU pairs (2 x layers modules to split)")
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         drawer = None
     payload = {"config": vars(a) | {"results_dir": str(a.results_dir)}, "rows": rows, "inference": inference}
     print(save("pipeline", payload, drawer, results_dir=a.results_dir))
+    return payload
 
 
 if __name__ == "__main__":
