@@ -1,7 +1,8 @@
-"""Pipeline parallelism: training samples/s of pycomm's GPipe and 1F1B (algorithms.Pipeline) against
-torch.distributed.pipelining's ScheduleGPipe / Schedule1F1B over gloo (same MLP, same stages, same
-micro-batches, CPU, fp32), and the bubble pycomm measured (in slots from the executed order, and from
-wall-clock compute time) against (p - 1)/(m + p - 1). Writes results/pipeline.json, a table and a PNG.
+"""Pipeline parallelism: training samples/s of pycomm's GPipe, 1F1B and interleaved 1F1B (algorithms.Pipeline;
+interleaved with 2 chunks per stage, no torch peer) against torch.distributed.pipelining's ScheduleGPipe /
+Schedule1F1B over gloo (same MLP, same stages, same micro-batches, CPU, fp32), and the bubble pycomm
+measured (in slots from the executed order, and from wall-clock compute time) against (p - 1)/(m + p - 1)
+((p - 1)/(2 m + p - 1) interleaved). Writes results/pipeline.json, a table and a PNG.
 
     python -m benchmarks.pipeline [--stages 2 4] [--layers 8 --width 512 --batch 64 --microbatches 8] [--repeats 7]
     python -m benchmarks.pipeline --quick      # 8 layers, 128 wide, batch 32: a smoke run in seconds
@@ -21,7 +22,7 @@ from benchmarks.algorithms import free_port
 from benchmarks.harness import RESULTS, save, table
 from tests.launch import mpirun
 
-CASES = ["pycomm_gpipe", "pycomm_1f1b", "torch_gpipe", "torch_1f1b"]
+CASES = ["pycomm_gpipe", "pycomm_1f1b", "pycomm_interleaved_1f1b", "torch_gpipe", "torch_1f1b"]
 
 
 def launch(p: int, a: argparse.Namespace) -> dict[str, Any]:

@@ -49,7 +49,8 @@ def balanced_bounds(sizes: Sequence[int], stages: int) -> list[int]:
 
 
 def check_split(split: Any, layers: int, stages: int) -> list[int]:
-    """`split` (the first layer index of stages 1..p-1) as the bounds [0, ..., layers]."""
+    """`split` (the first layer index of stages 1..p-1; of global chunks 1..p*v-1 interleaved) as the bounds
+    [0, ..., layers]."""
     if not isinstance(split, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, int) for i in split):
         raise TypeError(f"Pipeline: split must be a list of ints (the layer index where each stage after the "
                         f"first begins), got {split!r}")
@@ -63,8 +64,9 @@ def check_split(split: Any, layers: int, stages: int) -> list[int]:
 def stage_bounds(layers: list[tuple[str, nn.Module]], stages: int, split: Any = None) -> list[int]:
     """Bounds [0, b1, ..., layers] of the stages: from `split`, or balanced by parameter count."""
     if len(layers) < stages:
-        raise ValueError(f"Pipeline: the model has {len(layers)} layers, fewer than the {stages} pipeline stages; "
-                         f"use fewer stages (a smaller comm or a larger data_parallel) or split the layers finer")
+        raise ValueError(f"Pipeline: the model has {len(layers)} layers, fewer than the {stages} pipeline stages "
+                         f"(x chunks with interleaved_1f1b); use fewer stages (a smaller comm or a larger "
+                         f"data_parallel) or split the layers finer")
     if split is not None:
         return check_split(split, len(layers), stages)
     sizes = [sum(p.numel() for p in m.parameters()) for _, m in layers]

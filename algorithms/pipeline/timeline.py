@@ -2,7 +2,8 @@
 order the stages actually ran them, replayed with one slot per forward or backward, a forward of
 micro-batch i starting no earlier than the previous stage's forward of i ended and a backward no earlier
 than the next stage's backward of i ended. bubble = idle slots / (stages x makespan), which is
-(p - 1) / (m + p - 1) for a correct GPipe or 1F1B run; a wrong order (a stage waiting on work queued
+(p - 1) / (m + p - 1) for a correct GPipe or 1F1B run ((p - 1) / (v m + p - 1) interleaved, a
+slot being one chunk's forward or backward); a wrong order (a stage waiting on work queued
 behind its own) shows as a larger bubble. Independent of wall-clock noise, hence testable."""
 from __future__ import annotations
 
@@ -11,18 +12,37 @@ from typing import Sequence
 from algorithms.pipeline.action_lists import B, F, Action
 
 
+CHUNK = 1 << 20   # codes: chunk * CHUNK + micro-batch + 1, negative for a backward
+
+
 def encode(executed: Sequence[Action]) -> list[float]:
-    """F i -> i + 1, B i -> -(i + 1): an executed order as numbers for a collective."""
-    return [a.mb + 1.0 if a.kind == F else -(a.mb + 1.0) for a in executed]
+    """An executed order as numbers for a collective."""
+    return [float((a.chunk * CHUNK + a.mb + 1) * (1 if a.kind == F else -1)) for a in executed]
 
 
 def decode(codes: Sequence[float]) -> list[Action]:
-    return [Action(F, int(c) - 1) if c > 0 else Action(B, int(-c) - 1) for c in codes]
+    out = []
+    for c in codes:
+        n = int(abs(c)) - 1
+        out.append(Action(F if c > 0 else B, n % CHUNK, n // CHUNK))
+    return out
+
+
+def _dependency(a: Action, s: int, p: int, chunks: int) -> tuple[int, Action] | None:
+    """(stage, action) whose end `a` on stage s waits for: the previous global chunk's forward of the same
+    micro-batch, or the next global chunk's backward (global chunk g = chunk * p + stage)."""
+    g = a.chunk * p + s
+    if a.kind == F and g > 0:
+        return (g - 1) % p, Action(F, a.mb, (g - 1) // p)
+    if a.kind == B and g < p * chunks - 1:
+        return (g + 1) % p, Action(B, a.mb, (g + 1) // p)
+    return None
 
 
 def slot_ends(orders: Sequence[Sequence[Action]]) -> list[list[int]]:
     """End slot of every action of every stage (replayed as described above)."""
     p = len(orders)
+    chunks = 1 + max((a.chunk for o in orders for a in o), default=0)
     end: dict[tuple[int, Action], int] = {}
     ends: list[list[int]] = [[] for _ in range(p)]
     pos, clock = [0] * p, [0] * p
@@ -31,7 +51,7 @@ def slot_ends(orders: Sequence[Sequence[Action]]) -> list[list[int]]:
         for s in range(p):
             while pos[s] < len(orders[s]):
                 a = orders[s][pos[s]]
-                dep = (s - 1, a) if a.kind == F and s > 0 else (s + 1, a) if a.kind == B and s < p - 1 else None
+                dep = _dependency(a, s, p, chunks)
                 if dep is not None and dep not in end:
                     break
                 start = max(clock[s], end[dep] if dep is not None else 0)
@@ -52,5 +72,5 @@ def slot_bubble(orders: Sequence[Sequence[Action]]) -> float:
     return 1.0 - busy / (len(orders) * makespan) if makespan else 0.0
 
 
-def expected_bubble(stages: int, microbatches: int) -> float:
-    return (stages - 1) / (microbatches + stages - 1)
+def expected_bubble(stages: int, microbatches: int, chunks: int = 1) -> float:
+    return (stages - 1) / (chunks * microbatches + stages - 1)

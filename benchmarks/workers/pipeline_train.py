@@ -1,5 +1,5 @@
 """One rank of benchmarks/pipeline.py: a training step (forward + backward of one batch in m micro-batches,
-no optimizer; timed back to back on rank 0, the first stage, whose last backward ends each
+no optimizer; pycomm's interleaved 1F1B with 2 chunks too; timed back to back on rank 0, the first stage, whose last backward ends each
 step) of the same MLP split into the same p stages, under pycomm's GPipe and 1F1B and
 torch.distributed.pipelining's ScheduleGPipe and Schedule1F1B over gloo, timed round robin (one step of each
 case per round); rank 0 writes per case the median step seconds over the rounds, samples/s and, for pycomm, the bubble measured
@@ -36,7 +36,7 @@ def make_model(layers: int, width: int) -> nn.Sequential:
 
 def pycomm_step(schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch.Tensor,
                 y: torch.Tensor) -> tuple[Callable[[], None], Callable[[], dict[str, Any]]]:
-    pipe = algorithms.Pipeline(model, comm, schedule=schedule, microbatches=m)
+    pipe = algorithms.Pipeline(model, comm, schedule=schedule, microbatches=m, chunks=2)
 
     def step() -> None:
         pipe.stage_module.zero_grad()
@@ -71,6 +71,7 @@ def torch_step(schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch.
 
 CASES: dict[str, Callable[..., Any]] = {
     "pycomm_gpipe": lambda *a: pycomm_step("gpipe", *a), "pycomm_1f1b": lambda *a: pycomm_step("1f1b", *a),
+    "pycomm_interleaved_1f1b": lambda *a: pycomm_step("interleaved_1f1b", *a),
     "torch_gpipe": lambda *a: torch_step("gpipe", *a), "torch_1f1b": lambda *a: torch_step("1f1b", *a)}
 
 

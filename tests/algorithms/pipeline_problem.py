@@ -9,16 +9,16 @@ import torch.nn.functional as F
 from torch import nn
 
 BATCH = 24        # divisible by every micro-batch count the tests use (1, 2, 3, 4, 6, 8), also per replica
-KINDS = ("mlp", "tokens")
+KINDS = ("mlp", "deep", "tokens")
 RTOL, ATOL = 1e-5, 1e-12
 
 
 def make_model(kind: str, seed: int) -> nn.Sequential:
-    """mlp: 9 layers (5 Linear + Tanh); tokens: an Embedding over integer inputs first (stage 0 receives
+    """mlp: 9 layers (5 Linear + Tanh); deep: 17 layers (9 Linear + Tanh); tokens: an Embedding over integer inputs first (stage 0 receives
     no gradient for its input), 7 layers."""
     torch.manual_seed(seed)
-    if kind == "mlp":
-        widths = [6, 16, 16, 16, 16, 3]
+    if kind in ("mlp", "deep"):
+        widths = [6, 16, 16, 16, 16, 3] if kind == "mlp" else [6] + [16] * 8 + [3]
         layers: list[nn.Module] = []
         for a, b in zip(widths, widths[1:]):
             layers += [nn.Linear(a, b), nn.Tanh()]
@@ -32,7 +32,7 @@ def make_model(kind: str, seed: int) -> nn.Sequential:
 def make_batch(kind: str, step: int, rows: int = BATCH) -> tuple[torch.Tensor, torch.Tensor, Callable[..., Any]]:
     """(x, y, loss_fn) of step `step`, the same on every rank."""
     g = torch.Generator().manual_seed(100 + step)
-    if kind == "mlp":
+    if kind in ("mlp", "deep"):
         return (torch.randn(rows, 6, generator=g, dtype=torch.float64),
                 torch.randn(rows, 3, generator=g, dtype=torch.float64), F.mse_loss)
     return (torch.randint(0, 11, (rows, 5), generator=g), torch.randint(0, 5, (rows,), generator=g), F.cross_entropy)

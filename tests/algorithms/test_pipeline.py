@@ -1,5 +1,6 @@
 """algorithms.Pipeline: on 2, 3 and 4 real ranks (one stage each) and on 4 ranks as 2 stages x 2 replicas,
-loss and every gradient equal the unsplit model's on one process (float64, rtol 1e-5), for GPipe and 1F1B,
+loss and every gradient equal the unsplit model's on one process (float64, rtol 1e-5), for GPipe, 1F1B
+and interleaved 1F1B (2 chunks per stage),
 micro-batches fewer than, equal to and more than the stages; the bubble measured in time slots from the
 executed order and the peak live activations match (p - 1)/(m + p - 1) and p (1F1B) / m (GPipe) within
 15%; bad input raises on every rank. In-process: the action lists, the split, the slot replay."""
@@ -23,7 +24,8 @@ SCHEDULES = ("gpipe", "1f1b")
 def stage_cases(p: int) -> list[str]:
     names = [f"{s}_m{m}_{k}" for s in SCHEDULES for m in sorted({1, p - 1, 2 * p}) for k in ("mlp", "tokens")]
     names += [f"{s}_{what}" for s in SCHEDULES for what in ("split", "shape")]
-    return names + ["too_few_layers", "indivisible_batch", "bad_split", "usable_after_error"]
+    names += ["interleaved_balanced", "interleaved_split_m_p", "interleaved_shape"]
+    return names + ["too_few_layers", "indivisible_batch", "bad_split", "usable_after_error", "interleaved_bad_m"]
 
 
 @pytest.mark.mpi
@@ -36,7 +38,8 @@ def test_pipeline_stages(p: int, name: str) -> None:
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["dp_gpipe", "dp_gpipe_tokens", "dp_1f1b", "dp_1f1b_tokens", "dp_mbsgd_wrapper"])
+@pytest.mark.parametrize("name", ["dp_gpipe", "dp_gpipe_tokens", "dp_1f1b", "dp_1f1b_tokens", "dp_interleaved",
+                                  "dp_mbsgd_wrapper"])
 def test_pipeline_with_data_parallel(name: str) -> None:
     for rank, res in enumerate(case("pipeline", 4, name, "dp")):
         assert res["ok"] and res["bubble_ok"] and res["peak_ok"], f"rank {rank}: {res}"
@@ -57,6 +60,22 @@ def test_action_lists_are_complete_and_receive_ahead(schedule: str, p: int, m: i
         assert (s == p - 1) == (not any(a.kind == RECV_B for a in acts))
     orders = [compute_order(schedule, s, p, m) for s in range(p)]
     assert slot_bubble(orders) == pytest.approx(expected_bubble(p, m))
+
+
+@pytest.mark.parametrize("p, m, v", [(2, 2, 2), (2, 4, 3), (3, 6, 2), (4, 8, 2), (4, 4, 4)])
+def test_interleaved_action_lists(p: int, m: int, v: int) -> None:
+    orders = []
+    for s in range(p):
+        acts = action_list("interleaved_1f1b", s, p, m, v)
+        for kind in (F, B):
+            assert sorted((a.chunk, a.mb) for a in acts if a.kind == kind) == [(c, i) for c in range(v) for i in range(m)]
+        for a in acts:   # receives ahead of their compute, none for global chunk 0 (forward) / the last (backward)
+            if a.kind in (RECV_F, RECV_B):
+                assert acts.index(a) < acts.index(Action(F if a.kind == RECV_F else B, a.mb, a.chunk))
+                assert (a.chunk * p + s) != (0 if a.kind == RECV_F else p * v - 1)
+        orders.append(compute_order("interleaved_1f1b", s, p, m, v))
+    assert slot_bubble(orders) == pytest.approx(expected_bubble(p, m, v))
+    assert expected_bubble(p, m, v) < expected_bubble(p, m)
 
 
 def test_1f1b_order_and_a_wrong_order_shows_a_larger_bubble() -> None:
@@ -112,6 +131,8 @@ def test_one_stage_equals_the_model(world: object, schedule: str) -> None:
     ({"microbatches": 0}, ValueError, "microbatches must be a positive int"),
     ({"data_parallel": 2}, ValueError, "data_parallel=2 must divide"),
     ({"data_parallel": 0}, ValueError, "data_parallel must be a positive int"),
+    ({"schedule": "interleaved_1f1b"}, ValueError, "interleaved_1f1b needs at least 2 stages"),
+    ({"schedule": "interleaved_1f1b", "chunks": 1}, ValueError, "chunks .* must be an int >= 2"),
 ])
 def test_bad_arguments(world: object, kwargs: dict, exc: type, words: str) -> None:
     with pytest.raises(exc, match=words):

@@ -23,7 +23,8 @@ def test_pipeline_benchmark_quick(tmp_path: Path) -> None:
     assert all(r["samples_per_s"] > 0 for r in doc["rows"])
     for r in doc["rows"]:
         if r["case"].startswith("pycomm"):
-            assert r["bubble_slots"] == pytest.approx(r["bubble_expected"]) and r["speed_vs_torch"] > 0
+            assert r["bubble_slots"] == pytest.approx(r["bubble_expected"])
+            assert r["case"] == "pycomm_interleaved_1f1b" or r["speed_vs_torch"] > 0   # interleaved: no torch peer
     assert payload["inference"]["rows"] == inference["rows"]
     assert payload["inference"]["source"].endswith("pipeline_inference.json")
 
