@@ -1,8 +1,9 @@
 """Pipeline schedules as explicit per-stage action lists, which the executor runs as written.
 
-Actions on micro-batch i of a model chunk (the stage's only chunk, 0, except for interleaved 1F1B): RECV_F (post the receive of its input activation), F (forward; waits for that
-input), SEND_F (its output to the next stage), RECV_B (post the receive of its output's gradient), B
-(backward; waits for that gradient), SEND_B (its input's gradient to the previous stage). The receives
+Actions on micro-batch i of a model chunk (the stage's only chunk, 0, except with interleaved 1F1B):
+RECV_F (post the receive of its input activation), F (forward; waits for that input), SEND_F (its
+output to the next stage), RECV_B (post the receive of its output's gradient), B (backward; waits for
+that gradient), SEND_B (its input's gradient to the previous stage). The receives
 are placed one compute action ahead of the F/B that consumes them, so they are in flight while this
 stage computes and a pending receive never stands in front of compute. The first stage has no RECV_F
 and SEND_B, the last no SEND_F and RECV_B (it starts backward from the loss).

@@ -39,8 +39,9 @@ def run_stage(modules: Sequence[torch.nn.Module], actions: Sequence[Action], chu
               inputs: Optional[Sequence[torch.Tensor]], targets: Optional[Sequence[Any]],
               loss_fn: Optional[Callable[[Any, Any], torch.Tensor]],
               no_sync: Sequence[Callable[[], ContextManager[Any]]] = ()) -> tuple[float, StepRecord]:
-    """Run `actions` (modules[c] and chunk_links[c] serve the actions on chunk c); returns (this stage's share of the loss: the sum over micro-batches of loss / m on
-    the last stage, 0.0 elsewhere; the record). Every backward but the last runs inside the `no_sync`
+    """Run `actions` (modules[c] and chunk_links[c] serve the actions on chunk c); returns (this stage's
+    share of the loss: the sum over micro-batches of loss / m on the last stage, 0.0 elsewhere; the
+    record). Every backward but the last runs inside the `no_sync`
     contexts, so gradient hooks that communicate (data parallelism) fire once per step."""
     rec = StepRecord()
     t_step = time.perf_counter()

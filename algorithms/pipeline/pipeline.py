@@ -127,7 +127,8 @@ class Pipeline:
                              f"size that is a multiple of {self.microbatches}")
         return list(t.split(t.shape[0] // self.microbatches))
 
-    def _inputs(self, x: Any, y: Any, loss_fn: Any) -> tuple[Optional[list[torch.Tensor]], Optional[list[torch.Tensor]]]:
+    def _inputs(self, x: Any, y: Any, loss_fn: Any) -> tuple[Optional[list[torch.Tensor]],
+                                                             Optional[list[torch.Tensor]]]:
         inputs = self._micro(x, "x") if self.is_first else None
         targets = None
         if self.is_last:
@@ -190,9 +191,9 @@ class Pipeline:
         orders = [timeline.decode(r[HEAD:]) for r in rows]
         return {
             "schedule": self.schedule, "stages": lay.stages, "microbatches": self.microbatches,
-            "replicas": lay.replicas, "stage": lay.stage, "replica": lay.replica,
+            "chunks": self.chunks, "replicas": lay.replicas, "stage": lay.stage, "replica": lay.replica,
             "bubble": timeline.slot_bubble(orders),
-            "expected_bubble": timeline.expected_bubble(lay.stages, self.microbatches, self.chunks), "chunks": self.chunks,
+            "expected_bubble": timeline.expected_bubble(lay.stages, self.microbatches, self.chunks),
             "peak_live": [int(r[0]) for r in rows],
             "wall_bubble": [1.0 - r[1] / r[2] if r[2] > 0 else 0.0 for r in rows],
             "executed": [[repr(a) for a in o] for o in orders],

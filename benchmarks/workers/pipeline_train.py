@@ -1,9 +1,9 @@
 """One rank of benchmarks/pipeline.py: a training step (forward + backward of one batch in m micro-batches,
-no optimizer; pycomm's interleaved 1F1B with 2 chunks too; timed back to back on rank 0, the first stage, whose last backward ends each
-step) of the same MLP split into the same p stages, under pycomm's GPipe and 1F1B and
-torch.distributed.pipelining's ScheduleGPipe and Schedule1F1B over gloo, timed round robin (one step of each
-case per round); rank 0 writes per case the median step seconds over the rounds, samples/s and, for pycomm, the bubble measured
-from the executed order (slots) and from wall-clock compute time. argv: OUT_JSON LAYERS WIDTH BATCH
+no optimizer) of the same MLP split into the same p stages, under pycomm's GPipe, 1F1B and interleaved
+1F1B (2 chunks) and torch.distributed.pipelining's ScheduleGPipe and Schedule1F1B over gloo, timed on
+rank 0 (the first stage, whose last backward ends each step) round robin, one step of each case per
+round; rank 0 writes per case the median step seconds over the rounds, samples/s and, for pycomm, the
+bubble measured from the executed order (slots) and from wall-clock compute time. argv: OUT_JSON LAYERS WIDTH BATCH
 MICROBATCHES REPEATS CASES..."""
 from __future__ import annotations
 

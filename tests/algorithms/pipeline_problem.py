@@ -14,8 +14,8 @@ RTOL, ATOL = 1e-5, 1e-12
 
 
 def make_model(kind: str, seed: int) -> nn.Sequential:
-    """mlp: 9 layers (5 Linear + Tanh); deep: 17 layers (9 Linear + Tanh); tokens: an Embedding over integer inputs first (stage 0 receives
-    no gradient for its input), 7 layers."""
+    """mlp: 9 layers (5 Linear + Tanh); deep: 17 layers (9 Linear + Tanh); tokens: 7 layers, an Embedding
+    over integer inputs first (stage 0 receives no gradient for its input)."""
     torch.manual_seed(seed)
     if kind in ("mlp", "deep"):
         widths = [6, 16, 16, 16, 16, 3] if kind == "mlp" else [6] + [16] * 8 + [3]

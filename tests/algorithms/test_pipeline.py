@@ -68,7 +68,8 @@ def test_interleaved_action_lists(p: int, m: int, v: int) -> None:
     for s in range(p):
         acts = action_list("interleaved_1f1b", s, p, m, v)
         for kind in (F, B):
-            assert sorted((a.chunk, a.mb) for a in acts if a.kind == kind) == [(c, i) for c in range(v) for i in range(m)]
+            done = sorted((a.chunk, a.mb) for a in acts if a.kind == kind)
+            assert done == [(c, i) for c in range(v) for i in range(m)]
         for a in acts:   # receives ahead of their compute, none for global chunk 0 (forward) / the last (backward)
             if a.kind in (RECV_F, RECV_B):
                 assert acts.index(a) < acts.index(Action(F if a.kind == RECV_F else B, a.mb, a.chunk))
