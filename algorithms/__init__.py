@@ -6,7 +6,9 @@ pycomm's public API:
 
 `available()` lists every algorithm with its options and defaults. An algorithm module registers its
 class with `@algorithms.register("name")`; importing the module below makes the name selectable. `lookup(name)` is the class, whose `training` and
-`state_layout` (algorithms/traits.py) say how to drive it and how to checkpoint it."""
+`state_layout` (algorithms/traits.py) say how to drive it and how to checkpoint it.
+`Pipeline` (pipeline model parallelism) is a model wrapper, not an optimizer wrapper: it declares the
+same traits (training="pipeline") but is not in the CommOptimizer registry."""
 from __future__ import annotations
 
 from algorithms.registry import available, lookup, register
@@ -22,7 +24,8 @@ from algorithms.easgd import EASGD, EASGDPlus
 from algorithms.lsgd import LSGD, LSGDPlus
 from algorithms.lapsgd import LAPSGD, LPPSGD
 from algorithms.zero import ZeRO1, ZeRO2, ZeRO3
+from algorithms.pipeline import Pipeline
 
 __all__ = ["CommOptimizer", "available", "lookup", "register", "traits", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
            "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD",
-           "ZeRO1", "ZeRO2", "ZeRO3"]
+           "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline"]

@@ -1,0 +1,11 @@
+"""Pipeline model parallelism: `algorithms.Pipeline` (pipeline.py), built from the stage split
+(partition.py), the schedules as per-stage action lists (action_lists.py), the executor that runs one
+(executor.py) over links between neighbouring stages (links.py), the pipeline x data-parallel layout
+(layout.py) and the slot-counted bubble (timeline.py)."""
+from __future__ import annotations
+
+from algorithms.pipeline.action_lists import SCHEDULES, Action, action_list, compute_order
+from algorithms.pipeline.pipeline import Pipeline
+from algorithms.pipeline.timeline import expected_bubble, slot_bubble
+
+__all__ = ["Pipeline", "SCHEDULES", "Action", "action_list", "compute_order", "expected_bubble", "slot_bubble"]
