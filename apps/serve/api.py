@@ -123,7 +123,7 @@ def create_app(service: Service) -> FastAPI:
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
         loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        field = ".".join(loc) or "body"
+        field = "body" if first.get("type") == "json_invalid" else ".".join(loc) or "body"
         return error(422, f"{field}: {first.get('msg')}", field)
 
     @app.exception_handler(BadRequest)
