@@ -11,6 +11,7 @@ from pycomm.grad_buckets import GradientBuckets
 from pycomm.errors import MismatchError, PycommError, StallError
 from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
+from pycomm.p2p import ANY_SOURCE, ANY_TAG, Message, Received, TensorWork
 from pycomm.quantized import ErrorFeedback
 from pycomm.runtime import abort, finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.store import TCPStore
@@ -19,5 +20,5 @@ from pycomm.work import Work
 __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
            "StallError", "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback",
-           "flat_shard_numel", "GradientBuckets"]
+           "flat_shard_numel", "GradientBuckets", "ANY_SOURCE", "ANY_TAG", "Message", "Received", "TensorWork"]
 __version__ = "0.1.0"

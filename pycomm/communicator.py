@@ -17,11 +17,10 @@ from pycomm.work import Work
 from pycomm._validate import check_bool, check_int
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1   # MPI's int: colors, keys, bucket labels
-from pycomm import flat_shards, fusion, quantized
+from pycomm import flat_shards, fusion, p2p, quantized
 
 REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
              torch.int64)
-MAX_TAG = 32767  # the largest tag every MPI library guarantees (MPI_TAG_UB >= 32767)
 
 
 class Communicator:
@@ -165,32 +164,80 @@ class Communicator:
         h = self._t.match(name, numel, _dtypes.code(dtype, name), int(op))
         return None if h is None else Work(h, (), -1)
 
-    # ---- point to point ----------------------------------------------------------------------
-    def _p2p(self, kind: str, tensor: torch.Tensor, peer: int, tag: int, async_op: bool = True) -> Optional[Work]:
+    # ---- point to point (checks and the shape-carrying ops in pycomm/p2p.py) -----------------------
+    def _p2p(self, kind: str, tensor: torch.Tensor, peer: int, tag: int, async_op: bool = True) -> Optional[Work] | int:
         t = check_tensor(tensor, f"{kind}: tensor")
-        peer = self._peer(peer, kind, "dst" if kind.endswith("send") else "src")
-        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag <= MAX_TAG:
-            raise ValueError(f"{kind}: tag must be an int in [0, {MAX_TAG}], got {tag!r}")
+        sends = kind.endswith("send")
+        peer = p2p.check_dst(self, peer, kind) if sends else p2p.check_src(self, peer, kind)
+        tag = p2p.check_tag(self, tag, kind)
         place = place_of([t], kind)
-        fn = self._t.send if kind.endswith("send") else self._t.recv
+        fn = self._t.send if sends else self._t.recv
         h = fn(ptr(t), t.numel(), _dtypes.code(t.dtype, kind), place.device, peer, tag, place.stream, not async_op)
-        return self._submit(h, (t,), place, async_op)
+        if async_op or sends:
+            return self._submit(h, (t,), place, async_op)
+        h.wait(place.stream, core().stall_timeout())
+        return p2p.received_source(h, peer)
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> Work:
+        """Sends `tensor` to rank `dst`; tag in [0, comm.max_tag]. Transport: send."""
         return cast(Work, self._p2p("isend", tensor, dst, tag))
 
     def irecv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> Work:
         """Receives into `tensor`, which must have the numel and dtype of the matching send (else the
-        wait raises MismatchError naming both and leaves `tensor` untouched)."""
+        wait raises MismatchError naming both and leaves `tensor` untouched). src may be
+        pycomm.ANY_SOURCE; the Work's `source` names the sender after wait(). Transport: recv."""
         return cast(Work, self._p2p("irecv", tensor, src, tag))
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
         self._p2p("send", tensor, dst, tag, async_op=False)
 
-    def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> None:
-        self._p2p("recv", tensor, src, tag, async_op=False)
+    def recv(self, tensor: torch.Tensor, src: int, tag: int = 0) -> int:
+        """The blocking irecv; returns the sender's rank (useful with src=pycomm.ANY_SOURCE)."""
+        return cast(int, self._p2p("recv", tensor, src, tag, async_op=False))
+
+    @property
+    def max_tag(self) -> int:
+        """The largest tag send/recv accept on this communicator (MPI: the library's MPI_TAG_UB).
+        pycomm's own messages never use user tags: they travel on private duplicates."""
+        return p2p.max_tag(self)
+
+    def send_tensor(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
+        """Sends `tensor` (any shape up to 8 dimensions, any layout) so that recv_tensor learns its
+        shape and dtype from the message header. Transport: send_shaped (see pycomm/p2p.py)."""
+        p2p.send_tensor(self, tensor, dst, tag, async_op=False)
+
+    def isend_tensor(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> Work:
+        """send_tensor that returns at once; the Work keeps `tensor` (or its contiguous copy) alive."""
+        return cast(Work, p2p.send_tensor(self, tensor, dst, tag, async_op=True))
+
+    def recv_tensor(self, src: int = p2p.ANY_SOURCE, tag: int = 0) -> p2p.Received:
+        """Receives the next message from `src` (default: any rank) with `tag` as a NEW CPU tensor of the
+        sent shape and dtype; returns pycomm.Received(tensor, source, tag). Receives from the same
+        source and tag complete in the order they were called. A message sent with plain send arrives
+        1-d. Transport: recv_new (MPI: matched probe of the header, then the payload)."""
+        return cast(p2p.Received, p2p.recv_tensor(self, src, tag, async_op=False))
+
+    def irecv_tensor(self, src: int = p2p.ANY_SOURCE, tag: int = 0) -> p2p.TensorWork:
+        """recv_tensor that returns at once: its TensorWork's wait() returns the Received. Polling
+        is_completed() never raises StallError, so a server may wait for requests indefinitely."""
+        return cast(p2p.TensorWork, p2p.recv_tensor(self, src, tag, async_op=True))
+
+    def probe(self, src: int = p2p.ANY_SOURCE, tag: int = p2p.ANY_TAG,
+              block: bool = True) -> Optional[p2p.Message]:
+        """The next message a recv from `src` with `tag` would get, as pycomm.Message(source, tag,
+        shape, dtype), without receiving it; tag may be pycomm.ANY_TAG. block=False: None when none has
+        arrived; block=True waits (up to PYCOMM_TIMEOUT, then StallError). Transport: probe."""
+        return p2p.probe(self, src, tag, block)
 
     # ---- sub-communicators -------------------------------------------------------------------
+    def dup(self) -> "Communicator":
+        """A second communicator over the same ranks, with its own op queue and message matching: a
+        blocking recv or a collective on one never waits behind the other's ops (e.g. a pipeline's
+        forward and backward channels, or a server's control and data channels). Collective.
+        Transport: dup (MPI_Comm_dup; other transports default to split(0, rank))."""
+        t = self._t.dup() if hasattr(self._t, "dup") else self._t.split(0, self.rank)
+        return Communicator(t, f"{self.name}.dup()")
+
     def split(self, color: int, key: Optional[int] = None) -> Optional["Communicator"]:
         """Ranks passing the same `color` form a communicator, ordered by `key` (default: rank).
         A negative color joins none and returns None. Collective."""

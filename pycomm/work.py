@@ -6,6 +6,7 @@ from typing import Any
 import torch
 
 from pycomm._build import core
+from pycomm.errors import PycommError
 
 
 class Work:
@@ -35,6 +36,14 @@ class Work:
 
     def is_completed(self) -> bool:
         return self._handle.is_completed()
+
+    @property
+    def source(self) -> int:
+        """The sender of a completed receive (irecv from pycomm.ANY_SOURCE included)."""
+        got = getattr(self._handle, "received", None)
+        if got is None:
+            raise PycommError(f"Work.source: {self.info['describe']} is not a completed receive (wait() first)")
+        return got[0]
 
     @property
     def info(self) -> dict:

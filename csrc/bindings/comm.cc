@@ -2,6 +2,9 @@
 // (pycomm/communicator.py checks the torch tensors first), the local transport, and stats.
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <vector>
+
 #include <memory>
 
 #include "bindings/bindings.h"
@@ -45,6 +48,13 @@ ReduceOp reduce_op(int op) {
 
 std::shared_ptr<Transport> shared(std::unique_ptr<Transport> t) { return std::shared_ptr<Transport>(std::move(t)); }
 
+// A message as Python sees it: (source, tag, dtype code, count, shape or None, data or None).
+py::object message(const P2pMessage& m) {
+  py::object shape = m.ndim < 0 ? py::object(py::none()) : py::object(py::tuple(py::cast(m.shape)));
+  py::object data = m.data ? py::cast(m.data) : py::object(py::none());
+  return py::make_tuple(m.source, m.tag, static_cast<int>(m.dtype), m.count, shape, data);
+}
+
 py::dict op_info(const OpInfo& i) {
   py::dict d;
   d["name"] = i.name;
@@ -86,7 +96,17 @@ void register_work(py::module_& m) {
       .def("is_completed", &Work::is_completed, py::call_guard<py::gil_scoped_release>())
       .def("wait", &Work::wait, py::arg("stream"), py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("synchronize", &Work::synchronize, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("info", [](const Work& w) { return op_info(w.info()); });
+      .def_property_readonly("info", [](const Work& w) { return op_info(w.info()); })
+      .def_property_readonly("received", [](Work& w) -> py::object {
+        std::shared_ptr<const P2pMessage> m = w.received();
+        return m ? message(*m) : py::none();
+      }, "A completed receive's message (see message()); None otherwise.");
+  // A received payload in host memory: the buffer under recv_tensor's new tensor (torch.frombuffer).
+  py::class_<HostBytes, std::shared_ptr<HostBytes>>(m, "HostBytes", py::buffer_protocol())
+      .def_buffer([](HostBytes& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1, {b.size()}, {1}, false);
+      })
+      .def("__len__", &HostBytes::size);
 }
 
 // Every op takes a last `caller_waits` flag (True for async_op=False): see submitted().
@@ -136,6 +156,26 @@ void register_transport(py::module_& m) {
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int src, int tag, uintptr_t stream, bool waits) {
              return submitted(t, waits, [&] { return t.recv(buffer(p, n, dt, dev, "recv"), src, tag, stream); });
            })
+      .def("send_shaped",
+           [](T& t, uintptr_t p, int64_t n, int dt, int dev, const std::vector<int64_t>& shape, int dst, int tag,
+              uintptr_t stream, bool waits) {
+             return submitted(t, waits,
+                              [&] { return t.send_shaped(buffer(p, n, dt, dev, "send"), shape, dst, tag, stream); });
+           })
+      .def("recv_new",
+           [](T& t, int src, int tag, bool waits) { return submitted(t, waits, [&] { return t.recv_new(src, tag); }); })
+      .def("probe",
+           [](T& t, int src, int tag, bool block) -> py::object {
+             std::optional<P2pMessage> m;
+             {
+               py::gil_scoped_release nogil;
+               m = t.probe(src, tag, block);
+             }
+             return m ? message(*m) : py::none();
+           })
+      .def_property_readonly("max_tag", &T::max_tag)
+      .def_property_readonly("any_source", &T::any_source)
+      .def("dup", [](T& t) { return shared(t.dup()); }, py::call_guard<py::gil_scoped_release>())
       .def("barrier", [](T& t, bool waits) { return submitted(t, waits, [&] { return t.barrier(); }); })
       .def("match",
            [](T& t, const std::string& name, int64_t n, int dt, int op) {

@@ -1,8 +1,12 @@
 #include "runtime/host_transport.h"
 
+#include <chrono>
+#include <stdexcept>
+
 #include "runtime/caller_waits.h"
 #include "runtime/inline_run.h"
 #include "runtime/op_validation.h"
+#include "runtime/spin.h"
 #include "runtime/stall.h"
 
 namespace pycomm {
@@ -18,8 +22,11 @@ void HostTransport::init(int rank, int size, int local_rank, int local_size) {
 }
 
 std::shared_ptr<Work> HostTransport::enqueue(std::unique_ptr<QueuedOp> op) {
-  if (CallerWaitsScope::active()) return queue_->submit_waited(std::move(op));
-  return queue_->submit(std::move(op));
+  std::shared_ptr<P2pMessage> received = op->received;
+  std::shared_ptr<HostWork> work =
+      CallerWaitsScope::active() ? queue_->submit_waited(std::move(op)) : queue_->submit(std::move(op));
+  work->set_received(std::move(received));  // before the caller has the Work: it reads it after wait()
+  return work;
 }
 
 bool HostTransport::stop_queue() { return queue_->stop(stall_timeout_s()); }
@@ -50,13 +57,52 @@ std::shared_ptr<Work> HostTransport::alltoall(Buffer out, Buffer in, uintptr_t s
 }
 
 std::shared_ptr<Work> HostTransport::send(Buffer buf, int dst, int tag, uintptr_t stream) {
-  OpInfo info = p2p_info("send", buf, dst, tag, size_);
-  return enqueue(make_send(std::move(info), buf, dst, tag, stream));
+  OpInfo info = p2p_info("send", buf, dst, tag, size_, max_tag());
+  return enqueue(make_send(std::move(info), buf, dst, tag, std::nullopt, stream));
+}
+
+std::shared_ptr<Work> HostTransport::send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,
+                                                 uintptr_t stream) {
+  OpInfo info = p2p_info("send", buf, dst, tag, size_, max_tag());
+  if (shape.size() > static_cast<size_t>(kMaxP2pDims))
+    throw std::invalid_argument("send_tensor: tensor has " + std::to_string(shape.size()) + " dimensions; at most " +
+                                std::to_string(kMaxP2pDims) + " fit in the message header (reshape it first)");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("send_tensor: negative dimension " + std::to_string(d));
+    n *= d;
+  }
+  if (n != buf.count)
+    throw std::invalid_argument("send_tensor: the shape has " + std::to_string(n) + " elements but the buffer " +
+                                std::to_string(buf.count));
+  return enqueue(make_send(std::move(info), buf, dst, tag, shape, stream));
 }
 
 std::shared_ptr<Work> HostTransport::recv(Buffer buf, int src, int tag, uintptr_t stream) {
-  OpInfo info = p2p_info("recv", buf, src, tag, size_);
+  OpInfo info = p2p_info("recv", buf, src, tag, size_, max_tag());
   return enqueue(make_recv(std::move(info), buf, src, tag, stream));
+}
+
+std::shared_ptr<Work> HostTransport::recv_new(int src, int tag) {
+  OpInfo info = p2p_info("recv", Buffer{nullptr, 0, DType::U8, -1}, src, tag, size_, max_tag());
+  info.name = "recv_tensor";
+  return enqueue(make_recv_new(std::move(info), src, tag));
+}
+
+std::optional<P2pMessage> HostTransport::probe(int src, int tag, bool block) {
+  OpInfo info = p2p_info("recv", Buffer{nullptr, 0, DType::U8, -1}, src, tag == kAnyTag ? 0 : tag, size_, max_tag());
+  info.name = "probe";
+  info.tag = tag;
+  health()->check_usable("probe");
+  const double timeout_s = stall_timeout_s();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  Backoff backoff;
+  while (true) {
+    if (auto m = try_probe(src, tag); m || !block) return m;
+    if (timeout_s > 0 && std::chrono::steady_clock::now() > deadline) raise_stall(info, timeout_s, *health());
+    health()->check_usable("probe");
+    backoff.idle();
+  }
 }
 
 std::shared_ptr<Work> HostTransport::barrier() { return enqueue(make_barrier(barrier_info())); }

@@ -26,6 +26,12 @@ class HostTransport : public Transport {
   std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) override;
   std::shared_ptr<Work> barrier() override;
+  bool any_source() const override { return true; }
+  std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,
+                                    uintptr_t stream) override;
+  std::shared_ptr<Work> recv_new(int src, int tag) override;
+  // try_probe() until a message is there; block: up to the stall timeout, then StallError.
+  std::optional<P2pMessage> probe(int src, int tag, bool block) override;
   std::shared_ptr<Work> match(const std::string& name, Buffer buf, ReduceOp op) override;
   bool may_run_on_caller() const override { return true; }
 
@@ -43,8 +49,14 @@ class HostTransport : public Transport {
   virtual std::unique_ptr<QueuedOp> make_reduce_scatter(OpInfo info, Buffer out, Buffer in, ReduceOp op,
                                                         uintptr_t stream) = 0;
   virtual std::unique_ptr<QueuedOp> make_alltoall(OpInfo info, Buffer out, Buffer in, uintptr_t stream) = 0;
-  virtual std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) = 0;
+  // shape: what the header carries (nullopt for a plain send). src of a recv may be kAnySource.
+  virtual std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag,
+                                              const std::optional<std::vector<int64_t>>& shape, uintptr_t stream) = 0;
   virtual std::unique_ptr<QueuedOp> make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) = 0;
+  // A receive into new host memory sized by the message's header; sets the op's `received`.
+  virtual std::unique_ptr<QueuedOp> make_recv_new(OpInfo info, int src, int tag) = 0;
+  // The header of the next message (src, tag) would receive, left for that receive; nullopt if none yet.
+  virtual std::optional<P2pMessage> try_probe(int src, int tag) = 0;
   virtual std::unique_ptr<QueuedOp> make_barrier(OpInfo info) = 0;
   // The op of match(); nullptr (the default): this transport matches nothing.
   virtual std::unique_ptr<QueuedOp> make_match(OpInfo info) { return nullptr; }

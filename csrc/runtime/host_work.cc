@@ -28,6 +28,11 @@ void HostWork::wait(uintptr_t, double timeout_s) {
   if (error_) std::rethrow_exception(error_);
 }
 
+std::shared_ptr<const P2pMessage> HostWork::received() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_ && !error_ ? received_ : nullptr;
+}
+
 void HostWork::complete() {
   {
     std::lock_guard<std::mutex> lk(mu_);

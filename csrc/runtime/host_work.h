@@ -23,6 +23,8 @@ class HostWork : public Work {
   void wait(uintptr_t stream, double timeout_s) override;
   void synchronize(double timeout_s) override { wait(0, timeout_s); }
   const OpInfo& info() const override { return info_; }
+  std::shared_ptr<const P2pMessage> received() override;  // after a successful completion only
+  void set_received(std::shared_ptr<P2pMessage> r) { received_ = std::move(r); }
 
   // Called by the queue thread, exactly once.
   void complete();
@@ -36,6 +38,7 @@ class HostWork : public Work {
   bool done_ = false;
   std::atomic<bool> done_flag_{false};  // done_, readable without the lock (spinning waiters)
   std::exception_ptr error_;
+  std::shared_ptr<P2pMessage> received_;
 };
 
 }  // namespace pycomm

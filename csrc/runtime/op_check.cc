@@ -13,7 +13,8 @@ namespace {
 // on their communicator so that a mismatch names what the user called.
 const char* const kKinds[] = {"allreduce", "broadcast",           "allgather",          "reduce_scatter",
                               "alltoall",  "barrier",             "split",              "split_shared",
-                              "send",      "recv",                "allreduce_quantized", "allreduce_coalesced"};
+                              "send",      "recv",                "allreduce_quantized", "allreduce_coalesced",
+                              "dup"};
 constexpr int kNumKinds = sizeof(kKinds) / sizeof(kKinds[0]);
 
 // Signature fields, in order.

@@ -1,6 +1,8 @@
 // Naming of ops for errors, NVTX and stats (declared in transport/transport.h).
 #include <sstream>
 
+#include "runtime/errors.h"
+
 #include "transport/transport.h"
 
 namespace pycomm {
@@ -24,6 +26,15 @@ std::string OpInfo::describe() const {
   if (bucket >= 0) s << ", bucket " << bucket;
   s << ")";
   return s.str();
+}
+
+void Transport::unsupported(const char* what) const {
+  std::string why = backend() == "nccl"
+                        ? " (NCCL has no any-source receive and no message header to learn a shape or probe from)"
+                        : "";
+  throw PycommError(std::string(what) + ": backend '" + backend() + "' does not support it" + why +
+                    "; use send/recv into a tensor of known shape from a known rank, or an MPI communicator "
+                    "(pycomm.init(backend='mpi')) for such messages");
 }
 
 }  // namespace pycomm

@@ -102,13 +102,17 @@ OpInfo alltoall_info(const Buffer& out, const Buffer& in, int size) {
   return info;
 }
 
-OpInfo p2p_info(const char* name, const Buffer& buf, int peer, int tag, int size) {
+OpInfo p2p_info(const char* name, const Buffer& buf, int peer, int tag, int size, int max_tag) {
   check_buffer(buf, name, "tensor");
-  const char* who = std::string(name) == "send" ? "dst" : "src";
-  if (peer < 0 || peer >= size)
-    throw std::invalid_argument(std::string(name) + ": " + who + " " + std::to_string(peer) +
-                                " is out of range [0, " + std::to_string(size) + ")");
-  if (tag < 0) throw std::invalid_argument(std::string(name) + ": tag must be >= 0, got " + std::to_string(tag));
+  const bool send = std::string(name) == "send";
+  const bool any = !send && peer == kAnySource;  // receives may take any source
+  if (!any && (peer < 0 || peer >= size))
+    throw std::invalid_argument(std::string(name) + ": " + (send ? "dst " : "src ") + std::to_string(peer) +
+                                " is out of range [0, " + std::to_string(size) + ")" +
+                                (send ? "" : " (or ANY_SOURCE, -1)"));
+  if (tag < 0 || tag > max_tag)
+    throw std::invalid_argument(std::string(name) + ": tag must be in [0, " + std::to_string(max_tag) +
+                                "] (the transport's largest tag), got " + std::to_string(tag));
   OpInfo info = base(name, buf);
   info.peer = peer;
   info.tag = tag;

@@ -32,6 +32,7 @@ class QueuedOp {
 
   OpInfo info;
   std::shared_ptr<HostWork> work;  // set by OpQueue::submit
+  std::shared_ptr<P2pMessage> received;  // receives: filled in by the op before it completes
   std::chrono::steady_clock::time_point started;
   std::unique_ptr<NvtxOpRange> range;
   bool on_caller_thread = false;  // set before start() when it runs on its caller's thread (stats)

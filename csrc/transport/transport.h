@@ -3,10 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
+#include "transport/p2p_message.h"
 
 namespace pycomm {
 
@@ -48,6 +53,9 @@ class Work {
   virtual void wait(uintptr_t stream, double timeout_s) = 0;
   virtual void synchronize(double timeout_s) = 0;
   virtual const OpInfo& info() const = 0;
+  // A completed receive: its message's source, tag, dtype and shape (and, for recv_new, the
+  // payload). nullptr for other ops and before completion.
+  virtual std::shared_ptr<const P2pMessage> received() { return nullptr; }
 };
 
 // Ops run in submission order on the transport's one queue, so ranks submitting the same sequence
@@ -71,6 +79,26 @@ class Transport {
   virtual std::shared_ptr<Work> send(Buffer buf, int dst, int tag, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;
+
+  // ---- point to point beyond send/recv (pycomm/p2p.py). A transport without them throws
+  // PycommError naming itself (unsupported()); NCCL has none: it has no any-source receive and no
+  // message it could probe.
+  // The largest tag a send/recv may use (MPI: the MPI_TAG_UB attribute).
+  virtual int max_tag() const { return INT_MAX; }
+  // Whether recv/recv_new/probe accept src = kAnySource.
+  virtual bool any_source() const { return false; }
+  // A send whose header carries `shape` (at most kMaxP2pDims entries; their product is buf.count).
+  virtual std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,
+                                            uintptr_t stream) {
+    unsupported("send_tensor");
+  }
+  // A receive of unknown size and dtype: the Work's received() owns the payload in host memory.
+  virtual std::shared_ptr<Work> recv_new(int src, int tag) { unsupported("recv_tensor"); }
+  // The next message a recv with (src, tag) would get (tag may be kAnyTag), without receiving it;
+  // nullopt when none has arrived. block: wait for one (up to the stall timeout, then StallError).
+  virtual std::optional<P2pMessage> probe(int src, int tag, bool block) { unsupported("probe"); }
+  // A new transport over the same ranks with its own queue and message matching. Collective.
+  virtual std::unique_ptr<Transport> dup() { return split(0, rank()); }
   // Op matching alone, under the name of a compound op built from other ops ("allreduce_quantized",
   // "allreduce_coalesced"; buf describes its tensor, it is not touched): ranks that called different
   // ops at this point get MismatchError naming what they called. nullptr where the transport
@@ -89,6 +117,9 @@ class Transport {
   // NCCL aborts its communicator, so no kernel of it keeps running and peers' ops fail instead of
   // waiting. Host transports have nothing to stop: MPI_Abort (pycomm.abort) ends their job.
   virtual void abort(const std::string& reason) { (void)reason; }
+
+ protected:
+  [[noreturn]] void unsupported(const char* what) const;  // PycommError: "<what>: backend 'x' has no ..."
 };
 
 }  // namespace pycomm

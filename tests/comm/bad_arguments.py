@@ -240,10 +240,21 @@ def communicator_cases() -> Iterator[Case]:
         yield from _vary(f"Communicator.{name}", getattr(c, name), lambda: dict(out=f32(4), tensor=f32(4)),
                          dict(out=_tensor_arg(4), tensor=_input_tensor(4)))
     yield from _vary("Communicator.barrier", c.barrier, lambda: dict(async_op=False), dict(async_op=BAD_BOOL))
+    bad_tag = [("str", "0"), ("negative", -1), ("huge", 2 ** 62), ("past max_tag", c.max_tag + 1), ("float", 1.0)]
+    bad_dst = [("str", "0"), ("None", None), ("ANY_SOURCE", pycomm.ANY_SOURCE), ("negative", -2), ("size", 1)]
+    bad_src = [("str", "0"), ("None", None), ("negative", -2), ("size", 1)]  # -1 is ANY_SOURCE
     for name, peer in (("isend", "dst"), ("irecv", "src")):
         yield from _vary(f"Communicator.{name}", getattr(c, name), lambda peer=peer: {"tensor": f32(4), peer: 0, "tag": 0},
-                         {"tensor": tensor, peer: [("str", "0"), ("None", None), ("negative", -1), ("size", 1)],
-                          "tag": [("str", "0"), ("negative", -1), ("huge", 2 ** 62), ("float", 1.0)]})
+                         {"tensor": tensor, peer: bad_dst if peer == "dst" else bad_src, "tag": bad_tag})
+    yield from _vary("Communicator.isend_tensor", c.isend_tensor, lambda: dict(tensor=f32(4), dst=0, tag=0),
+                     dict(tensor=[("str", "x"), ("None", None), ("list of floats", [1.0] * 4),
+                                  ("9 dimensions", torch.zeros([1] * 9)), ("bool dtype", torch.zeros(2, dtype=torch.bool))],
+                          dst=bad_dst, tag=bad_tag))
+    yield from _vary("Communicator.irecv_tensor", c.irecv_tensor, lambda: dict(src=0, tag=0),
+                     dict(src=bad_src, tag=bad_tag))
+    yield from _vary("Communicator.probe", c.probe, lambda: dict(src=0, tag=0, block=False),
+                     dict(src=bad_src, tag=[("str", "0"), ("negative", -2), ("past max_tag", c.max_tag + 1)],
+                          block=BAD_BOOL))
     yield from _vary("Communicator.split", c.split, lambda: dict(color=0, key=None),
                      dict(color=[("str", "0"), ("None", None), ("float", 0.0), ("huge", 2 ** 62)],
                           key=[("str", "0"), ("float", 0.0), ("huge", 2 ** 62)]))

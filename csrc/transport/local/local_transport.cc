@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -13,9 +14,26 @@
 
 namespace pycomm {
 
-// Messages a rank sent to itself, by tag, in order (the queue thread is the only user).
+// Messages a rank sent to itself, by tag, in order. The queue thread sends and receives; probes
+// read from their callers' threads, hence the lock.
 struct LocalMailbox {
-  std::map<int, std::deque<std::vector<char>>> by_tag;
+  std::mutex mu;
+  std::map<int, std::deque<P2pMessage>> by_tag;  // P2pMessage::data holds the payload
+
+  std::optional<P2pMessage> front(int tag) {  // tag kAnyTag: the lowest tag with a message
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto& [t, q] : by_tag)
+      if ((tag == kAnyTag || t == tag) && !q.empty()) return q.front();
+    return std::nullopt;
+  }
+  std::optional<P2pMessage> pop(int tag) {
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = by_tag.find(tag);
+    if (it == by_tag.end() || it->second.empty()) return std::nullopt;
+    P2pMessage m = std::move(it->second.front());
+    it->second.pop_front();
+    return m;
+  }
 };
 
 namespace {
@@ -33,40 +51,60 @@ class ImmediateOp : public QueuedOp {
 
 class SelfSendOp : public QueuedOp {
  public:
-  SelfSendOp(OpInfo info, Buffer buf, std::shared_ptr<LocalMailbox> box)
-      : QueuedOp(std::move(info)), buf_(buf), box_(std::move(box)) {}
+  SelfSendOp(OpInfo info, Buffer buf, const std::optional<std::vector<int64_t>>& shape,
+             std::shared_ptr<LocalMailbox> box)
+      : QueuedOp(std::move(info)), buf_(buf), shape_(shape), box_(std::move(box)) {}
   void start() override {
-    std::vector<char> msg(static_cast<size_t>(buf_.bytes()));
-    copy_bytes(msg.data(), buf_.ptr, msg.size(), buf_.device, 0);
-    box_->by_tag[info.tag].push_back(std::move(msg));
+    P2pMessage m;
+    m.source = 0;
+    m.tag = info.tag;
+    m.dtype = buf_.dtype;
+    m.count = buf_.count;
+    if (shape_) {
+      m.ndim = static_cast<int>(shape_->size());
+      m.shape = *shape_;
+    }
+    m.data = std::make_shared<HostBytes>(buf_.bytes());
+    if (buf_.bytes() > 0) copy_bytes(m.data->data(), buf_.ptr, static_cast<size_t>(buf_.bytes()), buf_.device, 0);
+    std::lock_guard<std::mutex> lk(box_->mu);
+    box_->by_tag[info.tag].push_back(std::move(m));
   }
   bool test() override { return true; }
 
  private:
   Buffer buf_;
+  std::optional<std::vector<int64_t>> shape_;
   std::shared_ptr<LocalMailbox> box_;
 };
 
+// A receive from itself: into `buf`, or (allocate) the message's own memory handed over as is.
 class SelfRecvOp : public QueuedOp {
  public:
-  SelfRecvOp(OpInfo info, Buffer buf, std::shared_ptr<LocalMailbox> box)
-      : QueuedOp(std::move(info)), buf_(buf), box_(std::move(box)) {}
+  SelfRecvOp(OpInfo info, Buffer buf, bool allocate, std::shared_ptr<LocalMailbox> box)
+      : QueuedOp(std::move(info)), buf_(buf), allocate_(allocate), box_(std::move(box)) {
+    received = std::make_shared<P2pMessage>();
+  }
   void start() override {}
   bool test() override {
-    auto it = box_->by_tag.find(info.tag);
-    if (it == box_->by_tag.end() || it->second.empty()) return false;
-    std::vector<char> msg = std::move(it->second.front());
-    it->second.pop_front();
-    if (static_cast<int64_t>(msg.size()) != buf_.bytes())
-      throw PycommError("recv: the matching send (tag " + std::to_string(info.tag) + ") has " +
-                                  std::to_string(msg.size()) + " bytes, the receive buffer " +
-                                  std::to_string(buf_.bytes()));
-    copy_bytes(buf_.ptr, msg.data(), msg.size(), buf_.device, 0);
+    std::optional<P2pMessage> msg = box_->pop(info.tag);
+    if (!msg) return false;
+    if (!allocate_) {
+      if (msg->count != buf_.count || msg->dtype != buf_.dtype)
+        throw MismatchError("recv: the matching send (tag " + std::to_string(info.tag) + ") has " +
+                            std::to_string(msg->data->size()) + " bytes, the receive buffer " +
+                            std::to_string(buf_.bytes()) + " (the send: " + std::to_string(msg->count) + " x " +
+                            dtype_name(msg->dtype) + "; the receive: " + std::to_string(buf_.count) + " x " +
+                            dtype_name(buf_.dtype) + ")");
+      if (buf_.bytes() > 0) copy_bytes(buf_.ptr, msg->data->data(), static_cast<size_t>(buf_.bytes()), buf_.device, 0);
+      msg->data = nullptr;
+    }
+    *received = std::move(*msg);
     return true;
   }
 
  private:
   Buffer buf_;
+  bool allocate_;
   std::shared_ptr<LocalMailbox> box_;
 };
 
@@ -121,12 +159,23 @@ std::unique_ptr<QueuedOp> LocalTransport::make_alltoall(OpInfo info, Buffer out,
   });
 }
 
-std::unique_ptr<QueuedOp> LocalTransport::make_send(OpInfo info, Buffer buf, int, int, uintptr_t) {
-  return std::make_unique<SelfSendOp>(std::move(info), buf, mailbox_);
+std::unique_ptr<QueuedOp> LocalTransport::make_send(OpInfo info, Buffer buf, int, int,
+                                                    const std::optional<std::vector<int64_t>>& shape, uintptr_t) {
+  return std::make_unique<SelfSendOp>(std::move(info), buf, shape, mailbox_);
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_recv(OpInfo info, Buffer buf, int, int, uintptr_t) {
-  return std::make_unique<SelfRecvOp>(std::move(info), buf, mailbox_);
+  return std::make_unique<SelfRecvOp>(std::move(info), buf, false, mailbox_);
+}
+
+std::unique_ptr<QueuedOp> LocalTransport::make_recv_new(OpInfo info, int, int) {
+  return std::make_unique<SelfRecvOp>(std::move(info), Buffer{}, true, mailbox_);
+}
+
+std::optional<P2pMessage> LocalTransport::try_probe(int, int tag) {
+  std::optional<P2pMessage> m = mailbox_->front(tag);
+  if (m) m->data = nullptr;  // a probe reports the message, it does not hand it out
+  return m;
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_barrier(OpInfo info) {

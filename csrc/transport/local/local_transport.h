@@ -19,6 +19,7 @@ class LocalTransport : public HostTransport {
   std::unique_ptr<Transport> split(int color, int key) override;
   std::unique_ptr<Transport> split_shared(int key) override;
   void shutdown() override;
+  std::unique_ptr<Transport> dup() override { return split(0, 0); }
 
  protected:
   std::unique_ptr<QueuedOp> make_allreduce(OpInfo info, Buffer buf, ReduceOp op, uintptr_t stream) override;
@@ -27,8 +28,11 @@ class LocalTransport : public HostTransport {
   std::unique_ptr<QueuedOp> make_reduce_scatter(OpInfo info, Buffer out, Buffer in, ReduceOp op,
                                                 uintptr_t stream) override;
   std::unique_ptr<QueuedOp> make_alltoall(OpInfo info, Buffer out, Buffer in, uintptr_t stream) override;
-  std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) override;
+  std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag,
+                                      const std::optional<std::vector<int64_t>>& shape, uintptr_t stream) override;
   std::unique_ptr<QueuedOp> make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) override;
+  std::unique_ptr<QueuedOp> make_recv_new(OpInfo info, int src, int tag) override;
+  std::optional<P2pMessage> try_probe(int src, int tag) override;
   std::unique_ptr<QueuedOp> make_barrier(OpInfo info) override;
 
  private:

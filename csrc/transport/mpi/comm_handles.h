@@ -5,35 +5,24 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "transport/mpi/p2p_matching.h"
+
 namespace pycomm::mpi {
-
-// Receives probe for their message in the order they started, per (source, tag): MPI matches
-// messages in order, but two pending receives polled one after the other could otherwise probe
-// out of order. Used by the queue thread and by callers running ops on their own thread.
-class RecvOrder {
- public:
-  void enqueue(int src, int tag, uint64_t seq);
-  bool is_next(int src, int tag, uint64_t seq);
-  void remove(int src, int tag, uint64_t seq);  // done or failed; absent: nothing
-
- private:
-  std::mutex mu_;
-  std::map<std::pair<int, int>, std::deque<uint64_t>> waiting_;
-};
 
 struct CommHandles {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm check = MPI_COMM_NULL;   // op matching before every collective (runtime/op_check.h)
   MPI_Comm ring = MPI_COMM_NULL;    // private duplicate for ring_allreduce's point-to-point messages
   std::vector<char> ring_scratch;   // ring_allreduce's reused segment; only the queue thread touches it
-  RecvOrder recv_order;
+  RecvOrder recv_order;   // point-to-point matching (p2p_matching.h)
+  std::mutex p2p_mu;
+  HeaderStash stash;
+  int tag_ub = 32767;     // the MPI_TAG_UB attribute of `comm`
   int rank = 0, size = 1;
   std::string label;
   // Collectives as blocking MPI calls on the queue thread (Open MPI's tuned algorithms, much faster

@@ -59,6 +59,10 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
+  int* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  check(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr (MPI_TAG_UB)");
+  if (has_tag_ub && tag_ub) handles_->tag_ub = *tag_ub;  // else MPI's guaranteed minimum, 32767
   check(MPI_Comm_dup(comm, &handles_->ring), "MPI_Comm_dup (ring all-reduce)");
   check(MPI_Comm_set_errhandler(handles_->ring, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   if (const char* nb = std::getenv("PYCOMM_MPI_NONBLOCKING"); nb != nullptr && *nb != '\0' && *nb != '0')
@@ -193,16 +197,27 @@ std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, B
   return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
 }
 
-std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int, int, uintptr_t stream) {
+std::unique_ptr<QueuedOp> MpiTransport::make_send(OpInfo info, Buffer buf, int, int,
+                                                  const std::optional<std::vector<int64_t>>& shape, uintptr_t stream) {
   refuse_if_finalized(info);
   Buffer none{nullptr, 0, buf.dtype, buf.device};
-  return std::make_unique<P2pSendOp>(std::move(info), handles_, buf, staging_for(buf, none, stream));
+  return std::make_unique<P2pSendOp>(std::move(info), handles_, buf, shape, staging_for(buf, none, stream));
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_recv(OpInfo info, Buffer buf, int, int, uintptr_t stream) {
   refuse_if_finalized(info);
   Buffer none{nullptr, 0, buf.dtype, buf.device};
-  return std::make_unique<P2pRecvOp>(std::move(info), handles_, buf, staging_for(none, buf, stream));
+  return std::make_unique<P2pRecvOp>(std::move(info), handles_, buf, false, staging_for(none, buf, stream));
+}
+
+std::unique_ptr<QueuedOp> MpiTransport::make_recv_new(OpInfo info, int, int) {
+  refuse_if_finalized(info);
+  return std::make_unique<P2pRecvOp>(std::move(info), handles_, Buffer{}, true, nullptr);
+}
+
+std::optional<P2pMessage> MpiTransport::try_probe(int src, int tag) {
+  if (finalized()) throw PycommError("probe: MPI was finalized (pycomm.finalize())");
+  return probe_header(*handles_, src, tag);
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_match(OpInfo info) {
@@ -233,6 +248,11 @@ std::unique_ptr<Transport> MpiTransport::split(int color, int key) {
   return split_with("split", [h, color, key](MPI_Comm* out) {
     check(MPI_Comm_split(h->comm, color < 0 ? MPI_UNDEFINED : color, key, out), "split (MPI_Comm_split)");
   });
+}
+
+std::unique_ptr<Transport> MpiTransport::dup() {
+  auto h = handles_;
+  return split_with("dup", [h](MPI_Comm* out) { check(MPI_Comm_dup(h->comm, out), "dup (MPI_Comm_dup)"); });
 }
 
 std::unique_ptr<Transport> MpiTransport::split_shared(int key) {

@@ -26,6 +26,8 @@ class MpiTransport : public HostTransport, public Shutdownable {
   std::string backend() const override { return "mpi"; }
   std::unique_ptr<Transport> split(int color, int key) override;  // color < 0: no group, nullptr
   std::unique_ptr<Transport> split_shared(int key) override;
+  std::unique_ptr<Transport> dup() override;  // MPI_Comm_dup: same ranks, own queue and matching
+  int max_tag() const override { return handles_->tag_ub; }
   void shutdown() override;
   bool left_in_flight() const override { return abandoned_; }
 
@@ -36,8 +38,11 @@ class MpiTransport : public HostTransport, public Shutdownable {
   std::unique_ptr<QueuedOp> make_reduce_scatter(OpInfo info, Buffer out, Buffer in, ReduceOp op,
                                                 uintptr_t stream) override;
   std::unique_ptr<QueuedOp> make_alltoall(OpInfo info, Buffer out, Buffer in, uintptr_t stream) override;
-  std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag, uintptr_t stream) override;
+  std::unique_ptr<QueuedOp> make_send(OpInfo info, Buffer buf, int dst, int tag,
+                                      const std::optional<std::vector<int64_t>>& shape, uintptr_t stream) override;
   std::unique_ptr<QueuedOp> make_recv(OpInfo info, Buffer buf, int src, int tag, uintptr_t stream) override;
+  std::unique_ptr<QueuedOp> make_recv_new(OpInfo info, int src, int tag) override;
+  std::optional<P2pMessage> try_probe(int src, int tag) override;
   std::unique_ptr<QueuedOp> make_barrier(OpInfo info) override;
   std::unique_ptr<QueuedOp> make_match(OpInfo info) override;
 

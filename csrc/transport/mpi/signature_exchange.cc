@@ -4,31 +4,6 @@
 
 namespace pycomm::mpi {
 
-void RecvOrder::enqueue(int src, int tag, uint64_t seq) {
-  std::lock_guard<std::mutex> lk(mu_);
-  waiting_[{src, tag}].push_back(seq);
-}
-
-bool RecvOrder::is_next(int src, int tag, uint64_t seq) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = waiting_.find({src, tag});
-  return it != waiting_.end() && !it->second.empty() && it->second.front() == seq;
-}
-
-void RecvOrder::remove(int src, int tag, uint64_t seq) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = waiting_.find({src, tag});
-  if (it == waiting_.end()) return;
-  auto& q = it->second;
-  for (auto s = q.begin(); s != q.end(); ++s) {
-    if (*s == seq) {
-      q.erase(s);
-      break;
-    }
-  }
-  if (q.empty()) waiting_.erase(it);
-}
-
 SignatureExchange::~SignatureExchange() {
   // Abandoned mid-exchange (a broken communicator): MPI may still use the buffers.
   if (req_ != MPI_REQUEST_NULL) (void)bufs_.release();
