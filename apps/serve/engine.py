@@ -111,13 +111,13 @@ class Engine:
                 self.scheduler.wake.wait(timeout=0.001)   # room for another micro-batch: keep an eye on arrivals
                 self.scheduler.wake.clear()
                 continue
-            meta = wire.Meta(reply.wait())   # pipeline full: nothing to do until a micro-batch returns
+            meta = wire.Meta(reply.wait().tensor)   # pipeline full: nothing to do until a micro-batch returns
             reply = None
             self._returned(meta)
         self.scheduler.abort_all("the server is shutting down")
         if self.link is not None:
             self.link.send_forward(wire.Meta.control(wire.STOP, self.stages), None)
-            wire.Meta(self.link.irecv_back().wait())   # the last stage's acknowledgement: every rank is done
+            self.link.irecv_back().wait()   # the last stage's acknowledgement: every rank is done
 
     def _launch(self, gens: list[Generation]) -> None:
         width = max(len(g.pending) for g in gens)
