@@ -90,12 +90,13 @@ class Engine:
         reply = None
         idle_since = time.monotonic()
         while True:
-            self.scheduler.admit()
             while not self.stopping and len(self.in_flight) < self.stages:
+                self.scheduler.admit()   # before every micro-batch: one rank alone loops here while it has work
                 gens = self.scheduler.next_microbatch()
                 if not gens:
                     break
                 self._launch(gens)
+            self.scheduler.admit()
             if self.stopping and not self.in_flight:
                 break
             if not self.in_flight:

@@ -1,12 +1,13 @@
-"""Rank 0: the engine thread, the FastAPI app under uvicorn, and a clean stop. SIGUSR1 (what the
-`--nproc` launcher forwards for SIGINT/SIGTERM) or uvicorn's own SIGINT/SIGTERM: streams in progress
-end with an error event, the engine drains the pipeline and sends STOP down it, every rank exits 0."""
+"""Rank 0: the engine thread, the FastAPI app under uvicorn, and a clean stop. SIGINT, SIGTERM or
+SIGUSR1 (what the `--nproc` launcher forwards for SIGINT/SIGTERM): streams in progress end with an
+error event, the engine drains the pipeline and sends STOP down it, every rank exits 0."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from apps.serve import wire
 from apps.serve.api import Service, create_app
@@ -30,6 +31,19 @@ def config_info(args: argparse.Namespace, served: Served, stages: int, pids: lis
             "max_tokens_limit": m.block_size - 1, "pids": pids}
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+
+
+def _uvicorn_server(config: Any) -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield   # ours are installed (uvicorn's would re-raise the signal after shutdown: exit -15, not 0)
+    return Server(config)
+
+
 def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: wire.Link | None, pids: list[int]) -> int:
     import uvicorn
 
@@ -38,13 +52,14 @@ def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: wire
     metrics = ServeMetrics(info["stages"])
     engine = Engine(stage, link, scheduler, metrics)
     service = Service(engine, scheduler, metrics, Vocabulary(served.vocab), served.model.block_size, info)
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host=args.host, port=args.port, log_level="warning",
+    server = _uvicorn_server(uvicorn.Config(create_app(service), host=args.host, port=args.port, log_level="warning",
                                            timeout_graceful_shutdown=GRACEFUL_S, lifespan="off"))
 
     def stop(signum: int, frame: object) -> None:
         engine.begin_stop()
         server.should_exit = True
-    signal.signal(signal.SIGUSR1, stop)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop)
 
     for note in served.notes:
         print(f"apps.serve: {note}", flush=True)

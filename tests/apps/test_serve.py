@@ -121,24 +121,38 @@ def test_a_disconnect_mid_stream_frees_its_slot(server) -> None:
     assert m["cancelled"] == before + 1, m
 
 
-def test_a_full_queue_answers_503_json(server) -> None:
-    """40 requests at once against 4 slots and 12 queue places: the overflow gets 503 with a message."""
-    results: list[httpx.Response | None] = [None] * 40
+def burst(server, n: int) -> list[httpx.Response]:
+    results: list[httpx.Response | None] = [None] * n
+    go = threading.Barrier(n)
 
     def client(i: int) -> None:
         with server.client() as c:
-            results[i] = c.post("/query", json={"prompt": "be", "max_tokens": 200, "seed": i})
+            go.wait()
+            results[i] = c.post("/query", json={"prompt": "be", "max_tokens": 250, "seed": i})
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(40)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=300)
-    codes = [r.status_code for r in results]
-    assert set(codes) <= {200, 503}, codes
-    rejected = [r.json() for r in results if r.status_code == 503]
-    assert rejected and all(b["field"] == "queue" and "full" in b["error"] for b in rejected), codes
-    assert all(r.json()["num_tokens"] == 200 for r in results if r.status_code == 200)
+    return results
+
+
+def test_a_full_queue_answers_503_json(server) -> None:
+    """40 requests at once against 4 slots and 12 queue places: the overflow gets 503 with a message.
+    (Whether a burst overflows depends on the machine's speed; a few bursts make it certain.)"""
+    for _ in range(5):
+        results = burst(server, 40)
+        codes = [r.status_code for r in results]
+        assert set(codes) <= {200, 503}, codes
+        assert all(r.json()["num_tokens"] == 250 for r in results if r.status_code == 200)
+        rejected = [r.json() for r in results if r.status_code == 503]
+        assert all(b["field"] == "queue" and "full" in b["error"] for b in rejected), rejected
+        if rejected:
+            break
+    assert rejected, "no request was refused in 5 bursts of 40 against 16 places"
+    with server.client() as c:
+        assert c.get("/metrics").json()["rejected"] >= len(rejected)
 
 
 @pytest.mark.parametrize("body, status, field", [

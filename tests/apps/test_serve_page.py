@@ -3,6 +3,7 @@ headless, nothing downloaded), against `apps.serve --nproc 2` serving a random G
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_page_streams_tokens_and_shows_statistics_and_stages(browser, tmp_path: 
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    with serving("--nproc", "2") as server:
+    with serving("--nproc", "2", stop=signal.SIGINT) as server:   # Ctrl-C: every rank exits 0 (checked on exit)
         assert "RANDOMLY INITIALISED" in server.output()
         with server.client() as c:
             assert c.get("/config").json()["random_init"] is True
