@@ -87,7 +87,6 @@ class Engine:
             failure.fail(e)
 
     def _loop(self) -> None:
-        reply = None
         idle_since = time.monotonic()
         while True:
             while not self.stopping and len(self.in_flight) < self.stages:
@@ -99,26 +98,20 @@ class Engine:
             self.scheduler.admit()
             if self.stopping and not self.in_flight:
                 break
-            if not self.in_flight:
-                if not self.scheduler.wake.wait(timeout=max(0.0, idle_since + HEARTBEAT_S - time.monotonic())):
-                    self._heartbeat()
-                    idle_since = time.monotonic()
-                self.scheduler.wake.clear()
+            if self.in_flight:
+                # nothing more can start until a micro-batch returns (its sequences' next tokens, or
+                # room in the pipeline): block, rather than poll, so the ranks' cores stay free
+                self._returned(wire.Meta(self.link.recv_back()))
+                idle_since = time.monotonic()
                 continue
-            idle_since = time.monotonic()
-            if reply is None:
-                reply = self.link.irecv_back()
-            if len(self.in_flight) < self.stages and not reply.is_completed():
-                self.scheduler.wake.wait(timeout=0.001)   # room for another micro-batch: keep an eye on arrivals
-                self.scheduler.wake.clear()
-                continue
-            meta = wire.Meta(reply.wait().tensor)   # pipeline full: nothing to do until a micro-batch returns
-            reply = None
-            self._returned(meta)
+            if not self.scheduler.wake.wait(timeout=max(0.0, idle_since + HEARTBEAT_S - time.monotonic())):
+                self._heartbeat()
+                idle_since = time.monotonic()
+            self.scheduler.wake.clear()
         self.scheduler.abort_all("the server is shutting down")
         if self.link is not None:
             self.link.send_forward(wire.Meta.control(wire.STOP, self.stages), None)
-            self.link.irecv_back().wait()   # the last stage's acknowledgement: every rank is done
+            self.link.recv_back()   # the last stage's acknowledgement: every rank is done
 
     def _launch(self, gens: list[Generation]) -> None:
         width = max(len(g.pending) for g in gens)

@@ -98,6 +98,6 @@ class Link:
     def send_back(self, meta: Meta) -> None:
         self.back.send_tensor(meta.tensor, 0, TOKENS)
 
-    def irecv_back(self) -> pycomm.TensorWork:
-        """On rank 0: the last stage's next reply; .is_completed(), .wait().tensor is its meta."""
-        return self.back.irecv_tensor(self.stages - 1, TOKENS)
+    def recv_back(self) -> torch.Tensor:
+        """On rank 0: the last stage's next reply (a meta tensor)."""
+        return self.back.recv_tensor(self.stages - 1, TOKENS).tensor

@@ -68,29 +68,41 @@ def alive(pid: int) -> bool:
         return False
 
 
-@contextmanager
-def serving(*args: str, stop: int = signal.SIGTERM) -> Iterator[Server]:
-    """Start `python -m apps.serve ARGS --port FREE`, wait for /health, yield; then send `stop` to the
-    launcher and check it exits 0 with every rank gone."""
-    port = free_port()
-    log = Path(tempfile.mkstemp(prefix="apps-serve-", suffix=".log")[1])
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-u", "-m", "apps.serve", *args, "--port", str(port)], cwd=ROOT,
-                                env=worker_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Server(proc, f"http://127.0.0.1:{port}", log)
-    try:
+def _start(args: tuple[str, ...], log: Path) -> Server:
+    """Start the server and wait for /health; on a free port taken meanwhile by another process, retry."""
+    for attempt in range(3):
+        port = free_port()
+        with open(log, "w") as out:
+            proc = subprocess.Popen([sys.executable, "-u", "-m", "apps.serve", *args, "--port", str(port)], cwd=ROOT,
+                                    env=worker_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = Server(proc, f"http://127.0.0.1:{port}", log)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            assert proc.poll() is None, f"apps.serve exited {proc.returncode}\n{server.output()}"
+        while proc.poll() is None:
             try:
                 health = httpx.get(server.url + "/health", timeout=5)
                 if health.status_code == 200:
                     server.pids = health.json()["pids"]
-                    break
+                    return server
             except httpx.TransportError:
                 pass
-            assert time.monotonic() < deadline, f"no /health after {START_TIMEOUT_S} s\n{server.output()}"
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                raise AssertionError(f"no /health after {START_TIMEOUT_S} s\n{server.output()}")
             time.sleep(0.5)
+        if "address already in use" not in server.output().lower():
+            break
+    raise AssertionError(f"apps.serve exited {proc.returncode}\n{server.output()}")
+
+
+@contextmanager
+def serving(*args: str, stop: int = signal.SIGTERM) -> Iterator[Server]:
+    """Start `python -m apps.serve ARGS --port FREE`, wait for /health, yield; then send `stop` to the
+    launcher and check it exits 0 with every rank gone."""
+    log = Path(tempfile.mkstemp(prefix="apps-serve-", suffix=".log")[1])
+    server = None
+    try:
+        server = _start(args, log)
+        proc = server.proc
         yield server
         proc.send_signal(stop)
         code = proc.wait(timeout=STOP_TIMEOUT_S)
@@ -100,9 +112,9 @@ def serving(*args: str, stop: int = signal.SIGTERM) -> Iterator[Server]:
             time.sleep(0.2)
         assert not [p for p in server.pids if alive(p)], f"ranks left running: {server.pids}\n{server.output()}"
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if server is not None and server.proc.poll() is None:
+            os.killpg(server.proc.pid, signal.SIGKILL)
+            server.proc.wait()
         log.unlink(missing_ok=True)
 
 

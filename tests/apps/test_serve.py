@@ -189,6 +189,7 @@ def test_a_body_that_is_not_json_gets_4xx_json(server) -> None:
 
 def test_health_config_metrics(server, run_dir: Path) -> None:
     with server.client() as c:
+        assert c.post("/query", json={"prompt": "to", "max_tokens": 3}).status_code == 200   # work for every stage
         health, config, metrics = (c.get(p).json() for p in ("/health", "/config", "/metrics"))
     assert health["status"] == "ok" and health["stages"] == 2 and len(health["pids"]) == 2
     assert config["random_init"] is False and Path(config["source"]).parent == run_dir / "checkpoints"
@@ -199,3 +200,21 @@ def test_health_config_metrics(server, run_dir: Path) -> None:
     assert [s["stage"] for s in metrics["stages"]] == [0, 1]
     for s in metrics["stages"]:
         assert s["microbatches"] > 0 and s["mean_latency_ms"] > 0 and s["busy_s"] > 0, s
+
+
+@pytest.mark.parametrize("where, message", [("missing", "no such file or directory"),
+                                            ("empty_run", "has no complete checkpoint")])
+def test_a_bad_checkpoint_is_a_clear_error_before_serving(tmp_path: Path, where: str, message: str) -> None:
+    import subprocess
+    import sys
+
+    from tests.launch import ROOT, worker_env
+
+    path = tmp_path / where
+    if where == "empty_run":   # a run directory whose training has not written a checkpoint yet
+        path.mkdir()
+        (path / "config.yaml").write_text("name: x\nmodel: {name: gpt}\ndata: {name: text, path: x.txt}\n")
+    proc = subprocess.run([sys.executable, "-m", "apps.serve", "--checkpoint", str(path), "--port", "0"], cwd=ROOT,
+                          env=worker_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
