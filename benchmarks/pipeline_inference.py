@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--systems", nargs="+", default=["pipeline", "single", "star"], choices=["pipeline", "single", "star"])
+    systems = ["pipeline", "single", "star"]
+    ap.add_argument("--systems", nargs="+", default=systems, choices=systems)
     ap.add_argument("--quick", action="store_true", help="a small GPT (2 layers, 128 wide) for pipeline and single")
     ap.add_argument("--results-dir", type=Path, default=None)
     a = ap.parse_args(argv)

@@ -17,7 +17,7 @@ from apps.serve import wire
 from apps.serve.metrics import ServeMetrics
 from apps.serve.sampling import Sampler
 from apps.serve.scheduler import Generation, Scheduler
-from apps.serve.stage import Stage
+from apps.serve.stage import Stage, split_layers
 
 HEARTBEAT_S = 10.0   # an idle pipeline passes a heartbeat this often: blocked receives stay far below PYCOMM_TIMEOUT
 
@@ -170,5 +170,4 @@ def random_seed() -> int:
 
 
 def describe_stages(stage_count: int, n_layer: int) -> list[dict[str, Any]]:
-    from apps.serve.stage import split_layers
     return [{"stage": i, "rank": i, "layers": list(lh)} for i, lh in enumerate(split_layers(n_layer, stage_count))]

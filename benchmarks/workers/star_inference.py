@@ -70,7 +70,8 @@ def main() -> None:
                 ttft, got = generate(PROMPTS[i % len(PROMPTS)])
                 ttfts.append(began + ttft)
                 tokens += got
-            rounds.append({"tokens_per_s": tokens / (time.perf_counter() - t0), "ttft_ms": 1e3 * statistics.median(ttfts)})
+            wall = time.perf_counter() - t0
+            rounds.append({"tokens_per_s": tokens / wall, "ttft_ms": 1e3 * statistics.median(ttfts)})
         results[n] = rounds
     for s in range(1, comm.size):
         comm.send_tensor(STOP, s)
