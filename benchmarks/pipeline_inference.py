@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     overrides = ["model.options.n_layer=2", "model.options.n_embd=128", "model.options.n_head=4"] if a.quick else []
     rows: list[dict[str, Any]] = []
+    load_before = os.getloadavg()   # shared machines: the figures mean little under a high load
     for system in a.systems:
         if system == "star":
             rounds = star(a.clients, a.max_tokens, a.repeats, overrides)
@@ -143,7 +145,9 @@ def main(argv: list[str] | None = None) -> None:
         rows += summarize(system, rounds)
     add_ratios(rows)
     print(table(rows, ["system", "clients", "tokens_per_s", "ttft_ms", "speed_vs_star", "speed_vs_single"]))
+    print(f"load average (1 min) before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     save("pipeline_inference", {"max_tokens": a.max_tokens, "repeats": a.repeats, "quick": a.quick, "rows": rows,
+                                "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
                                 "model": "apps/configs/gpt_shakespeare_char.yaml GPT (random weights)"
                                 if not a.quick else "GPT 2 layers x 128", "note": __doc__},
          plot(rows), a.results_dir)
