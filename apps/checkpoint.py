@@ -289,6 +289,14 @@ def load(path: Path, rank: int, world_size: int) -> tuple[IterState, dict, dict,
     return state, model, optim, lr
 
 
+def load_model_state(path: Path) -> dict:
+    """Rank 0's model state of checkpoint `path` (the whole model for replicated and sharded runs),
+    verified against the manifest: what a program that only runs the model (apps.serve) needs."""
+    path = Path(path)
+    verify(path, [STEMS[0] + ".pt"])
+    return _torch_load(path / f"{STEMS[0]}.pt", True)
+
+
 EXPECTED = f"a checkpoint directory holding {MANIFEST} (e.g. runs/<name>/checkpoints/ckpt.step00000100), or auto"
 
 

@@ -36,7 +36,7 @@ def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:
     return nproc > 1 and detect(env).launcher == "single" and not settings.get(SPAWNED, env)
 
 
-def mpirun_command(nproc: int, argv: Sequence[str]) -> list[str]:
+def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train") -> list[str]:
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise RuntimeError(f"--nproc {nproc} needs mpirun (apt-get install openmpi-bin), or start the ranks "
@@ -44,13 +44,18 @@ def mpirun_command(nproc: int, argv: Sequence[str]) -> list[str]:
     cmd = [mpirun, "-n", str(nproc), "--oversubscribe", "--bind-to", "none"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")   # containers often run as root; Open MPI refuses without it
-    return cmd + [sys.executable, "-m", "apps.train", *argv]
+    return cmd + [sys.executable, "-m", module, *argv]
 
 
-def spawn(nproc: int, argv: Sequence[str]) -> int:
-    """Run `argv` on nproc local ranks under mpirun and return its exit code. When a rank fails, the
-    last lines say which and why (apps.failure), not Open MPI's banner."""
-    cmd = mpirun_command(nproc, argv)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
+          stop_signals: Sequence[int] = STOP_SIGNALS) -> int:
+    """Run `python -m module argv` on nproc local ranks under mpirun and return its exit code. When a
+    rank fails, the last lines say which and why (apps.failure), not Open MPI's banner. `stop_signals`
+    reach the ranks as SIGUSR1 (apps.serve adds SIGINT: a server stops cleanly on Ctrl-C too)."""
+    cmd = mpirun_command(nproc, argv, module)
     env = dict(os.environ)
     env[SPAWNED] = "1"
     env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
@@ -62,7 +67,7 @@ def spawn(nproc: int, argv: Sequence[str]) -> int:
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
         assert proc.stderr is not None
         stderr = MpirunStderr(proc.stderr, sys.stderr)
-        with forwarding_stop_signals(proc):
+        with forwarding_stop_signals(proc, stop_signals):
             try:
                 code, interrupted = proc.wait(), False
             except KeyboardInterrupt:  # the terminal's Ctrl-C reached mpirun too, which stops the ranks
@@ -73,7 +78,7 @@ def spawn(nproc: int, argv: Sequence[str]) -> int:
 
 
 @contextmanager
-def forwarding_stop_signals(proc: subprocess.Popen) -> Iterator[None]:
+def forwarding_stop_signals(proc: subprocess.Popen, signals: Sequence[int] = STOP_SIGNALS) -> Iterator[None]:
     """SIGTERM/SIGUSR1 to us reach the ranks once, as SIGUSR1 (Open MPI forwards SIGUSR1 but answers
     SIGTERM by killing the job), so they save and exit 0. Repeats are ignored (a second forward
     used to kill ranks that had already saved), until exit once a stop was forwarded; Ctrl-C or
@@ -88,7 +93,7 @@ def forwarding_stop_signals(proc: subprocess.Popen) -> Iterator[None]:
             os.write(2, f"apps.launch: signal {signum} ignored: the ranks were already asked to save and stop; "
                         f"Ctrl-C (SIGINT) or SIGKILL stop the job\n".encode())
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGUSR1)}
+    previous = {s: signal.signal(s, forward) for s in signals}
     try:
         yield
     finally:

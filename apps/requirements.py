@@ -89,7 +89,10 @@ TENSORBOARD = Dependency("tensorboard", "tensorboard", "tensorboard")
 WANDB = Dependency("wandb", "wandb", "wandb")
 TRANSFORMERS = Dependency("transformers", "transformers", "hf")
 TORCHVISION = TorchVision("torchvision", "torchvision", "vision")
-DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION)
+FASTAPI = Dependency("fastapi", "fastapi", "serve")
+UVICORN = Dependency("uvicorn", "uvicorn", "serve")
+SERVE = (FASTAPI, UVICORN)   # python -m apps.serve (checked by serve_problems before any rank starts)
+DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION, *SERVE)
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,13 @@ def _announcer() -> bool:
     from apps.launch import SPAWNED, detect
     from pycomm import settings
     return not settings.get(SPAWNED) and detect().rank == 0
+
+
+def check_serve() -> None:
+    """apps.serve's packages, before any rank starts: MissingDependencyError with the install line."""
+    missing = [f"{d.module} {p}: {d.install_line()}" for d in SERVE if (p := d.problem())]
+    if missing:
+        raise MissingDependencyError("\n  ".join(["python -m apps.serve needs packages that are missing:", *missing]))
 
 
 def require(key: str, value: Any, module: str | None = None) -> ModuleType:

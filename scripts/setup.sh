@@ -42,6 +42,8 @@ apt_install "${tools[@]}" openmpi-bin libopenmpi-dev
 if [[ $with_test == 1 ]]; then
   # slurm-wlm-basic-plugins (a slurmd dependency) carries mpi_pmix.so for `srun --mpi=pmix`.
   without_service_starts apt_install slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
+  # the apps.serve web page is tested in a real browser (Selenium drives Debian's chromium)
+  apt_install chromium chromium-driver
 fi
 
 section "setup: Python"

@@ -34,10 +34,15 @@ def check_path(path: str | Path | None, **options: object) -> None:
         raise FileNotFoundError(f"data.path={str(path)!r} is not a file (data.name=text reads one text file)")
 
 
+def vocabulary(text: str) -> str:
+    """The characters of `text`, sorted: token i is vocabulary(text)[i] (what the GPT trained on)."""
+    return "".join(sorted(set(text)))
+
+
 def load(path: str | Path, block_size: int = 256, stride: int | None = None, eval_fraction: float = 0.1) -> Splits:
     check_path(path)
     text = Path(path).read_text(encoding="utf-8")
-    vocab = sorted(set(text))
+    vocab = vocabulary(text)
     lookup = {c: i for i, c in enumerate(vocab)}
     tokens = torch.tensor([lookup[c] for c in text], dtype=torch.long)
     if not 0.0 <= eval_fraction < 1.0:

@@ -34,6 +34,7 @@ def test_mpirun_command(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cmd[:3] == ["/usr/bin/mpirun", "-n", "3"] and "--oversubscribe" in cmd
     assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
     assert cmd[-4:] == ["-m", "apps.train", "--config", "x.yaml"]
+    assert launch.mpirun_command(2, ["--port", "1"], module="apps.serve")[-4:] == ["-m", "apps.serve", "--port", "1"]
     monkeypatch.setattr(launch.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="needs mpirun"):
         launch.mpirun_command(2, [])

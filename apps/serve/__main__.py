@@ -1,0 +1,79 @@
+"""`python -m apps.serve [--nproc P] [--checkpoint RUN_DIR|PATH] [--port 8080] [--host 127.0.0.1]`
+
+Serves the char GPT of an apps.train run split into P pipeline stages on P ranks (started like
+apps.train's: `--nproc` re-runs itself under mpirun; under srun / mpirun each process is one rank).
+Rank 0 runs the HTTP server and stage 0; without --checkpoint the GPT is randomly initialised."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+import torch
+
+from apps import failure, launch, requirements
+from apps.train import _positive_int
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m apps.serve", description=__doc__.split("\n\n")[1])
+    p.add_argument("--nproc", type=_positive_int, default=1, help="pipeline stages = ranks on this machine (default 1)")
+    p.add_argument("--checkpoint", metavar="RUN_DIR|PATH",
+                   help="an apps.train run directory (its newest checkpoint) or a checkpoint; default: random GPT")
+    p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--slots", type=_positive_int, default=32, help="sequences generated at once (KV cache rows)")
+    p.add_argument("--queue", type=_positive_int, default=64, help="requests that may wait for a slot; more get 503")
+    p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override for the served model, e.g. model.options.n_layer=2 (random GPT)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    try:
+        requirements.check_serve()
+        if not 0 <= args.port <= 65535:
+            raise ValueError(f"--port must be in 0..65535, got {args.port}")
+    except (requirements.MissingDependencyError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if launch.should_spawn(args.nproc):
+        return launch.spawn(args.nproc, argv, module="apps.serve",
+                            stop_signals=(signal.SIGTERM, signal.SIGUSR1, signal.SIGINT))
+    launch.export_rendezvous(launch.detect())
+    try:
+        return serve(args)
+    except (Exception, KeyboardInterrupt) as e:
+        return failure.fail(e)
+
+
+def serve(args: argparse.Namespace) -> int:
+    from apps.dist import Dist
+    from apps.serve import model_source, wire
+    from apps.serve.engine import serve_stage
+    from apps.serve.stage import Stage
+
+    dist = Dist.init()
+    torch.set_grad_enabled(False)
+    served = model_source.load(args.checkpoint, args.override)
+    stage = Stage(served.model, dist.rank, dist.size, args.slots)
+    link = wire.Link(dist.comm, dist.rank, dist.size) if dist.size > 1 else None
+    pids = torch.zeros(dist.size, dtype=torch.int64)
+    if dist.size > 1:
+        dist.comm.allgather(pids, torch.tensor([os.getpid()], dtype=torch.int64))
+    else:
+        pids[0] = os.getpid()
+    if dist.rank > 0:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(s, signal.SIG_IGN)   # rank 0 leads the shutdown: it stops the pipeline with a message
+        serve_stage(stage, link)
+        return 0
+    from apps.serve.http_server import run_rank0
+    return run_rank0(args, served, stage, link, pids.tolist())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

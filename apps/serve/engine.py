@@ -1,0 +1,173 @@
+"""The pipeline's loops. Rank 0 (a thread beside the HTTP server) runs the scheduler and stage 0:
+it forms micro-batches, computes its blocks, sends the activations to rank 1, and handles the
+tokens the last stage sends back. Ranks 1.. run `serve_stage`: receive from the previous rank,
+compute, pass on; the last one samples. One rank alone does it all in one process."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import torch
+
+from apps import failure
+from apps.serve import wire
+from apps.serve.metrics import ServeMetrics
+from apps.serve.sampling import Sampler
+from apps.serve.scheduler import Generation, Scheduler
+from apps.serve.stage import Stage, split_layers
+
+HEARTBEAT_S = 10.0   # an idle pipeline passes a heartbeat this often: blocked receives stay far below PYCOMM_TIMEOUT
+
+
+def _compute(stage: Stage, meta: wire.Meta, inputs: torch.Tensor) -> torch.Tensor:
+    tic = time.perf_counter_ns()
+    out = stage.forward(inputs, meta.rows())
+    meta.set_stage_ns(stage.index, time.perf_counter_ns() - tic)
+    return out
+
+
+def _sample(sampler: Sampler, meta: wire.Meta, logits: torch.Tensor) -> None:
+    slots = meta.column(wire.SLOT).tolist()
+    for slot, new, seed in zip(slots, meta.column(wire.NEW).tolist(), meta.column(wire.SEED).tolist()):
+        if new:
+            sampler.start(slot, seed)
+    meta.column(wire.TOKEN)[:] = torch.tensor(sampler.sample(logits, slots, meta.temperatures(), meta.top_ks()))
+
+
+def serve_stage(stage: Stage, link: wire.Link) -> None:
+    """Ranks 1..P-1: until STOP. The last stage answers every message to rank 0 (tokens, or the
+    control message itself), so rank 0 always has exactly one reply per message it sent."""
+    sampler = Sampler(stage.cache.k.shape[1]) if stage.last else None
+    while True:
+        meta, x = link.recv_forward()
+        out = _compute(stage, meta, x) if meta.kind == wire.BATCH else None
+        if not stage.last:
+            link.send_forward(meta, out)
+        else:
+            if out is not None:
+                _sample(sampler, meta, out)
+            link.send_back(meta)
+        if meta.kind == wire.STOP:
+            return
+
+
+class Engine:
+    """Rank 0's side. start() runs the loop in a thread; stop() drains in-flight micro-batches,
+    stops the other ranks and joins."""
+
+    def __init__(self, stage: Stage, link: wire.Link | None, scheduler: Scheduler, metrics: ServeMetrics):
+        self.stage, self.link, self.scheduler, self.metrics = stage, link, scheduler, metrics
+        self.stages = stage.count
+        self.sampler = Sampler(scheduler.slots) if stage.last else None   # one rank: stage 0 samples too
+        self.in_flight: deque[list[Generation]] = deque()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="apps.serve.engine", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def begin_stop(self) -> None:
+        """Launch nothing more; the loop ends once the micro-batches in flight are back."""
+        self.stopping = True
+        self.scheduler.wake.set()
+
+    def stop(self) -> None:
+        self.begin_stop()
+        self.thread.join()
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # the pipeline is broken: end every rank now, with the reason
+            self.error = e
+            failure.fail(e)
+
+    def _loop(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            while not self.stopping and len(self.in_flight) < self.stages:
+                self.scheduler.admit()   # before every micro-batch: one rank alone loops here while it has work
+                gens = self.scheduler.next_microbatch()
+                if not gens:
+                    break
+                self._launch(gens)
+            self.scheduler.admit()
+            if self.stopping and not self.in_flight:
+                break
+            if self.in_flight:
+                # nothing more can start until a micro-batch returns (its sequences' next tokens, or
+                # room in the pipeline): block, rather than poll, so the ranks' cores stay free
+                self._returned(wire.Meta(self.link.recv_back()))
+                idle_since = time.monotonic()
+                continue
+            if not self.scheduler.wake.wait(timeout=max(0.0, idle_since + HEARTBEAT_S - time.monotonic())):
+                self._heartbeat()
+                idle_since = time.monotonic()
+            self.scheduler.wake.clear()
+        self.scheduler.abort_all("the server is shutting down")
+        if self.link is not None:
+            self.link.send_forward(wire.Meta.control(wire.STOP, self.stages), None)
+            self.link.recv_back()   # the last stage's acknowledgement: every rank is done
+
+    def _launch(self, gens: list[Generation]) -> None:
+        width = max(len(g.pending) for g in gens)
+        tokens = torch.zeros(len(gens), width, dtype=torch.long)
+        for i, g in enumerate(gens):
+            tokens[i, :len(g.pending)] = torch.tensor(g.pending)
+        r = [g.request for g in gens]
+        meta = wire.Meta.batch(self.stages, width, [g.slot for g in gens], [g.fed for g in gens],
+                               [len(g.pending) for g in gens], [q.top_k for q in r], [q.seed for q in r],
+                               [g.new for g in gens], [q.temperature for q in r])
+        for g in gens:
+            g.fed += len(g.pending)
+            g.pending = []
+        out = _compute(self.stage, meta, tokens)
+        self.in_flight.append(gens)
+        self.metrics.in_flight = len(self.in_flight)
+        if self.link is None:   # one rank: this stage is also the last
+            _sample(self.sampler, meta, out)
+            self._returned(meta)
+        else:
+            self.link.send_forward(meta, out)
+
+    def _heartbeat(self) -> None:
+        if self.link is not None:
+            self.link.send_forward(wire.Meta.control(wire.HEARTBEAT, self.stages), None)
+            self.in_flight.append([])
+
+    def _returned(self, meta: wire.Meta) -> None:
+        gens = self.in_flight.popleft()
+        self.metrics.in_flight = len(self.in_flight)
+        if meta.kind != wire.BATCH:
+            return
+        slots = meta.column(wire.SLOT).tolist()
+        if slots != [g.slot for g in gens]:
+            raise RuntimeError(f"pipeline out of order: expected slots {[g.slot for g in gens]}, got {slots}")
+        counted = self.scheduler.returned(gens, meta.column(wire.TOKEN).tolist(), self._finish)
+        self.metrics.record(meta.stage_ns(), len(gens), counted)
+
+    @staticmethod
+    def _finish(gen: Generation) -> None:
+        tail = gen.decoder.flush()
+        if tail:
+            gen.text.append(tail)
+            gen.emit({"token": tail, "done": False})
+        end = time.perf_counter()
+        total = end - gen.submitted
+        ttft = (gen.first_token or end) - gen.submitted
+        gen.emit({"token": "", "done": True, "full_text": "".join(gen.text), "num_tokens": len(gen.tokens),
+                  "time_to_first_token_ms": round(ttft * 1e3, 3),
+                  "tokens_per_second": round(len(gen.tokens) / total, 3) if total > 0 else 0.0,
+                  "total_time_ms": round(total * 1e3, 3)})
+
+
+def random_seed() -> int:
+    return random.SystemRandom().randrange(2**62)
+
+
+def describe_stages(stage_count: int, n_layer: int) -> list[dict[str, Any]]:
+    return [{"stage": i, "rank": i, "layers": list(lh)} for i, lh in enumerate(split_layers(n_layer, stage_count))]

@@ -1,0 +1,79 @@
+"""Rank 0: the engine thread, the FastAPI app under uvicorn, and a clean stop. SIGINT, SIGTERM or
+SIGUSR1 (what the `--nproc` launcher forwards for SIGINT/SIGTERM): streams in progress end with an
+error event, the engine drains the pipeline and sends STOP down it, every rank exits 0."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from typing import Any, Iterator
+
+from apps.serve import wire
+from apps.serve.api import Service, create_app
+from apps.serve.engine import Engine, describe_stages
+from apps.serve.metrics import ServeMetrics
+from apps.serve.model_source import Served
+from apps.serve.scheduler import Scheduler
+from apps.serve.stage import Stage
+from apps.serve.text_codec import Vocabulary
+
+GRACEFUL_S = 5.0   # open connections get this long to finish once the server stops
+
+
+def config_info(args: argparse.Namespace, served: Served, stages: int, pids: list[int]) -> dict[str, Any]:
+    m = served.model
+    return {"model": "gpt", "source": served.source, "random_init": served.random, "notes": served.notes,
+            "vocab": served.vocab, "vocab_size": len(served.vocab), "block_size": m.block_size,
+            "n_layer": m.n_layer, "n_head": m.n_head, "n_embd": m.n_embd,
+            "parameters": sum(p.numel() for p in m.parameters()),
+            "stages": describe_stages(stages, m.n_layer), "slots": args.slots, "queue_limit": args.queue,
+            "max_tokens_limit": m.block_size - 1, "pids": pids}
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+
+
+def _uvicorn_server(config: Any) -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield   # ours are installed (uvicorn's would re-raise the signal after shutdown: exit -15, not 0)
+    return Server(config)
+
+
+def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: wire.Link | None, pids: list[int]) -> int:
+    import uvicorn
+
+    info = config_info(args, served, stage.count, pids)
+    scheduler = Scheduler(args.slots, args.queue, depth=stage.count)
+    metrics = ServeMetrics(info["stages"])
+    engine = Engine(stage, link, scheduler, metrics)
+    service = Service(engine, scheduler, metrics, Vocabulary(served.vocab), served.model.block_size, info)
+    server = _uvicorn_server(uvicorn.Config(create_app(service), host=args.host, port=args.port, log_level="warning",
+                                           timeout_graceful_shutdown=GRACEFUL_S, lifespan="off"))
+
+    def stop(signum: int, frame: object) -> None:
+        engine.begin_stop()
+        server.should_exit = True
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop)
+
+    for note in served.notes:
+        print(f"apps.serve: {note}", flush=True)
+    layers = ", ".join(f"rank {s['rank']}: blocks {s['layers'][0]}..{s['layers'][1] - 1}" for s in info["stages"])
+    print(f"apps.serve: GPT ({info['parameters']:,} parameters, {info['n_layer']} blocks) in {stage.count} pipeline "
+          f"stage(s) ({layers}); http://{args.host}:{args.port}/", flush=True)
+    engine.start()
+    try:
+        server.run()
+    finally:
+        engine.stop()   # drains the micro-batches in flight, then STOP down the pipeline
+    if not server.started:
+        print(f"apps.serve: the HTTP server did not start on {args.host}:{args.port} (see above)", file=sys.stderr)
+        return 1
+    print("apps.serve: stopped", flush=True)
+    return 0
+
