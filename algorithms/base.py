@@ -53,6 +53,7 @@ class CommOptimizer(OptimizerProtocol):
     # how it is trained and how its state is held (algorithms/traits.py): apps dispatch on these
     training: ClassVar[str] = traits.WRAPPER
     state_layout: ClassVar[str] = traits.PER_RANK
+    independent_processes: ClassVar[bool] = False
     common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": 25 << 20}
     algorithm_options: ClassVar[dict[str, Any]] = {}
 

@@ -89,7 +89,17 @@ TENSORBOARD = Dependency("tensorboard", "tensorboard", "tensorboard")
 WANDB = Dependency("wandb", "wandb", "wandb")
 TRANSFORMERS = Dependency("transformers", "transformers", "hf")
 TORCHVISION = TorchVision("torchvision", "torchvision", "vision")
-DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION)
+PYZMQ = Dependency("zmq", "pyzmq==27.3.0", "ps")
+DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION, PYZMQ)
+
+
+def _independent_processes(name: Any) -> bool:
+    """Whether the algorithm runs as independent processes over ZeroMQ (its class declares it)."""
+    import algorithms
+    try:
+        return bool(getattr(algorithms.lookup(name), "independent_processes", False))
+    except (TypeError, ValueError):
+        return False   # an unknown name is reported by the config checks
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ NEEDS = (
     Need("model.name", lambda v: v == "vit_mae", TRANSFORMERS, "choose another model"),
     Need("data.name", lambda v: v == "imagefolder", TORCHVISION, "choose another data.name"),
     Need("logging.plot", bool, MATPLOTLIB, "set logging.plot=false", fatal=False),
+    Need("algorithm.name", _independent_processes, PYZMQ, "choose an algorithm that runs as one MPI job"),
 )
 
 

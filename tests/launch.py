@@ -50,3 +50,59 @@ def mpirun(n: int, module: str, *args: str, timeout: float = 300, env: Mapping[s
     argv = [*mpirun_argv(n, mca), sys.executable, "-m", module, *args]
     proc = subprocess.run(argv, cwd=ROOT, env=worker_env(env), capture_output=True, text=True, timeout=timeout)
     return check(proc, " ".join(argv)) if expect_ok else proc
+
+
+def free_ports(n: int) -> int:
+    """A base port with n consecutive free ports after it (PYCOMM_PS_ADDRESS: rank r listens on base + r)."""
+    import random
+    import socket
+    for _ in range(100):
+        base = random.randint(20000, 60000 - n)
+        try:
+            socks = []
+            for r in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + r))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range found")
+
+
+def independent(n: int, module: str, *args: str, env: Mapping[str, str] | None = None,
+                ranks: Sequence[int] | None = None, base_port: int | None = None) -> list[subprocess.Popen]:
+    """Start `python -m module args...` as n independent processes (no MPI: the fault-tolerant algorithms'
+    launch), rank r with PYCOMM_PS_RANK=r listening on 127.0.0.1:base_port + r; only `ranks` when given
+    (e.g. to restart one). Output goes to pipes: read it with `finish`."""
+    base = free_ports(n) if base_port is None else base_port
+    procs = []
+    for r in (range(n) if ranks is None else ranks):
+        extra = {"PYCOMM_PS_RANK": str(r), "PYCOMM_PS_WORLD": str(n), "PYCOMM_PS_ADDRESS": f"127.0.0.1:{base}",
+                 **(env or {})}
+        procs.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=worker_env(extra),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs[-1].base_port = base  # type: ignore[attr-defined]
+    return procs
+
+
+def finish(procs: Sequence[subprocess.Popen], timeout: float = 300, expect_ok: bool = True) -> list[tuple[int, str, str]]:
+    """Wait for the processes; (returncode, stdout, stderr) of each. With expect_ok, a non-zero exit fails
+    with everyone's output."""
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            out.append((p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if expect_ok and any(code != 0 for code, _, _ in out):
+        text = "\n".join(f"--- process {i} exit {c} ---\n{o}\n{e}" for i, (c, o, e) in enumerate(out))
+        raise AssertionError(f"independent processes failed:\n{text}")
+    return out

@@ -1,0 +1,83 @@
+"""Who is who in a fault-tolerant run: this process's rank, the world size and every rank's address.
+
+Two ways to learn it:
+- started as independent processes (apps' launch for these algorithms, or `python -m apps.ps server|worker`):
+  the environment says it (read here and nowhere else):
+      PYCOMM_PS_RANK       this process's rank (servers first: ranks 0 .. servers-1)
+      PYCOMM_PS_WORLD      the number of processes
+      PYCOMM_PS_ADDRESS    HOST:PORT of rank 0; rank r listens on PORT + r
+      PYCOMM_PS_ADDRESSES  or: HOST:PORT of every rank, comma-separated (several machines)
+  No MPI is involved, so a process's death ends no other.
+- under an MPI launcher with a pycomm communicator: each rank listens on a free port and the addresses are
+  exchanged once with the communicator (an all-gather); afterwards the communicator is not used.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+
+from algorithms.ps.wire import zmq
+from algorithms.ps import wire
+
+RANK_ENV, WORLD_ENV, ADDRESS_ENV, ADDRESSES_ENV = ("PYCOMM_PS_RANK", "PYCOMM_PS_WORLD", "PYCOMM_PS_ADDRESS",
+                                                   "PYCOMM_PS_ADDRESSES")
+_ADDRESS_BYTES = 128
+
+
+@dataclass(frozen=True)
+class Layout:
+    rank: int
+    world: int
+    addresses: tuple[str, ...]    # per rank ("" where a rank listens nowhere)
+    independent: bool             # started as independent processes (no MPI job)
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Layout | None:
+    """The layout the environment gives, None when this process was not started that way."""
+    env = os.environ if env is None else env
+    if RANK_ENV not in env:
+        return None
+    try:
+        rank, world = int(env[RANK_ENV]), int(env[WORLD_ENV])
+    except (KeyError, ValueError):
+        raise ValueError(f"{RANK_ENV} and {WORLD_ENV} must both be set to integers, got "
+                         f"{env.get(RANK_ENV)!r} and {env.get(WORLD_ENV)!r}") from None
+    if not 0 <= rank < world:
+        raise ValueError(f"{RANK_ENV}={rank} is outside a world of {WORLD_ENV}={world} processes")
+    if env.get(ADDRESSES_ENV):
+        addresses = tuple(a.strip() for a in env[ADDRESSES_ENV].split(","))
+        if len(addresses) != world:
+            raise ValueError(f"{ADDRESSES_ENV} lists {len(addresses)} addresses for {world} processes")
+        for a in addresses:
+            wire.split_address(a)
+    elif env.get(ADDRESS_ENV):
+        host, port = wire.split_address(env[ADDRESS_ENV])
+        addresses = tuple(f"{host}:{port + r}" for r in range(world))
+    else:
+        raise ValueError(f"{RANK_ENV} is set but neither {ADDRESS_ENV} (HOST:PORT of rank 0) nor {ADDRESSES_ENV}")
+    return Layout(rank, world, addresses, True)
+
+
+def resolve(comm: Any, ctx: zmq.Context, listen: bool) -> tuple[Layout, zmq.Socket | None]:
+    """This process's layout and, when `listen`, its bound ROUTER socket."""
+    layout = from_env()
+    if layout is not None:
+        sock = wire.router(ctx, layout.addresses[layout.rank])[0] if listen else None
+        return layout, sock
+    if comm is None:
+        import pycomm
+        comm = pycomm.world() if pycomm.is_initialized() else pycomm.init()
+    sock, address = wire.router(ctx) if listen else (None, "")
+    return Layout(comm.rank, comm.size, _allgather(comm, address if listen else ""), False), sock
+
+
+def _allgather(comm: Any, address: str) -> tuple[str, ...]:
+    raw = address.encode()
+    mine = torch.zeros(_ADDRESS_BYTES, dtype=torch.uint8)
+    mine[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    out = torch.zeros(comm.size * _ADDRESS_BYTES, dtype=torch.uint8)
+    comm.allgather(out, mine)
+    return tuple(bytes(row.tolist()).rstrip(b"\0").decode() for row in out.view(comm.size, _ADDRESS_BYTES))
