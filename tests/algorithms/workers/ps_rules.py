@@ -3,7 +3,7 @@ started independently (tests.launch.independent): the server serves, workers (or
 `steps` steps on their fixed batches, optionally `slow` times slower (sleeping), and each process saves
 its final parameters and statistics to OUT/rank<r>.pt.
 
-    python -m tests.algorithms.workers.ps_rules ALGORITHM OPTIONS_JSON STEPS OUT [SLOW_RANK SLOW_FACTOR]"""
+    python -m tests.algorithms.workers.ps_rules ALGORITHM OPTIONS_JSON STEPS OUT INNER [SLOW_RANK SLOW_FACTOR]"""
 from __future__ import annotations
 
 import json
@@ -23,10 +23,11 @@ STEP_SECONDS = 0.02   # the fast ranks' step time when a slow rank is asked for 
 def main() -> None:
     torch.set_num_threads(1)
     algorithm, options, steps, out = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
-    slow_rank, slow = (int(sys.argv[5]), float(sys.argv[6])) if len(sys.argv) > 6 else (-1, 1.0)
+    inner = sys.argv[5]
+    slow_rank, slow = (int(sys.argv[6]), float(sys.argv[7])) if len(sys.argv) > 7 else (-1, 1.0)
     rank = int(os.environ["PYCOMM_PS_RANK"])
     model = make_model(seed=1 + rank)   # rank 0's (the server's / ssp rank 0's) initial model must win
-    opt = algorithms.CommOptimizer(make_inner("momentum", model.parameters()), algorithm=algorithm, model=model,
+    opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model,
                                    **options)
     result = {}
     if getattr(opt, "is_server", False):
