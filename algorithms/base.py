@@ -101,6 +101,12 @@ class CommOptimizer(OptimizerProtocol):
         self._broadcast_initial_state()
         self._setup()
 
+    @classmethod
+    def data_position(cls, rank: int, world: int, options: dict[str, Any]) -> tuple[int, int]:
+        """(this rank's index among the ranks that train, how many train): which shard of the data it
+        takes. Every rank trains, unless the algorithm gives some ranks another role (servers)."""
+        return rank, world
+
     # -- options ------------------------------------------------------------------------------
     @classmethod
     def default_options(cls) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""PYCOMM_APPS_FAIL_AT=RANK:STEP[:raise|exit], a testing aid (fault injection, as torchft's
-fail_at): that rank of `python -m apps.train` raises InjectedFailure, or leaves with
-os._exit(EXIT_INJECTED) and no message, once it has logged optimizer step STEP (or the first chunk
+"""PYCOMM_APPS_FAIL_AT=RANK:STEP[:raise|exit|kill], a testing aid (fault injection, as torchft's
+fail_at): that rank of `python -m apps.train` raises InjectedFailure, leaves with
+os._exit(EXIT_INJECTED) and no message, or is killed by SIGKILL (kill), once it has logged optimizer step STEP (or the first chunk
 past it, for lapsgd / lppsgd). Unset, nothing changes and nothing runs per step."""
 from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from typing import Any, Callable, Mapping
 
@@ -18,13 +19,13 @@ class InjectedFailure(RuntimeError):
 
 
 def injected_at(env: Mapping[str, str]) -> tuple[int, int, str] | None:
-    """(rank, step, "raise" | "exit") from PYCOMM_APPS_FAIL_AT, None when unset."""
+    """(rank, step, "raise" | "exit" | "kill") from PYCOMM_APPS_FAIL_AT, None when unset."""
     spec = env.get(FAIL_AT_ENV, "")
     if not spec:
         return None
-    m = re.fullmatch(r"(\d+):(\d+)(?::(raise|exit))?", spec.strip())
+    m = re.fullmatch(r"(\d+):(\d+)(?::(raise|exit|kill))?", spec.strip())
     if not m:
-        raise ValueError(f"{FAIL_AT_ENV} must be RANK:STEP[:raise|exit] (e.g. 1:5:raise), got {spec!r}")
+        raise ValueError(f"{FAIL_AT_ENV} must be RANK:STEP[:raise|exit|kill] (e.g. 1:5:raise), got {spec!r}")
     return int(m[1]), int(m[2]), m[3] or "raise"
 
 
@@ -40,6 +41,9 @@ def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
     def failing_log_step(run: Any, *args: Any, **kwargs: Any) -> None:
         log_step(run, *args, **kwargs)
         if run.dist.rank == rank and run.state.step >= step:  # lapsgd/lppsgd log once per chunk of steps
+            if how == "kill":
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
             if how == "exit":
                 sys.stdout.flush()
                 os._exit(EXIT_INJECTED)

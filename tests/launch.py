@@ -52,37 +52,16 @@ def mpirun(n: int, module: str, *args: str, timeout: float = 300, env: Mapping[s
     return check(proc, " ".join(argv)) if expect_ok else proc
 
 
-def free_ports(n: int) -> int:
-    """A base port with n consecutive free ports after it (PYCOMM_PS_ADDRESS: rank r listens on base + r)."""
-    import random
-    import socket
-    for _ in range(100):
-        base = random.randint(20000, 60000 - n)
-        try:
-            socks = []
-            for r in range(n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + r))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range found")
-
-
 def independent(n: int, module: str, *args: str, env: Mapping[str, str] | None = None,
                 ranks: Sequence[int] | None = None, base_port: int | None = None) -> list[subprocess.Popen]:
     """Start `python -m module args...` as n independent processes (no MPI: the fault-tolerant algorithms'
     launch), rank r with PYCOMM_PS_RANK=r listening on 127.0.0.1:base_port + r; only `ranks` when given
     (e.g. to restart one). Output goes to pipes: read it with `finish`."""
-    base = free_ports(n) if base_port is None else base_port
+    from algorithms.ps import layout
+    base = layout.free_base_port(n) if base_port is None else base_port
     procs = []
     for r in (range(n) if ranks is None else ranks):
-        extra = {"PYCOMM_PS_RANK": str(r), "PYCOMM_PS_WORLD": str(n), "PYCOMM_PS_ADDRESS": f"127.0.0.1:{base}",
-                 **(env or {})}
+        extra = {**layout.env_for(r, n, f"127.0.0.1:{base}"), **(env or {})}
         procs.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=worker_env(extra),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         procs[-1].base_port = base  # type: ignore[attr-defined]

@@ -81,3 +81,30 @@ def _allgather(comm: Any, address: str) -> tuple[str, ...]:
     out = torch.zeros(comm.size * _ADDRESS_BYTES, dtype=torch.uint8)
     comm.allgather(out, mine)
     return tuple(bytes(row.tolist()).rstrip(b"\0").decode() for row in out.view(comm.size, _ADDRESS_BYTES))
+
+
+def env_for(rank: int, world: int, address: str) -> dict[str, str]:
+    """The environment that starts process `rank` of an independent launch (rank 0 at `address`)."""
+    wire.split_address(address)
+    return {RANK_ENV: str(rank), WORLD_ENV: str(world), ADDRESS_ENV: address}
+
+
+def free_base_port(n: int, host: str = "127.0.0.1") -> int:
+    """A port P such that P .. P + n - 1 are free on this machine now (rank r will listen on P + r)."""
+    import random
+    import socket
+    for _ in range(200):
+        base = random.randint(20000, 60000 - n)
+        socks = []
+        try:
+            for r in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind((host, base + r))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"found no {n} consecutive free ports on {host}")

@@ -58,11 +58,17 @@ class ParameterServer(CommOptimizer):
     state_layout = traits.IDENTICAL   # the server's parameters are the model; workers hold copies
     independent_processes = True      # a worker's death must not end the server or the others
     algorithm_options: dict[str, Any] = {"servers": 1, "pull_every": 1, **FT_OPTIONS,
-                                         "checkpoint_dir": None, "checkpoint_every": 100}
+                                         "checkpoint_dir": None, "checkpoint_every": 100, "resume": False}
 
     def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None,
                  **kwargs: Any) -> None:
         super().__init__(optimizer, algorithm, independent_comm(comm), **kwargs)
+
+    @classmethod
+    def data_position(cls, rank: int, world: int, options: dict[str, Any]) -> tuple[int, int]:
+        """Ranks 0 .. servers-1 serve and take no data; the workers share it."""
+        servers = options.get("servers", 1)
+        return max(0, rank - servers), max(1, world - servers)
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = validate_common(config)
@@ -72,6 +78,7 @@ class ParameterServer(CommOptimizer):
                                    "not implemented yet; use servers=1")
         config["pull_every"] = opts.integer("pull_every", config["pull_every"], 1)
         config["checkpoint_every"] = opts.integer("checkpoint_every", config["checkpoint_every"], 1)
+        config["resume"] = opts.flag("resume", config["resume"])
         if config["checkpoint_dir"] is not None and not isinstance(config["checkpoint_dir"], str):
             config["checkpoint_dir"] = str(config["checkpoint_dir"])
         return config
@@ -93,6 +100,7 @@ class ParameterServer(CommOptimizer):
         self.signature = wire.signature(self.params)
         self.version = 0
         self.server: Server | None = None
+        self.workers = list(range(self.options["servers"], self.layout.world))
         self._closed = False
         if self.is_server:
             assert sock is not None
@@ -102,7 +110,7 @@ class ParameterServer(CommOptimizer):
                                  self._rule(model), self.stats, self.signature, self.options["codec"],
                                  self.options["worker_timeout"],
                                  checkpoint.path_for(directory, rank) if directory else None,
-                                 self.options["checkpoint_every"])
+                                 self.options["checkpoint_every"], resume=self.options["resume"])
             self.version = model.version
             return
         timeout = self.options["worker_timeout"]
@@ -159,6 +167,9 @@ class ParameterServer(CommOptimizer):
             self.stats.rejected += bool(reply.get("rejected"))
         self._adopt(reply)
         self.stats.seconds += time.perf_counter() - tic
+        # the wrapped optimizer never steps on a worker (the server steps): tell its LR scheduler that the
+        # step took place, as torch's scheduler checks (it patches optimizer.step to set this flag)
+        self.optimizer._opt_called = True  # type: ignore[attr-defined]
 
     def _adopt(self, reply: wire.Message) -> None:
         if reply.tensors:

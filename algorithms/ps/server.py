@@ -28,7 +28,8 @@ def default_log(text: str) -> None:
 class Server:
     def __init__(self, sock: zmq.Socket, rank: int, workers: list[int], model: ServerModel, rule: Any,
                  stats: StalenessStats, signature: str, codec: Any, timeout: float,
-                 checkpoint_path: Path | None, checkpoint_every: int, log: Callable[[str], None] = default_log):
+                 checkpoint_path: Path | None, checkpoint_every: int, resume: bool = False,
+                 log: Callable[[str], None] = default_log):
         self.sock, self.rank, self.workers, self.model, self.rule = sock, rank, workers, model, rule
         self.stats, self.signature, self.codec, self.timeout = stats, signature, codec, timeout
         self.checkpoint_path, self.checkpoint_every, self.log = checkpoint_path, checkpoint_every, log
@@ -40,7 +41,8 @@ class Server:
         self.resumed_from: int | None = None
         self.on_version: Callable[[dict[str, Any]], None] | None = None
         self._saved_version = model.version
-        self._restore()
+        if resume:
+            self._restore()
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
