@@ -30,8 +30,9 @@ def serve(run: Run) -> bool:
         if pushes % workers:
             return
         state.step = pushes // workers
+        state.epoch = state.step // budget.steps_per_epoch
         now = time.time()
-        run.metrics.step({"step": state.step, "epoch": state.step // budget.steps_per_epoch, "segment": 0,
+        run.metrics.step({"step": state.step, "epoch": state.epoch, "segment": 0,
                           "time": run.elapsed(), "loss": sum(losses) / max(len(losses), 1),
                           "lr": opt.param_groups[0]["lr"],
                           "samples_per_s": workers * cfg.data.batch_size / max(now - tic, 1e-9),

@@ -83,3 +83,16 @@ class Heartbeat:
         self._stop.set()
         self._thread.join(timeout=5)
 
+
+
+LINGER_MS = 2000  # at close, what is queued (a goodbye, a refusal) gets this long to reach a live peer
+
+
+def release(ctx: zmq.Context, heartbeats: list[Heartbeat]) -> None:
+    """Stop the heartbeat threads, then close every socket of the context (queued messages get LINGER_MS
+    to leave; a dead peer's are dropped after that). Registered with
+    weakref.finalize, so it also runs when a process leaves through an exception: a ZeroMQ context with
+    open sockets would otherwise hold the interpreter's exit forever."""
+    for hb in heartbeats:
+        hb.stop()
+    ctx.destroy(linger=LINGER_MS)

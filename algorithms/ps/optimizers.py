@@ -16,6 +16,7 @@ is rejected; syncps: every step, after the round). The server owns the parameter
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -27,7 +28,7 @@ from algorithms.base import CommOptimizer
 from algorithms.ps.wire import zmq
 from algorithms.ps import checkpoint, layout, payload, wire
 from algorithms.ps.client import ServerLink
-from algorithms.ps.liveness import Heartbeat
+from algorithms.ps.liveness import Heartbeat, release
 from algorithms.ps.rules import AsyncRule, ServerModel, SyncRule
 from algorithms.ps.server import Server, default_log
 from algorithms.ps.stats import StalenessStats
@@ -92,6 +93,8 @@ class ParameterServer(CommOptimizer):
         self.is_server = rank < self.options["servers"]
         wire.require_zmq()
         self.ctx = zmq.Context()
+        self._heartbeats: list[Heartbeat] = []
+        self._release = weakref.finalize(self, release, self.ctx, self._heartbeats)
         self.layout, sock = layout.resolve(self.comm, self.ctx, listen=self.is_server)
         if self.options["servers"] >= self.layout.world:
             raise opts.OptionError(f"servers={self.options['servers']} leaves no worker in a world of "
@@ -116,7 +119,7 @@ class ParameterServer(CommOptimizer):
         timeout = self.options["worker_timeout"]
         self.link = ServerLink(self.ctx, self.layout.addresses[0], rank, self.signature, 2 * timeout + 1.0,
                                self.options["server_timeout"])
-        self._heartbeat = Heartbeat(self.ctx, rank, [self.layout.addresses[0]], timeout / 4)
+        self._heartbeats.append(Heartbeat(self.ctx, rank, [self.layout.addresses[0]], timeout / 4))
         self._adopt(self.link.hello())
         self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
 
@@ -190,11 +193,7 @@ class ParameterServer(CommOptimizer):
         self._closed = True
         if self.server is None:
             self.link.send("bye", {"step": self.steps})
-            self._heartbeat.stop()
-            time.sleep(0.05)   # let ZeroMQ hand the goodbye to the network before the socket closes
-            self.link.close()
-        else:
-            self.server.sock.close(0)
+        self._release()
 
     def comm_stats(self) -> dict[str, Any]:
         return self.stats.as_dict()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from typing import Any
 
 import torch
@@ -26,7 +27,7 @@ from algorithms.base import CommOptimizer
 from algorithms.ps.wire import zmq
 from algorithms.ps import layout, payload, wire
 from algorithms.ps.client import WorkerRefusedError
-from algorithms.ps.liveness import Heartbeat, Liveness
+from algorithms.ps.liveness import Heartbeat, Liveness, release
 from algorithms.ps.optimizers import FT_OPTIONS, independent_comm, validate_common
 from algorithms.ps.rules import ServerModel
 from algorithms.ps.server import STARTUP_GRACE
@@ -60,6 +61,8 @@ class SSP(CommOptimizer):
     def _setup(self) -> None:
         wire.require_zmq()
         self.ctx = zmq.Context()
+        self._heartbeats: list[Heartbeat] = []
+        self._release = weakref.finalize(self, release, self.ctx, self._heartbeats)
         self.layout, self.sock = layout.resolve(self.comm, self.ctx, listen=True)
         self.rank, world = self.layout.rank, self.layout.world
         self.peers = [r for r in range(world) if r != self.rank]
@@ -71,8 +74,8 @@ class SSP(CommOptimizer):
         self.pending: dict[int, dict[int, torch.Tensor]] = {}   # step -> rank -> gradient
         self.final: dict[int, int] = {}                         # rank -> steps it took (said goodbye)
         self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
-        self._heartbeat = Heartbeat(self.ctx, self.rank, [self.layout.addresses[r] for r in self.peers],
-                                    self.options["worker_timeout"] / 4)
+        self._heartbeats.append(Heartbeat(self.ctx, self.rank, [self.layout.addresses[r] for r in self.peers],
+                                          self.options["worker_timeout"] / 4))
         self._closed = False
         self._greet()
 
@@ -193,11 +196,7 @@ class SSP(CommOptimizer):
         self._closed = True
         for r in sorted(self.liveness.live):
             self._send(r, "bye", {"step": self.steps})
-        self._heartbeat.stop()
-        time.sleep(0.05)   # let ZeroMQ hand the goodbyes to the network
-        for s in self.links.values():
-            s.close(0)
-        self.sock.close(0)
+        self._release()
 
     def comm_stats(self) -> dict[str, Any]:
         return self.stats.as_dict()

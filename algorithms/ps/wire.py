@@ -133,7 +133,7 @@ def dealer(ctx: zmq.Context, address: str, identity: str) -> zmq.Socket:
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.IDENTITY, identity.encode())
     sock.setsockopt(zmq.RECONNECT_IVL, 100)
-    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 500)
     sock.connect(f"tcp://{address}")
     return sock
 
