@@ -31,7 +31,8 @@ def export_rendezvous(launch: LaunchEnv) -> None:
 
 def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
-    return nproc > 1 and detect(env).launcher == "single" and SPAWNED not in env
+    from algorithms.ps.layout import RANK_ENV   # a process of an independent launch is one rank already
+    return nproc > 1 and detect(env).launcher == "single" and SPAWNED not in env and RANK_ENV not in env
 
 
 def mpirun_command(nproc: int, argv: Sequence[str]) -> list[str]:
