@@ -116,7 +116,7 @@ def spawn_independent(nproc: int, argv: Sequence[str]) -> int:
     death (traits: independent_processes; they talk over ZeroMQ, see algorithms/ps): no mpirun, whose job
     model kills every rank when one dies. Each learns its rank, the world size and rank 0's address from
     PYCOMM_PS_* (algorithms.ps.layout). A rank that dies is reported and the others go on; the exit code
-    is rank 0's (the server, or ssp's rank 0, which writes the metrics and the model)."""
+    is rank 0's (a server, or the first peer of a serverless algorithm: it writes the metrics and the model)."""
     from algorithms.ps import layout
 
     base = layout.free_base_port(nproc)

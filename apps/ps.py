@@ -2,7 +2,7 @@
 
 Starts one process of a fault-tolerant run by hand, as SmolCluster's users do (one command per machine,
 the same config everywhere): `server` is rank 0 and listens on HOST:PORT; `worker --rank R` (1..N) connects
-to it. For an algorithm without a server (ssp) the N workers are ranks 0..N-1, rank r listening on PORT + r
+to it. For an algorithm without a server (bounded-staleness peers) the N workers are ranks 0..N-1, rank r listening on PORT + r
 of HOST (one machine), or give every rank's address with --addresses. No MPI is involved: a process that
 dies ends no other, and a server restarted with `--resume auto` continues from its checkpoint while the
 workers reconnect. Everything after the role's options is passed to `python -m apps.train`."""
@@ -22,7 +22,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--address", required=True, help="HOST:PORT of rank 0 (the server)")
     p.add_argument("--workers", type=int, required=True, help="how many workers the run has")
     p.add_argument("--rank", type=int, help="this worker's rank (1..N with a server, 0..N-1 without)")
-    p.add_argument("--addresses", help="HOST:PORT of every rank, comma-separated (ssp on several machines)")
+    p.add_argument("--addresses", help="HOST:PORT of every rank, comma-separated (serverless peers on several machines)")
     return p.parse_known_args(argv)
 
 

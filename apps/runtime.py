@@ -50,7 +50,7 @@ def per_rank_state(algorithm: AlgorithmConfig, state_dict_type: str = "sharded")
     saves the full model once (rank 0) and, with checkpoint.state_dict_type=sharded, the optimizer
     state as one shard per rank; with full, once (gathered)."""
     if optim.independent(algorithm):
-        return []   # rank 0 alone saves (the server's model, or ssp rank 0's replica)
+        return []   # rank 0 alone saves (a server's model, or the first peer's replica)
     if optim.sharded(algorithm):
         return ["optim_state_dict"] if state_dict_type == "sharded" else []
     if not optim.replicated(algorithm):

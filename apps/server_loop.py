@@ -19,12 +19,14 @@ def serve(run: Run) -> bool:
     cfg, opt, state, budget = run.cfg, run.opt, run.state, run.budget
     workers = len(opt.workers)
     losses: list[float] = []
+    lr = opt.param_groups[0]["lr"]
     pushes = state.step * workers
     tic = time.time()
 
     def on_push(info: dict[str, Any]) -> None:
-        nonlocal pushes, tic
+        nonlocal pushes, tic, lr
         pushes += 1
+        lr = info["lr"] if info.get("lr") is not None else lr   # the workers' schedule (the server has none)
         if info.get("loss") is not None:
             losses.append(float(info["loss"]))
         if pushes % workers:
@@ -34,7 +36,7 @@ def serve(run: Run) -> bool:
         now = time.time()
         run.metrics.step({"step": state.step, "epoch": state.epoch, "segment": 0,
                           "time": run.elapsed(), "loss": sum(losses) / max(len(losses), 1),
-                          "lr": opt.param_groups[0]["lr"],
+                          "lr": lr,
                           "samples_per_s": workers * cfg.data.batch_size / max(now - tic, 1e-9),
                           "tokens_per_s": None, "mfu": None, **algorithm_quantities(opt)})
         losses.clear()

@@ -146,7 +146,8 @@ class Server:
             grad = payload.decode(msg.header, msg.tensors, self.codec)
             self._send_replies(self.rule.push(worker, msg.header, grad, self.liveness.live))
             if self.on_version is not None:
-                self.on_version({"worker": worker, "loss": msg.get("loss"), "step": msg.get("step")})
+                self.on_version({"worker": worker, "loss": msg.get("loss"), "step": msg.get("step"),
+                                 "lr": (msg.get("lrs") or [None])[0]})
         elif msg.kind == "pull":
             self._reply(identity, worker, "params", {}, True)
         elif msg.kind == "bye":

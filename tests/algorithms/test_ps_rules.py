@@ -132,3 +132,15 @@ def test_asyncps_scripted_arrival_order(tmp_path, monkeypatch):
     stats = result["stats"]
     assert (stats["max_staleness"], stats["rejected"], stats["mean_staleness"]) == (3, 2, 1.0)
     assert result["summary"]["version"] == 4
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(600)
+def test_syncps_under_mpirun_exchanges_addresses_over_the_communicator(tmp_path):
+    """Started by mpirun instead of independently: each rank's address is all-gathered over pycomm's
+    communicator once, then everything goes over ZeroMQ; the rule is the same (a = 0: mbsgd)."""
+    from tests.launch import mpirun
+    mpirun(3, WORKER, "syncps", json.dumps({"worker_timeout": 20}), str(STEPS), str(tmp_path), "momentum")
+    expected = simulate([1, 2], STEPS, "momentum")
+    for r in range(3):
+        torch.testing.assert_close(flat(torch.load(tmp_path / f"rank{r}.pt")["params"]), expected, rtol=0, atol=1e-5)

@@ -25,7 +25,11 @@ def main() -> None:
     algorithm, options, steps, out = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     inner = sys.argv[5]
     slow_rank, slow = (int(sys.argv[6]), float(sys.argv[7])) if len(sys.argv) > 7 else (-1, 1.0)
-    rank = int(os.environ["PYCOMM_PS_RANK"])
+    if "PYCOMM_PS_RANK" in os.environ:
+        rank = int(os.environ["PYCOMM_PS_RANK"])
+    else:   # under mpirun: the algorithm exchanges addresses over the communicator
+        import pycomm
+        rank = pycomm.init().rank
     model = make_model(seed=1 + rank)   # rank 0's (the server's / ssp rank 0's) initial model must win
     opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model,
                                    **options)
