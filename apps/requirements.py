@@ -89,7 +89,7 @@ TENSORBOARD = Dependency("tensorboard", "tensorboard", "tensorboard")
 WANDB = Dependency("wandb", "wandb", "wandb")
 TRANSFORMERS = Dependency("transformers", "transformers", "hf")
 TORCHVISION = TorchVision("torchvision", "torchvision", "vision")
-PYZMQ = Dependency("zmq", "pyzmq==27.3.0", "ps")
+PYZMQ = Dependency("zmq", "pyzmq", "ps")
 DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION, PYZMQ)
 
 
