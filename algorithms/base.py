@@ -53,6 +53,7 @@ class CommOptimizer(OptimizerProtocol):
     # how it is trained and how its state is held (algorithms/traits.py): apps dispatch on these
     training: ClassVar[str] = traits.WRAPPER
     state_layout: ClassVar[str] = traits.PER_RANK
+    independent_processes: ClassVar[bool] = False
     common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": None}
     algorithm_options: ClassVar[dict[str, Any]] = {}
 
@@ -99,6 +100,12 @@ class CommOptimizer(OptimizerProtocol):
         self.steps = 0  # optimizer steps taken by this wrapper
         self._broadcast_initial_state()
         self._setup()
+
+    @classmethod
+    def data_position(cls, rank: int, world: int, options: dict[str, Any]) -> tuple[int, int]:
+        """(this rank's index among the ranks that train, how many train): which shard of the data it
+        takes. Every rank trains, unless the algorithm gives some ranks another role (servers)."""
+        return rank, world
 
     # -- options ------------------------------------------------------------------------------
     @classmethod

@@ -10,7 +10,10 @@ class attributes, never on algorithm names. A new algorithm sets them and needs 
 the checkpoint layout.
   IDENTICAL every rank holds the same parameters and optimizer state: saved once (rank 0)
   PER_RANK  ranks differ (local methods): saved by every rank
-  SHARDED   each rank holds a shard: saved by every rank, with the metadata to reshard"""
+  SHARDED   each rank holds a shard: saved by every rank, with the metadata to reshard
+`independent_processes` (bool): the ranks are independent processes talking over a fault-tolerant
+transport (algorithms/ps: ZeroMQ), so one's death ends no other; a launcher must then not start them as
+one MPI job (whose model aborts every rank when one dies)."""
 from __future__ import annotations
 
 from typing import Any

@@ -14,12 +14,19 @@ class Dist:
     size: int = 1
     local_rank: int = 0
     comm: Any = None  # a pycomm Communicator, None when running alone without pycomm
+    # ranks started as independent processes (fault-tolerant algorithms): no collectives between them
+    independent: bool = False
 
     @classmethod
     def init(cls, backend: str = "auto") -> "Dist":
         """pycomm's world: the launcher's ranks, or one process (pycomm's local backend)."""
         import pycomm
+        from algorithms.ps.layout import from_env
 
+        layout = from_env()
+        if layout is not None:   # apps.launch.spawn_independent or apps.ps started us: no MPI job
+            pycomm.init(backend="local")
+            return cls(layout.rank, layout.world, 0, None, independent=True)
         comm = pycomm.init(backend=backend)
         return cls(comm.rank, comm.size, comm.local_rank, comm)
 

@@ -1,10 +1,11 @@
-"""PYCOMM_APPS_FAIL_AT=RANK:STEP[:raise|exit], a testing aid (fault injection, as torchft's
-fail_at): that rank of `python -m apps.train` raises InjectedFailure, or leaves with
-os._exit(EXIT_INJECTED) and no message, once it has logged optimizer step STEP (or the first chunk
+"""PYCOMM_APPS_FAIL_AT=RANK:STEP[:raise|exit|kill], a testing aid (fault injection, as torchft's
+fail_at): that rank of `python -m apps.train` raises InjectedFailure, leaves with
+os._exit(EXIT_INJECTED) and no message, or is killed by SIGKILL (kill), once it has logged optimizer step STEP (or the first chunk
 past it, for lapsgd / lppsgd). Unset, nothing changes and nothing runs per step."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any, Callable, Mapping
 
@@ -19,7 +20,7 @@ class InjectedFailure(RuntimeError):
 
 
 def injected_at(env: Mapping[str, str]) -> tuple[int, int, str] | None:
-    """(rank, step, "raise" | "exit") from PYCOMM_APPS_FAIL_AT, None when unset (parsed by pycomm.settings)."""
+    """(rank, step, "raise" | "exit" | "kill") from PYCOMM_APPS_FAIL_AT, None when unset (parsed by pycomm.settings)."""
     return settings.get(FAIL_AT_ENV, env)
 
 
@@ -35,6 +36,9 @@ def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
     def failing_log_step(run: Any, *args: Any, **kwargs: Any) -> None:
         log_step(run, *args, **kwargs)
         if run.dist.rank == rank and run.state.step >= step:  # lapsgd/lppsgd log once per chunk of steps
+            if how == "kill":
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
             if how == "exit":
                 sys.stdout.flush()
                 os._exit(EXIT_INJECTED)

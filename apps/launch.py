@@ -33,7 +33,8 @@ def export_rendezvous(launch: LaunchEnv) -> None:
 
 def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
-    return nproc > 1 and detect(env).launcher == "single" and not settings.get(SPAWNED, env)
+    from algorithms.ps.layout import RANK_ENV   # a process of an independent launch is one rank already
+    return nproc > 1 and detect(env).launcher == "single" and not settings.get(SPAWNED, env) and settings.get(RANK_ENV, env) is None
 
 
 def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train") -> list[str]:
@@ -115,3 +116,39 @@ def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr, in
         lines = stderr.held or [f"mpirun exited with code {code}"]
     for line in lines:
         print(line.rstrip("\n"), file=sys.stderr, flush=True)
+
+
+def spawn_independent(nproc: int, argv: Sequence[str]) -> int:
+    """Run `argv` as nproc independent local processes, for algorithms whose ranks must survive a peer's
+    death (traits: independent_processes; they talk over ZeroMQ, see algorithms/ps): no mpirun, whose job
+    model kills every rank when one dies. Each learns its rank, the world size and rank 0's address from
+    PYCOMM_PS_* (algorithms.ps.layout). A rank that dies is reported and the others go on; the exit code
+    is rank 0's (a server, or the first peer of a serverless algorithm: it writes the metrics and the model)."""
+    from algorithms.ps import layout
+
+    base = layout.free_base_port(nproc)
+    env = dict(os.environ)
+    env[SPAWNED] = "1"
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+    procs = [subprocess.Popen([sys.executable, "-m", "apps.train", *argv],
+                              env={**env, **layout.env_for(r, nproc, f"127.0.0.1:{base}")}) for r in range(nproc)]
+
+    def forward(signum: int, frame: object) -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGUSR1 if signum == signal.SIGTERM else signum)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
+    try:
+        codes = [p.wait() for p in procs]
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    for r, code in enumerate(codes):
+        if code != 0:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            print(f"apps.launch: rank {r} {how}" + ("; the other ranks went on without it" if r else ""),
+                  file=sys.stderr, flush=True)
+    return codes[0]

@@ -29,6 +29,7 @@ def algorithm_quantities(opt: Any) -> dict[str, Any]:
     out["comm_seconds"] = stats.get("seconds")
     if "staleness" in stats:
         out["staleness"] = stats["staleness"]
+    out.update(stats.get("step_metrics", {}))   # e.g. a parameter server's staleness and bytes of this step
     return out
 
 

@@ -47,6 +47,24 @@ def owns_loop(cfg: AlgorithmConfig) -> bool:
     return cls is not None and cls.training == _algorithms().traits.OWN_LOOP
 
 
+def serves(cfg: AlgorithmConfig) -> bool:
+    """Whether ranks take server or worker roles (a server rank runs opt.serve(): apps.server_loop)."""
+    cls = algorithm_class(cfg)
+    return cls is not None and cls.training == _algorithms().traits.SERVER
+
+
+def independent(cfg: AlgorithmConfig) -> bool:
+    """Whether the ranks run as independent processes (fault tolerant: apps.launch.spawn_independent)."""
+    cls = algorithm_class(cfg)
+    return cls is not None and bool(getattr(cls, "independent_processes", False))
+
+
+def data_position(cfg: AlgorithmConfig, rank: int, world: int) -> tuple[int, int]:
+    """(index, count) of this rank among the ranks that take training data, as the class says."""
+    cls = algorithm_class(cfg)
+    return (rank, world) if cls is None else cls.data_position(rank, world, cfg.options)
+
+
 def param_groups(model: nn.Module, weight_decay: float, exclude_bias_and_norm: bool) -> list[dict[str, Any]]:
     """Biases and normalisation weights (1-d tensors) get no weight decay (You et al. 2017)."""
     if not exclude_bias_and_norm:

@@ -92,7 +92,17 @@ TORCHVISION = TorchVision("torchvision", "torchvision", "vision")
 FASTAPI = Dependency("fastapi", "fastapi", "serve")
 UVICORN = Dependency("uvicorn", "uvicorn", "serve")
 SERVE = (FASTAPI, UVICORN)   # python -m apps.serve (checked by serve_problems before any rank starts)
-DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION, *SERVE)
+PYZMQ = Dependency("zmq", "pyzmq", "ps")
+DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION, *SERVE, PYZMQ)
+
+
+def _independent_processes(name: Any) -> bool:
+    """Whether the algorithm runs as independent processes over ZeroMQ (its class declares it)."""
+    import algorithms
+    try:
+        return bool(getattr(algorithms.lookup(name), "independent_processes", False))
+    except (TypeError, ValueError):
+        return False   # an unknown name is reported by the config checks
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,7 @@ NEEDS = (
     Need("model.name", lambda v: v == "vit_mae", TRANSFORMERS, "choose another model"),
     Need("data.name", lambda v: v == "imagefolder", TORCHVISION, "choose another data.name"),
     Need("logging.plot", bool, MATPLOTLIB, "set logging.plot=false", fatal=False),
+    Need("algorithm.name", _independent_processes, PYZMQ, "choose an algorithm that runs as one MPI job"),
 )
 
 

@@ -35,7 +35,8 @@ class Run:
 
         data_options = {**cfg.data.options, **({"path": cfg.data.path} if cfg.data.path is not None else {})}
         self.splits = DATASETS.build(cfg.data.name, data_options)
-        self.plan = ShardPlan(len(self.splits.train), dist.rank, dist.size, cfg.data.batch_size, cfg.train.seed,
+        index, count = optim.data_position(cfg.algorithm, dist.rank, dist.size)   # servers take no data
+        self.plan = ShardPlan(len(self.splits.train), index, count, cfg.data.batch_size, cfg.train.seed,
                               cfg.data.segment_size, cfg.data.shuffle)
         self.budget = budget = Budget.from_config(cfg, self.plan.steps_per_epoch)
 
@@ -46,7 +47,10 @@ class Run:
         self.local_opt = optim.build_optimizer(cfg.optim, self.model)
         self.opt = optim.wrap(self.local_opt, self.model, cfg.algorithm, dist.comm, dist.size,
                               budget.steps_per_epoch,
-                              {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps})
+                              {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps,
+                               # for algorithms that keep state of their own on disk (a parameter server)
+                               "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
+                               "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
         self.lr_sched = budget.scheduler(cfg, self.local_opt)
 
         self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type))
@@ -100,8 +104,8 @@ class Run:
         """Score the model on the eval split and log it (None without one); with train.bn_batches,
         BatchNorm statistics are re-estimated on that many training micro-batches first."""
         cfg, state = self.cfg, self.state
-        if self.splits.eval is None:
-            return None
+        if self.splits.eval is None or (self.dist.independent and self.dist.rank != 0):
+            return None   # independent processes share no collectives: rank 0 scores its model alone
         if cfg.train.bn_batches:
             torch.manual_seed(step_seed(cfg.train.seed, self.dist.rank, state.step))  # augmentation, dropout
             micro = cfg.data.physical_batch_size or cfg.data.batch_size
@@ -109,7 +113,8 @@ class Run:
                                        cfg.train.bn_batches)
             batches = (tuple(t.to(self.device) for t in b) for b in iterate(self.splits.train, indices))
             bn_stats.reestimate(self.model, batches, self._forward, self.opt)
-        ev = evaluate(self.model, self.task, self.splits.eval, self.dist, cfg.data.eval_batch_size, self.device,
+        ev = evaluate(self.model, self.task, self.splits.eval, Dist() if self.dist.independent else self.dist,
+                      cfg.data.eval_batch_size, self.device,
                       self.amp, self.kind != "mae")
         self.metrics.eval({"step": state.step, "epoch": epoch, "time": self.elapsed(), **ev})
         return ev
@@ -124,7 +129,7 @@ class Run:
         last = state.step >= budget.total_steps
         if self.splits.eval is not None and (state.step % budget.eval_every == 0 or last):
             ev = self.evaluate(epoch)
-            if ev["loss"] < state.best_loss:
+            if ev is not None and ev["loss"] < state.best_loss:
                 state.best_loss = ev["loss"]
                 if cfg.checkpoint.save_best:
                     self.ckpt.save(state, "best", self.elapsed())

@@ -49,6 +49,8 @@ def per_rank_state(algorithm: AlgorithmConfig, state_dict_type: str = "sharded")
     the state layout the algorithm class declares (algorithms/traits.py). A sharded algorithm (ZeRO)
     saves the full model once (rank 0) and, with checkpoint.state_dict_type=sharded, the optimizer
     state as one shard per rank; with full, once (gathered)."""
+    if optim.independent(algorithm):
+        return []   # rank 0 alone saves (a server's model, or the first peer's replica)
     if optim.sharded(algorithm):
         return ["optim_state_dict"] if state_dict_type == "sharded" else []
     if not optim.replicated(algorithm):
@@ -88,7 +90,9 @@ class Checkpointer:
         full = self.opt.full_state_dict()
         return full["model"], full["optimizer"]
 
-    def save(self, state: IterState, kind: str, elapsed: float) -> Path:
+    def save(self, state: IterState, kind: str, elapsed: float) -> Path | None:
+        if self.dist.independent and self.dist.rank != 0:
+            return None   # independent processes cannot write one checkpoint together: rank 0's model is it
         state.extra["elapsed"] = elapsed
         model_state, optim_state = self._states(state)   # collective for a sharded algorithm
         path = checkpoint.save(self.directory, self.name(state.step, kind), self.dist, state, model_state,

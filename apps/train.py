@@ -74,6 +74,9 @@ def train(cfg: Config, resume: str | None = None) -> int:
     if optim.owns_loop(cfg.algorithm):   # e.g. Hogwild worker processes: the algorithm's opt.train(...)
         from apps.own_loop import train_own_loop
         return run.finish(train_own_loop(run))
+    if optim.serves(cfg.algorithm) and run.opt.is_server:   # a parameter server's server rank
+        from apps.server_loop import serve
+        return run.finish(serve(run))
     model, opt, state, plan = run.model, run.opt, run.state, run.plan
     bare = opt is run.local_opt  # algorithm "none": a plain torch optimizer takes no loss=
     while state.step < run.budget.total_steps:
@@ -101,6 +104,8 @@ def train(cfg: Config, resume: str | None = None) -> int:
                 return run.finish(preempted=True)
             if segment_done or state.step >= run.budget.total_steps:
                 break
+    if hasattr(opt, "close"):   # independent processes say goodbye to their server / peers
+        opt.close()
     return run.finish(preempted=False)
 
 
@@ -129,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     if launch.should_spawn(cfg.launch.nproc):
+        if optim.independent(cfg.algorithm):   # ranks that must survive a peer's death: no MPI job
+            return launch.spawn_independent(cfg.launch.nproc, argv)
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:

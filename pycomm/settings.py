@@ -71,11 +71,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_TIMEOUT", Number(0, 1e9, "seconds", {0: "no timeout"}), 300.0,
             "seconds a `wait()` may block before it raises `pycomm.StallError` naming the op, its sequence number "
             "and sizes; also bounds every wait of the TCP store (`pycomm.TCPStore`, NCCL start-up without MPI)",
-            "the core's stall check (csrc/runtime/stall.cc), pycomm.store, pycomm.nccl_backend", core=True),
+            "the core's stall check (csrc/diagnostics/stall.cc), pycomm.store, pycomm.nccl_backend", core=True),
     Setting("PYCOMM_DEBUG", Flag(), False,
             "`1`: the full op check (see *The op check* below): also before every NCCL collective, and "
             "`allreduce_coalesced` matched as one op",
-            "the core's op check (csrc/runtime/op_check.cc), pycomm.fusion", core=True),
+            "the core's op check (csrc/diagnostics/op_check.cc), pycomm.fusion", core=True),
     Setting("PYCOMM_NUM_THREADS", Integer(1, 65536, "threads"), None,
             "OpenMP threads of the CPU kernels (fixed at first use)",
             "the CPU kernels (csrc/kernels/cpu/parallel.cc)", core=True, default_text="OpenMP's default"),
@@ -100,10 +100,10 @@ SETTINGS: tuple[Setting, ...] = (
             "instead of 300-640 us; on the idle node 25 us instead of 12 us); "
             "`pycomm.stats()[op][\"inline_calls\"]` counts the ops that ran on the caller's thread. Must be the "
             "same on every rank (it decides which MPI calls match); fixed from the first communicator on",
-            "the host transports' blocking path (csrc/runtime/inline_run.cc)", core=True),
+            "the host transports' blocking path (csrc/queue/inline_run.cc)", core=True),
     Setting("PYCOMM_SPIN_US", Integer(0, 1_000_000, "microseconds", {0: "no spinning"}), 250,
             "microseconds a waiter yield-spins before blocking (fixed at first use)",
-            "the core's waits (csrc/runtime/spin.cc)", core=True),
+            "the core's waits (csrc/queue/spin.cc)", core=True),
     Setting("PYCOMM_QUANTIZED_SEGMENT", Integer(1, 1 << 62, "elements"), 4 << 20,
             "elements per pipelined segment of `allreduce_quantized`: a larger tensor encodes segment k+1 while "
             "k is on the wire. Must be the same on every rank",
@@ -121,8 +121,9 @@ SETTINGS: tuple[Setting, ...] = (
             "machine's real ones, to exercise node-aware code on one machine; k must divide the size",
             "Communicator.split_by_node, at each call", default_text="the real nodes"),
     Setting("PYCOMM_APPS_FAIL_AT",
-            Pattern(r"(\d+):(\d+)(?::(raise|exit))?", "RANK:STEP[:raise|exit] (e.g. 1:5:raise)", _fail_at), None,
-            "testing aid: that rank raises, or leaves with `os._exit(70)` and no message, after optimizer step "
+            Pattern(r"(\d+):(\d+)(?::(raise|exit|kill))?", "RANK:STEP[:raise|exit|kill] (e.g. 1:5:raise)", _fail_at),
+            None, "testing aid: that rank raises, leaves with `os._exit(70)` and no message, or is killed by "
+            "SIGKILL (`kill`), after optimizer step "
             "STEP (fault injection as torchft's `fail_at`: `apps/fault_injection.py`, used by "
             "`tests/apps/test_failures.py`)",
             "apps.fault_injection", scope=APPS, default_text="no failure"),
@@ -138,6 +139,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_APPS_SPAWNED", Flag(), False,
             "set by the `--nproc` launcher for its ranks, so that they do not launch again",
             "apps.launch, apps.requirements", scope=APPS),
+    Setting("PYCOMM_PS_RANK", Integer(0, (1 << 31) - 1, "rank"), None,
+            "set by the launch of independent processes (parameter servers, ssp): this process's rank, servers "
+            "first; with it set, `--nproc` does not launch again",
+            "algorithms.ps.layout, apps.launch", scope=APPS, default_text="not an independent process"),
+    Setting("PYCOMM_PS_WORLD", Integer(1, (1 << 31) - 1, "processes"), None,
+            "with `PYCOMM_PS_RANK`: the number of independent processes", "algorithms.ps.layout", scope=APPS),
+    Setting("PYCOMM_PS_ADDRESS", Pattern(r"[^\s,]+:\d+", "HOST:PORT", lambda m: m.group(0)), None,
+            "with `PYCOMM_PS_RANK`: HOST:PORT of rank 0; rank r listens on PORT + r", "algorithms.ps.layout",
+            scope=APPS),
+    Setting("PYCOMM_PS_ADDRESSES", Pattern(r"[^\s,]+:\d+(,[^\s,]+:\d+)*", "HOST:PORT,HOST:PORT,... (one per rank)",
+                                           lambda m: tuple(m.group(0).split(","))), None,
+            "with `PYCOMM_PS_RANK`, instead of `PYCOMM_PS_ADDRESS`: every rank's HOST:PORT (several machines)",
+            "algorithms.ps.layout", scope=APPS),
     Setting("PYCOMM_MNIST", Directory("holding MNIST's idx files"), None,
             "where the tests find MNIST", "tests/algorithms/mnist.py", scope=TESTS,
             default_text="../shared/data/mnist beside the checkout"),

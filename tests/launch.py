@@ -68,3 +68,38 @@ def python(module: str, *args: str, timeout: float = 300, env: Mapping[str, str]
     argv = [sys.executable, "-m", module, *args]
     proc = subprocess.run(argv, cwd=ROOT, env=worker_env(env), capture_output=True, text=True, timeout=timeout)
     return check(proc, " ".join(argv)) if expect_ok else proc
+
+
+def independent(n: int, module: str, *args: str, env: Mapping[str, str] | None = None,
+                ranks: Sequence[int] | None = None, base_port: int | None = None) -> list[subprocess.Popen]:
+    """Start `python -m module args...` as n independent processes (no MPI: the fault-tolerant algorithms'
+    launch), rank r with PYCOMM_PS_RANK=r listening on 127.0.0.1:base_port + r; only `ranks` when given
+    (e.g. to restart one). Output goes to pipes: read it with `finish`."""
+    from algorithms.ps import layout
+    base = layout.free_base_port(n) if base_port is None else base_port
+    procs = []
+    for r in (range(n) if ranks is None else ranks):
+        extra = {**layout.env_for(r, n, f"127.0.0.1:{base}"), **(env or {})}
+        procs.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=worker_env(extra),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs[-1].base_port = base  # type: ignore[attr-defined]
+    return procs
+
+
+def finish(procs: Sequence[subprocess.Popen], timeout: float = 300, expect_ok: bool = True) -> list[tuple[int, str, str]]:
+    """Wait for the processes; (returncode, stdout, stderr) of each. With expect_ok, a non-zero exit fails
+    with everyone's output."""
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            out.append((p.returncode, stdout, stderr))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if expect_ok and any(code != 0 for code, _, _ in out):
+        text = "\n".join(f"--- process {i} exit {c} ---\n{o}\n{e}" for i, (c, o, e) in enumerate(out))
+        raise AssertionError(f"independent processes failed:\n{text}")
+    return out

@@ -25,6 +25,8 @@ AVERAGED = {"mbsgd", "zero1"}        # p.grad is the mean over ranks when backwa
 # gradients; tests/algorithms/test_zero.py covers their loop (clipping, LR schedule)
 SHARDED_GRADS = {"zero2", "zero3"}
 LOOP_OWNERS = {"lapsgd", "lppsgd"}   # train in their own worker processes: tests/algorithms/test_lapsgd.py
+# independent processes over ZeroMQ (servers and workers, or stale peers): tests/algorithms/test_ps_*.py
+INDEPENDENT = {"asyncps", "syncps", "ssp"}
 
 
 def build(comm: Any, algorithm: str) -> tuple[torch.nn.Module, Any]:
@@ -90,7 +92,7 @@ def scaler_and_scheduler(comm: Any, algorithm: str) -> dict[str, Any]:
 
 def main() -> None:
     comm = world()
-    names = sys.argv[2:] or [n for n in algorithms.available() if n not in LOOP_OWNERS | SHARDED_GRADS]
+    names = sys.argv[2:] or [n for n in algorithms.available() if n not in LOOP_OWNERS | SHARDED_GRADS | INDEPENDENT]
     cases = []
     for name in names:
         cases.append((f"clip-{name}", lambda name=name: clipping(comm, name)))

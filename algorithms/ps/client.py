@@ -1,0 +1,99 @@
+"""A worker's link to its server: requests with a reply timeout, reconnection, and resynchronisation
+after a server restart (ZeroMQ guide's "Lazy Pirate" pattern: on silence, close the socket, open a new one
+and ask again, so nothing queued for the dead server is delivered twice to its successor).
+
+Each reply carries the server's incarnation (new at every start). A worker that finds a new incarnation
+after a silence greets it again and adopts its parameters (the server resumed from its checkpoint); the
+push that was in flight is dropped (it was computed on parameters the server no longer has)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import torch
+
+from algorithms.ps.wire import zmq
+from algorithms.ps import wire
+
+
+class ServerLostError(RuntimeError):
+    """The server did not answer for server_timeout seconds."""
+
+
+class WorkerRefusedError(ValueError):
+    """The server refused this worker (e.g. another model's shapes); the server's reason is the text."""
+
+
+class ServerLink:
+    def __init__(self, ctx: zmq.Context, address: str, rank: int, signature: str, reply_timeout: float,
+                 server_timeout: float) -> None:
+        self.ctx, self.address, self.rank, self.signature = ctx, address, rank, signature
+        self.reply_timeout, self.server_timeout = reply_timeout, server_timeout
+        self.incarnation: str | None = None
+        self.restarts = 0      # server restarts seen
+        self.sock = self._connect()
+
+    def _connect(self) -> zmq.Socket:
+        return wire.dealer(self.ctx, self.address, f"w-{self.rank}")
+
+    def hello(self) -> wire.Message:
+        """Greet the server (retrying until it answers or server_timeout passes); returns its welcome."""
+        deadline = time.monotonic() + self.server_timeout
+        while True:
+            wire.send(self.sock, "hello", {"rank": self.rank, "signature": self.signature})
+            reply = self._wait(("welcome", "error"), min(self.reply_timeout, max(0.1, deadline - time.monotonic())))
+            if reply is not None:
+                if reply.kind == "error":
+                    raise WorkerRefusedError(f"server at {self.address} refused worker {self.rank}: {reply.get('error')}")
+                if self.incarnation is not None and reply.get("incarnation") != self.incarnation:
+                    self.restarts += 1
+                self.incarnation = reply.get("incarnation")
+                return reply
+            if time.monotonic() > deadline:
+                raise ServerLostError(f"worker {self.rank}: no server at {self.address} for "
+                                      f"{self.server_timeout:g} s (server_timeout)")
+            self._reconnect()
+
+    def request(self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor],
+                expect: tuple[str, ...]) -> tuple[wire.Message, int]:
+        """Send a request and return (the reply, bytes sent). After a silence of reply_timeout: reconnect and
+        greet; if the same server answers, the request is sent again (the server drops a push it has already
+        taken: pushes carry the worker's step), if a restarted one answers its welcome is returned (kind
+        "welcome": the caller adopts its parameters)."""
+        sent = 0
+        while True:
+            sent += wire.send(self.sock, kind, {**header, "rank": self.rank}, tensors)
+            reply = self._wait(expect + ("error",), self.reply_timeout)
+            if reply is not None:
+                if reply.kind == "error" and reply.get("error") == "say hello first":
+                    return self.hello(), sent  # a restarted server that has not met us yet
+                if reply.kind == "error":
+                    raise WorkerRefusedError(f"server refused worker {self.rank}'s {kind}: {reply.get('error')}")
+                return reply, sent
+            before = self.incarnation
+            self._reconnect()
+            welcome = self.hello()
+            if welcome.get("incarnation") != before:
+                return welcome, sent
+
+    def send(self, kind: str, header: dict[str, Any]) -> None:
+        """A message that expects no answer (goodbye)."""
+        wire.send(self.sock, kind, {**header, "rank": self.rank})
+
+    def _wait(self, kinds: tuple[str, ...], timeout: float) -> wire.Message | None:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not self.sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+                continue
+            _, msg = wire.recv(self.sock, routed=False)
+            if msg.kind in kinds:
+                return msg
+            # an answer to an earlier request (e.g. a welcome after a reconnect raced a late ack): skip it
+        return None
+
+    def _reconnect(self) -> None:
+        self.sock.close(0)
+        self.sock = self._connect()
+
+    def close(self) -> None:
+        self.sock.close(0)

@@ -1,0 +1,109 @@
+"""Who is who in a fault-tolerant run: this process's rank, the world size and every rank's address.
+
+Two ways to learn it:
+- started as independent processes (apps' launch for these algorithms, or `python -m apps.ps server|worker`):
+  the environment says it (read here and nowhere else):
+      PYCOMM_PS_RANK       this process's rank (servers first: ranks 0 .. servers-1)
+      PYCOMM_PS_WORLD      the number of processes
+      PYCOMM_PS_ADDRESS    HOST:PORT of rank 0; rank r listens on PORT + r
+      PYCOMM_PS_ADDRESSES  or: HOST:PORT of every rank, comma-separated (several machines)
+  No MPI is involved, so a process's death ends no other.
+- under an MPI launcher with a pycomm communicator: each rank listens on a free port and the addresses are
+  exchanged once with the communicator (an all-gather); afterwards the communicator is not used.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import torch
+
+from pycomm import settings
+from algorithms.ps.wire import zmq
+from algorithms.ps import wire
+
+RANK_ENV, WORLD_ENV, ADDRESS_ENV, ADDRESSES_ENV = ("PYCOMM_PS_RANK", "PYCOMM_PS_WORLD", "PYCOMM_PS_ADDRESS",
+                                                   "PYCOMM_PS_ADDRESSES")
+_ADDRESS_BYTES = 128
+
+
+@dataclass(frozen=True)
+class Layout:
+    rank: int
+    world: int
+    addresses: tuple[str, ...]    # per rank ("" where a rank listens nowhere)
+    independent: bool             # started as independent processes (no MPI job)
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Layout | None:
+    """The layout the environment gives, None when this process was not started that way."""
+    env = os.environ if env is None else env
+    rank, world = settings.get(RANK_ENV, env), settings.get(WORLD_ENV, env)   # each checked there
+    if rank is None:
+        return None
+    if world is None:
+        raise ValueError(f"{RANK_ENV}={rank} is set but {WORLD_ENV} (the number of processes) is not")
+    if not 0 <= rank < world:
+        raise ValueError(f"{RANK_ENV}={rank} is outside a world of {WORLD_ENV}={world} processes")
+    if settings.get(ADDRESSES_ENV, env):
+        addresses = settings.get(ADDRESSES_ENV, env)
+        if len(addresses) != world:
+            raise ValueError(f"{ADDRESSES_ENV} lists {len(addresses)} addresses for {world} processes")
+        for a in addresses:
+            wire.split_address(a)
+    elif settings.get(ADDRESS_ENV, env):
+        host, port = wire.split_address(settings.get(ADDRESS_ENV, env))
+        addresses = tuple(f"{host}:{port + r}" for r in range(world))
+    else:
+        raise ValueError(f"{RANK_ENV} is set but neither {ADDRESS_ENV} (HOST:PORT of rank 0) nor {ADDRESSES_ENV}")
+    return Layout(rank, world, addresses, True)
+
+
+def resolve(comm: Any, ctx: zmq.Context, listen: bool) -> tuple[Layout, zmq.Socket | None]:
+    """This process's layout and, when `listen`, its bound ROUTER socket."""
+    layout = from_env()
+    if layout is not None:
+        sock = wire.router(ctx, layout.addresses[layout.rank])[0] if listen else None
+        return layout, sock
+    if comm is None:
+        import pycomm
+        comm = pycomm.world() if pycomm.is_initialized() else pycomm.init()
+    sock, address = wire.router(ctx) if listen else (None, "")
+    return Layout(comm.rank, comm.size, _allgather(comm, address if listen else ""), False), sock
+
+
+def _allgather(comm: Any, address: str) -> tuple[str, ...]:
+    raw = address.encode()
+    mine = torch.zeros(_ADDRESS_BYTES, dtype=torch.uint8)
+    mine[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    out = torch.zeros(comm.size * _ADDRESS_BYTES, dtype=torch.uint8)
+    comm.allgather(out, mine)
+    return tuple(bytes(row.tolist()).rstrip(b"\0").decode() for row in out.view(comm.size, _ADDRESS_BYTES))
+
+
+def env_for(rank: int, world: int, address: str) -> dict[str, str]:
+    """The environment that starts process `rank` of an independent launch (rank 0 at `address`)."""
+    wire.split_address(address)
+    return {RANK_ENV: str(rank), WORLD_ENV: str(world), ADDRESS_ENV: address}
+
+
+def free_base_port(n: int, host: str = "127.0.0.1") -> int:
+    """A port P such that P .. P + n - 1 are free on this machine now (rank r will listen on P + r)."""
+    import random
+    import socket
+    for _ in range(200):
+        base = random.randint(20000, 60000 - n)
+        socks = []
+        try:
+            for r in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind((host, base + r))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"found no {n} consecutive free ports on {host}")

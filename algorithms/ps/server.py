@@ -1,0 +1,187 @@
+"""The parameter server's loop: one ROUTER socket, one thread. It greets workers (refusing another model's
+shapes), answers pushes through the rule (rules.py), answers pulls, tracks who is alive (liveness.py),
+names the workers it loses, checkpoints its state atomically and resumes from it when restarted. It ends
+when every worker has said goodbye or been lost."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+
+from algorithms.ps.wire import zmq
+from algorithms.ps import checkpoint, payload, wire
+from algorithms.ps.liveness import Liveness
+from algorithms.ps.rules import Reply, ServerModel
+from algorithms.ps.stats import StalenessStats
+
+STARTUP_GRACE = 120.0   # seconds a worker may take to appear at the start (imports, data loading)
+
+
+def default_log(text: str) -> None:
+    print(f"[ps server] {text}", file=sys.stderr, flush=True)
+
+
+class Server:
+    def __init__(self, sock: zmq.Socket, rank: int, workers: list[int], model: ServerModel, rule: Any,
+                 stats: StalenessStats, signature: str, codec: Any, timeout: float,
+                 checkpoint_path: Path | None, checkpoint_every: int, resume: bool = False,
+                 log: Callable[[str], None] = default_log):
+        self.sock, self.rank, self.workers, self.model, self.rule = sock, rank, workers, model, rule
+        self.stats, self.signature, self.codec, self.timeout = stats, signature, codec, timeout
+        self.checkpoint_path, self.checkpoint_every, self.log = checkpoint_path, checkpoint_every, log
+        self.incarnation = uuid.uuid4().hex[:12]   # changes when the server restarts: workers resynchronise
+        self.liveness = Liveness(timeout)
+        self.identities: dict[int, bytes] = {}
+        self.clocks: dict[int, int] = {}            # per worker: the last step it pushed
+        self.refused: dict[int, str] = {}
+        self.resumed_from: int | None = None
+        self.on_version: Callable[[dict[str, Any]], None] | None = None
+        self._saved_version = model.version
+        if resume:
+            self._restore()
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"params": self.model.vector(), "optimizer": self.model.optimizer.state_dict(),
+                "version": self.model.version, "clocks": dict(self.clocks), "stats": self.stats.state_dict(),
+                "rule": self.rule.state_dict(), "signature": self.signature}
+
+    def save(self) -> None:
+        if self.checkpoint_path is not None:
+            checkpoint.save(self.checkpoint_path, self.state_dict())
+            self._saved_version = self.model.version
+
+    def _restore(self) -> None:
+        state = checkpoint.load(self.checkpoint_path) if self.checkpoint_path is not None else None
+        if state is None:
+            return
+        if state["signature"] != self.signature:
+            raise ValueError(f"server checkpoint {self.checkpoint_path} was written for another model (shape "
+                             f"checksum {state['signature']}, this model's is {self.signature}); remove it or "
+                             "point checkpoint_dir elsewhere")
+        payload.unflatten_into(state["params"], self.model.params)
+        self.model.optimizer.load_state_dict(state["optimizer"])
+        self.model.version = state["version"]
+        self.clocks = {int(k): v for k, v in state["clocks"].items()}
+        self.stats.load_state_dict(state["stats"])
+        self.rule.load_state_dict(state["rule"])
+        self.resumed_from = self._saved_version = self.model.version
+        self.log(f"resumed from {self.checkpoint_path} at version {self.model.version} "
+                 f"(worker clocks {self.clocks})")
+
+    # -- the loop ------------------------------------------------------------------------------
+    def serve(self) -> dict[str, Any]:
+        """Serve until every worker has finished or been lost; returns a summary."""
+        self.liveness.expect(self.workers)
+        for w in self.workers:   # startup grace: count the timeout from STARTUP_GRACE seconds ahead
+            self.liveness.last[w] += max(0.0, STARTUP_GRACE - self.timeout)
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        interval_ms = max(10, int(self.timeout * 250))
+        while self.liveness.live:
+            events = dict(poller.poll(interval_ms))
+            depth = 0
+            while self.sock in events and self.sock.poll(0, zmq.POLLIN):
+                identity, msg = self._receive()
+                depth += 1
+                if msg is not None:
+                    self._handle(identity, msg)
+            self.stats.queue_depth = depth
+            for w in self.liveness.expire():
+                self.log(f"worker {w} lost: {self.liveness.lost[w]}; continuing with "
+                         f"{_names(self.liveness.live)}")
+                self._send_replies(self.rule.lost(w, self.liveness.live))
+            self._send_replies(self.rule.tick(self.liveness.live))
+            if self.model.version - self._saved_version >= self.checkpoint_every:
+                self.save()
+        self.save()
+        summary = {"version": self.model.version, "finished": sorted(self.liveness.finished),
+                   "lost": dict(self.liveness.lost), "refused": dict(self.refused), **self.stats.as_dict()}
+        self.log(f"done at version {self.model.version}: finished {_names(self.liveness.finished)}, "
+                 f"lost {_names(self.liveness.lost)}")
+        return summary
+
+    def _receive(self) -> tuple[bytes, wire.Message | None]:
+        frames = self.sock.recv_multipart()
+        try:
+            return frames[0], wire.unpack(frames[1:])
+        except wire.WireError as e:
+            self.log(f"dropped a message from {frames[0]!r}: {e}")
+            return frames[0], None
+
+    def _handle(self, identity: bytes, msg: wire.Message) -> None:
+        worker = msg.get("rank")
+        if not isinstance(worker, int) or worker not in self.workers:
+            self.log(f"dropped a {msg.kind} message from an unknown rank {worker!r} (workers: {self.workers})")
+            return
+        if msg.kind == "heartbeat":
+            if worker in self.liveness.last:
+                self.liveness.heard(worker)
+            return
+        if worker in self.refused:
+            return
+        if msg.kind == "hello":
+            self._hello(identity, worker, msg)
+            return
+        if worker not in self.liveness.last and worker not in self.identities:
+            self._reply(identity, worker, "error", {"error": "say hello first"}, False)
+            return
+        if worker in self.liveness.lost:
+            self.log(f"worker {worker} is back")
+            self.liveness.revive(worker)
+        self.liveness.heard(worker)
+        self.identities[worker] = identity
+        if msg.kind == "push":
+            self.stats.pushed += msg.nbytes
+            step = int(msg.get("step", 0))
+            if step <= self.clocks.get(worker, -1):   # sent again after a reconnect: taken once only
+                if not self.rule.pending(worker):
+                    self._reply(identity, worker, "ack", {"rejected": False, "duplicate": True, "staleness": 0}, True)
+                return
+            self.clocks[worker] = step
+            grad = payload.decode(msg.header, msg.tensors, self.codec)
+            self._send_replies(self.rule.push(worker, msg.header, grad, self.liveness.live))
+            if self.on_version is not None:
+                self.on_version({"worker": worker, "loss": msg.get("loss"), "step": msg.get("step"),
+                                 "lr": (msg.get("lrs") or [None])[0]})
+        elif msg.kind == "pull":
+            self._reply(identity, worker, "params", {}, True)
+        elif msg.kind == "bye":
+            self.liveness.finish(worker)
+            self.log(f"worker {worker} finished at step {msg.get('step')}")
+            self._send_replies(self.rule.lost(worker, self.liveness.live))
+
+    def _hello(self, identity: bytes, worker: int, msg: wire.Message) -> None:
+        if msg.get("signature") != self.signature:
+            why = (f"worker {worker}'s model has shapes/dtypes checksum {msg.get('signature')}, the server's is "
+                   f"{self.signature}: it was started with another model or optimizer; refused")
+            self.log(why)
+            self.refused[worker] = why
+            self.liveness.finish(worker)
+            self._reply(identity, worker, "error", {"error": why}, False)
+            return
+        if worker in self.liveness.lost:
+            self.log(f"worker {worker} reconnected")
+        self.liveness.revive(worker)
+        self.identities[worker] = identity
+        self._reply(identity, worker, "welcome", {"clock": self.clocks.get(worker)}, True)
+
+    def _send_replies(self, replies: list[Reply]) -> None:
+        for r in replies:
+            if r.worker in self.identities:
+                self._reply(self.identities[r.worker], r.worker, r.kind, r.header, r.with_params)
+
+    def _reply(self, identity: bytes, worker: int, kind: str, header: dict[str, Any], with_params: bool) -> None:
+        tensors = [self.model.vector()] if with_params else []
+        sent = wire.send(self.sock, kind, {**header, "version": self.model.version,
+                                           "incarnation": self.incarnation, "rank": self.rank}, tensors, to=identity)
+        if with_params:
+            self.stats.pulled += sent
+
+
+def _names(peers: Any) -> str:
+    return ", ".join(map(str, sorted(peers))) or "none"

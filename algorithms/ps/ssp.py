@@ -1,0 +1,210 @@
+"""ssp: bounded-staleness data parallelism without a server (SmolCluster's "ClassicDP"; stale synchronous
+parallel, Ho et al. 2013), over the fault-tolerant ZeroMQ layer.
+
+Every rank sends its gradient of step t to every live peer and applies the average of step t (all live
+ranks' gradients, in rank order, through its own copy of the optimizer) once it has all of them, steps in
+order, so every rank's replica goes through the same sequence of parameters. A rank may start step t only
+when step t - K - 1 is complete everywhere (it holds every live rank's gradient of it): the gradient of
+step t is computed on parameters that miss at most the K most recent averaged steps, and that number is
+the staleness reported (0 for every step when K = 0, which is mbsgd).
+
+A rank that stops being heard for worker_timeout is dropped from the live set (named in the log) and the
+steps it had not sent are completed without it. A rank killed while sending its gradient to its peers can
+leave one peer with that gradient and another without it: their replicas then differ by that one step
+(no server holds the truth); they train on."""
+from __future__ import annotations
+
+import sys
+import time
+import weakref
+from typing import Any
+
+import torch
+
+from algorithms import options as opts
+from algorithms import traits
+from algorithms.base import CommOptimizer
+from algorithms.ps.wire import zmq
+from algorithms.ps import layout, payload, wire
+from algorithms.ps.client import WorkerRefusedError
+from algorithms.ps.liveness import Heartbeat, Liveness, release
+from algorithms.ps.optimizers import FT_OPTIONS, independent_comm, validate_common
+from algorithms.ps.rules import ServerModel
+from algorithms.ps.server import STARTUP_GRACE
+from algorithms.ps.stats import StalenessStats
+from algorithms.registry import register
+
+
+def _log(rank: int, text: str) -> None:
+    print(f"[ssp rank {rank}] {text}", file=sys.stderr, flush=True)
+
+
+@register("ssp")
+class SSP(CommOptimizer):
+    training = traits.WRAPPER
+    state_layout = traits.PER_RANK    # ranks may be up to K steps apart when a checkpoint is written
+    independent_processes = True      # a rank's death must not end the others (apps' launch reads this)
+    algorithm_options: dict[str, Any] = {"staleness_bound": 2, **FT_OPTIONS}
+
+    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(optimizer, algorithm, independent_comm(comm), **kwargs)
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        config = validate_common(config)
+        config["staleness_bound"] = opts.integer("staleness_bound", config["staleness_bound"], 0)
+        return config
+
+    def _broadcast_initial_state(self) -> None:
+        """Nothing here: rank 0's parameters arrive with its greeting (_greet)."""
+
+    def _setup(self) -> None:
+        wire.require_zmq()
+        self.ctx = zmq.Context()
+        self._heartbeats: list[Heartbeat] = []
+        self._release = weakref.finalize(self, release, self.ctx, self._heartbeats)
+        self.layout, self.sock = layout.resolve(self.comm, self.ctx, listen=True)
+        self.rank, world = self.layout.rank, self.layout.world
+        self.peers = [r for r in range(world) if r != self.rank]
+        self.links = {r: wire.dealer(self.ctx, self.layout.addresses[r], f"ssp-{self.rank}") for r in self.peers}
+        self.liveness = Liveness(self.options["worker_timeout"])
+        self.stats = StalenessStats()
+        self.model = ServerModel(self.params, self.optimizer)   # applies averaged steps, counts them
+        self.signature = wire.signature(self.params)
+        self.pending: dict[int, dict[int, torch.Tensor]] = {}   # step -> rank -> gradient
+        self.final: dict[int, int] = {}                         # rank -> steps it took (said goodbye)
+        self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
+        self._heartbeats.append(Heartbeat(self.ctx, self.rank, [self.layout.addresses[r] for r in self.peers],
+                                          self.options["worker_timeout"] / 4))
+        self._closed = False
+        self._greet()
+
+    @property
+    def applied(self) -> int:
+        """Averaged steps applied to this replica (the next step to complete)."""
+        return self.model.version
+
+    # -- messages --------------------------------------------------------------------------------
+    def _send(self, peer: int, kind: str, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
+        self.stats.pushed += wire.send(self.links[peer], kind, {**header, "rank": self.rank}, tensors)
+
+    def _greet(self) -> None:
+        """Greet every peer (rank 0 with its parameters, which the others adopt); wait for rank 0's greeting."""
+        params = [payload.flatten(self.params)] if self.rank == 0 else []
+        for r in self.peers:
+            self._send(r, "hello", {"signature": self.signature}, params)
+        self.liveness.expect(self.peers)
+        for r in self.peers:
+            self.liveness.last[r] += max(0.0, STARTUP_GRACE - self.liveness.timeout)
+        self._greeted = self.rank == 0
+        deadline = time.monotonic() + STARTUP_GRACE
+        while not self._greeted:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ssp rank {self.rank}: rank 0 did not greet within {STARTUP_GRACE:g} s")
+            self._receive(0.1)
+
+    def _receive(self, timeout: float) -> None:
+        """Take the messages that arrive within `timeout` seconds (all that are waiting, at least)."""
+        if not self.sock.poll(max(1, int(timeout * 1000)), zmq.POLLIN):
+            self._expire()
+            return
+        depth = 0
+        while self.sock.poll(0, zmq.POLLIN):
+            _, msg = wire.recv(self.sock, routed=True)
+            depth += 1
+            self._handle(msg)
+        self.stats.queue_depth = depth
+        self._expire()
+
+    def _handle(self, msg: wire.Message) -> None:
+        peer = msg.get("rank")
+        if peer not in self.links or peer in self.liveness.lost:
+            return
+        self.liveness.heard(peer)
+        if msg.kind == "hello":
+            if msg.get("signature") != self.signature:
+                why = (f"rank {peer}'s model has shapes/dtypes checksum {msg.get('signature')}, rank {self.rank}'s "
+                       f"is {self.signature}: started with another model")
+                self._send(peer, "error", {"error": why})
+                raise WorkerRefusedError(why)
+            if peer == 0 and msg.tensors:
+                payload.unflatten_into(msg.tensors[0], self.params)
+                self._greeted = True
+        elif msg.kind == "error":
+            raise WorkerRefusedError(f"rank {peer} refused rank {self.rank}: {msg.get('error')}")
+        elif msg.kind == "grad":
+            self.stats.pulled += msg.nbytes
+            grad = payload.decode(msg.header, msg.tensors, self.options["codec"])
+            self.pending.setdefault(int(msg.get("step")), {})[peer] = grad
+        elif msg.kind == "bye":
+            self.final[peer] = int(msg.get("step"))
+            self.liveness.finish(peer)
+
+    def _expire(self) -> None:
+        for r in self.liveness.expire():
+            _log(self.rank, f"rank {r} lost: {self.liveness.lost[r]}; continuing with ranks "
+                            f"{', '.join(map(str, sorted(self._members(self.applied))))}")
+
+    def _members(self, step: int) -> list[int]:
+        """The ranks whose gradient step `step` averages: this one, the live peers, and the finished ones
+        that took that step."""
+        return sorted({self.rank, *self.liveness.live, *(r for r, n in self.final.items() if n > step)})
+
+    def _complete_ready(self) -> None:
+        """Apply every step, in order, whose gradients are all in."""
+        while True:
+            t = self.applied
+            have = self.pending.get(t, {})
+            members = self._members(t)
+            if not all(r in have for r in members):
+                return
+            mean = torch.stack([have[r] for r in members]).mean(0)
+            self.model.step(mean, None)
+            del self.pending[t]
+
+    # -- the step --------------------------------------------------------------------------------
+    def _step(self, loss: float | None) -> None:
+        tic = time.perf_counter()
+        t = self.steps
+        self.stats.staleness(t - self.applied)   # averaged steps missing from the parameters of this gradient
+        self.stats.calls += 1
+        fields, tensors = payload.encode(payload.gradients(self.params), self.options["codec"], self.residual)
+        mine = payload.decode(fields, tensors, self.options["codec"])   # this rank's part, as its peers decode it
+        self.pending.setdefault(t, {})[self.rank] = mine
+        for r in sorted(self.liveness.live):
+            self._send(r, "grad", {**fields, "step": t}, tensors)
+        # step t + 1 may start only once step t + 1 - K - 1 = t - K is complete
+        self._wait_until(t + 1 - self.options["staleness_bound"])
+        self.stats.seconds += time.perf_counter() - tic
+
+    def _wait_until(self, applied: int) -> None:
+        self._receive(0)
+        self._complete_ready()
+        while self.applied < applied:
+            self._receive(self.liveness.timeout / 4)
+            self._complete_ready()
+
+    def synchronize(self) -> None:
+        """Apply every step this rank has taken (waits for the peers' gradients of them)."""
+        self._wait_until(self.steps)
+
+    def close(self) -> None:
+        """Finish: apply every step taken, say goodbye to the peers; idempotent."""
+        if self._closed:
+            return
+        self.synchronize()
+        self._closed = True
+        for r in sorted(self.liveness.live):
+            self._send(r, "bye", {"step": self.steps})
+        self._release()
+
+    def comm_stats(self) -> dict[str, Any]:
+        return self.stats.as_dict()
+
+    def _algorithm_state(self) -> dict[str, Any]:
+        return {"applied": self.applied, "stats": self.stats.state_dict(), "residual": self.residual}
+
+    def _load_algorithm_state(self, state: dict[str, Any]) -> None:
+        self.model.version = state["applied"]
+        self.stats.load_state_dict(state["stats"])
+        self.residual = state["residual"]

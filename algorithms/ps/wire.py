@@ -1,0 +1,153 @@
+"""The messages of the fault-tolerant layer (parameter servers, ssp) over ZeroMQ.
+
+A message is one multipart ZeroMQ message: a JSON header frame (its `kind`, the sender's rank, and
+whatever the kind needs: model version, step, the model's shape signature, the codec) and one frame
+per tensor (raw bytes, dtype and shape in the header). ROUTER sockets receive and answer; DEALER
+sockets send requests. ZeroMQ keeps reconnecting a DEALER to an address whose peer died, so a restarted
+server is reached again without the workers doing anything, and a peer's death is seen by nobody but
+through silence (see liveness.py), never as a crash of the survivors.
+
+Why ZeroMQ (pyzmq): a maintained, widely deployed messaging library; a dead peer costs a closed TCP
+connection, not the job (MPI's job model aborts every rank when one exits); automatic reconnection;
+multipart messages carry tensors without copies into one buffer."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+try:
+    import zmq
+except ImportError:   # the algorithms still register; building one raises require_zmq()'s error
+    zmq = None  # type: ignore[assignment]
+
+INSTALL = "pip install pyzmq==27.3.0 (or pip install '.[ps]' in the pycomm checkout)"
+
+# the kinds of message: a worker's greeting and the server's answers, gradients, parameter pulls,
+# liveness, a worker's goodbye, and a refusal
+KINDS = ("hello", "welcome", "push", "ack", "pull", "params", "heartbeat", "bye", "error", "grad")
+
+_DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+                                torch.uint8, torch.int32, torch.int64)}
+
+
+def require_zmq() -> None:
+    if zmq is None:
+        raise ImportError(f"the fault-tolerant algorithms (asyncps, syncps, ssp) need pyzmq: {INSTALL}")
+
+
+class WireError(RuntimeError):
+    """A malformed message, or a peer that refused ours (its reason in the text)."""
+
+
+def signature(tensors: Sequence[torch.Tensor]) -> str:
+    """A short checksum of the tensors' shapes and dtypes: two processes with different models (or
+    optimizers over different parameters) have different signatures."""
+    text = ";".join(f"{tuple(t.shape)}:{t.dtype}" for t in tensors)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Message:
+    kind: str
+    header: dict[str, Any]
+    tensors: list[torch.Tensor] = field(default_factory=list)
+    nbytes: int = 0   # on the wire, header included
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.header.get(key, default)
+
+
+def _raw(t: torch.Tensor) -> memoryview:
+    flat = t.detach().reshape(-1).contiguous().cpu()
+    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")
+
+
+def pack(kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor] = ()) -> list[Any]:
+    if kind not in KINDS:
+        raise ValueError(f"message kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    meta = [[str(t.dtype), list(t.shape)] for t in tensors]
+    return [json.dumps({**header, "kind": kind, "tensors": meta}).encode(), *(_raw(t) for t in tensors)]
+
+
+def unpack(frames: Sequence[bytes]) -> Message:
+    try:
+        header = json.loads(frames[0])
+        meta = header.pop("tensors")
+        kind = header.pop("kind")
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise WireError(f"malformed message header ({e}): not a pycomm parameter-server peer?") from None
+    if len(meta) != len(frames) - 1:
+        raise WireError(f"{kind} message announces {len(meta)} tensors but carries {len(frames) - 1}")
+    tensors = []
+    for (dtype, shape), frame in zip(meta, frames[1:]):
+        if dtype not in _DTYPES:
+            raise WireError(f"{kind} message carries a tensor of unsupported dtype {dtype}")
+        raw = torch.frombuffer(bytearray(frame), dtype=torch.uint8) if len(frame) else torch.empty(0, dtype=torch.uint8)
+        tensors.append(raw.view(_DTYPES[dtype]).reshape(shape))
+    return Message(kind, header, tensors, sum(len(f) for f in frames))
+
+
+def send(sock: zmq.Socket, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor] = (),
+         to: bytes | None = None, block: bool = True) -> int:
+    """Send one message (to the peer `to` on a ROUTER); returns the bytes sent. block=False raises
+    zmq.Again instead of waiting for a peer that is away."""
+    frames = pack(kind, header, tensors)
+    sock.send_multipart(([to] if to is not None else []) + frames, flags=0 if block else zmq.NOBLOCK, copy=True)
+    return sum(len(f) for f in frames)
+
+
+def recv(sock: zmq.Socket, routed: bool) -> tuple[bytes | None, Message]:
+    """One message; `routed` (a ROUTER) returns the sender's identity with it."""
+    frames = sock.recv_multipart()
+    if routed:
+        return frames[0], unpack(frames[1:])
+    return None, unpack(frames)
+
+
+def router(ctx: zmq.Context, address: str | None = None) -> tuple[zmq.Socket, str]:
+    """A ROUTER bound at tcp://address (host:port), or at a free port when address is None; returns
+    it with the address peers connect to."""
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)   # a reconnecting worker with the same identity takes over
+    if address is None:
+        import socket as _socket
+        port = sock.bind_to_random_port("tcp://*")
+        return sock, f"{_host_address(_socket)}:{port}"
+    host, port = split_address(address)
+    try:
+        sock.bind(f"tcp://{'*' if host in ('0.0.0.0', '*') else host}:{port}")
+    except zmq.ZMQError as e:
+        sock.close()
+        raise WireError(f"cannot listen on {address} ({e}); is another server running there? choose another "
+                        "port") from None
+    return sock, address
+
+
+def dealer(ctx: zmq.Context, address: str, identity: str) -> zmq.Socket:
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.IDENTITY, identity.encode())
+    sock.setsockopt(zmq.RECONNECT_IVL, 100)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 500)
+    sock.connect(f"tcp://{address}")
+    return sock
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = str(address).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"address must be HOST:PORT (e.g. 127.0.0.1:29600), got {address!r}")
+    return host, int(port)
+
+
+def _host_address(socket_module: Any) -> str:
+    """This machine's address as its peers reach it (its hostname's, else loopback)."""
+    try:
+        return socket_module.gethostbyname(socket_module.gethostname())
+    except OSError:
+        return "127.0.0.1"

@@ -1,0 +1,68 @@
+"""`python -m apps.ps server|worker --address HOST:PORT --workers N [--rank R] [CONFIG ...] [apps.train options]`
+
+Starts one process of a fault-tolerant run by hand, as SmolCluster's users do (one command per machine,
+the same config everywhere): `server` is rank 0 and listens on HOST:PORT; `worker --rank R` (1..N) connects
+to it. For an algorithm without a server (bounded-staleness peers) the N workers are ranks 0..N-1, rank r listening on PORT + r
+of HOST (one machine), or give every rank's address with --addresses. No MPI is involved: a process that
+dies ends no other, and a server restarted with `--resume auto` continues from its checkpoint while the
+workers reconnect. Everything after the role's options is passed to `python -m apps.train`."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from apps import config_io, launch, optim, train
+from algorithms.ps import layout
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    p = argparse.ArgumentParser(prog="python -m apps.ps", description=__doc__.split("\n\n")[1])
+    p.add_argument("role", choices=("server", "worker"))
+    p.add_argument("--address", required=True, help="HOST:PORT of rank 0 (the server)")
+    p.add_argument("--workers", type=int, required=True, help="how many workers the run has")
+    p.add_argument("--rank", type=int, help="this worker's rank (1..N with a server, 0..N-1 without)")
+    p.add_argument("--addresses", help="HOST:PORT of every rank, comma-separated (serverless peers on several machines)")
+    return p.parse_known_args(argv)
+
+
+def role_env(args: argparse.Namespace, has_server: bool) -> dict[str, str]:
+    """The PYCOMM_PS_* environment of this process (algorithms.ps.layout reads it)."""
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    world = args.workers + (1 if has_server else 0)
+    if args.role == "server":
+        if not has_server:
+            raise ValueError("this config's algorithm has no server: start every process as `worker --rank R`")
+        rank = 0
+    else:
+        first = 1 if has_server else 0
+        if args.rank is None or not first <= args.rank < world:
+            raise ValueError(f"worker --rank must be in {first}..{world - 1} for {args.workers} workers, "
+                             f"got {args.rank}")
+        rank = args.rank
+    env = layout.env_for(rank, world, args.address)
+    if args.addresses:
+        env[layout.ADDRESSES_ENV] = args.addresses
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, rest = parse(sys.argv[1:] if argv is None else argv)
+    targs = train.parse_args(rest)
+    try:
+        cfg = config_io.resolve(targs.configs + targs.config, targs.override).config
+        if not optim.independent(cfg.algorithm):
+            raise ValueError(f"algorithm.name={cfg.algorithm.name} runs as one MPI job: start it with "
+                             "`python -m apps.train --nproc N` or mpirun; apps.ps starts fault-tolerant algorithms")
+        env = role_env(args, optim.serves(cfg.algorithm))
+    except (config_io.ConfigError, ValueError) as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    os.environ.update(env)
+    os.environ[launch.SPAWNED] = "1"   # this process is one rank: apps.train must not spawn others
+    return train.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

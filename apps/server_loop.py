@@ -1,0 +1,59 @@
+"""The server ranks of algorithms whose ranks take server or worker roles (traits.SERVER): run
+`opt.serve()` until every worker has finished or been lost, logging as it goes. The server holds the
+model, so it writes the training rows (one per round of `workers` pushes: the workers' mean loss, the
+staleness seen, bytes pushed and pulled, the queue depth), evaluates every eval_every rounds and at the
+end, and saves the final checkpoint; its own state (parameters, optimizer, version, per-worker clocks)
+is checkpointed atomically by the algorithm (checkpoint_dir), from which a restarted server resumes
+(`--resume auto`) and the workers, which reconnect by themselves, go on."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from apps.metrics import algorithm_quantities
+from apps.run import Run
+
+
+def serve(run: Run) -> bool:
+    """Serve to the end; returns False (a server is not preempted: its checkpoint is always current)."""
+    cfg, opt, state, budget = run.cfg, run.opt, run.state, run.budget
+    workers = len(opt.workers)
+    losses: list[float] = []
+    lr = opt.param_groups[0]["lr"]
+    pushes = state.step * workers
+    tic = time.time()
+
+    def on_push(info: dict[str, Any]) -> None:
+        nonlocal pushes, tic, lr
+        pushes += 1
+        lr = info["lr"] if info.get("lr") is not None else lr   # the workers' schedule (the server has none)
+        if info.get("loss") is not None:
+            losses.append(float(info["loss"]))
+        if pushes % workers:
+            return
+        state.step = pushes // workers
+        state.epoch = state.step // budget.steps_per_epoch
+        now = time.time()
+        run.metrics.step({"step": state.step, "epoch": state.epoch, "segment": 0,
+                          "time": run.elapsed(), "loss": sum(losses) / max(len(losses), 1),
+                          "lr": lr,
+                          "samples_per_s": workers * cfg.data.batch_size / max(now - tic, 1e-9),
+                          "tokens_per_s": None, "mfu": None, **algorithm_quantities(opt)})
+        losses.clear()
+        tic = now
+        if state.step % budget.eval_every == 0:
+            run.evaluate(state.epoch)
+
+    summary = opt.serve(on_push=on_push, log=run.metrics.message)
+    lost = ", ".join(f"{w} ({why})" for w, why in sorted(summary["lost"].items())) or "none"
+    run.metrics.message(f"server: {summary['version']} versions; workers finished: "
+                        f"{', '.join(map(str, summary['finished'])) or 'none'}; lost: {lost}; staleness max "
+                        f"{summary['max_staleness']}, mean {summary['mean_staleness']:.2f}; rejected {summary['rejected']}")
+    evaluated = state.step % budget.eval_every == 0 and state.step >= budget.total_steps
+    state.step = max(state.step, budget.total_steps)
+    state.epoch = state.step // budget.steps_per_epoch
+    ev = None if evaluated else run.evaluate(state.epoch)
+    if ev is not None:
+        state.best_loss = min(state.best_loss, ev["loss"])
+    run.ckpt.save(state, "periodic", run.elapsed())
+    return False

@@ -1,0 +1,91 @@
+"""Bounded staleness and parameter servers under a straggler: 4 independent processes (ZeroMQ), one of
+them computing 2x slower (it sleeps as long as each step computed), and the same without a straggler.
+Cases: mbsgd (as ssp with K = 0, which is mbsgd: tests/algorithms/test_ps_rules.py), ssp K = 1, 2, 4,
+asyncps with fp32 and int8 pushes, syncps. Reported per case: samples/s (all trainers' samples over the
+slowest trainer's time), the ratio to mbsgd in the same setting, final accuracy, bytes pushed per trainer
+and the ratio to fp32 asyncps, staleness seen. The parameter servers use 1 server + 3 workers, ssp 4
+trainers. Usage: python -m benchmarks.staleness [--steps N] [--repeats R]."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from benchmarks import harness
+from tests.launch import finish, independent
+
+WORLD, STRAGGLER = 4, 3
+CASES = {
+    "mbsgd": {"algorithm": "ssp", "options": {"staleness_bound": 0}},
+    "ssp K=1": {"algorithm": "ssp", "options": {"staleness_bound": 1}},
+    "ssp K=2": {"algorithm": "ssp", "options": {"staleness_bound": 2}},
+    "ssp K=4": {"algorithm": "ssp", "options": {"staleness_bound": 4}},
+    "asyncps fp32": {"algorithm": "asyncps", "options": {}, "momentum": 0.5},
+    "asyncps int8": {"algorithm": "asyncps", "options": {"codec": "int8"}, "momentum": 0.5},
+    "syncps": {"algorithm": "syncps", "options": {}},
+}
+
+
+def run_case(case: dict, steps: int, straggler: int) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        case = {**case, "options": {"worker_timeout": 60, **case["options"]}}
+        finish(independent(WORLD, "benchmarks.workers.staleness_run", json.dumps(case), str(steps), str(straggler),
+                           out), timeout=900)
+        ranks = [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    trainers = [r for r in ranks if "samples" in r]
+    return {"samples_per_s": sum(r["samples"] for r in trainers) / max(r["seconds"] for r in trainers),
+            "accuracy": next(r["accuracy"] for r in ranks if "accuracy" in r),
+            "bytes_pushed_per_trainer": statistics.mean(r["bytes_pushed"] for r in trainers),
+            "max_staleness": max(r["max_staleness"] for r in ranks),
+            "rejected": max(r["rejected"] for r in ranks)}
+
+
+def run_case_retrying(case: dict, steps: int, straggler: int) -> dict:
+    """One retry: on a shared machine another program can take a port between choosing it and binding it."""
+    try:
+        return run_case(case, steps, straggler)
+    except AssertionError:
+        return run_case(case, steps, straggler)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=150, help="steps per trainer")
+    p.add_argument("--repeats", type=int, default=1, help="runs per case (median reported)")
+    args = p.parse_args()
+    rows = []
+    for straggler in (STRAGGLER, -1):
+        for name, case in CASES.items():
+            runs = [run_case_retrying(case, args.steps, straggler) for _ in range(args.repeats)]
+            row = {"case": name, "straggler": straggler >= 0,
+                   **{k: statistics.median(r[k] for r in runs) for k in runs[0]}}
+            rows.append(row)
+            print(harness.table([row], list(row)), flush=True)
+    for row in rows:
+        peers = {r["case"]: r for r in rows if r["straggler"] == row["straggler"]}
+        row["speed_vs_mbsgd"] = row["samples_per_s"] / peers["mbsgd"]["samples_per_s"]
+        row["accuracy_minus_mbsgd"] = row["accuracy"] - peers["mbsgd"]["accuracy"]
+        row["bytes_vs_asyncps_fp32"] = row["bytes_pushed_per_trainer"] / peers["asyncps fp32"]["bytes_pushed_per_trainer"]
+    columns = ["case", "straggler", "samples_per_s", "speed_vs_mbsgd", "accuracy", "accuracy_minus_mbsgd",
+               "bytes_vs_asyncps_fp32", "max_staleness", "rejected"]
+    print(harness.table(rows, columns))
+
+    def plot(ax) -> None:
+        names = list(CASES)
+        for offset, straggler in ((-0.2, True), (0.2, False)):
+            vals = [next(r["speed_vs_mbsgd"] for r in rows if r["case"] == n and r["straggler"] == straggler)
+                    for n in names]
+            ax.bar([i + offset for i in range(len(names))], vals, width=0.4,
+                   label="with a 2x straggler" if straggler else "no straggler")
+        ax.set_xticks(range(len(names)), names, rotation=20)
+        ax.set_ylabel("samples/s relative to mbsgd (same setting)")
+        ax.set_title(f"{WORLD} processes, TinyCNN MNIST, {args.steps} steps per trainer")
+        ax.legend()
+
+    harness.save("staleness", {"steps": args.steps, "repeats": args.repeats, "rows": rows}, plot)
+
+
+if __name__ == "__main__":
+    main()

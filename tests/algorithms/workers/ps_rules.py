@@ -1,0 +1,53 @@
+"""One process of a fault-tolerant algorithm on the rule-check problem (tests/algorithms/problem.py),
+started independently (tests.launch.independent): the server serves, workers (or ssp ranks) train
+`steps` steps on their fixed batches, optionally `slow` times slower (sleeping), and each process saves
+its final parameters and statistics to OUT/rank<r>.pt.
+
+    python -m tests.algorithms.workers.ps_rules ALGORITHM OPTIONS_JSON STEPS OUT INNER [SLOW_RANK SLOW_FACTOR]"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import algorithms
+from tests.algorithms.problem import loss_on, make_inner, make_model
+
+STEP_SECONDS = 0.02   # the fast ranks' step time when a slow rank is asked for (sleeping)
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    algorithm, options, steps, out = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    inner = sys.argv[5]
+    slow_rank, slow = (int(sys.argv[6]), float(sys.argv[7])) if len(sys.argv) > 7 else (-1, 1.0)
+    if "PYCOMM_PS_RANK" in os.environ:
+        rank = int(os.environ["PYCOMM_PS_RANK"])
+    else:   # under mpirun: the algorithm exchanges addresses over the communicator
+        import pycomm
+        rank = pycomm.init().rank
+    model = make_model(seed=1 + rank)   # rank 0's (the server's / ssp rank 0's) initial model must win
+    opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model,
+                                   **options)
+    result = {}
+    if getattr(opt, "is_server", False):
+        result["summary"] = opt.serve()
+    else:
+        for t in range(steps):
+            if slow_rank >= 0:
+                time.sleep(STEP_SECONDS * (slow if rank == slow_rank else 1.0))
+            opt.zero_grad()
+            loss = loss_on(model, rank, t)
+            loss.backward()
+            opt.step(loss=loss)
+        opt.close()
+    result.update(params=[p.detach().clone() for p in model.parameters()], stats=opt.comm_stats())
+    torch.save(result, out / f"rank{rank}.pt")
+
+
+if __name__ == "__main__":
+    main()
