@@ -66,7 +66,7 @@ def test_bad_layout_environment(monkeypatch):
         _build("asyncps")
     _env(monkeypatch, 1, 2)
     monkeypatch.setenv(layout.ADDRESS_ENV, "nohostport")
-    with pytest.raises(ValueError, match="address must be HOST:PORT"):
+    with pytest.raises(ValueError, match="PYCOMM_PS_ADDRESS=.nohostport. is not valid: expected HOST:PORT"):
         _build("asyncps")
 
 
