@@ -27,7 +27,7 @@ def draw_task(ax: Any, task: Task, rows: list[dict[str, Any]], ranks: int, steps
         colour, dashed = _COLOUR[r["method"]], r["codec"] != "fp32"
         scale = 100.0 if task.metric == "accuracy" else 1.0
         ax.plot(xs, [scale * p["mean"] for p in curve], color=colour, ls="--" if dashed else "-", lw=1.2,
-                label=f"{r['label']} ({r['seeds_done']} seeds)")
+                label=f"{r['label']} ({r['seeds_done']} seed{'s' if r['seeds_done'] > 1 else ''})")
         if r["seeds_done"] > 1:
             ax.fill_between(xs, [scale * p["min"] for p in curve], [scale * p["max"] for p in curve],
                             color=colour, alpha=0.12, lw=0)
@@ -60,7 +60,7 @@ def zoom_to_finals(ax: Any, task: Task, rows: list[dict[str, Any]]) -> None:
     scale = 100.0 if task.metric == "accuracy" else 1.0
     lo, hi = scale * min(finals + [task.target]), scale * max(finals + [task.target])
     pad = 0.6 * (hi - lo) + 1e-6
-    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, min(hi + pad, 100.0) if task.metric == "accuracy" else hi + pad)
 
 
 def save_task_figure(path: Path, task: Task, rows: list[dict[str, Any]], ranks: int, steps: int) -> Path:

@@ -18,9 +18,8 @@ def _metric(task: Task, value: float) -> str:
 def _mean_std(spread: dict[str, float] | None, percent: bool) -> str:
     if not spread:
         return "–"
-    k = 100.0 if percent else 1.0
-    return f"{k * spread['mean']:.2f} ± {k * spread['std']:.2f}" if percent else \
-        f"{spread['mean']:.4f} ± {spread['std']:.4f}"
+    k, digits = (100.0, 2) if percent else (1.0, 4)
+    return f"{k * spread['mean']:.{digits}f} ± {k * spread['std']:.{digits}f}"
 
 
 def task_table(task: Task, rows: list[dict[str, Any]]) -> str:
@@ -40,8 +39,13 @@ def task_table(task: Task, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _verdict(holds: bool, beyond: bool) -> str:
-    return ("holds" if holds else "does NOT hold") + ("" if beyond else " (difference within the seed spread)")
+def _verdict(holds: bool, beyond: bool | None) -> str:
+    caveat = {True: "", False: " (difference within the seed spread)", None: " (one seed: no spread to judge by)"}
+    return ("holds" if holds else "does NOT hold") + caveat[beyond]
+
+
+def _difference(task: Task, value: float) -> str:
+    return f"{100 * value:+.2f} points" if task.metric == "accuracy" else f"{value:+.5f}"
 
 
 def orderings_text(orderings: dict[str, Any]) -> str:
@@ -54,14 +58,15 @@ def orderings_text(orderings: dict[str, Any]) -> str:
             f"**{_verdict(o['holds'], o['beyond_seed_spread'])}**: {_metric(task, o['qsr_value'])} "
             f"(± {_metric(task, o['qsr_std'])}) at {_mb(o['qsr_bytes'])} MB against "
             f"{_metric(task, o['constant_h_value'])} for plsgd at the same bytes "
-            f"(interpolated in log bytes between {o['constant_h_runs']}){where}.")
+            f"(interpolated in log bytes between {o['constant_h_runs']}){where}; difference "
+            f"{_difference(task, o['difference'])}.")
     for o in orderings["lsgd_vs_easgd"]:
         task = next(t for t in TASKS if t.key == o["task"])
         lines.append(
             f"- LSGD >= EASGD, {o['task']}: **{_verdict(o['holds'], o['beyond_seed_spread'])}**: lsgd "
             f"{_metric(task, o['lsgd_value'])} (± {_metric(task, o['lsgd_std'])}, {_mb(o['lsgd_bytes'])} MB) "
             f"against easgd {_metric(task, o['easgd_value'])} (± {_metric(task, o['easgd_std'])}, "
-            f"{_mb(o['easgd_bytes'])} MB).")
+            f"{_mb(o['easgd_bytes'])} MB); difference {_difference(task, o['difference'])}.")
     return "\n".join(lines) or "- (not enough finished runs to compare)"
 
 

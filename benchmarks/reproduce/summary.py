@@ -77,7 +77,7 @@ def summarise_variant(variant: Variant, runs: list[dict[str, Any]], seeds: int) 
 
 # -- the papers' orderings ----------------------------------------------------------------------------
 
-def _interpolate_log_bytes(points: list[tuple[float, float, str]], at: float) -> tuple[float, str, bool]:
+def interpolate_log_bytes(points: list[tuple[float, float, str]], at: float) -> tuple[float, str, bool]:
     """The constant-H frontier (final metric against log bytes, linear between neighbours) at `at`
     bytes; returns (value, which runs bracket it, whether `at` lies inside the frontier's range)."""
     points = sorted(points)
@@ -92,6 +92,14 @@ def _interpolate_log_bytes(points: list[tuple[float, float, str]], at: float) ->
     raise AssertionError("unreachable: `at` lies between the first and the last point")
 
 
+def _beyond_spread(difference: float, rows: list[dict[str, Any]], metric: str) -> bool | None:
+    """Whether a difference exceeds the largest seed standard deviation of the rows compared (None
+    when one of them has a single seed: no spread to judge by)."""
+    if min(r["seeds_done"] for r in rows) < 2:
+        return None
+    return abs(difference) > max(r[metric]["std"] for r in rows)
+
+
 def qsr_vs_constant_h(task: Task, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """QSR's final metric against plsgd's (constant H) at QSR's bytes, per codec."""
     done = [r for r in rows if r["task"] == task.key and r["seeds_done"]]
@@ -101,15 +109,15 @@ def qsr_vs_constant_h(task: Task, rows: list[dict[str, Any]]) -> list[dict[str, 
                     if r["algorithm"] == "plsgd" and r["codec"] == codec]
         if len(frontier) < 2:
             continue
-        spread = max(r[task.metric]["std"] for r in done if r["algorithm"] == "plsgd" and r["codec"] == codec)
+        constant_h = [r for r in done if r["algorithm"] == "plsgd" and r["codec"] == codec]
         for q in (r for r in done if r["algorithm"] == "qsr" and r["codec"] == codec):
-            value, between, inside = _interpolate_log_bytes(frontier, q["bytes"]["mean"])
+            value, between, inside = interpolate_log_bytes(frontier, q["bytes"]["mean"])
             mine = q[task.metric]["mean"]
             out.append({"task": task.key, "codec": codec, "qsr": q["label"], "metric": task.metric,
                         "qsr_bytes": q["bytes"]["mean"], "qsr_value": mine, "qsr_std": q[task.metric]["std"],
                         "constant_h_value": value, "constant_h_runs": between, "inside_range": inside,
                         "difference": mine - value, "holds": task.better(mine, value),
-                        "beyond_seed_spread": abs(mine - value) > max(q[task.metric]["std"], spread)})
+                        "beyond_seed_spread": _beyond_spread(mine - value, [q, *constant_h], task.metric)})
     return out
 
 
@@ -124,4 +132,4 @@ def lsgd_vs_easgd(task: Task, rows: list[dict[str, Any]]) -> dict[str, Any] | No
             "lsgd_std": l[task.metric]["std"], "easgd_value": e[task.metric]["mean"],
             "easgd_std": e[task.metric]["std"], "lsgd_bytes": l["bytes"]["mean"], "easgd_bytes": e["bytes"]["mean"],
             "difference": diff, "holds": task.better(l[task.metric]["mean"], e[task.metric]["mean"]),
-            "beyond_seed_spread": abs(diff) > max(l[task.metric]["std"], e[task.metric]["std"])}
+            "beyond_seed_spread": _beyond_spread(diff, [l, e], task.metric)}
