@@ -10,7 +10,7 @@ from typing import Any
 
 from benchmarks.harness import RESULTS, save
 from benchmarks.reproduce import figure, report, summary
-from benchmarks.reproduce.grid import DATA, RANKS, REPO, SEEDS, TASKS, Variant, variants
+from benchmarks.reproduce.grid import DATA, METHODS, RANKS, REPO, SEEDS, TASKS, Variant, variants
 from benchmarks.reproduce.runner import RunSpec, finished, run_all
 
 
@@ -34,6 +34,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def run_order(specs: list[RunSpec]) -> list[RunSpec]:
+    """Seed-major, fp32 before int8, the tasks interleaved method by method: an interrupted reproduction
+    has the papers' comparisons (fp32) on both tasks first, then the codec, then more seeds."""
+    method_index = {m.key: i for i, m in enumerate(METHODS)}
+    task_index = {t.key: i for i, t in enumerate(TASKS)}
+    return sorted(specs, key=lambda s: (s.seed, s.variant.codec is not None, method_index[s.variant.method.key],
+                                        task_index[s.variant.task.key]))
+
+
 def collect(grid: list[Variant], args: argparse.Namespace) -> list[dict[str, Any]]:
     """One summary row per variant, from its finished runs."""
     rows = []
@@ -47,8 +56,7 @@ def collect(grid: list[Variant], args: argparse.Namespace) -> list[dict[str, Any
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     grid = variants(args.quick, tuple(args.tasks) if args.tasks else None)
-    # seed-major: an interrupted reproduction has every variant with as many seeds as possible
-    specs = [RunSpec(v, seed, args.quick) for seed in range(args.seeds) for v in grid]
+    specs = run_order([RunSpec(v, seed, args.quick) for seed in range(args.seeds) for v in grid])
     errors = {} if args.summarise_only else run_all(specs, args.runs_dir, args.data_dir, args.timeout)
     rows = collect(grid, args)
     tasks = [t for t in TASKS if any(v.task is t for v in grid)]
