@@ -83,7 +83,8 @@ def markdown(doc: dict[str, Any]) -> str:
     for task in TASKS:
         if any(r["task"] == task.key for r in doc["rows"]):
             budget = doc["budgets"][task.key]
-            parts += [f"## {task.title}: {budget['steps']} steps", "", task_table(task, doc["rows"]), ""]
+            parts += [f"## {task.title}: {budget['steps']} steps", "", task_table(task, doc["rows"]), "",
+                      task.note, ""]
     parts += ["## The papers' orderings", "", orderings_text(doc["orderings"]), ""]
     if doc["missing"]:
         parts += ["## Missing runs", "", *(f"- {name}: {why}" for name, why in sorted(doc["missing"].items())), ""]
