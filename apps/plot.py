@@ -168,6 +168,11 @@ def _log_axis(axis: Any, values: list[float], fmt: Callable[[float, Any], str]) 
     axis.set_minor_formatter(NullFormatter())
 
 
+def bytes_axis(axis: Any, values: list[float]) -> None:
+    """A log axis of bytes (positive `values`) labelled in kB / MB / GB (also used by benchmarks.reproduce)."""
+    _log_axis(axis, values, _human_bytes)
+
+
 def _time_unit(seconds: float) -> tuple[str, float]:
     return ("h", 3600.0) if seconds > 3 * 3600 else ("min", 60.0) if seconds > 300 else ("s", 1.0)
 
@@ -261,7 +266,7 @@ def draw(ax: Axes, panel: Panel, runs: list[RunData], labels: list[str]) -> None
                   else panel.ylabel)
     if panel.x == "comm_bytes":
         ax.set_xscale("log")
-        _log_axis(ax.xaxis, all_x, _human_bytes)
+        bytes_axis(ax.xaxis, all_x)
     else:
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=panel.x == "step"))
         ax.xaxis.set_major_formatter(FuncFormatter(_plain))
