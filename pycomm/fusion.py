@@ -190,8 +190,9 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
     # here is caught (by default each bucket's all-reduce is matched on its own: sizes, dtype, op).
     dtype = tensors[0].dtype if tensors else torch.float32
     matching = comm._match(what, total, dtype, op) if core().debug_checks() else None
-    in_flight = []
-    for bucket_id, plan in enumerate(plan_buckets(tensors, bucket_bytes, wire_dtype)):
+    in_flight: list[_InFlight] = []
+    plans = plan_buckets(tensors, bucket_bytes, wire_dtype)
+    for bucket_id, plan in enumerate(plans):
         members = [tensors[i] for i in plan.indices]
         floating = plan.dtype in _dtypes.FLOATING
         # AVG of packed floats: pre-scale by 1/size in the pack pass (also keeps fp16 sums in range),
@@ -203,6 +204,25 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
         else:
             buffer = target = POOL.take(plan.numel, plan.wire_dtype, members[0].device)
             kernels.pack(members, buffer, scale=1.0 / comm.size if floating and op == AVG else 1.0)
-        work = comm.allreduce(target, op=wire_op, async_op=True, bucket=bucket_id)
+        try:
+            work = comm.allreduce(target, op=wire_op, async_op=True, bucket=bucket_id)
+        except PycommError:
+            for buf in [f.buffer for f in in_flight] + [buffer]:
+                if buf is not None:
+                    POOL.give(buf)
+            _raise_matching_failure(matching, describe, len(plans))
+            raise
         in_flight.append(_InFlight(members, buffer, work, floor_div))
     return CoalescedWork(in_flight, what, matching, describe)
+
+
+def _raise_matching_failure(matching: Work | None, describe: str, buckets: int) -> None:
+    """PYCOMM_DEBUG: when the op's own matching failed on the progress thread before a bucket was submitted,
+    the bucket is refused as "communicator is broken"; raise the matching's MismatchError instead, named
+    as CoalescedWork.wait() names it, so the error does not depend on that race."""
+    if matching is None:
+        return
+    try:
+        matching.wait()
+    except PycommError as e:
+        raise named(e, f"{describe} (bucket 0 of {buckets})") from e
