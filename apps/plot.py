@@ -14,7 +14,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from apps import requirements
 
@@ -32,7 +32,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter  # noqa: E402
+
+from apps.plot_axes import bytes_axis, log_axis, plain_number, time_unit  # noqa: E402  (bytes_axis is re-exported)
 
 Columns = dict[str, list[float]]
 
@@ -134,49 +136,6 @@ def labels_and_title(runs: list[RunData]) -> tuple[list[str], str]:
     return labels, f"{head}: {shared_text}" if shared_text else head
 
 
-# -- axes ---------------------------------------------------------------------------------------------
-
-def _human_bytes(value: float, _pos: Any = None) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= scale:
-            return f"{value / scale:g} {unit}"
-    return f"{value:g} B"
-
-
-def _plain(value: float, _pos: Any = None) -> str:
-    return f"{value / 1e3:g}k" if abs(value) >= 1e4 else f"{value:g}"
-
-
-class _RoundLocator(MaxNLocator):
-    """Evenly spaced round ticks for a log axis spanning less than a decade (positive ones only)."""
-
-    def tick_values(self, vmin: float, vmax: float) -> Any:
-        ticks = super().tick_values(vmin, vmax)
-        return ticks[ticks > 0]
-
-
-def _log_axis(axis: Any, values: list[float], fmt: Callable[[float, Any], str]) -> None:
-    """Log ticks labelled with `fmt`: at powers of ten over many decades, at 1, 2, 5 per decade over
-    one or two, and at evenly spaced round values within one (else it would show one tick or none)."""
-    lo, hi = min(values), max(values)
-    decades = math.log10(hi / lo) if lo > 0 and hi > 0 else 0.0
-    if decades < 1:
-        axis.set_major_locator(_RoundLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
-    else:
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades < 2 else (1.0,)))
-    axis.set_major_formatter(FuncFormatter(fmt))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def bytes_axis(axis: Any, values: list[float]) -> None:
-    """A log axis of bytes (positive `values`) labelled in kB / MB / GB (also used by benchmarks.reproduce)."""
-    _log_axis(axis, values, _human_bytes)
-
-
-def _time_unit(seconds: float) -> tuple[str, float]:
-    return ("h", 3600.0) if seconds > 3 * 3600 else ("min", 60.0) if seconds > 300 else ("s", 1.0)
-
-
 def _smooth(values: list[float], window: int) -> list[float]:
     out, acc, count = [], 0.0, 0
     for i, v in enumerate(values):
@@ -253,7 +212,7 @@ def draw(ax: Axes, panel: Panel, runs: list[RunData], labels: list[str]) -> None
     drawn = [(i, s) for i, r in enumerate(runs) if (s := _series(panel, r, window)) is not None]
     all_x = [x for _, (xs, _) in drawn for x in xs]
     all_y = [y for _, (_, ys) in drawn for y in ys]
-    unit, scale = _time_unit(max(all_x)) if panel.x == "time" else ("", 1.0)
+    unit, scale = time_unit(max(all_x)) if panel.x == "time" else ("", 1.0)
     for i, (xs, ys) in drawn:
         style: dict[str, Any] = {"color": f"C{i % 10}", "label": labels[i], "linewidth": 1.4}
         if panel.x == "comm_bytes":
@@ -269,12 +228,12 @@ def draw(ax: Axes, panel: Panel, runs: list[RunData], labels: list[str]) -> None
         bytes_axis(ax.xaxis, all_x)
     else:
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=panel.x == "step"))
-        ax.xaxis.set_major_formatter(FuncFormatter(_plain))
+        ax.xaxis.set_major_formatter(FuncFormatter(plain_number))
     if panel.y == "accuracy":
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0 if max(all_y) - min(all_y) > 0.05 else 1))
     elif panel.y == "loss" and min(all_y) > 0:
         ax.set_yscale("log")
-        _log_axis(ax.yaxis, all_y, _plain)
+        log_axis(ax.yaxis, all_y, plain_number)
     ax.grid(alpha=0.3, which="major")
     ax.spines[["top", "right"]].set_visible(False)
 
