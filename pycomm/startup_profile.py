@@ -66,13 +66,16 @@ def _write(path: str, record: dict) -> None:
 
 
 def mark(phase: str, at: Optional[float] = None) -> None:
-    """Records that `phase` ended now (or at the wall-clock time `at`); nothing when profiling is off."""
+    """Records that `phase` ended now (or at the wall-clock time `at`, from time.time()); nothing when
+    profiling is off (the arguments are checked either way)."""
+    if not isinstance(phase, str) or not phase:
+        raise ValueError(f"startup_profile.mark: phase must be a non-empty str, got {phase!r}")
+    if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))):
+        raise TypeError(f"startup_profile.mark: at must be a time.time() value (float) or None, got {at!r}")
     path = _target()
     if path is None:
         return
-    if not isinstance(phase, str) or not phase:
-        raise ValueError(f"startup_profile.mark: phase must be a non-empty str, got {phase!r}")
-    t = time.time() if at is None else at
+    t = time.time() if at is None else float(at)
     who = _who()
     if os.getpid() not in _started:
         _started.add(os.getpid())

@@ -56,6 +56,8 @@ def test_mark_writes_the_process_start_once(tmp_path: Path, monkeypatch: pytest.
     assert [ph.name for ph in p.phases] == [PROCESS_START, "one", "two"] and p.label == "main"
     with pytest.raises(ValueError, match="phase must be a non-empty str"):
         startup_profile.mark("")
+    with pytest.raises(TypeError, match="at must be a time.time.. value"):
+        startup_profile.mark("three", at="now")
 
 
 def test_off_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
