@@ -3,6 +3,7 @@
 - `script`: a user's script on 2 ranks under mpirun: `import torch, pycomm`, `pycomm.init()`, one all-reduce;
   peers in the same run: mpi4py (`from mpi4py import MPI`, one Allreduce) under mpirun and torch.distributed
   (`init_process_group("gloo")`, one all_reduce) under torchrun. Goal: init + first collective well under 1 s.
+  `script_yield`: the same with `--mca mpi_yield_when_idle 1` (ranks yield while they poll).
 - `apps`: `python -m apps.train --nproc 2` (the embedded default; 1 step, no plots, a temporary out_dir)
   until rank 0's first training step. Goal: under 5 s.
 - `floor`: what torch costs alone: `python -c "import torch"`, and with torch._dynamo, which torch.optim
@@ -36,6 +37,12 @@ def _run_script(profile: Path) -> None:
     mpirun(2, "benchmarks.workers.startup_pycomm", env={ENV: str(profile)})
 
 
+def _run_script_yield(profile: Path) -> None:
+    """The same script with Open MPI's ranks yielding the core while they poll (not the default on 2 ranks
+    of 2 cores): how much of init is ranks spinning against each other and the machine's other load."""
+    mpirun(2, "benchmarks.workers.startup_pycomm", env={ENV: str(profile)}, mca=("mpi_yield_when_idle=1",))
+
+
 def _run_mpi4py(profile: Path) -> None:
     mpirun(2, "benchmarks.workers.startup_mpi4py", env={ENV: str(profile)})
 
@@ -53,6 +60,7 @@ def _run_apps(profile: Path) -> None:
 # case -> (how to run it, its last phase: where the clock stops)
 CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     "script": (_run_script, "first_allreduce"),
+    "script_yield": (_run_script_yield, "first_allreduce"),
     "mpi4py": (_run_mpi4py, "first_allreduce"),
     "gloo": (_run_gloo, "first_allreduce"),
     "apps": (_run_apps, "first_step"),
@@ -98,7 +106,7 @@ def run_once(case: str, workdir: Path) -> dict[str, Any]:
 def _init_plus_first(p: Process, case: str) -> float | None:
     """From the end of the imports (torch; pycomm too for pycomm) to the first collective's end: what
     `pycomm.init()` + the first all-reduce cost against the peers' init + first collective (None for apps)."""
-    ready = p.at("pycomm_imported") if case == "script" else p.at("torch_imported")
+    ready = p.at("pycomm_imported") if case.startswith("script") else p.at("torch_imported")
     end = p.at(CASES[case][1])
     return None if case == "apps" or ready is None or end is None else end - ready
 
