@@ -52,7 +52,10 @@ def process_start_time() -> Optional[float]:
 
 def _who() -> dict:
     from pycomm.launch_env import detect
-    env = detect()
+    try:
+        env = detect()
+    except ValueError:   # a malformed launch environment is pycomm.init()'s to report, not the profile's
+        return {"pid": os.getpid(), "launcher": "unknown", "rank": -1, "size": 0}
     return {"pid": os.getpid(), "launcher": env.launcher, "rank": env.rank, "size": env.size}
 
 
