@@ -186,7 +186,9 @@ def _plot(ax: Any, rows: list[dict[str, Any]]) -> None:
     bars = [(f"{r['case']} {label}", phases) for r in rows for label, phases in r.get("phases", {}).items()]
     bars += [(r["case"], {"import": r["total_s"]}) for r in rows if "phases" not in r]
     names = list(dict.fromkeys(n for _, phases in bars for n in phases))
-    colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    import matplotlib
+    palette = matplotlib.colormaps["tab20"]
+    colors = {n: palette(i % 20) for i, n in enumerate(names)}
     labelled: set[str] = set()
     for y, (label, phases) in enumerate(bars):
         left = _offset(label, rows)
@@ -198,7 +200,7 @@ def _plot(ax: Any, rows: list[dict[str, Any]]) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("seconds from the command's start (median of repeats)")
     ax.set_title("start-up phases, 2 ranks")
-    ax.legend(fontsize=6, ncol=2, loc="lower right")
+    ax.legend(fontsize=6, title="phase (up to its mark)", title_fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1))
 
 
 def _offset(label: str, rows: list[dict[str, Any]]) -> float:
