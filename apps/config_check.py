@@ -112,15 +112,13 @@ def _check_algorithm(cfg: Config, world: int) -> None:
 def _check_option_values(name: str, options: dict[str, Any], cfg: Config) -> None:
     """The algorithm's own checks of its option values (algorithms.options), without a communicator:
     what CommOptimizer.__init__ checks before it communicates, run on a throwaway instance."""
-    import torch
-
     from algorithms import options as algo_options
     from algorithms.registry import lookup
     from apps import optim
 
     cls = lookup(name)
     probe = cls.__new__(cls)
-    probe.optimizer = optim.build_optimizer(cfg.optim, torch.nn.Linear(2, 2))  # some checks read its type
+    probe.optimizer = optim.probe_optimizer(cfg.optim)
     config = algo_options.merge(name, cls.default_options(), epochs_to_steps(options, 1))
     config["codec"] = algo_options.codec(config["codec"])
     config["bucket_bytes"] = algo_options.optional_integer("bucket_bytes", config["bucket_bytes"], 1)

@@ -15,7 +15,7 @@ from typing import Iterator, Mapping, Sequence
 
 from apps import failure
 from apps.mpirun_stderr import MpirunStderr
-from pycomm import settings
+from pycomm import settings, startup_profile
 from pycomm.launch_env import LaunchEnv, detect, first_host  # noqa: F401  (re-exported for apps)
 
 # Set on the ranks we spawn, so they never spawn again.
@@ -66,6 +66,7 @@ def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
     with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures:
         env[failure.FAILURE_DIR_ENV] = failures
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
+        startup_profile.mark("mpirun_started")
         assert proc.stderr is not None
         stderr = MpirunStderr(proc.stderr, sys.stderr)
         with forwarding_stop_signals(proc, stop_signals):

@@ -1,8 +1,10 @@
 """The local optimizer (SGD, AdamW, LARS) and its wrapping by a pycomm training algorithm."""
 from __future__ import annotations
 
+import contextlib
 import importlib
-from typing import Any
+import sys
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -86,6 +88,31 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer
     import algorithms  # LARS is part of the algorithms package
     return algorithms.LARS(groups, lr=cfg.lr, momentum=cfg.momentum, trust_coefficient=cfg.trust_coefficient,
                            exclude_bias_and_norm=cfg.exclude_bias_and_norm)
+
+
+def probe_optimizer(cfg: OptimConfig) -> torch.optim.Optimizer:
+    """A throwaway optimizer of the configured kind over a 2x2 layer, for the config checks (torch's own checks
+    of its arguments run; some algorithm checks read its type), built without importing torch._dynamo."""
+    with _without_dynamo_import():
+        return build_optimizer(cfg, nn.Linear(2, 2))
+
+
+@contextlib.contextmanager
+def _without_dynamo_import() -> Iterator[None]:
+    """torch.optim.Optimizer.add_param_group is wrapped in torch._disable_dynamo, which imports torch._dynamo
+    on its first call: 1.5-2 s of a 2-core machine, in the --nproc launcher (which never trains) before any
+    rank starts. Until torch._dynamo is imported nothing can be compiling, so calling the wrapped function
+    directly is what the wrapper would do; torch looks for it in the attribute set here. Anything
+    unexpected (another torch) leaves torch's own path."""
+    fn = getattr(torch.optim.Optimizer.add_param_group, "__wrapped__", None)
+    if fn is None or "torch._dynamo" in sys.modules or hasattr(fn, "__dynamo_disable"):
+        yield
+        return
+    setattr(fn, "__dynamo_disable", fn)
+    try:
+        yield
+    finally:
+        delattr(fn, "__dynamo_disable")   # later optimizers take torch's path: the import, then the real wrapper
 
 
 def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from apps.models import MODELS
 from apps.preemption import PreemptionFlag
 from apps.runtime import Checkpointer, device_for, peak_flops, per_rank_state, step_seed
 from apps.tasks import TASKS
+from pycomm import startup_profile
 
 
 class Run:
@@ -35,6 +36,7 @@ class Run:
 
         data_options = {**cfg.data.options, **({"path": cfg.data.path} if cfg.data.path is not None else {})}
         self.splits = DATASETS.build(cfg.data.name, data_options)
+        startup_profile.mark("data_loaded")
         index, count = optim.data_position(cfg.algorithm, dist.rank, dist.size)   # servers take no data
         self.plan = ShardPlan(len(self.splits.train), index, count, cfg.data.batch_size, cfg.train.seed,
                               cfg.data.segment_size, cfg.data.shuffle)
@@ -44,6 +46,7 @@ class Run:
         self.model = MODELS.build(cfg.model.name, cfg.model.options, self.splits.info).to(self.device)
         self.kind = MODELS.get(cfg.model.name).meta["task"]
         self.task = TASKS[self.kind]
+        startup_profile.mark("model_built")
         self.local_opt = optim.build_optimizer(cfg.optim, self.model)
         self.opt = optim.wrap(self.local_opt, self.model, cfg.algorithm, dist.comm, dist.size,
                               budget.steps_per_epoch,
@@ -52,6 +55,7 @@ class Run:
                                "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
                                "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
         self.lr_sched = budget.scheduler(cfg, self.local_opt)
+        startup_profile.mark("algorithm_ready")
 
         self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type))
         self.state.enter(self.plan, 0, 0)
@@ -73,6 +77,8 @@ class Run:
         self.flops_per_token = self.model.flops_per_token() if hasattr(self.model, "flops_per_token") else None
         self.peak = peak_flops(cfg.train.peak_flops, self.device)
         self.start = time.time() - self.state.extra.get("elapsed", 0.0)
+        self._first_step_marked = False
+        startup_profile.mark("run_ready")
 
     def _rescale_position(self, saved_world_size: int) -> None:
         """The position in the segment is counted in steps of the writing run's world: convert it to this
@@ -99,6 +105,9 @@ class Run:
         self.metrics.step({"step": self.state.step, "epoch": epoch, "segment": segment, "time": self.elapsed(),
                            "loss": loss, "lr": lr, "samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s,
                            "mfu": mfu, **algorithm_quantities(self.opt)})
+        if not self._first_step_marked:
+            self._first_step_marked = True
+            startup_profile.mark("first_step")
 
     def evaluate(self, epoch: int) -> dict | None:
         """Score the model on the eval split and log it (None without one); with train.bn_batches,

@@ -6,21 +6,27 @@ launcher and with launch.nproc > 1 it re-runs itself under `mpirun -n N`; under 
 torchrun each process is one rank."""
 from __future__ import annotations
 
-import argparse
-import contextlib
-import os
-import sys
 import time
-from typing import Any, Callable
 
-import torch
+_MAIN_START = time.time()  # before the imports, which the start-up profile (PYCOMM_PROFILE_STARTUP) times
 
-from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements
-from apps.config import Config
-from apps.data import iterate
-from apps.run import Run
-from apps.runtime import step_seed
-from apps.tasks import Result
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import torch  # noqa: E402
+
+_TORCH_IMPORTED = time.time()
+
+from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements  # noqa: E402
+from apps.config import Config  # noqa: E402
+from apps.data import iterate  # noqa: E402
+from apps.run import Run  # noqa: E402
+from apps.runtime import step_seed  # noqa: E402
+from apps.tasks import Result  # noqa: E402
+from pycomm import startup_profile  # noqa: E402
 
 
 def _positive_int(text: str) -> int:
@@ -110,6 +116,9 @@ def train(cfg: Config, resume: str | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    startup_profile.mark("main_start", at=_MAIN_START)
+    startup_profile.mark("torch_imported", at=_TORCH_IMPORTED)
+    startup_profile.mark("apps_imported")
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
@@ -133,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     except config_io.ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    startup_profile.mark("config_resolved")
     if launch.should_spawn(cfg.launch.nproc):
         if optim.independent(cfg.algorithm):   # ranks that must survive a peer's death: no MPI job
             return launch.spawn_independent(cfg.launch.nproc, argv)

@@ -1,7 +1,16 @@
 """pycomm: a composable communication runtime for distributed deep-learning training."""
 from __future__ import annotations
 
-from pycomm._build import build_info
+import sys as _sys
+
+_torch_first = "torch" not in _sys.modules
+import torch as _torch  # noqa: E402,F401  (every module below needs it; first, so the start-up profile can time it)
+
+from pycomm import startup_profile  # noqa: E402
+if _torch_first:
+    startup_profile.mark("torch_imported")
+del _sys, _torch, _torch_first
+from pycomm._build import build_info  # noqa: E402
 from pycomm import kernels, relative, settings
 from pycomm.averaging import LayerwiseAverager
 from pycomm.codecs import Int8Codec, OneBitCodec
@@ -25,3 +34,4 @@ __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceO
 __version__ = "0.1.0"
 
 settings.check_environment()  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
+startup_profile.mark("pycomm_imported")

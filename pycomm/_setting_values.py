@@ -144,3 +144,18 @@ class Directory:
         if not os.path.isdir(raw):
             raise ValueError(raw)
         return raw
+
+
+@dataclass(frozen=True)
+class FilePath:
+    """The path of a file to write (relative paths from the current directory); its directory must exist."""
+    what: str
+
+    @property
+    def accepted(self) -> str:
+        return f"the path of a file in an existing directory ({self.what})"
+
+    def parse(self, raw: str) -> str:
+        if os.path.isdir(raw) or not os.path.isdir(os.path.dirname(os.path.abspath(raw))):
+            raise ValueError(raw)
+        return raw

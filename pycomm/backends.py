@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from pycomm._build import build_info, core
 from pycomm.errors import PycommError
+from pycomm import startup_profile
 from pycomm.launch_env import LaunchEnv
 
 # backend name -> module that calls register() when imported
@@ -96,6 +97,9 @@ def _mpi_reason() -> str:
 
 
 def _mpi_world(env: LaunchEnv) -> Any:
+    if startup_profile.enabled():   # MPI_Init timed apart from the communicator's own set-up
+        core().mpi_info()
+        startup_profile.mark("mpi_init")
     t = core().mpi_world()
     if env.launcher != "single" and (t.size != env.size or t.rank != env.rank):
         raise PycommError(f"the {env.launcher} environment says rank {env.rank} of {env.size}, but MPI reports rank "

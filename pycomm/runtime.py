@@ -8,7 +8,7 @@ import warnings
 import weakref
 from typing import Any, NoReturn, Optional
 
-from pycomm import backends, op_stats, settings
+from pycomm import backends, op_stats, settings, startup_profile
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
@@ -44,6 +44,7 @@ def init(backend: str = "auto") -> Communicator:
     transport = backends.get(name).create_world(env)
     _env = env
     _world = _track(Communicator(transport, "world"))
+    startup_profile.mark("init")
     return _world
 
 

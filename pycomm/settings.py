@@ -24,7 +24,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from pycomm._setting_values import Choice, Directory, Flag, Integer, Number, Pattern, Text, ValueKind
+from pycomm._setting_values import Choice, Directory, FilePath, Flag, Integer, Number, Pattern, Text, ValueKind
 from pycomm.errors import SettingError, SettingWarning
 
 RUNTIME, APPS, TESTS, BUILD, SCRIPTS = "runtime", "apps", "tests", "build", "scripts"
@@ -120,6 +120,12 @@ SETTINGS: tuple[Setting, ...] = (
             "declares nodes of k consecutive ranks for `split_by_node` (and so hybrid ZeRO) instead of the "
             "machine's real ones, to exercise node-aware code on one machine; k must divide the size",
             "Communicator.split_by_node, at each call", default_text="the real nodes"),
+    Setting("PYCOMM_PROFILE_STARTUP", FilePath("appended to; every process of the job writes there"), None,
+            "start-up profile: each process (the `--nproc` launcher and every rank) appends one JSON line per "
+            "start-up phase it finishes (`process_start`, `torch_imported`, `pycomm_imported`, `mpi_init`, `init`, "
+            "and apps' phases up to `first_step`) to this file; `python -m pycomm.startup_report FILE` prints "
+            "them per process (see *Start-up time* below)",
+            "pycomm.startup_profile", default_text="no profile"),
     Setting("PYCOMM_APPS_FAIL_AT",
             Pattern(r"(\d+):(\d+)(?::(raise|exit|kill))?", "RANK:STEP[:raise|exit|kill] (e.g. 1:5:raise)", _fail_at),
             None, "testing aid: that rank raises, leaves with `os._exit(70)` and no message, or is killed by "

@@ -25,6 +25,7 @@ GARBAGE = {
     "PYCOMM_APPS_FAILURE_DIR": "/nonexistent/pycomm-failures", "PYCOMM_APPS_SPAWNED": "spawned",
     "PYCOMM_MNIST": "/nonexistent/mnist", "PYCOMM_PS_RANK": "-1", "PYCOMM_PS_WORLD": "0",
     "PYCOMM_PS_ADDRESS": "localhost", "PYCOMM_PS_ADDRESSES": "a:1,,b:2",
+    "PYCOMM_PROFILE_STARTUP": "/nonexistent/pycomm-profile/startup.jsonl",
 }
 # Valid values other than the defaults, and what each parses to.
 NON_DEFAULT = {
