@@ -8,8 +8,8 @@ root only, skipped with the reason elsewhere).
 
 Each case is one launch (benchmarks/workers/algorithms_gpt_run.py); a repeat runs every case of every
 link, the cases rotated so that none always follows another, and `--lock FILE` holds an flock on FILE
-per case (not for the whole run) so that other heavy jobs sharing the machine do not run at the same
-time. The JSON is rewritten after every case (raw runs + medians so far): an interrupted run keeps what
+while one link's cases of one repeat run (back to back, under the same load; the lock is released
+between links and repeats) so that other heavy jobs sharing the machine do not run at the same time. The JSON is rewritten after every case (raw runs + medians so far): an interrupted run keeps what
 it measured. Writes results/algorithms_gpt.json and .png."""
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
     ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
-    ap.add_argument("--lock", type=Path, default=None, help="flock this file around each case")
+    ap.add_argument("--lock", type=Path, default=None, help="flock this file around each link of each repeat")
     ap.add_argument("--timeout", type=float, default=900, help="seconds one case may take")
     ap.add_argument("--name", default="algorithms_gpt", help="results/<name>.json and .png")
     args = ap.parse_args(argv)
@@ -167,20 +167,20 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, list[dict[str, Any]]] = {}
     for repeat in range(args.repeats):
         for link in links:
-            for i in range(len(cases)):
-                case = cases[(i + repeat) % len(cases)]
-                try:
-                    with held(args.lock):
+            with held(args.lock):   # one link's cases back to back: the same load for all of them
+                for i in range(len(cases)):
+                    case = cases[(i + repeat) % len(cases)]
+                    try:
                         result = launch(case, link, args.steps, args.batch, data, args.timeout)
-                except (RuntimeError, subprocess.TimeoutExpired) as e:   # recorded; the other cases go on
-                    print(f"repeat {repeat} {link} {case} FAILED: {e}", flush=True)
-                    runs.append({"repeat": repeat, "link": link, "case": case, "error": str(e)[-4000:]})
-                    continue
-                print(f"repeat {repeat} {link} {case}: {result['samples_per_s']:.2f} samples/s, "
-                      f"eval loss {result['eval_loss']:.4f}", flush=True)
-                runs.append({"repeat": repeat, "link": link, "case": case, "result": result})
-                results = {lk: summarise(runs, lk, cases) for lk in links}
-                save(args.name, payload(args, skipped, repeat, results, runs))
+                    except (RuntimeError, subprocess.TimeoutExpired) as e:   # recorded; the other cases go on
+                        print(f"repeat {repeat} {link} {case} FAILED: {e}", flush=True)
+                        runs.append({"repeat": repeat, "link": link, "case": case, "error": str(e)[-4000:]})
+                        continue
+                    print(f"repeat {repeat} {link} {case}: {result['samples_per_s']:.2f} samples/s, "
+                          f"eval loss {result['eval_loss']:.4f}", flush=True)
+                    runs.append({"repeat": repeat, "link": link, "case": case, "result": result})
+                    results = {lk: summarise(runs, lk, cases) for lk in links}
+                    save(args.name, payload(args, skipped, repeat, results, runs))
     for link in links:
         print(f"\n== link: {link} ({RANKS} ranks, {args.steps} steps x {args.batch} x 64 characters per rank, "
               f"median of {args.repeats})")

@@ -82,6 +82,7 @@ def eval_loss(comm: Any, model: torch.nn.Module, windows: Any) -> float:
 
 
 def main() -> None:
+    begun = time.perf_counter()
     out, name, steps, batch, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     torch.set_num_threads(1)
     comm = pycomm.init()
@@ -98,6 +99,7 @@ def main() -> None:
         order += shard_batches(len(train), comm.rank, comm.size, batch, epoch, seed=SEED + 1)
         epoch += 1
     seconds, losses = 0.0, []
+    setup = time.perf_counter() - begun
     for step, idx in enumerate(order[:steps]):
         t0 = time.perf_counter()
         x, y = train.batch(idx)
@@ -112,7 +114,9 @@ def main() -> None:
         losses.append(float(loss))
     if hasattr(opt, "average_now"):
         opt.average_now()
+    t_eval = time.perf_counter()
     final = eval_loss(comm, model, held)
+    t_eval = time.perf_counter() - t_eval
     slowest = torch.tensor([seconds], dtype=torch.float64)
     comm.allreduce(slowest, op=pycomm.MAX)
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -121,7 +125,8 @@ def main() -> None:
               "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]), "bytes_per_step": sent / steps,
               "steps": steps, "batch_per_rank": batch, "train_seconds": float(slowest),
               "parameters": sum(p.numel() for p in model.parameters()),
-              "comm_seconds": None if name == "ddp" else opt.comm_stats()["seconds"]}
+              "comm_seconds": None if name == "ddp" else opt.comm_stats()["seconds"],
+              "setup_seconds": setup, "eval_seconds": t_eval}   # rank 0's: where a launch's time goes
     if comm.rank == 0:
         print(f"{name}: {result['samples_per_s']:.2f} samples/s, eval loss {final:.4f}", flush=True)
         with open(out, "w") as f:
