@@ -45,9 +45,13 @@ def case_options(name: str, total_steps: int) -> tuple[str, dict[str, Any]]:
     base, _, codec = name.partition("+")
     algorithm, options = CASES[base]
     options = dict(options, **({"codec": codec} if codec else {}))
-    if algorithm == "qsr":
-        options["total_steps"] = total_steps
+    if algorithm == "qsr":   # its H rule must know the schedule: h_base during warm-up, then (alpha / lr)^2
+        options.update(total_steps=total_steps, warmup_steps=warmup_steps(total_steps))
     return algorithm, options
+
+
+def warmup_steps(total_steps: int) -> int:
+    return max(1, total_steps // 10)
 
 
 def make_optimizer(name: str, model: torch.nn.Module, comm: Any, total_steps: int) -> tuple[torch.nn.Module, Any]:
@@ -91,7 +95,7 @@ def main() -> None:
     torch.manual_seed(SEED)
     model = GPT(splits.info["vocab_size"], block_size=BLOCK, **MODEL)
     module, opt = make_optimizer(name, model, comm, steps)
-    sched = algorithms.CosineWithWarmup(opt, total_steps=steps, warmup_steps=max(1, steps // 10),
+    sched = algorithms.CosineWithWarmup(opt, total_steps=steps, warmup_steps=warmup_steps(steps),
                                         baseline_lr=ADAMW["lr"] / 10, min_lr=ADAMW["lr"] / 10)
     order: list[torch.Tensor] = []
     epoch = 0
