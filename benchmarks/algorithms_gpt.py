@@ -141,6 +141,25 @@ def payload(args: argparse.Namespace, skipped: dict[str, str], repeats_done: int
             "runs": runs}
 
 
+def summarise_only(args: argparse.Namespace) -> None:
+    """Medians, table and PNG again from the runs on disk, without `--drop`'s runs (kept under "dropped")."""
+    from benchmarks.harness import RESULTS
+    doc = json.loads((RESULTS / f"{args.name}.json").read_text())
+    drop = {tuple(d.split(":")) for d in args.drop}
+    key = lambda r: (r["link"], r["case"], str(r["repeat"]))  # noqa: E731
+    runs = [r for r in doc["runs"] if key(r) not in drop]
+    dropped = doc.get("dropped", []) + [r for r in doc["runs"] if key(r) in drop]
+    links = [lk for lk in LINKS if any(r["link"] == lk for r in runs)]
+    results = {lk: summarise(runs, lk, CASES) for lk in links}
+    args.steps, args.batch = doc["steps"], doc["batch_per_rank"]
+    repeats = 1 + max(r["repeat"] for r in runs)
+    for link in links:
+        print(f"\n== link: {link} ({RANKS} ranks, {args.steps} steps x {args.batch} x 64 characters per rank)")
+        print(table(results[link], COLUMNS))
+    save(args.name, {**payload(args, doc.get("skipped", {}), repeats, results, runs), "dropped": dropped},
+         speedup_bars(results))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.algorithms --model gpt",
                                  description=__doc__.split("\n\n")[0])
@@ -153,7 +172,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lock", type=Path, default=None, help="flock this file around each link of each repeat")
     ap.add_argument("--timeout", type=float, default=900, help="seconds one case may take")
     ap.add_argument("--name", default="algorithms_gpt", help="results/<name>.json and .png")
+    ap.add_argument("--summarise-only", action="store_true",
+                    help="re-summarise the runs in results/<name>.json (after an interrupted run) and draw the PNG")
+    ap.add_argument("--drop", nargs="+", default=[], metavar="LINK:CASE:REPEAT",
+                    help="with --summarise-only: leave these runs out (e.g. measured with a since-fixed setting)")
     args = ap.parse_args(argv)
+    if args.summarise_only:
+        return summarise_only(args)
     data = args.data_dir / "tinyshakespeare" / "input.txt"
     if not data.is_file():
         raise SystemExit(f"--data-dir: {data} is not a file (tiny Shakespeare's input.txt is expected there)")
