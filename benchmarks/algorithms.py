@@ -4,6 +4,10 @@ time to 95% eval accuracy, final accuracy. Writes results/algorithms.json, a tab
 accuracy against bytes communicated (one line per algorithm, default transport).
 
     python -m benchmarks.algorithms [--epochs 2] [--repeats 1] [--cases ddp mbsgd ...]
+    python -m benchmarks.algorithms --model gpt [--steps 48] [--repeats 3] [--links default shaped] [--lock F]
+
+`--model gpt` is the section where communication matters (benchmarks/algorithms_gpt.py: a 10.7M-parameter
+char GPT on 4 ranks, also over an emulated 10 Gbit/s link; results/algorithms_gpt.json).
 
 The cases train interleaved in one launch per transport (see benchmarks/workers/algorithms_run.py),
 lapsgd and lppsgd (2 Hogwild worker processes per rank) included: each of their segments is one
@@ -53,7 +57,8 @@ def summarise(runs: list[dict[str, Any]], cases: list[str]) -> list[dict[str, An
                      "samples_per_s_max": max(r[name]["samples_per_s"] for r in runs),
                      "bytes_per_step": med("bytes_per_step"),
                      "time_to_95_s": statistics.median(ttt) if ttt else None,
-                     "final_accuracy": med("final_accuracy"), "curve": runs[len(runs) // 2][name]["curve"]})
+                     "final_accuracy": med("final_accuracy"), "curve": runs[len(runs) // 2][name]["curve"],
+                     "startup_seconds": med("startup_seconds")})
     ddp = next(r for r in rows if r["algorithm"] == "ddp")
     for r in rows:
         r["speedup_vs_ddp"] = r["samples_per_s"] / ddp["samples_per_s"]
@@ -79,23 +84,31 @@ def accuracy_vs_bytes(results: dict[str, list[dict[str, Any]]], transport: str) 
 
 
 def main(argv: list[str] | None = None) -> None:
+    pick = argparse.ArgumentParser(add_help=False)
+    pick.add_argument("--model", choices=("mnist", "gpt"), default="mnist")
+    model, rest = pick.parse_known_args(argv)
+    if model.model == "gpt":
+        from benchmarks import algorithms_gpt   # imports this module: not at the top
+        return algorithms_gpt.main(rest)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=("mnist", "gpt"), default="mnist", help="gpt: see benchmarks/algorithms_gpt.py")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--cases", nargs="+", default=["ddp", *CASES, *LAP_CASES])
     ap.add_argument("--transports", nargs="+", default=list(TRANSPORTS), choices=list(TRANSPORTS))
+    ap.add_argument("--name", default="algorithms", help="results/<name>.json and .png (e.g. for a subset of cases)")
     args = ap.parse_args(argv)
     cases = args.cases if "ddp" in args.cases else ["ddp", *args.cases]
     results: dict[str, list[dict[str, Any]]] = {}
     columns = ["algorithm", "samples_per_s", "speedup_vs_ddp", "bytes_per_step", "time_to_95_s", "final_accuracy",
-               "accuracy_minus_ddp_points", "goal"]
+               "accuracy_minus_ddp_points", "startup_seconds", "goal"]
     for transport in args.transports:
         runs = [launch(cases, args.epochs, TRANSPORTS[transport]) for _ in range(args.repeats)]
         results[transport] = summarise(runs, cases)
         print(f"\n== transport: {transport} (2 ranks, {args.epochs} epochs, median of {args.repeats})")
         print(table(results[transport], columns))
 
-    path = save("algorithms", {"epochs": args.epochs, "repeats": args.repeats, "ranks": 2, "results": results},
+    path = save(args.name, {"epochs": args.epochs, "repeats": args.repeats, "ranks": 2, "results": results},
                 accuracy_vs_bytes(results, args.transports[0]))
     print(f"\nwrote {path}", file=sys.stderr)
 

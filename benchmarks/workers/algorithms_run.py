@@ -5,8 +5,10 @@ timed (evaluations between segments are not).
 
 lapsgd / lppsgd train through their own loop (opt.train, P = 2 Hogwild worker processes per rank), so
 they interleave too: each of their segments is one train() call over the segment's number of node
-minibatches. The rank's workers are started by the first call (that start-up is inside the first timed
-segment) and sleep between calls; later calls only wake them. Between segments each rank's own model is evaluated, as
+minibatches. The rank's workers are started by the first call and sleep between calls; later calls only
+wake them. That start-up (LapResult.startup_seconds, paid once per optimizer, as DDP's process-group
+set-up is paid before its first step) is not training time: it is taken out of the timed segment and
+reported apart (startup_seconds). Between segments each rank's own model is evaluated, as
 for the other local-update algorithms; the last segment ends with LAP's synchronous final average. LAP
 workers draw their batches from the rank's strided shard of the same 8,000 training images (items r,
 r+2, ...) rather than from shard_batches. Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
@@ -50,6 +52,7 @@ class Run:
                                                  baseline_lr=self.opt.param_groups[0]["lr"] / 10)
         self.grad_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
         self.steps, self.seconds, self.curve, self.time_to_target = 0, 0.0, [], None
+        self.startup_seconds = 0.0   # lapsgd/lppsgd: starting the worker pool, not counted in seconds
 
     def bytes(self) -> int:
         if self.name == "ddp":   # DDP all-reduces every gradient every step
@@ -69,10 +72,12 @@ class Run:
 
     def train(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
         t0 = time.perf_counter()
-        self.train_steps(batches, x, y)
-        self.seconds += time.perf_counter() - t0
+        startup = self.train_steps(batches, x, y)
+        self.seconds += time.perf_counter() - t0 - startup
+        self.startup_seconds += startup
 
-    def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
+    def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> float:
+        """Train on `batches`; returns the seconds of it that were start-up rather than training."""
         for idx in batches:
             self.opt.zero_grad()
             loss = F.cross_entropy(self.model(x[idx]), y[idx])
@@ -80,6 +85,7 @@ class Run:
             self.opt.step() if self.name == "ddp" else self.opt.step(loss=loss)
             self.sched.step()
             self.steps += 1
+        return 0.0
 
     def finish(self) -> None:
         """Bring the ranks' models together before the final evaluation, where the algorithm does that."""
@@ -96,7 +102,8 @@ class Run:
     def result(self, final: float) -> dict[str, Any]:
         return {"samples_per_s": self.steps * BATCH * self.comm.size / self.seconds,
                 "bytes_per_step": self.bytes() / self.steps, "time_to_target_s": self.time_to_target,
-                "final_accuracy": final, "steps": self.steps, "train_seconds": self.seconds, "curve": self.curve}
+                "final_accuracy": final, "steps": self.steps, "train_seconds": self.seconds,
+                "startup_seconds": self.startup_seconds, "curve": self.curve}
 
 
 class LapRun(Run):
@@ -111,13 +118,14 @@ class LapRun(Run):
         return algorithms.CommOptimizer(torch.optim.SGD(self.model.parameters(), **sgd), algorithm=self.name,
                                         comm=self.comm, **options)
 
-    def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
+    def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> float:
         last = self.steps + len(batches) >= self.total_steps
         if getattr(self, "dataset", None) is None:   # one dataset object: later segments reuse the worker pool
             self.dataset = TensorDataset(x, y)
-        self.opt.train(self.model, F.cross_entropy, self.dataset, steps=len(batches), batch_size=BATCH,
-                       scheduler=self.sched, scheduler_interval="step", final_average=last)
+        result = self.opt.train(self.model, F.cross_entropy, self.dataset, steps=len(batches), batch_size=BATCH,
+                                scheduler=self.sched, scheduler_interval="step", final_average=last)
         self.steps = self.opt.node_steps   # finish() has nothing to do: the last call averaged
+        return result.startup_seconds
 
 
 def mean_over_ranks(comm: Any, value: float) -> float:

@@ -1,0 +1,143 @@
+"""One rank of benchmarks/algorithms_gpt.py: train the char GPT (10.7M parameters: nanoGPT's
+shakespeare_char model at context 64, dropout off) on tiny Shakespeare with ONE case (torch DDP over gloo,
+or a pycomm algorithm, optionally with a codec), then score the eval loss on held-out text.
+
+Every case sees the same samples in the same order (one seeded shuffle of the training windows, dealt
+rank-strided) from the same initial model, with AdamW and the same cosine schedule: only the way ranks
+communicate differs. Only training steps are timed, the first WARMUP of them excluded (DDP builds its
+buckets, allocators warm up); samples/s is the slowest rank's. Before the evaluation plsgd/qsr average
+the ranks' models (average_now), so every rank scores the same model on its quarter of the eval windows.
+Usage: algorithms_gpt_run OUT_JSON CASE STEPS BATCH DATA_TXT"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import algorithms
+import pycomm
+from apps.data.text import load
+from apps.models.gpt import GPT
+from tests.algorithms.mnist import shard_batches
+
+BLOCK, SEED, WARMUP, EVAL_WINDOWS = 64, 0, 2, 256
+ADAMW = {"lr": 2e-3, "betas": (0.9, 0.99), "weight_decay": 0.1}
+GRAD_CLIP = 1.0
+MODEL = {"n_layer": 6, "n_head": 6, "n_embd": 384, "dropout": 0.0}
+
+# case -> (algorithm, options); "+int8" appended to a name adds codec="int8"
+CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "mbsgd": ("mbsgd", {}),
+    "plsgd": ("plsgd", {"averaging_freq": 4}),
+    # QSR (Gu et al.): H = max(h_min, floor((alpha / lr)^2)); alpha = 2 lr_peak starts at H = 4 and grows
+    # as the cosine decays; Adam's moments are averaged with the parameters (as the paper's AdamW runs)
+    "qsr": ("qsr", {"h_base": 4, "alpha": 2 * ADAMW["lr"], "avg_m": True, "avg_v": True}),
+}
+
+
+def case_options(name: str, total_steps: int) -> tuple[str, dict[str, Any]]:
+    base, _, codec = name.partition("+")
+    algorithm, options = CASES[base]
+    options = dict(options, **({"codec": codec} if codec else {}))
+    if algorithm == "qsr":   # its H rule must know the schedule: h_base during warm-up, then (alpha / lr)^2
+        options.update(total_steps=total_steps, warmup_steps=warmup_steps(total_steps))
+    return algorithm, options
+
+
+def warmup_steps(total_steps: int) -> int:
+    return max(1, total_steps // 10)
+
+
+def make_optimizer(name: str, model: torch.nn.Module, comm: Any, total_steps: int) -> tuple[torch.nn.Module, Any]:
+    """(the module to call, the optimizer to step) of one case."""
+    if name == "ddp":
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
+                                rank=comm.rank, world_size=comm.size)
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        return ddp, torch.optim.AdamW(ddp.parameters(), **ADAMW)
+    algorithm, options = case_options(name, total_steps)
+    inner = torch.optim.AdamW(model.parameters(), **ADAMW)
+    return model, algorithms.CommOptimizer(inner, algorithm=algorithm, comm=comm, model=model, **options)
+
+
+def mean_over_ranks(comm: Any, value: float) -> float:
+    t = torch.tensor([value], dtype=torch.float64)
+    comm.allreduce(t, op=pycomm.AVG)
+    return float(t)
+
+
+@torch.no_grad()
+def eval_loss(comm: Any, model: torch.nn.Module, windows: Any) -> float:
+    """Mean loss over the first EVAL_WINDOWS held-out windows (this rank scores its strided share)."""
+    model.eval()
+    idx = torch.arange(comm.rank, min(EVAL_WINDOWS, len(windows)), comm.size)
+    losses = []
+    for chunk in idx.split(32):
+        x, y = windows.batch(chunk)
+        losses.append(F.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="sum") / y.numel())
+    model.train()
+    return mean_over_ranks(comm, float(torch.stack(losses).sum()) / len(losses))
+
+
+def main() -> None:
+    begun = time.perf_counter()
+    out, name, steps, batch, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    torch.set_num_threads(1)
+    comm = pycomm.init()
+    splits = load(data, block_size=BLOCK)
+    train, held = splits.train, splits.eval
+    torch.manual_seed(SEED)
+    model = GPT(splits.info["vocab_size"], block_size=BLOCK, **MODEL)
+    module, opt = make_optimizer(name, model, comm, steps)
+    sched = algorithms.CosineWithWarmup(opt, total_steps=steps, warmup_steps=warmup_steps(steps),
+                                        baseline_lr=ADAMW["lr"] / 10, min_lr=ADAMW["lr"] / 10)
+    order: list[torch.Tensor] = []
+    epoch = 0
+    while len(order) < steps:
+        order += shard_batches(len(train), comm.rank, comm.size, batch, epoch, seed=SEED + 1)
+        epoch += 1
+    seconds, losses = 0.0, []
+    setup = time.perf_counter() - begun
+    for step, idx in enumerate(order[:steps]):
+        t0 = time.perf_counter()
+        x, y = train.batch(idx)
+        opt.zero_grad()
+        loss = F.cross_entropy(module(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), GRAD_CLIP)
+        opt.step() if name == "ddp" else opt.step(loss=loss)
+        sched.step()
+        if step >= WARMUP:
+            seconds += time.perf_counter() - t0
+        losses.append(float(loss))
+    if hasattr(opt, "average_now"):
+        opt.average_now()
+    t_eval = time.perf_counter()
+    final = eval_loss(comm, model, held)
+    t_eval = time.perf_counter() - t_eval
+    slowest = torch.tensor([seconds], dtype=torch.float64)
+    comm.allreduce(slowest, op=pycomm.MAX)
+    grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    sent = grad_bytes * steps if name == "ddp" else opt.comm_stats()["bytes"]
+    result = {"samples_per_s": (steps - WARMUP) * batch * comm.size / float(slowest), "eval_loss": final,
+              "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]), "bytes_per_step": sent / steps,
+              "steps": steps, "batch_per_rank": batch, "train_seconds": float(slowest),
+              "parameters": sum(p.numel() for p in model.parameters()),
+              "comm_seconds": None if name == "ddp" else opt.comm_stats()["seconds"],
+              "setup_seconds": setup, "eval_seconds": t_eval}   # rank 0's: where a launch's time goes
+    if comm.rank == 0:
+        print(f"{name}: {result['samples_per_s']:.2f} samples/s, eval loss {final:.4f}", flush=True)
+        with open(out, "w") as f:
+            json.dump(result, f)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
