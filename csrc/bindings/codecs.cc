@@ -1,8 +1,12 @@
 // Python entry points of the compression kernels (int8 blockwise, 1-bit sign). Buffers arrive raw
 // from pycomm/kernels/quantize.py and onebit.py, which validate the torch tensors; 0 is a null pointer.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "bindings/bindings.h"
 #include "bindings/device.h"
@@ -63,6 +67,38 @@ void dequantize_int8_entry(uintptr_t q, uintptr_t scales, int64_t numel, int64_t
   PYCOMM_RUN_KERNEL(dequantize_int8_cpu, dequantize_int8_gpu, a, device, stream);
 }
 
+void reduce_quantize_int8_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residual,
+                                const std::vector<uintptr_t>& q, const std::vector<uintptr_t>& scales, double factor,
+                                int64_t numel, int64_t block, uintptr_t out_q, uintptr_t out_scales,
+                                uintptr_t residual, bool stochastic, uint64_t seed) {
+  if (q.size() != scales.size())
+    throw std::invalid_argument("reduce_quantize_int8: q and scales must list the same sources (got " +
+                                std::to_string(q.size()) + " and " + std::to_string(scales.size()) + ")");
+  std::vector<const int8_t*> qs;
+  std::vector<const float*> ss;
+  for (size_t s = 0; s < q.size(); ++s) {
+    qs.push_back(as_ptr<const int8_t>(q[s]));
+    ss.push_back(as_ptr<const float>(scales[s]));
+  }
+  ReduceQuantizeArgs a;
+  a.own = as_ptr<const float>(own);
+  a.own_numel = own_numel;
+  a.own_residual = as_ptr<float>(own_residual);
+  a.q = qs.data();
+  a.scales = ss.data();
+  a.sources = static_cast<int64_t>(qs.size());
+  a.factor = static_cast<float>(factor);
+  a.numel = numel;
+  a.block = block;
+  a.q_out = as_ptr<int8_t>(out_q);
+  a.scales_out = as_ptr<float>(out_scales);
+  a.residual = as_ptr<float>(residual);
+  a.stochastic = stochastic;
+  a.seed = seed;
+  py::gil_scoped_release nogil;
+  reduce_quantize_int8_cpu(a);
+}
+
 void sign_compress_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block, uintptr_t bits, uintptr_t scales,
                          uintptr_t residual, int device, uintptr_t stream) {
   require_gpu_build(device, "sign_compress");
@@ -89,6 +125,10 @@ void register_codecs(py::module_& m) {
   m.def("dequantize_int8", &dequantize_int8_entry, py::arg("q"), py::arg("scales"), py::arg("numel"),
         py::arg("block"), py::arg("out"), py::arg("out_dtype"), py::arg("accumulate"), py::arg("device"),
         py::arg("stream"), "out (+)= q * scale");
+  m.def("reduce_quantize_int8", &reduce_quantize_int8_entry, py::arg("own"), py::arg("own_numel"),
+        py::arg("own_residual"), py::arg("q"), py::arg("scales"), py::arg("factor"), py::arg("numel"),
+        py::arg("block"), py::arg("out_q"), py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"),
+        py::arg("seed"), "quantize_int8((own (+ own_residual) + sum q_s * scale_s) * factor) in one pass per block (CPU)");
   m.def("sign_compress", &sign_compress_entry, py::arg("x"), py::arg("x_dtype"), py::arg("numel"), py::arg("block"),
         py::arg("bits"), py::arg("scales"), py::arg("residual"), py::arg("device"), py::arg("stream"),
         "bits = (v >= 0), scale = mean|v| per block, v = x (+ residual, then updated)");

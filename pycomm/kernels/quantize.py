@@ -6,6 +6,8 @@ GPU produce the same bytes for the same seed. With `residual` (fp32, error feedb
 residual is encoded and residual becomes v - dequantize(q): exactly what the encoding lost."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from pycomm import _dtypes
@@ -55,3 +57,47 @@ def dequantize_int8_accumulate(q: torch.Tensor, scales: torch.Tensor, acc: torch
                                block: int = 256) -> torch.Tensor:
     """acc += q * scale (the reduce step of a quantized all-reduce; acc is normally fp32). Returns `acc`."""
     return _dequantize(q, scales, acc, block, True, "dequantize_int8_accumulate")
+
+
+def reduce_quantize_int8(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]], q: torch.Tensor,
+                         scales: torch.Tensor, *, block: int = 256, factor: float = 1.0,
+                         own_residual: torch.Tensor | None = None, residual: torch.Tensor | None = None,
+                         stochastic: bool = False, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reduce step of a quantized all-reduce in one pass per block (CPU tensors): the reduced chunk
+    v = (own (+ own_residual) + the sum of dequantize_int8(q_s, scales_s) over `sources`) * factor is
+    encoded into q (q.numel() elements) and scales as quantize_int8(v, residual=..., stochastic=...,
+    seed=...) encodes it. own (fp32, at most q.numel() elements) fills the start of v and the rest starts
+    at 0; own_residual (own's size) is zeroed. Bit-identical to those kernels run one after another, but
+    v never leaves the cache. Returns (q, scales)."""
+    what = "reduce_quantize_int8"
+    check_block(block, what)
+    stochastic = check_bool(stochastic, f"{what}: stochastic")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError(f"{what}: factor must be a float (1.0 for SUM, 1 / size for AVG), got {type(factor).__name__}")
+    q = check_tensor(q, f"{what}: q", (torch.int8,))
+    n = q.numel()
+    own = check_tensor(own, f"{what}: own", (torch.float32,))
+    if own.numel() > n:
+        raise ValueError(f"{what}: own has {own.numel()} elements, more than q's {n}")
+    if own_residual is not None:
+        check_buffer(own_residual, f"{what}: own_residual", (torch.float32,), own.numel())
+    if not isinstance(sources, (list, tuple)):
+        raise TypeError(f"{what}: sources must be a list of (q, scales) pairs, got {type(sources).__name__}")
+    nb = num_blocks(n, block)
+    for s, pair in enumerate(sources):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise TypeError(f"{what}: sources[{s}] must be a (q, scales) pair, got {type(pair).__name__}")
+        check_buffer(pair[0], f"{what}: sources[{s}] q", (torch.int8,), n)
+        check_buffer(pair[1], f"{what}: sources[{s}] scales", (torch.float32,), nb)
+    scales = check_buffer(scales, f"{what}: scales", (torch.float32,), nb)
+    if residual is not None:
+        check_buffer(residual, f"{what}: residual", (torch.float32,), n)
+    optional = [t for t in (own_residual, residual) if t is not None]
+    place = place_of([own, q, scales, *optional, *(t for pair in sources for t in pair)], what)
+    if place.device >= 0:
+        raise ValueError(f"{what}: CPU tensors only (on a GPU, run dequantize_int8_accumulate and quantize_int8)")
+    core().reduce_quantize_int8(ptr(own), own.numel(), ptr(own_residual) if own_residual is not None else 0,
+                                [ptr(pair[0]) for pair in sources], [ptr(pair[1]) for pair in sources], float(factor),
+                                n, block, ptr(q), ptr(scales), ptr(residual) if residual is not None else 0,
+                                stochastic, check_seed(seed, what))
+    return q, scales
