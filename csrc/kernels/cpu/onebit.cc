@@ -9,6 +9,10 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 PYCOMM_ISA_DECLARE(sign_compress, pycomm::SignCompressArgs)
 PYCOMM_ISA_DECLARE(sign_decompress, pycomm::SignDecompressArgs)
 
@@ -98,9 +102,15 @@ void compress_block(const SignCompressArgs& a, int64_t b0, int64_t len) {
       for (int64_t j = 0; j < n; ++j) e[s0 + j] = v[j] - codec::sign_value(v[j] >= 0.0f, scale);
     }
     for (int64_t k = 0; k < padded / 8; ++k) {
+#if defined(__AVX2__)
+      // one compare and movemask per byte: lane b's (v >= 0) (ordered: NaN gives 0) lands in bit b
+      const __m256 ge = _mm256_cmp_ps(_mm256_load_ps(v + 8 * k), _mm256_setzero_ps(), _CMP_GE_OQ);
+      bits[s0 / 8 + k] = static_cast<uint8_t>(_mm256_movemask_ps(ge));
+#else
       uint32_t byte = 0;
       for (int b = 0; b < 8; ++b) byte |= static_cast<uint32_t>(v[8 * k + b] >= 0.0f) << b;
       bits[s0 / 8 + k] = static_cast<uint8_t>(byte);
+#endif
     }
   }
 }
