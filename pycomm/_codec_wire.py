@@ -11,7 +11,7 @@ import torch
 
 from pycomm import kernels
 from pycomm._buffers import POOL
-from pycomm.codecs import Codec, Encoded, Int8Codec
+from pycomm.codecs import Codec, Encoded, Int8Codec, OneBitCodec
 
 
 def check_codec(codec: object, what: str) -> Codec:
@@ -60,16 +60,20 @@ class WireLayout:
                            residual: torch.Tensor | None) -> None:
         """The reduce step: slot `slot` of buf = encode(v, residual), v = (own (+ own_residual, then
         zeroed) + the decode of every slot of `recv` in `sources`) * factor, own filling v's start and
-        the rest starting at 0. One fused pass per block for int8 on the CPU (fp32 own); else the codec's
-        kernels one after another in `scratch` (fp32, a chunk), with the same result."""
-        if isinstance(self.codec, Int8Codec) and own.dtype == torch.float32 and not scratch.is_cuda:
+        the rest starting at 0. One fused pass per block for int8 and 1-bit on the CPU (fp32 own); else
+        the codec's kernels one after another in `scratch` (fp32, a chunk), with the same result."""
+        if own.dtype == torch.float32 and not scratch.is_cuda:
             out = self.encoded(buf, slot)
-            seed = self.codec._next_seed() if self.codec.stochastic else 0   # the seed encode() would take
-            kernels.reduce_quantize_int8(own, [self.encoded(recv, r).tensors() for r in sources], out.data,
-                                         out.scales, block=self.codec.block, factor=factor,
-                                         own_residual=own_residual, residual=residual,
-                                         stochastic=self.codec.stochastic, seed=seed)
-            return
+            srcs = [self.encoded(recv, r).tensors() for r in sources]
+            common = {"block": self.codec.block, "factor": factor, "own_residual": own_residual, "residual": residual}
+            if isinstance(self.codec, Int8Codec):
+                seed = self.codec._next_seed() if self.codec.stochastic else 0   # the seed encode() would take
+                kernels.reduce_quantize_int8(own, srcs, out.data, out.scales, stochastic=self.codec.stochastic,
+                                             seed=seed, **common)
+                return
+            if isinstance(self.codec, OneBitCodec):
+                kernels.reduce_sign_compress(own, srcs, out.data, out.scales, numel=self.chunk, **common)
+                return
         acc = scratch
         acc.zero_()
         n = own.numel()

@@ -3,7 +3,8 @@
 t is cut into N chunks of c elements (c a whole number of codec blocks; the tail is zero-padded).
 Stage 1: every rank encodes the chunks of the other ranks and an all-to-all hands rank r every
 rank's encoding of chunk r, which it decode-accumulates in fp32 onto its own chunk, taken exactly
-(and scales by 1/N for AVG). Stage 2: rank r re-encodes its reduced chunk, an all-gather hands
+(and scales by 1/N for AVG). Stage 2: rank r re-encodes its reduced chunk (on the CPU the reduction and
+the re-encoding are one kernel pass per codec block, csrc/kernels/reduce_encode.h), an all-gather hands
 everyone every reduced chunk, and each rank decodes them all into t (its own too, so that every
 rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
 

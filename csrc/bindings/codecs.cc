@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings/bindings.h"
 #include "bindings/device.h"
 #include "kernels/onebit.h"
 #include "kernels/quantize.h"
+#include "kernels/reduce_encode.h"
 
 namespace py = pybind11;
 
@@ -67,36 +69,38 @@ void dequantize_int8_entry(uintptr_t q, uintptr_t scales, int64_t numel, int64_t
   PYCOMM_RUN_KERNEL(dequantize_int8_cpu, dequantize_int8_gpu, a, device, stream);
 }
 
-void reduce_quantize_int8_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residual,
-                                const std::vector<uintptr_t>& q, const std::vector<uintptr_t>& scales, double factor,
-                                int64_t numel, int64_t block, uintptr_t out_q, uintptr_t out_scales,
-                                uintptr_t residual, bool stochastic, uint64_t seed) {
-  if (q.size() != scales.size())
-    throw std::invalid_argument("reduce_quantize_int8: q and scales must list the same sources (got " +
-                                std::to_string(q.size()) + " and " + std::to_string(scales.size()) + ")");
-  std::vector<const int8_t*> qs;
+// The fused reduce step of either codec (kernels/reduce_encode.h); `data` and `out_data` are the codec's
+// int8 levels or sign bits.
+template <void (*kKernel)(const ReduceEncodeArgs&)>
+void reduce_encode_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residual, const std::vector<uintptr_t>& data,
+                         const std::vector<uintptr_t>& scales, double factor, int64_t numel, int64_t block,
+                         uintptr_t out_data, uintptr_t out_scales, uintptr_t residual, bool stochastic, uint64_t seed) {
+  if (data.size() != scales.size())
+    throw std::invalid_argument("reduce step: data and scales must list the same sources (got " +
+                                std::to_string(data.size()) + " and " + std::to_string(scales.size()) + ")");
+  std::vector<const void*> ds;
   std::vector<const float*> ss;
-  for (size_t s = 0; s < q.size(); ++s) {
-    qs.push_back(as_ptr<const int8_t>(q[s]));
+  for (size_t s = 0; s < data.size(); ++s) {
+    ds.push_back(as_ptr<const void>(data[s]));
     ss.push_back(as_ptr<const float>(scales[s]));
   }
-  ReduceQuantizeArgs a;
+  ReduceEncodeArgs a;
   a.own = as_ptr<const float>(own);
   a.own_numel = own_numel;
   a.own_residual = as_ptr<float>(own_residual);
-  a.q = qs.data();
+  a.data = ds.data();
   a.scales = ss.data();
-  a.sources = static_cast<int64_t>(qs.size());
+  a.sources = static_cast<int64_t>(ds.size());
   a.factor = static_cast<float>(factor);
   a.numel = numel;
   a.block = block;
-  a.q_out = as_ptr<int8_t>(out_q);
+  a.data_out = as_ptr<void>(out_data);
   a.scales_out = as_ptr<float>(out_scales);
   a.residual = as_ptr<float>(residual);
   a.stochastic = stochastic;
   a.seed = seed;
   py::gil_scoped_release nogil;
-  reduce_quantize_int8_cpu(a);
+  kKernel(a);
 }
 
 void sign_compress_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block, uintptr_t bits, uintptr_t scales,
@@ -125,10 +129,12 @@ void register_codecs(py::module_& m) {
   m.def("dequantize_int8", &dequantize_int8_entry, py::arg("q"), py::arg("scales"), py::arg("numel"),
         py::arg("block"), py::arg("out"), py::arg("out_dtype"), py::arg("accumulate"), py::arg("device"),
         py::arg("stream"), "out (+)= q * scale");
-  m.def("reduce_quantize_int8", &reduce_quantize_int8_entry, py::arg("own"), py::arg("own_numel"),
-        py::arg("own_residual"), py::arg("q"), py::arg("scales"), py::arg("factor"), py::arg("numel"),
-        py::arg("block"), py::arg("out_q"), py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"),
-        py::arg("seed"), "quantize_int8((own (+ own_residual) + sum q_s * scale_s) * factor) in one pass per block (CPU)");
+  for (auto [name, entry] : {std::pair{"reduce_quantize_int8", &reduce_encode_entry<reduce_quantize_int8_cpu>},
+                              std::pair{"reduce_sign_compress", &reduce_encode_entry<reduce_sign_compress_cpu>}})
+    m.def(name, entry, py::arg("own"), py::arg("own_numel"), py::arg("own_residual"), py::arg("data"),
+          py::arg("scales"), py::arg("factor"), py::arg("numel"), py::arg("block"), py::arg("out_data"),
+          py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"),
+          "encode((own (+ own_residual) + sum of the sources' decodes) * factor) in one pass per block (CPU)");
   m.def("sign_compress", &sign_compress_entry, py::arg("x"), py::arg("x_dtype"), py::arg("numel"), py::arg("block"),
         py::arg("bits"), py::arg("scales"), py::arg("residual"), py::arg("device"), py::arg("stream"),
         "bits = (v >= 0), scale = mean|v| per block, v = x (+ residual, then updated)");

@@ -14,6 +14,7 @@ from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
 from pycomm._validate import check_bool
+from pycomm.kernels._reduce_encode import kernel, reduce_encode
 from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_seed, decode_call,
                                      num_blocks, output)
 
@@ -70,34 +71,7 @@ def reduce_quantize_int8(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor
     at 0; own_residual (own's size) is zeroed. Bit-identical to those kernels run one after another, but
     v never leaves the cache. Returns (q, scales)."""
     what = "reduce_quantize_int8"
-    check_block(block, what)
-    stochastic = check_bool(stochastic, f"{what}: stochastic")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-        raise TypeError(f"{what}: factor must be a float (1.0 for SUM, 1 / size for AVG), got {type(factor).__name__}")
     q = check_tensor(q, f"{what}: q", (torch.int8,))
-    n = q.numel()
-    own = check_tensor(own, f"{what}: own", (torch.float32,))
-    if own.numel() > n:
-        raise ValueError(f"{what}: own has {own.numel()} elements, more than q's {n}")
-    if own_residual is not None:
-        check_buffer(own_residual, f"{what}: own_residual", (torch.float32,), own.numel())
-    if not isinstance(sources, (list, tuple)):
-        raise TypeError(f"{what}: sources must be a list of (q, scales) pairs, got {type(sources).__name__}")
-    nb = num_blocks(n, block)
-    for s, pair in enumerate(sources):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise TypeError(f"{what}: sources[{s}] must be a (q, scales) pair, got {type(pair).__name__}")
-        check_buffer(pair[0], f"{what}: sources[{s}] q", (torch.int8,), n)
-        check_buffer(pair[1], f"{what}: sources[{s}] scales", (torch.float32,), nb)
-    scales = check_buffer(scales, f"{what}: scales", (torch.float32,), nb)
-    if residual is not None:
-        check_buffer(residual, f"{what}: residual", (torch.float32,), n)
-    optional = [t for t in (own_residual, residual) if t is not None]
-    place = place_of([own, q, scales, *optional, *(t for pair in sources for t in pair)], what)
-    if place.device >= 0:
-        raise ValueError(f"{what}: CPU tensors only (on a GPU, run dequantize_int8_accumulate and quantize_int8)")
-    core().reduce_quantize_int8(ptr(own), own.numel(), ptr(own_residual) if own_residual is not None else 0,
-                                [ptr(pair[0]) for pair in sources], [ptr(pair[1]) for pair in sources], float(factor),
-                                n, block, ptr(q), ptr(scales), ptr(residual) if residual is not None else 0,
-                                stochastic, check_seed(seed, what))
-    return q, scales
+    return reduce_encode(kernel("reduce_quantize_int8"), what, own, sources, q, scales, numel=q.numel(),
+                         data_dtype=torch.int8, data_numel=q.numel(), block=block, block_multiple=1, factor=factor,
+                         own_residual=own_residual, residual=residual, stochastic=stochastic, seed=seed)

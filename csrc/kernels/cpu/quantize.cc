@@ -10,10 +10,12 @@
 #include "kernels/codec_math.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/reduce_block.h"
+#include "kernels/reduce_encode.h"
 
 PYCOMM_ISA_DECLARE(quantize_int8, pycomm::QuantizeArgs)
 PYCOMM_ISA_DECLARE(dequantize_int8, pycomm::DequantizeArgs)
-PYCOMM_ISA_DECLARE(reduce_quantize_int8, pycomm::ReduceQuantizeArgs)
+PYCOMM_ISA_DECLARE(reduce_quantize_int8, pycomm::ReduceEncodeArgs)
 
 namespace pycomm {
 
@@ -42,17 +44,20 @@ void dequantize_int8_cpu(const DequantizeArgs& a) {
   if (a.numel > 0) PYCOMM_ISA_CALL(dequantize_int8, a);
 }
 
-void reduce_quantize_int8_cpu(const ReduceQuantizeArgs& a) {
-  const char* what = "reduce_quantize_int8";
+void check_reduce_encode(const ReduceEncodeArgs& a, const char* what) {
   require(a.block >= 1, what, "block must be >= 1, got " + std::to_string(a.block));
   require(a.numel >= 0, what, "numel must be >= 0");
   require(a.own_numel >= 0 && a.own_numel <= a.numel, what,
           "own_numel must be in [0, numel], got " + std::to_string(a.own_numel));
   require(a.own_numel == 0 || a.own, what, "own needs a data pointer");
-  require(a.numel == 0 || (a.q_out && a.scales_out), what, "q_out and scales_out need data pointers");
-  require(a.sources >= 0 && (a.sources == 0 || (a.q && a.scales)), what, "sources need q and scales pointers");
+  require(a.numel == 0 || (a.data_out && a.scales_out), what, "the output data and scales need pointers");
+  require(a.sources >= 0 && (a.sources == 0 || (a.data && a.scales)), what, "sources need data and scales pointers");
   for (int64_t s = 0; s < a.sources && a.numel > 0; ++s)
-    require(a.q[s] && a.scales[s], what, "source " + std::to_string(s) + " has a null q or scales pointer");
+    require(a.data[s] && a.scales[s], what, "source " + std::to_string(s) + " has a null data or scales pointer");
+}
+
+void reduce_quantize_int8_cpu(const ReduceEncodeArgs& a) {
+  check_reduce_encode(a, "reduce_quantize_int8");
   if (a.numel > 0) PYCOMM_ISA_CALL(reduce_quantize_int8, a);
 }
 #endif
@@ -140,46 +145,24 @@ void dequantize(const DequantizeArgs& a) {
   });
 }
 
-// acc[0, len) = the block at b0: own (+ residual, then zeroed), plus every source's decode, times factor.
-template <bool kOwnResidual>
-void reduce_block(const ReduceQuantizeArgs& a, int64_t b0, int64_t len, float* __restrict acc) {
-  const int64_t own = std::clamp<int64_t>(a.own_numel - b0, 0, len);
-  const float* __restrict x = a.own + b0;
-  float* __restrict e = kOwnResidual ? a.own_residual + b0 : nullptr;
-#pragma omp simd
-  for (int64_t j = 0; j < own; ++j) {
-    acc[j] = kOwnResidual ? x[j] + e[j] : x[j];
-    if (kOwnResidual) e[j] = 0.0f;
-  }
-  for (int64_t j = own; j < len; ++j) acc[j] = 0.0f;
-  for (int64_t s = 0; s < a.sources; ++s) {
-    const int8_t* __restrict q = a.q[s] + b0;
+template <bool kOwnResidual, bool kResidual, bool kStochastic>
+void reduce_quantize(const ReduceEncodeArgs& a) {
+  auto add_source = [&](int64_t s, int64_t b0, int64_t len, float* __restrict acc) {
+    const int8_t* __restrict q = static_cast<const int8_t*>(a.data[s]) + b0;
     const float scale = a.scales[s][b0 / a.block];
 #pragma omp simd
     for (int64_t j = 0; j < len; ++j) acc[j] += codec::mul_rn(static_cast<float>(q[j]), scale);
-  }
-  if (a.factor != 1.0f) {
-#pragma omp simd
-    for (int64_t j = 0; j < len; ++j) acc[j] *= a.factor;
-  }
-}
-
-// The reduced block lives in a per-range buffer of one block (cache-resident), never in memory.
-template <bool kOwnResidual, bool kResidual, bool kStochastic>
-void reduce_quantize(const ReduceQuantizeArgs& a) {
-  cpu::for_each_range(a.numel, a.block, [&](int64_t begin, int64_t end) {
-    std::vector<float> acc(static_cast<size_t>(std::min(a.block, end - begin)));
-    for (int64_t b0 = begin; b0 < end; b0 += a.block) {
-      const int64_t len = std::min(a.block, end - b0);
-      reduce_block<kOwnResidual>(a, b0, len, acc.data());
-      quantize_block<float, kResidual, kStochastic>(acc.data(), kResidual ? a.residual + b0 : nullptr, a.q_out + b0,
-                                                    a.scales_out + b0 / a.block, a.seed, b0, len);
-    }
-  });
+  };
+  auto encode_block = [&](int64_t b0, int64_t len, const float* acc) {
+    quantize_block<float, kResidual, kStochastic>(acc, kResidual ? a.residual + b0 : nullptr,
+                                                  static_cast<int8_t*>(a.data_out) + b0, a.scales_out + b0 / a.block,
+                                                  a.seed, b0, len);
+  };
+  reduce_encode<kOwnResidual>(a, add_source, encode_block);
 }
 
 template <bool kOwnResidual>
-void reduce_quantize_dispatch(const ReduceQuantizeArgs& a) {
+void reduce_quantize_dispatch(const ReduceEncodeArgs& a) {
   const bool r = a.residual != nullptr;
   if (a.stochastic)
     return r ? reduce_quantize<kOwnResidual, true, true>(a) : reduce_quantize<kOwnResidual, false, true>(a);
@@ -188,7 +171,7 @@ void reduce_quantize_dispatch(const ReduceQuantizeArgs& a) {
 
 }  // namespace
 
-void reduce_quantize_int8(const ReduceQuantizeArgs& a) {
+void reduce_quantize_int8(const ReduceEncodeArgs& a) {
   return a.own_residual != nullptr && a.own_numel > 0 ? reduce_quantize_dispatch<true>(a)
                                                       : reduce_quantize_dispatch<false>(a);
 }
