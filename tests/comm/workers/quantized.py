@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 import pycomm
+from pycomm._phase_profile import PHASES, profile_phases
 from pycomm.quantized import segments
 from tests.comm.workers.fusion_common import bytes_sent, expect_raises, rank_values, world
 from tests.kernels import reference as ref
@@ -150,6 +151,23 @@ def check_bad_input(comm) -> None:
     expect_raises(ValueError, "one ErrorFeedback per tensor", lambda: f(torch.ones(301), error_feedback=ef))
 
 
+def check_phase_profile(comm) -> None:
+    """Under profile_phases() every segment records each phase once, in pipeline order; outside, nothing."""
+    n = 4099
+    with profile_phases() as log:
+        comm.allreduce_quantized(torch.ones(n)).wait()
+        comm.allreduce_quantized(torch.ones(n), codec=pycomm.OneBitCodec()).wait()
+    comm.allreduce_quantized(torch.ones(n)).wait()
+    count = len(segments(n, comm.size, 256))
+    assert log.calls == 2 and len(log.rows) == 2 * count * len(PHASES), (log.calls, len(log.rows), count)
+    for call in range(2):
+        for seg in range(count):
+            rows = [r for r in log.rows if r[:2] == (call, seg)]
+            assert [r[2] for r in rows] == list(PHASES), rows
+            assert all(t0 <= t1 for *_, t0, t1 in rows) and all(a[4] <= b[3] for a, b in zip(rows, rows[1:]))
+    assert set(log.totals()) == set(PHASES)
+
+
 def check_pipelined(comm) -> None:
     """Segments of ~1000 elements: tensors above that run as a pipeline of many segments (ragged last
     segment, chunks clipped at its end), with the same error bound and working error feedback."""
@@ -158,6 +176,7 @@ def check_pipelined(comm) -> None:
         check_int8(comm, "AVG", torch.float32, 256)
         check_int8(comm, "SUM", torch.bfloat16, 64)
         check_int8_exact(comm)
+        check_phase_profile(comm)
         check_error_feedback(comm)
         os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "0"
         expect_raises(ValueError, "PYCOMM_QUANTIZED_SEGMENT='0' is not valid", lambda: comm.allreduce_quantized(torch.ones(4)))
