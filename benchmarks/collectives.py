@@ -28,6 +28,7 @@ from tests.launch import ROOT, mpirun_argv, worker_env
 
 SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped")
 SHAPED_RATE = "10gbit"   # our users' CPU clusters and cross-node links run at 10-25 Gbit/s
+SHAPED_BYTES_PER_S = 10e9 / 8
 MIB = 1 << 20
 
 
@@ -72,6 +73,14 @@ def shaped_goals(rows: list[dict]) -> list[dict]:
     return [{"goal": f"{codec} time <= {limits[codec]}x fp32 at {SHAPED_RATE}", "ranks": n, "bytes": nbytes,
              "ratio": sec / q[(n, "fp32", nbytes)], "met": sec / q[(n, "fp32", nbytes)] <= limits[codec]}
             for (n, codec, nbytes), sec in sorted(q.items()) if codec in limits]
+
+
+def link_floor(rows: list[dict]) -> None:
+    """Adds to each shaped row the time its traffic needs at the shaped rate alone (every rank's bytes
+    pass the one token bucket) and measured / that: ~1 when the link is the bottleneck."""
+    for r in rows:
+        r["link_floor_s"] = r["ranks"] * r["bytes_sent_per_rank"] / SHAPED_BYTES_PER_S
+        r["vs_link_floor"] = r["seconds"]["median"] / r["link_floor_s"] if r["link_floor_s"] else None
 
 
 def shard_goals(rows: list[dict]) -> list[dict]:
@@ -148,7 +157,8 @@ def plot_busbw(rows: list[dict]):
 
 
 def plot_codec_time(rows: list[dict]):
-    """Quantized all-reduce time as a fraction of fp32's (same size, same run) on the shaped link."""
+    """Quantized all-reduce time as a fraction of fp32's (same size, same run) on the shaped link, and
+    (inset) where a 64 MiB call's time goes, per phase (the slowest rank's)."""
     def draw(ax: Any) -> None:
         by = {(r["ranks"], r["codec"], r["bytes"]): r["seconds"]["median"] for r in rows}
         for codec, color in (("int8", "tab:blue"), ("1bit", "tab:red")):
@@ -161,9 +171,24 @@ def plot_codec_time(rows: list[dict]):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("time / fp32 all-reduce time")
+        quantized = [by[k] / by[(k[0], "fp32", k[2])] for k in by if k[1] != "fp32"]
+        ax.set_ylim(0, max(0.9, 2.0 * max(quantized, default=0.0)))     # the upper half holds the inset
         ax.set_title(f"quantized all-reduce on a {SHAPED_RATE} link (tc tbf; goals dotted)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
+        profiled = [r for r in rows if "phase_seconds" in r and r["bytes"] == 64 * MIB]
+        if profiled:
+            inset = ax.inset_axes([0.5, 0.56, 0.48, 0.4])
+            where = list(range(len(profiled)))
+            bottom = [0.0] * len(profiled)
+            for phase in profiled[0]["phase_seconds"]:
+                ms = [r["phase_seconds"][phase] * 1e3 for r in profiled]
+                inset.bar(where, ms, bottom=bottom, label=phase)
+                bottom = [b + m for b, m in zip(bottom, ms)]
+            inset.set_xticks(where, [f"{r['codec']} {r['ranks']}r" for r in profiled])
+            inset.set_ylabel("ms per call (64 MiB)", fontsize=7)
+            inset.tick_params(labelsize=6)
+            inset.legend(fontsize=5)
     return draw
 
 
@@ -206,7 +231,13 @@ def print_report(rows: dict[str, list[dict]], checks: list[dict]) -> None:
         if rows[section]:
             print(section)
             quant = [{**r, "median_s": r["seconds"]["median"]} for r in rows[section]]
-            print(table(quant, ["ranks", "codec", "bytes", "bytes_sent_per_rank", "median_s"]))
+            print(table(quant, ["ranks", "codec", "bytes", "bytes_sent_per_rank", "median_s", "link_floor_s",
+                                "vs_link_floor"]))
+            phases = [{"ranks": r["ranks"], "codec": r["codec"], "bytes": r["bytes"],
+                       **{k: v * 1e3 for k, v in r["phase_seconds"].items()}} for r in rows[section] if "phase_seconds" in r]
+            if phases:
+                print("ms per call in each phase (slowest rank)")
+                print(table(phases, list(phases[0])))
     print(table(checks, ["goal", "ranks", "bytes", "ratio", "separate_tensors_ratio", "met"]))
 
 
@@ -225,6 +256,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for section in sections:
         for n in ranks:
             rows[section] += run_section(section, n, args.quick, args.max_bytes, args.timeout)
+    link_floor(rows["quantized_shaped"])
     checks = goals(rows)
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "

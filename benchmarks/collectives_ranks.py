@@ -175,7 +175,8 @@ def _bus_bytes() -> float:
 
 
 def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
-    """fp32 all-reduce vs int8 and 1-bit quantized all-reduce: bytes each rank sends, and time."""
+    """fp32 all-reduce vs int8 and 1-bit quantized all-reduce: bytes each rank sends, time, and where a
+    quantized call's time goes (pycomm._phase_profile: encode, wire waits, reduce, decode)."""
     comm, rows = peers.comm, []
     top = min(max_bytes, 16 * MIB if quick else 256 * MIB)
     nbytes = 16 * MIB
@@ -194,10 +195,32 @@ def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
         times = timed(cases, peers.mpi, 3 if quick else 5, warmup=1)
         for name in cases:
             rows.append({"ranks": peers.mpi.size, "codec": name, "bytes": nbytes, "bytes_sent_per_rank": sent[name],
-                         "seconds": times[name]})
+                         "seconds": times[name],
+                         **(_phases(cases[name], peers.mpi, 1 if quick else 3) if name != "fp32" else {})})
         del t
         nbytes *= 4
     return rows
+
+
+def _phases(fn: Callable[[], Any], mpi_comm: Any, calls: int) -> dict:
+    """Per-phase seconds per call (each phase: the slowest rank's mean over `calls`), and the timeline of
+    the last call: every rank's (segment, phase, start ms, duration ms) from the call's start."""
+    from pycomm._phase_profile import profile_phases
+    with profile_phases() as log:
+        for _ in range(calls):
+            mpi_comm.Barrier()
+            t0 = time.perf_counter()
+            fn()
+    per_call = {k: v / calls for k, v in log.totals().items()}
+    slowest = {k: mpi_comm.allreduce(v, op=_mpi_max()) for k, v in per_call.items()}
+    last = [(seg, phase, round((a - t0) * 1e3, 2), round((b - a) * 1e3, 2))
+            for call, seg, phase, a, b in log.rows if call == log.calls - 1]
+    return {"phase_seconds": slowest, "timeline_ms": mpi_comm.gather(last)}
+
+
+def _mpi_max() -> Any:
+    from mpi4py import MPI
+    return MPI.MAX
 
 
 def main() -> None:

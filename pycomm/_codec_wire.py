@@ -5,10 +5,13 @@ then its fp32 scales. Encoded views into a slot let the codec encode and decode 
 is copied between the kernels and the transport."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
+from pycomm import kernels
 from pycomm._buffers import POOL
-from pycomm.codecs import Codec, Encoded
+from pycomm.codecs import Codec, Encoded, Int8Codec, OneBitCodec
 
 
 def check_codec(codec: object, what: str) -> Codec:
@@ -51,3 +54,36 @@ class WireLayout:
 
     def decode_accumulate(self, buf: torch.Tensor, r: int, acc: torch.Tensor) -> None:
         self.codec.decode_accumulate(self.encoded(buf, r), acc)
+
+    def reduce_encode_into(self, buf: torch.Tensor, slot: int, own: torch.Tensor, own_residual: torch.Tensor | None,
+                           recv: torch.Tensor, sources: Sequence[int], factor: float, scratch: torch.Tensor,
+                           residual: torch.Tensor | None) -> None:
+        """The reduce step: slot `slot` of buf = encode(v, residual), v = (own (+ own_residual, then
+        zeroed) + the decode of every slot of `recv` in `sources`) * factor, own filling v's start and
+        the rest starting at 0. One fused pass per block for int8 and 1-bit on the CPU (fp32 own); else
+        the codec's kernels one after another in `scratch` (fp32, a chunk), with the same result."""
+        if own.dtype == torch.float32 and not scratch.is_cuda:
+            out = self.encoded(buf, slot)
+            srcs = [self.encoded(recv, r).tensors() for r in sources]
+            common = {"block": self.codec.block, "factor": factor, "own_residual": own_residual, "residual": residual}
+            if isinstance(self.codec, Int8Codec):
+                seed = self.codec._next_seed() if self.codec.stochastic else 0   # the seed encode() would take
+                kernels.reduce_quantize_int8(own, srcs, out.data, out.scales, stochastic=self.codec.stochastic,
+                                             seed=seed, **common)
+                return
+            if isinstance(self.codec, OneBitCodec):
+                kernels.reduce_sign_compress(own, srcs, out.data, out.scales, numel=self.chunk, **common)
+                return
+        acc = scratch
+        acc.zero_()
+        n = own.numel()
+        if n:
+            acc[:n].copy_(own)
+            if own_residual is not None:        # nothing of my own chunk is lost, so its residual is spent
+                acc[:n].add_(own_residual)
+                own_residual.zero_()
+        for r in sources:
+            self.decode_accumulate(recv, r, acc)
+        if factor != 1.0:
+            acc.mul_(factor)
+        self.encode_into(buf, slot, acc, residual)

@@ -3,7 +3,8 @@
 t is cut into N chunks of c elements (c a whole number of codec blocks; the tail is zero-padded).
 Stage 1: every rank encodes the chunks of the other ranks and an all-to-all hands rank r every
 rank's encoding of chunk r, which it decode-accumulates in fp32 onto its own chunk, taken exactly
-(and scales by 1/N for AVG). Stage 2: rank r re-encodes its reduced chunk, an all-gather hands
+(and scales by 1/N for AVG). Stage 2: rank r re-encodes its reduced chunk (on the CPU the reduction and
+the re-encoding are one kernel pass per codec block, csrc/kernels/reduce_encode.h), an all-gather hands
 everyone every reduced chunk, and each rank decodes them all into t (its own too, so that every
 rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
 
@@ -35,6 +36,7 @@ from pycomm._buffers import POOL
 from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
 from pycomm._codec_wire import WireLayout, check_codec
+from pycomm._phase_profile import PhaseClock
 from pycomm.codecs import Codec, Int8Codec
 from pycomm.errors import PycommError, named
 from pycomm.work import Work
@@ -187,19 +189,20 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
                 raise named(mismatch, describe) from e
         raise
     stream = torch.cuda.current_stream(t.device) if t.is_cuda else None
-    future = engine.threads.submit(_run, engine.comm, t, op, codec, segs, local, server, stream, matching, describe)
+    future = engine.threads.submit(_run, engine.comm, t, op, codec, segs, local, server, stream, matching, describe,
+                                   PhaseClock())
     return QuantizedWork(future, describe)
 
 
 def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment], local: torch.Tensor | None,
-         server: torch.Tensor | None, stream: Any, matching: Work | None, describe: str) -> None:
+         server: torch.Tensor | None, stream: Any, matching: Work | None, describe: str, clock: PhaseClock) -> None:
     try:
         if matching is not None:
             matching.wait()
         if stream is not None:
             with torch.cuda.stream(stream):
-                return _Pipeline(comm, t, op, codec, local, server).run(segs)
-        return _Pipeline(comm, t, op, codec, local, server).run(segs)
+                return _Pipeline(comm, t, op, codec, local, server, clock).run(segs)
+        return _Pipeline(comm, t, op, codec, local, server, clock).run(segs)
     except PycommError as e:
         raise named(e, describe) from e
 
@@ -207,8 +210,8 @@ def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment],
 class _InFlight:
     """One segment between its stages: its wire layout, buffers, and the collective in flight."""
 
-    def __init__(self, seg: Segment, wire: WireLayout) -> None:
-        self.seg, self.wire = seg, wire
+    def __init__(self, index: int, seg: Segment, wire: WireLayout) -> None:
+        self.index, self.seg, self.wire = index, seg, wire
         self.send, self.recv = wire.buffer(), wire.buffer()
         self.scratch = POOL.take(seg.c, torch.float32, wire.device)   # padded chunk / accumulator
         self.work: Any = None
@@ -227,9 +230,9 @@ class _Pipeline:
     residuals. At most three segments hold buffers: k's all-to-all, and k-1's and k-2's all-gathers."""
 
     def __init__(self, comm: Any, t: torch.Tensor, op: Any, codec: Codec, local: torch.Tensor | None,
-                 server: torch.Tensor | None) -> None:
+                 server: torch.Tensor | None, clock: PhaseClock) -> None:
         self.comm, self.flat, self.op, self.codec = comm, t.view(-1), op, codec
-        self.local, self.server = local, server
+        self.local, self.server, self.clock = local, server, clock
         self.to_fp32_directly = t.dtype == torch.float32
 
     def run(self, segs: list[Segment]) -> None:
@@ -237,8 +240,8 @@ class _Pipeline:
         gathering: deque[_InFlight] = deque()      # stage 2 in flight
         self.live: list[_InFlight] = []            # every segment's buffers, released in the end
         try:
-            for seg in segs:
-                exchanging.append(self._exchange(seg))
+            for k, seg in enumerate(segs):
+                exchanging.append(self._exchange(k, seg))
                 if len(exchanging) > 1:
                     gathering.append(self._gather(exchanging.popleft()))
                 if len(gathering) > 1:
@@ -260,53 +263,48 @@ class _Pipeline:
             lo = seg.lo + r * seg.c
             yield r, min(lo, seg.hi), min(lo + seg.c, seg.hi)
 
-    def _exchange(self, seg: Segment) -> _InFlight:
+    def _exchange(self, k: int, seg: Segment) -> _InFlight:
         """Stage 1: encode the chunks the other ranks reduce and start the all-to-all."""
-        f = _InFlight(seg, WireLayout(self.codec, seg.c, self.comm.size, self.flat.device))
+        f = _InFlight(k, seg, WireLayout(self.codec, seg.c, self.comm.size, self.flat.device))
         self.live.append(f)
         local = self.local
-        for r, lo, hi in self._chunks(seg):
-            if r == self.comm.rank:
-                continue
-            x, res = _chunk(self.flat, local, lo, hi, seg.c, f.scratch)
-            f.wire.encode_into(f.send, r, x, res)
-            if local is not None and 0 < hi - lo < seg.c:
-                local[lo:hi].copy_(res[: hi - lo])
+        with self.clock(k, "encode"):
+            for r, lo, hi in self._chunks(seg):
+                if r == self.comm.rank:
+                    continue
+                x, res = _chunk(self.flat, local, lo, hi, seg.c, f.scratch)
+                f.wire.encode_into(f.send, r, x, res)
+                if local is not None and 0 < hi - lo < seg.c:
+                    local[lo:hi].copy_(res[: hi - lo])
         f.work = self.comm.alltoall(f.recv, f.send, async_op=True)   # my own slot carries nothing
         return f
 
     def _gather(self, f: _InFlight) -> _InFlight:
         """Reduce my chunk (exact own part + every other rank's encoding), re-encode, start the all-gather."""
-        f.work.wait()
+        with self.clock(f.index, "wire_alltoall"):
+            f.work.wait()
         me, flat, local = self.comm.rank, self.flat, self.local
-        acc = f.scratch
-        acc.zero_()
-        _, lo, hi = next(x for x in self._chunks(f.seg) if x[0] == me)
-        if hi > lo:
-            acc[: hi - lo].copy_(flat[lo:hi])
-            if local is not None:           # nothing of my own chunk is lost, so its residual is spent
-                acc[: hi - lo].add_(local[lo:hi])
-                local[lo:hi].zero_()
-        for r in range(self.comm.size):
-            if r != me:
-                f.wire.decode_accumulate(f.recv, r, acc)
-        if self.op == AVG:
-            acc.mul_(1.0 / self.comm.size)
-        server = None if self.server is None else self.server[f.seg.mine:f.seg.mine + f.seg.c]
-        f.wire.encode_into(f.send, 0, acc, server)
+        with self.clock(f.index, "reduce_reencode"):
+            _, lo, hi = next(x for x in self._chunks(f.seg) if x[0] == me)
+            server = None if self.server is None else self.server[f.seg.mine:f.seg.mine + f.seg.c]
+            f.wire.reduce_encode_into(f.send, 0, flat[lo:hi], None if local is None else local[lo:hi], f.recv,
+                                      [r for r in range(self.comm.size) if r != me],
+                                      1.0 / self.comm.size if self.op == AVG else 1.0, f.scratch, server)
         f.work = self.comm.allgather(f.recv, f.wire.slot(f.send, 0), async_op=True)
         return f
 
     def _finish(self, f: _InFlight) -> None:
         """Decode every reduced chunk into t (mine too, so every rank ends with the same bytes)."""
-        f.work.wait()
+        with self.clock(f.index, "wire_allgather"):
+            f.work.wait()
         f.work = None
-        for r, lo, hi in self._chunks(f.seg):
-            if hi - lo == f.seg.c and self.to_fp32_directly:
-                f.wire.decode(f.recv, r, self.flat[lo:hi])
-            elif hi > lo:
-                f.wire.decode(f.recv, r, f.scratch)
-                self.flat[lo:hi].copy_(f.scratch[: hi - lo])
+        with self.clock(f.index, "decode"):
+            for r, lo, hi in self._chunks(f.seg):
+                if hi - lo == f.seg.c and self.to_fp32_directly:
+                    f.wire.decode(f.recv, r, self.flat[lo:hi])
+                elif hi > lo:
+                    f.wire.decode(f.recv, r, f.scratch)
+                    self.flat[lo:hi].copy_(f.scratch[: hi - lo])
         f.release()
 
 

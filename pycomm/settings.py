@@ -77,8 +77,10 @@ SETTINGS: tuple[Setting, ...] = (
             "`allreduce_coalesced` matched as one op",
             "the core's op check (csrc/diagnostics/op_check.cc), pycomm.fusion", core=True),
     Setting("PYCOMM_NUM_THREADS", Integer(1, 65536, "threads"), None,
-            "OpenMP threads of the CPU kernels (fixed at first use)",
-            "the CPU kernels (csrc/kernels/cpu/parallel.cc)", core=True, default_text="OpenMP's default"),
+            "OpenMP threads of the CPU kernels (fixed at first use); ranks that share a node's cores get their "
+            "share each, since more threads than cores make every kernel wait for descheduled ones",
+            "the CPU kernels (csrc/kernels/cpu/parallel.cc)", core=True,
+            default_text="the cores this process may use / the launcher's ranks on this node (at least 1)"),
     Setting("PYCOMM_CPU_ISA", Choice({"auto": "auto", "generic": "generic"}), "auto",
             "`generic`: force the baseline x86-64 kernels instead of the AVX2 ones `auto` picks where the CPU "
             "has AVX2 (fixed at first use)",
@@ -207,7 +209,22 @@ def get(name: str, env: Optional[Mapping[str, str]] = None) -> Any:
 
 def core_values(env: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """The settings of the compiled core, by variable name, as _C.apply_settings takes them."""
-    return {s.name: get(s.name, env) for s in SETTINGS if s.core}
+    values = {s.name: get(s.name, env) for s in SETTINGS if s.core}
+    if values["PYCOMM_NUM_THREADS"] is None:
+        values["PYCOMM_NUM_THREADS"] = kernel_threads(env)
+    return values
+
+
+def kernel_threads(env: Optional[Mapping[str, str]] = None) -> int:
+    """PYCOMM_NUM_THREADS's default: this process's share of the cores it may use, among the ranks its
+    launcher put on this node (2 ranks on 2 cores: 1 thread each)."""
+    from pycomm import launch_env
+    try:
+        local = launch_env.detect(os.environ if env is None else env).local_size
+    except ValueError:                  # a malformed launcher variable is reported where ranks are made
+        local = 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, local))
 
 
 def apply() -> None:

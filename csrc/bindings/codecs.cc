@@ -1,13 +1,19 @@
 // Python entry points of the compression kernels (int8 blockwise, 1-bit sign). Buffers arrive raw
 // from pycomm/kernels/quantize.py and onebit.py, which validate the torch tensors; 0 is a null pointer.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/bindings.h"
 #include "bindings/device.h"
 #include "kernels/onebit.h"
 #include "kernels/quantize.h"
+#include "kernels/reduce_encode.h"
 
 namespace py = pybind11;
 
@@ -63,6 +69,40 @@ void dequantize_int8_entry(uintptr_t q, uintptr_t scales, int64_t numel, int64_t
   PYCOMM_RUN_KERNEL(dequantize_int8_cpu, dequantize_int8_gpu, a, device, stream);
 }
 
+// The fused reduce step of either codec (kernels/reduce_encode.h); `data` and `out_data` are the codec's
+// int8 levels or sign bits.
+template <void (*kKernel)(const ReduceEncodeArgs&)>
+void reduce_encode_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residual, const std::vector<uintptr_t>& data,
+                         const std::vector<uintptr_t>& scales, double factor, int64_t numel, int64_t block,
+                         uintptr_t out_data, uintptr_t out_scales, uintptr_t residual, bool stochastic, uint64_t seed) {
+  if (data.size() != scales.size())
+    throw std::invalid_argument("reduce step: data and scales must list the same sources (got " +
+                                std::to_string(data.size()) + " and " + std::to_string(scales.size()) + ")");
+  std::vector<const void*> ds;
+  std::vector<const float*> ss;
+  for (size_t s = 0; s < data.size(); ++s) {
+    ds.push_back(as_ptr<const void>(data[s]));
+    ss.push_back(as_ptr<const float>(scales[s]));
+  }
+  ReduceEncodeArgs a;
+  a.own = as_ptr<const float>(own);
+  a.own_numel = own_numel;
+  a.own_residual = as_ptr<float>(own_residual);
+  a.data = ds.data();
+  a.scales = ss.data();
+  a.sources = static_cast<int64_t>(ds.size());
+  a.factor = static_cast<float>(factor);
+  a.numel = numel;
+  a.block = block;
+  a.data_out = as_ptr<void>(out_data);
+  a.scales_out = as_ptr<float>(out_scales);
+  a.residual = as_ptr<float>(residual);
+  a.stochastic = stochastic;
+  a.seed = seed;
+  py::gil_scoped_release nogil;
+  kKernel(a);
+}
+
 void sign_compress_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block, uintptr_t bits, uintptr_t scales,
                          uintptr_t residual, int device, uintptr_t stream) {
   require_gpu_build(device, "sign_compress");
@@ -89,6 +129,12 @@ void register_codecs(py::module_& m) {
   m.def("dequantize_int8", &dequantize_int8_entry, py::arg("q"), py::arg("scales"), py::arg("numel"),
         py::arg("block"), py::arg("out"), py::arg("out_dtype"), py::arg("accumulate"), py::arg("device"),
         py::arg("stream"), "out (+)= q * scale");
+  for (auto [name, entry] : {std::pair{"reduce_quantize_int8", &reduce_encode_entry<reduce_quantize_int8_cpu>},
+                              std::pair{"reduce_sign_compress", &reduce_encode_entry<reduce_sign_compress_cpu>}})
+    m.def(name, entry, py::arg("own"), py::arg("own_numel"), py::arg("own_residual"), py::arg("data"),
+          py::arg("scales"), py::arg("factor"), py::arg("numel"), py::arg("block"), py::arg("out_data"),
+          py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"),
+          "encode((own (+ own_residual) + sum of the sources' decodes) * factor) in one pass per block (CPU)");
   m.def("sign_compress", &sign_compress_entry, py::arg("x"), py::arg("x_dtype"), py::arg("numel"), py::arg("block"),
         py::arg("bits"), py::arg("scales"), py::arg("residual"), py::arg("device"), py::arg("stream"),
         "bits = (v >= 0), scale = mean|v| per block, v = x (+ residual, then updated)");

@@ -5,6 +5,8 @@ element i in bit i % 8 of byte i // 8 (the last byte zero-padded); residual <- v
 exactly what the encoding lost. Decompression gives +scale for a set bit and -scale otherwise."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from pycomm import _dtypes
@@ -12,6 +14,7 @@ from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
 from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_numel, decode_call, num_blocks,
                                      output)
+from pycomm.kernels._reduce_encode import kernel, reduce_encode
 
 
 def sign_bytes(numel: int) -> int:
@@ -56,3 +59,19 @@ def sign_decompress_accumulate(bits: torch.Tensor, scales: torch.Tensor, acc: to
                                block: int = 256) -> torch.Tensor:
     """acc += decompressed signs. Returns `acc`."""
     return _decompress(bits, scales, acc, block, True, "sign_decompress_accumulate")
+
+
+def reduce_sign_compress(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]], bits: torch.Tensor,
+                         scales: torch.Tensor, *, numel: int, block: int = 256, factor: float = 1.0,
+                         own_residual: torch.Tensor | None = None,
+                         residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reduce step of a 1-bit all-reduce in one pass per block (CPU tensors): the reduced chunk of
+    `numel` elements v = (own (+ own_residual) + the sum of sign_decompress(bits_s, scales_s) over
+    `sources`) * factor is compressed into bits and scales as sign_compress(v, residual=...) compresses
+    it. own (fp32, at most numel elements) fills the start of v and the rest starts at 0; own_residual
+    (own's size) is zeroed. Bit-identical to those kernels run one after another. Returns (bits, scales)."""
+    what = "reduce_sign_compress"
+    n = check_numel(numel, what)
+    return reduce_encode(kernel("reduce_sign_compress"), what, own, sources, bits, scales, numel=n,
+                         data_dtype=torch.uint8, data_numel=sign_bytes(n), block=block, block_multiple=8,
+                         factor=factor, own_residual=own_residual, residual=residual)

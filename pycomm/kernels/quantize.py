@@ -6,12 +6,15 @@ GPU produce the same bytes for the same seed. With `residual` (fp32, error feedb
 residual is encoded and residual becomes v - dequantize(q): exactly what the encoding lost."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
 from pycomm._validate import check_bool
+from pycomm.kernels._reduce_encode import kernel, reduce_encode
 from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_seed, decode_call,
                                      num_blocks, output)
 
@@ -55,3 +58,20 @@ def dequantize_int8_accumulate(q: torch.Tensor, scales: torch.Tensor, acc: torch
                                block: int = 256) -> torch.Tensor:
     """acc += q * scale (the reduce step of a quantized all-reduce; acc is normally fp32). Returns `acc`."""
     return _dequantize(q, scales, acc, block, True, "dequantize_int8_accumulate")
+
+
+def reduce_quantize_int8(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]], q: torch.Tensor,
+                         scales: torch.Tensor, *, block: int = 256, factor: float = 1.0,
+                         own_residual: torch.Tensor | None = None, residual: torch.Tensor | None = None,
+                         stochastic: bool = False, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reduce step of a quantized all-reduce in one pass per block (CPU tensors): the reduced chunk
+    v = (own (+ own_residual) + the sum of dequantize_int8(q_s, scales_s) over `sources`) * factor is
+    encoded into q (q.numel() elements) and scales as quantize_int8(v, residual=..., stochastic=...,
+    seed=...) encodes it. own (fp32, at most q.numel() elements) fills the start of v and the rest starts
+    at 0; own_residual (own's size) is zeroed. Bit-identical to those kernels run one after another, but
+    v never leaves the cache. Returns (q, scales)."""
+    what = "reduce_quantize_int8"
+    q = check_tensor(q, f"{what}: q", (torch.int8,))
+    return reduce_encode(kernel("reduce_quantize_int8"), what, own, sources, q, scales, numel=q.numel(),
+                         data_dtype=torch.int8, data_numel=q.numel(), block=block, block_multiple=1, factor=factor,
+                         own_residual=own_residual, residual=residual, stochastic=stochastic, seed=seed)

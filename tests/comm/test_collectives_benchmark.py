@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks import collectives, shaped_link
 from benchmarks.harness import RESULTS
+from pycomm._phase_profile import PHASES
 
 
 def _namespaces() -> list[str]:
@@ -40,6 +41,9 @@ def test_collectives_benchmark_quick() -> None:
     if shaped_link.unavailable() is None:
         shaped = {r["codec"]: r["bytes_sent_per_rank"] for r in payload["quantized_shaped"]}
         assert set(shaped) == {"fp32", "int8", "1bit"} and shaped["int8"] <= 0.3 * shaped["fp32"]
+        phased = [r for r in payload["quantized_shaped"] if r["codec"] != "fp32"]
+        assert all(set(r["phase_seconds"]) == set(PHASES) and len(r["timeline_ms"]) == 2 for r in phased)
+        assert all(r["link_floor_s"] > 0 for r in payload["quantized_shaped"])
         assert {g["goal"] for g in payload["goals"]} >= {"int8 time <= 0.4x fp32 at 10gbit"}
         assert not any(line.startswith("pycomm-bench-") for line in _namespaces()), "namespace left behind"
     else:

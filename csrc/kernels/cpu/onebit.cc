@@ -8,9 +8,16 @@
 #include "kernels/codec_math.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/reduce_block.h"
+#include "kernels/reduce_encode.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 PYCOMM_ISA_DECLARE(sign_compress, pycomm::SignCompressArgs)
 PYCOMM_ISA_DECLARE(sign_decompress, pycomm::SignDecompressArgs)
+PYCOMM_ISA_DECLARE(reduce_sign_compress, pycomm::ReduceEncodeArgs)
 
 namespace pycomm {
 
@@ -44,6 +51,12 @@ void sign_decompress_cpu(const SignDecompressArgs& a) {
   check_sign_decompress(a, "sign_decompress");
   if (a.numel > 0) PYCOMM_ISA_CALL(sign_decompress, a);
 }
+
+void reduce_sign_compress_cpu(const ReduceEncodeArgs& a) {
+  check_block(a.block, a.numel, "reduce_sign_compress");
+  check_reduce_encode(a, "reduce_sign_compress");
+  if (a.numel > 0) PYCOMM_ISA_CALL(reduce_sign_compress, a);
+}
 #endif
 
 namespace cpu::PYCOMM_ISA {
@@ -54,11 +67,10 @@ constexpr int64_t kStage = 256;  // elements of v staged on the stack per step (
 // Bit masks as data: SSE2 has no per-lane variable shift, so `1 << b` would keep the loop scalar.
 alignas(32) constexpr uint32_t kBit[8] = {1, 2, 4, 8, 16, 32, 64, 128};
 
+// One block of len elements (x, e, bits at its start; it starts on a byte); its scale to *scale_out.
 template <typename T, bool kResidual>
-void compress_block(const SignCompressArgs& a, int64_t b0, int64_t len) {
-  const T* __restrict x = static_cast<const T*>(a.x) + b0;
-  float* __restrict e = kResidual ? a.residual + b0 : nullptr;
-  uint8_t* __restrict bits = a.bits + b0 / 8;
+void compress_block(const T* __restrict x, float* __restrict e, uint8_t* __restrict bits, float* scale_out,
+                    int64_t len) {
   // sum |v| in kLanes fixed partial sums combined in a fixed order, so every vector width (and
   // ISA variant) adds in the same order and gets the same scale.
   float part[kLanes] = {};
@@ -79,7 +91,7 @@ void compress_block(const SignCompressArgs& a, int64_t b0, int64_t len) {
   for (int w = kLanes / 2; w > 0; w /= 2)
     for (int l = 0; l < w; ++l) part[l] += part[l + w];
   const float scale = part[0] / static_cast<float>(len);
-  a.scales[b0 / a.block] = scale;
+  *scale_out = scale;
 
   // Stage v in a zero-padded buffer so the bit packing always sees whole bytes.
   alignas(64) float v[kStage];
@@ -98,9 +110,15 @@ void compress_block(const SignCompressArgs& a, int64_t b0, int64_t len) {
       for (int64_t j = 0; j < n; ++j) e[s0 + j] = v[j] - codec::sign_value(v[j] >= 0.0f, scale);
     }
     for (int64_t k = 0; k < padded / 8; ++k) {
+#if defined(__AVX2__)
+      // one compare and movemask per byte: lane b's (v >= 0) (ordered: NaN gives 0) lands in bit b
+      const __m256 ge = _mm256_cmp_ps(_mm256_load_ps(v + 8 * k), _mm256_setzero_ps(), _CMP_GE_OQ);
+      bits[s0 / 8 + k] = static_cast<uint8_t>(_mm256_movemask_ps(ge));
+#else
       uint32_t byte = 0;
       for (int b = 0; b < 8; ++b) byte |= static_cast<uint32_t>(v[8 * k + b] >= 0.0f) << b;
       bits[s0 / 8 + k] = static_cast<uint8_t>(byte);
+#endif
     }
   }
 }
@@ -109,7 +127,8 @@ template <typename T, bool kResidual>
 void compress(const SignCompressArgs& a) {
   cpu::for_each_range(a.numel, a.block, [&](int64_t begin, int64_t end) {
     for (int64_t b0 = begin; b0 < end; b0 += a.block)
-      compress_block<T, kResidual>(a, b0, std::min(a.block, end - b0));
+      compress_block<T, kResidual>(static_cast<const T*>(a.x) + b0, kResidual ? a.residual + b0 : nullptr,
+                                   a.bits + b0 / 8, a.scales + b0 / a.block, std::min(a.block, end - b0));
   });
 }
 
@@ -139,7 +158,33 @@ void decompress(const SignDecompressArgs& a) {
   });
 }
 
+template <bool kOwnResidual, bool kResidual>
+void reduce_compress(const ReduceEncodeArgs& a) {
+  auto add_source = [&](int64_t s, int64_t b0, int64_t len, float* __restrict acc) {
+    const uint8_t* __restrict bits = static_cast<const uint8_t*>(a.data[s]) + b0 / 8;
+    const float scale = a.scales[s][b0 / a.block];
+    const int64_t whole = len / 8;
+    for (int64_t k = 0; k < whole; ++k) {
+      const uint32_t byte = bits[k];
+#pragma omp simd
+      for (int b = 0; b < 8; ++b) acc[8 * k + b] += codec::sign_value((byte & kBit[b]) != 0, scale);
+    }
+    for (int64_t j = whole * 8; j < len; ++j) acc[j] += codec::sign_value((bits[j / 8] >> (j % 8)) & 1u, scale);
+  };
+  auto encode_block = [&](int64_t b0, int64_t len, const float* acc) {
+    compress_block<float, kResidual>(acc, kResidual ? a.residual + b0 : nullptr,
+                                     static_cast<uint8_t*>(a.data_out) + b0 / 8, a.scales_out + b0 / a.block, len);
+  };
+  reduce_encode<kOwnResidual>(a, add_source, encode_block);
+}
+
 }  // namespace
+
+void reduce_sign_compress(const ReduceEncodeArgs& a) {
+  const bool own = a.own_residual != nullptr && a.own_numel > 0, r = a.residual != nullptr;
+  if (own) return r ? reduce_compress<true, true>(a) : reduce_compress<true, false>(a);
+  return r ? reduce_compress<false, true>(a) : reduce_compress<false, false>(a);
+}
 
 void sign_compress(const SignCompressArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {

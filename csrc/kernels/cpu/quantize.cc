@@ -4,14 +4,18 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/check.h"
 #include "kernels/codec_math.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/reduce_block.h"
+#include "kernels/reduce_encode.h"
 
 PYCOMM_ISA_DECLARE(quantize_int8, pycomm::QuantizeArgs)
 PYCOMM_ISA_DECLARE(dequantize_int8, pycomm::DequantizeArgs)
+PYCOMM_ISA_DECLARE(reduce_quantize_int8, pycomm::ReduceEncodeArgs)
 
 namespace pycomm {
 
@@ -39,6 +43,23 @@ void dequantize_int8_cpu(const DequantizeArgs& a) {
   check_dequantize(a, "dequantize_int8");
   if (a.numel > 0) PYCOMM_ISA_CALL(dequantize_int8, a);
 }
+
+void check_reduce_encode(const ReduceEncodeArgs& a, const char* what) {
+  require(a.block >= 1, what, "block must be >= 1, got " + std::to_string(a.block));
+  require(a.numel >= 0, what, "numel must be >= 0");
+  require(a.own_numel >= 0 && a.own_numel <= a.numel, what,
+          "own_numel must be in [0, numel], got " + std::to_string(a.own_numel));
+  require(a.own_numel == 0 || a.own, what, "own needs a data pointer");
+  require(a.numel == 0 || (a.data_out && a.scales_out), what, "the output data and scales need pointers");
+  require(a.sources >= 0 && (a.sources == 0 || (a.data && a.scales)), what, "sources need data and scales pointers");
+  for (int64_t s = 0; s < a.sources && a.numel > 0; ++s)
+    require(a.data[s] && a.scales[s], what, "source " + std::to_string(s) + " has a null data or scales pointer");
+}
+
+void reduce_quantize_int8_cpu(const ReduceEncodeArgs& a) {
+  check_reduce_encode(a, "reduce_quantize_int8");
+  if (a.numel > 0) PYCOMM_ISA_CALL(reduce_quantize_int8, a);
+}
 #endif
 
 namespace cpu::PYCOMM_ISA {
@@ -46,12 +67,11 @@ namespace {
 
 constexpr int32_t kNonfiniteBits = 0x7f800000;  // |v|'s bits from here up: an infinity or a NaN
 
-// One block [b0, b0 + len): amax pass, then the encode pass (the block is in L1 by then).
+// One block of len elements at tensor index b0 (x, e and q point at its start): amax pass, then the
+// encode pass (the block is in L1 by then); its scale goes to *scale_out.
 template <typename T, bool kResidual, bool kStochastic>
-void quantize_block(const QuantizeArgs& a, int64_t b0, int64_t len) {
-  const T* __restrict x = static_cast<const T*>(a.x) + b0;
-  float* __restrict e = kResidual ? a.residual + b0 : nullptr;
-  int8_t* __restrict q = a.q + b0;
+void quantize_block(const T* __restrict x, float* __restrict e, int8_t* __restrict q, float* scale_out,
+                    uint64_t seed, int64_t b0, int64_t len) {
   // max |v| as an integer max over |v|'s bits (for floats >= 0, integer order is float order): one op
   // per vector finds both the absmax and any NaN or infinity, where a float max plus a v * 0 sum
   // (the GPU's way, same scale) costs the stochastic kernel ~10% of its time.
@@ -67,7 +87,7 @@ void quantize_block(const QuantizeArgs& a, int64_t b0, int64_t len) {
   const float nonfinite = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();  // codec_math.h's contract
   const float scale = codec::int8_scale(finite ? bits_float(amax_bits) : 0.0f, nonfinite);
   const float div = codec::int8_divisor(scale);
-  a.scales[b0 / a.block] = scale;
+  *scale_out = scale;
 
   auto encode = [&](int64_t j, float u) {
     float v = Num<T>::load(x[j]);
@@ -91,7 +111,7 @@ void quantize_block(const QuantizeArgs& a, int64_t b0, int64_t len) {
     const uint32_t lo = static_cast<uint32_t>(i0);
     const int64_t to_stream_end = static_cast<int64_t>((uint64_t{1} << 32) - lo);
     const uint32_t n = static_cast<uint32_t>(std::min({len - j0, to_stream_end, int64_t{1} << 31}));
-    const uint32_t key = kStochastic ? codec::stream_key(a.seed, static_cast<uint32_t>(i0 >> 32)) : 0;
+    const uint32_t key = kStochastic ? codec::stream_key(seed, static_cast<uint32_t>(i0 >> 32)) : 0;
 #pragma omp simd
     for (uint32_t k = 0; k < n; ++k) encode(j0 + k, kStochastic ? codec::uniform_keyed(key, lo + k) : 0.0f);
     j0 += n;
@@ -102,7 +122,9 @@ template <typename T, bool kResidual, bool kStochastic>
 void quantize(const QuantizeArgs& a) {
   cpu::for_each_range(a.numel, a.block, [&](int64_t begin, int64_t end) {
     for (int64_t b0 = begin; b0 < end; b0 += a.block)
-      quantize_block<T, kResidual, kStochastic>(a, b0, std::min(a.block, end - b0));
+      quantize_block<T, kResidual, kStochastic>(static_cast<const T*>(a.x) + b0, kResidual ? a.residual + b0 : nullptr,
+                                                a.q + b0, a.scales + b0 / a.block, a.seed, b0,
+                                                std::min(a.block, end - b0));
   });
 }
 
@@ -123,7 +145,36 @@ void dequantize(const DequantizeArgs& a) {
   });
 }
 
+template <bool kOwnResidual, bool kResidual, bool kStochastic>
+void reduce_quantize(const ReduceEncodeArgs& a) {
+  auto add_source = [&](int64_t s, int64_t b0, int64_t len, float* __restrict acc) {
+    const int8_t* __restrict q = static_cast<const int8_t*>(a.data[s]) + b0;
+    const float scale = a.scales[s][b0 / a.block];
+#pragma omp simd
+    for (int64_t j = 0; j < len; ++j) acc[j] += codec::mul_rn(static_cast<float>(q[j]), scale);
+  };
+  auto encode_block = [&](int64_t b0, int64_t len, const float* acc) {
+    quantize_block<float, kResidual, kStochastic>(acc, kResidual ? a.residual + b0 : nullptr,
+                                                  static_cast<int8_t*>(a.data_out) + b0, a.scales_out + b0 / a.block,
+                                                  a.seed, b0, len);
+  };
+  reduce_encode<kOwnResidual>(a, add_source, encode_block);
+}
+
+template <bool kOwnResidual>
+void reduce_quantize_dispatch(const ReduceEncodeArgs& a) {
+  const bool r = a.residual != nullptr;
+  if (a.stochastic)
+    return r ? reduce_quantize<kOwnResidual, true, true>(a) : reduce_quantize<kOwnResidual, false, true>(a);
+  return r ? reduce_quantize<kOwnResidual, true, false>(a) : reduce_quantize<kOwnResidual, false, false>(a);
+}
+
 }  // namespace
+
+void reduce_quantize_int8(const ReduceEncodeArgs& a) {
+  return a.own_residual != nullptr && a.own_numel > 0 ? reduce_quantize_dispatch<true>(a)
+                                                      : reduce_quantize_dispatch<false>(a);
+}
 
 void quantize_int8(const QuantizeArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.x_dtype, "quantize_int8", [&] {

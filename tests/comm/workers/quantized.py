@@ -9,7 +9,10 @@ import numpy as np
 import torch
 
 import pycomm
+from pycomm._phase_profile import PHASES, profile_phases
+from pycomm.quantized import segments
 from tests.comm.workers.fusion_common import bytes_sent, expect_raises, rank_values, world
+from tests.kernels import reference as ref
 
 SIZES = [0, 1, 7, 255, 256, 257, 1000, 4099, 100_003]
 
@@ -47,6 +50,40 @@ def check_int8(comm, op: str, dtype: torch.dtype, block: int) -> None:
         assert bad.size == 0, f"int8 {op} {dtype} n={n}: element {bad[0]} error {err[bad[0]]} > bound {bound[bad[0]]}"
         if n >= 1000:
             assert err.max() > 0, "no quantization error at all: was the tensor quantized?"
+
+
+def expected_int8(xs: list[torch.Tensor], op: str, block: int) -> torch.Tensor:
+    """ALGORITHMS.md's int8 all-reduce from the reference kernels, chunk by chunk of every segment:
+    the chunk's owner adds the other ranks' decoded encodings in rank order to its exact values (fp32),
+    scales by 1/N for AVG, and everyone decodes its re-encoding."""
+    size, numel = len(xs), xs[0].numel()
+    out = torch.empty(numel)
+    for seg in segments(numel, size, block):
+        for owner in range(size):
+            lo, hi = min(seg.lo + owner * seg.c, seg.hi), min(seg.lo + (owner + 1) * seg.c, seg.hi)
+            padded = [torch.cat([x[lo:hi], torch.zeros(seg.c - (hi - lo))]) for x in xs]
+            acc = padded[owner].clone()
+            for r in range(size):
+                if r != owner:
+                    acc += ref.dequantize_int8(*ref.quantize_int8(padded[r], block)[:2], block)
+            if op == "AVG":
+                acc *= torch.tensor(1.0 / size, dtype=torch.float32)
+            q, scales, _ = ref.quantize_int8(acc, block)
+            out[lo:hi] = ref.dequantize_int8(q, scales, block)[: hi - lo]
+    return out
+
+
+def check_int8_exact(comm) -> None:
+    """fp32 int8 all-reduce gives exactly the reference's bytes (the fused reduce kernel included)."""
+    for k, n in enumerate(SIZES):
+        xs = [rank_values(40 + k, r, n, torch.float32) for r in range(comm.size)]
+        for op in ("AVG", "SUM"):
+            t = xs[comm.rank].clone()
+            comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=pycomm.Int8Codec(block=256)).wait()
+            want = expected_int8(xs, op, 256)
+            bad = torch.nonzero(t != want)
+            assert bad.numel() == 0, (f"int8 {op} n={n}: element {bad[0].item()} is {t[bad[0]].item()}, the reference "
+                                      f"gives {want[bad[0]].item()}")
 
 
 def run_steps(comm, codec, n: int, steps: int, error_feedback) -> tuple[float, float]:
@@ -114,6 +151,23 @@ def check_bad_input(comm) -> None:
     expect_raises(ValueError, "one ErrorFeedback per tensor", lambda: f(torch.ones(301), error_feedback=ef))
 
 
+def check_phase_profile(comm) -> None:
+    """Under profile_phases() every segment records each phase once, in pipeline order; outside, nothing."""
+    n = 4099
+    with profile_phases() as log:
+        comm.allreduce_quantized(torch.ones(n)).wait()
+        comm.allreduce_quantized(torch.ones(n), codec=pycomm.OneBitCodec()).wait()
+    comm.allreduce_quantized(torch.ones(n)).wait()
+    count = len(segments(n, comm.size, 256))
+    assert log.calls == 2 and len(log.rows) == 2 * count * len(PHASES), (log.calls, len(log.rows), count)
+    for call in range(2):
+        for seg in range(count):
+            rows = [r for r in log.rows if r[:2] == (call, seg)]
+            assert [r[2] for r in rows] == list(PHASES), rows
+            assert all(t0 <= t1 for *_, t0, t1 in rows) and all(a[4] <= b[3] for a, b in zip(rows, rows[1:]))
+    assert set(log.totals()) == set(PHASES)
+
+
 def check_pipelined(comm) -> None:
     """Segments of ~1000 elements: tensors above that run as a pipeline of many segments (ragged last
     segment, chunks clipped at its end), with the same error bound and working error feedback."""
@@ -121,6 +175,8 @@ def check_pipelined(comm) -> None:
     try:
         check_int8(comm, "AVG", torch.float32, 256)
         check_int8(comm, "SUM", torch.bfloat16, 64)
+        check_int8_exact(comm)
+        check_phase_profile(comm)
         check_error_feedback(comm)
         os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "0"
         expect_raises(ValueError, "PYCOMM_QUANTIZED_SEGMENT='0' is not valid", lambda: comm.allreduce_quantized(torch.ones(4)))
@@ -134,6 +190,7 @@ def main() -> None:
     for op in ("AVG", "SUM"):
         check_int8(comm, op, torch.float32, 256)
     check_int8(comm, "AVG", torch.bfloat16, 64)
+    check_int8_exact(comm)
     check_error_feedback(comm)
     check_bytes(comm)
     check_pipelined(comm)

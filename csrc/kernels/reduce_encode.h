@@ -1,0 +1,35 @@
+// The reduce step of a quantized all-reduce in one pass per block (CPU), for either codec: the reduced
+// chunk v = (own (+ own_residual) + the sum over sources of their decodes) * factor is encoded as the
+// codec's encoder encodes an fp32 x = v (with `residual`, and for int8 stochastic rounding and `seed`).
+// Bit-identical to copy, add, decode-accumulate per source in order, multiply (when factor != 1) and
+// encode run one after another; v lives only in a one-block buffer, in cache.
+#pragma once
+
+#include <cstdint>
+
+namespace pycomm {
+
+struct ReduceEncodeArgs {
+  const float* own = nullptr;              // own_numel fp32: this rank's exact part; v past it starts at 0
+  int64_t own_numel = 0;                   // <= numel
+  float* own_residual = nullptr;           // optional, own_numel: added to own, then zeroed (it is spent)
+  const void* const* data = nullptr;       // sources pointers to the codec's data of numel elements each
+  const float* const* scales = nullptr;    // sources pointers to ceil(numel / block) scales each
+  int64_t sources = 0;
+  float factor = 1.0f;                     // 1 for SUM, 1 / size for AVG
+  int64_t numel = 0;
+  int64_t block = 256;
+  void* data_out = nullptr;                // the encoding of v: int8 levels or sign bits
+  float* scales_out = nullptr;             // ceil(numel / block)
+  float* residual = nullptr;               // optional, fp32, numel: v + residual is encoded, then updated
+  bool stochastic = false;                 // int8 only
+  uint64_t seed = 0;
+};
+
+// Checks what both codecs share (throws std::invalid_argument naming `what`).
+void check_reduce_encode(const ReduceEncodeArgs& a, const char* what);
+
+void reduce_quantize_int8_cpu(const ReduceEncodeArgs& a);
+void reduce_sign_compress_cpu(const ReduceEncodeArgs& a);
+
+}  // namespace pycomm
