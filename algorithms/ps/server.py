@@ -1,7 +1,12 @@
 """The parameter server's loop: one ROUTER socket, one thread. It greets workers (refusing another model's
 shapes), answers pushes through the rule (rules.py), answers pulls, tracks who is alive (liveness.py),
 names the workers it loses, checkpoints its state atomically and resumes from it when restarted. It ends
-when every worker has said goodbye or been lost."""
+when every worker has said goodbye or been lost.
+
+With servers > 1 each server holds one shard (shards.py). The other server ranks given as `peers` may
+greet it, pull its shard and say goodbye without being workers: server 0 gathers the whole model that
+way (to evaluate and save it). A server with peers lingers after its workers are done until every peer
+has said goodbye (or `linger` seconds passed), so server 0 can take its final shard."""
 from __future__ import annotations
 
 import os
@@ -29,7 +34,7 @@ class Server:
     def __init__(self, sock: zmq.Socket, rank: int, workers: list[int], model: ServerModel, rule: Any,
                  stats: StalenessStats, signature: str, codec: Any, timeout: float,
                  checkpoint_path: Path | None, checkpoint_every: int, resume: bool = False,
-                 log: Callable[[str], None] = default_log):
+                 log: Callable[[str], None] = default_log, peers: tuple[int, ...] = (), linger: float = 0.0):
         self.sock, self.rank, self.workers, self.model, self.rule = sock, rank, workers, model, rule
         self.stats, self.signature, self.codec, self.timeout = stats, signature, codec, timeout
         self.checkpoint_path, self.checkpoint_every, self.log = checkpoint_path, checkpoint_every, log
@@ -41,6 +46,8 @@ class Server:
         self.resumed_from: int | None = None
         self.on_version: Callable[[dict[str, Any]], None] | None = None
         self._saved_version = model.version
+        self.peers, self.linger = set(peers), linger
+        self._peers_left = set(peers)               # peers that have not said goodbye yet
         if resume:
             self._restore()
 
@@ -99,11 +106,24 @@ class Server:
             if self.model.version - self._saved_version >= self.checkpoint_every:
                 self.save()
         self.save()
+        self._linger()
         summary = {"version": self.model.version, "finished": sorted(self.liveness.finished),
                    "lost": dict(self.liveness.lost), "refused": dict(self.refused), **self.stats.as_dict()}
         self.log(f"done at version {self.model.version}: finished {_names(self.liveness.finished)}, "
                  f"lost {_names(self.liveness.lost)}")
         return summary
+
+    def _linger(self) -> None:
+        """Answer the peers (server 0's final pull) until each has said goodbye or `linger` seconds passed."""
+        deadline = time.monotonic() + self.linger
+        while self._peers_left and time.monotonic() < deadline:
+            if self.sock.poll(100, zmq.POLLIN):
+                identity, msg = self._receive()
+                if msg is not None:
+                    self._handle(identity, msg)
+        if self._peers_left:
+            self.log(f"server rank(s) {_names(self._peers_left)} did not take the final shard within "
+                     f"{self.linger:g} s; stopping")
 
     def _receive(self) -> tuple[bytes, wire.Message | None]:
         frames = self.sock.recv_multipart()
@@ -115,6 +135,9 @@ class Server:
 
     def _handle(self, identity: bytes, msg: wire.Message) -> None:
         worker = msg.get("rank")
+        if worker in self.peers:
+            self._peer(identity, worker, msg)
+            return
         if not isinstance(worker, int) or worker not in self.workers:
             self.log(f"dropped a {msg.kind} message from an unknown rank {worker!r} (workers: {self.workers})")
             return
@@ -154,6 +177,16 @@ class Server:
             self.liveness.finish(worker)
             self.log(f"worker {worker} finished at step {msg.get('step')}")
             self._send_replies(self.rule.lost(worker, self.liveness.live))
+
+    def _peer(self, identity: bytes, peer: int, msg: wire.Message) -> None:
+        """Another server rank reading this shard: no liveness, no clock, nothing it sends is applied."""
+        if msg.kind == "hello" and msg.get("signature") != self.signature:
+            self._reply(identity, peer, "error", {"error": f"server rank {peer}'s shard {self.rank} has shapes/dtypes "
+                        f"checksum {msg.get('signature')}, this server's is {self.signature}"}, False)
+        elif msg.kind in ("hello", "pull"):
+            self._reply(identity, peer, "welcome" if msg.kind == "hello" else "params", {}, True)
+        elif msg.kind == "bye":
+            self._peers_left.discard(peer)
 
     def _hello(self, identity: bytes, worker: int, msg: wire.Message) -> None:
         if msg.get("signature") != self.signature:
