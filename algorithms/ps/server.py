@@ -55,7 +55,8 @@ class Server:
     def state_dict(self) -> dict[str, Any]:
         return {"params": self.model.vector(), "optimizer": self.model.optimizer.state_dict(),
                 "version": self.model.version, "clocks": dict(self.clocks), "stats": self.stats.state_dict(),
-                "rule": self.rule.state_dict(), "signature": self.signature}
+                "rule": self.rule.state_dict(), "signature": self.signature,
+                "finished": sorted(self.liveness.finished), "lost": dict(self.liveness.lost)}
 
     def save(self) -> None:
         if self.checkpoint_path is not None:
@@ -76,6 +77,10 @@ class Server:
         self.clocks = {int(k): v for k, v in state["clocks"].items()}
         self.stats.load_state_dict(state["stats"])
         self.rule.load_state_dict(state["rule"])
+        # a restarted server waits neither for the workers that had finished nor for those it had lost (a
+        # lost one that comes back is welcome)
+        self.liveness.finished = set(state.get("finished", ()))
+        self.liveness.lost = {int(k): v for k, v in state.get("lost", {}).items()}
         self.resumed_from = self._saved_version = self.model.version
         self.log(f"resumed from {self.checkpoint_path} at version {self.model.version} "
                  f"(worker clocks {self.clocks})")
@@ -83,8 +88,9 @@ class Server:
     # -- the loop ------------------------------------------------------------------------------
     def serve(self) -> dict[str, Any]:
         """Serve until every worker has finished or been lost; returns a summary."""
-        self.liveness.expect(self.workers)
-        for w in self.workers:   # startup grace: count the timeout from STARTUP_GRACE seconds ahead
+        waiting = [w for w in self.workers if w not in self.liveness.finished and w not in self.liveness.lost]
+        self.liveness.expect(waiting)
+        for w in waiting:   # startup grace: count the timeout from STARTUP_GRACE seconds ahead
             self.liveness.last[w] += max(0.0, STARTUP_GRACE - self.timeout)
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
