@@ -156,7 +156,7 @@ class Server:
         if msg.kind == "hello":
             self._hello(identity, worker, msg)
             return
-        if worker not in self.liveness.last and worker not in self.identities:
+        if worker not in self.identities:   # also after a restart: its parameters are not this incarnation's
             self._reply(identity, worker, "error", {"error": "say hello first"}, False)
             return
         if worker in self.liveness.lost:
