@@ -23,7 +23,7 @@ def serve(run: Run) -> bool:
     workers = len(opt.workers)
     losses: list[float] = []
     lr = opt.param_groups[0]["lr"]
-    pushes = max(state.step * workers, opt.pushes_served())   # a restarted server goes on counting
+    pushes = max(state.step * workers, opt.pushes_served())   # a restarted server goes on counting (apps.run)
     tic = time.time()
 
     def on_push(info: dict[str, Any]) -> None:
