@@ -119,13 +119,16 @@ def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr, in
         print(line.rstrip("\n"), file=sys.stderr, flush=True)
 
 
-def spawn_independent(nproc: int, argv: Sequence[str]) -> int:
+def spawn_independent(nproc: int, argv: Sequence[str], servers: int = 0) -> int:
     """Run `argv` as nproc independent local processes, for algorithms whose ranks must survive a peer's
     death (traits: independent_processes; they talk over ZeroMQ, see algorithms/ps): no mpirun, whose job
     model kills every rank when one dies. Each learns its rank, the world size and rank 0's address from
-    PYCOMM_PS_* (algorithms.ps.layout). A rank that dies is reported and the others go on; the exit code
-    is rank 0's (a server, or the first peer of a serverless algorithm: it writes the metrics and the model)."""
+    PYCOMM_PS_*(algorithms.ps.layout). A rank that dies is reported and the others go on; a server rank
+    (ranks 0 .. servers-1) that dies while a worker still runs is restarted from its checkpoint
+    (apps.supervisor). The exit code is rank 0's (a server, or the first peer of a serverless algorithm:
+    it writes the metrics and the model)."""
     from algorithms.ps import layout
+    from apps.supervisor import Supervisor, how
 
     base = layout.free_base_port(nproc)
     env = dict(os.environ)
@@ -133,23 +136,17 @@ def spawn_independent(nproc: int, argv: Sequence[str]) -> int:
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
-    procs = [subprocess.Popen([sys.executable, "-m", "apps.train", *argv],
-                              env={**env, **layout.env_for(r, nproc, f"127.0.0.1:{base}")}) for r in range(nproc)]
 
-    def forward(signum: int, frame: object) -> None:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGUSR1 if signum == signal.SIGTERM else signum)
+    def start(rank: int, args: Sequence[str]) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "apps.train", *args],
+                                env={**env, **layout.env_for(rank, nproc, f"127.0.0.1:{base}")})
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)}
-    try:
-        codes = [p.wait() for p in procs]
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    for r, code in enumerate(codes):
+    def workers_running(procs: dict[int, subprocess.Popen]) -> bool:
+        return any(p.poll() is None for r, p in procs.items() if r >= servers)
+
+    codes = Supervisor(start, argv, range(nproc), range(servers), workers_running).wait()
+    for r, code in sorted(codes.items()):
         if code != 0:
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            print(f"apps.launch: rank {r} {how}" + ("; the other ranks went on without it" if r else ""),
+            print(f"apps.launch: rank {r} {how(code)}" + ("; the other ranks went on without it" if r else ""),
                   file=sys.stderr, flush=True)
     return codes[0]

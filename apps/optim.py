@@ -55,6 +55,15 @@ def serves(cfg: AlgorithmConfig) -> bool:
     return cls is not None and cls.training == _algorithms().traits.SERVER
 
 
+def server_ranks(cfg: AlgorithmConfig) -> int:
+    """How many ranks serve (ranks 0 .. n-1; the `servers` option, the class's default), 0 without servers.
+    A malformed value counts as 1 here: the algorithm itself refuses it, naming it."""
+    if not serves(cfg):
+        return 0
+    value = {**getattr(algorithm_class(cfg), "algorithm_options", {}), **cfg.options}.get("servers", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
 def independent(cfg: AlgorithmConfig) -> bool:
     """Whether the ranks run as independent processes (fault tolerant: apps.launch.spawn_independent)."""
     cls = algorithm_class(cfg)

@@ -2,17 +2,22 @@
 
 Starts one process of a fault-tolerant run by hand, as SmolCluster's users do (one command per machine,
 the same config everywhere): `server` is rank 0 and listens on HOST:PORT; `worker --rank R` (1..N) connects
-to it. For an algorithm without a server (bounded-staleness peers) the N workers are ranks 0..N-1, rank r listening on PORT + r
-of HOST (one machine), or give every rank's address with --addresses. No MPI is involved: a process that
-dies ends no other, and a server restarted with `--resume auto` continues from its checkpoint while the
-workers reconnect. Everything after the role's options is passed to `python -m apps.train`."""
+to it. With algorithm option servers=S the servers are ranks 0..S-1 (`server --rank R`, rank r listening on
+PORT + r, or give every rank's address with --addresses) and the workers S..S+N-1. For an algorithm without
+a server (bounded-staleness peers) the N workers are ranks 0..N-1. No MPI is involved: a process that
+dies ends no other. A server runs under a supervisor that restarts it with `--resume auto` when it dies
+(at most PYCOMM_PS_SERVER_RESTARTS times): it continues from its checkpoint while the workers reconnect.
+Everything after the role's options is passed to `python -m apps.train`."""
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+from typing import Sequence
 
 from apps import config_io, launch, optim, train
+from apps.supervisor import Supervisor
 from algorithms.ps import layout
 
 
@@ -21,22 +26,26 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("role", choices=("server", "worker"))
     p.add_argument("--address", required=True, help="HOST:PORT of rank 0 (the server)")
     p.add_argument("--workers", type=int, required=True, help="how many workers the run has")
-    p.add_argument("--rank", type=int, help="this worker's rank (1..N with a server, 0..N-1 without)")
+    p.add_argument("--rank", type=int, help="this process's rank (servers 0..S-1, then the workers; 0..N-1 "
+                                             "without a server)")
     p.add_argument("--addresses", help="HOST:PORT of every rank, comma-separated (serverless peers on several machines)")
     return p.parse_known_args(argv)
 
 
-def role_env(args: argparse.Namespace, has_server: bool) -> dict[str, str]:
-    """The PYCOMM_PS_* environment of this process (algorithms.ps.layout reads it)."""
+def role_env(args: argparse.Namespace, servers: int) -> dict[str, str]:
+    """The PYCOMM_PS_* environment of this process (algorithms.ps.layout reads it); `servers`: how many
+    ranks serve (0 for an algorithm without a server)."""
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
-    world = args.workers + (1 if has_server else 0)
+    world = args.workers + servers
     if args.role == "server":
-        if not has_server:
+        if not servers:
             raise ValueError("this config's algorithm has no server: start every process as `worker --rank R`")
-        rank = 0
+        rank = 0 if args.rank is None else args.rank
+        if not 0 <= rank < servers:
+            raise ValueError(f"server --rank must be in 0..{servers - 1} for servers={servers}, got {rank}")
     else:
-        first = 1 if has_server else 0
+        first = servers
         if args.rank is None or not first <= args.rank < world:
             raise ValueError(f"worker --rank must be in {first}..{world - 1} for {args.workers} workers, "
                              f"got {args.rank}")
@@ -55,13 +64,20 @@ def main(argv: list[str] | None = None) -> int:
         if not optim.independent(cfg.algorithm):
             raise ValueError(f"algorithm.name={cfg.algorithm.name} runs as one MPI job: start it with "
                              "`python -m apps.train --nproc N` or mpirun; apps.ps starts fault-tolerant algorithms")
-        env = role_env(args, optim.serves(cfg.algorithm))
+        env = role_env(args, optim.server_ranks(cfg.algorithm))
     except (config_io.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     os.environ.update(env)
     os.environ[launch.SPAWNED] = "1"   # this process is one rank: apps.train must not spawn others
+    if args.role == "server":   # in a child process, restarted from its checkpoint when it dies
+        rank = int(env[layout.RANK_ENV])
+        return Supervisor(_start, rest, [rank], [rank], lambda procs: True, prefix="apps.ps").wait()[rank]
     return train.main(rest)
+
+
+def _start(rank: int, argv: Sequence[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "apps.train", *argv])
 
 
 if __name__ == "__main__":

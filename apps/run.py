@@ -65,6 +65,9 @@ class Run:
             self.state.per_rank = per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type)
             if self.ckpt.saved_world_size != dist.size:
                 self._rescale_position(self.ckpt.saved_world_size)
+        if resume and getattr(self.opt, "is_server", False):   # a restarted parameter server: its own checkpoint
+            self.state.step = max(self.state.step, self.opt.pushes_served() // len(self.opt.workers))   # says how far
+            self.state.epoch = self.state.step // budget.steps_per_epoch
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
                                config_io.to_dict(cfg), self.state.step if resume else None)
         self.metrics.message(

@@ -4,12 +4,15 @@ model, so it writes the training rows (one per round of `workers` pushes: the wo
 staleness seen, bytes pushed and pulled, the queue depth), evaluates every eval_every rounds and at the
 end, and saves the final checkpoint; its own state (parameters, optimizer, version, per-worker clocks)
 is checkpointed atomically by the algorithm (checkpoint_dir), from which a restarted server resumes
-(`--resume auto`) and the workers, which reconnect by themselves, go on."""
+(`--resume auto`; apps.launch restarts a server that dies) and the workers, which reconnect by themselves,
+go on. With servers > 1 server 0 gathers the other shards before each evaluation and at the end; the
+other servers serve their shard and log on stderr."""
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from algorithms.ps.server import default_log
 from apps.metrics import algorithm_quantities
 from apps.run import Run
 
@@ -20,7 +23,7 @@ def serve(run: Run) -> bool:
     workers = len(opt.workers)
     losses: list[float] = []
     lr = opt.param_groups[0]["lr"]
-    pushes = state.step * workers
+    pushes = max(state.step * workers, opt.pushes_served())   # a restarted server goes on counting (apps.run)
     tic = time.time()
 
     def on_push(info: dict[str, Any]) -> None:
@@ -42,11 +45,13 @@ def serve(run: Run) -> bool:
         losses.clear()
         tic = now
         if state.step % budget.eval_every == 0:
+            opt.pull()   # server 0 gathers the other servers' shards: it scores the whole model
             run.evaluate(state.epoch)
 
-    summary = opt.serve(on_push=on_push, log=run.metrics.message)
+    log = run.metrics.message if run.dist.rank == 0 else default_log   # only rank 0 writes the metrics
+    summary = opt.serve(on_push=on_push, log=log)
     lost = ", ".join(f"{w} ({why})" for w, why in sorted(summary["lost"].items())) or "none"
-    run.metrics.message(f"server: {summary['version']} versions; workers finished: "
+    log(f"server {run.dist.rank}: {summary['version']} versions; workers finished: "
                         f"{', '.join(map(str, summary['finished'])) or 'none'}; lost: {lost}; staleness max "
                         f"{summary['max_staleness']}, mean {summary['mean_staleness']:.2f}; rejected {summary['rejected']}")
     evaluated = state.step % budget.eval_every == 0 and state.step >= budget.total_steps

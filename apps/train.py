@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     startup_profile.mark("config_resolved")
     if launch.should_spawn(cfg.launch.nproc):
         if optim.independent(cfg.algorithm):   # ranks that must survive a peer's death: no MPI job
-            return launch.spawn_independent(cfg.launch.nproc, argv)
+            return launch.spawn_independent(cfg.launch.nproc, argv, optim.server_ranks(cfg.algorithm))
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:

@@ -160,6 +160,11 @@ SETTINGS: tuple[Setting, ...] = (
                                            lambda m: tuple(m.group(0).split(","))), None,
             "with `PYCOMM_PS_RANK`, instead of `PYCOMM_PS_ADDRESS`: every rank's HOST:PORT (several machines)",
             "algorithms.ps.layout", scope=APPS),
+    Setting("PYCOMM_PS_SERVER_RESTARTS", Integer(0, 1000, "restarts", {0: "never restart"}), 3,
+            "how many times the launch of independent processes (`--nproc N`, `python -m apps.ps server`) "
+            "restarts a parameter-server rank that dies while its workers go on; each restart resumes from "
+            "the server's latest checkpoint (`--resume auto`)",
+            "apps.supervisor", scope=APPS),
     Setting("PYCOMM_MNIST", Directory("holding MNIST's idx files"), None,
             "where the tests find MNIST", "tests/algorithms/mnist.py", scope=TESTS,
             default_text="../shared/data/mnist beside the checkout"),

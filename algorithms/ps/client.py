@@ -26,8 +26,8 @@ class WorkerRefusedError(ValueError):
 
 class ServerLink:
     def __init__(self, ctx: zmq.Context, address: str, rank: int, signature: str, reply_timeout: float,
-                 server_timeout: float) -> None:
-        self.ctx, self.address, self.rank, self.signature = ctx, address, rank, signature
+                 server_timeout: float, server: int = 0) -> None:
+        self.ctx, self.address, self.rank, self.signature, self.server = ctx, address, rank, signature, server
         self.reply_timeout, self.server_timeout = reply_timeout, server_timeout
         self.incarnation: str | None = None
         self.restarts = 0      # server restarts seen
@@ -44,14 +44,15 @@ class ServerLink:
             reply = self._wait(("welcome", "error"), min(self.reply_timeout, max(0.1, deadline - time.monotonic())))
             if reply is not None:
                 if reply.kind == "error":
-                    raise WorkerRefusedError(f"server at {self.address} refused worker {self.rank}: {reply.get('error')}")
+                    raise WorkerRefusedError(f"server {self.server} at {self.address} refused worker {self.rank}: "
+                                             f"{reply.get('error')}")
                 if self.incarnation is not None and reply.get("incarnation") != self.incarnation:
                     self.restarts += 1
                 self.incarnation = reply.get("incarnation")
                 return reply
             if time.monotonic() > deadline:
-                raise ServerLostError(f"worker {self.rank}: no server at {self.address} for "
-                                      f"{self.server_timeout:g} s (server_timeout)")
+                raise ServerLostError(f"rank {self.rank}: no answer from server {self.server} at {self.address} "
+                                      f"for {self.server_timeout:g} s (server_timeout)")
             self._reconnect()
 
     def request(self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor],
@@ -68,7 +69,8 @@ class ServerLink:
                 if reply.kind == "error" and reply.get("error") == "say hello first":
                     return self.hello(), sent  # a restarted server that has not met us yet
                 if reply.kind == "error":
-                    raise WorkerRefusedError(f"server refused worker {self.rank}'s {kind}: {reply.get('error')}")
+                    raise WorkerRefusedError(f"server {self.server} refused worker {self.rank}'s {kind}: "
+                                             f"{reply.get('error')}")
                 return reply, sent
             before = self.incarnation
             self._reconnect()

@@ -12,7 +12,12 @@ Ranks 0 .. servers-1 serve, the others are workers. Workers never step their own
 the gradient (with the version of the parameters it was computed on, the step's learning rates and loss)
 and adopts the parameters the server sends back (asyncps: every pull_every steps, or at once when a push
 is rejected; syncps: every step, after the round). The server owns the parameters and the optimizer state
-(rules.py has the update rules). Transport, roles and addresses: wire.py, layout.py."""
+(rules.py has the update rules). Transport, roles and addresses: wire.py, layout.py.
+
+With servers > 1 the parameters are sharded (shards.py): each server runs the rule on its shard with its
+own version, and a worker pushes each shard's slice of the gradient to its server (one after the other)
+and adopts each shard's answer; a push rejected by any shard makes the worker pull every shard. Server 0
+gathers the other shards (opt.pull()) to hold the whole model: apps evaluate and save it there."""
 from __future__ import annotations
 
 import time
@@ -26,8 +31,8 @@ from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.ps.wire import zmq
-from algorithms.ps import checkpoint, layout, payload, wire
-from algorithms.ps.client import ServerLink
+from algorithms.ps import checkpoint, layout, payload, shards, wire
+from algorithms.ps.client import ServerLink, ServerLostError
 from algorithms.ps.liveness import Heartbeat, release
 from algorithms.ps.rules import AsyncRule, ServerModel, SyncRule
 from algorithms.ps.server import Server, default_log
@@ -74,9 +79,6 @@ class ParameterServer(CommOptimizer):
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = validate_common(config)
         config["servers"] = opts.integer("servers", config["servers"], 1)
-        if config["servers"] > 1:
-            raise opts.OptionError(f"servers={config['servers']}: sharding the parameters across several servers is "
-                                   "not implemented yet; use servers=1")
         config["pull_every"] = opts.integer("pull_every", config["pull_every"], 1)
         config["checkpoint_every"] = opts.integer("checkpoint_every", config["checkpoint_every"], 1)
         config["resume"] = opts.flag("resume", config["resume"])
@@ -100,28 +102,44 @@ class ParameterServer(CommOptimizer):
             raise opts.OptionError(f"servers={self.options['servers']} leaves no worker in a world of "
                                    f"{self.layout.world} processes; start more processes or use fewer servers")
         self.stats = StalenessStats()
-        self.signature = wire.signature(self.params)
-        self.version = 0
+        servers = self.options["servers"]
+        self.shards = shards.split(self.params, servers)
+        self.signatures = [wire.signature(sh.params(self.params)) for sh in self.shards]
+        self.versions = [0] * servers      # per shard: the server version of the parameters held
         self.server: Server | None = None
-        self.workers = list(range(self.options["servers"], self.layout.world))
+        self.workers = list(range(servers, self.layout.world))
         self._closed = False
+        self.links: list[ServerLink] = []  # a worker's to every server; server 0's to the others (gathering)
+        timeout = self.options["worker_timeout"]
         if self.is_server:
             assert sock is not None
-            model = ServerModel(self.params, self.optimizer)
+            model = ServerModel(self.shards[rank].params(self.params), self.optimizer)
             directory = self.options["checkpoint_dir"]
-            self.server = Server(sock, rank, list(range(self.options["servers"], self.layout.world)), model,
-                                 self._rule(model), self.stats, self.signature, self.options["codec"],
-                                 self.options["worker_timeout"],
-                                 checkpoint.path_for(directory, rank) if directory else None,
-                                 self.options["checkpoint_every"], resume=self.options["resume"])
-            self.version = model.version
+            peers = (0,) if rank > 0 else ()   # shard servers answer server 0's gathering pulls
+            self.server = Server(sock, rank, self.workers, model, self._rule(model), self.stats, self.signatures[rank],
+                                 self.options["codec"], timeout, checkpoint.path_for(directory, rank) if directory else None,
+                                 self.options["checkpoint_every"], resume=self.options["resume"], peers=peers,
+                                 linger=self.options["server_timeout"])
+            self.versions[rank] = model.version
+            if rank == 0:
+                self.links = [self._link(s) for s in range(1, servers)]
             return
+        self.links = [self._link(s) for s in range(servers)]
+        self._heartbeats.append(Heartbeat(self.ctx, rank, list(self.layout.addresses[:servers]), timeout / 4))
+        for s, link in enumerate(self.links):
+            self._adopt(s, link.hello())
+        self.residuals = [torch.zeros(sh.elements[1] - sh.elements[0]) for sh in self.shards] \
+            if self.options["codec"] else [None] * servers
+
+    def _link(self, server: int) -> ServerLink:
         timeout = self.options["worker_timeout"]
-        self.link = ServerLink(self.ctx, self.layout.addresses[0], rank, self.signature, 2 * timeout + 1.0,
-                               self.options["server_timeout"])
-        self._heartbeats.append(Heartbeat(self.ctx, rank, [self.layout.addresses[0]], timeout / 4))
-        self._adopt(self.link.hello())
-        self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
+        return ServerLink(self.ctx, self.layout.addresses[server], self.rank, self.signatures[server],
+                          2 * timeout + 1.0, self.options["server_timeout"], server)
+
+    @property
+    def version(self) -> int:
+        """The version of the parameters held (with servers > 1: the sum of the shards' versions)."""
+        return sum(self.versions)
 
     def _rule(self, model: ServerModel) -> Any:
         raise NotImplementedError
@@ -142,9 +160,20 @@ class ParameterServer(CommOptimizer):
         if log is not None:
             self.server.log = log
         try:
-            return self.server.serve()
+            summary = self.server.serve()
         finally:
-            self.version = self.server.model.version
+            self.versions[self.rank] = self.server.model.version
+        try:
+            self.pull()
+        except ServerLostError as e:   # a dead shard server: the model keeps that shard as last gathered
+            self.server.log(f"could not gather the final shards: {e}")
+        for link in self.links:   # server 0 took the final shards: the shard servers may stop
+            link.send("bye", {"step": 0})
+        return summary
+
+    def pushes_served(self) -> int:
+        """Pushes this server has taken from its workers (also before a restart: its clocks are checkpointed)."""
+        return sum(c + 1 for c in self.server.clocks.values()) if self.server is not None else 0
 
     def save_server(self) -> None:
         """Write the server's checkpoint now (atomic; needs checkpoint_dir)."""
@@ -157,56 +186,84 @@ class ParameterServer(CommOptimizer):
 
     def _step(self, loss: float | None) -> None:
         if self.server is not None:
-            raise RuntimeError(f"rank {self.rank} is the server: call opt.serve(), not opt.step()")
+            raise RuntimeError(f"rank {self.rank} is a server: call opt.serve(), not opt.step()")
         tic = time.perf_counter()
-        fields, tensors = payload.encode(payload.gradients(self.params), self.options["codec"], self.residual)
-        header = {**fields, "version": self.version, "step": self.steps, "loss": loss, "pull": self._pull_now(),
+        grad = payload.gradients(self.params)
+        common = {"step": self.steps, "loss": loss, "pull": self._pull_now(),
                   "lrs": [g["lr"] for g in self.optimizer.param_groups]}
-        reply, sent = self.link.request("push", header, tensors, expect=("ack",))
-        self.stats.pushed += sent
+        stale: list[int] = []   # shards whose parameters this step did not refresh
+        rejected = False
+        for shard, link, residual in zip(self.shards, self.links, self.residuals):
+            fields, tensors = payload.encode(shard.slice(grad), self.options["codec"], residual)
+            reply, sent = link.request("push", {**fields, **common, "version": self.versions[shard.index]}, tensors,
+                                       expect=("ack",))
+            self.stats.pushed += sent
+            if reply.kind == "ack":
+                self.stats.staleness(int(reply.get("staleness", 0)))
+                self.stats.rejected += bool(reply.get("rejected"))
+                rejected |= bool(reply.get("rejected"))
+            if not self._adopt(shard.index, reply):
+                stale.append(shard.index)
+        if rejected:   # a shard refused a stale push: the worker catches up on every shard
+            for s in stale:
+                self._pull_shard(s)
         self.stats.calls += 1
-        if reply.kind == "ack":
-            self.stats.staleness(int(reply.get("staleness", 0)))
-            self.stats.rejected += bool(reply.get("rejected"))
-        self._adopt(reply)
         self.stats.seconds += time.perf_counter() - tic
         # the wrapped optimizer never steps on a worker (the server steps): tell its LR scheduler that the
         # step took place, as torch's scheduler checks (it patches optimizer.step to set this flag)
         self.optimizer._opt_called = True  # type: ignore[attr-defined]
 
-    def _adopt(self, reply: wire.Message) -> None:
-        if reply.tensors:
-            payload.unflatten_into(reply.tensors[0], self.params)
-            self.stats.pulled += reply.nbytes
-            self.version = int(reply.get("version"))
+    def _adopt(self, shard: int, reply: wire.Message) -> bool:
+        """Take the shard's parameters a reply carries; whether it carried them."""
+        if not reply.tensors:
+            return False
+        payload.unflatten_into(reply.tensors[0], self.shards[shard].params(self.params))
+        self.stats.pulled += reply.nbytes
+        self.versions[shard] = int(reply.get("version"))
+        return True
+
+    def _pull_shard(self, shard: int) -> None:
+        link = self.links[shard - 1] if self.server is not None else self.links[shard]
+        reply, sent = link.request("pull", {}, [], expect=("params",))
+        self.stats.pushed += sent
+        self._adopt(shard, reply)
 
     def pull(self) -> None:
-        """Take the server's current parameters now (e.g. before evaluating)."""
-        reply, sent = self.link.request("pull", {}, [], expect=("params",))
-        self.stats.pushed += sent
-        self._adopt(reply)
+        """Take the servers' current parameters now (e.g. before evaluating). On server 0 with servers > 1:
+        gather the other shards, so that its model is the whole current model; on other servers nothing."""
+        if self.server is not None and self.rank > 0:
+            return
+        for shard in self.shards:
+            if shard.index != self.rank or self.server is None:
+                self._pull_shard(shard.index)
 
     def close(self) -> None:
-        """A worker says goodbye (the server stops waiting for it); idempotent."""
+        """A worker says goodbye (its servers stop waiting for it); idempotent."""
         if self._closed:
             return
         self._closed = True
         if self.server is None:
-            self.link.send("bye", {"step": self.steps})
+            for link in self.links:
+                link.send("bye", {"step": self.steps})
         self._release()
 
     def comm_stats(self) -> dict[str, Any]:
         return self.stats.as_dict()
 
     def _algorithm_state(self) -> dict[str, Any]:
-        return {"version": self.version, "stats": self.stats.state_dict(), "residual": self.residual
-                if self.server is None else None}
+        return {"versions": list(self.versions), "stats": self.stats.state_dict(),
+                "residuals": self.residuals if self.server is None else None}
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
-        self.version = state["version"]
+        versions = state["versions"] if "versions" in state else [state["version"]]   # saved before sharding
+        if len(versions) != len(self.versions):
+            raise ValueError(f"this checkpoint was saved with {len(versions)} server(s), the run has "
+                             f"servers={len(self.versions)}: resume with the same servers option")
+        self.versions = list(versions)
         self.stats.load_state_dict(state["stats"])
-        if self.server is None and state.get("residual") is not None:
-            self.residual = state["residual"]
+        residuals = state.get("residuals") or ([state["residual"]] if state.get("residual") is not None else None)
+        if self.server is None and residuals is not None:
+            self.residuals = residuals
 
 
 @register("asyncps")

@@ -56,12 +56,22 @@ class ServerModel:
         return payload.flatten(self.params)
 
 
+def _unknown_version(worker: int, stats: StalenessStats) -> Reply:
+    """A gradient computed on a version this server never had (one from before its restart, resumed from
+    an older checkpoint): not applied (a step scaled by 1 / (1 + s) with s < 0 would be reversed or
+    unbounded); counted as rejected, and the worker pulls this server's parameters."""
+    stats.rejected += 1
+    return Reply(worker, "ack", {"rejected": True, "staleness": 0}, True)
+
+
 class AsyncRule:
     def __init__(self, model: ServerModel, stats: StalenessStats, bound: int | None, log: Callable[[str], None]):
         self.model, self.stats, self.bound, self.log = model, stats, bound, log
 
     def push(self, worker: int, header: dict[str, Any], grad: torch.Tensor, live: set[int]) -> list[Reply]:
         s = self.model.version - int(header["version"])
+        if s < 0:
+            return [_unknown_version(worker, self.stats)]
         self.stats.staleness(s)
         if self.bound is not None and s > self.bound:
             self.stats.rejected += 1
@@ -103,6 +113,8 @@ class SyncRule:
 
     def push(self, worker: int, header: dict[str, Any], grad: torch.Tensor, live: set[int]) -> list[Reply]:
         s = self.model.version - int(header["version"])
+        if s < 0:
+            return [_unknown_version(worker, self.stats)]
         if s > 0:   # computed for a round that closed without it (the worker was late): not applied
             self.stats.staleness(s)
             self.stats.rejected += 1

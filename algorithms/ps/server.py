@@ -1,7 +1,12 @@
 """The parameter server's loop: one ROUTER socket, one thread. It greets workers (refusing another model's
 shapes), answers pushes through the rule (rules.py), answers pulls, tracks who is alive (liveness.py),
 names the workers it loses, checkpoints its state atomically and resumes from it when restarted. It ends
-when every worker has said goodbye or been lost."""
+when every worker has said goodbye or been lost.
+
+With servers > 1 each server holds one shard (shards.py). The other server ranks given as `peers` may
+greet it, pull its shard and say goodbye without being workers: server 0 gathers the whole model that
+way (to evaluate and save it). A server with peers lingers after its workers are done until every peer
+has said goodbye (or `linger` seconds passed), so server 0 can take its final shard."""
 from __future__ import annotations
 
 import os
@@ -29,7 +34,7 @@ class Server:
     def __init__(self, sock: zmq.Socket, rank: int, workers: list[int], model: ServerModel, rule: Any,
                  stats: StalenessStats, signature: str, codec: Any, timeout: float,
                  checkpoint_path: Path | None, checkpoint_every: int, resume: bool = False,
-                 log: Callable[[str], None] = default_log):
+                 log: Callable[[str], None] = default_log, peers: tuple[int, ...] = (), linger: float = 0.0):
         self.sock, self.rank, self.workers, self.model, self.rule = sock, rank, workers, model, rule
         self.stats, self.signature, self.codec, self.timeout = stats, signature, codec, timeout
         self.checkpoint_path, self.checkpoint_every, self.log = checkpoint_path, checkpoint_every, log
@@ -41,6 +46,8 @@ class Server:
         self.resumed_from: int | None = None
         self.on_version: Callable[[dict[str, Any]], None] | None = None
         self._saved_version = model.version
+        self.peers, self.linger = set(peers), linger
+        self._peers_left = set(peers)               # peers that have not said goodbye yet
         if resume:
             self._restore()
 
@@ -48,7 +55,8 @@ class Server:
     def state_dict(self) -> dict[str, Any]:
         return {"params": self.model.vector(), "optimizer": self.model.optimizer.state_dict(),
                 "version": self.model.version, "clocks": dict(self.clocks), "stats": self.stats.state_dict(),
-                "rule": self.rule.state_dict(), "signature": self.signature}
+                "rule": self.rule.state_dict(), "signature": self.signature,
+                "finished": sorted(self.liveness.finished), "lost": dict(self.liveness.lost)}
 
     def save(self) -> None:
         if self.checkpoint_path is not None:
@@ -69,6 +77,10 @@ class Server:
         self.clocks = {int(k): v for k, v in state["clocks"].items()}
         self.stats.load_state_dict(state["stats"])
         self.rule.load_state_dict(state["rule"])
+        # a restarted server waits neither for the workers that had finished nor for those it had lost (a
+        # lost one that comes back is welcome)
+        self.liveness.finished = set(state.get("finished", ()))
+        self.liveness.lost = {int(k): v for k, v in state.get("lost", {}).items()}
         self.resumed_from = self._saved_version = self.model.version
         self.log(f"resumed from {self.checkpoint_path} at version {self.model.version} "
                  f"(worker clocks {self.clocks})")
@@ -76,8 +88,9 @@ class Server:
     # -- the loop ------------------------------------------------------------------------------
     def serve(self) -> dict[str, Any]:
         """Serve until every worker has finished or been lost; returns a summary."""
-        self.liveness.expect(self.workers)
-        for w in self.workers:   # startup grace: count the timeout from STARTUP_GRACE seconds ahead
+        waiting = [w for w in self.workers if w not in self.liveness.finished and w not in self.liveness.lost]
+        self.liveness.expect(waiting)
+        for w in waiting:   # startup grace: count the timeout from STARTUP_GRACE seconds ahead
             self.liveness.last[w] += max(0.0, STARTUP_GRACE - self.timeout)
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
@@ -99,11 +112,24 @@ class Server:
             if self.model.version - self._saved_version >= self.checkpoint_every:
                 self.save()
         self.save()
+        self._linger()
         summary = {"version": self.model.version, "finished": sorted(self.liveness.finished),
                    "lost": dict(self.liveness.lost), "refused": dict(self.refused), **self.stats.as_dict()}
         self.log(f"done at version {self.model.version}: finished {_names(self.liveness.finished)}, "
                  f"lost {_names(self.liveness.lost)}")
         return summary
+
+    def _linger(self) -> None:
+        """Answer the peers (server 0's final pull) until each has said goodbye or `linger` seconds passed."""
+        deadline = time.monotonic() + self.linger
+        while self._peers_left and time.monotonic() < deadline:
+            if self.sock.poll(100, zmq.POLLIN):
+                identity, msg = self._receive()
+                if msg is not None:
+                    self._handle(identity, msg)
+        if self._peers_left:
+            self.log(f"server rank(s) {_names(self._peers_left)} did not take the final shard within "
+                     f"{self.linger:g} s; stopping")
 
     def _receive(self) -> tuple[bytes, wire.Message | None]:
         frames = self.sock.recv_multipart()
@@ -115,6 +141,9 @@ class Server:
 
     def _handle(self, identity: bytes, msg: wire.Message) -> None:
         worker = msg.get("rank")
+        if worker in self.peers:
+            self._peer(identity, worker, msg)
+            return
         if not isinstance(worker, int) or worker not in self.workers:
             self.log(f"dropped a {msg.kind} message from an unknown rank {worker!r} (workers: {self.workers})")
             return
@@ -127,7 +156,7 @@ class Server:
         if msg.kind == "hello":
             self._hello(identity, worker, msg)
             return
-        if worker not in self.liveness.last and worker not in self.identities:
+        if worker not in self.identities:   # also after a restart: its parameters are not this incarnation's
             self._reply(identity, worker, "error", {"error": "say hello first"}, False)
             return
         if worker in self.liveness.lost:
@@ -154,6 +183,16 @@ class Server:
             self.liveness.finish(worker)
             self.log(f"worker {worker} finished at step {msg.get('step')}")
             self._send_replies(self.rule.lost(worker, self.liveness.live))
+
+    def _peer(self, identity: bytes, peer: int, msg: wire.Message) -> None:
+        """Another server rank reading this shard: no liveness, no clock, nothing it sends is applied."""
+        if msg.kind == "hello" and msg.get("signature") != self.signature:
+            self._reply(identity, peer, "error", {"error": f"server rank {peer}'s shard {self.rank} has shapes/dtypes "
+                        f"checksum {msg.get('signature')}, this server's is {self.signature}"}, False)
+        elif msg.kind in ("hello", "pull"):
+            self._reply(identity, peer, "welcome" if msg.kind == "hello" else "params", {}, True)
+        elif msg.kind == "bye":
+            self._peers_left.discard(peer)
 
     def _hello(self, identity: bytes, worker: int, msg: wire.Message) -> None:
         if msg.get("signature") != self.signature:

@@ -39,7 +39,6 @@ def _build(algorithm: str, model=None, **options):
     ("asyncps", {"codec": "fp4"}, "codec 'fp4' is not a codec name"),
     ("asyncps", {"worker_timeout": 0}, "worker_timeout must be in"),
     ("asyncps", {"servers": 0}, "servers must be >= 1"),
-    ("asyncps", {"servers": 2}, "sharding the parameters across several servers is not implemented"),
     ("syncps", {"staleness_bound": 2}, "unknown option 'staleness_bound' for algorithm 'syncps'"),
     ("asyncps", {"resume": "yes"}, "resume must be True or False"),
 ])
@@ -54,10 +53,17 @@ def _escape(text: str) -> str:
     return re.escape(text)
 
 
-def test_servers_must_leave_a_worker(monkeypatch):
-    _env(monkeypatch, 0, 1, layout.free_base_port(1))
-    with pytest.raises(algorithms.OptionError, match="servers=1 leaves no worker in a world of 1 processes"):
-        _build("asyncps")
+@pytest.mark.parametrize("servers,world", [(1, 1), (2, 2), (3, 2)])
+def test_servers_must_leave_a_worker(monkeypatch, servers, world):
+    _env(monkeypatch, 0, world, layout.free_base_port(world))
+    with pytest.raises(algorithms.OptionError, match=f"servers={servers} leaves no worker in a world of {world} processes"):
+        _build("syncps", servers=servers)
+
+
+def test_servers_cannot_outnumber_the_parameter_tensors(monkeypatch):
+    _env(monkeypatch, 0, 6, layout.free_base_port(6))   # the problem's MLP has 4 parameter tensors
+    with pytest.raises(algorithms.OptionError, match="servers=5: the model has 4 parameter tensors"):
+        _build("asyncps", servers=5)
 
 
 def test_bad_layout_environment(monkeypatch):

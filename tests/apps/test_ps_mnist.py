@@ -1,6 +1,6 @@
 """MNIST >= 95% with every fault-tolerant algorithm through `python -m apps.train` (the apps' MNIST CNN
 on the embedded MNIST, 3 epochs), on 4 independent processes (1 server + 3 workers, or 3 ssp ranks),
-int8 pushes included. asyncps and ssp K = 2 use momentum 0.5: stale gradients act as extra momentum
+int8 pushes included, and on 5 with the parameters sharded across 2 servers. asyncps and ssp K = 2 use momentum 0.5: stale gradients act as extra momentum
 (Mitliagkas et al. 2016), and with 0.9 on top these runs stall or diverge (benchmarks/staleness.py shows
 ssp K >= 2 diverging with 0.9)."""
 from __future__ import annotations
@@ -18,6 +18,8 @@ from tests.apps.runs import ROOT, worker_env
 @pytest.mark.parametrize("algorithm,nproc,options,extra", [
     ("asyncps", 4, {"pull_every": 1}, ["-o", "optim.momentum=0.5"]),
     ("asyncps", 4, {"codec": "int8", "staleness_bound": 8}, ["-o", "optim.momentum=0.5"]),
+    # the parameters sharded across 2 servers (3 workers, each pushing a slice to each server)
+    ("asyncps", 5, {"servers": 2}, ["-o", "optim.momentum=0.5"]),
     ("syncps", 4, {"polyak_alpha": 0.5, "pull_every": 8}, []),
     # ssp int8 with K = 2 sits near 95% after 3 epochs (0.9475 seen in CI): one more epoch
     ("ssp", 3, {"staleness_bound": 2, "codec": "int8"}, ["-o", "optim.momentum=0.5", "-o", "train.epochs=4"]),

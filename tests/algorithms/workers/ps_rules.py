@@ -1,7 +1,8 @@
 """One process of a fault-tolerant algorithm on the rule-check problem (tests/algorithms/problem.py),
 started independently (tests.launch.independent): the server serves, workers (or ssp ranks) train
 `steps` steps on their fixed batches, optionally `slow` times slower (sleeping), and each process saves
-its final parameters and statistics to OUT/rank<r>.pt.
+its final parameters and statistics to OUT/rank<r>.pt. With servers > 1 the servers start from one model
+and the k-th worker trains on the batches of rank k whatever the number of servers.
 
     python -m tests.algorithms.workers.ps_rules ALGORITHM OPTIONS_JSON STEPS OUT INNER [SLOW_RANK SLOW_FACTOR]"""
 from __future__ import annotations
@@ -30,7 +31,10 @@ def main() -> None:
     else:   # under mpirun: the algorithm exchanges addresses over the communicator
         import pycomm
         rank = pycomm.init().rank
-    model = make_model(seed=1 + rank)   # rank 0's (the server's / ssp rank 0's) initial model must win
+    servers = options.get("servers", 1) if algorithm != "ssp" else 0
+    # the servers' initial model must win (every server's the same: each holds a shard of it)
+    model = make_model(seed=1 if rank < servers else 1 + rank)
+    batches = rank - servers + 1 if servers else rank   # worker k's batches whatever the number of servers
     opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model,
                                    **options)
     result = {}
@@ -41,7 +45,7 @@ def main() -> None:
             if slow_rank >= 0:
                 time.sleep(STEP_SECONDS * (slow if rank == slow_rank else 1.0))
             opt.zero_grad()
-            loss = loss_on(model, rank, t)
+            loss = loss_on(model, batches, t)
             loss.backward()
             opt.step(loss=loss)
         opt.close()
