@@ -1,7 +1,7 @@
 """One process of a fault-tolerant algorithm on the rule-check problem (tests/algorithms/problem.py),
 started independently (tests.launch.independent): the server serves, workers (or ssp ranks) train
 `steps` steps on their fixed batches, optionally `slow` times slower (sleeping), and each process saves
-its final parameters and statistics to OUT/rank<r>.pt.
+its final parameters and statistics (ssp: and the staleness of each of its steps) to OUT/rank<r>.pt.
 
     python -m tests.algorithms.workers.ps_rules ALGORITHM OPTIONS_JSON STEPS OUT INNER [SLOW_RANK SLOW_FACTOR]"""
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main() -> None:
     model = make_model(seed=1 + rank)   # rank 0's (the server's / ssp rank 0's) initial model must win
     opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model,
                                    **options)
-    result = {}
+    result: dict = {"seen": []}   # ssp: the staleness of this rank's gradient of each step
     if getattr(opt, "is_server", False):
         result["summary"] = opt.serve()
     else:
@@ -44,6 +44,8 @@ def main() -> None:
             loss = loss_on(model, rank, t)
             loss.backward()
             opt.step(loss=loss)
+            if algorithm == "ssp":
+                result["seen"].append(opt.comm_stats()["step_metrics"]["staleness_max"])
         opt.close()
     result.update(params=[p.detach().clone() for p in model.parameters()], stats=opt.comm_stats())
     torch.save(result, out / f"rank{rank}.pt")
