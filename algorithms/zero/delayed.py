@@ -25,6 +25,7 @@ import torch
 import pycomm
 from algorithms.ps.stats import StalenessStats
 from algorithms.zero import shard_optimizer
+from algorithms.zero.sharded import AcrossReplicas
 
 
 @dataclass
@@ -58,13 +59,11 @@ class DelayedSteps:
             work = opt.shard_comm.reduce_scatter_coalesced(shard, [flat], op=pycomm.AVG,
                                                            bucket_bytes=opt.options["bucket_bytes"],
                                                            wire_dtype=opt._wire(flat.dtype), codec=opt.options["codec"])
-            if opt.replica_comm is not None:
-                from algorithms.zero.sharded import AcrossReplicas
+            if opt.replica_comm is not None:   # hybrid: then averaged over the nodes holding this shard
                 work = AcrossReplicas(work, opt.replica_comm, shard)
             works.append(work)
             shards.append(shard)
             grads.append(flat)
-            self.stats.pushed += flat.numel() * flat.element_size()
         hyper = [shard_optimizer.hyper_parameters(pg) for pg in opt.optimizer.param_groups]
         self.queue.append(_InFlight(step, works, shards, grads, hyper))
 
