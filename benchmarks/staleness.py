@@ -8,10 +8,13 @@ trainers. Usage: python -m benchmarks.staleness [--steps N] [--repeats R]."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from benchmarks import harness
 from tests.launch import finish, independent
@@ -19,9 +22,10 @@ from tests.launch import finish, independent
 WORLD, STRAGGLER = 4, 3
 CASES = {
     "mbsgd": {"algorithm": "ssp", "options": {"staleness_bound": 0}},
-    "ssp K=1": {"algorithm": "ssp", "options": {"staleness_bound": 1}},
-    "ssp K=2": {"algorithm": "ssp", "options": {"staleness_bound": 2}},
-    "ssp K=4": {"algorithm": "ssp", "options": {"staleness_bound": 4}},
+    "ssp K=1": {"algorithm": "ssp", "options": {"staleness_bound": 1, "staleness_correction": "momentum"}},
+    "ssp K=2": {"algorithm": "ssp", "options": {"staleness_bound": 2, "staleness_correction": "momentum"}},
+    "ssp K=4": {"algorithm": "ssp", "options": {"staleness_bound": 4, "staleness_correction": "momentum"}},
+    "ssp K=2 uncorrected": {"algorithm": "ssp", "options": {"staleness_bound": 2}},
     "asyncps fp32": {"algorithm": "asyncps", "options": {}, "momentum": 0.5},
     "asyncps int8": {"algorithm": "asyncps", "options": {"codec": "int8"}, "momentum": 0.5},
     "syncps": {"algorithm": "syncps", "options": {}},
@@ -35,11 +39,34 @@ def run_case(case: dict, steps: int, straggler: int) -> dict:
                            out), timeout=900)
         ranks = [json.loads((Path(out) / f"rank{r}.json").read_text()) for r in range(WORLD)]
     trainers = [r for r in ranks if "samples" in r]
-    return {"samples_per_s": sum(r["samples"] for r in trainers) / max(r["seconds"] for r in trainers),
+    slowest = max(trainers, key=lambda r: r["seconds"])
+    curve = next(r["curve"] for r in ranks if "curve" in r)
+    return {"samples_per_s": sum(r["samples"] for r in trainers) / slowest["seconds"],
             "accuracy": next(r["accuracy"] for r in ranks if "accuracy" in r),
+            "seconds_to_95": next((sec for sec, acc in curve if acc >= 0.95), None),
             "bytes_pushed_per_trainer": statistics.mean(r["bytes_pushed"] for r in trainers),
             "max_staleness": max(r["max_staleness"] for r in ranks),
-            "rejected": max(r["rejected"] for r in ranks)}
+            "mean_staleness": statistics.mean(r["mean_staleness"] for r in trainers),
+            "rejected": max(r["rejected"] for r in ranks),
+            # where the slowest trainer's time went, and the fast trainers' time inside opt.step
+            "slowest_computing_s": slowest["computing"] + slowest["sleeping"],
+            "slowest_in_step_s": slowest["stepping"],
+            "others_in_step_s": statistics.mean(r["stepping"] for r in trainers if r is not slowest),
+            "curve": curve}
+
+
+@contextlib.contextmanager
+def held(lock: str | None) -> Iterator[None]:
+    """The lock file flock'ed while inside (a shared machine: one heavy job at a time), or nothing."""
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def run_case_retrying(case: dict, steps: int, straggler: int) -> dict:
@@ -50,26 +77,44 @@ def run_case_retrying(case: dict, steps: int, straggler: int) -> dict:
         return run_case(case, steps, straggler)
 
 
+def median_row(runs: list[dict]) -> dict:
+    """Per key the median over the repeats (None where one run never got there), the first run's curve."""
+    row = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        if key == "curve":
+            row[key] = values[0]
+        elif any(v is None for v in values):
+            row[key] = None
+        else:
+            row[key] = statistics.median(values)
+    return row
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=150, help="steps per trainer")
     p.add_argument("--repeats", type=int, default=1, help="runs per case (median reported)")
+    p.add_argument("--lock", default=None, help="a file to flock while each case runs (shared machines)")
     args = p.parse_args()
     rows = []
     for straggler in (STRAGGLER, -1):
         for name, case in CASES.items():
-            runs = [run_case_retrying(case, args.steps, straggler) for _ in range(args.repeats)]
-            row = {"case": name, "straggler": straggler >= 0,
-                   **{k: statistics.median(r[k] for r in runs) for k in runs[0]}}
+            runs = []
+            for _ in range(args.repeats):
+                with held(args.lock):
+                    runs.append(run_case_retrying(case, args.steps, straggler))
+            row = {"case": name, "straggler": straggler >= 0, **median_row(runs)}
             rows.append(row)
-            print(harness.table([row], list(row)), flush=True)
+            print(harness.table([row], [k for k in row if k != "curve"]), flush=True)
     for row in rows:
         peers = {r["case"]: r for r in rows if r["straggler"] == row["straggler"]}
         row["speed_vs_mbsgd"] = row["samples_per_s"] / peers["mbsgd"]["samples_per_s"]
         row["accuracy_minus_mbsgd"] = row["accuracy"] - peers["mbsgd"]["accuracy"]
         row["bytes_vs_asyncps_fp32"] = row["bytes_pushed_per_trainer"] / peers["asyncps fp32"]["bytes_pushed_per_trainer"]
     columns = ["case", "straggler", "samples_per_s", "speed_vs_mbsgd", "accuracy", "accuracy_minus_mbsgd",
-               "bytes_vs_asyncps_fp32", "max_staleness", "rejected"]
+               "seconds_to_95", "bytes_vs_asyncps_fp32", "max_staleness", "mean_staleness", "rejected",
+               "slowest_computing_s", "slowest_in_step_s", "others_in_step_s"]
     print(harness.table(rows, columns))
 
     def plot(ax) -> None:
