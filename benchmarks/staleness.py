@@ -96,10 +96,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=150, help="steps per trainer")
     p.add_argument("--repeats", type=int, default=1, help="runs per case (median reported)")
     p.add_argument("--lock", default=None, help="a file to flock while each case runs (shared machines)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the rows of results/staleness.json (same --steps) and run only the missing cases")
     args = p.parse_args()
-    rows = []
+    rows = previous_rows(args.steps) if args.resume else []
     for straggler in (STRAGGLER, -1):
         for name, case in CASES.items():
+            if any(r["case"] == name and r["straggler"] == (straggler >= 0) for r in rows):
+                continue
             runs = []
             for _ in range(args.repeats):
                 with held(args.lock):
@@ -107,29 +111,53 @@ def main() -> None:
             row = {"case": name, "straggler": straggler >= 0, **median_row(runs)}
             rows.append(row)
             print(harness.table([row], [k for k in row if k != "curve"]), flush=True)
+            save(rows, args, complete=False)   # a run cut short keeps the finished cases
+    print(harness.table(rows, COLUMNS))
+    save(rows, args, complete=True)
+
+
+COLUMNS = ["case", "straggler", "samples_per_s", "speed_vs_mbsgd", "accuracy", "accuracy_minus_mbsgd",
+           "seconds_to_95", "bytes_vs_asyncps_fp32", "max_staleness", "mean_staleness", "rejected",
+           "slowest_computing_s", "slowest_in_step_s", "others_in_step_s"]
+
+
+def previous_rows(steps: int) -> list[dict]:
+    path = harness.RESULTS / "staleness.json"
+    if not path.exists():
+        return []
+    doc = json.loads(path.read_text())
+    return doc["rows"] if doc.get("steps") == steps else []
+
+
+def compare(rows: list[dict]) -> None:
+    """Each row's ratios to its setting's mbsgd and fp32 asyncps (None while that peer has not run)."""
     for row in rows:
         peers = {r["case"]: r for r in rows if r["straggler"] == row["straggler"]}
-        row["speed_vs_mbsgd"] = row["samples_per_s"] / peers["mbsgd"]["samples_per_s"]
-        row["accuracy_minus_mbsgd"] = row["accuracy"] - peers["mbsgd"]["accuracy"]
-        row["bytes_vs_asyncps_fp32"] = row["bytes_pushed_per_trainer"] / peers["asyncps fp32"]["bytes_pushed_per_trainer"]
-    columns = ["case", "straggler", "samples_per_s", "speed_vs_mbsgd", "accuracy", "accuracy_minus_mbsgd",
-               "seconds_to_95", "bytes_vs_asyncps_fp32", "max_staleness", "mean_staleness", "rejected",
-               "slowest_computing_s", "slowest_in_step_s", "others_in_step_s"]
-    print(harness.table(rows, columns))
+        mbsgd, fp32 = peers.get("mbsgd"), peers.get("asyncps fp32")
+        row["speed_vs_mbsgd"] = row["samples_per_s"] / mbsgd["samples_per_s"] if mbsgd else None
+        row["accuracy_minus_mbsgd"] = row["accuracy"] - mbsgd["accuracy"] if mbsgd else None
+        row["bytes_vs_asyncps_fp32"] = (row["bytes_pushed_per_trainer"] / fp32["bytes_pushed_per_trainer"]
+                                        if fp32 else None)
+
+
+def save(rows: list[dict], args: argparse.Namespace, complete: bool) -> None:
+    compare(rows)
 
     def plot(ax) -> None:
         names = list(CASES)
         for offset, straggler in ((-0.2, True), (0.2, False)):
-            vals = [next(r["speed_vs_mbsgd"] for r in rows if r["case"] == n and r["straggler"] == straggler)
-                    for n in names]
+            vals = [next((r["speed_vs_mbsgd"] or 0.0 for r in rows if r["case"] == n and r["straggler"] == straggler),
+                         0.0) for n in names]
             ax.bar([i + offset for i in range(len(names))], vals, width=0.4,
                    label="with a 2x straggler" if straggler else "no straggler")
+        ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_xticks(range(len(names)), names, rotation=20)
         ax.set_ylabel("samples/s relative to mbsgd (same setting)")
         ax.set_title(f"{WORLD} processes, TinyCNN MNIST, {args.steps} steps per trainer")
         ax.legend()
 
-    harness.save("staleness", {"steps": args.steps, "repeats": args.repeats, "rows": rows}, plot)
+    harness.save("staleness", {"steps": args.steps, "repeats": args.repeats, "complete": complete, "rows": rows},
+                 plot)
 
 
 if __name__ == "__main__":
