@@ -12,7 +12,8 @@ the K most recent updates (min(K, steps since the last drain), the staleness rep
 
 deterministically (every rank completes the same steps in the same order, so the collectives match and
 the replicas stay identical). A straggler holds the others back only once they are K steps ahead.
-At most K + 1 gradient copies are in flight. `drain()` completes every step taken (checkpoints and
+At most K + 1 gradient copies are in flight. clip_grad_norm_ marks the step's gradient for clipping by
+its global norm when it is completed (the norm exists only then). `drain()` completes every step taken (checkpoints and
 close do it first, so what they save is the parameters after every step taken); K = 0 never comes here
 (zero1 as it was)."""
 from __future__ import annotations
@@ -35,6 +36,7 @@ class _InFlight:
     shards: list[torch.Tensor]         # the averaged gradient shards, once the works are done
     grads: list[torch.Tensor]          # the flat gradient copies the works read
     hyper: list[dict[str, Any]]        # the user's param_groups' hyper-parameters at this step
+    max_norm: float | None             # clip_grad_norm_'s bound for this step's gradient, if called
 
 
 class DelayedSteps:
@@ -45,6 +47,8 @@ class DelayedSteps:
         self.queue: list[_InFlight] = []
         self.applied = 0                   # steps whose update the model's parameters hold
         self.stats = StalenessStats()
+        self.clip_next: float | None = None   # set by clip_grad_norm_ between backward and step
+        self.last_norm = torch.tensor(float("nan"))   # the global gradient norm of the latest completed step
 
     @torch.no_grad()
     def launch(self, step: int) -> None:
@@ -65,7 +69,8 @@ class DelayedSteps:
             shards.append(shard)
             grads.append(flat)
         hyper = [shard_optimizer.hyper_parameters(pg) for pg in opt.optimizer.param_groups]
-        self.queue.append(_InFlight(step, works, shards, grads, hyper))
+        self.queue.append(_InFlight(step, works, shards, grads, hyper, self.clip_next))
+        self.clip_next = None
 
     def complete_through(self, step: int) -> None:
         """Complete, in order, every in-flight step up to and including `step`."""
@@ -81,8 +86,10 @@ class DelayedSteps:
         opt = self.opt
         for w in item.works:
             w.wait()
-        for group, shard in zip(opt.groups, item.shards):
-            grad = shard.float()
+        grads = [shard.float() for shard in item.shards]
+        if item.max_norm is not None:   # the global norm exists only now that the step is reduced
+            self.last_norm = opt._clip_shards(grads, item.max_norm)
+        for group, grad in zip(opt.groups, grads):
             for i, piece in enumerate(group.shard_params):
                 piece.grad = group.piece_of(grad, i)
         for mine, hyper in zip(opt.shard_optimizer.param_groups, item.hyper):

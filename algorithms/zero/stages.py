@@ -95,11 +95,14 @@ class ZeRO1(_GatheredStage):
         self.synchronize()
 
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
-        if self._delayed is not None:
-            raise ValueError("clip_grad_norm_: zero1 with staleness_bound > 0 reduces a step's gradients K steps "
-                             "later, so their global norm is not known at this step; clip the local gradients "
-                             "(torch.nn.utils.clip_grad_norm_) or use staleness_bound=0")
-        return super().clip_grad_norm_(max_norm, norm_type)
+        """With staleness_bound > 0 this step's gradient is reduced K steps later: it is clipped by its
+        global norm then, and what returns is the norm of the latest completed step (NaN before one)."""
+        if self._delayed is None:
+            return super().clip_grad_norm_(max_norm, norm_type)
+        if norm_type != 2.0:
+            raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported for sharded gradients, got {norm_type}")
+        self._delayed.clip_next = float(max_norm)
+        return self._delayed.last_norm
 
     def comm_stats(self) -> dict[str, Any]:
         """The channel's counters plus the staleness the gradients had (0 when staleness_bound is 0)."""

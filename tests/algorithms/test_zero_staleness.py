@@ -13,7 +13,7 @@ import torch
 import algorithms
 from algorithms import OptionError
 from tests.algorithms.problem import loss_on, lr_at, make_inner, make_model
-from tests.algorithms.workers.zero_staleness import CUT, INNER, K, STEPS
+from tests.algorithms.workers.zero_staleness import CLIP, CUT, INNER, K, STEPS
 from tests.launch import mpirun
 
 WORLD = 3
@@ -24,14 +24,15 @@ TOL = 1e-6   # a reduce-scatter sums in another order than the simulation's mean
 def results(tmp_path_factory) -> dict[str, list[dict]]:
     out = tmp_path_factory.mktemp("zero_staleness")
     mpirun(WORLD, "tests.algorithms.workers.zero_staleness", str(out), "1", timeout=600)
-    names = ("k0", "k2", "k2_slow", "resume")
+    names = ("k0", "k2", "k2_slow", "k2_clip", "resume")
     return {n: [torch.load(out / f"{n}_rank{r}.pt", weights_only=False) for r in range(WORLD)] for n in names}
 
 
-def simulate(bound: int, steps: int, drained_at: int = 0) -> list[torch.Tensor]:
+def simulate(bound: int, steps: int, drained_at: int = 0, clip: float | None = None) -> list[torch.Tensor]:
     """The delayed rule from its definition: the gradient of step t is every rank's gradient on the
     parameters after max(0, t - bound) updates, averaged, and stepped (with step t's LR) into the newest.
-    `drained_at`: every update was applied before that step (a checkpoint), the delay restarting there."""
+    `drained_at`: every update was applied before that step (a checkpoint), the delay restarting there;
+    `clip`: the mean gradient clipped to that global norm (torch's clip_grad_norm_) before the step."""
     model, probe = make_model(seed=1), make_model(seed=1)
     opt = make_inner(INNER, model.parameters())
     base = opt.param_groups[0]["lr"]
@@ -47,6 +48,8 @@ def simulate(bound: int, steps: int, drained_at: int = 0) -> list[torch.Tensor]:
             grads.append([p.grad.clone() for p in probe.parameters()])
         for i, p in enumerate(model.parameters()):
             p.grad = torch.stack([g[i] for g in grads]).mean(0)
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.param_groups[0]["lr"] = lr_at(t, base)
         opt.step()
         history.append([p.detach().clone() for p in model.parameters()])
@@ -77,6 +80,16 @@ def test_bound_2_follows_the_delayed_rule(results, case):
         assert_params(r["params"], expected)
         # before close the model misses the last K updates: it holds the simulation's x_{STEPS-K}
         assert_params(r["before_close"], simulate(K, STEPS - K))
+
+
+@pytest.mark.mpi
+def test_clipping_applies_to_each_step_when_it_is_completed(results):
+    expected = simulate(K, STEPS, clip=CLIP)
+    assert max(float((a - b).abs().max()) for a, b in zip(expected, simulate(K, STEPS))) > 1e-4   # it clipped
+    for r in results["k2_clip"]:
+        assert_params(r["params"], expected)
+        norms = r["norms"]   # the norm of the latest completed step: none for the first K steps
+        assert all(n != n for n in norms[:K + 1]) and all(n > CLIP for n in norms[K + 1:]), norms
 
 
 @pytest.mark.mpi

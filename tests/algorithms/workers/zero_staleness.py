@@ -3,7 +3,8 @@ problem (tests/algorithms/problem.py, SGD momentum, decaying LR) and saves what 
 its independent simulation, to OUT/<case>_rank<r>.pt. argv: OUT [SLOW_RANK].
 
 Cases: k0 (zero1 as it was, and with staleness_bound=0), k2 (bound 2; the gradient copies in flight
-after every step), k2_slow (bound 2, one rank 3x slower: the same parameters), resume (bound 2: a run with
+after every step), k2_slow (bound 2, one rank 3x slower: the same parameters), k2_clip (bound 2 with
+opt.clip_grad_norm_ every step), resume (bound 2: a run with
 a checkpoint at step 5, and a run resumed from it, through state_dict and through the sharded files)."""
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from tests.algorithms.workers.common import build, train, world
 
 STEPS, K, CUT = 10, 2, 5
+CLIP = 0.05          # small enough to clip most steps of the problem
 INNER = "momentum"
 STEP_SECONDS = 0.02   # the ranks' step time in k2_slow (the slow one sleeps 3x as long)
 
@@ -26,7 +28,7 @@ def params(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def run(comm: Any, options: dict[str, Any], slow_rank: int = -1) -> dict[str, Any]:
+def run(comm: Any, options: dict[str, Any], slow_rank: int = -1, clip: float | None = None) -> dict[str, Any]:
     model, opt = build(comm, "zero1", options, INNER, False)
     in_flight: list[int] = []
 
@@ -34,11 +36,13 @@ def run(comm: Any, options: dict[str, Any], slow_rank: int = -1) -> dict[str, An
         in_flight.append(len(opt._delayed.queue) if opt._delayed is not None else 0)
         time.sleep(STEP_SECONDS * (3.0 if comm.rank == slow_rank else 1.0) if slow_rank >= 0 else 0.0)
 
-    train(comm, model, opt, 0, STEPS, schedule=True, on_step=after)
+    norms: list[float] = []
+    train(comm, model, opt, 0, STEPS, schedule=True, on_step=after,
+          before_step=(lambda t: norms.append(float(opt.clip_grad_norm_(clip)))) if clip else None)
     before_close = params(model)
     opt.close()
     return {"params": params(model), "before_close": before_close, "stats": opt.comm_stats(),
-            "in_flight": in_flight}
+            "in_flight": in_flight, "norms": norms}
 
 
 def resumed(comm: Any, out: Path) -> dict[str, Any]:
@@ -76,6 +80,7 @@ def main() -> None:
         "k0": lambda: {"default": run(comm, {}), "bound0": run(comm, {"staleness_bound": 0})},
         "k2": lambda: run(comm, {"staleness_bound": K}),
         "k2_slow": lambda: run(comm, {"staleness_bound": K}, slow_rank),
+        "k2_clip": lambda: run(comm, {"staleness_bound": K}, clip=CLIP),
         "resume": lambda: resumed(comm, out),
     }
     for name, case in results.items():
