@@ -8,6 +8,12 @@ when step t - K - 1 is complete everywhere (it holds every live rank's gradient 
 step t is computed on parameters that miss at most the K most recent averaged steps, and that number is
 the staleness reported (0 for every step when K = 0, which is mbsgd).
 
+Stale gradients add implicit momentum (algorithms/ps/stale_steps.py): with momentum 0.9 and K >= 1 the
+plain rule diverges on MNIST (benchmarks/ssp_momentum.py). `staleness_correction="momentum"` lowers each
+step's explicit momentum by the implicit one of that step's mean staleness; "scale" weights each
+contribution by 1/(1+s). The default (None) is the plain rule of ALGORITHMS.md. Every gradient travels
+with its staleness, so every replica takes the same corrected step.
+
 A rank that stops being heard for worker_timeout is dropped from the live set (named in the log) and the
 steps it had not sent are completed without it. A rank killed while sending its gradient to its peers can
 leave one peer with that gradient and another without it: their replicas then differ by that one step
@@ -31,6 +37,7 @@ from algorithms.ps.liveness import Heartbeat, Liveness, release
 from algorithms.ps.optimizers import FT_OPTIONS, independent_comm, validate_common
 from algorithms.ps.rules import ServerModel
 from algorithms.ps.server import STARTUP_GRACE
+from algorithms.ps.stale_steps import CORRECTIONS, momentum_lowered, stale_scale
 from algorithms.ps.stats import StalenessStats
 from algorithms.registry import register
 
@@ -44,7 +51,7 @@ class SSP(CommOptimizer):
     training = traits.WRAPPER
     state_layout = traits.PER_RANK    # ranks may be up to K steps apart when a checkpoint is written
     independent_processes = True      # a rank's death must not end the others (apps' launch reads this)
-    algorithm_options: dict[str, Any] = {"staleness_bound": 2, **FT_OPTIONS}
+    algorithm_options: dict[str, Any] = {"staleness_bound": 2, "staleness_correction": None, **FT_OPTIONS}
 
     def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None,
                  **kwargs: Any) -> None:
@@ -53,6 +60,8 @@ class SSP(CommOptimizer):
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = validate_common(config)
         config["staleness_bound"] = opts.integer("staleness_bound", config["staleness_bound"], 0)
+        config["staleness_correction"] = opts.choice("staleness_correction", config["staleness_correction"],
+                                                     CORRECTIONS)
         return config
 
     def _broadcast_initial_state(self) -> None:
@@ -71,7 +80,7 @@ class SSP(CommOptimizer):
         self.stats = StalenessStats()
         self.model = ServerModel(self.params, self.optimizer)   # applies averaged steps, counts them
         self.signature = wire.signature(self.params)
-        self.pending: dict[int, dict[int, torch.Tensor]] = {}   # step -> rank -> gradient
+        self.pending: dict[int, dict[int, tuple[torch.Tensor, int]]] = {}   # step -> rank -> (gradient, staleness)
         self.final: dict[int, int] = {}                         # rank -> steps it took (said goodbye)
         self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
         self._heartbeats.append(Heartbeat(self.ctx, self.rank, [self.layout.addresses[r] for r in self.peers],
@@ -135,7 +144,7 @@ class SSP(CommOptimizer):
         elif msg.kind == "grad":
             self.stats.pulled += msg.nbytes
             grad = payload.decode(msg.header, msg.tensors, self.options["codec"])
-            self.pending.setdefault(int(msg.get("step")), {})[peer] = grad
+            self.pending.setdefault(int(msg.get("step")), {})[peer] = (grad, int(msg.get("staleness", 0)))
         elif msg.kind == "bye":
             self.final[peer] = int(msg.get("step"))
             self.liveness.finish(peer)
@@ -158,21 +167,32 @@ class SSP(CommOptimizer):
             members = self._members(t)
             if not all(r in have for r in members):
                 return
-            mean = torch.stack([have[r] for r in members]).mean(0)
-            self.model.step(mean, None)
+            self._apply([have[r] for r in members])
             del self.pending[t]
+
+    def _apply(self, contributions: list[tuple[torch.Tensor, int]]) -> None:
+        """One averaged step from (gradient, staleness) pairs, corrected as staleness_correction says."""
+        correction = self.options["staleness_correction"]
+        grads = [g * stale_scale(s) if correction == "scale" else g for g, s in contributions]
+        mean = torch.stack(grads).mean(0)
+        if correction == "momentum":
+            with momentum_lowered(self.optimizer, sum(s for _, s in contributions) / len(contributions)):
+                self.model.step(mean, None)
+        else:
+            self.model.step(mean, None)
 
     # -- the step --------------------------------------------------------------------------------
     def _step(self, loss: float | None) -> None:
         tic = time.perf_counter()
         t = self.steps
-        self.stats.staleness(t - self.applied)   # averaged steps missing from the parameters of this gradient
+        stale = t - self.applied                 # averaged steps missing from the parameters of this gradient
+        self.stats.staleness(stale)
         self.stats.calls += 1
         fields, tensors = payload.encode(payload.gradients(self.params), self.options["codec"], self.residual)
         mine = payload.decode(fields, tensors, self.options["codec"])   # this rank's part, as its peers decode it
-        self.pending.setdefault(t, {})[self.rank] = mine
+        self.pending.setdefault(t, {})[self.rank] = (mine, stale)
         for r in sorted(self.liveness.live):
-            self._send(r, "grad", {**fields, "step": t}, tensors)
+            self._send(r, "grad", {**fields, "step": t, "staleness": stale}, tensors)
         # step t + 1 may start only once step t + 1 - K - 1 = t - K is complete
         self._wait_until(t + 1 - self.options["staleness_bound"])
         self.stats.seconds += time.perf_counter() - tic

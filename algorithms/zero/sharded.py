@@ -167,7 +167,12 @@ class ZeroOptimizer(CommOptimizer):
         between backward and step (torch's own cannot see a sharded gradient)."""
         if norm_type != 2.0:
             raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported for sharded gradients, got {norm_type}")
-        shards = self._gradient_shards()
+        return self._clip_shards(self._gradient_shards(), max_norm)
+
+    @torch.no_grad()
+    def _clip_shards(self, shards: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+        """Scale the fp32 gradient shards in place so their global norm is at most max_norm (collective);
+        returns the norm before."""
         squares = torch.zeros(1, dtype=torch.float32, device=self.groups[0].master.device)
         for s in shards:
             squares += s.float().pow(2).sum()

@@ -10,15 +10,22 @@ for the shard only), then the parameters are all-gathered from the shards.
   `opt.clip_grad_norm_(max_norm)`.
 The flat groups are GradientBuckets' buckets, so a bucket's reduce-scatter lands in exactly the
 shard its master steps. `hybrid=True` shards within a node and keeps the shards replicated across
-nodes (zero2: reduce-scatter in the node, then all-reduce the shard across nodes)."""
+nodes (zero2: reduce-scatter in the node, then all-reduce the shard across nodes).
+
+zero1 takes `staleness_bound` K (default 0: the above): with K >= 1 step t's reduction is left in flight
+and step t - K is completed at the end of step t (algorithms/zero/delayed.py), so a gradient misses the
+K latest updates and ranks run up to K steps apart."""
 from __future__ import annotations
 
+from typing import Any
 
 import torch
 
 import pycomm
+from algorithms import options as opts
 from algorithms.bucketed import BucketedGradients
 from algorithms.registry import register
+from algorithms.zero.delayed import DelayedSteps
 from algorithms.zero.sharded import ZeroOptimizer
 
 
@@ -47,12 +54,110 @@ class _GatheredStage(BucketedGradients, ZeroOptimizer):
 
 @register("zero1")
 class ZeRO1(_GatheredStage):
+    algorithm_options: dict[str, Any] = {**ZeroOptimizer.algorithm_options, "staleness_bound": 0}
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        config = super()._validate(config)
+        config["staleness_bound"] = opts.integer("staleness_bound", config["staleness_bound"], 0)
+        return config
+
+    @property
+    def _stale(self) -> bool:
+        return self.options["staleness_bound"] > 0
+
     def _plan_groups(self) -> list[list[torch.Tensor]]:
         dtype = self.params[0].dtype
         self._buckets = pycomm.GradientBuckets(self.params, comm=self.comm, mode="allreduce",
                                                bucket_bytes=self.options["bucket_bytes"], wire_dtype=self._wire(dtype),
                                                codec=self.options["codec"])
+        if self._stale:   # the reduction is issued at step() and left in flight, not during backward
+            self._buckets.remove_hooks()
         return [b.params for b in self._buckets.buckets]
+
+    def _after_setup(self) -> None:
+        self._delayed = DelayedSteps(self, self.options["staleness_bound"]) if self._stale else None
+
+    def _step(self, loss: float | None) -> None:
+        if self._delayed is None:
+            super()._step(loss)
+            return
+        self._delayed.launch(self.steps)
+        self._delayed.complete_through(self.steps - self.options["staleness_bound"])
+        self._grad_shards_cache = None
+
+    def synchronize(self) -> None:
+        """With staleness_bound > 0: complete every step taken (the parameters then hold all updates)."""
+        if self._delayed is not None:
+            self._delayed.drain()
+
+    def close(self) -> None:
+        """End of training: complete the steps still in flight (staleness_bound > 0); idempotent."""
+        self.synchronize()
+
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+        """With staleness_bound > 0 this step's gradient is reduced K steps later: it is clipped by its
+        global norm then, and what returns is the norm of the latest completed step (NaN before one)."""
+        if self._delayed is None:
+            return super().clip_grad_norm_(max_norm, norm_type)
+        if norm_type != 2.0:
+            raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported for sharded gradients, got {norm_type}")
+        self._delayed.clip_next = float(max_norm)
+        return self._delayed.last_norm
+
+    def comm_stats(self) -> dict[str, Any]:
+        """The channel's counters plus the staleness the gradients had (0 when staleness_bound is 0)."""
+        stats = super().comm_stats()
+        if self._delayed is None:
+            return {**stats, "max_staleness": 0, "mean_staleness": 0.0}
+        mine = self._delayed.stats.as_dict()
+        return {**stats, **{k: mine[k] for k in ("max_staleness", "mean_staleness", "staleness_histogram")}}
+
+    # checkpoints hold the parameters after every step taken: drain the in-flight steps first
+    def full_state_dict(self) -> dict[str, Any]:
+        self.synchronize()
+        return super().full_state_dict()
+
+    def full_model_state_dict(self) -> dict[str, Any]:
+        self.synchronize()
+        return super().full_model_state_dict()
+
+    def sharded_state_dict(self) -> dict[str, Any]:
+        self.synchronize()
+        return super().sharded_state_dict()
+
+    def save_sharded_state_dict(self, directory: Any) -> None:
+        self.synchronize()
+        super().save_sharded_state_dict(directory)
+
+    def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
+        self.synchronize()
+        super().load_full_state_dict(full, steps)
+        self._restart_delay()
+
+    def load_sharded_state_dict(self, shards: Any) -> None:
+        self.synchronize()
+        super().load_sharded_state_dict(shards)
+        self._restart_delay()
+
+    def _restart_delay(self) -> None:
+        if self._delayed is not None:
+            self._delayed.applied = self.steps
+
+    def _algorithm_state(self) -> dict[str, Any]:
+        self.synchronize()
+        state = super()._algorithm_state()
+        if self._delayed is not None:
+            state["delayed"] = self._delayed.state_dict()
+        return state
+
+    def _load_algorithm_state(self, state: dict[str, Any]) -> None:
+        self.synchronize()
+        super()._load_algorithm_state(state)
+        if self._delayed is not None:
+            if "delayed" in state:
+                self._delayed.load_state_dict(state["delayed"])
+            else:
+                self._restart_delay()
 
     def _gradient_shard(self, index: int) -> torch.Tensor:
         g = self.groups[index]

@@ -30,7 +30,8 @@ def build(comm: Any, algorithm: str, options: dict[str, Any], inner: str, batchn
 
 
 def train(comm: Any, model: torch.nn.Module, opt: Any, first: int, last: int, schedule: bool,
-          on_step: Callable[[int], None] | None = None) -> list[list[torch.Tensor]]:
+          on_step: Callable[[int], None] | None = None,
+          before_step: Callable[[int], None] | None = None) -> list[list[torch.Tensor]]:
     """Steps first..last-1 on this rank's fixed batches; the state_dict values after each step."""
     base_lr = opt.param_groups[0].get("base_lr", opt.param_groups[0]["lr"])
     for g in opt.param_groups:
@@ -43,6 +44,8 @@ def train(comm: Any, model: torch.nn.Module, opt: Any, first: int, last: int, sc
         opt.zero_grad()
         loss = loss_on(model, comm.rank, t)
         loss.backward()
+        if before_step:
+            before_step(t)
         opt.step(loss=loss)
         out.append([v.detach().clone() for v in model.state_dict().values()])
         if on_step:

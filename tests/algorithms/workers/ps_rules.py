@@ -1,8 +1,9 @@
 """One process of a fault-tolerant algorithm on the rule-check problem (tests/algorithms/problem.py),
 started independently (tests.launch.independent): the server serves, workers (or ssp ranks) train
 `steps` steps on their fixed batches, optionally `slow` times slower (sleeping), and each process saves
-its final parameters and statistics to OUT/rank<r>.pt. With servers > 1 the servers start from one model
-and the k-th worker trains on the batches of rank k whatever the number of servers.
+its final parameters and statistics (ssp: and the staleness of each of its steps) to OUT/rank<r>.pt. With
+servers > 1 the servers start from one model and the k-th worker trains on the batches of rank k whatever
+the number of servers.
 
     python -m tests.algorithms.workers.ps_rules ALGORITHM OPTIONS_JSON STEPS OUT INNER [SLOW_RANK SLOW_FACTOR]"""
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main() -> None:
     batches = rank - servers + 1 if servers else rank   # worker k's batches whatever the number of servers
     opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model,
                                    **options)
-    result = {}
+    result: dict = {"seen": []}   # ssp: the staleness of this rank's gradient of each step
     if getattr(opt, "is_server", False):
         result["summary"] = opt.serve()
     else:
@@ -48,6 +49,8 @@ def main() -> None:
             loss = loss_on(model, batches, t)
             loss.backward()
             opt.step(loss=loss)
+            if algorithm == "ssp":
+                result["seen"].append(opt.comm_stats()["step_metrics"]["staleness_max"])
         opt.close()
     result.update(params=[p.detach().clone() for p in model.parameters()], stats=opt.comm_stats())
     torch.save(result, out / f"rank{rank}.pt")
