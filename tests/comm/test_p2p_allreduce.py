@@ -29,7 +29,7 @@ def test_missing_rank_gives_stall_error_naming_it(ranks):
     assert all(f"MARK rank {r} done" in out for r in range(ranks)), out
     last = ranks - 1
     for r in range(last):
-        for numel in (1000, 16384):
+        for numel in (1000, 32768):
             m = re.search(rf"MARK rank {r} stall of {numel} after [\d.]+ s: (.*)", out)
             assert m, out
             msg = m.group(1)
