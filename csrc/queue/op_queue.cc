@@ -86,21 +86,27 @@ std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op, bool cal
   struct InlineSlot {
     State& st;
     bool posted = false;
+    // The thread is woken only when it has something to do: a futex wake-up per op (and the thread
+    // then taking a core) cost more than a small all-reduce itself.
     void post() {
+      bool wake = false;
       {
         std::lock_guard<std::mutex> lk(st.mu);
         st.inline_running = false;
         ++st.inline_in_flight;
         posted = true;
+        wake = !st.pending.empty();
       }
-      st.cv.notify_all();  // ops submitted while it was being posted
+      if (wake) st.cv.notify_all();  // ops submitted while it was being posted
     }
     ~InlineSlot() {
+      bool wake = false;
       {
         std::lock_guard<std::mutex> lk(st.mu);
         if (posted) --st.inline_in_flight; else st.inline_running = false;
+        wake = !st.pending.empty() || st.stopping;
       }
-      st.cv.notify_all();  // ops waiting for it, or a stopping thread waiting to exit
+      if (wake) st.cv.notify_all();  // ops waiting for it, or a stopping thread waiting to exit
     }
   } slot{*state_};
   run_inline(*op, *health_, timeout_s, [&slot] { slot.post(); });
@@ -169,7 +175,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         if (may_exit()) break;
         // Sleep, no spinning: blocking host all-reduces run on their callers' threads, and a spinning
         // progress thread took the cores that ranks on a full node need.
-        st->cv.wait(lk, [&] { return !st->pending.empty() || may_exit() || st->inline_running; });
+        st->cv.wait(lk, [&] { return !st->pending.empty() || may_exit(); });
         continue;
       }
       if (!st->pending.empty()) next = st->pending.front().get();
