@@ -7,7 +7,7 @@
 // corruption" of mismatched ring all-reduces).
 //
 // A small all-reduce travels in the same messages (fuse()): each message is every signature known
-// so far followed by the sender's partial sum, so the op costs log2(size) message rounds in all.
+// so far followed by the sender's partial sum (cut into pieces that MPI sends eagerly), so the op costs log2(size) message rounds in all.
 // Messages are taken with MPI_Improbe at whatever size they arrive, so ops of every kind and size
 // meet in the same exchange and any difference is named. A rank stops sending data once it has seen
 // a signature that differs, and the result reaches the caller's buffer only when all matched.
@@ -45,7 +45,9 @@ class SignatureExchange {
     bool result = false;  // the received data is the finished result (the fold's last message)
   };
   struct Buffers {  // on the heap: leaked if the exchange is abandoned while MPI may still use them
-    std::vector<int64_t> out;  // every signature known (size * kSignatureLen), then the partial sum
+    // The message: its length in bytes, every signature known (size * kSignatureLen), the partial sum.
+    // It travels in pieces of at most 4 KiB.
+    std::vector<int64_t> out;
     std::vector<int64_t> in;   // one received message
   };
   void plan(const CommHandles& comm);
@@ -58,8 +60,8 @@ class SignatureExchange {
   std::vector<Phase> phases_;
   size_t phase_ = 0;
   bool posted_ = false, finished_ = false;
-  MPI_Request send_req_ = MPI_REQUEST_NULL, recv_req_ = MPI_REQUEST_NULL;
-  bool probed_ = false;  // the current phase's message has been matched (MPI_Improbe)
+  std::vector<MPI_Request> send_reqs_, recv_reqs_;  // the current phase's pieces
+  bool probed_ = false;  // the current phase's first piece is in (MPI_Improbe)
   int64_t in_bytes_ = 0;
   OpSignature mine_{};
   // The fused all-reduce (bytes_ == 0: none); `clean_`: every signature seen so far equals mine.
