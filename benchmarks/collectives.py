@@ -294,7 +294,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
     small = rows["small"] + rows["small_busy"]
-    draw = (plot_small(small) if small else plot_busbw(rows["busbw"]) if rows["busbw"] else plot_shards(rows["shards"]) if rows["shards"]
+    draw = (plot_busbw(rows["busbw"]) if rows["busbw"] else plot_small(small) if small
+            else plot_shards(rows["shards"]) if rows["shards"]
             else plot_codec_time(rows["quantized_shaped"]) if rows["quantized_shaped"] else None)
     path = save(args.name, payload, draw)
     print_report(rows, checks)
