@@ -8,6 +8,7 @@
 #include "common/settings.h"
 #include "diagnostics/op_validation.h"
 #include "queue/inline_run.h"
+#include "queue/spin.h"
 #include "transport/mpi/p2p.h"
 #include "transport/mpi/progress_window.h"
 #include "transport/mpi/allreduce_op.h"
@@ -61,6 +62,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
+  note_ranks_on_node(local_size);  // pollers yield only when ranks outnumber the cores (queue/spin.h)
   int* tag_ub = nullptr;
   int has_tag_ub = 0;
   check(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr (MPI_TAG_UB)");
