@@ -16,6 +16,7 @@ std::vector<P2pStep> segmented(const std::vector<P2pStep>& steps, int64_t seg) {
     const int64_t longest = std::max(s.send_to >= 0 ? s.send_count : 0, s.recv_from >= 0 ? s.recv_count : 0);
     for (int64_t off = 0; off < longest; off += seg) {
       P2pStep part = s;
+      part.group = static_cast<int>(&s - steps.data());
       part.send_begin += off;
       part.send_count = std::max<int64_t>(0, std::min(seg, s.send_count - off));
       part.recv_begin += off;
@@ -37,38 +38,48 @@ P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datat
   int64_t longest = 0;
   for (const P2pStep& s : steps_)
     if (s.reduce) longest = std::max(longest, s.recv_count);
-  if (longest > 0) scratch_ = pool_.take(static_cast<size_t>(longest * elem_size_));
+  slot_bytes_ = static_cast<size_t>(longest * elem_size_);
+  if (longest > 0) scratch_ = pool_.take(kWindow * slot_bytes_);
 }
 
 P2pSchedule::~P2pSchedule() {
-  if (reqs_[0] != MPI_REQUEST_NULL || reqs_[1] != MPI_REQUEST_NULL) (void)scratch_.release();
-  else if (scratch_) pool_.give_back(std::move(scratch_));
+  for (MPI_Request r : reqs_)
+    if (r != MPI_REQUEST_NULL) {
+      (void)scratch_.release();  // abandoned with requests pending: MPI may still write the scratch
+      return;
+    }
+  if (scratch_) pool_.give_back(std::move(scratch_));
 }
 
-void P2pSchedule::post(const char* what) {
-  const P2pStep& s = steps_[next_++];
+void P2pSchedule::post(size_t i, const char* what) {
+  const P2pStep& s = steps_[i];
+  const size_t slot = i % kWindow;
   if (s.recv_from >= 0) {
-    void* dst = s.reduce ? static_cast<void*>(scratch_->data()) : at(s.recv_begin);
-    check(MPI_Irecv(dst, static_cast<int>(s.recv_count), type_, s.recv_from, tag_, comm_, &reqs_[0]), what);
+    void* dst = s.reduce ? static_cast<void*>(scratch_->data() + slot * slot_bytes_) : at(s.recv_begin);
+    check(MPI_Irecv(dst, static_cast<int>(s.recv_count), type_, s.recv_from, tag_, comm_, &reqs_[2 * slot]), what);
   }
   if (s.send_to >= 0)
-    check(MPI_Isend(at(s.send_begin), static_cast<int>(s.send_count), type_, s.send_to, tag_, comm_, &reqs_[1]), what);
-  posted_ = true;
+    check(MPI_Isend(at(s.send_begin), static_cast<int>(s.send_count), type_, s.send_to, tag_, comm_,
+                    &reqs_[2 * slot + 1]),
+          what);
 }
 
 bool P2pSchedule::poll(const char* what) {
   while (true) {
-    if (!posted_) {
-      if (next_ == steps_.size()) return true;
-      post(what);
-    }
+    // Up to kWindow messages of one step in flight: a rank that is descheduled (more ranks than
+    // cores) then holds up the others once per window, not once per message.
+    while (next_ < steps_.size() && next_ - done_ < kWindow &&
+           (next_ == done_ || steps_[next_].group == steps_[done_].group))
+      post(next_++, what);
+    if (done_ == steps_.size()) return true;
+    const size_t slot = done_ % kWindow;
     int done = 0;
-    check(MPI_Testall(2, reqs_, &done, MPI_STATUSES_IGNORE), what);
+    check(MPI_Testall(2, &reqs_[2 * slot], &done, MPI_STATUSES_IGNORE), what);
     if (!done) return false;
-    posted_ = false;
-    const P2pStep& s = steps_[next_ - 1];
+    const P2pStep& s = steps_[done_++];
     if (s.reduce && s.recv_count > 0)
-      check(MPI_Reduce_local(scratch_->data(), at(s.recv_begin), static_cast<int>(s.recv_count), type_, op_),
+      check(MPI_Reduce_local(scratch_->data() + slot * slot_bytes_, at(s.recv_begin), static_cast<int>(s.recv_count),
+                             type_, op_),
             "allreduce (MPI_Reduce_local)");
   }
 }

@@ -26,6 +26,7 @@ struct P2pStep {
   int recv_from = -1;  // -1: nothing to receive
   int64_t recv_begin = 0, recv_count = 0;
   bool reduce = false;  // receive into scratch, then reduce into the buffer's range
+  int group = 0;        // the step a message belongs to (messages of one step may be in flight together)
 };
 
 class P2pSchedule {
@@ -42,7 +43,8 @@ class P2pSchedule {
   bool poll(const char* what);
 
  private:
-  void post(const char* what);
+  static constexpr size_t kWindow = 4;  // messages in flight at once
+  void post(size_t i, const char* what);
   char* at(int64_t elem) const { return static_cast<char*>(buf_) + elem * elem_size_; }
 
   std::vector<P2pStep> steps_;
@@ -54,9 +56,10 @@ class P2pSchedule {
   int tag_;
   ScratchPool& pool_;
   ScratchPool::Block scratch_;
-  size_t next_ = 0;      // the step to post next
-  bool posted_ = false;  // steps_[next_ - 1] is in flight
-  MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  size_t slot_bytes_ = 0;  // scratch per message in flight
+  size_t next_ = 0;        // the message to post next
+  size_t done_ = 0;        // the oldest message not finished
+  std::vector<MPI_Request> reqs_ = std::vector<MPI_Request>(2 * kWindow, MPI_REQUEST_NULL);  // recv, send per slot
 };
 
 }  // namespace pycomm::mpi
