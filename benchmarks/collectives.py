@@ -10,11 +10,16 @@ the tables and the issue's goals as ratios against the peers measured in the sam
       Allgather on one flat buffer (ZeRO's collectives); `--sections shards --name collectives_shards`;
   (e) quantized_shaped: (c) on an emulated 10 Gbit/s link (benchmarks/shaped_link.py: a network
       namespace whose loopback is shaped by tc tbf; root only, skipped with the reason elsewhere);
-      `--sections quantized_shaped --name collectives_shaped`."""
+      `--sections quantized_shaped --name collectives_shaped`;
+  (f) small: all-reduce, broadcast, all-gather, reduce-scatter vs mpi4py from 4 KiB (issue 16), on the idle
+      machine, and `small_busy`: the same with one busy-loop process pinned to each core beside the ranks
+      (4 ranks on 2 cores are oversubscribed already); `--sections small,small_busy --name collectives_small`."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,7 +31,7 @@ from benchmarks import shaped_link
 from benchmarks.harness import save, table
 from tests.launch import ROOT, mpirun_argv, worker_env
 
-SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped")
+SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy")
 SHAPED_RATE = "10gbit"   # our users' CPU clusters and cross-node links run at 10-25 Gbit/s
 SHAPED_BYTES_PER_S = 10e9 / 8
 MIB = 1 << 20
@@ -38,7 +43,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def busy_cores():
+    """One busy-loop process pinned to each core for the duration (the ranks' cores fully taken)."""
+    procs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", "while True: pass"])
+             for c in sorted(os.sched_getaffinity(0))]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float) -> list[dict]:
+    if section == "small_busy":
+        with busy_cores():
+            rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [])
+        return [{**r, "load": "busy"} for r in rows]
+    if section == "small":
+        return [{**r, "load": "idle"} for r in _run_ranks("small", ranks, quick, max_bytes, timeout, (), [])]
     if section == "quantized_shaped":
         reason = shaped_link.unavailable()
         if reason is not None:
@@ -99,9 +123,24 @@ def shard_goals(rows: list[dict]) -> list[dict]:
     return out
 
 
+def small_goals(rows: list[dict]) -> list[dict]:
+    """Issue 16: busbw >= 1.0x mpi4py's for all-reduce at every size, the other three from 1 MiB, idle and busy."""
+    by = {(r["load"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
+    out = []
+    for (load, n, op, peer, nbytes), sec in sorted(by.items()):
+        if peer != "pycomm":
+            continue
+        ratio = by[(load, n, op, "mpi4py", nbytes)] / sec
+        applies = op == "allreduce" or nbytes >= MIB
+        out.append({"goal": f"{op} busbw vs mpi4py >= 1.0 ({load})", "ranks": n, "bytes": nbytes, "ratio": ratio,
+                    "met": ratio >= 1.0 if applies else None})
+    return out
+
+
 def goals(rows: dict[str, list[dict]]) -> list[dict]:
     """The issue's goals as measured ratios (median times of the same run)."""
     out = shard_goals(rows["shards"]) if rows.get("shards") else []
+    out += small_goals(rows["small"] + rows["small_busy"])
     out += shaped_goals(rows["quantized_shaped"]) if rows.get("quantized_shaped") else []
     by = {(r["ranks"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows.get("busbw", [])}
     for (n, peer, nbytes), sec in sorted(by.items()):
@@ -114,7 +153,7 @@ def goals(rows: dict[str, list[dict]]) -> list[dict]:
         out.append({"goal": "busbw vs gloo >= 1", "ranks": n, "bytes": nbytes, "ratio": speed_vs_gloo,
                     "met": speed_vs_gloo >= 1.0})
     fus = {(r["ranks"], r["case"]): r["seconds"]["median"] for r in rows.get("fusion", [])}
-    for n in sorted({r["ranks"] for r in rows["fusion"]}):
+    for n in sorted({r["ranks"] for r in rows.get("fusion", [])}):
         co = fus[(n, "coalesced_pycomm")]
         flat_ratio = fus[(n, "flat_mpi4py")] / co
         gloo_ratio = fus[(n, "per_tensor_gloo")] / co
@@ -216,10 +255,35 @@ def plot_shards(rows: list[dict]):
     return draw
 
 
+def plot_small(rows: list[dict]):
+    """pycomm's time advantage over mpi4py (mpi4py time / pycomm time) per collective, idle and busy."""
+    def draw(ax: Any) -> None:
+        by = {(r["load"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
+        colors = {"allreduce": "tab:blue", "broadcast": "tab:green", "allgather": "tab:red", "reduce_scatter": "tab:purple"}
+        for (load, n, op) in sorted({k[:3] for k in by}):
+            sizes = sorted(k[4] for k in by if k[:4] == (load, n, op, "pycomm"))
+            ax.plot(sizes, [by[(load, n, op, "mpi4py", b)] / by[(load, n, op, "pycomm", b)] for b in sizes],
+                    marker="o" if load == "idle" else "x", color=colors[op],
+                    linestyle="-" if n == 2 else "--", alpha=1.0 if load == "idle" else 0.6,
+                    label=f"{op}, {n} ranks, {load}")
+        ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("mpi4py time / pycomm time (same run)")
+        ax.set_title("collectives against mpi4py, idle and with every core busy (goal 1.0)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    return draw
+
+
 def print_report(rows: dict[str, list[dict]], checks: list[dict]) -> None:
     shards = [{**r, "median_s": r["seconds"]["median"]} for r in rows.get("shards", [])]
     if shards:
         print(table(shards, ["ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
+    small = [{**r, "median_s": r["seconds"]["median"]} for r in rows["small"] + rows["small_busy"]]
+    if small:
+        print(table(small, ["load", "ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
     if rows["busbw"]:
         busbw = [{**r, "median_s": r["seconds"]["median"]} for r in rows["busbw"]]
         print(table(busbw, ["ranks", "peer", "bytes", "median_s", "busbw_GBs"]))
@@ -261,7 +325,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
-    draw = (plot_busbw(rows["busbw"]) if rows["busbw"] else plot_shards(rows["shards"]) if rows["shards"]
+    small = rows["small"] + rows["small_busy"]
+    draw = (plot_busbw(rows["busbw"]) if rows["busbw"] else plot_small(small) if small
+            else plot_shards(rows["shards"]) if rows["shards"]
             else plot_codec_time(rows["quantized_shaped"]) if rows["quantized_shaped"] else None)
     path = save(args.name, payload, draw)
     print_report(rows, checks)

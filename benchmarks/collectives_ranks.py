@@ -169,6 +169,39 @@ def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
     return rows
 
 
+def section_small(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
+    """Issue 16's four collectives against mpi4py on the same buffers from 4 KiB, in the same processes:
+    all-reduce (pycomm's own, on the caller's thread), broadcast, all-gather and reduce-scatter (MPI's,
+    on the progress thread). `bytes` is the all-reduce / broadcast buffer and the gathered or scattered
+    whole; busbw per nccl-tests."""
+    from mpi4py import MPI
+    comm, n, rows = peers.comm, peers.mpi.size, []
+    for nbytes in sizes(quick, max_bytes):
+        numel = nbytes // 4 // n * n
+        full, shard = torch.zeros(numel), torch.zeros(numel // n)
+        arr, shard_arr = full.numpy(), shard.numpy()
+        cases = {
+            ("allreduce", "pycomm"): lambda: comm.allreduce(full, op=pycomm.SUM),
+            ("allreduce", "mpi4py"): lambda: peers.mpi.Allreduce(MPI.IN_PLACE, arr, op=MPI.SUM),
+            ("broadcast", "pycomm"): lambda: comm.broadcast(full, root=0),
+            ("broadcast", "mpi4py"): lambda: peers.mpi.Bcast(arr, root=0),
+            ("allgather", "pycomm"): lambda: comm.allgather(full, shard),
+            ("allgather", "mpi4py"): lambda: peers.mpi.Allgather(shard_arr, arr),
+            ("reduce_scatter", "pycomm"): lambda: comm.reduce_scatter(shard, full, op=pycomm.SUM),
+            ("reduce_scatter", "mpi4py"): lambda: peers.mpi.Reduce_scatter_block(arr, shard_arr, op=MPI.SUM),
+        }
+        times = timed({f"{op}/{peer}": fn for (op, peer), fn in cases.items()}, peers.mpi,
+                      3 if quick else (5 if nbytes >= 16 * MIB else 9), warmup=2)
+        factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0, "allgather": (n - 1) / n,
+                  "reduce_scatter": (n - 1) / n}
+        for op, peer in cases:
+            tm = times[f"{op}/{peer}"]
+            rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm,
+                         "busbw_GBs": numel * 4 / tm["median"] * factor[op] / 1e9})
+        del full, shard
+    return rows
+
+
 def _bus_bytes() -> float:
     """Bytes this rank has put on the wire (nccl-tests bus bytes: busbw * seconds) over all ops."""
     return sum(c["busbw"] * c["seconds"] for c in pycomm.stats().values())
@@ -225,7 +258,7 @@ def _mpi_max() -> Any:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--section", choices=("busbw", "fusion", "quantized", "shards"), required=True)  # shaped: "quantized" in a namespace
+    ap.add_argument("--section", choices=("busbw", "fusion", "quantized", "shards", "small"), required=True)  # shaped: "quantized" in a namespace
     ap.add_argument("--out", required=True)
     ap.add_argument("--gloo-port", type=int)
     ap.add_argument("--quick", action="store_true")
@@ -238,6 +271,8 @@ def main() -> None:
         rows = section_busbw(peers, args.quick, args.max_bytes)
     elif args.section == "fusion":
         rows = section_fusion(peers, args.quick)
+    elif args.section == "small":
+        rows = section_small(peers, args.quick, args.max_bytes)
     elif args.section == "shards":
         rows = section_shards(peers, args.quick, args.max_bytes)
     else:

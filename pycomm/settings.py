@@ -87,14 +87,15 @@ SETTINGS: tuple[Setting, ...] = (
             "the CPU kernels (csrc/kernels/cpu/isa.cc)", core=True),
     Setting("PYCOMM_MPI_NONBLOCKING", Flag(), False,
             "`1`: MPI collectives as nonblocking calls polled by the progress thread (default: blocking calls on "
-            "it above `PYCOMM_INLINE_BYTES`, faster with Open MPI for large messages); blocking all-reduces of "
-            "32 MiB and more use pycomm's own ring with a reused scratch buffer, because Open MPI 4.1 maps and "
-            "page-faults a message-sized temporary on every call, 2-3x slower than gloo at 64 MiB",
+            "it above `PYCOMM_INLINE_BYTES`, faster with Open MPI for large messages). Host all-reduces never "
+            "use MPI's collectives: pycomm's own, on point-to-point messages (recursive doubling up to 64 KiB, "
+            "Rabenseifner or the ring above, reused scratch buffers), run on the caller's thread",
             "the MPI transport, at each communicator's creation (csrc/transport/mpi/mpi_transport.cc)", core=True),
     Setting("PYCOMM_INLINE_BYTES", Integer(0, 1 << 62, "bytes", {0: "off"}), 0,
             "largest op (bytes) that a blocking call (`async_op=False`, `send`, `recv`) runs on the caller's own "
             "thread when nothing else of that communicator is queued or in flight, instead of handing it to the "
-            "progress thread and waiting. MPI ops up to this size always use nonblocking MPI calls, on either "
+            "progress thread and waiting (blocking host all-reduces on MPI always do, at any size: they never "
+            "block inside MPI). MPI ops up to this size always use nonblocking MPI calls, on either "
             "path (the caller's thread needs them to give up at `PYCOMM_TIMEOUT`, and MPI never matches a "
             "blocking collective with a nonblocking one), and Open MPI's nonblocking collectives are slower than "
             "its blocking ones: set it (e.g. 65536) where ranks' threads outnumber the cores, where the hand-off "
@@ -104,7 +105,8 @@ SETTINGS: tuple[Setting, ...] = (
             "same on every rank (it decides which MPI calls match); fixed from the first communicator on",
             "the host transports' blocking path (csrc/queue/inline_run.cc)", core=True),
     Setting("PYCOMM_SPIN_US", Integer(0, 1_000_000, "microseconds", {0: "no spinning"}), 250,
-            "microseconds a waiter yield-spins before blocking (fixed at first use)",
+            "microseconds a waiter on a queued op yield-spins before blocking (fixed at first use); the idle "
+            "progress thread never spins, it sleeps until an op is queued",
             "the core's waits (csrc/queue/spin.cc)", core=True),
     Setting("PYCOMM_QUANTIZED_SEGMENT", Integer(1, 1 << 62, "elements"), 4 << 20,
             "elements per pipelined segment of `allreduce_quantized`: a larger tensor encodes segment k+1 while "

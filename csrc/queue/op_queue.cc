@@ -20,7 +20,6 @@ struct OpQueue::State {
   std::condition_variable cv;       // new op, or stop
   std::condition_variable exit_cv;  // the thread has ended
   std::deque<std::unique_ptr<QueuedOp>> pending;
-  std::atomic<size_t> pending_count{0};  // pending.size(), readable without the lock
   // Ops the thread took off `pending` and has not finished: raised under `mu` as an op is taken,
   // lowered once it finished, so a submitter holding `mu` that reads 0 knows nothing is in flight.
   std::atomic<size_t> busy{0};
@@ -62,13 +61,12 @@ std::shared_ptr<HostWork> OpQueue::enqueue(std::unique_ptr<QueuedOp> op) {
   admit(*op);
   auto work = op->work;
   state_->pending.push_back(std::move(op));
-  state_->pending_count = state_->pending.size();
   state_->cv.notify_one();
   return work;
 }
 
 std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op, bool caller_waits) {
-  if (!caller_waits || !op->can_run_inline() || !fits_inline(op->info.bytes)) {
+  if (!caller_waits || !op->can_run_inline()) {
     std::lock_guard<std::mutex> lk(state_->mu);
     return enqueue(std::move(op));
   }
@@ -88,21 +86,27 @@ std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op, bool cal
   struct InlineSlot {
     State& st;
     bool posted = false;
+    // The thread is woken only when it has something to do: a futex wake-up per op (and the thread
+    // then taking a core) cost more than a small all-reduce itself.
     void post() {
+      bool wake = false;
       {
         std::lock_guard<std::mutex> lk(st.mu);
         st.inline_running = false;
         ++st.inline_in_flight;
         posted = true;
+        wake = !st.pending.empty();
       }
-      st.cv.notify_all();  // ops submitted while it was being posted
+      if (wake) st.cv.notify_all();  // ops submitted while it was being posted
     }
     ~InlineSlot() {
+      bool wake = false;
       {
         std::lock_guard<std::mutex> lk(st.mu);
         if (posted) --st.inline_in_flight; else st.inline_running = false;
+        wake = !st.pending.empty() || st.stopping;
       }
-      st.cv.notify_all();  // ops waiting for it, or a stopping thread waiting to exit
+      if (wake) st.cv.notify_all();  // ops waiting for it, or a stopping thread waiting to exit
     }
   } slot{*state_};
   run_inline(*op, *health_, timeout_s, [&slot] { slot.post(); });
@@ -155,7 +159,6 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         in_flight.clear();
         st->busy = 0;
         st->pending.clear();
-        st->pending_count = 0;
         auto may_exit = [&] { return st->stopping && !st->inline_running && st->inline_in_flight.load() == 0; };
         if (may_exit()) break;
         st->cv.wait(lk, [&] { return !st->pending.empty() || may_exit(); });
@@ -170,10 +173,9 @@ void OpQueue::loop(std::shared_ptr<State> st) {
       if (st->pending.empty() && in_flight.empty()) {
         auto may_exit = [&] { return st->stopping && st->inline_in_flight.load() == 0; };
         if (may_exit()) break;
-        lk.unlock();  // back-to-back ops should not pay a wake-up each
-        spin_until([&] { return st->pending_count.load() > 0; });
-        lk.lock();
-        st->cv.wait(lk, [&] { return !st->pending.empty() || may_exit() || st->inline_running; });
+        // Sleep, no spinning: blocking host all-reduces run on their callers' threads, and a spinning
+        // progress thread took the cores that ranks on a full node need.
+        st->cv.wait(lk, [&] { return !st->pending.empty() || may_exit(); });
         continue;
       }
       if (!st->pending.empty()) next = st->pending.front().get();
@@ -187,7 +189,6 @@ void OpQueue::loop(std::shared_ptr<State> st) {
             std::lock_guard<std::mutex> lk(st->mu);
             op = std::move(st->pending.front());
             st->pending.pop_front();
-            st->pending_count = st->pending.size();
             ++st->busy;
           }
           note_op_started(*op, health);
@@ -200,7 +201,6 @@ void OpQueue::loop(std::shared_ptr<State> st) {
           std::lock_guard<std::mutex> lk(st->mu);
           op = std::move(st->pending.front());
           st->pending.pop_front();
-          st->pending_count = st->pending.size();
         }
         health.note_finished(op->info.seq);
         fail_and_break(*op, health);

@@ -23,7 +23,7 @@ class OpQueue {
   // Assigns the op its sequence number and queues it. Throws PycommError when the communicator is
   // broken or stopped. `caller_waits` (async_op=False: the caller waits for the op at once): when the
   // queue is idle (nothing pending or in flight) and the op allows it (QueuedOp::can_run_inline, at
-  // most PYCOMM_INLINE_BYTES), runs it here on the calling thread and returns its finished Work.
+  // runs it here on the calling thread and returns its finished Work.
   std::shared_ptr<HostWork> submit(std::unique_ptr<QueuedOp> op, bool caller_waits);
   // Runs a blocking op (split, ...) on the queue and waits for it with the stall deadline.
   void run_and_wait(std::unique_ptr<QueuedOp> op);

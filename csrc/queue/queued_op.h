@@ -23,8 +23,8 @@ class QueuedOp {
   // True: every earlier op must complete before this one starts (blocking calls such as split).
   virtual bool needs_drain() const { return false; }
   // True: the op may run on the thread that submitted it (queue/inline_run) when its caller
-  // waits for it at once and it fits_inline(): then start() must post only nonblocking calls, so
-  // that the caller's polling can enforce the stall deadline.
+  // waits for it at once: then start() must post only nonblocking calls, so that the caller's
+  // polling can enforce the stall deadline. Ops on MPI collectives also ask fits_inline().
   virtual bool can_run_inline() const { return false; }
   virtual void start() = 0;
   // Polls progress; true once the results are in place.

@@ -37,6 +37,11 @@ def test_collectives_benchmark_quick() -> None:
     # bytes are counted, not timed: these hold on any machine
     assert sent["int8"] <= 0.3 * sent["fp32"] and sent["1bit"] <= 0.05 * sent["fp32"]
     assert {g["goal"] for g in payload["goals"]} >= {"int8 bytes <= 0.3x fp32", "busbw vs gloo >= 1"}
+    # issue 16's section: four collectives against mpi4py, idle and with every core busy
+    small = {(r["load"], r["op"], r["peer"]) for r in payload["small"] + payload["small_busy"]}
+    assert small == {(load, op, peer) for load in ("idle", "busy") for peer in ("pycomm", "mpi4py")
+                     for op in ("allreduce", "broadcast", "allgather", "reduce_scatter")}
+    assert {g["goal"] for g in payload["goals"]} >= {"allreduce busbw vs mpi4py >= 1.0 (busy)"}
     # the shaped link runs where namespaces can be made (root with the capabilities), else says why not
     if shaped_link.unavailable() is None:
         shaped = {r["codec"]: r["bytes_sent_per_rank"] for r in payload["quantized_shaped"]}

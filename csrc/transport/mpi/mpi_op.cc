@@ -21,8 +21,10 @@ MpiOp::~MpiOp() {
 
 bool MpiOp::prepare() {
   if (!info.collective) return true;
-  return matching_.poll(info, *comm_, comm_->blocking_checks);
+  return matching_.poll(info, *comm_);
 }
+
+bool MpiOp::can_run_inline() const { return in_.device < 0 && out_.device < 0 && fits_inline(info.bytes); }
 
 bool MpiOp::posts_blocking() const { return comm_->blocking && !fits_inline(info.bytes); }
 

@@ -38,8 +38,9 @@ class MpiOp : public QueuedOp {
         double avg_scale, std::unique_ptr<GpuStaging> staging);
   ~MpiOp() override;
 
-  // Host buffers only: GPU ones keep the progress thread (staging, or a GPU-aware MPI's device calls).
-  bool can_run_inline() const override { return in_.device < 0 && out_.device < 0; }
+  // Host buffers up to PYCOMM_INLINE_BYTES only: GPU ones keep the progress thread (staging, or a
+  // GPU-aware MPI's device calls), and so do larger ops (blocking MPI calls).
+  bool can_run_inline() const override;
   bool prepare() override;
   void start() override;
   bool test() override;
@@ -67,7 +68,7 @@ class BlockingMpiOp : public QueuedOp {
   BlockingMpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, std::function<void()> run)
       : QueuedOp(std::move(info)), comm_(std::move(comm)), run_(std::move(run)) {}
   bool needs_drain() const override { return true; }
-  bool prepare() override { return matching_.poll(info, *comm_, comm_->blocking_checks); }
+  bool prepare() override { return matching_.poll(info, *comm_); }
   void start() override { run_(); }
   bool test() override { return true; }
 

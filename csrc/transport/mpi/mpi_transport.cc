@@ -8,9 +8,10 @@
 #include "common/settings.h"
 #include "diagnostics/op_validation.h"
 #include "queue/inline_run.h"
+#include "queue/spin.h"
 #include "transport/mpi/p2p.h"
 #include "transport/mpi/progress_window.h"
-#include "transport/mpi/ring_allreduce.h"
+#include "transport/mpi/allreduce_op.h"
 
 namespace pycomm::mpi {
 namespace {
@@ -61,14 +62,14 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
   MPI_Comm_free(&node);
+  note_ranks_on_node(local_size);  // pollers yield only when ranks outnumber the cores (queue/spin.h)
   int* tag_ub = nullptr;
   int has_tag_ub = 0;
   check(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr (MPI_TAG_UB)");
   if (has_tag_ub && tag_ub) handles_->tag_ub = *tag_ub;  // else MPI's guaranteed minimum, 32767
-  check(MPI_Comm_dup(comm, &handles_->ring), "MPI_Comm_dup (ring all-reduce)");
-  check(MPI_Comm_set_errhandler(handles_->ring, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check(MPI_Comm_dup(comm, &handles_->allreduce), "MPI_Comm_dup (all-reduce)");
+  check(MPI_Comm_set_errhandler(handles_->allreduce, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   if (settings().mpi_nonblocking) handles_->blocking = false;
-  handles_->blocking_checks = handles_->blocking && inline_max_bytes() == 0;
   check(MPI_Comm_dup(comm, &handles_->check), "MPI_Comm_dup (op matching)");
   check(MPI_Comm_set_errhandler(handles_->check, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   init(handles_->rank, handles_->size, local_rank, local_size);
@@ -102,7 +103,7 @@ void MpiTransport::shutdown() {
     return;
   }
   if (handles_->check != MPI_COMM_NULL) MPI_Comm_free(&handles_->check);
-  if (handles_->ring != MPI_COMM_NULL) MPI_Comm_free(&handles_->ring);
+  if (handles_->allreduce != MPI_COMM_NULL) MPI_Comm_free(&handles_->allreduce);
   MPI_Comm_free(&handles_->comm);
 }
 
@@ -122,21 +123,19 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
   auto h = handles_;
   MPI_Op mop = reduce_op(op, buf.dtype);
   MPI_Datatype type = datatype(buf.dtype);
+  double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
+  if (buf.device < 0) {  // in place on the tensor's own memory, on point-to-point messages
+    refuse_if_finalized(info);
+    return std::make_unique<P2pAllreduceOp>(std::move(info), handles_, buf, type, mop, scale);
+  }
   MpiOp::Post post = [h, mop, type](const Buffer& in, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
-    // In place on the tensor's own memory: no extra copy on the host path.
-    const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
     for (int64_t b = 0; b < in.count; b += kMaxChunk) {
       int n = static_cast<int>(std::min(kMaxChunk, in.count - b));
       void* p = at(in, b);
-      if (blocking && use_ring_allreduce(n, es, h->size)) {
-        ring_allreduce(p, n, type, es, mop, h->ring, h->ring_scratch);
-        continue;
-      }
       collective(blocking, reqs, "allreduce", [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, type, mop, h->comm); },
                  [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, p, n, type, mop, h->comm, r); });
     }
   };
-  double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
   return make_op(std::move(info), buf, buf, std::move(post), scale, stream);
 }
 

@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "queue/inline_run.h"
 #include "queue/queued_op.h"
 #include "transport/mpi/comm_handles.h"
 #include "transport/mpi/gpu_staging.h"
@@ -40,7 +41,7 @@ class P2pRecvOp : public QueuedOp {
   P2pRecvOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer buf, bool allocate,
             std::unique_ptr<GpuStaging> staging);
   ~P2pRecvOp() override;
-  bool can_run_inline() const override { return buf_.device < 0; }
+  bool can_run_inline() const override { return buf_.device < 0 && fits_inline(info.bytes); }
   void start() override;
   bool test() override;
 

@@ -1,0 +1,65 @@
+// A collective as a fixed list of point-to-point steps on one buffer, run by polling: each step
+// sends a range of the buffer to one rank and receives a range from one rank, cut into messages of
+// at most kSegmentBytes (straight into the
+// buffer, or into scratch and then reduced into it with MPI_Reduce_local, which covers pycomm's
+// 16-bit float ops), and starts once the step before it finished. Nonblocking calls only
+// (MPI_Isend / MPI_Irecv / MPI_Testall), so the caller's thread can run it and still give up at the
+// stall deadline. allreduce_schedules.h builds the steps.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/mpi/scratch_pool.h"
+
+namespace pycomm::mpi {
+
+// Largest message: Open MPI's shared-memory transport moved one 4 MiB message 20x slower than 16 of
+// 256 KiB each (measured, 2 ranks of this node), and each piece is reduced while it is still in cache.
+constexpr int64_t kSegmentBytes = int64_t{256} << 10;
+
+struct P2pStep {
+  int send_to = -1;  // -1: nothing to send
+  int64_t send_begin = 0, send_count = 0;  // elements of the buffer
+  int recv_from = -1;  // -1: nothing to receive
+  int64_t recv_begin = 0, recv_count = 0;
+  bool reduce = false;  // receive into scratch, then reduce into the buffer's range
+  int group = 0;        // the step a message belongs to (messages of one step may be in flight together)
+};
+
+class P2pSchedule {
+ public:
+  // `buf`: the elements the steps address (counts of a step <= INT_MAX); messages go on `comm` with
+  // `tag`, which no other op in flight on `comm` may use. `pool` lends the scratch (returned when done).
+  P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datatype type, int64_t elem_size, MPI_Op op, MPI_Comm comm,
+              int tag, ScratchPool& pool);
+  ~P2pSchedule();  // requests still pending (abandoned): the scratch is leaked, MPI may still write it
+  P2pSchedule(const P2pSchedule&) = delete;
+  P2pSchedule& operator=(const P2pSchedule&) = delete;
+
+  // Posts and polls the steps; true once the last one finished. `what` names the op in MPI errors.
+  bool poll(const char* what);
+
+ private:
+  static constexpr size_t kWindow = 4;  // messages in flight at once
+  void post(size_t i, const char* what);
+  char* at(int64_t elem) const { return static_cast<char*>(buf_) + elem * elem_size_; }
+
+  std::vector<P2pStep> steps_;
+  void* buf_;
+  MPI_Datatype type_;
+  int64_t elem_size_;
+  MPI_Op op_;
+  MPI_Comm comm_;
+  int tag_;
+  ScratchPool& pool_;
+  ScratchPool::Block scratch_;
+  size_t slot_bytes_ = 0;  // scratch per message in flight
+  size_t next_ = 0;        // the message to post next
+  size_t done_ = 0;        // the oldest message not finished
+  std::vector<MPI_Request> reqs_ = std::vector<MPI_Request>(2 * kWindow, MPI_REQUEST_NULL);  // recv, send per slot
+};
+
+}  // namespace pycomm::mpi
