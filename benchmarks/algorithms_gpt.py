@@ -14,19 +14,18 @@ it measured. Writes results/algorithms_gpt.json and .png."""
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from benchmarks import shaped_link
 from benchmarks.algorithms import free_port
-from benchmarks.harness import save, table
+from benchmarks.harness import held, save, table
 from benchmarks.reproduce.grid import DATA
 from tests.launch import ROOT, mpirun_argv, worker_env
 
@@ -38,20 +37,6 @@ SPEEDUP_GOALS = {"mbsgd": 1.0, "plsgd": 1.3, "qsr": 1.3}   # samples/s against D
 LOSS_TOLERANCE = 0.01                                       # plsgd/qsr: eval loss <= 1.01x DDP's
 COLUMNS = ["case", "samples_per_s", "speedup_vs_ddp", "speedup_min", "speedup_max", "eval_loss", "eval_loss_vs_ddp", "bytes_per_step",
            "comm_seconds_per_step", "repeats", "goal"]
-
-
-@contextmanager
-def held(lock: Path | None) -> Iterator[None]:
-    """An exclusive flock on `lock` (None: nothing) for the duration of one case."""
-    if lock is None:
-        yield
-        return
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def launch(case: str, link: str, steps: int, batch: int, data: Path, timeout: float) -> dict[str, Any]:

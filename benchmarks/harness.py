@@ -2,7 +2,9 @@
 measured in the same run, and writes benchmarks/results/<name>.json and a PNG through `save`."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import json
 import os
 import platform
@@ -10,7 +12,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -101,3 +103,18 @@ def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None 
         fig.savefig(where / f"{name}.png", dpi=120)
         plt.close(fig)
     return out
+
+
+@contextlib.contextmanager
+def held(lock: str | Path | None) -> Iterator[None]:
+    """An exclusive flock on the file `lock` while inside (on a shared machine: one heavy job at a time, so
+    the cases measured inside see the same load), or nothing when `lock` is None."""
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

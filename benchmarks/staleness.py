@@ -8,13 +8,10 @@ trainers. Usage: python -m benchmarks.staleness [--steps N] [--repeats R]."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import json
 import statistics
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
 from benchmarks import harness
 from tests.launch import finish, independent
@@ -55,20 +52,6 @@ def run_case(case: dict, steps: int, straggler: int) -> dict:
             "curve": curve}
 
 
-@contextlib.contextmanager
-def held(lock: str | None) -> Iterator[None]:
-    """The lock file flock'ed while inside (a shared machine: one heavy job at a time), or nothing."""
-    if lock is None:
-        yield
-        return
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def run_case_retrying(case: dict, steps: int, straggler: int) -> dict:
     """One retry: on a shared machine another program can take a port between choosing it and binding it."""
     try:
@@ -106,7 +89,7 @@ def main() -> None:
                 continue
             runs = []
             for _ in range(args.repeats):
-                with held(args.lock):
+                with harness.held(args.lock):
                     runs.append(run_case_retrying(case, args.steps, straggler))
             row = {"case": name, "straggler": straggler >= 0, **median_row(runs)}
             rows.append(row)

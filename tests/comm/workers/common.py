@@ -2,7 +2,9 @@
 input and hence a numpy reference without communicating) and comparisons."""
 from __future__ import annotations
 
+import time
 import zlib
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -35,3 +37,26 @@ def assert_close(got: torch.Tensor, want: np.ndarray, what: str, exact: bool = T
         bad = np.flatnonzero(~np.isclose(g, want)) if g.shape == want.shape else []
         raise AssertionError(f"{what}: dtype {got.dtype}, numel {got.numel()}: got {g[:8]}... want {want[:8]}... "
                              f"(first bad index {bad[:1]})")
+
+
+def stall_without_last_rank(side: "pycomm.Communicator", last: int, rank: int, call: Callable[[], Any],
+                            what: str) -> None:
+    """Every rank but `last` runs `call` (an op `last` never joins) and prints `MARK rank R stall{what}
+    after T s: <the StallError>` (or `no stall error`), then releases `last` over `side`; `last` waits
+    asleep in Python, so no pycomm call of it reaches MPI meanwhile."""
+    import pycomm
+
+    if rank != last:
+        t0 = time.perf_counter()
+        try:
+            call()
+        except pycomm.StallError as e:
+            print(f"MARK rank {rank} stall{what} after {time.perf_counter() - t0:.1f} s: {e}", flush=True)
+        else:
+            print(f"MARK rank {rank} no stall error", flush=True)
+        side.send(torch.ones(1), last)
+    else:
+        flags = [torch.zeros(1) for _ in range(last)]
+        works = [side.irecv(f, r) for r, f in enumerate(flags)]
+        while not all(w.is_completed() for w in works):
+            time.sleep(0.05)

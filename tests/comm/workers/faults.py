@@ -14,6 +14,7 @@ import time
 import torch
 
 import pycomm
+from tests.comm.workers.common import stall_without_last_rank
 
 
 def stall(comm: pycomm.Communicator, quantized: bool = False) -> None:
@@ -58,19 +59,8 @@ def missing_rank(comm: pycomm.Communicator) -> None:
     x = torch.ones(1000)
     comm.allreduce(x, op=pycomm.SUM)  # seq 1: everyone takes part
     last = comm.size - 1
-    if comm.rank != last:
-        try:
-            comm.allreduce(x, op=pycomm.SUM)  # seq 2: the last rank never calls it
-        except pycomm.StallError as e:
-            print(f"MARK rank {comm.rank} stall: {e}", flush=True)
-        else:
-            print(f"MARK rank {comm.rank} no stall error", flush=True)
-        side.send(torch.ones(1), last)
-    else:
-        flags = [torch.zeros(1) for _ in range(last)]
-        works = [side.irecv(f, r) for r, f in enumerate(flags)]
-        while not all(w.is_completed() for w in works):  # asleep in Python: no pycomm call reaches MPI
-            time.sleep(0.05)
+    # seq 2: the last rank never calls it
+    stall_without_last_rank(side, last, comm.rank, lambda: comm.allreduce(x, op=pycomm.SUM), "")
     print(f"MARK rank {comm.rank} done", flush=True)
     sys.stdout.flush()
     # The first rank to leave without MPI_Finalize makes mpirun kill the rest: leave together, once

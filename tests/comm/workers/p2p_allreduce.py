@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import pycomm
-from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_input
+from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_input, stall_without_last_rank
 
 FUSED_BYTES = 64 << 10  # kFusedAllreduceBytes
 checks = 0
@@ -89,20 +89,7 @@ def check_stall_names_the_missing_rank(comm: pycomm.Communicator, numel: int) ->
     last = comm.size - 1
     t = torch.ones(numel)
     sub.allreduce(t, op=pycomm.SUM)  # everyone takes part
-    if comm.rank != last:
-        t0 = time.perf_counter()
-        try:
-            sub.allreduce(t, op=pycomm.SUM)
-        except pycomm.StallError as e:
-            print(f"MARK rank {comm.rank} stall of {numel} after {time.perf_counter() - t0:.1f} s: {e}", flush=True)
-        else:
-            print(f"MARK rank {comm.rank} no stall error", flush=True)
-        side.send(torch.ones(1), last)
-    else:
-        flags = [torch.zeros(1) for _ in range(last)]
-        works = [side.irecv(f, r) for r, f in enumerate(flags)]
-        while not all(w.is_completed() for w in works):
-            time.sleep(0.05)
+    stall_without_last_rank(side, last, comm.rank, lambda: sub.allreduce(t, op=pycomm.SUM), f" of {numel}")
     side.barrier()
 
 
