@@ -39,15 +39,16 @@ COLUMNS = ["case", "samples_per_s", "speedup_vs_ddp", "speedup_min", "speedup_ma
            "comm_seconds_per_step", "repeats", "goal"]
 
 
-def launch(case: str, link: str, steps: int, batch: int, data: Path, timeout: float) -> dict[str, Any]:
-    """One case on RANKS ranks over `link`; the worker's result."""
+def launch(case: str, link: str, steps: int, batch: int, data: Path, timeout: float,
+           overrides: dict[str, Any] | None = None, ranks: int = RANKS) -> dict[str, Any]:
+    """One case on `ranks` ranks over `link`; the worker's result. `overrides`: a sweep's algorithm options."""
     shaped = link == "shaped"
     mca = shaped_link.TCP_OVER_LOOPBACK if shaped else ()
     with tempfile.TemporaryDirectory(prefix="bench-gpt-") as tmp, \
             (shaped_link.shaped_namespace(SHAPED_RATE) if shaped else nullcontext([])) as prefix:
         out = Path(tmp) / "result.json"
-        argv = [*prefix, *mpirun_argv(RANKS, mca), sys.executable, "-m", "benchmarks.workers.algorithms_gpt_run",
-                str(out), case, str(steps), str(batch), str(data)]
+        argv = [*prefix, *mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.workers.algorithms_gpt_run",
+                str(out), case, str(steps), str(batch), str(data), *([json.dumps(overrides)] if overrides else [])]
         env = worker_env({"BENCH_PORT": str(free_port()), "PYCOMM_TIMEOUT": "600",
                           **({"GLOO_SOCKET_IFNAME": "lo"} if shaped else {})})
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -107,7 +108,7 @@ def summarise(runs: list[dict[str, Any]], link: str, cases: list[str]) -> list[d
     return list(rows.values())
 
 
-def speedup_bars(results: dict[str, list[dict[str, Any]]]) -> Callable[[Any], None]:
+def speedup_bars(results: dict[str, list[dict[str, Any]]], ranks: int) -> Callable[[Any], None]:
     """The PNG: samples/s against DDP per case, one group of bars per link, eval loss over each bar."""
     def plot(ax: Any) -> None:
         links = [link for link in results if results[link]]
@@ -122,14 +123,14 @@ def speedup_bars(results: dict[str, list[dict[str, Any]]]) -> Callable[[Any], No
         ax.axhline(1.0, color="grey", lw=0.5)
         ax.axhline(1.3, color="grey", lw=0.5, ls="--")
         ax.set_ylabel("samples/s / DDP's (same link)")
-        ax.set_title(f"char GPT (10.7M) on tiny Shakespeare, {RANKS} ranks; eval loss over each bar")
+        ax.set_title(f"char GPT (10.7M) on tiny Shakespeare, {ranks} ranks; eval loss over each bar")
         ax.legend(fontsize=7)
     return plot
 
 
 def payload(args: argparse.Namespace, skipped: dict[str, str], repeats_done: int,
             results: dict[str, list[dict[str, Any]]], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"model": "char GPT 6x384, context 64", "ranks": RANKS, "steps": args.steps, "batch_per_rank": args.batch,
+    return {"model": "char GPT 6x384, context 64", "ranks": args.ranks, "steps": args.steps, "batch_per_rank": args.batch,
             "shaped_rate": SHAPED_RATE, "skipped": skipped, "repeats_done": repeats_done, "results": results,
             "runs": runs}
 
@@ -137,20 +138,20 @@ def payload(args: argparse.Namespace, skipped: dict[str, str], repeats_done: int
 def summarise_only(args: argparse.Namespace) -> None:
     """Medians, table and PNG again from the runs on disk, without `--drop`'s runs (kept under "dropped")."""
     from benchmarks.harness import RESULTS
-    doc = json.loads((RESULTS / f"{args.name}.json").read_text())
+    doc = json.loads(((args.results_dir or RESULTS) / f"{args.name}.json").read_text())
     drop = {tuple(d.split(":")) for d in args.drop}
     key = lambda r: (r["link"], r["case"], str(r["repeat"]))  # noqa: E731
     runs = [r for r in doc["runs"] if key(r) not in drop]
     dropped = doc.get("dropped", []) + [r for r in doc["runs"] if key(r) in drop]
     links = [lk for lk in LINKS if any(r["link"] == lk for r in runs)]
     results = {lk: summarise(runs, lk, CASES) for lk in links}
-    args.steps, args.batch = doc["steps"], doc["batch_per_rank"]
+    args.steps, args.batch, args.ranks = doc["steps"], doc["batch_per_rank"], doc["ranks"]
     repeats = 1 + max(r["repeat"] for r in runs)
     for link in links:
-        print(f"\n== link: {link} ({RANKS} ranks, {args.steps} steps x {args.batch} x 64 characters per rank)")
+        print(f"\n== link: {link} ({args.ranks} ranks, {args.steps} steps x {args.batch} x 64 characters per rank)")
         print(table(results[link], COLUMNS))
     save(args.name, {**payload(args, doc.get("skipped", {}), repeats, results, runs), "dropped": dropped},
-         speedup_bars(results))
+         speedup_bars(results, args.ranks), args.results_dir)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,12 +160,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=48, help="optimizer steps of every case")
     ap.add_argument("--batch", type=int, default=4, help="sequences of 64 characters per rank and step")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ranks", type=int, default=RANKS, help="ranks of every case (the issue's goals are at 4)")
     ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
     ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
     ap.add_argument("--lock", type=Path, default=None, help="flock this file around each link of each repeat")
     ap.add_argument("--timeout", type=float, default=900, help="seconds one case may take")
     ap.add_argument("--name", default="algorithms_gpt", help="results/<name>.json and .png")
+    ap.add_argument("--results-dir", type=Path, default=None, help="write there instead of benchmarks/results")
     ap.add_argument("--summarise-only", action="store_true",
                     help="re-summarise the runs in results/<name>.json (after an interrupted run) and draw the PNG")
     ap.add_argument("--drop", nargs="+", default=[], metavar="LINK:CASE:REPEAT",
@@ -189,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
                 for i in range(len(cases)):
                     case = cases[(i + repeat) % len(cases)]
                     try:
-                        result = launch(case, link, args.steps, args.batch, data, args.timeout)
+                        result = launch(case, link, args.steps, args.batch, data, args.timeout, ranks=args.ranks)
                     except (RuntimeError, subprocess.TimeoutExpired) as e:   # recorded; the other cases go on
                         print(f"repeat {repeat} {link} {case} FAILED: {e}", flush=True)
                         runs.append({"repeat": repeat, "link": link, "case": case, "error": str(e)[-4000:]})
@@ -198,10 +201,11 @@ def main(argv: list[str] | None = None) -> None:
                           f"eval loss {result['eval_loss']:.4f}", flush=True)
                     runs.append({"repeat": repeat, "link": link, "case": case, "result": result})
                     results = {lk: summarise(runs, lk, cases) for lk in links}
-                    save(args.name, payload(args, skipped, repeat, results, runs))
+                    save(args.name, payload(args, skipped, repeat, results, runs), results_dir=args.results_dir)
     for link in links:
-        print(f"\n== link: {link} ({RANKS} ranks, {args.steps} steps x {args.batch} x 64 characters per rank, "
+        print(f"\n== link: {link} ({args.ranks} ranks, {args.steps} steps x {args.batch} x 64 characters per rank, "
               f"median of {args.repeats})")
         print(table(results[link], COLUMNS))
-    path = save(args.name, payload(args, skipped, args.repeats, results, runs), speedup_bars(results))
+    path = save(args.name, payload(args, skipped, args.repeats, results, runs), speedup_bars(results, args.ranks),
+                args.results_dir)
     print(f"\nwrote {path}", file=sys.stderr)

@@ -7,7 +7,8 @@ rank-strided) from the same initial model, with AdamW and the same cosine schedu
 communicate differs. Only training steps are timed, the first WARMUP of them excluded (DDP builds its
 buckets, allocators warm up); samples/s is the slowest rank's. Before the evaluation plsgd/qsr average
 the ranks' models (average_now), so every rank scores the same model on its quarter of the eval windows.
-Usage: algorithms_gpt_run OUT_JSON CASE STEPS BATCH DATA_TXT"""
+Usage: algorithms_gpt_run OUT_JSON CASE STEPS BATCH DATA_TXT [OPTIONS_JSON] (OPTIONS_JSON: a sweep's
+overrides of the case's algorithm options; "codec_block": N sends through Int8Codec(block=N))."""
 from __future__ import annotations
 
 import json
@@ -41,12 +42,16 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def case_options(name: str, total_steps: int) -> tuple[str, dict[str, Any]]:
+def case_options(name: str, total_steps: int, overrides: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """(algorithm, options) of a case; `overrides` (a sweep's) replace options, "codec_block" the int8 block."""
     base, _, codec = name.partition("+")
     algorithm, options = CASES[base]
     options = dict(options, **({"codec": codec} if codec else {}))
     if algorithm == "qsr":   # its H rule must know the schedule: h_base during warm-up, then (alpha / lr)^2
         options.update(total_steps=total_steps, warmup_steps=warmup_steps(total_steps))
+    options.update(overrides or {})
+    if "codec_block" in options:
+        options["codec"] = pycomm.Int8Codec(block=options.pop("codec_block"))
     return algorithm, options
 
 
@@ -54,14 +59,15 @@ def warmup_steps(total_steps: int) -> int:
     return max(1, total_steps // 10)
 
 
-def make_optimizer(name: str, model: torch.nn.Module, comm: Any, total_steps: int) -> tuple[torch.nn.Module, Any]:
+def make_optimizer(name: str, model: torch.nn.Module, comm: Any, total_steps: int,
+                   overrides: dict[str, Any] | None = None) -> tuple[torch.nn.Module, Any]:
     """(the module to call, the optimizer to step) of one case."""
     if name == "ddp":
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
                                 rank=comm.rank, world_size=comm.size)
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         return ddp, torch.optim.AdamW(ddp.parameters(), **ADAMW)
-    algorithm, options = case_options(name, total_steps)
+    algorithm, options = case_options(name, total_steps, overrides)
     inner = torch.optim.AdamW(model.parameters(), **ADAMW)
     return model, algorithms.CommOptimizer(inner, algorithm=algorithm, comm=comm, model=model, **options)
 
@@ -88,13 +94,14 @@ def eval_loss(comm: Any, model: torch.nn.Module, windows: Any) -> float:
 def main() -> None:
     begun = time.perf_counter()
     out, name, steps, batch, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    overrides = json.loads(sys.argv[6]) if len(sys.argv) > 6 else None
     torch.set_num_threads(1)
     comm = pycomm.init()
     splits = load(data, block_size=BLOCK)
     train, held = splits.train, splits.eval
     torch.manual_seed(SEED)
     model = GPT(splits.info["vocab_size"], block_size=BLOCK, **MODEL)
-    module, opt = make_optimizer(name, model, comm, steps)
+    module, opt = make_optimizer(name, model, comm, steps, overrides)
     sched = algorithms.CosineWithWarmup(opt, total_steps=steps, warmup_steps=warmup_steps(steps),
                                         baseline_lr=ADAMW["lr"] / 10, min_lr=ADAMW["lr"] / 10)
     order: list[torch.Tensor] = []
