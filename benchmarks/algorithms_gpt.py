@@ -157,9 +157,9 @@ def summarise_only(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.algorithms --model gpt",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=48, help="optimizer steps of every case")
+    ap.add_argument("--steps", type=int, default=120, help="optimizer steps of every case")
     ap.add_argument("--batch", type=int, default=4, help="sequences of 64 characters per rank and step")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=RANKS, help="ranks of every case (the issue's goals are at 4)")
     ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
