@@ -4,7 +4,7 @@ time to 95% eval accuracy, final accuracy. Writes results/algorithms.json, a tab
 accuracy against bytes communicated (one line per algorithm, default transport).
 
     python -m benchmarks.algorithms [--epochs 2] [--repeats 1] [--cases ddp mbsgd ...]
-    python -m benchmarks.algorithms --model gpt [--steps 48] [--repeats 3] [--links default shaped] [--lock F]
+    python -m benchmarks.algorithms --model gpt [--steps 120] [--repeats 2] [--links default shaped] [--lock F]
 
 `--model gpt` is the section where communication matters (benchmarks/algorithms_gpt.py: a 10.7M-parameter
 char GPT on 4 ranks, also over an emulated 10 Gbit/s link; results/algorithms_gpt.json).
