@@ -60,6 +60,13 @@ def bandwidth() -> dict[str, dict[str, float]]:
     return {"one_process": one, f"each_of_{cores}_processes": per_core}
 
 
+NOTE = ("roofline: memory_floor_s = the phases' bytes per rank (phase_mib_per_rank, from what each kernel reads "
+        "and writes) at the read-modify-write bandwidth measured with one process per core running at once, "
+        "during this run (so under the same load); link_floor_s = every rank's bytes through the one token "
+        "bucket; floor_ratio_overlapped = max of the two / fp32's time (encode and decode hidden behind the "
+        "wire), floor_ratio_serial = their sum / fp32's time (no overlap)")
+
+
 def roofline(rows: list[dict], bw: dict[str, dict[str, float]], link_bytes_per_s: float) -> list[dict]:
     """For each quantized row (ranks, codec, bytes; fp32 rows give the ratio's denominator): the memory
     floor (all phases' bytes at the concurrent per-process bandwidth, every rank sharing the cores), the

@@ -341,7 +341,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
     if rows["quantized_shaped"]:
         bw = codec_roofline.bandwidth()
-        payload["roofline"] = {"bandwidth_GBs_per_process": bw,
+        payload["roofline"] = {"note": codec_roofline.NOTE, "loadavg_1_5_15": os.getloadavg(),
+                               "bandwidth_GBs_per_process": bw,
                                "rows": codec_roofline.roofline(rows["quantized_shaped"], bw, SHAPED_BYTES_PER_S)}
     small = rows["small"] + rows["small_busy"]
     draw = (plot_busbw(rows["busbw"]) if rows["busbw"] else plot_small(small) if small
