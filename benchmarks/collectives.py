@@ -10,7 +10,9 @@ the tables and the issue's goals as ratios against the peers measured in the sam
       Allgather on one flat buffer (ZeRO's collectives); `--sections shards --name collectives_shards`;
   (e) quantized_shaped: (c) on an emulated 10 Gbit/s link (benchmarks/shaped_link.py: a network
       namespace whose loopback is shaped by tc tbf; root only, skipped with the reason elsewhere);
-      `--sections quantized_shaped --name collectives_shaped`;
+      `--sections quantized_shaped --name collectives_shaped` (`--ranks 2 --merge`, then `--ranks 4 --merge`
+      to split it); stored with its roofline (benchmarks/codec_roofline.py: memory bytes per phase against
+      this machine's measured bandwidth, beside the link floor);
   (f) small: all-reduce, broadcast, all-gather, reduce-scatter vs mpi4py from 4 KiB (issue 16), on the idle
       machine, and `small_busy`: the same with one busy-loop process pinned to each core beside the ranks
       (4 ranks on 2 cores are oversubscribed already); `--sections small,small_busy --name collectives_small`."""
@@ -27,8 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks import shaped_link
-from benchmarks.harness import save, table
+from benchmarks import codec_roofline, shaped_link
+from benchmarks.harness import RESULTS, save, table
 from tests.launch import ROOT, mpirun_argv, worker_env
 
 SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy")
@@ -277,7 +279,7 @@ def plot_small(rows: list[dict]):
     return draw
 
 
-def print_report(rows: dict[str, list[dict]], checks: list[dict]) -> None:
+def print_report(rows: dict[str, list[dict]], checks: list[dict], roofline: list[dict]) -> None:
     shards = [{**r, "median_s": r["seconds"]["median"]} for r in rows.get("shards", [])]
     if shards:
         print(table(shards, ["ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
@@ -303,6 +305,10 @@ def print_report(rows: dict[str, list[dict]], checks: list[dict]) -> None:
                 print("ms per call in each phase (slowest rank)")
                 print(table(phases, list(phases[0])))
     print(table(checks, ["goal", "ranks", "bytes", "ratio", "separate_tensors_ratio", "met"]))
+    if roofline:
+        print("roofline (memory floor at the measured bandwidth, link floor; ratios of fp32's time)")
+        print(table(roofline, ["ranks", "codec", "bytes", "memory_floor_s", "link_floor_s", "floor_ratio_overlapped",
+                               "floor_ratio_serial", "measured_ratio"]))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -313,6 +319,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--name", default="collectives", help="results file name (benchmarks/results/NAME.json)")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other rank counts' rows of results/NAME.json (a run split by --ranks)")
     args = ap.parse_args(argv)
     ranks = [int(r) for r in args.ranks.split(",")]
     sections = args.sections.split(",")
@@ -320,17 +328,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for section in sections:
         for n in ranks:
             rows[section] += run_section(section, n, args.quick, args.max_bytes, args.timeout)
+    earlier = RESULTS / f"{args.name}.json"
+    if args.merge and earlier.exists():
+        old = json.loads(earlier.read_text())
+        for section in sections:
+            rows[section] = [r for r in old.get(section, []) if r["ranks"] not in ranks] + rows[section]
+        ranks = sorted(set(ranks) | set(old.get("ranks", [])))
     link_floor(rows["quantized_shaped"])
     checks = goals(rows)
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
+    if rows["quantized_shaped"]:
+        bw = codec_roofline.bandwidth()
+        payload["roofline"] = {"note": codec_roofline.NOTE, "loadavg_1_5_15": os.getloadavg(),
+                               "bandwidth_GBs_per_process": bw,
+                               "rows": codec_roofline.roofline(rows["quantized_shaped"], bw, SHAPED_BYTES_PER_S)}
     small = rows["small"] + rows["small_busy"]
     draw = (plot_busbw(rows["busbw"]) if rows["busbw"] else plot_small(small) if small
             else plot_shards(rows["shards"]) if rows["shards"]
             else plot_codec_time(rows["quantized_shaped"]) if rows["quantized_shaped"] else None)
     path = save(args.name, payload, draw)
-    print_report(rows, checks)
+    print_report(rows, checks, payload.get("roofline", {}).get("rows", []))
     print(f"wrote {path}")
     return payload
 

@@ -57,23 +57,26 @@ class WireLayout:
 
     def reduce_encode_into(self, buf: torch.Tensor, slot: int, own: torch.Tensor, own_residual: torch.Tensor | None,
                            recv: torch.Tensor, sources: Sequence[int], factor: float, scratch: torch.Tensor,
-                           residual: torch.Tensor | None) -> None:
+                           residual: torch.Tensor | None, decoded_out: torch.Tensor | None = None) -> bool:
         """The reduce step: slot `slot` of buf = encode(v, residual), v = (own (+ own_residual, then
         zeroed) + the decode of every slot of `recv` in `sources`) * factor, own filling v's start and
         the rest starting at 0. One fused pass per block for int8 and 1-bit on the CPU (fp32 own); else
-        the codec's kernels one after another in `scratch` (fp32, a chunk), with the same result."""
+        the codec's kernels one after another in `scratch` (fp32, a chunk), with the same result.
+        The fused pass also writes decoded_out (fp32, own's size; may be own) = the decode of the slot's
+        first own.numel() elements, and then returns True; False when decoded_out was left alone."""
         if own.dtype == torch.float32 and not scratch.is_cuda:
             out = self.encoded(buf, slot)
             srcs = [self.encoded(recv, r).tensors() for r in sources]
-            common = {"block": self.codec.block, "factor": factor, "own_residual": own_residual, "residual": residual}
+            common = {"block": self.codec.block, "factor": factor, "own_residual": own_residual, "residual": residual,
+                      "decoded_out": decoded_out}
             if isinstance(self.codec, Int8Codec):
                 seed = self.codec._next_seed() if self.codec.stochastic else 0   # the seed encode() would take
                 kernels.reduce_quantize_int8(own, srcs, out.data, out.scales, stochastic=self.codec.stochastic,
                                              seed=seed, **common)
-                return
+                return decoded_out is not None
             if isinstance(self.codec, OneBitCodec):
                 kernels.reduce_sign_compress(own, srcs, out.data, out.scales, numel=self.chunk, **common)
-                return
+                return decoded_out is not None
         acc = scratch
         acc.zero_()
         n = own.numel()
@@ -87,3 +90,4 @@ class WireLayout:
         if factor != 1.0:
             acc.mul_(factor)
         self.encode_into(buf, slot, acc, residual)
+        return False

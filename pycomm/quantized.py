@@ -5,19 +5,20 @@ Stage 1: every rank encodes the chunks of the other ranks and an all-to-all hand
 rank's encoding of chunk r, which it decode-accumulates in fp32 onto its own chunk, taken exactly
 (and scales by 1/N for AVG). Stage 2: rank r re-encodes its reduced chunk (on the CPU the reduction and
 the re-encoding are one kernel pass per codec block, csrc/kernels/reduce_encode.h), an all-gather hands
-everyone every reduced chunk, and each rank decodes them all into t (its own too, so that every
-rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
+everyone every reduced chunk, and each rank decodes them all into t (its own from the same encoding,
+by the reduce kernel while it is in cache, so that every rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
 
 Large tensors are cut into segments of PYCOMM_QUANTIZED_SEGMENT elements (default 4 Mi; each a whole
 number of chunks of whole codec blocks, so block boundaries do not move) and pipelined: segment k+1 is
 encoded while segment k's all-to-all is in flight, and k's reduction and re-encoding overlap k-1's
 all-gather. Every rank runs the same fixed schedule, so the collectives match without any handshake.
 The overlap needs a core (or a GPU stream) free for the transfer: on a node whose cores are all busy
-with ranks it gains nothing, and smaller segments then only add per-call costs.
+with ranks it gains nothing, and smaller segments then only add per-call costs. The segment layout
+and the pipeline are pycomm/_quantized_pipeline.py.
 
 Stage 2 needs stage 1's result, so the stages run on one helper thread per communicator over a
 private duplicate of it: jobs run in submission order there, and the caller's own collectives on the
-parent communicator can never interleave differently on different ranks Each call is first matched as one op
+parent communicator can never interleave differently on different ranks. Each call is first matched as one op
 on the parent communicator (in the caller's order), so ranks that disagree on it get a MismatchError
 naming allreduce_quantized; errors from the helper thread name the call too."""
 from __future__ import annotations
@@ -25,18 +26,17 @@ from __future__ import annotations
 import concurrent.futures as cf
 import threading
 import weakref
-from collections import deque
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-from pycomm import _dtypes, settings
-from pycomm._buffers import POOL
+from pycomm import _dtypes
 from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
-from pycomm._codec_wire import WireLayout, check_codec
+from pycomm._codec_wire import check_codec
 from pycomm._phase_profile import PhaseClock
+from pycomm._quantized_pipeline import Pipeline, Segment, segments
+from pycomm._quantized_pipeline import chunk_numel  # noqa: F401 (part of this module's interface: tests use it)
 from pycomm.codecs import Codec, Int8Codec
 from pycomm.errors import PycommError, named
 from pycomm.work import Work
@@ -114,37 +114,6 @@ def _engine(comm: Any) -> _Engine:
         return engine
 
 
-def chunk_numel(numel: int, size: int, block: int) -> int:
-    """Elements per rank's chunk: ceil(numel / size) rounded up to whole codec blocks."""
-    per_rank = -(-numel // size)
-    return -(-per_rank // block) * block
-
-
-def segment_numel(size: int, block: int) -> int:
-    """Elements of t per pipelined segment: PYCOMM_QUANTIZED_SEGMENT (default 4 Mi: 16 MiB of fp32 per
-    pipeline stage), rounded up to size whole-block chunks."""
-    return size * chunk_numel(settings.get("PYCOMM_QUANTIZED_SEGMENT"), size, block)
-
-
-@dataclass(frozen=True)
-class Segment:
-    lo: int       # t[lo:hi] is the segment; rank r reduces t[lo + r c : lo + (r+1) c] (clipped at hi)
-    hi: int
-    c: int        # elements per rank's chunk
-    mine: int     # offset of this rank's chunk in the concatenation of its chunks (the server residual)
-
-
-def segments(numel: int, size: int, block: int) -> list[Segment]:
-    seg = segment_numel(size, block)
-    out, mine = [], 0
-    for lo in range(0, numel, seg):
-        hi = min(lo + seg, numel)
-        c = chunk_numel(hi - lo, size, block)
-        out.append(Segment(lo, hi, c, mine))
-        mine += c
-    return out
-
-
 def _check_residual(error_feedback: Any, t: torch.Tensor) -> None:
     if error_feedback is None or isinstance(error_feedback, ErrorFeedback):
         return
@@ -201,124 +170,7 @@ def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment],
             matching.wait()
         if stream is not None:
             with torch.cuda.stream(stream):
-                return _Pipeline(comm, t, op, codec, local, server, clock).run(segs)
-        return _Pipeline(comm, t, op, codec, local, server, clock).run(segs)
+                return Pipeline(comm, t, op, codec, local, server, clock).run(segs)
+        return Pipeline(comm, t, op, codec, local, server, clock).run(segs)
     except PycommError as e:
         raise named(e, describe) from e
-
-
-class _InFlight:
-    """One segment between its stages: its wire layout, buffers, and the collective in flight."""
-
-    def __init__(self, index: int, seg: Segment, wire: WireLayout) -> None:
-        self.index, self.seg, self.wire = index, seg, wire
-        self.send, self.recv = wire.buffer(), wire.buffer()
-        self.scratch = POOL.take(seg.c, torch.float32, wire.device)   # padded chunk / accumulator
-        self.work: Any = None
-        self.released = False
-
-    def release(self) -> None:
-        if not self.released:
-            self.released = True
-            POOL.give(self.scratch)
-            self.wire.release(self.send)
-            self.wire.release(self.recv)
-
-
-class _Pipeline:
-    """Both stages of every segment, on the helper thread; `local` / `server` are the error-feedback
-    residuals. At most three segments hold buffers: k's all-to-all, and k-1's and k-2's all-gathers."""
-
-    def __init__(self, comm: Any, t: torch.Tensor, op: Any, codec: Codec, local: torch.Tensor | None,
-                 server: torch.Tensor | None, clock: PhaseClock) -> None:
-        self.comm, self.flat, self.op, self.codec = comm, t.view(-1), op, codec
-        self.local, self.server, self.clock = local, server, clock
-        self.to_fp32_directly = t.dtype == torch.float32
-
-    def run(self, segs: list[Segment]) -> None:
-        exchanging: deque[_InFlight] = deque()     # stage 1 in flight
-        gathering: deque[_InFlight] = deque()      # stage 2 in flight
-        self.live: list[_InFlight] = []            # every segment's buffers, released in the end
-        try:
-            for k, seg in enumerate(segs):
-                exchanging.append(self._exchange(k, seg))
-                if len(exchanging) > 1:
-                    gathering.append(self._gather(exchanging.popleft()))
-                if len(gathering) > 1:
-                    self._finish(gathering.popleft())
-            while exchanging:
-                gathering.append(self._gather(exchanging.popleft()))
-            while gathering:
-                self._finish(gathering.popleft())
-        finally:
-            # After a failure (a stall breaks the communicator) a transfer still in flight may never
-            # complete: waiting for it would add another PYCOMM_TIMEOUT. Its buffers stay with its
-            # Work (kept by the communicator until it completes) and never go back to the pool.
-            for f in self.live:
-                if f.work is None or f.work.is_completed():
-                    f.release()
-
-    def _chunks(self, seg: Segment) -> Iterator[tuple[int, int, int]]:
-        for r in range(self.comm.size):
-            lo = seg.lo + r * seg.c
-            yield r, min(lo, seg.hi), min(lo + seg.c, seg.hi)
-
-    def _exchange(self, k: int, seg: Segment) -> _InFlight:
-        """Stage 1: encode the chunks the other ranks reduce and start the all-to-all."""
-        f = _InFlight(k, seg, WireLayout(self.codec, seg.c, self.comm.size, self.flat.device))
-        self.live.append(f)
-        local = self.local
-        with self.clock(k, "encode"):
-            for r, lo, hi in self._chunks(seg):
-                if r == self.comm.rank:
-                    continue
-                x, res = _chunk(self.flat, local, lo, hi, seg.c, f.scratch)
-                f.wire.encode_into(f.send, r, x, res)
-                if local is not None and 0 < hi - lo < seg.c:
-                    local[lo:hi].copy_(res[: hi - lo])
-        f.work = self.comm.alltoall(f.recv, f.send, async_op=True)   # my own slot carries nothing
-        return f
-
-    def _gather(self, f: _InFlight) -> _InFlight:
-        """Reduce my chunk (exact own part + every other rank's encoding), re-encode, start the all-gather."""
-        with self.clock(f.index, "wire_alltoall"):
-            f.work.wait()
-        me, flat, local = self.comm.rank, self.flat, self.local
-        with self.clock(f.index, "reduce_reencode"):
-            _, lo, hi = next(x for x in self._chunks(f.seg) if x[0] == me)
-            server = None if self.server is None else self.server[f.seg.mine:f.seg.mine + f.seg.c]
-            f.wire.reduce_encode_into(f.send, 0, flat[lo:hi], None if local is None else local[lo:hi], f.recv,
-                                      [r for r in range(self.comm.size) if r != me],
-                                      1.0 / self.comm.size if self.op == AVG else 1.0, f.scratch, server)
-        f.work = self.comm.allgather(f.recv, f.wire.slot(f.send, 0), async_op=True)
-        return f
-
-    def _finish(self, f: _InFlight) -> None:
-        """Decode every reduced chunk into t (mine too, so every rank ends with the same bytes)."""
-        with self.clock(f.index, "wire_allgather"):
-            f.work.wait()
-        f.work = None
-        with self.clock(f.index, "decode"):
-            for r, lo, hi in self._chunks(f.seg):
-                if hi - lo == f.seg.c and self.to_fp32_directly:
-                    f.wire.decode(f.recv, r, self.flat[lo:hi])
-                elif hi > lo:
-                    f.wire.decode(f.recv, r, f.scratch)
-                    self.flat[lo:hi].copy_(f.scratch[: hi - lo])
-        f.release()
-
-
-def _chunk(flat: torch.Tensor, local: torch.Tensor | None, lo: int, hi: int, c: int,
-           scratch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Chunk [lo, hi) of t and of its residual, each exactly c elements (zero-padded copies when short)."""
-    if hi - lo == c:
-        return flat[lo:hi], (local[lo:hi] if local is not None else None)
-    scratch.zero_()
-    if hi > lo:
-        scratch[: hi - lo].copy_(flat[lo:hi])
-    res = None
-    if local is not None:
-        res = torch.zeros(c, dtype=torch.float32, device=flat.device)
-        if hi > lo:
-            res[: hi - lo].copy_(local[lo:hi])
-    return scratch, res

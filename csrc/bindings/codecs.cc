@@ -74,7 +74,8 @@ void dequantize_int8_entry(uintptr_t q, uintptr_t scales, int64_t numel, int64_t
 template <void (*kKernel)(const ReduceEncodeArgs&)>
 void reduce_encode_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residual, const std::vector<uintptr_t>& data,
                          const std::vector<uintptr_t>& scales, double factor, int64_t numel, int64_t block,
-                         uintptr_t out_data, uintptr_t out_scales, uintptr_t residual, bool stochastic, uint64_t seed) {
+                         uintptr_t out_data, uintptr_t out_scales, uintptr_t residual, bool stochastic, uint64_t seed,
+                         uintptr_t decoded_out) {
   if (data.size() != scales.size())
     throw std::invalid_argument("reduce step: data and scales must list the same sources (got " +
                                 std::to_string(data.size()) + " and " + std::to_string(scales.size()) + ")");
@@ -99,6 +100,7 @@ void reduce_encode_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residua
   a.residual = as_ptr<float>(residual);
   a.stochastic = stochastic;
   a.seed = seed;
+  a.decoded_out = as_ptr<float>(decoded_out);
   py::gil_scoped_release nogil;
   kKernel(a);
 }
@@ -134,7 +136,9 @@ void register_codecs(py::module_& m) {
     m.def(name, entry, py::arg("own"), py::arg("own_numel"), py::arg("own_residual"), py::arg("data"),
           py::arg("scales"), py::arg("factor"), py::arg("numel"), py::arg("block"), py::arg("out_data"),
           py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"),
-          "encode((own (+ own_residual) + sum of the sources' decodes) * factor) in one pass per block (CPU)");
+          py::arg("decoded_out"),
+          "encode((own (+ own_residual) + sum of the sources' decodes) * factor) in one pass per block (CPU); "
+          "decoded_out (optional): the decode of the own elements' encoding");
   m.def("sign_compress", &sign_compress_entry, py::arg("x"), py::arg("x_dtype"), py::arg("numel"), py::arg("block"),
         py::arg("bits"), py::arg("scales"), py::arg("residual"), py::arg("device"), py::arg("stream"),
         "bits = (v >= 0), scale = mean|v| per block, v = x (+ residual, then updated)");

@@ -24,6 +24,9 @@ struct ReduceEncodeArgs {
   float* residual = nullptr;               // optional, fp32, numel: v + residual is encoded, then updated
   bool stochastic = false;                 // int8 only
   uint64_t seed = 0;
+  float* decoded_out = nullptr;            // optional, own_numel fp32 (may be `own` itself): the decode of the
+                                           // encoding of v's first own_numel elements, what the all-gather
+                                           // hands back for them; written from the block in cache (no pass)
 };
 
 // Checks what both codecs share (throws std::invalid_argument naming `what`).

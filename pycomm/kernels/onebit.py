@@ -64,14 +64,17 @@ def sign_decompress_accumulate(bits: torch.Tensor, scales: torch.Tensor, acc: to
 def reduce_sign_compress(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]], bits: torch.Tensor,
                          scales: torch.Tensor, *, numel: int, block: int = 256, factor: float = 1.0,
                          own_residual: torch.Tensor | None = None,
-                         residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                         residual: torch.Tensor | None = None,
+                         decoded_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The reduce step of a 1-bit all-reduce in one pass per block (CPU tensors): the reduced chunk of
     `numel` elements v = (own (+ own_residual) + the sum of sign_decompress(bits_s, scales_s) over
     `sources`) * factor is compressed into bits and scales as sign_compress(v, residual=...) compresses
     it. own (fp32, at most numel elements) fills the start of v and the rest starts at 0; own_residual
-    (own's size) is zeroed. Bit-identical to those kernels run one after another. Returns (bits, scales)."""
+    (own's size) is zeroed. Bit-identical to those kernels run one after another. decoded_out (fp32,
+    own's size; may be own): also set to sign_decompress of the result's first own.numel() elements.
+    Returns (bits, scales)."""
     what = "reduce_sign_compress"
     n = check_numel(numel, what)
     return reduce_encode(kernel("reduce_sign_compress"), what, own, sources, bits, scales, numel=n,
                          data_dtype=torch.uint8, data_numel=sign_bytes(n), block=block, block_multiple=8,
-                         factor=factor, own_residual=own_residual, residual=residual)
+                         factor=factor, own_residual=own_residual, residual=residual, decoded_out=decoded_out)

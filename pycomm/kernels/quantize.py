@@ -63,15 +63,18 @@ def dequantize_int8_accumulate(q: torch.Tensor, scales: torch.Tensor, acc: torch
 def reduce_quantize_int8(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]], q: torch.Tensor,
                          scales: torch.Tensor, *, block: int = 256, factor: float = 1.0,
                          own_residual: torch.Tensor | None = None, residual: torch.Tensor | None = None,
-                         stochastic: bool = False, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                         stochastic: bool = False, seed: int = 0,
+                         decoded_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The reduce step of a quantized all-reduce in one pass per block (CPU tensors): the reduced chunk
     v = (own (+ own_residual) + the sum of dequantize_int8(q_s, scales_s) over `sources`) * factor is
     encoded into q (q.numel() elements) and scales as quantize_int8(v, residual=..., stochastic=...,
     seed=...) encodes it. own (fp32, at most q.numel() elements) fills the start of v and the rest starts
     at 0; own_residual (own's size) is zeroed. Bit-identical to those kernels run one after another, but
-    v never leaves the cache. Returns (q, scales)."""
+    v never leaves the cache. decoded_out (fp32, own's size; may be own): also set to
+    dequantize_int8 of the first own.numel() elements of the result. Returns (q, scales)."""
     what = "reduce_quantize_int8"
     q = check_tensor(q, f"{what}: q", (torch.int8,))
     return reduce_encode(kernel("reduce_quantize_int8"), what, own, sources, q, scales, numel=q.numel(),
                          data_dtype=torch.int8, data_numel=q.numel(), block=block, block_multiple=1, factor=factor,
-                         own_residual=own_residual, residual=residual, stochastic=stochastic, seed=seed)
+                         own_residual=own_residual, residual=residual, stochastic=stochastic, seed=seed,
+                         decoded_out=decoded_out)

@@ -50,6 +50,11 @@ def test_collectives_benchmark_quick() -> None:
         assert all(set(r["phase_seconds"]) == set(PHASES) and len(r["timeline_ms"]) == 2 for r in phased)
         assert all(r["link_floor_s"] > 0 for r in payload["quantized_shaped"])
         assert {g["goal"] for g in payload["goals"]} >= {"int8 time <= 0.4x fp32 at 10gbit"}
+        roof = payload["roofline"]
+        assert {(r["codec"], r["bytes"]) for r in roof["rows"]} == {(r["codec"], r["bytes"]) for r in phased}
+        assert all(r["memory_floor_s"] > 0 and r["floor_ratio_serial"] >= r["floor_ratio_overlapped"] > 0
+                   for r in roof["rows"])
+        assert all(v["read"] > 0 for v in roof["bandwidth_GBs_per_process"].values())
         assert not any(line.startswith("pycomm-bench-") for line in _namespaces()), "namespace left behind"
     else:
         assert payload["quantized_shaped"] == []

@@ -197,3 +197,70 @@ def test_sign_bad_input():
         kernels.reduce_sign_compress(own, [(torch.empty(n // 8), scales)], bits, scales, numel=n)
     with pytest.raises(ValueError, match="numel"):
         kernels.reduce_sign_compress(own, [], bits, scales, numel=-1)
+
+
+# ---- decoded_out: the own elements' decode, written by the reduce pass --------------------------------
+
+@pytest.mark.parametrize("codec", ["int8", "1bit"])
+@pytest.mark.parametrize("n,own_numel", CASES + [(9, 9), (3 * BLOCK + 8, BLOCK + 1)])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_decoded_out_is_the_decode_of_the_encoding(codec, n, own_numel, in_place):
+    """decoded_out = decode(the encoding written)[:own_numel], bit for bit, also when it is own itself
+    (as the quantized all-reduce calls it: t's chunk in, its reduced value out); the encoding and the
+    residuals are those of the call without decoded_out."""
+    g = torch.Generator().manual_seed(n + own_numel)
+    own = torch.randn(own_numel, generator=g)
+    own_res, residual = torch.randn(own_numel, generator=g) * 0.1, torch.randn(n, generator=g) * 0.1
+    if codec == "int8":
+        srcs = encodings(n, 2, BLOCK, seed=n)
+        data = lambda: torch.empty(n, dtype=torch.int8)   # noqa: E731
+        run = lambda o, d, s, orr, r, out: kernels.reduce_quantize_int8(   # noqa: E731
+            o, srcs, d, s, block=BLOCK, factor=0.5, own_residual=orr, residual=r, decoded_out=out)
+        decode = lambda d, s: kernels.dequantize_int8(d, s, torch.empty(n), block=BLOCK)   # noqa: E731
+    else:
+        srcs = [kernels.sign_compress(torch.randn(n, generator=g), block=BLOCK) for _ in range(2)]
+        data = lambda: torch.empty(-(-n // 8), dtype=torch.uint8)   # noqa: E731
+        run = lambda o, d, s, orr, r, out: kernels.reduce_sign_compress(   # noqa: E731
+            o, srcs, d, s, numel=n, block=BLOCK, factor=0.5, own_residual=orr, residual=r, decoded_out=out)
+        decode = lambda d, s: kernels.sign_decompress(d, s, torch.empty(n), block=BLOCK)   # noqa: E731
+    d_e, s_e, own_res_e, res_e = data(), torch.empty(-(-n // BLOCK)), own_res.clone(), residual.clone()
+    run(own.clone(), d_e, s_e, own_res_e, res_e, None)
+    d, s, own_res_k, res_k = data(), torch.empty(-(-n // BLOCK)), own_res.clone(), residual.clone()
+    x = own.clone()
+    out = x if in_place else torch.full((own_numel,), float("nan"))
+    run(x, d, s, own_res_k, res_k, out)
+    assert torch.equal(d, d_e) and torch.equal(s, s_e)
+    assert torch.equal(res_k, res_e) and torch.equal(own_res_k, own_res_e)
+    assert torch.equal(out, decode(d, s)[:own_numel])
+
+
+def test_spent_own_residual_stays_zero_across_calls():
+    """Error feedback across calls: the own residual is zeroed on the first call (a -0.0 too) and stays
+    zero after (the kernel then skips writing it), while the server residual carries on as composed."""
+    n, m = 4 * BLOCK + 24, 3 * BLOCK + 8
+    own_res = torch.randn(m) * 0.1
+    own_res[m - 1] = -0.0
+    residual, res_composed = torch.zeros(n), torch.zeros(n)
+    for call in range(3):
+        own = torch.randn(m, generator=torch.Generator().manual_seed(call))
+        srcs = [kernels.sign_compress(torch.randn(n), block=BLOCK) for _ in range(2)]
+        acc = torch.zeros(n)
+        acc[:m] = own + own_res if call == 0 else own + 0.0
+        for bits_s, scales_s in srcs:
+            kernels.sign_decompress_accumulate(bits_s, scales_s, acc, block=BLOCK)
+        bits_c, scales_c = kernels.sign_compress(acc, block=BLOCK, residual=res_composed)
+        bits, scales = torch.empty(-(-n // 8), dtype=torch.uint8), torch.empty(5)
+        kernels.reduce_sign_compress(own, srcs, bits, scales, numel=n, block=BLOCK, own_residual=own_res,
+                                     residual=residual, decoded_out=own)
+        assert torch.equal(bits, bits_c) and torch.equal(scales, scales_c) and torch.equal(residual, res_composed)
+        assert own_res.view(torch.int32).eq(0).all()          # +0.0 bits: the -0.0 was written over
+        assert torch.equal(own, kernels.sign_decompress(bits, scales, torch.empty(n), block=BLOCK)[:m])
+
+
+def test_decoded_out_bad_input():
+    a = _args()
+    with pytest.raises(ValueError, match="decoded_out: expected 512 elements, got 3"):
+        kernels.reduce_quantize_int8(a["own"], a["sources"], a["q"], a["scales"], decoded_out=torch.zeros(3))
+    with pytest.raises(TypeError, match="decoded_out"):
+        kernels.reduce_quantize_int8(a["own"], a["sources"], a["q"], a["scales"],
+                                     decoded_out=torch.zeros(2 * BLOCK, dtype=torch.float64))

@@ -132,29 +132,31 @@ void compress(const SignCompressArgs& a) {
   });
 }
 
+// out[0, len) = (or +=) the decode of one block's sign bits (starting on a byte) with its scale.
+template <typename T, bool kAccumulate>
+void decompress_block(const uint8_t* __restrict bits, float scale, T* __restrict out, int64_t len) {
+  const int64_t whole = len / 8;
+  for (int64_t k = 0; k < whole; ++k) {
+    const uint32_t byte = bits[k];
+    T* __restrict o = out + 8 * k;
+#pragma omp simd
+    for (int b = 0; b < 8; ++b) {
+      const float d = codec::sign_value((byte & kBit[b]) != 0, scale);
+      o[b] = Num<T>::store(kAccumulate ? Num<T>::load(o[b]) + d : d);
+    }
+  }
+  for (int64_t j = whole * 8; j < len; ++j) {
+    const float d = codec::sign_value((bits[j / 8] >> (j % 8)) & 1u, scale);
+    out[j] = Num<T>::store(kAccumulate ? Num<T>::load(out[j]) + d : d);
+  }
+}
+
 template <typename T, bool kAccumulate>
 void decompress(const SignDecompressArgs& a) {
   cpu::for_each_range(a.numel, a.block, [&](int64_t begin, int64_t end) {
-    for (int64_t b0 = begin; b0 < end; b0 += a.block) {
-      const int64_t len = std::min(a.block, end - b0);
-      const float scale = a.scales[b0 / a.block];
-      const uint8_t* __restrict bits = a.bits + b0 / 8;
-      T* __restrict out = static_cast<T*>(a.out) + b0;
-      const int64_t whole = len / 8;
-      for (int64_t k = 0; k < whole; ++k) {
-        const uint32_t byte = bits[k];
-        T* __restrict o = out + 8 * k;
-#pragma omp simd
-        for (int b = 0; b < 8; ++b) {
-          const float d = codec::sign_value((byte & kBit[b]) != 0, scale);
-          o[b] = Num<T>::store(kAccumulate ? Num<T>::load(o[b]) + d : d);
-        }
-      }
-      for (int64_t j = whole * 8; j < len; ++j) {
-        const float d = codec::sign_value((bits[j / 8] >> (j % 8)) & 1u, scale);
-        out[j] = Num<T>::store(kAccumulate ? Num<T>::load(out[j]) + d : d);
-      }
-    }
+    for (int64_t b0 = begin; b0 < end; b0 += a.block)
+      decompress_block<T, kAccumulate>(a.bits + b0 / 8, a.scales[b0 / a.block], static_cast<T*>(a.out) + b0,
+                                       std::min(a.block, end - b0));
   });
 }
 
@@ -175,7 +177,11 @@ void reduce_compress(const ReduceEncodeArgs& a) {
     compress_block<float, kResidual>(acc, kResidual ? a.residual + b0 : nullptr,
                                      static_cast<uint8_t*>(a.data_out) + b0 / 8, a.scales_out + b0 / a.block, len);
   };
-  reduce_encode<kOwnResidual>(a, add_source, encode_block);
+  auto decode_block = [&](int64_t b0, int64_t n, float* out) {
+    decompress_block<float, false>(static_cast<const uint8_t*>(a.data_out) + b0 / 8, a.scales_out[b0 / a.block], out,
+                                   n);
+  };
+  reduce_encode<kOwnResidual>(a, add_source, encode_block, decode_block);
 }
 
 }  // namespace

@@ -128,20 +128,22 @@ void quantize(const QuantizeArgs& a) {
   });
 }
 
+// out[0, len) = (or +=) the decode of one block's levels q with its scale.
+template <typename T, bool kAccumulate>
+void dequantize_block(const int8_t* __restrict q, float scale, T* __restrict out, int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) {
+    const float d = codec::mul_rn(static_cast<float>(q[j]), scale);
+    out[j] = Num<T>::store(kAccumulate ? Num<T>::load(out[j]) + d : d);
+  }
+}
+
 template <typename T, bool kAccumulate>
 void dequantize(const DequantizeArgs& a) {
   cpu::for_each_range(a.numel, a.block, [&](int64_t begin, int64_t end) {
-    for (int64_t b0 = begin; b0 < end; b0 += a.block) {
-      const int64_t len = std::min(a.block, end - b0);
-      const float scale = a.scales[b0 / a.block];
-      const int8_t* __restrict q = a.q + b0;
-      T* __restrict out = static_cast<T*>(a.out) + b0;
-#pragma omp simd
-      for (int64_t j = 0; j < len; ++j) {
-        const float d = codec::mul_rn(static_cast<float>(q[j]), scale);
-        out[j] = Num<T>::store(kAccumulate ? Num<T>::load(out[j]) + d : d);
-      }
-    }
+    for (int64_t b0 = begin; b0 < end; b0 += a.block)
+      dequantize_block<T, kAccumulate>(a.q + b0, a.scales[b0 / a.block], static_cast<T*>(a.out) + b0,
+                                       std::min(a.block, end - b0));
   });
 }
 
@@ -158,7 +160,10 @@ void reduce_quantize(const ReduceEncodeArgs& a) {
                                                   static_cast<int8_t*>(a.data_out) + b0, a.scales_out + b0 / a.block,
                                                   a.seed, b0, len);
   };
-  reduce_encode<kOwnResidual>(a, add_source, encode_block);
+  auto decode_block = [&](int64_t b0, int64_t n, float* out) {
+    dequantize_block<float, false>(static_cast<const int8_t*>(a.data_out) + b0, a.scales_out[b0 / a.block], out, n);
+  };
+  reduce_encode<kOwnResidual>(a, add_source, encode_block, decode_block);
 }
 
 template <bool kOwnResidual>

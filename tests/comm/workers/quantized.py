@@ -86,6 +86,56 @@ def check_int8_exact(comm) -> None:
                                       f"gives {want[bad[0]].item()}")
 
 
+def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block: int) -> list[torch.Tensor]:
+    """ALGORITHMS.md's 1-bit all-reduce with error feedback over successive calls, from pycomm's own
+    sign kernels run one after another (the reference's scales sum in another order): every rank's
+    local residual encodes the chunks it sends, the owner spends its own and re-encodes the reduced chunk
+    with its server residual, and everyone decodes that."""
+    size, numel = len(xs_per_call[0]), xs_per_call[0][0].numel()
+    segs = segments(numel, size, block)
+    local = [torch.zeros(numel) for _ in range(size)]
+    server = [torch.zeros(sum(g.c for g in segs)) for _ in range(size)]
+    outs = []
+    for xs in xs_per_call:
+        out = torch.empty(numel)
+        for seg in segs:
+            for owner in range(size):
+                lo, hi = min(seg.lo + owner * seg.c, seg.hi), min(seg.lo + (owner + 1) * seg.c, seg.hi)
+                pad = lambda v: torch.cat([v[lo:hi], torch.zeros(seg.c - (hi - lo))])   # noqa: E731
+                acc = pad(xs[owner] + local[owner])
+                local[owner][lo:hi] = 0.0
+                for r in range(size):
+                    if r != owner:
+                        res = pad(local[r])
+                        bits, scales = pycomm.kernels.sign_compress(pad(xs[r]), block=block, residual=res)
+                        local[r][lo:hi] = res[: hi - lo]
+                        pycomm.kernels.sign_decompress_accumulate(bits, scales, acc, block=block)
+                if op == "AVG":
+                    acc *= torch.tensor(1.0 / size, dtype=torch.float32)
+                bits, scales = pycomm.kernels.sign_compress(acc, block=block,
+                                                            residual=server[owner][seg.mine:seg.mine + seg.c])
+                out[lo:hi] = pycomm.kernels.sign_decompress(bits, scales, torch.empty(seg.c), block=block)[: hi - lo]
+        outs.append(out)
+    return outs
+
+
+def check_onebit_exact(comm) -> None:
+    """fp32 1-bit all-reduce with an ErrorFeedback gives exactly the composed kernels' bytes on every call
+    (the fused reduce kernel, which also decodes the rank's own chunk, and the residuals' state)."""
+    for k, n in enumerate(SIZES):
+        for op in ("AVG", "SUM"):
+            calls = [[rank_values(60 + 3 * k + c, r, n, torch.float32) for r in range(comm.size)] for c in range(3)]
+            wants = expected_onebit_calls(calls, op, 256)
+            ef = pycomm.ErrorFeedback()
+            for c, (xs, want) in enumerate(zip(calls, wants)):
+                t = xs[comm.rank].clone()
+                comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=pycomm.OneBitCodec(block=256),
+                                         error_feedback=ef).wait()
+                bad = torch.nonzero(t != want)
+                assert bad.numel() == 0, (f"1-bit {op} n={n} call {c}: element {bad[0].item()} is {t[bad[0]].item()}, "
+                                          f"the composed kernels give {want[bad[0]].item()}")
+
+
 def run_steps(comm, codec, n: int, steps: int, error_feedback) -> tuple[float, float]:
     """All-reduce the same input `steps` times; RMS error of the first output and of the mean output."""
     xs = np.stack([rank_values(90, r, n, torch.float32).double().numpy() for r in range(comm.size)])
@@ -176,6 +226,7 @@ def check_pipelined(comm) -> None:
         check_int8(comm, "AVG", torch.float32, 256)
         check_int8(comm, "SUM", torch.bfloat16, 64)
         check_int8_exact(comm)
+        check_onebit_exact(comm)
         check_phase_profile(comm)
         check_error_feedback(comm)
         os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "0"
@@ -191,6 +242,7 @@ def main() -> None:
         check_int8(comm, op, torch.float32, 256)
     check_int8(comm, "AVG", torch.bfloat16, 64)
     check_int8_exact(comm)
+    check_onebit_exact(comm)
     check_error_feedback(comm)
     check_bytes(comm)
     check_pipelined(comm)
