@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "transport/mpi/allreduce_op.h"
 
 namespace pycomm::mpi {
 
@@ -15,7 +14,7 @@ P2pCollectiveOp::~P2pCollectiveOp() {
   else if (work_) comm_->scratch->give_back(std::move(work_));
 }
 
-bool P2pCollectiveOp::fused() const { return info.bytes <= kFusedAllreduceBytes; }
+bool P2pCollectiveOp::fused() const { return info.bytes <= kFusedCollectiveBytes; }
 
 void P2pCollectiveOp::run(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type,
                           int64_t elem_size, MPI_Op op) {

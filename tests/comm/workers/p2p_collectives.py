@@ -1,7 +1,7 @@
 """Worker (2 to 5 ranks): pycomm's own host broadcast, all-gather and reduce-scatter on MPI
 point-to-point messages (csrc/transport/mpi/broadcast_op.h, allgather_op.h, reduce_scatter_op.h)
 against numpy: every root, every dtype (and reduce op), odd counts, counts below the world size, sizes
-either side of each switch (up to 64 KiB the data rides in op matching; then broadcast's binomial
+either side of each switch (up to 4 KiB the data rides in op matching; then broadcast's binomial
 tree up to 512 KiB, scatter + all-gather above it; recursive doubling / halving on power-of-two worlds,
 the ring on others), reduce-scatter's input left untouched, async ops mixed with blocking ones (the
 queue vs the caller's thread), mismatched roots and sizes on the scheduled path giving MismatchError;
@@ -21,7 +21,7 @@ import pycomm
 from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_input, stall_without_last_rank
 from tests.comm.workers.fusion_common import expect_raises
 
-FUSED_BYTES = 64 << 10      # kFusedAllreduceBytes: up to here the data rides in op matching
+FUSED_BYTES = 4 << 10       # kFusedCollectiveBytes: up to here the data rides in op matching
 SCATTER_BYTES = 512 << 10   # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks)
 checks = 0
 
