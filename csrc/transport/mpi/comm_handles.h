@@ -19,7 +19,7 @@ namespace pycomm::mpi {
 struct CommHandles {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Comm check = MPI_COMM_NULL;   // op matching before every collective (diagnostics/op_check.h)
-  MPI_Comm allreduce = MPI_COMM_NULL;  // private duplicate for the all-reduce schedules (allreduce_op.h)
+  MPI_Comm allreduce = MPI_COMM_NULL;  // private duplicate for the host schedules (allreduce_op.h, p2p_collective_op.h)
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();  // their receive buffers
   RecvOrder recv_order;   // point-to-point matching (p2p_matching.h)
   std::mutex p2p_mu;

@@ -11,7 +11,10 @@
 #include "queue/spin.h"
 #include "transport/mpi/p2p.h"
 #include "transport/mpi/progress_window.h"
+#include "transport/mpi/allgather_op.h"
 #include "transport/mpi/allreduce_op.h"
+#include "transport/mpi/broadcast_op.h"
+#include "transport/mpi/reduce_scatter_op.h"
 
 namespace pycomm::mpi {
 namespace {
@@ -140,6 +143,10 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, int root, uintptr_t stream) {
+  if (buf.device < 0) {  // on point-to-point messages, like the all-reduce
+    refuse_if_finalized(info);
+    return std::make_unique<P2pBroadcastOp>(std::move(info), handles_, buf, root);
+  }
   auto h = handles_;
   MpiOp::Post post = [h, root](const Buffer& in, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
     for_each_piece(in, [&](void* p, int n) {
@@ -151,8 +158,12 @@ std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, 
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_allgather(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
-  auto h = handles_;
   as_count(in.count, "allgather");
+  if (in.device < 0 && out.device < 0) {
+    refuse_if_finalized(info);
+    return std::make_unique<P2pAllgatherOp>(std::move(info), handles_, out, in);
+  }
+  auto h = handles_;
   MpiOp::Post post = [h](const Buffer& i, const Buffer& o, bool blocking, std::vector<MPI_Request>& reqs) {
     if (i.count == 0) return;
     MPI_Datatype t;
@@ -167,10 +178,15 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allgather(OpInfo info, Buffer out, 
 
 std::unique_ptr<QueuedOp> MpiTransport::make_reduce_scatter(OpInfo info, Buffer out, Buffer in, ReduceOp op,
                                                             uintptr_t stream) {
-  auto h = handles_;
   as_count(out.count, "reduce_scatter");
   MPI_Op mop = reduce_op(op, in.dtype);
   MPI_Datatype type = datatype(in.dtype);
+  double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
+  if (in.device < 0 && out.device < 0) {
+    refuse_if_finalized(info);
+    return std::make_unique<P2pReduceScatterOp>(std::move(info), handles_, out, in, type, mop, scale);
+  }
+  auto h = handles_;
   MpiOp::Post post = [h, mop, type](const Buffer& i, const Buffer& o, bool blocking, std::vector<MPI_Request>& reqs) {
     if (o.count == 0) return;
     const int n = static_cast<int>(o.count);
@@ -178,7 +194,6 @@ std::unique_ptr<QueuedOp> MpiTransport::make_reduce_scatter(OpInfo info, Buffer 
                [&] { return MPI_Reduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm); },
                [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm, r); });
   };
-  double scale = op == ReduceOp::AVG ? 1.0 / size() : 0.0;
   return make_op(std::move(info), in, out, std::move(post), scale, stream);
 }
 

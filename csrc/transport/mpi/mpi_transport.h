@@ -2,7 +2,8 @@
 // calls polled with MPI_Test so the thread stays responsive and a stall is reported on the waiter.
 // It owns a duplicate of the communicator it was made from, so its traffic never mixes with the
 // application's, and two more: one for op matching before every collective (signature_exchange.h),
-// one for its own all-reduce (allreduce_op.h). Stall errors name the ranks behind (progress_window.h).
+// one for its own host all-reduce, broadcast, all-gather and reduce-scatter (allreduce_op.h,
+// p2p_collective_op.h). Stall errors name the ranks behind (progress_window.h).
 #pragma once
 
 #include <mpi.h>

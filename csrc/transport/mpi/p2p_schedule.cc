@@ -1,6 +1,7 @@
 #include "transport/mpi/p2p_schedule.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "transport/mpi/mpi_env.h"
 
@@ -21,6 +22,7 @@ std::vector<P2pStep> segmented(const std::vector<P2pStep>& steps, int64_t seg) {
       part.send_count = std::max<int64_t>(0, std::min(seg, s.send_count - off));
       part.recv_begin += off;
       part.recv_count = std::max<int64_t>(0, std::min(seg, s.recv_count - off));
+      part.combine_begin += off;
       if (part.send_count == 0) part.send_to = -1;
       if (part.recv_count == 0) part.recv_from = -1;
       out.push_back(part);
@@ -33,7 +35,11 @@ std::vector<P2pStep> segmented(const std::vector<P2pStep>& steps, int64_t seg) {
 
 P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datatype type, int64_t elem_size, MPI_Op op,
                          MPI_Comm comm, int tag, ScratchPool& pool)
-    : steps_(segmented(steps, std::max<int64_t>(1, kSegmentBytes / elem_size))), buf_(buf), type_(type),
+    : P2pSchedule(steps, std::vector<void*>{buf}, type, elem_size, op, comm, tag, pool) {}
+
+P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type,
+                         int64_t elem_size, MPI_Op op, MPI_Comm comm, int tag, ScratchPool& pool)
+    : steps_(segmented(steps, std::max<int64_t>(1, kSegmentBytes / elem_size))), bufs_(std::move(bufs)), type_(type),
       elem_size_(elem_size), op_(op), comm_(comm), tag_(tag), pool_(pool) {
   int64_t longest = 0;
   for (const P2pStep& s : steps_)
@@ -55,11 +61,11 @@ void P2pSchedule::post(size_t i, const char* what) {
   const P2pStep& s = steps_[i];
   const size_t slot = i % kWindow;
   if (s.recv_from >= 0) {
-    void* dst = s.reduce ? static_cast<void*>(scratch_->data() + slot * slot_bytes_) : at(s.recv_begin);
+    void* dst = s.reduce ? static_cast<void*>(scratch_->data() + slot * slot_bytes_) : at(s.recv_buf, s.recv_begin);
     check(MPI_Irecv(dst, static_cast<int>(s.recv_count), type_, s.recv_from, tag_, comm_, &reqs_[2 * slot]), what);
   }
   if (s.send_to >= 0)
-    check(MPI_Isend(at(s.send_begin), static_cast<int>(s.send_count), type_, s.send_to, tag_, comm_,
+    check(MPI_Isend(at(s.send_buf, s.send_begin), static_cast<int>(s.send_count), type_, s.send_to, tag_, comm_,
                     &reqs_[2 * slot + 1]),
           what);
 }
@@ -78,9 +84,13 @@ bool P2pSchedule::poll(const char* what) {
     if (!done) return false;
     const P2pStep& s = steps_[done_++];
     if (s.reduce && s.recv_count > 0)
-      check(MPI_Reduce_local(scratch_->data() + slot * slot_bytes_, at(s.recv_begin), static_cast<int>(s.recv_count),
-                             type_, op_),
+      check(MPI_Reduce_local(scratch_->data() + slot * slot_bytes_, at(s.recv_buf, s.recv_begin),
+                             static_cast<int>(s.recv_count), type_, op_),
             "allreduce (MPI_Reduce_local)");
+    else if (s.combine_buf >= 0 && s.recv_count > 0)
+      check(MPI_Reduce_local(at(s.combine_buf, s.combine_begin), at(s.recv_buf, s.recv_begin),
+                             static_cast<int>(s.recv_count), type_, op_),
+            "reduce (MPI_Reduce_local)");
   }
 }
 

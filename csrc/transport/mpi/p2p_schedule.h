@@ -2,7 +2,8 @@
 // sends a range of the buffer to one rank and receives a range from one rank, cut into messages of
 // at most kSegmentBytes (straight into the
 // buffer, or into scratch and then reduced into it with MPI_Reduce_local, which covers pycomm's
-// 16-bit float ops), and starts once the step before it finished. Nonblocking calls only
+// 16-bit float ops), and starts once the step before it finished. Out-of-place collectives address
+// several buffers (the input, a work copy, the output): each range names its buffer. Nonblocking calls only
 // (MPI_Isend / MPI_Irecv / MPI_Testall), so the caller's thread can run it and still give up at the
 // stall deadline. allreduce_schedules.h builds the steps.
 #pragma once
@@ -27,6 +28,11 @@ struct P2pStep {
   int64_t recv_begin = 0, recv_count = 0;
   bool reduce = false;  // receive into scratch, then reduce into the buffer's range
   int group = 0;        // the step a message belongs to (messages of one step may be in flight together)
+  int send_buf = 0, recv_buf = 0;  // which of the schedule's buffers the ranges address
+  // >= 0 (instead of `reduce`): receive straight into place, then reduce this buffer's range of the
+  // same length at combine_begin into it (received op mine: the reduce ops are commutative).
+  int combine_buf = -1;
+  int64_t combine_begin = 0;
 };
 
 class P2pSchedule {
@@ -35,6 +41,9 @@ class P2pSchedule {
   // `tag`, which no other op in flight on `comm` may use. `pool` lends the scratch (returned when done).
   P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datatype type, int64_t elem_size, MPI_Op op, MPI_Comm comm,
               int tag, ScratchPool& pool);
+  // Steps over several buffers (P2pStep::send_buf, recv_buf, combine_buf index `bufs`).
+  P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type, int64_t elem_size,
+              MPI_Op op, MPI_Comm comm, int tag, ScratchPool& pool);
   ~P2pSchedule();  // requests still pending (abandoned): the scratch is leaked, MPI may still write it
   P2pSchedule(const P2pSchedule&) = delete;
   P2pSchedule& operator=(const P2pSchedule&) = delete;
@@ -45,10 +54,10 @@ class P2pSchedule {
  private:
   static constexpr size_t kWindow = 4;  // messages in flight at once
   void post(size_t i, const char* what);
-  char* at(int64_t elem) const { return static_cast<char*>(buf_) + elem * elem_size_; }
+  char* at(int b, int64_t elem) const { return static_cast<char*>(bufs_[static_cast<size_t>(b)]) + elem * elem_size_; }
 
   std::vector<P2pStep> steps_;
-  void* buf_;
+  std::vector<void*> bufs_;
   MPI_Datatype type_;
   int64_t elem_size_;
   MPI_Op op_;

@@ -4,7 +4,8 @@ queued or in flight; these checks interleave async and blocking ops so that a bl
 the queue would pair with a different op on the other rank and give a wrong sum. pycomm.stats()'s
 inline_calls tells which path each op took. Run under mpirun with 2 or more ranks:
 `PYCOMM_INLINE_BYTES=n python -m tests.comm.workers.inline_path` (unset or 0: every op but host
-all-reduces must take the queue; those run on point-to-point messages on the caller's thread at any size)."""
+all-reduces, broadcasts, all-gathers and reduce-scatters must take the queue; those run on
+point-to-point messages on the caller's thread at any size)."""
 from __future__ import annotations
 
 import os
@@ -38,7 +39,8 @@ def summed(comm: pycomm.Communicator, numel: int, case: str) -> tuple[torch.Tens
 
 def check_idle_blocking_ops(comm: pycomm.Communicator, inline_bytes: int) -> None:
     """Back-to-back blocking ops of every kind on an idle queue: right results, and they ran on the
-    caller's thread exactly when PYCOMM_INLINE_BYTES allows it (host all-reduces: always)."""
+    caller's thread exactly when PYCOMM_INLINE_BYTES allows it (host all-reduces, broadcasts and
+    all-gathers: always)."""
     before = {op: inline_calls(op) for op in ("allreduce", "broadcast", "allgather", "barrier")}
     for i in range(20):
         t, want = summed(comm, 1000, f"idle{i}")
@@ -52,23 +54,28 @@ def check_idle_blocking_ops(comm: pycomm.Communicator, inline_bytes: int) -> Non
     assert out.tolist() == [float(r) for r in range(comm.size)], out
     comm.barrier()
     ran_inline = {op: inline_calls(op) - n for op, n in before.items()}
-    expect = {"allreduce": 20, "broadcast": 1, "allgather": 1, "barrier": 1} if inline_bytes > 0 else \
-        {"allreduce": 20, "broadcast": 0, "allgather": 0, "barrier": 0}
+    expect = {"allreduce": 20, "broadcast": 1, "allgather": 1, "barrier": 1 if inline_bytes > 0 else 0}
     assert ran_inline == expect, (ran_inline, expect)
     ok()
 
 
 def check_over_the_limit_takes_the_queue(comm: pycomm.Communicator, inline_bytes: int) -> None:
-    """A broadcast one float32 over PYCOMM_INLINE_BYTES takes the queue; an all-reduce of that size
-    still runs on the caller's thread (it never blocks inside MPI)."""
-    numel = inline_bytes // 4 + 1  # one float32 more than PYCOMM_INLINE_BYTES allows
+    """An all-to-all over PYCOMM_INLINE_BYTES takes the queue; an all-reduce and a broadcast of that
+    size still run on the caller's thread (they never block inside MPI)."""
+    numel = (inline_bytes // 4 // comm.size + 1) * comm.size  # more float32 than PYCOMM_INLINE_BYTES allows
     if numel > 4 << 20:
         return
+    x = torch.full((numel,), float(comm.rank))
+    out = torch.zeros(numel)
+    before = inline_calls("alltoall")
+    comm.alltoall(out, x)
+    assert bool((out.view(comm.size, -1) == torch.arange(comm.size).float()[:, None]).all()), "alltoall"
+    assert inline_calls("alltoall") == before, "an all-to-all over PYCOMM_INLINE_BYTES ran on the caller's thread"
     b = torch.full((numel,), float(comm.rank))
     before = inline_calls("broadcast")
     comm.broadcast(b, root=0)
     assert bool((b == 0).all()), "broadcast over PYCOMM_INLINE_BYTES"
-    assert inline_calls("broadcast") == before, "a broadcast over PYCOMM_INLINE_BYTES ran on the caller's thread"
+    assert inline_calls("broadcast") == before + 1, "a blocking host broadcast took the queue"
     t, want = summed(comm, numel, "over")
     before = inline_calls()
     comm.allreduce(t, op=pycomm.SUM)

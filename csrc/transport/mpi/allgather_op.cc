@@ -1,0 +1,31 @@
+#include "transport/mpi/allgather_op.h"
+
+#include <cstring>
+
+#include "transport/mpi/allgather_schedules.h"
+
+namespace pycomm::mpi {
+
+P2pAllgatherOp::P2pAllgatherOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer out, Buffer in)
+    : P2pCollectiveOp(std::move(info), std::move(comm)), out_(out), in_(in) {
+  const int64_t block = block_bytes();
+  if (!fused() || block == 0) return;
+  gathered_.assign(static_cast<size_t>(block * comm_->size), 0);
+  std::memcpy(gathered_.data() + block * comm_->rank, in_.ptr, static_cast<size_t>(block));
+  matching_.fuse(gathered_.data(), block * comm_->size, MPI_BYTE, MPI_BOR, block * comm_->size);
+}
+
+void P2pAllgatherOp::start() {
+  const int64_t block = block_bytes();
+  if (fused() || block == 0) return;
+  // memmove: the input may be the output's own block (in place).
+  std::memmove(static_cast<char*>(out_.ptr) + block * comm_->rank, in_.ptr, static_cast<size_t>(block));
+  run(allgather_steps(even_bounds(block * comm_->size, comm_->size), comm_->rank, comm_->size), {out_.ptr}, MPI_BYTE,
+      1, MPI_OP_NULL);
+}
+
+void P2pAllgatherOp::finish() {
+  if (!gathered_.empty()) std::memcpy(out_.ptr, gathered_.data(), gathered_.size());
+}
+
+}  // namespace pycomm::mpi

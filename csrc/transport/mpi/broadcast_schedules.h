@@ -1,0 +1,26 @@
+// The step lists (p2p_schedule.h) of pycomm's own broadcast, chosen by size the same way on every rank:
+//   - binomial tree: each rank receives the whole buffer from its parent, then sends it to its
+//     children, largest subtree first; log2(size) rounds, the best for small buffers and for 2 ranks
+//     (where it is one message stream);
+//   - scatter + all-gather (van de Geijn), from kBroadcastScatterBytes on 3 or more ranks: a binomial
+//     scatter of size blocks, then allgather_schedules.h's all-gather of them; the root sends its
+//     buffer about once instead of log2(size) times.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/mpi/p2p_schedule.h"
+
+namespace pycomm::mpi {
+
+// Fixed: every rank must choose the same way. MPICH switches near 12 KiB for latency; here the
+// scatter pays once every rank's block is at least a few pipelined messages.
+constexpr int64_t kBroadcastScatterBytes = int64_t{512} << 10;
+
+// Ranges in bytes of the buffer (broadcast moves bytes whatever the dtype).
+std::vector<P2pStep> binomial_broadcast_steps(int64_t bytes, int rank, int size, int root);
+std::vector<P2pStep> scatter_allgather_broadcast_steps(int64_t bytes, int rank, int size, int root);
+std::vector<P2pStep> broadcast_steps(int64_t bytes, int rank, int size, int root);
+
+}  // namespace pycomm::mpi

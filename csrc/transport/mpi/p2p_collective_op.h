@@ -1,0 +1,54 @@
+// What pycomm's own host broadcast, all-gather and reduce-scatter (broadcast_op.h, allgather_op.h,
+// reduce_scatter_op.h) share with its all-reduce (allreduce_op.h): op matching first
+// (signature_exchange.h), small ops' data riding in it, larger ones one polled P2pSchedule on
+// CommHandles::allreduce. Nothing blocks inside MPI, so they run on the caller's thread at any size
+// (no hand-off to the progress thread) and still give up at the stall deadline.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "queue/queued_op.h"
+#include "transport/mpi/comm_handles.h"
+#include "transport/mpi/p2p_schedule.h"
+#include "transport/mpi/signature_exchange.h"
+
+namespace pycomm::mpi {
+
+// Measured (2 ranks, /tmp profile in the p2pcoll report): a 64 KiB broadcast fused into op matching
+// took 30 us (16 pieces through the exchange, a bitwise OR of the whole buffer each step), one
+// scheduled after it 14 us even at 256 KiB; at 4 KiB the fused one is still the faster (one round).
+// Fixed: every rank must choose the same way.
+constexpr int64_t kFusedCollectiveBytes = int64_t{4} << 10;
+
+class P2pCollectiveOp : public QueuedOp {
+ public:
+  P2pCollectiveOp(OpInfo info, std::shared_ptr<CommHandles> comm);
+  ~P2pCollectiveOp() override;  // abandoned mid-schedule: the work buffer is leaked (MPI may still use it)
+  bool can_run_inline() const override { return true; }
+  bool prepare() override { return matching_.poll(info, *comm_); }
+  bool test() override;  // polls the schedule, then finish()
+
+ protected:
+  // Ops of at most kFusedCollectiveBytes carry their data in op matching (every rank decides alike:
+  // the size is part of the matched signature). The subclass calls matching_.fuse() then.
+  bool fused() const;
+  // Runs `steps` on `bufs` (P2pStep's buffer indexes) as the op's schedule, once matched (start()).
+  void run(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type, int64_t elem_size,
+           MPI_Op op);
+  char* work_buffer(size_t bytes);  // scratch kept for the op's lifetime (from the communicator's pool)
+  virtual void finish() {}          // after the data is in: copies out of fused buffers, AVG's scaling
+
+  std::shared_ptr<CommHandles> comm_;
+  SignatureExchange matching_;
+
+ private:
+  std::unique_ptr<P2pSchedule> schedule_;
+  ScratchPool::Block work_;
+  bool done_ = false;
+};
+
+}  // namespace pycomm::mpi

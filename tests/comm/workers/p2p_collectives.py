@@ -1,0 +1,193 @@
+"""Worker (2 to 5 ranks): pycomm's own host broadcast, all-gather and reduce-scatter on MPI
+point-to-point messages (csrc/transport/mpi/broadcast_op.h, allgather_op.h, reduce_scatter_op.h)
+against numpy: every root, every dtype (and reduce op), odd counts, counts below the world size, sizes
+either side of each switch (up to 4 KiB the data rides in op matching; then broadcast's binomial
+tree up to 512 KiB, scatter + all-gather above it; recursive doubling / halving on power-of-two worlds,
+the ring on others), reduce-scatter's input left untouched, async ops mixed with blocking ones (the
+queue vs the caller's thread), mismatched roots and sizes on the scheduled path giving MismatchError;
+then with --stall a rank that never calls gives the others StallError naming it. Prints
+"rank R: N p2p-collective checks passed" and the MARK lines tests/comm/test_p2p_collectives.py reads."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+import pycomm
+from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_input, stall_without_last_rank
+from tests.comm.workers.fusion_common import expect_raises
+
+FUSED_BYTES = 4 << 10       # kFusedCollectiveBytes: up to here the data rides in op matching
+SCATTER_BYTES = 512 << 10   # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks)
+checks = 0
+
+
+def passed() -> None:
+    global checks
+    checks += 1
+
+
+def item(dtype: torch.dtype) -> int:
+    return torch.empty(0, dtype=dtype).element_size()
+
+
+def around(total_bytes: int, per: int) -> list[int]:
+    """Element counts whose `per`-element multiple lies one either side of `total_bytes`."""
+    at = max(1, total_bytes // per)
+    return [at - 1, at, at + 1]
+
+
+def broadcast_counts(dtype: torch.dtype, size: int) -> list[int]:
+    counts = [0, 1, 3, size - 1, 1001] + around(FUSED_BYTES, item(dtype))
+    if dtype in (torch.float32, torch.uint8, torch.bfloat16):  # the scheduled sizes move bytes alike
+        counts += around(SCATTER_BYTES, item(dtype)) + [(4 << 20) // item(dtype) + 3]
+    return counts
+
+
+def check_broadcast(comm: pycomm.Communicator) -> None:
+    for dtype in ALL:
+        for numel in broadcast_counts(dtype, comm.size):
+            for root in range(comm.size):
+                case = f"broadcast/{dtype}/{numel}/root{root}"
+                want = as_np(rank_input(root, numel, dtype, case))
+                t = rank_input(comm.rank, numel, dtype, case)
+                comm.broadcast(t, root=root)
+                assert_close(t, want, case)
+                passed()
+
+
+def gather_counts(dtype: torch.dtype, size: int) -> list[int]:
+    """Per-rank counts: the output (size times them) either side of the fused limit."""
+    counts = [0, 1, 3, 1001] + around(FUSED_BYTES, size * item(dtype))
+    if dtype in (torch.float32, torch.uint8):
+        counts.append((1 << 20) // item(dtype) + 3)
+    return counts
+
+
+def check_allgather(comm: pycomm.Communicator) -> None:
+    for dtype in ALL:
+        for numel in gather_counts(dtype, comm.size):
+            case = f"allgather/{dtype}/{numel}"
+            want = np.concatenate([as_np(rank_input(r, numel, dtype, case)) for r in range(comm.size)])
+            out = torch.full((comm.size * numel,), 7, dtype=dtype)
+            comm.allgather(out, rank_input(comm.rank, numel, dtype, case))
+            assert_close(out, want, case)
+            passed()
+
+
+def reduced(xs: np.ndarray, op: pycomm.ReduceOp, size: int) -> np.ndarray:
+    return {pycomm.SUM: xs.sum(0), pycomm.AVG: xs.sum(0) / size, pycomm.MAX: xs.max(0), pycomm.MIN: xs.min(0)}[op]
+
+
+def check_reduce_scatter(comm: pycomm.Communicator) -> None:
+    for dtype in ALL:
+        ops = [pycomm.SUM, pycomm.MAX, pycomm.MIN] + ([pycomm.AVG] if dtype in FLOATS else [])
+        for op in ops:
+            for numel in gather_counts(dtype, comm.size):
+                case = f"reduce_scatter/{dtype}/{op}/{numel}"
+                xs = np.stack([as_np(rank_input(r, comm.size * numel, dtype, case)) for r in range(comm.size)])
+                want = reduced(xs, op, comm.size)[comm.rank * numel:(comm.rank + 1) * numel]
+                t = rank_input(comm.rank, comm.size * numel, dtype, case)
+                before = t.clone()
+                out = torch.full((numel,), 7, dtype=dtype)
+                comm.reduce_scatter(out, t, op=op)
+                assert_close(out, want, case, exact=op != pycomm.AVG)
+                assert torch.equal(t, before), f"{case}: the input was modified"
+                passed()
+
+
+def check_async_then_blocking(comm: pycomm.Communicator) -> None:
+    """Async ops of all three kinds queue while a later blocking one waits its turn (the last rank is
+    late, so an op that jumped the queue would pair with another op elsewhere and give wrong data)."""
+    size = comm.size
+    for numel in (100, FUSED_BYTES // 4 + 1, 300_001):
+        if comm.rank == size - 1:
+            time.sleep(0.02)
+        checks_after: list[Callable[[], None]] = []
+        works = []
+        for i in range(3):
+            case = f"async{numel}/{i}"
+            root = i % size
+            b = rank_input(comm.rank, numel, torch.float32, case + "b")
+            works.append(comm.broadcast(b, root=root, async_op=True))
+            want_b = as_np(rank_input(root, numel, torch.float32, case + "b"))
+            checks_after.append(lambda b=b, w=want_b, c=case: assert_close(b, w, c + " broadcast"))
+            g = torch.zeros(size * numel)
+            works.append(comm.allgather(g, rank_input(comm.rank, numel, torch.float32, case + "g"), async_op=True))
+            want_g = np.concatenate([as_np(rank_input(r, numel, torch.float32, case + "g")) for r in range(size)])
+            checks_after.append(lambda g=g, w=want_g, c=case: assert_close(g, w, c + " allgather"))
+            xs = np.stack([as_np(rank_input(r, size * numel, torch.float32, case + "s")) for r in range(size)])
+            s = torch.zeros(numel)
+            works.append(comm.reduce_scatter(s, rank_input(comm.rank, size * numel, torch.float32, case + "s"),
+                                             async_op=True))
+            want_s = xs.sum(0)[comm.rank * numel:(comm.rank + 1) * numel]
+            checks_after.append(lambda s=s, w=want_s, c=case: assert_close(s, w, c + " reduce_scatter"))
+        last = rank_input(comm.rank, numel, torch.float32, f"blocking{numel}")
+        comm.broadcast(last, root=size - 1)
+        for w in works:
+            w.wait()
+        for check in checks_after:
+            check()
+        assert_close(last, as_np(rank_input(size - 1, numel, torch.float32, f"blocking{numel}")), "blocking after async")
+        passed()
+
+
+def check_scheduled_mismatches(world: pycomm.Communicator) -> None:
+    """Roots and sizes that differ on the scheduled path (past the fused size): MismatchError on every
+    rank, before any data moves."""
+    def on_fresh(run: Callable[[pycomm.Communicator], object], pattern: str) -> None:
+        sub = world.split(0)
+        expect_raises(pycomm.MismatchError, pattern, lambda: run(sub))
+        sub.shutdown()
+        passed()
+
+    r, n = world.rank, (1 << 20) // 4
+    on_fresh(lambda c: c.broadcast(torch.ones(n), root=r), r"roots differ\).*broadcast #\d+")
+    on_fresh(lambda c: c.broadcast(torch.ones(n + r), root=0), r"sizes differ.*broadcast #\d+")
+    on_fresh(lambda c: c.allgather(torch.zeros(c.size * (n + r)), torch.ones(n + r)), r"sizes differ.*allgather #\d+")
+    on_fresh(lambda c: c.reduce_scatter(torch.zeros(n + r), torch.ones(c.size * (n + r))),
+             r"sizes differ.*reduce_scatter #\d+")
+
+
+STALLS: dict[str, Callable[[pycomm.Communicator, int], object]] = {
+    "broadcast": lambda c, n: c.broadcast(torch.ones(n), root=0),
+    "allgather": lambda c, n: c.allgather(torch.zeros(c.size * n), torch.ones(n)),
+    "reduce_scatter": lambda c, n: c.reduce_scatter(torch.zeros(n), torch.ones(c.size * n)),
+}
+
+
+def check_stall_names_the_missing_rank(comm: pycomm.Communicator, kind: str, numel: int) -> None:
+    """The last rank never calls this op: the others get StallError within PYCOMM_TIMEOUT naming it."""
+    side = comm.split(0)   # releases the last rank once the others have their error
+    sub = comm.split(0)    # the communicator that stalls (a stall breaks it)
+    STALLS[kind](sub, numel)  # everyone takes part once
+    stall_without_last_rank(side, comm.size - 1, comm.rank, lambda: STALLS[kind](sub, numel), f" of {kind} {numel}")
+    side.barrier()
+
+
+def main() -> int:
+    comm = pycomm.init(backend="mpi")
+    assert comm.size >= 2, "run on 2 or more ranks"
+    if "--stall" in sys.argv:
+        for kind in STALLS:
+            for numel in (100, (1 << 20) // 4):  # data with op matching; matched, then scheduled
+                check_stall_names_the_missing_rank(comm, kind, numel)
+        print(f"MARK rank {comm.rank} done", flush=True)
+        os._exit(0)  # the stalled ops can never complete
+    check_broadcast(comm)
+    check_allgather(comm)
+    check_reduce_scatter(comm)
+    check_async_then_blocking(comm)
+    check_scheduled_mismatches(comm)
+    comm.barrier()
+    print(f"rank {comm.rank}: {checks} p2p-collective checks passed", flush=True)
+    pycomm.finalize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
