@@ -5,7 +5,7 @@ Tensors are grouped by dtype. Small ones are packed into flat buckets of at most
 of the pack kernel, which also casts floating tensors to the wire dtype and folds AVG's 1/size into the
 copy); a tensor of at least `in_place_bytes` that travels in its own dtype is reduced where it lies, in a
 bucket of its own: copying it would cost two passes over memory and save no per-op overhead worth them
-(host default 1 MiB; on GPUs only tensors larger than a bucket). With async_op=True (the default) every
+(host default 256 KiB; on GPUs only tensors larger than a bucket). With async_op=True (the default) every
 bucket's op is submitted at once and the returned work unpacks each bucket into its tensors when waited;
 with async_op=False the buckets run one after another as blocking ops, on the caller's thread where the
 transport allows it (no hand-off to the progress thread), and the call returns with the results in place.
@@ -36,7 +36,7 @@ HOST_BUCKET_BYTES = 4 << 20
 DEVICE_BUCKET_BYTES = 25 << 20
 # Host tensors of at least this many bytes (sent in their own dtype) skip the pack: above it one op's
 # fixed cost is small against copying the tensor in and out of a bucket.
-HOST_IN_PLACE_BYTES = 1 << 20
+HOST_IN_PLACE_BYTES = 256 << 10
 
 
 def bucket_bytes_for(bucket_bytes: object, tensors: Sequence[torch.Tensor], what: str) -> int:
