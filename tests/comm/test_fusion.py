@@ -65,7 +65,8 @@ def test_plan_buckets_reduces_tensors_from_the_in_place_size_where_they_lie() ->
     # stays open across them, so the small tensors after a large one still share it
     sizes = [9, 10, 2, 11, 3, 5, 0, 1]
     ts = [torch.zeros(n) for n in sizes] + [torch.zeros(5, dtype=torch.float64)]   # 40 bytes of float64
-    got = [(p.indices, p.numel, p.in_place) for p in plan_buckets(ts, bucket_bytes=64, wire_dtype=None, in_place_bytes=40)]
+    plans = plan_buckets(ts, bucket_bytes=64, wire_dtype=None, in_place_bytes=40)
+    got = [(p.indices, p.numel, p.in_place) for p in plans]
     assert got == [([0, 2, 4], 14, False),  # 56 bytes; +5 elements would pass 64
                    ([1], 10, True), ([3], 11, True),
                    ([5, 7], 6, False),      # the empty tensor is skipped

@@ -113,7 +113,8 @@ def check_broadcast(comm: pycomm.Communicator) -> None:
     # large tensors (at and past the in-place size) sent where they lie, small ones packed; both paths
     n = HOST_IN_PLACE_BYTES // 4
     for async_op in (True, False):
-        specs = [(n - 1, torch.float32), (2, torch.int64), (n, torch.float32), (n // 2, torch.float64), (1, torch.int32)]
+        specs = [(n - 1, torch.float32), (2, torch.int64), (n, torch.float32), (n // 2, torch.float64),
+                 (1, torch.int32)]
         ts = [rank_values(10 + async_op, comm.rank, k, d) for k, d in specs]
         want = [rank_values(10 + async_op, root, t.numel(), t.dtype) for t in ts]
         work = comm.broadcast_coalesced(ts, root=root, async_op=async_op)
