@@ -259,18 +259,20 @@ class Communicator:
     # ---- coalesced and quantized ops (logic in pycomm/fusion.py, flat_shards.py, quantized.py) ----
     def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,
                             bucket_bytes: int | None = None,
-                            wire_dtype: Optional[torch.dtype] = None) -> Work:
-        """All-reduces many tensors in place through fused buckets (grouped by dtype; floating tensors
-        travel as wire_dtype when given); returns a Work whose wait() unpacks the results.
-        The 25 MiB default suits GPUs; host tensors over MPI are faster with 2-4 MiB buckets, which stay
-        in the last-level cache (ResNet-50 gradients on 2 ranks: 0.050 s with 4 MiB vs 0.079 s)."""
-        return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype)
+                            wire_dtype: Optional[torch.dtype] = None, async_op: bool = True) -> Optional[Work]:
+        """All-reduces many tensors in place: small ones through fused buckets (grouped by dtype; floating
+        tensors travel as wire_dtype when given), large host tensors where they lie; returns a Work whose
+        wait() unpacks the results (async_op=False: blocking, on the caller's thread where the transport
+        allows, returns None). bucket_bytes None: 4 MiB for host tensors (they stay in the last-level
+        cache), DESIGN's 25 MiB for GPU tensors. See pycomm/fusion.py."""
+        return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype, async_op)
 
     def broadcast_coalesced(self, tensors: Sequence[torch.Tensor], root: int = 0,
-                            bucket_bytes: int | None = None) -> Work:
-        """Broadcasts many tensors (any dtypes) from `root` in place through flat buckets per dtype."""
+                            bucket_bytes: int | None = None, async_op: bool = True) -> Optional[Work]:
+        """Broadcasts many tensors (any dtypes) from `root` in place through flat buckets per dtype (large
+        host tensors where they lie); async_op=False: blocking, returns None."""
         root = self._peer(root, "broadcast_coalesced", "root")
-        return fusion.broadcast_coalesced(self, tensors, root, bucket_bytes)
+        return fusion.broadcast_coalesced(self, tensors, root, bucket_bytes, async_op)
 
     def reduce_scatter_coalesced(self, shards: torch.Tensor, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,
                                  bucket_bytes: int | None = None,

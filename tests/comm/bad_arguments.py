@@ -259,10 +259,11 @@ def communicator_cases() -> Iterator[Case]:
                      dict(color=[("str", "0"), ("None", None), ("float", 0.0), ("huge", 2 ** 62)],
                           key=[("str", "0"), ("float", 0.0), ("huge", 2 ** 62)]))
     yield from _vary("Communicator.allreduce_coalesced", lambda **kw: c.allreduce_coalesced(**kw).wait(),
-                     lambda: dict(tensors=[f32(4)], op=pycomm.SUM, bucket_bytes=1 << 20, wire_dtype=None),
+                     lambda: dict(tensors=[f32(4)], op=pycomm.SUM, bucket_bytes=1 << 20, wire_dtype=None,
+                                  async_op=True),
                      dict(tensors=without(BAD_TENSORS, "int tensors"), op=BAD_OP,
                           bucket_bytes=without(BAD_INT_POSITIVE, "huge", "None"),   # None: the default
-                          wire_dtype=[("str", "bf16"), ("int dtype", torch.int32)]))
+                          wire_dtype=[("str", "bf16"), ("int dtype", torch.int32)], async_op=BAD_BOOL))
     yield from _vary("Communicator.allreduce_quantized", lambda **kw: c.allreduce_quantized(**kw).wait(),
                      lambda: dict(tensor=f32(), op=pycomm.SUM, codec=None, error_feedback=None),
                      dict(tensor=_input_tensor(N), op=BAD_OP, codec=BAD_CODEC,

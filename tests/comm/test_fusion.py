@@ -7,7 +7,8 @@ import torch
 
 import pycomm
 from pycomm._codec_wire import WireLayout
-from pycomm.fusion import DEVICE_BUCKET_BYTES, HOST_BUCKET_BYTES, bucket_bytes_for, plan_buckets
+from pycomm.fusion import (DEVICE_BUCKET_BYTES, HOST_BUCKET_BYTES, HOST_IN_PLACE_BYTES, bucket_bytes_for,
+                           in_place_bytes_for, plan_buckets)
 from pycomm.quantized import chunk_numel, segments
 from tests.launch import mpirun
 
@@ -57,6 +58,37 @@ def test_plan_buckets_groups_by_dtype_and_fills_to_the_limit() -> None:
                    (torch.int64, torch.int64, [2, 4], 8, False)]         # integers are never cast
     alone = plan_buckets(ts, bucket_bytes=1, wire_dtype=None)
     assert all(p.in_place for p in alone) and len(alone) == 5            # the empty tensor is skipped
+
+
+def test_plan_buckets_reduces_tensors_from_the_in_place_size_where_they_lie() -> None:
+    # in_place_bytes 40: 10 float32 elements and more go alone (one below stays packed); the open bucket
+    # stays open across them, so the small tensors after a large one still share it
+    sizes = [9, 10, 2, 11, 3, 5, 0, 1]
+    ts = [torch.zeros(n) for n in sizes] + [torch.zeros(5, dtype=torch.float64)]   # 40 bytes of float64
+    plans = plan_buckets(ts, bucket_bytes=64, wire_dtype=None, in_place_bytes=40)
+    got = [(p.indices, p.numel, p.in_place) for p in plans]
+    assert got == [([0, 2, 4], 14, False),  # 56 bytes; +5 elements would pass 64
+                   ([1], 10, True), ([3], 11, True),
+                   ([5, 7], 6, False),      # the empty tensor is skipped
+                   ([8], 5, True)]          # float64: 40 bytes in its own dtype
+    # a cast tensor is copied anyway: it stays packed however large; integers are never cast
+    cast = plan_buckets([torch.zeros(100), torch.zeros(100, dtype=torch.int32)], bucket_bytes=1000,
+                        wire_dtype=torch.bfloat16, in_place_bytes=40)
+    assert [(p.wire_dtype, p.indices, p.in_place) for p in cast] == [(torch.bfloat16, [0], False),
+                                                                     (torch.int32, [1], True)]
+    # None: the old plan, a tensor alone only when larger than a bucket
+    assert [p.indices for p in plan_buckets(ts[:3], bucket_bytes=64, wire_dtype=None)] == [[0], [1, 2]]
+
+
+def test_in_place_size_follows_where_tensors_live() -> None:
+    host, gpu = [torch.zeros(3)], [torch.zeros(3, device="meta")]
+    assert in_place_bytes_for(host, 4 << 20) == HOST_IN_PLACE_BYTES < 4 << 20
+    assert in_place_bytes_for(host, 100) == 100                  # never above the bucket size
+    assert in_place_bytes_for(gpu, 25 << 20) == (25 << 20) + 1  # GPUs: only tensors larger than a bucket
+    n = HOST_IN_PLACE_BYTES // 4
+    plans = plan_buckets([torch.zeros(n - 1), torch.zeros(n), torch.zeros(1)], HOST_BUCKET_BYTES, None,
+                         in_place_bytes_for(host, HOST_BUCKET_BYTES))
+    assert [(p.indices, p.in_place) for p in plans] == [([0, 2], False), ([1], True)]
 
 
 @pytest.mark.parametrize("numel,size,block,want", [(0, 3, 256, 0), (1, 4, 256, 256), (1000, 3, 256, 512),

@@ -1,11 +1,14 @@
 """Worker: allreduce_coalesced on 200 tensors of mixed dtypes and odd sizes against a numpy reference,
-for several bucket sizes, with and without a bf16 wire dtype, and bad input."""
+for several bucket sizes, with and without a bf16 wire dtype, async and blocking; the routing of large
+tensors (reduced where they lie) against small ones (packed) at every edge of the thresholds; and bad
+input."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
 import pycomm
+from pycomm.fusion import HOST_IN_PLACE_BYTES
 from tests.comm.workers.common import as_np
 from tests.comm.workers.fusion_common import expect_raises, rank_values, unit_roundoff, world
 
@@ -58,18 +61,61 @@ def expected(seed: int, size: int, specs, op: str, wire: torch.dtype | None):
     return refs
 
 
-def check(comm, seed: int, op: str, bucket_bytes: int, wire: torch.dtype | None) -> None:
-    specs = make_case(seed)
+def check(comm, seed: int, op: str, bucket_bytes: int | None, wire: torch.dtype | None, specs=None,
+          async_op: bool = True) -> list[torch.Tensor]:
+    specs = make_case(seed) if specs is None else specs
     tensors = inputs(seed, comm.rank, specs)
-    work = comm.allreduce_coalesced(tensors, op=getattr(pycomm, op), bucket_bytes=bucket_bytes, wire_dtype=wire)
-    work.wait()
-    assert work.is_completed()
+    work = comm.allreduce_coalesced(tensors, op=getattr(pycomm, op), bucket_bytes=bucket_bytes, wire_dtype=wire,
+                                    async_op=async_op)
+    if async_op:
+        work.wait()
+        assert work.is_completed()
+    else:
+        assert work is None, "async_op=False returns None, like every blocking op"
     for k, ((ref, tol), t) in enumerate(zip(expected(seed, comm.size, specs, op, wire), tensors)):
         assert t.shape == specs[k][0] and t.dtype == specs[k][1]
         err = np.abs(as_np(t).reshape(-1) - ref)
         bad = np.nonzero(err > tol)[0]
         assert bad.size == 0, (f"{op} bucket_bytes={bucket_bytes} wire={wire}: tensor {k} {specs[k]} element "
                                f"{bad[0]}: got {as_np(t).reshape(-1)[bad[0]]}, want {ref[bad[0]]} (tol {tol[bad[0]]})")
+    return tensors
+
+
+def edge_case(threshold: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
+    """Tensors one element below, at and one above `threshold` bytes for several dtypes, with small ones
+    between (so an open bucket spans the large ones), a 1-element one and an empty one."""
+    specs: list[tuple[tuple[int, ...], torch.dtype]] = []
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32):
+        n = threshold // torch.empty((), dtype=dtype).element_size()
+        specs += [((n - 1,), dtype), ((3,), dtype), ((n,), dtype), ((0,), dtype), ((1, n + 1), dtype),
+                  ((1,), dtype)]
+    return specs
+
+
+def check_routing(comm) -> None:
+    """Large tensors are reduced where they lie, small ones packed: at each edge of the in-place size
+    (the host default, and the bucket size when smaller), async and blocking, SUM / AVG, bf16 wire; the
+    blocking and async paths agree exactly on every integer tensor and within tolerance on floats."""
+    for seed, (threshold, bucket_bytes) in enumerate([(HOST_IN_PLACE_BYTES, None), (4096, 4096), (512, 512)], 30):
+        specs = edge_case(threshold)
+        for op, wire in (("SUM", None), ("AVG", None), ("AVG", torch.bfloat16), ("MAX", None)):
+            by_async = check(comm, seed, op, bucket_bytes, wire, specs, async_op=True)
+            by_block = check(comm, seed, op, bucket_bytes, wire, specs, async_op=False)
+            for k, (a, b) in enumerate(zip(by_async, by_block)):
+                if not a.dtype.is_floating_point:
+                    assert torch.equal(a, b), f"{op} threshold {threshold}: tensor {k} {specs[k]} differs"
+    # a bucket filled exactly to bucket_bytes, then one element more
+    check(comm, 40, "SUM", 64, None, [((8,), torch.float32), ((8,), torch.float32), ((1,), torch.float32)])
+    check(comm, 41, "AVG", 64, None, [((16,), torch.float32), ((1,), torch.float32)], async_op=False)
+
+
+def check_short_lists(comm) -> None:
+    """One tensor, one element, only empties, nothing at all: every path returns with the right result."""
+    for async_op in (True, False):
+        check(comm, 50, "SUM", None, None, [((1,), torch.float32)], async_op=async_op)
+        check(comm, 51, "AVG", None, None, [((1,), torch.int64)], async_op=async_op)
+        check(comm, 52, "SUM", None, None, [((0,), torch.float32), ((0,), torch.int32)], async_op=async_op)
+        check(comm, 53, "SUM", None, None, [], async_op=async_op)
 
 
 def check_in_flight_together(comm) -> None:
@@ -94,6 +140,9 @@ def check_bad_input(comm) -> None:
     expect_raises(TypeError, "wire_dtype", lambda: f([x], wire_dtype=torch.int8))
     expect_raises(ValueError, "bucket_bytes", lambda: f([x], bucket_bytes=0))
     expect_raises(ValueError, "op must be", lambda: f([x], op="median"))
+    expect_raises(TypeError, "allreduce_coalesced: async_op", lambda: f([x], async_op="no"))
+    expect_raises(TypeError, "broadcast_coalesced: async_op", lambda: comm.broadcast_coalesced([x], async_op=1))
+    expect_raises(ValueError, r"tensors\[0\].*contiguous", lambda: f([torch.ones(4, 4).t()], async_op=False))
     assert torch.equal(x, torch.ones(8)), "a rejected call must not touch the tensors"
 
 
@@ -107,6 +156,10 @@ def main() -> None:
     check(comm, 12, "SUM", 64 << 10, torch.float16)
     check(comm, 13, "MAX", 4096, None)
     check(comm, 14, "MIN", 4096, torch.bfloat16)
+    check(comm, 15, "AVG", None, None, async_op=False)
+    check(comm, 16, "SUM", 4096, torch.bfloat16, async_op=False)
+    check_routing(comm)
+    check_short_lists(comm)
     check_in_flight_together(comm)
     print(f"rank {comm.rank}/{comm.size}: coalesced ok", flush=True)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 import pycomm
+from pycomm.fusion import HOST_IN_PLACE_BYTES
 from tests.comm.workers.fusion_common import expect_raises, rank_values, unit_roundoff, world
 
 SIZES = [1, 3, 7, 256, 257, 1000, 4099]
@@ -109,6 +110,19 @@ def check_broadcast(comm: pycomm.Communicator) -> None:
     want = [rank_values(9, root, t.numel(), t.dtype) for t in ts]
     comm.broadcast_coalesced(ts, root=root, bucket_bytes=64).wait()
     assert all(torch.equal(t, w) for t, w in zip(ts, want)), "broadcast_coalesced"
+    # large tensors (at and past the in-place size) sent where they lie, small ones packed; both paths
+    n = HOST_IN_PLACE_BYTES // 4
+    for async_op in (True, False):
+        specs = [(n - 1, torch.float32), (2, torch.int64), (n, torch.float32), (n // 2, torch.float64),
+                 (1, torch.int32)]
+        ts = [rank_values(10 + async_op, comm.rank, k, d) for k, d in specs]
+        want = [rank_values(10 + async_op, root, t.numel(), t.dtype) for t in ts]
+        work = comm.broadcast_coalesced(ts, root=root, async_op=async_op)
+        if async_op:
+            work.wait()
+        else:
+            assert work is None
+        assert all(torch.equal(t, w) for t, w in zip(ts, want)), f"broadcast_coalesced async_op={async_op}"
 
 
 def check_bad_input(comm: pycomm.Communicator) -> None:
