@@ -20,6 +20,7 @@ from pycomm import flat_shards, fusion, p2p, quantized
 
 REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
              torch.int64)
+_REDUCIBLE_CODES = {d: _dtypes.CODES[d] for d in REDUCIBLE}
 
 
 class Communicator:
@@ -93,6 +94,15 @@ class Communicator:
                   bucket: int = -1) -> Optional[Work]:
         """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
         `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
+        if (async_op is False and type(tensor) is torch.Tensor and type(op) is ReduceOp and type(bucket) is int
+                and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()):
+            # The common call (blocking, a plain contiguous host tensor): the same checks as below, each
+            # the cheapest form of itself, and one call into the core that also waits (no Work).
+            code = _REDUCIBLE_CODES.get(tensor.dtype)
+            if code is not None and (op != AVG or tensor.dtype.is_floating_point):
+                n = tensor.numel()
+                self._t.allreduce_wait(tensor.data_ptr() if n else 0, n, code, -1, int(op), 0, bucket)
+                return None
         async_op = check_bool(async_op, "allreduce: async_op")
         op = check_op(op, "allreduce")
         bucket = check_int(bucket, "allreduce: bucket", min_value=-1, max_value=INT32_MAX)

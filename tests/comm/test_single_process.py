@@ -26,6 +26,38 @@ def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProces
                           timeout=180)
 
 
+def test_blocking_allreduce_fast_path_checks_like_the_full_path():
+    """A blocking all-reduce of a plain host tensor takes Communicator.allreduce's fast path; a Parameter
+    (a Tensor subclass) and async_op=True take the full one: same results, same errors."""
+    c = local()
+
+    def outcome(t: torch.Tensor, op: pycomm.ReduceOp, bucket: int, how: str) -> tuple:
+        try:
+            if how == "async":
+                c.allreduce(t, op=op, async_op=True, bucket=bucket).wait()
+            else:
+                if how == "parameter" and t.dtype.is_floating_point:
+                    t = torch.nn.Parameter(t, requires_grad=False)
+                c.allreduce(t, op=op, bucket=bucket)
+            return ("ok", t.tolist())
+        except (TypeError, ValueError) as e:
+            return (type(e).__name__, str(e))
+
+    cases = [(pycomm.SUM, -1, lambda: torch.arange(6.0)),
+             (pycomm.AVG, 3, lambda: torch.arange(6.0).view(2, 3)),
+             (pycomm.AVG, -1, lambda: torch.arange(6)),                    # AVG of ints
+             (pycomm.SUM, -1, lambda: torch.arange(12.0)[::2]),             # non-contiguous
+             (pycomm.SUM, -1, lambda: torch.zeros(0)),
+             (pycomm.SUM, -2, lambda: torch.arange(6.0)),                   # bucket out of range
+             (pycomm.SUM, -1, lambda: torch.zeros(3, dtype=torch.bool))]    # a dtype pycomm has no code for
+    kinds = []
+    for op, bucket, make in cases:
+        got = [outcome(make(), op, bucket, how) for how in ("fast", "parameter", "async")]
+        assert got[1] == got[0] and got[2] == got[0], (op, bucket, got)
+        kinds.append(got[0][0])
+    assert kinds == ["ok", "ok", "TypeError", "ValueError", "ok", "ValueError", "TypeError"]
+
+
 def test_local_ops_move_data():
     c = local()
     assert (c.rank, c.size, c.local_rank, c.local_size, c.backend) == (0, 1, 0, 1, "local")
