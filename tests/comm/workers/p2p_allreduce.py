@@ -1,6 +1,6 @@
 """Worker (2 to 5 ranks): pycomm's own host all-reduce on MPI point-to-point messages
 (csrc/transport/mpi/allreduce_op.h) against numpy: every dtype and reduce op the all-reduce accepts,
-odd element counts, counts below the world size, sizes either side of the fused limit (up to 64 KiB
+odd element counts, counts below the world size, sizes either side of the fused limit (up to 32 KiB
 the data travels with op matching by recursive doubling; above it Rabenseifner on power-of-two worlds,
 the ring on others), AVG's result bitwise equal on every rank, async ops mixed with blocking ones
 (the queue vs the caller's thread, several schedules in flight at once), then a stall: the last rank
@@ -18,7 +18,7 @@ import torch
 import pycomm
 from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_input, stall_without_last_rank
 
-FUSED_BYTES = 64 << 10  # kFusedAllreduceBytes
+FUSED_BYTES = 32 << 10  # kFusedAllreduceBytes
 checks = 0
 
 
@@ -103,7 +103,7 @@ def main() -> int:
     print(f"rank {comm.rank}: {checks} p2p-allreduce checks passed", flush=True)
     if "--stall" in sys.argv:
         check_stall_names_the_missing_rank(comm, 1000)              # data with op matching
-        check_stall_names_the_missing_rank(comm, FUSED_BYTES // 2)  # matched first, then Rabenseifner / ring
+        check_stall_names_the_missing_rank(comm, 32768)  # 128 KiB, above FUSED_BYTES: matched first, then Rabenseifner / ring
         print(f"MARK rank {comm.rank} done", flush=True)
         sys.stdout.flush()
         os._exit(0)  # the stalled all-reduces can never complete
