@@ -4,10 +4,9 @@ the ring), every dtype and op, sizes either side of the fused limit, async ops m
 ones; and a rank that never calls gives the others StallError naming it, on both paths."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from tests.comm.rank_reports import assert_every_rank_passed, assert_stall_names_last_rank
 from tests.launch import mpirun
 
 
@@ -15,9 +14,7 @@ from tests.launch import mpirun
 @pytest.mark.parametrize("ranks", [2, 3, 4, 5])
 def test_allreduce_against_numpy(ranks):
     proc = mpirun(ranks, "tests.comm.workers.p2p_allreduce", env={"PYCOMM_TIMEOUT": "120"}, timeout=900)
-    passed = re.findall(r"rank (\d+): (\d+) p2p-allreduce checks passed", proc.stdout)
-    assert sorted(int(r) for r, _ in passed) == list(range(ranks)), proc.stdout
-    assert all(int(n) > 250 for _, n in passed), proc.stdout
+    assert_every_rank_passed(proc.stdout, "p2p-allreduce", ranks, at_least=250)
 
 
 @pytest.mark.mpi
@@ -27,13 +24,5 @@ def test_missing_rank_gives_stall_error_naming_it(ranks):
                   expect_ok=False, timeout=900)
     out = proc.stdout + proc.stderr
     assert all(f"MARK rank {r} done" in out for r in range(ranks)), out
-    last = ranks - 1
-    for r in range(last):
-        for numel in (1000, 32768):
-            m = re.search(rf"MARK rank {r} stall of {numel} after [\d.]+ s: (.*)", out)
-            assert m, out
-            msg = m.group(1)
-            assert re.match(rf"allreduce #\d+ \(count {numel}, float32", msg), msg
-            waiting = re.search(r"waiting for ranks? ([\d, ]+):", msg)
-            assert waiting and waiting.group(1) == str(last), msg
-            assert "PYCOMM_TIMEOUT=3" in msg, msg
+    for numel in (1000, 32768):
+        assert_stall_names_last_rank(out, ranks, f"stall of {numel}", rf"allreduce #\d+ \(count {numel}, float32")

@@ -6,10 +6,9 @@ scheduled path as MismatchError; and a rank that never calls gives the others St
 on both the fused and the scheduled path of each collective."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from tests.comm.rank_reports import assert_every_rank_passed, assert_stall_names_last_rank
 from tests.launch import mpirun
 
 
@@ -17,9 +16,7 @@ from tests.launch import mpirun
 @pytest.mark.parametrize("ranks", [2, 3, 4, 5])
 def test_collectives_against_numpy(ranks):
     proc = mpirun(ranks, "tests.comm.workers.p2p_collectives", env={"PYCOMM_TIMEOUT": "120"}, timeout=900)
-    passed = re.findall(r"rank (\d+): (\d+) p2p-collective checks passed", proc.stdout)
-    assert sorted(int(r) for r, _ in passed) == list(range(ranks)), proc.stdout
-    assert all(int(n) > 400 for _, n in passed), proc.stdout
+    assert_every_rank_passed(proc.stdout, "p2p-collective", ranks, at_least=400)
 
 
 @pytest.mark.mpi
@@ -29,14 +26,6 @@ def test_missing_rank_gives_stall_error_naming_it(ranks):
                   expect_ok=False, timeout=900)
     out = proc.stdout + proc.stderr
     assert all(f"MARK rank {r} done" in out for r in range(ranks)), out
-    last = ranks - 1
-    for r in range(last):
-        for kind in ("broadcast", "allgather", "reduce_scatter"):
-            for numel in (100, 262144):
-                m = re.search(rf"MARK rank {r} stall of {kind} {numel} after [\d.]+ s: (.*)", out)
-                assert m, out
-                msg = m.group(1)
-                assert re.match(rf"{kind} #\d+ \(count \d+, float32", msg), msg
-                waiting = re.search(r"waiting for ranks? ([\d, ]+):", msg)
-                assert waiting and waiting.group(1) == str(last), msg
-                assert "PYCOMM_TIMEOUT=3" in msg, msg
+    for kind in ("broadcast", "allgather", "reduce_scatter"):
+        for numel in (100, 262144):
+            assert_stall_names_last_rank(out, ranks, f"stall of {kind} {numel}", rf"{kind} #\d+ \(count \d+, float32")
