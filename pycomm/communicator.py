@@ -98,10 +98,12 @@ class Communicator:
                 and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()):
             # The common call (blocking, a plain contiguous host tensor): the same checks as below, each
             # the cheapest form of itself, and one call into the core that also waits (no Work).
+            # Transports without it (gloo) take the full path.
             code = _REDUCIBLE_CODES.get(tensor.dtype)
-            if code is not None and (op != AVG or tensor.dtype.is_floating_point):
+            wait = getattr(self._t, "allreduce_wait", None)
+            if code is not None and wait is not None and (op != AVG or tensor.dtype.is_floating_point):
                 n = tensor.numel()
-                self._t.allreduce_wait(tensor.data_ptr() if n else 0, n, code, -1, int(op), 0, bucket)
+                wait(tensor.data_ptr() if n else 0, n, code, -1, int(op), 0, bucket)
                 return None
         async_op = check_bool(async_op, "allreduce: async_op")
         op = check_op(op, "allreduce")

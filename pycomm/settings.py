@@ -88,7 +88,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_MPI_NONBLOCKING", Flag(), False,
             "`1`: MPI collectives as nonblocking calls polled by the progress thread (default: blocking calls on "
             "it above `PYCOMM_INLINE_BYTES`, faster with Open MPI for large messages). Host all-reduces never "
-            "use MPI's collectives: pycomm's own, on point-to-point messages (recursive doubling up to 64 KiB, "
+            "use MPI's collectives: pycomm's own, on point-to-point messages (recursive doubling up to 32 KiB, "
             "Rabenseifner or the ring above, reused scratch buffers), run on the caller's thread",
             "the MPI transport, at each communicator's creation (csrc/transport/mpi/mpi_transport.cc)", core=True),
     Setting("PYCOMM_INLINE_BYTES", Integer(0, 1 << 62, "bytes", {0: "off"}), 0,

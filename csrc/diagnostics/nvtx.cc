@@ -1,6 +1,5 @@
 #include "diagnostics/nvtx.h"
 
-#include <cstdlib>
 #include <string>
 
 namespace pycomm {
@@ -11,14 +10,6 @@ namespace {
 nvtxDomainHandle_t domain() {
   static nvtxDomainHandle_t d = nvtxDomainCreateA("pycomm");
   return d;
-}
-
-// NVTX hands ranges to a tool named by NVTX_INJECTION64_PATH (what Nsight Systems sets; the NVTX
-// protocol's variable, not a pycomm setting); without one the ranges are dropped, so their labels
-// (a few string allocations per op, a visible share of a 4 KiB all-reduce) are not built at all.
-bool tool_attached() {
-  static const bool attached = std::getenv("NVTX_INJECTION64_PATH") != nullptr;
-  return attached;
 }
 
 nvtxEventAttributes_t attributes(const std::string& message, const OpInfo& info) {
@@ -42,24 +33,18 @@ std::string label(const char* prefix, const OpInfo& info) {
 }  // namespace
 
 NvtxOpRange::NvtxOpRange(const OpInfo& info) {
-  if (!tool_attached()) return;
   std::string msg = label("", info);
   nvtxEventAttributes_t a = attributes(msg, info);
   id_ = nvtxDomainRangeStartEx(domain(), &a);
 }
-NvtxOpRange::~NvtxOpRange() {
-  if (tool_attached()) nvtxDomainRangeEnd(domain(), id_);
-}
+NvtxOpRange::~NvtxOpRange() { nvtxDomainRangeEnd(domain(), id_); }
 
 NvtxScope::NvtxScope(const char* what, const OpInfo& info) {
-  if (!tool_attached()) return;
   std::string msg = label(what, info);
   nvtxEventAttributes_t a = attributes(msg, info);
   nvtxDomainRangePushEx(domain(), &a);
 }
-NvtxScope::~NvtxScope() {
-  if (tool_attached()) nvtxDomainRangePop(domain());
-}
+NvtxScope::~NvtxScope() { nvtxDomainRangePop(domain()); }
 #else
 NvtxOpRange::NvtxOpRange(const OpInfo&) {}
 NvtxOpRange::~NvtxOpRange() {}
