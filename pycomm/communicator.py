@@ -29,6 +29,8 @@ class Communicator:
 
     def __init__(self, transport: Any, name: str = "world") -> None:
         self._t = transport
+        # The blocking host all-reduce's one-call submit-and-wait; None on transports without it (gloo).
+        self._allreduce_wait = getattr(transport, "allreduce_wait", None)
         self.name = name
         self._in_flight: list[Work] = []
 
@@ -98,9 +100,8 @@ class Communicator:
                 and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()):
             # The common call (blocking, a plain contiguous host tensor): the same checks as below, each
             # the cheapest form of itself, and one call into the core that also waits (no Work).
-            # Transports without it (gloo) take the full path.
             code = _REDUCIBLE_CODES.get(tensor.dtype)
-            wait = getattr(self._t, "allreduce_wait", None)
+            wait = self._allreduce_wait
             if code is not None and wait is not None and (op != AVG or tensor.dtype.is_floating_point):
                 n = tensor.numel()
                 wait(tensor.data_ptr() if n else 0, n, code, -1, int(op), 0, bucket)
