@@ -17,13 +17,17 @@ P2pCollectiveOp::~P2pCollectiveOp() {
 bool P2pCollectiveOp::fused() const { return info.bytes <= kFusedCollectiveBytes; }
 
 void P2pCollectiveOp::run(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type,
-                          int64_t elem_size, MPI_Op op) {
+                          int64_t elem_size, MPI_Op op, int64_t segment_bytes) {
   // Ops in flight at once on CommHandles::allreduce are told apart by tag (as P2pAllreduceOp's):
   // collective_index is the same on every rank for the same op.
   const int64_t span = std::min(comm_->tag_ub, 1 << 20);
   const int tag = static_cast<int>(std::max<int64_t>(info.collective_index, 0) % span);
   schedule_ = std::make_unique<P2pSchedule>(steps, std::move(bufs), type, elem_size, op, comm_->allreduce, tag,
-                                            *comm_->scratch);
+                                            *comm_->scratch, segment_bytes);
+}
+
+void P2pCollectiveOp::post_ready() {
+  if (schedule_) schedule_->post_ready(info.name.c_str());
 }
 
 char* P2pCollectiveOp::work_buffer(size_t bytes) {

@@ -35,11 +35,12 @@ std::vector<P2pStep> segmented(const std::vector<P2pStep>& steps, int64_t seg) {
 
 P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datatype type, int64_t elem_size, MPI_Op op,
                          MPI_Comm comm, int tag, ScratchPool& pool)
-    : P2pSchedule(steps, std::vector<void*>{buf}, type, elem_size, op, comm, tag, pool) {}
+    : P2pSchedule(steps, std::vector<void*>{buf}, type, elem_size, op, comm, tag, pool, kSegmentBytes) {}
 
 P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type,
-                         int64_t elem_size, MPI_Op op, MPI_Comm comm, int tag, ScratchPool& pool)
-    : steps_(segmented(steps, std::max<int64_t>(1, kSegmentBytes / elem_size))), bufs_(std::move(bufs)), type_(type),
+                         int64_t elem_size, MPI_Op op, MPI_Comm comm, int tag, ScratchPool& pool,
+                         int64_t segment_bytes)
+    : steps_(segmented(steps, std::max<int64_t>(1, segment_bytes / elem_size))), bufs_(std::move(bufs)), type_(type),
       elem_size_(elem_size), op_(op), comm_(comm), tag_(tag), pool_(pool) {
   int64_t longest = 0;
   for (const P2pStep& s : steps_)
@@ -70,13 +71,17 @@ void P2pSchedule::post(size_t i, const char* what) {
           what);
 }
 
+void P2pSchedule::post_ready(const char* what) {
+  // Up to kWindow messages of one step in flight: a rank that is descheduled (more ranks than
+  // cores) then holds up the others once per window, not once per message.
+  while (next_ < steps_.size() && next_ - done_ < kWindow &&
+         (next_ == done_ || steps_[next_].group == steps_[done_].group))
+    post(next_++, what);
+}
+
 bool P2pSchedule::poll(const char* what) {
   while (true) {
-    // Up to kWindow messages of one step in flight: a rank that is descheduled (more ranks than
-    // cores) then holds up the others once per window, not once per message.
-    while (next_ < steps_.size() && next_ - done_ < kWindow &&
-           (next_ == done_ || steps_[next_].group == steps_[done_].group))
-      post(next_++, what);
+    post_ready(what);
     if (done_ == steps_.size()) return true;
     const size_t slot = done_ % kWindow;
     int done = 0;
