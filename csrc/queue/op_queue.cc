@@ -147,7 +147,7 @@ bool OpQueue::stop(double timeout_s) {
 void OpQueue::loop(std::shared_ptr<State> st) {
   CommHealth& health = *st->health;
   std::list<std::unique_ptr<QueuedOp>> in_flight;
-  Backoff backoff;
+  Backoff backoff(/*always_yield=*/true);
   while (true) {
     QueuedOp* next = nullptr;
     {
