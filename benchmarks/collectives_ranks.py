@@ -114,11 +114,16 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
         for w in [comm.allreduce(g, op=pycomm.SUM, async_op=True) for g in grads]:
             w.wait()
 
+    def per_tensor_pycomm_blocking() -> None:  # each a blocking op, on the caller's thread
+        for g in grads:
+            comm.allreduce(g, op=pycomm.SUM)
+
     def per_tensor_gloo() -> None:
         for w in [peers.gloo.all_reduce(g, async_op=True) for g in grads]:
             w.wait()
 
-    cases = {"per_tensor_pycomm": per_tensor_pycomm, "per_tensor_gloo": per_tensor_gloo,
+    cases = {"per_tensor_pycomm": per_tensor_pycomm, "per_tensor_pycomm_blocking": per_tensor_pycomm_blocking,
+             "per_tensor_gloo": per_tensor_gloo,
              # the default: 4 MiB buckets for host tensors (they stay in the last-level cache)
              "coalesced_pycomm": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM).wait(),
              # DESIGN's GPU bucket size, for comparison
