@@ -15,7 +15,8 @@ the tables and the issue's goals as ratios against the peers measured in the sam
       this machine's measured bandwidth, beside the link floor);
   (f) small: all-reduce, broadcast, all-gather, reduce-scatter vs mpi4py from 4 KiB (issue 16), on the idle
       machine, and `small_busy`: the same with one busy-loop process pinned to each core beside the ranks
-      (4 ranks on 2 cores are oversubscribed already); `--sections small,small_busy --name collectives_small`."""
+      (4 ranks on 2 cores are oversubscribed already; samples of at least 0.1 s there); `--sections
+      small,small_busy --name collectives_small`."""
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from benchmarks import codec_roofline, shaped_link
 from benchmarks.harness import RESULTS, save, table
@@ -37,6 +38,7 @@ SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small
 SHAPED_RATE = "10gbit"   # our users' CPU clusters and cross-node links run at 10-25 Gbit/s
 SHAPED_BYTES_PER_S = 10e9 / 8
 MIB = 1 << 20
+BUSY_SAMPLE_S = 0.1
 
 
 def free_port() -> int:
@@ -61,7 +63,11 @@ def busy_cores():
 def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float) -> list[dict]:
     if section == "small_busy":
         with busy_cores():
-            rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [])
+            # Samples of at least BUSY_SAMPLE_S (not in the --quick smoke run): a rank that loses its core
+            # loses a whole time slice (4-8 ms here), so 5 ms samples measured the scheduler's luck
+            # (ratios moved by 0.5 from run to run).
+            extra = [] if quick else ["--sample-s", str(BUSY_SAMPLE_S)]
+            rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], extra)
         return [{**r, "load": "busy"} for r in rows]
     if section == "small":
         return [{**r, "load": "idle"} for r in _run_ranks("small", ranks, quick, max_bytes, timeout, (), [])]
@@ -77,13 +83,13 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
 
 
 def _run_ranks(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float, mca: tuple[str, ...],
-               prefix: list[str]) -> list[dict]:
+               prefix: list[str], extra: Sequence[str] = ()) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         argv = [*prefix, *mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.collectives_ranks",
                 "--section", section, "--out", str(out), "--max-bytes", str(max_bytes),
                 *(["--gloo-port", str(free_port())] if section in ("busbw", "fusion") else []),
-                *(["--quick"] if quick else [])]
+                *(["--quick"] if quick else []), *extra]
         print(f"$ {' '.join(argv)}", flush=True)
         proc = subprocess.run(argv, cwd=ROOT, env=worker_env({"PYCOMM_TIMEOUT": "600"}), text=True,
                               capture_output=True, timeout=timeout)

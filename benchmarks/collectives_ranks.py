@@ -16,11 +16,12 @@ from benchmarks.resnet50_shapes import resnet50_shapes
 KIB, MIB = 1 << 10, 1 << 20
 
 
-def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup: int = 2) -> dict[str, dict]:
+def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup: int = 2,
+          sample_s: float = 5e-3) -> dict[str, dict]:
     """Seconds per call of each collective in `fns`, measured interleaved (one sample of each per
     round) so that the load of a shared machine falls on every peer alike. Ranks start each sample
-    together (barrier) and a sample is the slowest rank's; calls shorter than ~5 ms are batched so
-    the clock can see them."""
+    together (barrier) and a sample is the slowest rank's; calls shorter than `sample_s` are batched so
+    the clock can see them (and, with busy neighbours, so that a sample spans many time slices)."""
     from mpi4py import MPI
 
     def sample(fn: Callable[[], Any], inner: int) -> float:
@@ -35,7 +36,7 @@ def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup
         for _ in range(warmup):
             fn()
         once = min(sample(fn, 1) for _ in range(3))
-        inner[name] = max(1, min(1000, int(5e-3 / max(once, 1e-7))))
+        inner[name] = max(1, min(max(1000, int(sample_s * 2e5)), int(sample_s / max(once, 1e-7))))
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
@@ -174,7 +175,7 @@ def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
     return rows
 
 
-def section_small(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
+def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5e-3) -> list[dict]:
     """Issue 16's four collectives against mpi4py on the same buffers from 4 KiB, in the same processes:
     all-reduce (pycomm's own, on the caller's thread), broadcast, all-gather and reduce-scatter (MPI's,
     on the progress thread). `bytes` is the all-reduce / broadcast buffer and the gathered or scattered
@@ -196,7 +197,7 @@ def section_small(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
             ("reduce_scatter", "mpi4py"): lambda: peers.mpi.Reduce_scatter_block(arr, shard_arr, op=MPI.SUM),
         }
         times = timed({f"{op}/{peer}": fn for (op, peer), fn in cases.items()}, peers.mpi,
-                      3 if quick else (5 if nbytes >= 16 * MIB else 9), warmup=2)
+                      3 if quick else (5 if nbytes >= 16 * MIB else 9), warmup=2, sample_s=sample_s)
         factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0, "allgather": (n - 1) / n,
                   "reduce_scatter": (n - 1) / n}
         for op, peer in cases:
@@ -268,6 +269,7 @@ def main() -> None:
     ap.add_argument("--gloo-port", type=int)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--max-bytes", type=int, default=256 * MIB)
+    ap.add_argument("--sample-s", type=float, default=5e-3, help="small: shortest timed sample (calls batched)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     pycomm.init()
@@ -277,7 +279,7 @@ def main() -> None:
     elif args.section == "fusion":
         rows = section_fusion(peers, args.quick)
     elif args.section == "small":
-        rows = section_small(peers, args.quick, args.max_bytes)
+        rows = section_small(peers, args.quick, args.max_bytes, args.sample_s)
     elif args.section == "shards":
         rows = section_shards(peers, args.quick, args.max_bytes)
     else:

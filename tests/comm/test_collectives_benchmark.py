@@ -30,7 +30,8 @@ def test_collectives_benchmark_quick() -> None:
     assert {r["peer"] for r in payload["busbw"]} == {"pycomm", "mpi4py", "gloo"}
     assert all(r["busbw_GBs"] > 0 for r in payload["busbw"])
     cases = {r["case"] for r in payload["fusion"]}
-    assert {"per_tensor_pycomm", "per_tensor_gloo", "coalesced_pycomm", "flat_mpi4py"} <= cases
+    assert {"per_tensor_pycomm", "per_tensor_pycomm_blocking", "per_tensor_gloo", "coalesced_pycomm",
+            "flat_mpi4py"} <= cases
     assert all(r["tensors"] == 161 and r["bytes"] == 4 * 25_557_032 for r in payload["fusion"])
     sent = {r["codec"]: r["bytes_sent_per_rank"] for r in payload["quantized"]}
     assert set(sent) == {"fp32", "int8", "1bit"} and all(v > 0 for v in sent.values())

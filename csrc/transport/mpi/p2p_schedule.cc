@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "queue/spin.h"
 #include "transport/mpi/mpi_env.h"
 
 namespace pycomm::mpi {
@@ -46,7 +47,14 @@ P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> b
   for (const P2pStep& s : steps_)
     if (s.reduce) longest = std::max(longest, s.recv_count);
   slot_bytes_ = static_cast<size_t>(longest * elem_size_);
-  if (longest > 0) scratch_ = pool_.take(kWindow * slot_bytes_);
+  size_t widest = 1;  // the most messages of one step (no more are ever in flight)
+  for (size_t i = 0, run = 0; i < steps_.size(); ++i) {
+    run = i > 0 && steps_[i].group == steps_[i - 1].group ? run + 1 : 1;
+    widest = std::max(widest, run);
+  }
+  window_ = std::min(widest, node_oversubscribed() ? kOversubscribedWindow : kWindow);
+  reqs_.assign(2 * window_, MPI_REQUEST_NULL);
+  if (longest > 0) scratch_ = pool_.take(window_ * slot_bytes_);
 }
 
 P2pSchedule::~P2pSchedule() {
@@ -60,7 +68,7 @@ P2pSchedule::~P2pSchedule() {
 
 void P2pSchedule::post(size_t i, const char* what) {
   const P2pStep& s = steps_[i];
-  const size_t slot = i % kWindow;
+  const size_t slot = i % window_;
   if (s.recv_from >= 0) {
     void* dst = s.reduce ? static_cast<void*>(scratch_->data() + slot * slot_bytes_) : at(s.recv_buf, s.recv_begin);
     check(MPI_Irecv(dst, static_cast<int>(s.recv_count), type_, s.recv_from, tag_, comm_, &reqs_[2 * slot]), what);
@@ -72,9 +80,9 @@ void P2pSchedule::post(size_t i, const char* what) {
 }
 
 void P2pSchedule::post_ready(const char* what) {
-  // Up to kWindow messages of one step in flight: a rank that is descheduled (more ranks than
+  // Up to window_ messages of one step in flight: a rank that is descheduled (more ranks than
   // cores) then holds up the others once per window, not once per message.
-  while (next_ < steps_.size() && next_ - done_ < kWindow &&
+  while (next_ < steps_.size() && next_ - done_ < window_ &&
          (next_ == done_ || steps_[next_].group == steps_[done_].group))
     post(next_++, what);
 }
@@ -83,7 +91,7 @@ bool P2pSchedule::poll(const char* what) {
   while (true) {
     post_ready(what);
     if (done_ == steps_.size()) return true;
-    const size_t slot = done_ % kWindow;
+    const size_t slot = done_ % window_;
     int done = 0;
     check(MPI_Testall(2, &reqs_[2 * slot], &done, MPI_STATUSES_IGNORE), what);
     if (!done) return false;

@@ -60,7 +60,11 @@ class P2pSchedule {
   void post_ready(const char* what);
 
  private:
-  static constexpr size_t kWindow = 4;  // messages in flight at once
+  // Messages in flight at once. Idle cores: 4, so that each received piece is reduced while it is still
+  // in cache. More ranks than cores (queue/spin.h): every message of a step, so that a rank's partner
+  // moves all of it whenever it gets a core, instead of once per window.
+  static constexpr size_t kWindow = 4;
+  static constexpr size_t kOversubscribedWindow = 64;
   void post(size_t i, const char* what);
   char* at(int b, int64_t elem) const { return static_cast<char*>(bufs_[static_cast<size_t>(b)]) + elem * elem_size_; }
 
@@ -76,7 +80,8 @@ class P2pSchedule {
   size_t slot_bytes_ = 0;  // scratch per message in flight
   size_t next_ = 0;        // the message to post next
   size_t done_ = 0;        // the oldest message not finished
-  std::vector<MPI_Request> reqs_ = std::vector<MPI_Request>(2 * kWindow, MPI_REQUEST_NULL);  // recv, send per slot
+  size_t window_;
+  std::vector<MPI_Request> reqs_;  // recv, send per slot
 };
 
 }  // namespace pycomm::mpi
