@@ -36,6 +36,7 @@ def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup
         for _ in range(warmup):
             fn()
         once = min(sample(fn, 1) for _ in range(3))
+        # at most 1000 calls per 5 ms of sample (the clock needs no more)
         inner[name] = max(1, min(max(1000, int(sample_s * 2e5)), int(sample_s / max(once, 1e-7))))
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):

@@ -13,7 +13,7 @@ transport allows it (no hand-off to the progress thread), and the call returns w
 Why (ResNet-50's 161 gradients, 102 MB, 2 ranks of the 2-core machine): packing and unpacking every byte
 costs 15 + 15 ms against 21-26 ms for one flat 102 MB all-reduce, so 4 MiB buckets of everything took 1.14x
 flat mpi4py's time; with the in-place routing 0.79x (4 ranks 0.76x; on the idle machine, with the
-progress thread yielding to the caller's (queue/spin.h), 0.70-0.78x and 0.65-0.69x), the same as one blocking all-reduce
+progress thread yielding to the caller's (queue/spin.h), 0.70-0.78x and 0.64-0.69x), the same as one blocking all-reduce
 per tensor: what is left is the fixed and mid-size cost of ~50 ops (256 KiB-9 MiB run at 5-8 GB/s, the
 flat 102 MB one at ~4 GB/s but in one op: 0.58x). The in-place size was swept (64 KiB-4 MiB): 256 KiB is
 best, 4 MiB (larger tensors only) 0.98x (benchmarks/results/collectives_fusion.json)."""

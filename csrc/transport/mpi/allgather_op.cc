@@ -20,16 +20,23 @@ void P2pAllgatherOp::start() {
   if (fused() || block == 0) return;
   // The first step sends this rank's own block (both schedules): from the input, so the copy of it
   // into the output overlaps the wire instead of delaying it (2 ranks, 1 MiB: 85 -> 67 us; mpi4py 49 us).
+  char* own = static_cast<char*>(out_.ptr) + block * comm_->rank;
   std::vector<P2pStep> steps = allgather_steps(even_bounds(block * comm_->size, comm_->size), comm_->rank, comm_->size);
-  if (!steps.empty()) {
-    steps.front().send_buf = 1;
-    steps.front().send_begin = 0;
+  const bool first_sends_own = !steps.empty() && steps.front().send_begin == block * comm_->rank &&
+                               steps.front().send_count == block;
+  // memmove: the input may be the output's own block (in place).
+  if (!first_sends_own) {  // one rank, or a schedule that would read the output's own block first
+    std::memmove(own, in_.ptr, static_cast<size_t>(block));
+    run(steps, {out_.ptr}, MPI_BYTE, 1, MPI_OP_NULL, kCopySegmentBytes);
+    return;
   }
+  steps.front().send_buf = 1;
+  steps.front().send_begin = 0;
   run(steps, {out_.ptr, in_.ptr}, MPI_BYTE, 1, MPI_OP_NULL, kCopySegmentBytes);
   post_ready();
-  // memmove: the input may be the output's own block (in place). Later steps, which send it from
-  // the output, start only once the first one finished (the next poll), after this copy.
-  std::memmove(static_cast<char*>(out_.ptr) + block * comm_->rank, in_.ptr, static_cast<size_t>(block));
+  // Later steps, which send the own block from the output, start only once the first one finished
+  // (the next poll), after this copy.
+  std::memmove(own, in_.ptr, static_cast<size_t>(block));
 }
 
 void P2pAllgatherOp::finish() {

@@ -21,8 +21,8 @@ namespace pycomm::mpi {
 // 256 KiB each (measured, 2 ranks of this node), and each piece is reduced while it is still in cache.
 constexpr int64_t kSegmentBytes = int64_t{256} << 10;
 // Largest message of a schedule that only copies (broadcast, all-gather: nothing to reduce while it is
-// in cache): fewer rendezvous per byte. 2 ranks, 1 MiB broadcast: 68 us at 256 KiB, 58 us at 1 MiB
-// (mpi4py 48-53 us); 4 ranks, 4 MiB all-gather: 1210 -> 883 us.
+// in cache): fewer rendezvous per byte. 2 ranks, 1 MiB broadcast: 68-74 us at 256 KiB, 58-70 us at 1 MiB
+// (mpi4py 48-57 us); on 4 ranks of 2 cores the sweep was too noisy to rank the sizes.
 constexpr int64_t kCopySegmentBytes = int64_t{1} << 20;
 
 struct P2pStep {
@@ -80,7 +80,7 @@ class P2pSchedule {
   size_t slot_bytes_ = 0;  // scratch per message in flight
   size_t next_ = 0;        // the message to post next
   size_t done_ = 0;        // the oldest message not finished
-  size_t window_;
+  size_t window_ = kWindow;        // messages in flight at most (set by the constructor)
   std::vector<MPI_Request> reqs_;  // recv, send per slot
 };
 

@@ -62,8 +62,8 @@ def check_broadcast(comm: pycomm.Communicator) -> None:
 
 def gather_counts(dtype: torch.dtype, size: int) -> list[int]:
     """Per-rank counts: the output (size times them) either side of the fused limit; float32's largest
-    block is cut into more 1 MiB messages (kCopySegmentBytes) than the schedule keeps in flight (4), sent from
-    the input while it is copied into the output."""
+    block is cut into more 1 MiB messages (kCopySegmentBytes) than the schedule keeps in flight on ranks up
+    to the core count (4), sent from the input while it is copied into the output."""
     counts = [0, 1, 3, 1001] + around(FUSED_BYTES, size * item(dtype))
     if dtype in (torch.float32, torch.uint8):
         counts.append((1 << 20) // item(dtype) + 3)
