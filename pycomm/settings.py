@@ -116,6 +116,14 @@ SETTINGS: tuple[Setting, ...] = (
             "override the detection of a CUDA/ROCm-aware MPI (without one, GPU buffers are staged through "
             "pinned host memory)",
             "the MPI transport (csrc/transport/mpi/mpi_env.cc)", core=True, default_text="auto"),
+    Setting("PYCOMM_OVERSUBSCRIBED", Choice({"auto": None, "0": False, "1": True}), None,
+            "override the detection of ranks outnumbering the cores of their node (auto: more ranks on a node "
+            "than the cores in the union of their CPU affinities; 1 on any node counts for the whole "
+            "communicator). Oversubscribed, the host broadcast takes the binomial tree at every size (fewer "
+            "rounds, each of which waits for a descheduled partner), polls yield the core, and point-to-point "
+            "schedules keep a whole step in flight",
+            "the MPI transport, at each communicator's creation (csrc/transport/mpi/mpi_transport.cc)", core=True,
+            default_text="auto"),
     Setting("PYCOMM_NCCL_SPLIT", Choice({"split": "split", "init": "init"}), "split",
             "`init`: split NCCL communicators with a fresh unique id (what NCCL < 2.18 always does) instead of "
             "`ncclCommSplit`",

@@ -45,6 +45,8 @@ Settings from_dict(const py::dict& d) {
   s.mpi_nonblocking = take<bool>(d, "PYCOMM_MPI_NONBLOCKING", seen);
   auto aware = take<std::optional<bool>>(d, "PYCOMM_MPI_GPU_AWARE", seen);
   s.mpi_gpu_aware = aware ? int(*aware) : -1;
+  auto crowded = take<std::optional<bool>>(d, "PYCOMM_OVERSUBSCRIBED", seen);
+  s.oversubscribed = crowded ? int(*crowded) : -1;
   for (const auto& item : d) {
     auto key = item.first.cast<std::string>();
     if (!seen.count(key)) throw std::invalid_argument("apply_settings: " + key + " is not a setting of the core");
@@ -63,6 +65,8 @@ py::dict to_dict(const Settings& s) {
   d["PYCOMM_NCCL_SPLIT"] = s.nccl_split_init ? "init" : "split";
   d["PYCOMM_MPI_NONBLOCKING"] = s.mpi_nonblocking;
   d["PYCOMM_MPI_GPU_AWARE"] = s.mpi_gpu_aware < 0 ? py::object(py::none()) : py::object(py::bool_(s.mpi_gpu_aware));
+  d["PYCOMM_OVERSUBSCRIBED"] =
+      s.oversubscribed < 0 ? py::object(py::none()) : py::object(py::bool_(s.oversubscribed));
   return d;
 }
 

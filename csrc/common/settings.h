@@ -18,6 +18,7 @@ struct Settings {
   bool nccl_split_init = false;  // PYCOMM_NCCL_SPLIT=init: split with a fresh unique id
   bool mpi_nonblocking = false;  // PYCOMM_MPI_NONBLOCKING: nonblocking MPI collectives
   int mpi_gpu_aware = -1;        // PYCOMM_MPI_GPU_AWARE: -1 detect, 0 no, 1 yes
+  int oversubscribed = -1;       // PYCOMM_OVERSUBSCRIBED: -1 detect, 0 no, 1 yes
 };
 
 // The values last applied. Throws std::logic_error before the first apply_settings (the core was

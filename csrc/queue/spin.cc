@@ -12,21 +12,13 @@ std::chrono::microseconds spin_budget() {
 }
 
 namespace {
-std::atomic<int> g_ranks_on_node{1};
+std::atomic<bool> g_oversubscribed{false};
 }  // namespace
 
-void note_ranks_on_node(int ranks) {
-  int seen = g_ranks_on_node.load();
-  while (ranks > seen && !g_ranks_on_node.compare_exchange_weak(seen, ranks)) {
-  }
+void note_node_oversubscribed(bool oversubscribed) {
+  if (oversubscribed) g_oversubscribed.store(true, std::memory_order_relaxed);
 }
 
-bool node_oversubscribed() {
-  static const int cores = [] {
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  }();
-  return g_ranks_on_node.load(std::memory_order_relaxed) > cores;
-}
+bool node_oversubscribed() { return g_oversubscribed.load(std::memory_order_relaxed); }
 
 }  // namespace pycomm

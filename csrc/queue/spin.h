@@ -24,11 +24,11 @@ bool spin_until(Pred pred, std::chrono::microseconds budget = spin_budget()) {
   return true;
 }
 
-// The transports report how many ranks share this node (the most any communicator saw); with more
-// ranks than cores, pollers yield (as Open MPI's own polling does then). Otherwise they keep their
-// core: a yield hands it to any other busy process for a whole time slice (2 ranks beside two busy
-// loops: 1 MiB all-reduce 25x slower than MPI's).
-void note_ranks_on_node(int ranks);
+// The transports report whether this node runs more ranks than the cores they may use (once any
+// communicator saw it, it stays so); then pollers yield (as Open MPI's own polling does). Otherwise
+// they keep their core: a yield hands it to any other busy process for a whole time slice (2 ranks
+// beside two busy loops: 1 MiB all-reduce 25x slower than MPI's).
+void note_node_oversubscribed(bool oversubscribed);
 bool node_oversubscribed();
 
 // Polling a transport: spin while progress is likely (yielding the core on an oversubscribed node),

@@ -21,6 +21,7 @@ GARBAGE = {
     "PYCOMM_TIMEOUT": "soon", "PYCOMM_DEBUG": "maybe", "PYCOMM_NUM_THREADS": "0", "PYCOMM_CPU_ISA": "avx512",
     "PYCOMM_MPI_NONBLOCKING": "2", "PYCOMM_INLINE_BYTES": "64k", "PYCOMM_SPIN_US": "-1",
     "PYCOMM_QUANTIZED_SEGMENT": "1e6", "PYCOMM_MPI_GPU_AWARE": "yes", "PYCOMM_NCCL_SPLIT": "fresh",
+    "PYCOMM_OVERSUBSCRIBED": "yes",
     "PYCOMM_RANKS_PER_NODE": "two", "PYCOMM_APPS_FAIL_AT": "1:2:crash", "PYCOMM_APPS_TTY": "tty",
     "PYCOMM_APPS_FAILURE_DIR": "/nonexistent/pycomm-failures", "PYCOMM_APPS_SPAWNED": "spawned",
     "PYCOMM_MNIST": "/nonexistent/mnist", "PYCOMM_PS_RANK": "-1", "PYCOMM_PS_WORLD": "0",
@@ -32,7 +33,7 @@ NON_DEFAULT = {
     "PYCOMM_TIMEOUT": ("7.5", 7.5), "PYCOMM_DEBUG": ("1", True), "PYCOMM_NUM_THREADS": ("3", 3),
     "PYCOMM_CPU_ISA": ("generic", "generic"), "PYCOMM_MPI_NONBLOCKING": ("on", True),
     "PYCOMM_INLINE_BYTES": ("65536", 65536), "PYCOMM_SPIN_US": ("0", 0), "PYCOMM_MPI_GPU_AWARE": ("1", True),
-    "PYCOMM_NCCL_SPLIT": ("init", "init"),
+    "PYCOMM_NCCL_SPLIT": ("init", "init"), "PYCOMM_OVERSUBSCRIBED": ("0", False),
 }
 VALIDATED = [s.name for s in settings.SETTINGS if s.scope in settings.VALIDATED_SCOPES]
 CORE = [s.name for s in settings.SETTINGS if s.core]

@@ -48,9 +48,10 @@ std::vector<P2pStep> scatter_allgather_broadcast_steps(int64_t bytes, int rank, 
   return steps;
 }
 
-std::vector<P2pStep> broadcast_steps(int64_t bytes, int rank, int size, int root) {
+std::vector<P2pStep> broadcast_steps(int64_t bytes, int rank, int size, int root, bool oversubscribed) {
   if (size == 1) return {};
-  if (size == 2 || bytes < kBroadcastScatterBytes) return binomial_broadcast_steps(bytes, rank, size, root);
+  if (size == 2 || oversubscribed || bytes < kBroadcastScatterBytes)
+    return binomial_broadcast_steps(bytes, rank, size, root);
   return scatter_allgather_broadcast_steps(bytes, rank, size, root);
 }
 

@@ -26,6 +26,9 @@ struct CommHandles {
   HeaderStash stash;
   int tag_ub = 32767;     // the MPI_TAG_UB attribute of `comm`
   int rank = 0, size = 1;
+  // Some node of this communicator runs more ranks than the cores they may use (PYCOMM_OVERSUBSCRIBED);
+  // the same on every rank, so schedules may key on it.
+  bool oversubscribed = false;
   std::string label;
   // MPI collectives other than host all-reduces (allreduce_op.h: point-to-point, always polled) as
   // blocking calls on the queue thread (Open MPI's tuned algorithms, much faster than its nonblocking

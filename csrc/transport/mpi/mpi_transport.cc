@@ -1,5 +1,7 @@
 #include "transport/mpi/mpi_transport.h"
 
+#include <sched.h>
+
 #include <climits>
 #include <cstdlib>
 #include <stdexcept>
@@ -18,6 +20,18 @@
 
 namespace pycomm::mpi {
 namespace {
+
+// More ranks on this node (`node`: its ranks) than cores in the union of their CPU affinities: bound
+// ranks see one core each, unbound ones the node's. Collective over `node`.
+bool node_crowded(MPI_Comm node, int local_size) {
+  cpu_set_t mine, all;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);  // unknown: adds no core
+  check(MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node),
+        "MPI_Allreduce (CPU affinity)");
+  const int cores = CPU_COUNT(&all);
+  return cores > 0 && local_size > cores;
+}
 
 // MPI counts are ints: larger buffers go as several calls of at most this many elements.
 constexpr int64_t kMaxChunk = int64_t{1} << 30;
@@ -64,8 +78,14 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
+  const bool detected = node_crowded(node, local_size);  // collective: called whatever the setting says
+  const int forced = settings().oversubscribed;
+  const bool crowded = forced >= 0 ? forced == 1 : detected;
   MPI_Comm_free(&node);
-  note_ranks_on_node(local_size);  // pollers yield only when ranks outnumber the cores (queue/spin.h)
+  note_node_oversubscribed(crowded);  // pollers yield only when ranks outnumber the cores (queue/spin.h)
+  int any_crowded = crowded ? 1 : 0;
+  check(MPI_Allreduce(MPI_IN_PLACE, &any_crowded, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce (oversubscribed)");
+  handles_->oversubscribed = any_crowded != 0;
   int* tag_ub = nullptr;
   int has_tag_ub = 0;
   check(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr (MPI_TAG_UB)");

@@ -152,6 +152,41 @@ def check_two_threads_share_the_communicator(comm: pycomm.Communicator) -> None:
     ok()
 
 
+def check_async_batch_waited_out_of_order(comm: pycomm.Communicator) -> None:
+    """Async all-reduces around point-to-point messages, waited out of order: first the last of the
+    batch, then two threads at once for different ops of it. Wrong pairing would give wrong sums; an op
+    left unstarted, a StallError."""
+    n = comm.size
+    right, left = (comm.rank + 1) % n, (comm.rank - 1) % n
+    for round_ in range(3):
+        batch = [summed(comm, 300_000, f"drive{round_}.{i}") for i in range(6)]
+        works = [comm.allreduce(t, op=pycomm.SUM, async_op=True) for t, _ in batch[:3]]
+        got = torch.zeros(5)
+        p2p = [comm.isend(torch.full((5,), float(comm.rank)), right, tag=11),
+               comm.irecv(got, left, tag=11)]
+        works += [comm.allreduce(t, op=pycomm.SUM, async_op=True) for t, _ in batch[3:]]
+        works[-1].wait()
+        errors: list[BaseException] = []
+
+        def wait_for(work: pycomm.Work) -> None:
+            try:
+                work.wait()
+            except BaseException as e:  # noqa: BLE001 - reported by the main thread
+                errors.append(e)
+
+        helper = threading.Thread(target=wait_for, args=(works[1],))
+        helper.start()
+        works[3].wait()
+        helper.join(60)
+        assert not helper.is_alive() and not errors, errors
+        for w in works + p2p:
+            w.wait()
+        for i, (t, want) in enumerate(batch):
+            assert_close(t, want, f"async allreduce {i} of round {round_}")
+        assert bool((got == left).all()), (got, left)
+    ok()
+
+
 def main() -> int:
     comm = pycomm.init(backend="mpi")  # first: it must reject a malformed PYCOMM_INLINE_BYTES itself
     inline_bytes = int(os.environ.get("PYCOMM_INLINE_BYTES") or 0)
@@ -162,6 +197,7 @@ def main() -> int:
     check_async_ops_never_run_inline(comm)
     check_blocking_p2p(comm)
     check_two_threads_share_the_communicator(comm)
+    check_async_batch_waited_out_of_order(comm)
     comm.barrier()
     print(f"rank {comm.rank}: {checks} inline-path checks passed", flush=True)
     pycomm.finalize()

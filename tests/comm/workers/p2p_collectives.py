@@ -22,7 +22,8 @@ from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_inp
 from tests.comm.workers.fusion_common import expect_raises
 
 FUSED_BYTES = 4 << 10       # kFusedCollectiveBytes: up to here the data rides in op matching
-SCATTER_BYTES = 512 << 10   # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks)
+SCATTER_BYTES = 512 << 10   # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks,
+                            # not oversubscribed: PYCOMM_OVERSUBSCRIBED=0 forces it on a small machine)
 checks = 0
 
 
