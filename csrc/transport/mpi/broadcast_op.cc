@@ -21,7 +21,8 @@ P2pBroadcastOp::P2pBroadcastOp(OpInfo info, std::shared_ptr<CommHandles> comm, B
 void P2pBroadcastOp::start() {
   if (fused() || comm_->size == 1) return;
   const int64_t bytes = buf_.count * static_cast<int64_t>(dtype_size(buf_.dtype));
-  run(broadcast_steps(bytes, comm_->rank, comm_->size, root_, comm_->oversubscribed), {buf_.ptr}, MPI_BYTE, 1, MPI_OP_NULL, kCopySegmentBytes);
+  run(broadcast_steps(bytes, comm_->rank, comm_->size, root_, comm_->oversubscribed), {buf_.ptr}, MPI_BYTE, 1,
+      MPI_OP_NULL, kCopySegmentBytes);
 }
 
 void P2pBroadcastOp::finish() {

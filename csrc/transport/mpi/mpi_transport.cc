@@ -25,7 +25,6 @@ namespace {
 // ranks see one core each, unbound ones the node's. Collective over `node`.
 bool node_crowded(MPI_Comm node, int local_size) {
   cpu_set_t mine, all;
-  CPU_ZERO(&mine);
   if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);  // unknown: adds no core
   check(MPI_Allreduce(&mine, &all, static_cast<int>(sizeof mine), MPI_BYTE, MPI_BOR, node),
         "MPI_Allreduce (CPU affinity)");

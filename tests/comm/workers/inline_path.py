@@ -159,7 +159,7 @@ def check_async_batch_waited_out_of_order(comm: pycomm.Communicator) -> None:
     n = comm.size
     right, left = (comm.rank + 1) % n, (comm.rank - 1) % n
     for round_ in range(3):
-        batch = [summed(comm, 300_000, f"drive{round_}.{i}") for i in range(6)]
+        batch = [summed(comm, 300_000, f"batch{round_}.{i}") for i in range(6)]
         works = [comm.allreduce(t, op=pycomm.SUM, async_op=True) for t, _ in batch[:3]]
         got = torch.zeros(5)
         p2p = [comm.isend(torch.full((5,), float(comm.rank)), right, tag=11),
