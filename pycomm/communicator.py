@@ -53,6 +53,15 @@ class Communicator:
         return self._t.local_size
 
     @property
+    def oversubscribed(self) -> Optional[bool]:
+        """Whether backend "mpi" runs its schedules as where ranks outnumber cores on some node: the
+        broadcast takes the binomial tree at every size and point-to-point schedules keep a whole step
+        in flight. Agreed by every rank when the communicator is made, from PYCOMM_OVERSUBSCRIBED or,
+        by default, from each node's rank count against the union of its ranks' CPU affinities.
+        None on the backends that do not key on it (gloo, nccl, local)."""
+        return self._t.oversubscribed
+
+    @property
     def backend(self) -> str:
         """"mpi", "gloo" (torch.distributed's, CPU ranks MPI cannot join), "nccl" (RCCL on ROCm) or "local" (one rank)."""
         return self._t.backend

@@ -71,6 +71,7 @@ class GlooTransport:
 
     backend = "gloo"
     any_source = True  # receives from pycomm.ANY_SOURCE: gloo's recv_anysource of the header
+    oversubscribed = None  # gloo's own schedules do not key on it
 
     def __init__(self, store: Store, pg: ProcessGroupGloo, rank: int, size: int, hosts: list[int], prefix: str,
                  timeout_s: float, device: Any) -> None:

@@ -121,7 +121,7 @@ SETTINGS: tuple[Setting, ...] = (
             "than the cores in the union of their CPU affinities; 1 on any node counts for the whole "
             "communicator). Oversubscribed, the host broadcast takes the binomial tree at every size (fewer "
             "rounds, each of which waits for a descheduled partner), polls yield the core, and point-to-point "
-            "schedules keep a whole step in flight",
+            "schedules keep a whole step in flight; `comm.oversubscribed` says what a communicator agreed",
             "the MPI transport, at each communicator's creation (csrc/transport/mpi/mpi_transport.cc)", core=True,
             default_text="auto"),
     Setting("PYCOMM_NCCL_SPLIT", Choice({"split": "split", "init": "init"}), "split",

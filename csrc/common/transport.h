@@ -93,6 +93,9 @@ class Transport {
   virtual int max_tag() const { return INT_MAX; }
   // Whether recv/recv_new/probe accept src = kAnySource.
   virtual bool any_source() const { return false; }
+  // Whether this transport's schedules run as where ranks outnumber cores (agreed by every rank);
+  // nullopt where the transport does not key anything on it.
+  virtual std::optional<bool> oversubscribed() const { return std::nullopt; }
   // A send whose header carries `shape` (at most kMaxP2pDims entries; their product is buf.count).
   virtual std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,
                                             uintptr_t stream, bool caller_waits) {

@@ -8,6 +8,9 @@ oversubscribed (the broadcast then always takes the binomial tree): PYCOMM_OVERS
 scatter + all-gather too."""
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
 from tests.comm.rank_reports import assert_every_rank_passed, assert_stall_names_last_rank
@@ -19,6 +22,9 @@ from tests.launch import mpirun
 def test_collectives_against_numpy(ranks):
     proc = mpirun(ranks, "tests.comm.workers.p2p_collectives", env={"PYCOMM_TIMEOUT": "120"}, timeout=900)
     assert_every_rank_passed(proc.stdout, "p2p-collective", ranks, at_least=400)
+    # mpirun --bind-to none: every rank may run on this process's CPUs, so they are the node's cores
+    crowded = ranks > len(os.sched_getaffinity(0))
+    assert_schedules_ran_as(proc.stdout, ranks, oversubscribed=crowded)
 
 
 @pytest.mark.mpi
@@ -27,6 +33,14 @@ def test_collectives_as_on_dedicated_cores(ranks):
     proc = mpirun(ranks, "tests.comm.workers.p2p_collectives",
                   env={"PYCOMM_TIMEOUT": "120", "PYCOMM_OVERSUBSCRIBED": "0"}, timeout=900)
     assert_every_rank_passed(proc.stdout, "p2p-collective", ranks, at_least=400)
+    assert_schedules_ran_as(proc.stdout, ranks, oversubscribed=False)
+
+
+def assert_schedules_ran_as(stdout: str, ranks: int, oversubscribed: bool) -> None:
+    """Every rank printed the communicator's agreed `oversubscribed` flag, and it is the one expected."""
+    flags = re.findall(r"rank (\d+): oversubscribed (True|False|None)", stdout)
+    assert sorted(int(r) for r, _ in flags) == list(range(ranks)), stdout
+    assert {f for _, f in flags} == {str(oversubscribed)}, stdout
 
 
 @pytest.mark.mpi

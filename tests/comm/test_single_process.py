@@ -61,6 +61,7 @@ def test_blocking_allreduce_fast_path_checks_like_the_full_path():
 def test_local_ops_move_data():
     c = local()
     assert (c.rank, c.size, c.local_rank, c.local_size, c.backend) == (0, 1, 0, 1, "local")
+    assert c.oversubscribed is None  # the one-rank transport keys nothing on it
     x = torch.arange(5, dtype=torch.float16)
     c.allreduce(x, op=pycomm.AVG)
     assert x.tolist() == [0, 1, 2, 3, 4]

@@ -190,6 +190,7 @@ def main() -> int:
     check_scheduled_mismatches(comm)
     comm.barrier()
     print(f"rank {comm.rank}: {checks} p2p-collective checks passed", flush=True)
+    print(f"rank {comm.rank}: oversubscribed {comm.oversubscribed}", flush=True)
     pycomm.finalize()
     return 0
 
