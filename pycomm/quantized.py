@@ -8,7 +8,8 @@ the re-encoding are one kernel pass per codec block, csrc/kernels/reduce_encode.
 everyone every reduced chunk, and each rank decodes them all into t (its own from the same encoding,
 by the reduce kernel while it is in cache, so that every rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
 
-Large tensors are cut into segments of PYCOMM_QUANTIZED_SEGMENT elements (default 4 Mi; each a whole
+Large tensors are cut into segments of PYCOMM_QUANTIZED_SEGMENT elements (default 1 Mi for host tensors
+on ranks with a core each, else 4 Mi: _quantized_pipeline.default_segment; each a whole
 number of chunks of whole codec blocks, so block boundaries do not move) and pipelined: segment k+1 is
 encoded while segment k's all-to-all is in flight, and k's reduction and re-encoding overlap k-1's
 all-gather. Every rank runs the same fixed schedule, so the collectives match without any handshake.
@@ -35,7 +36,7 @@ from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
 from pycomm._codec_wire import check_codec
 from pycomm._phase_profile import PhaseClock
-from pycomm._quantized_pipeline import Pipeline, Segment, segments
+from pycomm._quantized_pipeline import Pipeline, Segment, default_segment, segments
 from pycomm._quantized_pipeline import chunk_numel  # noqa: F401 (part of this module's interface: tests use it)
 from pycomm.codecs import Codec, Int8Codec
 from pycomm.errors import PycommError, named
@@ -139,7 +140,7 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
                          f"meaningful), got {op.name}")
     codec = check_codec(Int8Codec(block=256) if codec is None else codec, f"{what}: codec")
     _check_residual(error_feedback, t)
-    segs = segments(t.numel(), comm.size, codec.block)
+    segs = segments(t.numel(), comm.size, codec.block, default_segment(comm.oversubscribed, t.is_cuda))
     if isinstance(error_feedback, ErrorFeedback):
         local, server = error_feedback.buffers(t.numel(), sum(g.c for g in segs), t.device)
     else:

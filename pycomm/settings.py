@@ -108,10 +108,12 @@ SETTINGS: tuple[Setting, ...] = (
             "microseconds a waiter on a queued op yield-spins before blocking (fixed at first use); the idle "
             "progress thread never spins, it sleeps until an op is queued",
             "the core's waits (csrc/queue/spin.cc)", core=True),
-    Setting("PYCOMM_QUANTIZED_SEGMENT", Integer(1, 1 << 62, "elements"), 4 << 20,
+    Setting("PYCOMM_QUANTIZED_SEGMENT", Integer(1, 1 << 62, "elements"), None,
             "elements per pipelined segment of `allreduce_quantized`: a larger tensor encodes segment k+1 while "
             "k is on the wire. Must be the same on every rank",
-            "pycomm.quantized, at each call"),
+            "pycomm.quantized, at each call",
+            default_text="1048576 for host tensors where `comm.oversubscribed` is False (ranks have a core each), "
+                         "else 4194304"),
     Setting("PYCOMM_MPI_GPU_AWARE", Choice({"auto": None, "0": False, "1": True}), None,
             "override the detection of a CUDA/ROCm-aware MPI (without one, GPU buffers are staged through "
             "pinned host memory)",

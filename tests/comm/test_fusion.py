@@ -9,6 +9,7 @@ import pycomm
 from pycomm._codec_wire import WireLayout
 from pycomm.fusion import (DEVICE_BUCKET_BYTES, HOST_BUCKET_BYTES, HOST_IN_PLACE_BYTES, bucket_bytes_for,
                            in_place_bytes_for, plan_buckets)
+from pycomm._quantized_pipeline import SEGMENT, SEGMENT_ON_OWN_CORES, default_segment
 from pycomm.quantized import chunk_numel, segments
 from tests.launch import mpirun
 
@@ -128,6 +129,18 @@ def test_segments_tile_the_tensor_in_whole_block_chunks(monkeypatch: pytest.Monk
     assert [s.mine for s in segs] == [sum(s.c for s in segs[:i]) for i in range(len(segs))]
     if numel == 100_003:
         assert segs[0].c == 384 and len(segs) == -(-numel // (3 * 384))  # ceil(1000 / 3) = 334 -> whole 64-blocks
+
+
+def test_default_segment_is_smaller_only_for_host_ranks_with_a_core_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert default_segment(oversubscribed=False, on_gpu=False) == SEGMENT_ON_OWN_CORES < SEGMENT
+    assert default_segment(oversubscribed=True, on_gpu=False) == SEGMENT
+    assert default_segment(oversubscribed=None, on_gpu=False) == SEGMENT  # gloo, nccl: no agreed flag
+    assert default_segment(oversubscribed=False, on_gpu=True) == SEGMENT
+    monkeypatch.delenv("PYCOMM_QUANTIZED_SEGMENT", raising=False)
+    numel = 3 * SEGMENT
+    assert len(segments(numel, 2, 256, SEGMENT_ON_OWN_CORES)) == 3 * SEGMENT // SEGMENT_ON_OWN_CORES
+    monkeypatch.setenv("PYCOMM_QUANTIZED_SEGMENT", str(SEGMENT))   # the setting wins over the default
+    assert len(segments(numel, 2, 256, SEGMENT_ON_OWN_CORES)) == 3
 
 
 def test_segment_size_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
