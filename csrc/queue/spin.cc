@@ -1,6 +1,9 @@
 #include "queue/spin.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 
 #include "common/settings.h"
 
@@ -20,5 +23,22 @@ void note_node_oversubscribed(bool oversubscribed) {
 }
 
 bool node_oversubscribed() { return g_oversubscribed.load(std::memory_order_relaxed); }
+
+bool machine_crowded() {
+  static const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  static std::atomic<int64_t> next_read_ns{0};
+  static std::atomic<bool> crowded{false};
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t due = next_read_ns.load(std::memory_order_relaxed);
+  if (now < due || !next_read_ns.compare_exchange_strong(due, now + 10'000'000)) return crowded.load();
+  long running = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {  // "1m 5m 15m running/total last_pid"
+    if (std::fscanf(f, "%*f %*f %*f %ld/", &running) != 1) running = 0;
+    std::fclose(f);
+  }
+  crowded.store(cpus > 0 && running > cpus);
+  return crowded.load();
+}
 
 }  // namespace pycomm

@@ -61,8 +61,8 @@ class P2pSchedule {
 
  private:
   // Messages in flight at once. Idle cores: 4, so that each received piece is reduced while it is still
-  // in cache. More ranks than cores (queue/spin.h): every message of a step, so that a rank's partner
-  // moves all of it whenever it gets a core, instead of once per window.
+  // in cache. More ranks than cores, or more runnable threads than CPUs (queue/spin.h): every message of
+  // a step, so that a rank's partner moves all of it whenever it gets a core, instead of once per window.
   static constexpr size_t kWindow = 4;
   static constexpr size_t kOversubscribedWindow = 64;
   void post(size_t i, const char* what);
