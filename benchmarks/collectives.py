@@ -317,6 +317,13 @@ def print_report(rows: dict[str, list[dict]], checks: list[dict], roofline: list
                                "floor_ratio_serial", "measured_ratio"]))
 
 
+def merged(rows: dict[str, list[dict]], old: dict[str, Any], sections: list[str], ranks: list[int]) -> dict[str, list[dict]]:
+    """This run's rows, plus the earlier file's rows that it did not measure: every row of a section it did
+    not run, and other rank counts' rows of the sections it ran."""
+    return {section: [r for r in old.get(section, []) if section not in sections or r["ranks"] not in ranks]
+            + rows[section] for section in SECTIONS}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", default="2,4", help="comma-separated rank counts (default 2,4)")
@@ -326,7 +333,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--name", default="collectives", help="results file name (benchmarks/results/NAME.json)")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--merge", action="store_true",
-                    help="keep the other rank counts' rows of results/NAME.json (a run split by --ranks)")
+                    help="keep the rows of results/NAME.json that this run does not measure: other rank counts' "
+                         "(a run split by --ranks) and other sections' (a run split by --sections)")
     args = ap.parse_args(argv)
     ranks = [int(r) for r in args.ranks.split(",")]
     sections = args.sections.split(",")
@@ -337,8 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     earlier = RESULTS / f"{args.name}.json"
     if args.merge and earlier.exists():
         old = json.loads(earlier.read_text())
-        for section in sections:
-            rows[section] = [r for r in old.get(section, []) if r["ranks"] not in ranks] + rows[section]
+        rows = merged(rows, old, sections, ranks)
         ranks = sorted(set(ranks) | set(old.get("ranks", [])))
     link_floor(rows["quantized_shaped"])
     checks = goals(rows)

@@ -16,6 +16,16 @@ def _namespaces() -> list[str]:
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
 
 
+def test_merge_keeps_what_the_run_did_not_measure() -> None:
+    old = {"small": [{"ranks": 2, "v": "old"}, {"ranks": 4, "v": "old"}], "fusion": [{"ranks": 2, "v": "old"}]}
+    rows = {s: [] for s in collectives.SECTIONS}
+    rows["small"] = [{"ranks": 2, "v": "new"}]
+    got = collectives.merged(rows, old, ["small"], [2])
+    assert got["small"] == [{"ranks": 4, "v": "old"}, {"ranks": 2, "v": "new"}]
+    assert got["fusion"] == [{"ranks": 2, "v": "old"}]    # a section this run did not measure
+    assert set(got) == set(collectives.SECTIONS) and got["busbw"] == []
+
+
 @pytest.mark.mpi
 def test_collectives_benchmark_quick() -> None:
     name = "collectives_smoke"
