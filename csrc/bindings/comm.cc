@@ -165,6 +165,24 @@ void register_transport(py::module_& m) {
                                        buffer(pi, ni, dt, dev, "reduce_scatter"), reduce_op(op), stream, waits);
              });
            })
+      // Blocking host calls in one call each, like allreduce_wait (Communicator's common-call paths).
+      .def("broadcast_wait",
+           [](T& t, uintptr_t p, int64_t n, int dt, int root) {
+             submitted_and_waited(t, 0, [&] { return t.broadcast(buffer(p, n, dt, -1, "broadcast"), root, 0, true); });
+           })
+      .def("allgather_wait",
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt) {
+             submitted_and_waited(t, 0, [&] {
+               return t.allgather(buffer(po, no, dt, -1, "allgather"), buffer(pi, ni, dt, -1, "allgather"), 0, true);
+             });
+           })
+      .def("reduce_scatter_wait",
+           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int op) {
+             submitted_and_waited(t, 0, [&] {
+               return t.reduce_scatter(buffer(po, no, dt, -1, "reduce_scatter"), buffer(pi, ni, dt, -1, "reduce_scatter"),
+                                       reduce_op(op), 0, true);
+             });
+           })
       .def("alltoall",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
              return submitted(t, waits, [&] {

@@ -58,6 +58,50 @@ def test_blocking_allreduce_fast_path_checks_like_the_full_path():
     assert kinds == ["ok", "ok", "TypeError", "ValueError", "ok", "ValueError", "TypeError"]
 
 
+@pytest.mark.parametrize("name", ["broadcast", "allgather", "reduce_scatter"])
+def test_blocking_fast_paths_check_like_the_full_path(name: str):
+    """Blocking broadcast / all-gather / reduce-scatter of plain host tensors take one call into the core;
+    async_op=True takes the full checks: same results, same errors, on good and bad inputs."""
+    c = local()
+    f = torch.arange(6.0)
+    calls = {  # (label, call(async_op)) per case; out-of-range roots, sizes and dtypes among them
+        "broadcast": [("float", lambda a, t=f.clone(): (c.broadcast(t, 0, async_op=a), t)),
+                      ("root 1 of 1 rank", lambda a, t=f.clone(): (c.broadcast(t, 1, async_op=a), t)),
+                      ("root True", lambda a, t=f.clone(): (c.broadcast(t, True, async_op=a), t)),
+                      ("non-contiguous", lambda a, t=torch.arange(12.0)[::2]: (c.broadcast(t, 0, async_op=a), t)),
+                      ("bool", lambda a, t=torch.zeros(3, dtype=torch.bool): (c.broadcast(t, 0, async_op=a), t)),
+                      ("empty", lambda a, t=torch.zeros(0): (c.broadcast(t, 0, async_op=a), t))],
+        "allgather": [("float", lambda a, o=torch.zeros(6): (c.allgather(o, f, async_op=a), o)),
+                      ("out too big", lambda a, o=torch.zeros(7): (c.allgather(o, f, async_op=a), o)),
+                      ("dtypes differ", lambda a, o=torch.zeros(6, dtype=torch.float64): (c.allgather(o, f, async_op=a), o)),
+                      ("int", lambda a, o=torch.zeros(6, dtype=torch.int64): (c.allgather(o, f.long(), async_op=a), o))],
+        "reduce_scatter": [("sum", lambda a, o=torch.zeros(6): (c.reduce_scatter(o, f, async_op=a), o)),
+                           ("avg", lambda a, o=torch.zeros(6): (c.reduce_scatter(o, f, pycomm.AVG, async_op=a), o)),
+                           ("avg of ints", lambda a, o=torch.zeros(6, dtype=torch.int64):
+                            (c.reduce_scatter(o, f.long(), pycomm.AVG, async_op=a), o)),
+                           ("out too small", lambda a, o=torch.zeros(5): (c.reduce_scatter(o, f, async_op=a), o)),
+                           ("op not an op", lambda a, o=torch.zeros(6): (c.reduce_scatter(o, f, "sum", async_op=a), o))],
+    }[name]
+
+    def outcome(call, async_op: bool) -> tuple:
+        try:
+            work, t = call(async_op)
+            if work is not None:
+                work.wait()
+            return ("ok", t.tolist())
+        except (TypeError, ValueError) as e:
+            return (type(e).__name__, str(e))
+
+    assert getattr(c, f"_{name}_wait") is not None  # the core's transport offers the one-call path
+    kinds = {}
+    for label, call in calls:
+        fast, full = outcome(call, False), outcome(call, True)
+        assert fast == full, (name, label, fast, full)
+        kinds[label] = fast[0]
+    assert "ok" in kinds.values() and {"TypeError", "ValueError"} & set(kinds.values()), kinds
+    assert outcome(calls[0][1], False) == ("ok", f.tolist())  # one rank: every result is its own tensor
+
+
 def test_local_ops_move_data():
     c = local()
     assert (c.rank, c.size, c.local_rank, c.local_size, c.backend) == (0, 1, 0, 1, "local")
