@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for section in sections:
         for n in ranks:
             rows[section] += run_section(section, n, args.quick, args.max_bytes, args.timeout)
-    earlier = RESULTS / f"{args.name}.json"
+    earlier, old = RESULTS / f"{args.name}.json", {}
     if args.merge and earlier.exists():
         old = json.loads(earlier.read_text())
         rows = merged(rows, old, sections, ranks)
@@ -352,15 +352,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
-    if rows["quantized_shaped"]:
+    if "quantized_shaped" not in sections and args.merge and "roofline" in old:
+        payload["roofline"] = old["roofline"]  # kept rows keep the bandwidth measured beside them
+    elif rows["quantized_shaped"]:
         bw = codec_roofline.bandwidth()
         payload["roofline"] = {"note": codec_roofline.NOTE, "loadavg_1_5_15": os.getloadavg(),
                                "bandwidth_GBs_per_process": bw,
                                "rows": codec_roofline.roofline(rows["quantized_shaped"], bw, SHAPED_BYTES_PER_S)}
-    small = rows["small"] + rows["small_busy"]
-    draw = (plot_busbw(rows["busbw"]) if rows["busbw"] else plot_small(small) if small
-            else plot_shards(rows["shards"]) if rows["shards"]
-            else plot_codec_time(rows["quantized_shaped"]) if rows["quantized_shaped"] else None)
+    small, ran = rows["small"] + rows["small_busy"], set(sections)  # the sections run pick the plot
+    draw = (plot_busbw(rows["busbw"]) if "busbw" in ran and rows["busbw"]
+            else plot_small(small) if ran & {"small", "small_busy"} and small
+            else plot_shards(rows["shards"]) if "shards" in ran and rows["shards"]
+            else plot_codec_time(rows["quantized_shaped"]) if "quantized_shaped" in ran and rows["quantized_shaped"]
+            else None)
     path = save(args.name, payload, draw)
     print_report(rows, checks, payload.get("roofline", {}).get("rows", []))
     print(f"wrote {path}")

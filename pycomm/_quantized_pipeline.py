@@ -39,7 +39,7 @@ def default_segment(oversubscribed: bool | None, on_gpu: bool) -> int:
     return SEGMENT_ON_OWN_CORES if oversubscribed is False and not on_gpu else SEGMENT
 
 
-def segment_numel(size: int, block: int, default: int = SEGMENT) -> int:
+def segment_numel(size: int, block: int, default: int) -> int:
     """Elements of t per pipelined segment: PYCOMM_QUANTIZED_SEGMENT, else `default` (default_segment()),
     rounded up to size whole-block chunks."""
     chosen = settings.get("PYCOMM_QUANTIZED_SEGMENT")
@@ -54,7 +54,8 @@ class Segment:
     mine: int     # offset of this rank's chunk in the concatenation of its chunks (the server residual)
 
 
-def segments(numel: int, size: int, block: int, default: int = SEGMENT) -> list[Segment]:
+def segments(numel: int, size: int, block: int, default: int) -> list[Segment]:
+    """t's pipelined segments; `default`: the segment when PYCOMM_QUANTIZED_SEGMENT is unset."""
     seg = segment_numel(size, block, default)
     out, mine = [], 0
     for lo in range(0, numel, seg):

@@ -62,11 +62,13 @@ class Communicator:
 
     @property
     def oversubscribed(self) -> Optional[bool]:
-        """Whether backend "mpi" runs its schedules as where ranks outnumber cores on some node: the
-        broadcast takes the binomial tree at every size and point-to-point schedules keep a whole step
-        in flight. Agreed by every rank when the communicator is made, from PYCOMM_OVERSUBSCRIBED or,
-        by default, from each node's rank count against the union of its ranks' CPU affinities.
-        None on the backends that do not key on it (gloo, nccl, local)."""
+        """Whether backend "mpi" found ranks outnumbering cores on some node of this communicator:
+        agreed by every rank when the communicator is made, from PYCOMM_OVERSUBSCRIBED or, by default,
+        from each node's rank count against the union of its ranks' CPU affinities. Choices every rank
+        must make alike key on it: the host broadcast then takes the binomial tree at every size, and
+        allreduce_quantized's default segment is 4 Mi elements. (Each process's polls and point-to-point
+        window follow its own node's flag and machine load instead.) None on the backends that do not
+        key on it (gloo, nccl, local)."""
         return self._t.oversubscribed
 
     @property
@@ -113,15 +115,14 @@ class Communicator:
                   bucket: int = -1) -> Optional[Work]:
         """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
         `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
-        if (async_op is False and type(tensor) is torch.Tensor and type(op) is ReduceOp and type(bucket) is int
-                and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()):
+        if (async_op is False and type(op) is ReduceOp and type(bucket) is int and -1 <= bucket <= INT32_MAX
+                and _plain_host(tensor)):
             # The common call (blocking, a plain contiguous host tensor): the same checks as below, each
             # the cheapest form of itself, and one call into the core that also waits (no Work).
             code = _REDUCIBLE_CODES.get(tensor.dtype)
             wait = self._allreduce_wait
             if code is not None and wait is not None and (op != AVG or tensor.dtype.is_floating_point):
-                n = tensor.numel()
-                wait(tensor.data_ptr() if n else 0, n, code, -1, int(op), 0, bucket)
+                wait(ptr(tensor), tensor.numel(), code, -1, int(op), 0, bucket)
                 return None
         async_op = check_bool(async_op, "allreduce: async_op")
         op = check_op(op, "allreduce")

@@ -9,7 +9,7 @@ everyone every reduced chunk, and each rank decodes them all into t (its own fro
 by the reduce kernel while it is in cache, so that every rank ends with the same bytes). Each rank sends about 2 (N-1)/N * wire_bytes(S): never an O(N S) all-gather of whole tensors.
 
 Large tensors are cut into segments of PYCOMM_QUANTIZED_SEGMENT elements (default 1 Mi for host tensors
-on ranks with a core each, else 4 Mi: _quantized_pipeline.default_segment; each a whole
+where `comm.oversubscribed` is False, else 4 Mi: _quantized_pipeline.default_segment; each a whole
 number of chunks of whole codec blocks, so block boundaries do not move) and pipelined: segment k+1 is
 encoded while segment k's all-to-all is in flight, and k's reduction and re-encoding overlap k-1's
 all-gather. Every rank runs the same fixed schedule, so the collectives match without any handshake.

@@ -169,20 +169,23 @@ void register_transport(py::module_& m) {
       .def("broadcast_wait",
            [](T& t, uintptr_t p, int64_t n, int dt, int root) {
              submitted_and_waited(t, 0, [&] { return t.broadcast(buffer(p, n, dt, -1, "broadcast"), root, 0, true); });
-           })
+           },
+           "broadcast(..., caller_waits=True) of a host buffer and its wait, in one call.")
       .def("allgather_wait",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt) {
              submitted_and_waited(t, 0, [&] {
                return t.allgather(buffer(po, no, dt, -1, "allgather"), buffer(pi, ni, dt, -1, "allgather"), 0, true);
              });
-           })
+           },
+           "allgather(..., caller_waits=True) of host buffers and its wait, in one call.")
       .def("reduce_scatter_wait",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int op) {
              submitted_and_waited(t, 0, [&] {
                return t.reduce_scatter(buffer(po, no, dt, -1, "reduce_scatter"), buffer(pi, ni, dt, -1, "reduce_scatter"),
                                        reduce_op(op), 0, true);
              });
-           })
+           },
+           "reduce_scatter(..., caller_waits=True) of host buffers and its wait, in one call.")
       .def("alltoall",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
              return submitted(t, waits, [&] {

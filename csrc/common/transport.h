@@ -93,8 +93,8 @@ class Transport {
   virtual int max_tag() const { return INT_MAX; }
   // Whether recv/recv_new/probe accept src = kAnySource.
   virtual bool any_source() const { return false; }
-  // Whether this transport's schedules run as where ranks outnumber cores (agreed by every rank);
-  // nullopt where the transport does not key anything on it.
+  // Whether ranks outnumber cores on some node of this transport (agreed by every rank: choices all
+  // ranks must make alike key on it, such as the broadcast's schedule); nullopt where nothing does.
   virtual std::optional<bool> oversubscribed() const { return std::nullopt; }
   // A send whose header carries `shape` (at most kMaxP2pDims entries; their product is buf.count).
   virtual std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,

@@ -122,7 +122,7 @@ def test_wire_layout_round_trips_each_slot(codec) -> None:
 def test_segments_tile_the_tensor_in_whole_block_chunks(monkeypatch: pytest.MonkeyPatch, numel: int, size: int,
                                                         block: int, segment: str) -> None:
     monkeypatch.setenv("PYCOMM_QUANTIZED_SEGMENT", segment)
-    segs = segments(numel, size, block)
+    segs = segments(numel, size, block, SEGMENT)
     assert (len(segs) == 0) == (numel == 0)
     assert [s.lo for s in segs] == [0, *(s.hi for s in segs[:-1])][: len(segs)] and (segs[-1].hi if segs else 0) == numel
     assert all(s.c % block == 0 and s.lo % (size * block) == 0 and size * s.c >= s.hi - s.lo for s in segs)
@@ -146,7 +146,7 @@ def test_default_segment_is_smaller_only_for_host_ranks_with_a_core_each(monkeyp
 def test_segment_size_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYCOMM_QUANTIZED_SEGMENT", "-5")
     with pytest.raises(ValueError, match="PYCOMM_QUANTIZED_SEGMENT='-5' is not valid: expected a whole number"):
-        segments(10, 2, 256)
+        segments(10, 2, 256, SEGMENT)
 
 
 def test_default_bucket_size_follows_where_tensors_live() -> None:

@@ -10,6 +10,7 @@ import torch
 
 import pycomm
 from pycomm._phase_profile import PHASES, profile_phases
+from pycomm._quantized_pipeline import SEGMENT, SEGMENT_ON_OWN_CORES, default_segment
 from pycomm.quantized import segments
 from tests.comm.workers.fusion_common import bytes_sent, expect_raises, rank_values, world
 from tests.kernels import reference as ref
@@ -52,13 +53,13 @@ def check_int8(comm, op: str, dtype: torch.dtype, block: int) -> None:
             assert err.max() > 0, "no quantization error at all: was the tensor quantized?"
 
 
-def expected_int8(xs: list[torch.Tensor], op: str, block: int) -> torch.Tensor:
+def expected_int8(xs: list[torch.Tensor], op: str, block: int, segment: int) -> torch.Tensor:
     """ALGORITHMS.md's int8 all-reduce from the reference kernels, chunk by chunk of every segment:
     the chunk's owner adds the other ranks' decoded encodings in rank order to its exact values (fp32),
-    scales by 1/N for AVG, and everyone decodes its re-encoding."""
+    scales by 1/N for AVG, and everyone decodes its re-encoding. `segment`: the default segment."""
     size, numel = len(xs), xs[0].numel()
     out = torch.empty(numel)
-    for seg in segments(numel, size, block):
+    for seg in segments(numel, size, block, segment):
         for owner in range(size):
             lo, hi = min(seg.lo + owner * seg.c, seg.hi), min(seg.lo + (owner + 1) * seg.c, seg.hi)
             padded = [torch.cat([x[lo:hi], torch.zeros(seg.c - (hi - lo))]) for x in xs]
@@ -73,6 +74,26 @@ def expected_int8(xs: list[torch.Tensor], op: str, block: int) -> torch.Tensor:
     return out
 
 
+def host_segment(comm) -> int:
+    """The default segment of a host tensor on `comm` (every rank agrees on comm.oversubscribed)."""
+    return default_segment(comm.oversubscribed, on_gpu=False)
+
+
+def check_default_segment(comm) -> None:
+    """Unset PYCOMM_QUANTIZED_SEGMENT: a tensor of 1.5 Mi elements is cut at the default segment (two
+    segments of about 1 Mi where comm.oversubscribed is False, else one of 4 Mi), byte for byte the
+    reference's."""
+    n = SEGMENT_ON_OWN_CORES * 3 // 2 + 3
+    xs = [rank_values(90, r, n, torch.float32) for r in range(comm.size)]
+    t = xs[comm.rank].clone()
+    comm.allreduce_quantized(t, op=pycomm.SUM).wait()
+    want = expected_int8(xs, "SUM", 256, host_segment(comm))
+    assert torch.equal(t, want), f"default segment {host_segment(comm)}: not the reference's bytes"
+    if comm.size > 1:  # one rank's chunk is the whole segment: both cuts give the same blocks
+        other = SEGMENT if host_segment(comm) == SEGMENT_ON_OWN_CORES else SEGMENT_ON_OWN_CORES
+        assert not torch.equal(want, expected_int8(xs, "SUM", 256, other)), "the check cannot tell the segments apart"
+
+
 def check_int8_exact(comm) -> None:
     """fp32 int8 all-reduce gives exactly the reference's bytes (the fused reduce kernel included)."""
     for k, n in enumerate(SIZES):
@@ -80,19 +101,20 @@ def check_int8_exact(comm) -> None:
         for op in ("AVG", "SUM"):
             t = xs[comm.rank].clone()
             comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=pycomm.Int8Codec(block=256)).wait()
-            want = expected_int8(xs, op, 256)
+            want = expected_int8(xs, op, 256, host_segment(comm))
             bad = torch.nonzero(t != want)
             assert bad.numel() == 0, (f"int8 {op} n={n}: element {bad[0].item()} is {t[bad[0]].item()}, the reference "
                                       f"gives {want[bad[0]].item()}")
 
 
-def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block: int) -> list[torch.Tensor]:
+def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block: int,
+                          segment: int) -> list[torch.Tensor]:
     """ALGORITHMS.md's 1-bit all-reduce with error feedback over successive calls, from pycomm's own
     sign kernels run one after another (the reference's scales sum in another order): every rank's
     local residual encodes the chunks it sends, the owner spends its own and re-encodes the reduced chunk
     with its server residual, and everyone decodes that."""
     size, numel = len(xs_per_call[0]), xs_per_call[0][0].numel()
-    segs = segments(numel, size, block)
+    segs = segments(numel, size, block, segment)
     local = [torch.zeros(numel) for _ in range(size)]
     server = [torch.zeros(sum(g.c for g in segs)) for _ in range(size)]
     outs = []
@@ -125,7 +147,7 @@ def check_onebit_exact(comm) -> None:
     for k, n in enumerate(SIZES):
         for op in ("AVG", "SUM"):
             calls = [[rank_values(60 + 3 * k + c, r, n, torch.float32) for r in range(comm.size)] for c in range(3)]
-            wants = expected_onebit_calls(calls, op, 256)
+            wants = expected_onebit_calls(calls, op, 256, host_segment(comm))
             ef = pycomm.ErrorFeedback()
             for c, (xs, want) in enumerate(zip(calls, wants)):
                 t = xs[comm.rank].clone()
@@ -208,7 +230,7 @@ def check_phase_profile(comm) -> None:
         comm.allreduce_quantized(torch.ones(n)).wait()
         comm.allreduce_quantized(torch.ones(n), codec=pycomm.OneBitCodec()).wait()
     comm.allreduce_quantized(torch.ones(n)).wait()
-    count = len(segments(n, comm.size, 256))
+    count = len(segments(n, comm.size, 256, host_segment(comm)))
     assert log.calls == 2 and len(log.rows) == 2 * count * len(PHASES), (log.calls, len(log.rows), count)
     for call in range(2):
         for seg in range(count):
@@ -244,6 +266,7 @@ def main() -> None:
     check_int8_exact(comm)
     check_onebit_exact(comm)
     check_error_feedback(comm)
+    check_default_segment(comm)
     check_bytes(comm)
     check_pipelined(comm)
     print(f"rank {comm.rank}/{comm.size}: quantized ok", flush=True)
