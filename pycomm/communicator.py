@@ -23,6 +23,10 @@ REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.
 _REDUCIBLE_CODES = {d: _dtypes.CODES[d] for d in REDUCIBLE}
 
 
+# The fewest async Works kept before completed ones are swept out (Communicator._submit).
+_PRUNE_MIN = 16
+
+
 def _plain_host(t: object) -> bool:
     """A contiguous host tensor of torch's own class: blocking calls on it skip the general checks."""
     return type(t) is torch.Tensor and t.is_cpu and t.is_contiguous()
@@ -40,7 +44,9 @@ class Communicator:
         self._allgather_wait = getattr(transport, "allgather_wait", None)
         self._reduce_scatter_wait = getattr(transport, "reduce_scatter_wait", None)
         self.name = name
+        # Async ops' Works, so their tensors outlive a Work the caller drops (see _submit).
         self._in_flight: list[Work] = []
+        self._prune_at = _PRUNE_MIN
 
     # ---- who is here -------------------------------------------------------------------------
     @property
@@ -87,9 +93,14 @@ class Communicator:
             handle.wait(place.stream, core().stall_timeout())
             return None
         work = Work(handle, keep, place.device)
-        # Until an op completes, its tensors must outlive a Work the caller may drop.
-        self._in_flight = [w for w in self._in_flight if not w.is_completed()]
-        self._in_flight.append(work)
+        # Until an op completes, its tensors must outlive a Work the caller may drop. Completed ones are
+        # dropped when the list has doubled since the last sweep: a sweep per op made submitting n ops
+        # O(n^2) (ResNet-50's 43 fused buckets: 0.4 ms of a 1.3 ms submit).
+        in_flight = self._in_flight
+        in_flight.append(work)
+        if len(in_flight) >= self._prune_at:
+            self._in_flight = in_flight = [w for w in in_flight if not w.is_completed()]
+            self._prune_at = max(_PRUNE_MIN, 2 * len(in_flight))
         return work
 
     def _peer(self, peer: object, what: str, name: str) -> int:
@@ -115,15 +126,18 @@ class Communicator:
                   bucket: int = -1) -> Optional[Work]:
         """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
         `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
-        if (async_op is False and type(op) is ReduceOp and type(bucket) is int and -1 <= bucket <= INT32_MAX
+        if (type(async_op) is bool and type(op) is ReduceOp and type(bucket) is int and -1 <= bucket <= INT32_MAX
                 and _plain_host(tensor)):
-            # The common call (blocking, a plain contiguous host tensor): the same checks as below, each
-            # the cheapest form of itself, and one call into the core that also waits (no Work).
+            # The common call (a plain contiguous host tensor): the same checks as below, each the
+            # cheapest form of itself; blocking, one call into the core that also waits (no Work).
             code = _REDUCIBLE_CODES.get(tensor.dtype)
             wait = self._allreduce_wait
             if code is not None and wait is not None and (op != AVG or tensor.dtype.is_floating_point):
-                wait(ptr(tensor), tensor.numel(), code, -1, int(op), 0, bucket)
-                return None
+                if not async_op:
+                    wait(ptr(tensor), tensor.numel(), code, -1, int(op), 0, bucket)
+                    return None
+                h = self._t.allreduce(ptr(tensor), tensor.numel(), code, -1, int(op), 0, bucket, False)
+                return self._submit(h, (tensor,), CPU, True)
         async_op = check_bool(async_op, "allreduce: async_op")
         op = check_op(op, "allreduce")
         bucket = check_int(bucket, "allreduce: bucket", min_value=-1, max_value=INT32_MAX)

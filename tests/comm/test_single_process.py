@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import Callable, Optional
 
 import pytest
@@ -27,19 +28,24 @@ def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProces
                           timeout=180)
 
 
-def test_blocking_allreduce_fast_path_checks_like_the_full_path():
-    """A blocking all-reduce of a plain host tensor takes Communicator.allreduce's fast path; a Parameter
-    (a Tensor subclass) and async_op=True take the full one: same results, same errors."""
+def test_allreduce_fast_path_checks_like_the_full_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An all-reduce of a plain host tensor, blocking or async, takes Communicator.allreduce's fast path
+    (counted: it skips check_tensor); a Parameter (a Tensor subclass) takes the full one, blocking or
+    async: same results, same errors."""
+    from pycomm import communicator
     c = local()
+    full_checks = []
+    check = communicator.check_tensor
+    monkeypatch.setattr(communicator, "check_tensor", lambda *a, **k: (full_checks.append(a), check(*a, **k))[1])
 
     def outcome(t: torch.Tensor, op: pycomm.ReduceOp, bucket: int, how: str) -> tuple:
+        if how.endswith("parameter") and t.dtype.is_floating_point:
+            t = torch.nn.Parameter(t, requires_grad=False)
         try:
-            if how == "async":
-                c.allreduce(t, op=op, async_op=True, bucket=bucket).wait()
-            else:
-                if how == "parameter" and t.dtype.is_floating_point:
-                    t = torch.nn.Parameter(t, requires_grad=False)
-                c.allreduce(t, op=op, bucket=bucket)
+            work = c.allreduce(t, op=op, async_op=how.startswith("async"), bucket=bucket)
+            assert (work is None) == (not how.startswith("async"))
+            if work is not None:
+                work.wait()
             return ("ok", t.tolist())
         except (TypeError, ValueError) as e:
             return (type(e).__name__, str(e))
@@ -51,86 +57,47 @@ def test_blocking_allreduce_fast_path_checks_like_the_full_path():
              (pycomm.SUM, -1, lambda: torch.zeros(0)),
              (pycomm.SUM, -2, lambda: torch.arange(6.0)),                   # bucket out of range
              (pycomm.SUM, -1, lambda: torch.zeros(3, dtype=torch.bool))]    # a dtype pycomm has no code for
-    kinds = []
+    kinds, checked = [], {}
     for op, bucket, make in cases:
-        got = [outcome(make(), op, bucket, how) for how in ("fast", "parameter", "async")]
-        assert got[1] == got[0] and got[2] == got[0], (op, bucket, got)
-        kinds.append(got[0][0])
+        got = {}
+        for how in ("fast", "async", "parameter", "async parameter"):
+            before = len(full_checks)
+            got[how] = outcome(make(), op, bucket, how)
+            checked[(len(kinds), how)] = len(full_checks) > before
+        assert all(g == got["fast"] for g in got.values()), (op, bucket, got)
+        kinds.append(got["fast"][0])
     assert kinds == ["ok", "ok", "TypeError", "ValueError", "ok", "ValueError", "TypeError"]
+    # valid plain tensors skip the full checks, blocking or async; a Parameter always takes them
+    for (i, how), took_full in checked.items():
+        if kinds[i] == "ok" and cases[i][2]().dtype.is_floating_point:
+            assert took_full == how.endswith("parameter"), (i, how)
 
 
-Call = Callable[[bool], tuple[Optional[pycomm.Work], torch.Tensor]]
-
-
-def _fast_path_cases(c: Communicator, name: str) -> list[tuple[str, Call]]:
-    """(label, call(async_op) -> (Work or None, result tensor)); each call makes fresh tensors. The
-    first case is a plain float call; "parameter" is valid but not a plain tensor; the rest are invalid
-    unless "ok"-looking (see the test's expectations)."""
-    def f() -> torch.Tensor:
-        return torch.arange(6.0)
-
-    def z(n: int = 6, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.zeros(n, dtype=dtype)
-
-    def bc(make: Callable[[], torch.Tensor], root: object) -> Call:
-        def call(a: bool) -> tuple[Optional[pycomm.Work], torch.Tensor]:
-            t = make()
-            return c.broadcast(t, root, async_op=a), t
-        return call
-
-    def two(op_name: str, out: Callable[[], torch.Tensor], t: Callable[[], torch.Tensor], *extra: object) -> Call:
-        def call(a: bool) -> tuple[Optional[pycomm.Work], torch.Tensor]:
-            o = out()
-            return getattr(c, op_name)(o, t(), *extra, async_op=a), o
-        return call
-
-    return {
-        "broadcast": [("float", bc(f, 0)), ("root 1 of 1 rank", bc(f, 1)), ("root True", bc(f, True)),
-                      ("non-contiguous", bc(lambda: torch.arange(12.0)[::2], 0)),
-                      ("bool", bc(lambda: z(3, torch.bool), 0)), ("empty", bc(lambda: z(0), 0)),
-                      ("parameter", bc(lambda: torch.nn.Parameter(f(), requires_grad=False), 0)),
-                      ("meta", bc(lambda: torch.zeros(3, device="meta"), 0))],
-        "allgather": [("float", two("allgather", z, f)), ("out too big", two("allgather", lambda: z(7), f)),
-                      ("dtypes differ", two("allgather", lambda: z(6, torch.float64), f)),
-                      ("int", two("allgather", lambda: z(6, torch.int64), lambda: f().long())),
-                      ("empty", two("allgather", lambda: z(0), lambda: z(0)))],
-        "reduce_scatter": [("sum", two("reduce_scatter", z, f)), ("avg", two("reduce_scatter", z, f, pycomm.AVG)),
-                           ("avg of ints", two("reduce_scatter", lambda: z(6, torch.int64), lambda: f().long(),
-                                               pycomm.AVG)),
-                           ("out too small", two("reduce_scatter", lambda: z(5), f)),
-                           ("op not an op", two("reduce_scatter", z, f, "sum"))],
-    }[name]
-
-
-@pytest.mark.parametrize("name", ["broadcast", "allgather", "reduce_scatter"])
-def test_blocking_fast_paths_check_like_the_full_path(name: str) -> None:
-    """Blocking broadcast / all-gather / reduce-scatter of plain host tensors take one call into the core
-    (counted here); async_op=True takes the full checks: same results, same errors, good and bad inputs."""
+def test_dropped_async_works_keep_their_tensors_until_the_op_completes() -> None:
+    """A Work dropped at once must not free the tensor its op writes (the communicator holds it until
+    the op completes); completed ops' tensors are let go by later submits, so a loop of async ops
+    holds a bounded number of them."""
+    import gc
+    import weakref
     c = local()
-    one_call = getattr(c, f"_{name}_wait")
-    taken = []
-    setattr(c, f"_{name}_wait", lambda *args: (taken.append(args), one_call(*args)))
-
-    def outcome(call: Call, async_op: bool) -> tuple:
-        try:
-            work, t = call(async_op)
-            if work is not None:
-                work.wait()
-            return ("ok", t.tolist())
-        except (TypeError, ValueError) as e:
-            return (type(e).__name__, str(e))
-
-    kinds = {}
-    for label, call in _fast_path_cases(c, name):
-        before = len(taken)
-        fast, full = outcome(call, False), outcome(call, True)
-        assert fast == full, (name, label, fast, full)
-        kinds[label] = (fast[0], len(taken) > before)
-    # valid plain calls take the one call; a Parameter and every invalid call take the full checks
-    assert all(took == (kind == "ok" and label != "parameter") for label, (kind, took) in kinds.items()), kinds
-    assert {kind for kind, _ in kinds.values()} & {"TypeError", "ValueError"}, kinds
-    work, t = _fast_path_cases(c, name)[0][1](False)
-    assert work is None and t.tolist() == torch.arange(6.0).tolist()  # one rank: every result is its own data
+    got = torch.zeros(4)
+    c.irecv(got, 0, tag=9)                 # stays in flight until the send below; its Work is dropped
+    pending = weakref.ref(got)
+    del got
+    refs = []
+    for i in range(100):
+        t = torch.full((4,), float(i))
+        c.allreduce(t, op=pycomm.SUM, async_op=True)   # dropped too
+        refs.append(weakref.ref(t))
+        del t
+        gc.collect()
+        assert pending() is not None, f"the pending receive's tensor was freed after {i + 1} more submits"
+    c.send(torch.arange(4.0), 0, tag=9)
+    deadline = time.monotonic() + 60
+    while pending() is not None or any(r() is not None for r in refs):
+        assert time.monotonic() < deadline, "completed ops' tensors still held after 60 s of later submits"
+        c.allreduce(torch.zeros(1), op=pycomm.SUM, async_op=True)
+        gc.collect()
 
 
 def test_local_ops_move_data():
