@@ -16,7 +16,9 @@ flat mpi4py's time; with the in-place routing 0.79x (4 ranks 0.76x; on the idle 
 progress thread yielding to the caller's (queue/spin.h), 0.70-0.78x and 0.64-0.69x), the same as one blocking all-reduce
 per tensor: what is left is the fixed and mid-size cost of ~50 ops (256 KiB-9 MiB run at 5-8 GB/s, the
 flat 102 MB one at ~4 GB/s but in one op: 0.58x). The in-place size was swept (64 KiB-4 MiB): 256 KiB is
-best, 4 MiB (larger tensors only) 0.98x (benchmarks/results/collectives_fusion.json)."""
+best, 4 MiB (larger tensors only) 0.98x. Since the progress thread runs one large collective at a time
+(queue/op_queue.cc), the async default takes 0.54-0.55x flat mpi4py's time in A/B runs (0.63-0.66x with
+every bucket in flight at once), and 0.66x (2 ranks) / 0.59x (4) in benchmarks/results/collectives_fusion.json."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -17,7 +17,7 @@ def test_blocking_ops_inline_or_queued_keep_order(inline_bytes):
     proc = mpirun(2, "tests.comm.workers.inline_path", env=env, timeout=300)
     passed = re.findall(r"rank (\d+): (\d+) inline-path checks passed", proc.stdout)
     assert sorted(int(r) for r, _ in passed) == [0, 1], proc.stdout
-    assert all(int(n) == 7 for _, n in passed), proc.stdout
+    assert all(int(n) == 8 for _, n in passed), proc.stdout
 
 
 @pytest.mark.mpi

@@ -187,6 +187,27 @@ def check_async_batch_waited_out_of_order(comm: pycomm.Communicator) -> None:
     ok()
 
 
+def check_large_collectives_run_one_at_a_time(comm: pycomm.Communicator) -> None:
+    """The progress thread starts a collective larger than 32 KiB only once the one before it completed
+    (queue/op_queue.cc: concurrent ones fought over the cores). pycomm.stats() times each op from its
+    start to its completion, so one-at-a-time ops' times add up to at most the batch's wall time; ops
+    started together would add up to several times it."""
+    batch = [summed(comm, 1 << 20, f"alone{i}") for i in range(8)]
+    comm.barrier()
+    before = pycomm.stats().get("allreduce", {}).get("seconds", 0.0)
+    t0 = time.perf_counter()
+    works = [comm.allreduce(t, op=pycomm.SUM, async_op=True) for t, _ in batch]
+    for w in works:
+        w.wait()
+    wall = time.perf_counter() - t0
+    busy = pycomm.stats()["allreduce"]["seconds"] - before
+    for i, (t, want) in enumerate(batch):
+        assert_close(t, want, f"async allreduce {i} of the one-at-a-time batch")
+    # disjoint intervals inside the window (the margin: clock reads on two threads)
+    assert busy <= wall * 1.05 + 0.002, f"8 large async all-reduces were busy {busy:.4f} s in {wall:.4f} s of wall time"
+    ok()
+
+
 def main() -> int:
     comm = pycomm.init(backend="mpi")  # first: it must reject a malformed PYCOMM_INLINE_BYTES itself
     inline_bytes = int(os.environ.get("PYCOMM_INLINE_BYTES") or 0)
@@ -198,6 +219,7 @@ def main() -> int:
     check_blocking_p2p(comm)
     check_two_threads_share_the_communicator(comm)
     check_async_batch_waited_out_of_order(comm)
+    check_large_collectives_run_one_at_a_time(comm)
     comm.barrier()
     print(f"rank {comm.rank}: {checks} inline-path checks passed", flush=True)
     pycomm.finalize()
