@@ -100,6 +100,80 @@ def test_dropped_async_works_keep_their_tensors_until_the_op_completes() -> None
         gc.collect()
 
 
+Call = Callable[[bool], tuple[Optional[pycomm.Work], torch.Tensor]]
+
+
+def _fast_path_cases(c: Communicator, name: str) -> list[tuple[str, Call]]:
+    """(label, call(async_op) -> (Work or None, result tensor)); each call makes fresh tensors. The
+    first case is a plain float call; "parameter" is valid but not a plain tensor; the rest are invalid
+    unless "ok"-looking (see the test's expectations)."""
+    def f() -> torch.Tensor:
+        return torch.arange(6.0)
+
+    def z(n: int = 6, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.zeros(n, dtype=dtype)
+
+    def bc(make: Callable[[], torch.Tensor], root: object) -> Call:
+        def call(a: bool) -> tuple[Optional[pycomm.Work], torch.Tensor]:
+            t = make()
+            return c.broadcast(t, root, async_op=a), t
+        return call
+
+    def two(op_name: str, out: Callable[[], torch.Tensor], t: Callable[[], torch.Tensor], *extra: object) -> Call:
+        def call(a: bool) -> tuple[Optional[pycomm.Work], torch.Tensor]:
+            o = out()
+            return getattr(c, op_name)(o, t(), *extra, async_op=a), o
+        return call
+
+    return {
+        "broadcast": [("float", bc(f, 0)), ("root 1 of 1 rank", bc(f, 1)), ("root True", bc(f, True)),
+                      ("non-contiguous", bc(lambda: torch.arange(12.0)[::2], 0)),
+                      ("bool", bc(lambda: z(3, torch.bool), 0)), ("empty", bc(lambda: z(0), 0)),
+                      ("parameter", bc(lambda: torch.nn.Parameter(f(), requires_grad=False), 0)),
+                      ("meta", bc(lambda: torch.zeros(3, device="meta"), 0))],
+        "allgather": [("float", two("allgather", z, f)), ("out too big", two("allgather", lambda: z(7), f)),
+                      ("dtypes differ", two("allgather", lambda: z(6, torch.float64), f)),
+                      ("int", two("allgather", lambda: z(6, torch.int64), lambda: f().long())),
+                      ("empty", two("allgather", lambda: z(0), lambda: z(0)))],
+        "reduce_scatter": [("sum", two("reduce_scatter", z, f)), ("avg", two("reduce_scatter", z, f, pycomm.AVG)),
+                           ("avg of ints", two("reduce_scatter", lambda: z(6, torch.int64), lambda: f().long(),
+                                               pycomm.AVG)),
+                           ("out too small", two("reduce_scatter", lambda: z(5), f)),
+                           ("op not an op", two("reduce_scatter", z, f, "sum"))],
+    }[name]
+
+
+@pytest.mark.parametrize("name", ["broadcast", "allgather", "reduce_scatter"])
+def test_blocking_fast_paths_check_like_the_full_path(name: str) -> None:
+    """Blocking broadcast / all-gather / reduce-scatter of plain host tensors take one call into the core
+    (counted here); async_op=True takes the full checks: same results, same errors, good and bad inputs."""
+    c = local()
+    one_call = getattr(c, f"_{name}_wait")
+    taken = []
+    setattr(c, f"_{name}_wait", lambda *args: (taken.append(args), one_call(*args)))
+
+    def outcome(call: Call, async_op: bool) -> tuple:
+        try:
+            work, t = call(async_op)
+            if work is not None:
+                work.wait()
+            return ("ok", t.tolist())
+        except (TypeError, ValueError) as e:
+            return (type(e).__name__, str(e))
+
+    kinds = {}
+    for label, call in _fast_path_cases(c, name):
+        before = len(taken)
+        fast, full = outcome(call, False), outcome(call, True)
+        assert fast == full, (name, label, fast, full)
+        kinds[label] = (fast[0], len(taken) > before)
+    # valid plain calls take the one call; a Parameter and every invalid call take the full checks
+    assert all(took == (kind == "ok" and label != "parameter") for label, (kind, took) in kinds.items()), kinds
+    assert {kind for kind, _ in kinds.values()} & {"TypeError", "ValueError"}, kinds
+    work, t = _fast_path_cases(c, name)[0][1](False)
+    assert work is None and t.tolist() == torch.arange(6.0).tolist()  # one rank: every result is its own data
+
+
 def test_local_ops_move_data():
     c = local()
     assert (c.rank, c.size, c.local_rank, c.local_size, c.backend) == (0, 1, 0, 1, "local")
