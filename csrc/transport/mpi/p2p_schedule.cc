@@ -52,7 +52,7 @@ P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> b
     run = i > 0 && steps_[i].group == steps_[i - 1].group ? run + 1 : 1;
     widest = std::max(widest, run);
   }
-  window_ = std::min(widest, node_oversubscribed() || machine_crowded() ? kOversubscribedWindow : kWindow);
+  window_ = std::min(widest, node_oversubscribed() || machine_crowded() || longest == 0 ? kOversubscribedWindow : kWindow);
   reqs_.assign(2 * window_, MPI_REQUEST_NULL);
   if (longest > 0) scratch_ = pool_.take(window_ * slot_bytes_);
 }

@@ -63,6 +63,9 @@ class P2pSchedule {
   // Messages in flight at once. Idle cores: 4, so that each received piece is reduced while it is still
   // in cache. More ranks than cores, or more runnable threads than CPUs (queue/spin.h): every message of
   // a step, so that a rank's partner moves all of it whenever it gets a core, instead of once per window.
+  // Schedules that only copy (no scratch to keep in cache) always take the wide window: the receiver
+  // then finds the next message announced when it finishes one (2 ranks, idle: 16 MiB all-gather
+  // 0.89-0.92x -> 0.97-0.98x mpi4py, 64 MiB 0.90-0.96x -> 0.97-0.98x; broadcast unchanged).
   static constexpr size_t kWindow = 4;
   static constexpr size_t kOversubscribedWindow = 64;
   void post(size_t i, const char* what);
