@@ -4,6 +4,7 @@ Every op is checked here (tensor kind, dtype, device, sizes, peers) and handed t
 buffers; the transport runs the ops of one communicator in submission order on its own queue."""
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional, Sequence, cast
 
 import torch
@@ -44,9 +45,12 @@ class Communicator:
         self._allgather_wait = getattr(transport, "allgather_wait", None)
         self._reduce_scatter_wait = getattr(transport, "reduce_scatter_wait", None)
         self.name = name
-        # Async ops' Works, so their tensors outlive a Work the caller drops (see _submit).
+        # Async ops' Works, so their tensors outlive a Work the caller drops (see _submit). The lock: threads
+        # sharing the communicator (is_completed releases the GIL mid-sweep, and a sweep must not drop a
+        # Work another thread appended meanwhile).
         self._in_flight: list[Work] = []
         self._prune_at = _PRUNE_MIN
+        self._in_flight_lock = threading.Lock()
 
     # ---- who is here -------------------------------------------------------------------------
     @property
@@ -95,12 +99,13 @@ class Communicator:
         work = Work(handle, keep, place.device)
         # Until an op completes, its tensors must outlive a Work the caller may drop. Completed ones are
         # dropped when the list has doubled since the last sweep: a sweep per op made submitting n ops
-        # O(n^2) (ResNet-50's 43 fused buckets: 0.4 ms of a 1.3 ms submit).
-        in_flight = self._in_flight
-        in_flight.append(work)
-        if len(in_flight) >= self._prune_at:
-            self._in_flight = in_flight = [w for w in in_flight if not w.is_completed()]
-            self._prune_at = max(_PRUNE_MIN, 2 * len(in_flight))
+        # O(n^2) (ResNet-50's 43 fused buckets: 0.4 ms of a 1.3 ms submit). So a dropped Work's tensors
+        # may live on after its op completed, until the next sweep (at most twice the peak in flight).
+        with self._in_flight_lock:
+            self._in_flight.append(work)
+            if len(self._in_flight) >= self._prune_at:
+                self._in_flight = [w for w in self._in_flight if not w.is_completed()]
+                self._prune_at = max(_PRUNE_MIN, 2 * len(self._in_flight))
         return work
 
     def _peer(self, peer: object, what: str, name: str) -> int:
@@ -317,7 +322,8 @@ class Communicator:
     def shutdown(self) -> None:
         """Completes submitted ops and releases the transport; later ops raise PycommError."""
         self._t.shutdown()
-        self._in_flight = []
+        with self._in_flight_lock:
+            self._in_flight = []
 
     # ---- coalesced and quantized ops (logic in pycomm/fusion.py, flat_shards.py, quantized.py) ----
     def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,

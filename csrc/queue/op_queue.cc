@@ -146,16 +146,19 @@ bool OpQueue::stop(double timeout_s) {
 
 namespace {
 
-// A collective larger than its matching messages (32 KiB: smaller ones finish inside prepare) runs
-// alone: it does not start while another such collective is in flight. Concurrent large host
-// collectives fight over the cores and the last-level cache instead of overlapping: ResNet-50's
-// gradients as async all-reduces on 2 ranks of the 2-core machine took 1.19x the blocking calls'
-// time with every op in flight at once, 1.06x one at a time, 1.14-1.21x with two (allreduce_coalesced:
-// 0.63-0.66x -> 0.54-0.55x flat mpi4py). Collectives never wait for a later op, so the earliest one in
-// flight always completes and the rule cannot deadlock; sends and receives are never held back.
+// A collective over 32 KiB that moves data does not start while another such collective is in flight
+// on this queue (ops run on their callers' threads are not counted). Concurrent large host collectives
+// fight over the cores and the last-level cache instead of overlapping: ResNet-50's gradients as async
+// all-reduces on 2 ranks of the 2-core machine took 1.19x the blocking calls' time with every op in
+// flight at once, 1.06x one at a time, 1.15-1.21x with two (allreduce_coalesced: 0.63-0.66x -> 0.54-0.55x
+// flat mpi4py). Collectives never wait for a later op, so the earliest one in flight always completes
+// and the rule cannot deadlock; sends, receives and smaller collectives are never held back themselves.
+// Op matching alone (allreduce_quantized's, bus_factor 0) moves no data and is not held back either.
 constexpr int64_t kRunsAloneBytes = 32 << 10;
 
-bool runs_alone(const QueuedOp& op) { return op.info.collective && op.info.bytes > kRunsAloneBytes; }
+bool runs_alone(const QueuedOp& op) {
+  return op.info.collective && op.info.bytes > kRunsAloneBytes && op.info.bus_factor != 0.0;
+}
 
 bool held_back(const QueuedOp& next, const std::list<std::unique_ptr<QueuedOp>>& in_flight) {
   if (!runs_alone(next)) return false;

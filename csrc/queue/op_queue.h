@@ -1,7 +1,7 @@
 // The progress thread of one communicator: starts ops strictly in submission order (so ranks that
-// submit the same sequence never deadlock), a collective over 32 KiB only once the previous one
-// completed, polls the ones in flight, completes or fails their Work, and records stats and NVTX
-// ranges. Any failure inside the queue breaks the communicator.
+// submit the same sequence never deadlock), a collective over 32 KiB only while no other one is in
+// flight on the queue, polls the ones in flight, completes or fails their Work, and records stats and
+// NVTX ranges. Any failure inside the queue breaks the communicator.
 // An op whose caller waits for it at once may instead run on that thread while the queue is idle.
 #pragma once
 

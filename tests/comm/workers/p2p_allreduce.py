@@ -3,9 +3,9 @@
 odd element counts, counts below the world size, sizes either side of the fused limit (up to 32 KiB
 the data travels with op matching by recursive doubling; above it Rabenseifner on power-of-two worlds,
 the ring on others), AVG's result bitwise equal on every rank, async ops mixed with blocking ones
-(the queue vs the caller's thread, several schedules in flight at once), then a stall: the last rank
-never calls, the others get StallError naming it. Prints "rank R: N p2p-allreduce checks passed"
-and the MARK lines tests/comm/test_p2p_allreduce.py reads."""
+(the queue vs the caller's thread; schedules over 32 KiB run one at a time on the queue), then a
+stall: the last rank never calls, the others get StallError naming it. Prints "rank R: N p2p-allreduce
+checks passed" and the MARK lines tests/comm/test_p2p_allreduce.py reads."""
 from __future__ import annotations
 
 import os
@@ -64,8 +64,8 @@ def check_large_odd_count(comm: pycomm.Communicator) -> None:
 
 
 def check_async_then_blocking(comm: pycomm.Communicator) -> None:
-    """Async ops queue while a later blocking one waits its turn; eight schedules in flight at once must
-    not take each other's messages. The last rank is late, so an op that jumped the queue would pair
+    """Async ops queue while a later blocking one waits its turn (eight at a time; those over 32 KiB run
+    one after another, csrc/queue/op_queue.cc), and must not take each other's messages. The last rank is late, so an op that jumped the queue would pair
     with the wrong op elsewhere and the sums would be wrong."""
     global checks
     for numel in (100, FUSED_BYTES // 4 + 1, 300_001):

@@ -107,13 +107,18 @@ def check_reduce_scatter(comm: pycomm.Communicator) -> None:
 
 def check_async_then_blocking(comm: pycomm.Communicator) -> None:
     """Async ops of all three kinds queue while a later blocking one waits its turn (the last rank is
-    late, so an op that jumped the queue would pair with another op elsewhere and give wrong data)."""
+    late, so an op that jumped the queue would pair with another op elsewhere and give wrong data). Each
+    round starts with a 1 MiB all-reduce: ops up to 32 KiB run alongside its schedule (larger ones wait
+    for it, csrc/queue/op_queue.cc), so their messages must not take each other's."""
     size = comm.size
     for numel in (100, FUSED_BYTES // 4 + 1, 300_001):
         if comm.rank == size - 1:
             time.sleep(0.02)
         checks_after: list[Callable[[], None]] = []
-        works = []
+        xs_big = np.stack([as_np(rank_input(r, 1 << 18, torch.float32, f"big{numel}")) for r in range(size)])
+        big = rank_input(comm.rank, 1 << 18, torch.float32, f"big{numel}")
+        works = [comm.allreduce(big, op=pycomm.SUM, async_op=True)]
+        checks_after.append(lambda t=big, w=xs_big.sum(0), c=f"big{numel}": assert_close(t, w, c + " allreduce"))
         for i in range(3):
             case = f"async{numel}/{i}"
             root = i % size
@@ -133,7 +138,7 @@ def check_async_then_blocking(comm: pycomm.Communicator) -> None:
             checks_after.append(lambda s=s, w=want_s, c=case: assert_close(s, w, c + " reduce_scatter"))
         last = rank_input(comm.rank, numel, torch.float32, f"blocking{numel}")
         comm.broadcast(last, root=size - 1)
-        for w in works:
+        for w in reversed(works):
             w.wait()
         for check in checks_after:
             check()
