@@ -20,9 +20,10 @@ KIB, MIB = 1 << 10, 1 << 20
 def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup: int = 2,
           sample_s: float = 5e-3) -> dict[str, dict]:
     """Seconds per call of each collective in `fns`, measured interleaved (one sample of each per
-    round, in a new order every round) so that the load of a shared machine falls on every peer alike. Ranks start each sample
-    together (barrier) and a sample is the slowest rank's; calls shorter than `sample_s` are batched so
-    the clock can see them (and, with busy neighbours, so that a sample spans many time slices)."""
+    round, in a new order every round) so that the load of a shared machine falls on every peer alike.
+    Ranks start each sample together (barrier) and a sample is the slowest rank's; calls shorter than
+    `sample_s` are batched so the clock can see them (and, with busy neighbours, so that a sample spans
+    many time slices)."""
     from mpi4py import MPI
 
     def sample(fn: Callable[[], Any], inner: int) -> float:

@@ -2,16 +2,18 @@
 and init's backend choice. Fresh interpreters where process-wide state matters."""
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
+import weakref
 from typing import Callable, Optional
 
 import pytest
 import torch
 
 import pycomm
-from pycomm import backends
+from pycomm import backends, communicator
 from pycomm._build import core
 from pycomm.communicator import Communicator
 from pycomm.launch_env import LaunchEnv
@@ -32,7 +34,6 @@ def test_allreduce_fast_path_checks_like_the_full_path(monkeypatch: pytest.Monke
     """An all-reduce of a plain host tensor, blocking or async, takes Communicator.allreduce's fast path
     (counted: it skips check_tensor); a Parameter (a Tensor subclass) takes the full one, blocking or
     async: same results, same errors."""
-    from pycomm import communicator
     c = local()
     full_checks = []
     check = communicator.check_tensor
@@ -77,8 +78,6 @@ def test_dropped_async_works_keep_their_tensors_until_the_op_completes() -> None
     """A Work dropped at once must not free the tensor its op writes (the communicator holds it until
     the op completes); completed ops' tensors are let go by later submits, so a loop of async ops
     holds a bounded number of them."""
-    import gc
-    import weakref
     c = local()
     got = torch.zeros(4)
     c.irecv(got, 0, tag=9)                 # stays in flight until the send below; its Work is dropped

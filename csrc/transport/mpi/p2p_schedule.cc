@@ -52,7 +52,9 @@ P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> b
     run = i > 0 && steps_[i].group == steps_[i - 1].group ? run + 1 : 1;
     widest = std::max(widest, run);
   }
-  window_ = std::min(widest, node_oversubscribed() || machine_crowded() || longest == 0 ? kOversubscribedWindow : kWindow);
+  // A copy-only schedule (longest == 0) takes the wide window without reading the machine's load.
+  const bool wide = longest == 0 || node_oversubscribed() || machine_crowded();
+  window_ = std::min(widest, wide ? kOversubscribedWindow : kWindow);
   reqs_.assign(2 * window_, MPI_REQUEST_NULL);
   if (longest > 0) scratch_ = pool_.take(window_ * slot_bytes_);
 }

@@ -188,7 +188,7 @@ def check_async_batch_waited_out_of_order(comm: pycomm.Communicator) -> None:
 
 
 def check_large_collectives_run_one_at_a_time(comm: pycomm.Communicator) -> None:
-    """The progress thread starts a collective larger than 32 KiB only once the one before it completed
+    """The progress thread starts a collective larger than 32 KiB only while no other one is in flight
     (queue/op_queue.cc: concurrent ones fought over the cores). pycomm.stats() times each op from its
     start to its completion, so one-at-a-time ops' times add up to at most the batch's wall time; ops
     started together would add up to several times it."""

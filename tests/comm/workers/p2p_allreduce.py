@@ -65,8 +65,9 @@ def check_large_odd_count(comm: pycomm.Communicator) -> None:
 
 def check_async_then_blocking(comm: pycomm.Communicator) -> None:
     """Async ops queue while a later blocking one waits its turn (eight at a time; those over 32 KiB run
-    one after another, csrc/queue/op_queue.cc), and must not take each other's messages. The last rank is late, so an op that jumped the queue would pair
-    with the wrong op elsewhere and the sums would be wrong."""
+    one after another, csrc/queue/op_queue.cc), and must not take each other's messages. The last rank
+    is late, so an op that jumped the queue would pair with the wrong op elsewhere and the sums would be
+    wrong."""
     global checks
     for numel in (100, FUSED_BYTES // 4 + 1, 300_001):
         if comm.rank == comm.size - 1:
