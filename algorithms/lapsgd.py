@@ -65,6 +65,7 @@ class LapResult:
     loss: float              # mean of the workers' last training losses
     seconds: float           # the whole call, worker start-up included
     startup_seconds: float = 0.0   # of which starting the worker processes (0 when the pool was reused)
+    mean_staleness: float = 0.0    # updates by other workers between a worker's read and its update
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ class LAPSGD(CommOptimizer):
         losses = [x for x, n in zip(pool.losses(), pool.per_worker()) if n]
         return LapResult(self.node_steps - first, pool.per_worker(), rounds,
                          sum(losses) / len(losses) if losses else math.nan, time.monotonic() - t0,
-                         pool.startup_seconds)
+                         pool.startup_seconds, pool.mean_staleness())
 
     def _reusable_pool(self, key: tuple) -> WorkerPool | None:
         """The running pool when it was started for `key` (compared by identity for objects), else None

@@ -47,6 +47,7 @@ class WorkerPool:
                       for w in range(workers)]
         self.procs: list[multiprocessing.process.BaseProcess] = []
         self.per_worker_at_begin = [0] * workers
+        self.stale_at_begin = 0
         self.startup_seconds = 0.0   # spent starting the workers in the current call (0 when reused)
 
     def set_lrs(self, lrs: list[float]) -> None:
@@ -58,6 +59,7 @@ class WorkerPool:
     def begin(self, target: int) -> None:
         """Train up to node minibatch `target`: start the workers on first use, else wake them."""
         self.per_worker_at_begin = list(self.counters.per_worker[:])
+        self.stale_at_begin = sum(self.counters.stale[:])
         if not self.procs:
             t0 = time.monotonic()
             self.counters.target.value = target
@@ -99,6 +101,12 @@ class WorkerPool:
     def per_worker(self) -> list[int]:
         """Updates each worker applied in the current call."""
         return [n - n0 for n, n0 in zip(self.counters.per_worker[:], self.per_worker_at_begin)]
+
+    def mean_staleness(self) -> float:
+        """Updates by other workers applied, on average, between a worker's read of the model and its own
+        update, in the current call (0 with one worker; about P - 1 when P workers run in parallel)."""
+        updates = sum(self.per_worker())
+        return (sum(self.counters.stale[:]) - self.stale_at_begin) / updates if updates else 0.0
 
     def losses(self) -> list[float]:
         return list(self.counters.loss[:])

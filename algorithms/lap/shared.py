@@ -2,7 +2,8 @@
 
 Only the node counters are locked (the algorithm is lock-free on the model): `claimed` hands out node
 minibatch numbers so the budget is exact, `done` counts finished updates (what the averaging activity
-compares across ranks). The learning rates are written by the main process and read by workers: the
+compares across ranks); `stale` sums, per worker, the updates other workers applied between its read of
+the model and its own update (Hogwild's staleness, which acts as extra momentum). The learning rates are written by the main process and read by workers: the
 rates now (`lrs`), and where the schedule is a function of the node minibatch number, the rates of each
 of the next LR_AHEAD minibatches (`lr_table`, slot k % LR_AHEAD tagged with k), so that minibatch k
 uses exactly the rate of k whatever the main process's polling delay."""
@@ -22,6 +23,7 @@ class SharedCounters:
     done: Any          # mp.Value('q'), locked: node minibatches whose update has been applied
     target: Any        # mp.Value('q'): claimed stops here (the end of this train() call)
     per_worker: Any    # mp.Array('q', P): updates applied by each worker (one writer per slot)
+    stale: Any         # mp.Array('q', P): each worker's summed staleness (one writer per slot)
     loss: Any          # mp.Array('d', P): each worker's latest training loss
     lrs: Any           # mp.Array('d', groups): current learning rate of each param group
     stop: Any          # mp.Event: the main process asks workers to stop early (a failure elsewhere)
@@ -34,7 +36,7 @@ class SharedCounters:
     @classmethod
     def create(cls, ctx: Any, workers: int, groups: int, start: int, target: int) -> "SharedCounters":
         return cls(claimed=ctx.Value("q", start), done=ctx.Value("q", start), target=ctx.Value("q", target),
-                   per_worker=ctx.Array("q", workers, lock=False), loss=ctx.Array("d", workers, lock=False),
+                   per_worker=ctx.Array("q", workers, lock=False), stale=ctx.Array("q", workers, lock=False), loss=ctx.Array("d", workers, lock=False),
                    lrs=ctx.Array("d", groups), stop=ctx.Event(), ready=ctx.Value("q", 0), go=ctx.Event(),
                    lr_table=ctx.Array("d", LR_AHEAD * groups, lock=False),
                    lr_tags=ctx.Array("q", [-1] * LR_AHEAD, lock=False), more=ctx.Condition())
@@ -93,10 +95,14 @@ class SharedCounters:
                 self.more.wait(1.0)   # the timeout only bounds a missed wake-up
         return False
 
-    def finish(self, worker: int, loss: float) -> None:
+    def finish(self, worker: int, loss: float, read_at: int) -> None:
+        """Worker `worker` applied an update whose gradient it computed on the model it read when `done`
+        stood at `read_at`."""
         with self.done.get_lock():
+            staleness = self.done.value - read_at
             self.done.value += 1
         self.per_worker[worker] += 1
+        self.stale[worker] += staleness
         self.loss[worker] = loss
 
 

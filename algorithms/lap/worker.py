@@ -103,19 +103,28 @@ class HogwildWorker:
 
     def step(self, batch: Any, node_step: int, lrs: list[float] | None = None) -> float:
         """One update for node minibatch `node_step`, at `lrs` (default: the rates published for it)."""
-        spec = self.spec
         if lrs is None:
-            lrs = spec.counters.lrs_for(node_step)
+            lrs = self.spec.counters.lrs_for(node_step)
+        loss, chosen, grads = self.gradients(batch, node_step)
+        self.apply(chosen, grads, lrs)
+        return loss
+
+    def gradients(self, batch: Any, node_step: int) -> tuple[float, range, tuple[torch.Tensor, ...]]:
+        """The loss, which parameters this step updates, and their (clipped) gradients at the model now."""
+        spec = self.spec
         inputs, target = to_device(batch, spec.device)
         loss = spec.loss_fn(spec.model(inputs), target)
         chosen = self.indices_for(node_step)
         grads = torch.autograd.grad(loss, [self.params[i] for i in chosen])
         if spec.max_grad_norm is not None:
             grads = clip_to_norm(grads, spec.max_grad_norm)
+        return float(loss.detach()), chosen, grads
+
+    def apply(self, chosen: range, grads: tuple[torch.Tensor, ...], lrs: list[float]) -> None:
+        """The update of `gradients`' result (a staleness study may apply it after other workers' updates)."""
         with torch.no_grad():
             for i, g in zip(chosen, grads):
-                self._apply(i, g, lrs[spec.group_of[i]])
-        return float(loss.detach())
+                self._apply(i, g, lrs[self.spec.group_of[i]])
 
     def _apply(self, i: int, grad: torch.Tensor, lr: float) -> None:
         """torch.optim.SGD's rule, with this worker's buffer, applied in place without a lock."""
@@ -146,8 +155,10 @@ class HogwildWorker:
                     break
                 continue
             lrs = counters.lrs_for(node_step)   # read at the claim, as the published code steps its schedule
-            loss = self.step(next(data), node_step, lrs)
-            counters.finish(spec.worker, loss)
+            batch = next(data)
+            read_at = counters.done.value       # the model this step's forward reads has these updates
+            loss = self.step(batch, node_step, lrs)
+            counters.finish(spec.worker, loss, read_at)
 
 
 def run_worker(spec: WorkerSpec) -> None:

@@ -3,7 +3,8 @@ algorithm, 2 x 64 samples per step. The cases train interleaved, a segment of st
 that the load of a shared machine drifting over time hits every case alike; only training steps are
 timed (evaluations between segments are not).
 
-lapsgd / lppsgd train through their own loop (opt.train, P = 2 Hogwild worker processes per rank), so
+lapsgd / lppsgd train through their own loop (opt.train, P = 2 Hogwild worker processes per rank;
+lapsgd-1w: P = 1), so
 they interleave too: each of their segments is one train() call over the segment's number of node
 minibatches. The rank's workers are started by the first call and sleep between calls; later calls only
 wake them. That start-up (LapResult.startup_seconds, paid once per optimizer, as DDP's process-group
@@ -30,10 +31,13 @@ import pycomm
 from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
 from tests.algorithms.workers.convergence import BATCH, CASES, SGD, TARGET
 
-# the options of the LAP/LPP MNIST test (tests/algorithms/workers/lap_mnist.py), 2 workers per rank
-LAP_CASES: dict[str, dict[str, Any]] = {
-    "lapsgd": {"num_processes": 2, "averaging_freq": 4, "pre_post_steps": 20},
-    "lppsgd": {"num_processes": 2, "averaging_freq": 4, "pre_post_steps": 20, "prepassm_steps": 100},
+# case -> (algorithm, options): those of the LAP/LPP MNIST test (tests/algorithms/workers/lap_mnist.py), 2
+# workers per rank; and lapsgd with 1 worker per rank (this machine's one core per rank), where no update
+# is stale (benchmarks/hogwild_staleness.py: 2 workers' staleness, not their speed, costs the accuracy)
+LAP_CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "lapsgd": ("lapsgd", {"num_processes": 2, "averaging_freq": 4, "pre_post_steps": 20}),
+    "lppsgd": ("lppsgd", {"num_processes": 2, "averaging_freq": 4, "pre_post_steps": 20, "prepassm_steps": 100}),
+    "lapsgd-1w": ("lapsgd", {"num_processes": 1, "averaging_freq": 4, "pre_post_steps": 20}),
 }
 
 SEGMENTS_PER_EPOCH = 4
@@ -53,6 +57,7 @@ class Run:
         self.grad_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
         self.steps, self.seconds, self.curve, self.time_to_target = 0, 0.0, [], None
         self.startup_seconds = 0.0   # lapsgd/lppsgd: starting the worker pool, not counted in seconds
+        self.stale_updates = 0.0     # lapsgd/lppsgd: summed staleness of their updates (LapResult)
 
     def bytes(self) -> int:
         if self.name == "ddp":   # DDP all-reduces every gradient every step
@@ -103,7 +108,8 @@ class Run:
         return {"samples_per_s": self.steps * BATCH * self.comm.size / self.seconds,
                 "bytes_per_step": self.bytes() / self.steps, "time_to_target_s": self.time_to_target,
                 "final_accuracy": final, "steps": self.steps, "train_seconds": self.seconds,
-                "startup_seconds": self.startup_seconds, "curve": self.curve}
+                "startup_seconds": self.startup_seconds, "mean_staleness": self.stale_updates / self.steps,
+                "curve": self.curve}
 
 
 class LapRun(Run):
@@ -113,9 +119,9 @@ class LapRun(Run):
     def make_optimizer(self) -> Any:
         # P Hogwild workers all apply their steps to the one model, so the node moves P times a worker's
         # step: lr / P keeps the node's step size that of the other cases (at lr it diverges early).
-        options = LAP_CASES[self.name]
+        algorithm, options = LAP_CASES[self.name]
         sgd = {**SGD, "lr": SGD["lr"] / options["num_processes"]}
-        return algorithms.CommOptimizer(torch.optim.SGD(self.model.parameters(), **sgd), algorithm=self.name,
+        return algorithms.CommOptimizer(torch.optim.SGD(self.model.parameters(), **sgd), algorithm=algorithm,
                                         comm=self.comm, **options)
 
     def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> float:
@@ -125,6 +131,7 @@ class LapRun(Run):
         result = self.opt.train(self.model, F.cross_entropy, self.dataset, steps=len(batches), batch_size=BATCH,
                                 scheduler=self.sched, scheduler_interval="step", final_average=last)
         self.steps = self.opt.node_steps   # finish() has nothing to do: the last call averaged
+        self.stale_updates += result.mean_staleness * result.steps
         return result.startup_seconds
 
 

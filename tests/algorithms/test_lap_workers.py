@@ -114,6 +114,40 @@ def test_each_worker_keeps_its_own_momentum():
         torch.testing.assert_close(state.buffers[w][0], torch.full((8,), expected), rtol=1e-6, atol=0)
 
 
+def test_staleness_counts_the_other_workers_updates_between_read_and_update():
+    counters = SharedCounters.create(torch.multiprocessing.get_context("fork"), 3, 1, 0, 100)
+    # workers 0 and 1 read the model with no update applied; worker 1 applies first (nothing landed
+    # since its read), then worker 0 (worker 1's update landed); worker 2 read after both
+    counters.finish(1, 0.5, read_at=0)
+    counters.finish(0, 0.5, read_at=0)
+    counters.finish(2, 0.5, read_at=2)
+    counters.finish(1, 0.5, read_at=1)   # read before worker 0's update and worker 2's landed
+    assert counters.stale[:] == [1, 2, 0] and counters.done.value == 4
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_mean_staleness_of_real_workers(workers):
+    model = Scale()
+    model.share_memory()
+    pool, _ = make_pool(model, workers=workers, steps=600)
+    pool.begin(600)
+    wait_until(pool.finished, "finished")
+    stale, per_worker = pool.counters.stale[:], pool.per_worker()
+    if workers == 1:   # nobody else writes: every update is computed on the model as it is applied to
+        assert stale == [0] and pool.mean_staleness() == 0.0
+    else:
+        # one worker's read-to-update windows do not overlap, so another's update falls in at most one:
+        # a worker's staleness is at most the updates the others applied
+        assert all(0 <= s <= 600 - n for s, n in zip(stale, per_worker)), (stale, per_worker)
+        assert pool.mean_staleness() == sum(stale) / 600
+    pool.begin(900)   # a second call, on the same workers, counts its own updates only
+    wait_until(pool.finished, "finished")
+    assert pool.done() == 900 and sum(pool.per_worker()) == 300
+    assert pool.mean_staleness() == (sum(pool.counters.stale[:]) - sum(stale)) / 300
+    pool.close()
+    assert pool.failure() is None
+
+
 def test_a_failing_worker_is_reported():
     model = Scale()
     model.share_memory()

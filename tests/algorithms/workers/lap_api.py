@@ -48,6 +48,8 @@ def single_rank_training() -> None:
                        on_progress=seen.append, progress_every=4)
     # one rank: the shard is the whole 64 items, 8 minibatches per epoch
     assert result.steps == 16 and sum(result.per_worker) == 16 and result.rounds == 0, result
+    # a worker's updates are stale by at most the other worker's updates in all: their sum is <= 16
+    assert 0.0 <= result.mean_staleness <= 1.0, result
     assert opt.node_steps == 16
     assert opt.optimizer.param_groups[0]["lr"] == LR / 4        # stepped at epochs 1 and 2
     assert seen and all(0 < s["step"] <= 16 for s in seen) and seen[-1]["loss"] < 0, seen
