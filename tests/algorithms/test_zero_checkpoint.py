@@ -1,6 +1,7 @@
 """ZeRO checkpoints: a sharded checkpoint written on 4 ranks loads on 2 and on 3 with an identical
 full_state_dict(); same-N resume through state_dict() is bit-exact; another model's checkpoint is
-refused naming the first mismatched parameter."""
+refused naming the first mismatched parameter. zero1 with staleness_bound=2 too (a checkpoint drains
+the steps in flight, so it reshards as zero1's)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,7 @@ import pytest
 
 from tests.algorithms.runs import case
 
-ALGORITHMS = ["zero1", "zero2", "zero3"]
+ALGORITHMS = ["zero1", "zero2", "zero3", "zero1-k2"]   # zero1-k2: staleness_bound=2, steps in flight
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""ZeRO checkpoints. argv: OUT_DIR PHASE CKPT_DIR ALGORITHM.
+"""ZeRO checkpoints. argv: OUT_DIR PHASE CKPT_DIR ALGORITHM (zero1-k2: zero1 with staleness_bound=2).
 - save: train 5 steps, write the sharded checkpoint to CKPT_DIR and full_state_dict() to CKPT_DIR/full.pt;
   and same-N resume: state_dict() after 5 steps, 5 more steps == a fresh optimizer loading it, 5 steps,
   bit for bit.
@@ -17,9 +17,12 @@ from tests.algorithms.zero_problem import TinyScaled, make_inner, train
 
 
 def build(comm: Any, algorithm: str, model: torch.nn.Module | None = None) -> tuple[torch.nn.Module, Any]:
+    """`algorithm` may end in -kK: zero1 with staleness_bound=K (its checkpoints drain the steps in flight)."""
     model = model or TinyScaled(seed=1 + comm.rank)
-    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm=algorithm, comm=comm,
-                                   model=model, bucket_bytes=64)
+    name, _, bound = algorithm.partition("-k")
+    options = {"staleness_bound": int(bound)} if bound else {}
+    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm=name, comm=comm,
+                                   model=model, bucket_bytes=64, **options)
     return model, opt
 
 
