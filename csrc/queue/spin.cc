@@ -37,8 +37,9 @@ bool machine_crowded() {
     if (std::fscanf(f, "%*f %*f %*f %ld/", &running) != 1) running = 0;
     std::fclose(f);
   }
-  crowded.store(cpus > 0 && running > cpus);
-  return crowded.load();
+  const bool now_crowded = cpus > 0 && running > cpus;
+  crowded.store(now_crowded);
+  return now_crowded;   // what this call read, whatever another thread stores meanwhile
 }
 
 }  // namespace pycomm
