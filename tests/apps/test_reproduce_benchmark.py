@@ -3,6 +3,7 @@ real ranks, the JSON has finite numbers for each, the bytes are ordered as the r
 figures are written, and a second start trains nothing (resumable). No timing assertions."""
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -49,6 +50,12 @@ def test_reproduce_quick_end_to_end(tmp_path: Path) -> None:
         # rounds every 16 steps send fewer bytes than every 2; int8 about a quarter of fp32; mbsgd every step
         assert b["plsgd-h16", "fp32"] < b["plsgd-h2", "fp32"] < b["mbsgd", "fp32"]
         assert b["plsgd-h2", "int8"] < 0.5 * b["plsgd-h2", "fp32"]
+    # apps log what the algorithm reports: lapsgd its Hogwild workers' staleness per logged chunk
+    lap_runs = list((tmp_path / "runs").glob("mnist-lapsgd*-s0"))
+    assert len(lap_runs) == 1, sorted(p.name for p in (tmp_path / "runs").iterdir())
+    with open(lap_runs[0] / "train.csv") as f:
+        logged = [row["staleness_mean"] for row in csv.DictReader(f)]
+    assert logged and all(v == "" or float(v) >= 0 for v in logged) and any(v != "" for v in logged), logged
     assert {o["task"] for o in doc["orderings"]["qsr_vs_constant_h"]} == {"mnist", "gpt"}
     assert {o["task"] for o in doc["orderings"]["lsgd_vs_easgd"]} == {"mnist", "gpt"}
     text = (tmp_path / "reproduce_quick.md").read_text()

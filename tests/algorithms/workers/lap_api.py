@@ -50,6 +50,9 @@ def single_rank_training() -> None:
     assert result.steps == 16 and sum(result.per_worker) == 16 and result.rounds == 0, result
     # a worker's updates are stale by at most the other worker's updates in all: their sum is <= 16
     assert 0.0 <= result.mean_staleness <= 1.0, result
+    stats = opt.comm_stats()   # apps log these: over all updates, and since the previous comm_stats()
+    assert stats["mean_staleness"] == stats["step_metrics"]["staleness_mean"] == result.mean_staleness, stats
+    assert opt.comm_stats()["step_metrics"]["staleness_mean"] is None   # no update since
     assert opt.node_steps == 16
     assert opt.optimizer.param_groups[0]["lr"] == LR / 4        # stepped at epochs 1 and 2
     assert seen and all(0 < s["step"] <= 16 for s in seen) and seen[-1]["loss"] < 0, seen
