@@ -103,8 +103,9 @@ class LAPSGD(CommOptimizer):
         self.node_steps = 0          # node minibatches trained on this rank (all workers, all calls)
         self.last_averaged_at = 0    # node_steps when this rank last started an averaging round
         self.rounds = 0
-        # summed staleness and count of the updates this process trained, in all and since comm_stats()
-        self._staleness, self._unreported = (0.0, 0), (0.0, 0)
+        # (summed staleness, updates) of what this process trained, in all and since comm_stats() last ran;
+        # not in checkpoints: statistics of this process, as the channel's bytes are
+        self._staleness, self._unreported = (0, 0), (0, 0)
         self.momentum: MomentumState | None = None
         self._pool: WorkerPool | None = None
         self._pool_key: _PoolKey | None = None
@@ -216,13 +217,12 @@ class LAPSGD(CommOptimizer):
                 self.last_averaged_at = self.node_steps
                 rounds += 1
         self.rounds += rounds
-        done, staleness = self.node_steps - first, pool.mean_staleness()
-        self._staleness = (self._staleness[0] + staleness * done, self._staleness[1] + done)
-        self._unreported = (self._unreported[0] + staleness * done, self._unreported[1] + done)
-        losses = [x for x, n in zip(pool.losses(), pool.per_worker()) if n]
-        return LapResult(self.node_steps - first, pool.per_worker(), rounds,
-                         sum(losses) / len(losses) if losses else math.nan, time.monotonic() - t0,
-                         pool.startup_seconds, staleness)
+        done, stale, per_worker = self.node_steps - first, pool.staleness_sum(), pool.per_worker()
+        self._staleness = (self._staleness[0] + stale, self._staleness[1] + done)
+        self._unreported = (self._unreported[0] + stale, self._unreported[1] + done)
+        losses = [x for x, n in zip(pool.losses(), per_worker) if n]
+        return LapResult(done, per_worker, rounds, sum(losses) / len(losses) if losses else math.nan,
+                         time.monotonic() - t0, pool.startup_seconds, stale / done if done else 0.0)
 
     def _reusable_pool(self, key: tuple) -> WorkerPool | None:
         """The running pool when it was started for `key` (compared by identity for objects), else None
@@ -266,7 +266,7 @@ class LAPSGD(CommOptimizer):
         (this process's; not in checkpoints) and `step_metrics.staleness_mean` over the updates since the
         previous call (None when none), as the parameter servers report theirs (apps log both)."""
         (total, count), (stale, updates) = self._staleness, self._unreported
-        self._unreported = (0.0, 0)
+        self._unreported = (0, 0)
         return {**super().comm_stats(), "mean_staleness": total / count if count else 0.0,
                 "step_metrics": {"staleness_mean": stale / updates if updates else None}}
 

@@ -3,11 +3,13 @@ algorithms.lap.worker.HogwildWorker, each worker with its own momentum) simulate
 staleness of every update is fixed instead of left to the scheduler: the gradient of node minibatch k is
 computed on the model with the updates of minibatches < k - s applied, then applied after them. Same
 problem as benchmarks.algorithms (TinyCNN, MNIST's 8,000 training images, batch 64, cosine schedule with
-warm-up over 3 passes), one rank, no averaging, `--passes` passes. Cases: one worker (no asynchrony);
-P = 2 workers alternating with no staleness (only the per-worker momentum and lr / P differ); P = 2 at
-the staleness benchmarks.algorithms measures for its real workers (LapResult.mean_staleness, about 0.9);
-and at that staleness with lowered momentum, where asynchrony adds the implicit momentum s / (1 + s)
-(Mitliagkas et al. 2016). Usage: python -m benchmarks.hogwild_staleness [--passes 2] [--seeds 4]."""
+warm-up over 3 passes), one rank, no averaging, `--passes` passes. Workers take minibatches in turn, and
+a worker applies its own update before its next read, so staleness s needs s + 1 workers. Cases: one
+worker (no asynchrony); P = 2 workers with no staleness (only the per-worker momentum and lr / P
+differ); P = 2 at s = 1, about the mean staleness benchmarks.algorithms measures for its real workers
+(LapResult.mean_staleness 0.9, a spread of 0, 1, 2, ...); P = 3 at s = 2; and s = 1 with lowered
+momentum, where asynchrony adds the implicit momentum s / (1 + s) (Mitliagkas et al. 2016).
+Usage: python -m benchmarks.hogwild_staleness [--passes 2] [--seeds 4]."""
 from __future__ import annotations
 
 import argparse
@@ -31,7 +33,7 @@ CASES: list[tuple[str, int, int, float, float]] = [
     ("1 worker", 1, 0, LR, MOMENTUM),
     ("2 workers, s=0", 2, 0, LR / 2, MOMENTUM),
     ("2 workers, s=1", 2, 1, LR / 2, MOMENTUM),
-    ("2 workers, s=2", 2, 2, LR / 2, MOMENTUM),
+    ("3 workers, s=2", 3, 2, LR / 3, MOMENTUM),
     ("2 workers, s=1, m=0.8", 2, 1, 0.7 * LR, 0.8),
     ("2 workers, s=1, compensated m", 2, 1, LR / 2, compensated_momentum(MOMENTUM, 1.0)),
     ("2 workers, s=1, lr x2, m=0.6", 2, 1, LR, 0.6),
@@ -60,16 +62,22 @@ def batch_order(n: int, steps: int, seed: int) -> list[torch.Tensor]:
     return order[:steps]
 
 
-def train(P: int, staleness: int, lr: float, momentum: float, steps: int, seed: int, data) -> torch.nn.Module:
+Data = tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]   # tests' split()
+
+
+def train(P: int, staleness: int, lr: float, momentum: float, steps: int, seed: int, data: Data) -> torch.nn.Module:
     """TinyCNN after `steps` node minibatches; minibatch k is worker k % P's, its gradient computed on
-    the model with minibatches < k - staleness applied."""
+    the model with minibatches < k - staleness applied (staleness < P: a worker's own update is applied
+    before its next read)."""
+    if not 0 <= staleness < P:
+        raise ValueError(f"staleness must be in [0, P={P}), got {staleness}")
     (xt, yt), _ = data
     torch.manual_seed(seed)
     model = TinyCNN()
     workers = workers_for(model, P, momentum)
     sched = CosineWithWarmup(torch.optim.SGD(model.parameters(), lr=lr),
                              total_steps=SCHEDULE_PASSES * (len(yt) // BATCH), warmup_steps=WARMUP, baseline_lr=lr / 10)
-    pending: deque = deque()   # (worker, chosen, grads, lr): computed, not yet applied
+    pending: deque[tuple[HogwildWorker, range, tuple[torch.Tensor, ...], float]] = deque()   # computed, not applied
     for k, idx in enumerate(batch_order(len(yt), steps, seed)):
         worker = workers[k % P]
         _, chosen, grads = worker.gradients((xt[idx], yt[idx]), k)
@@ -80,11 +88,11 @@ def train(P: int, staleness: int, lr: float, momentum: float, steps: int, seed: 
     return model
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--passes", type=int, default=2)
     p.add_argument("--seeds", type=int, default=4)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     torch.set_num_threads(1)
     data = split()
     rows: list[dict[str, Any]] = []
@@ -98,7 +106,7 @@ def main() -> None:
               flush=True)
     print(harness.table(rows, ["case", "lr", "momentum", "accuracy", "accuracy_min", "accuracy_max"]))
 
-    def plot(ax) -> None:
+    def plot(ax: Any) -> None:
         means = [r["accuracy"] for r in rows]
         ax.bar(range(len(rows)), means, yerr=[[m - r["accuracy_min"] for m, r in zip(means, rows)],
                                               [r["accuracy_max"] - m for m, r in zip(means, rows)]], capsize=4)

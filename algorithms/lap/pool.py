@@ -102,11 +102,15 @@ class WorkerPool:
         """Updates each worker applied in the current call."""
         return [n - n0 for n, n0 in zip(self.counters.per_worker[:], self.per_worker_at_begin)]
 
+    def staleness_sum(self) -> int:
+        """Updates by other workers applied between a worker's read of the model and its own update,
+        summed over the current call's updates (0 with one worker; about P - 1 per update when P workers
+        run in parallel)."""
+        return sum(self.counters.stale[:]) - self.stale_at_begin
+
     def mean_staleness(self) -> float:
-        """Updates by other workers applied, on average, between a worker's read of the model and its own
-        update, in the current call (0 with one worker; about P - 1 when P workers run in parallel)."""
         updates = sum(self.per_worker())
-        return (sum(self.counters.stale[:]) - self.stale_at_begin) / updates if updates else 0.0
+        return self.staleness_sum() / updates if updates else 0.0
 
     def losses(self) -> list[float]:
         return list(self.counters.loss[:])

@@ -2,11 +2,12 @@
 
 Only the node counters are locked (the algorithm is lock-free on the model): `claimed` hands out node
 minibatch numbers so the budget is exact, `done` counts finished updates (what the averaging activity
-compares across ranks); `stale` sums, per worker, the updates other workers applied between its read of
-the model and its own update (Hogwild's staleness, which acts as extra momentum). The learning rates are written by the main process and read by workers: the
-rates now (`lrs`), and where the schedule is a function of the node minibatch number, the rates of each
-of the next LR_AHEAD minibatches (`lr_table`, slot k % LR_AHEAD tagged with k), so that minibatch k
-uses exactly the rate of k whatever the main process's polling delay."""
+compares across ranks); `stale` sums, per worker, the updates other workers applied between its read
+of the model and its own update (Hogwild's staleness, which acts as extra momentum). The learning rates
+are written by the main process and read by workers: the rates now (`lrs`), and where the schedule is a
+function of the node minibatch number, the rates of each of the next LR_AHEAD minibatches (`lr_table`,
+slot k % LR_AHEAD tagged with k), so that minibatch k uses exactly the rate of k whatever the main
+process's polling delay."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ class SharedCounters:
     @classmethod
     def create(cls, ctx: Any, workers: int, groups: int, start: int, target: int) -> "SharedCounters":
         return cls(claimed=ctx.Value("q", start), done=ctx.Value("q", start), target=ctx.Value("q", target),
-                   per_worker=ctx.Array("q", workers, lock=False), stale=ctx.Array("q", workers, lock=False), loss=ctx.Array("d", workers, lock=False),
+                   per_worker=ctx.Array("q", workers, lock=False), stale=ctx.Array("q", workers, lock=False),
+                   loss=ctx.Array("d", workers, lock=False),
                    lrs=ctx.Array("d", groups), stop=ctx.Event(), ready=ctx.Value("q", 0), go=ctx.Event(),
                    lr_table=ctx.Array("d", LR_AHEAD * groups, lock=False),
                    lr_tags=ctx.Array("q", [-1] * LR_AHEAD, lock=False), more=ctx.Condition())
@@ -98,12 +100,13 @@ class SharedCounters:
     def finish(self, worker: int, loss: float, read_at: int) -> None:
         """Worker `worker` applied an update whose gradient it computed on the model it read when `done`
         stood at `read_at`."""
+        # the counters move before `done`: a reader that sees `done` reach the budget sees every count
+        # (on a GPU the update's kernels may still run: what is counted is its launch)
         with self.done.get_lock():
-            staleness = self.done.value - read_at
+            self.per_worker[worker] += 1
+            self.stale[worker] += self.done.value - read_at
+            self.loss[worker] = loss
             self.done.value += 1
-        self.per_worker[worker] += 1
-        self.stale[worker] += staleness
-        self.loss[worker] = loss
 
 
 @dataclass

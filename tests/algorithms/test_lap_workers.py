@@ -125,6 +125,28 @@ def test_staleness_counts_the_other_workers_updates_between_read_and_update():
     assert counters.stale[:] == [1, 2, 0] and counters.done.value == 4
 
 
+def test_a_worker_counts_the_updates_that_land_while_it_computes():
+    model = Scale()
+    params = list(model.parameters())
+    counters = SharedCounters.create(torch.multiprocessing.get_context("fork"), 2, 1, 0, 1)
+    counters.lrs[:] = [LR]
+    counters.go.set()
+
+    def loss_with_another_update(out, target):   # worker 1's update lands during worker 0's forward
+        counters.finish(1, 0.0, read_at=counters.done.value)
+        counters.request_stop()                  # worker 0 ends after this step
+        return linear_loss(out, target)
+
+    spec = WorkerSpec(worker=0, model=model, loss_fn=loss_with_another_update, dataset=ones_dataset(),
+                      shard=torch.arange(64), batch_size=8, seed=0, device=torch.device("cpu"),
+                      groups=[GroupHyper(0.0, 0.0, 0.0, False)], group_of=[0] * len(params),
+                      momentum=MomentumState.zeros(params, 2), counters=counters, block=None, prepassm_steps=0,
+                      threads=1, errors=None)
+    HogwildWorker(spec).run()
+    # worker 0 read the model before worker 1's update, and applied its own after it
+    assert counters.stale[:] == [1, 0] and counters.per_worker[:] == [1, 1] and counters.done.value == 2
+
+
 @pytest.mark.parametrize("workers", [1, 3])
 def test_mean_staleness_of_real_workers(workers):
     model = Scale()
