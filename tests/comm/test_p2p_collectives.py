@@ -37,6 +37,18 @@ def test_collectives_as_on_dedicated_cores(ranks):
     assert_agreed_oversubscribed(proc.stdout, ranks, oversubscribed=False)
 
 
+@pytest.mark.mpi
+def test_collectives_with_a_different_window_on_each_rank():
+    """Rank 0 alone says its node is oversubscribed, so it keeps every message of a step in flight while
+    rank 1 keeps 4 (unless this machine is crowded then): how many messages a rank posts at once is its own
+    choice, the messages and their order are the same, so the results stay exact (reduce-scatter's 5 MiB
+    blocks are 20 messages a step). The schedules' choice is agreed: both ranks report True."""
+    proc = mpirun(2, "tests.comm.workers.p2p_collectives",
+                  env={"PYCOMM_TIMEOUT": "120", "P2P_OVERSUBSCRIBED_RANK": "0"}, timeout=900)
+    assert_every_rank_passed(proc.stdout, "p2p-collective", 2, at_least=400)
+    assert_agreed_oversubscribed(proc.stdout, 2, oversubscribed=True)
+
+
 def assert_agreed_oversubscribed(stdout: str, ranks: int, oversubscribed: bool) -> None:
     """Every rank printed the communicator's agreed `oversubscribed` flag (what picks the broadcast's
     schedule), and it is the one expected."""

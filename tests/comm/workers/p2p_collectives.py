@@ -5,7 +5,8 @@ either side of each switch (up to 4 KiB the data rides in op matching; then broa
 tree up to 512 KiB, scatter + all-gather above it; recursive doubling / halving on power-of-two worlds,
 the ring on others), reduce-scatter's input left untouched, async ops mixed with blocking ones (the
 queue vs the caller's thread), mismatched roots and sizes on the scheduled path giving MismatchError;
-then with --stall a rank that never calls gives the others StallError naming it. Prints
+then with --stall a rank that never calls gives the others StallError naming it. With
+P2P_OVERSUBSCRIBED_RANK=r, rank r alone sets PYCOMM_OVERSUBSCRIBED=1 (the others 0). Prints
 "rank R: N p2p-collective checks passed" and the MARK lines tests/comm/test_p2p_collectives.py reads."""
 from __future__ import annotations
 
@@ -180,6 +181,9 @@ def check_stall_names_the_missing_rank(comm: pycomm.Communicator, kind: str, num
 
 
 def main() -> int:
+    only = os.environ.get("P2P_OVERSUBSCRIBED_RANK")   # that rank alone says its node is oversubscribed
+    if only is not None:
+        os.environ["PYCOMM_OVERSUBSCRIBED"] = "1" if os.environ.get("OMPI_COMM_WORLD_RANK") == only else "0"
     comm = pycomm.init(backend="mpi")
     assert comm.size >= 2, "run on 2 or more ranks"
     if "--stall" in sys.argv:
