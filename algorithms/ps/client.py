@@ -57,13 +57,24 @@ class ServerLink:
 
     def request(self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor],
                 expect: tuple[str, ...]) -> tuple[wire.Message, int]:
-        """Send a request and return (the reply, bytes sent). After a silence of reply_timeout: reconnect and
-        greet; if the same server answers, the request is sent again (the server drops a push it has already
-        taken: pushes carry the worker's step), if a restarted one answers its welcome is returned (kind
-        "welcome": the caller adopts its parameters)."""
+        """Send a request and return (the reply, bytes sent): `post` then `reply`."""
+        sent = self.post(kind, header, tensors)
+        reply, resent = self.reply(kind, header, tensors, expect)
+        return reply, sent + resent
+
+    def post(self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor]) -> int:
+        """Send a request without waiting (its reply comes from `reply`, called with the same arguments);
+        returns the bytes sent. A worker with several servers posts to all of them, then collects."""
+        return wire.send(self.sock, kind, {**header, "rank": self.rank}, tensors)
+
+    def reply(self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor],
+              expect: tuple[str, ...]) -> tuple[wire.Message, int]:
+        """The reply to the request `post` sent, and the bytes sent again. After a silence of reply_timeout:
+        reconnect and greet; if the same server answers, the request is sent again (the server drops a
+        push it has already taken: pushes carry the worker's step), if a restarted one answers its welcome
+        is returned (kind "welcome": the caller adopts its parameters)."""
         sent = 0
         while True:
-            sent += wire.send(self.sock, kind, {**header, "rank": self.rank}, tensors)
             reply = self._wait(expect + ("error",), self.reply_timeout)
             if reply is not None:
                 if reply.kind == "error" and reply.get("error") == "say hello first":
@@ -77,6 +88,7 @@ class ServerLink:
             welcome = self.hello()
             if welcome.get("incarnation") != before:
                 return welcome, sent
+            sent += self.post(kind, header, tensors)
 
     def send(self, kind: str, header: dict[str, Any]) -> None:
         """A message that expects no answer (goodbye)."""

@@ -15,9 +15,10 @@ is rejected; syncps: every step, after the round). The server owns the parameter
 (rules.py has the update rules). Transport, roles and addresses: wire.py, layout.py.
 
 With servers > 1 the parameters are sharded (shards.py): each server runs the rule on its shard with its
-own version, and a worker pushes each shard's slice of the gradient to its server (one after the other)
-and adopts each shard's answer; a push rejected by any shard makes the worker pull every shard. Server 0
-gathers the other shards (opt.pull()) to hold the whole model: apps evaluate and save it there."""
+own version, and a worker pushes each shard's slice of the gradient to its server (every push is sent
+before the first answer is awaited, so the servers apply them at once) and adopts each shard's answer;
+a push rejected by any shard makes the worker pull every shard. Server 0 gathers the other shards
+(opt.pull()) to hold the whole model: apps evaluate and save it there."""
 from __future__ import annotations
 
 import time
@@ -193,11 +194,16 @@ class ParameterServer(CommOptimizer):
                   "lrs": [g["lr"] for g in self.optimizer.param_groups]}
         stale: list[int] = []   # shards whose parameters this step did not refresh
         rejected = False
+        # every shard's push goes out before any reply is awaited: the servers apply them at once
+        pushes = []
         for shard, link, residual in zip(self.shards, self.links, self.residuals):
             fields, tensors = payload.encode(shard.slice(grad), self.options["codec"], residual)
-            reply, sent = link.request("push", {**fields, **common, "version": self.versions[shard.index]}, tensors,
-                                       expect=("ack",))
-            self.stats.pushed += sent
+            header = {**fields, **common, "version": self.versions[shard.index]}
+            self.stats.pushed += link.post("push", header, tensors)
+            pushes.append((shard, link, header, tensors))
+        for shard, link, header, tensors in pushes:
+            reply, resent = link.reply("push", header, tensors, expect=("ack",))
+            self.stats.pushed += resent
             if reply.kind == "ack":
                 self.stats.staleness(int(reply.get("staleness", 0)))
                 self.stats.rejected += bool(reply.get("rejected"))
