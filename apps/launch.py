@@ -15,7 +15,7 @@ from typing import Iterator, Mapping, Sequence
 
 from apps import failure
 from apps.mpirun_stderr import MpirunStderr
-from pycomm import settings, startup_profile
+from pycomm import hugepages, settings, startup_profile
 from pycomm.launch_env import LaunchEnv, detect, first_host  # noqa: F401  (re-exported for apps)
 
 # Set on the ranks we spawn, so they never spawn again.
@@ -48,6 +48,17 @@ def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train") 
     return cmd + [sys.executable, "-m", module, *argv]
 
 
+def rank_env(nproc: int) -> dict[str, str]:
+    """The environment of the nproc ranks a launcher starts: ours, marked spawned, a share of the cores
+    for OpenMP each, this checkout importable, and torch's huge-page allocator (pycomm.hugepages)."""
+    env = dict(hugepages.rank_env(dict(os.environ)))
+    env[SPAWNED] = "1"
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+    return env
+
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -57,12 +68,8 @@ def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
     rank fails, the last lines say which and why (apps.failure), not Open MPI's banner. `stop_signals`
     reach the ranks as SIGUSR1 (apps.serve adds SIGINT: a server stops cleanly on Ctrl-C too)."""
     cmd = mpirun_command(nproc, argv, module)
-    env = dict(os.environ)
-    env[SPAWNED] = "1"
+    env = rank_env(nproc)
     env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures:
         env[failure.FAILURE_DIR_ENV] = failures
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
@@ -131,11 +138,7 @@ def spawn_independent(nproc: int, argv: Sequence[str], servers: int = 0) -> int:
     from apps.supervisor import Supervisor, how
 
     base = layout.free_base_port(nproc)
-    env = dict(os.environ)
-    env[SPAWNED] = "1"
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+    env = rank_env(nproc)
 
     def start(rank: int, args: Sequence[str]) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "apps.train", *args],

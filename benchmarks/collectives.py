@@ -16,7 +16,11 @@ the tables and the issue's goals as ratios against the peers measured in the sam
   (f) small: all-reduce, broadcast, all-gather, reduce-scatter vs mpi4py from 4 KiB (issue 16), on the idle
       machine, and `small_busy`: the same with one busy-loop process pinned to each core beside the ranks
       (4 ranks on 2 cores are oversubscribed already; samples of at least 0.1 s there); `--sections
-      small,small_busy --name collectives_small`."""
+      small,small_busy --name collectives_small`;
+  (g) small_hugepages: (f) on the idle machine with both peers' buffers on transparent huge pages (the ranks
+      start with THP_MEM_ALLOC_ENABLE=1, as pycomm's launchers start theirs; see pycomm/hugepages.py), and
+      each peer's time on small pages over its time on huge ones (`hugepage_speedup`); (f)'s sections run
+      with it set to 0, whatever the caller's environment."""
 from __future__ import annotations
 
 import argparse
@@ -32,9 +36,13 @@ from typing import Any, Sequence
 
 from benchmarks import codec_roofline, shaped_link
 from benchmarks.harness import RESULTS, save, table
+from pycomm import hugepages
 from tests.launch import ROOT, mpirun_argv, worker_env
 
-SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy")
+SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages")
+SMALL_SECTIONS = ("small", "small_busy", "small_hugepages")
+HUGEPAGES_LOAD = "idle, huge pages"
+SMALL_PAGES = {hugepages.TORCH_ENV: "0"}   # torch's default: the user's tensors on 4 KiB pages
 SHAPED_RATE = "10gbit"   # our users' CPU clusters and cross-node links run at 10-25 Gbit/s
 SHAPED_BYTES_PER_S = 10e9 / 8
 MIB = 1 << 20
@@ -67,10 +75,14 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
             # loses a whole time slice (4-8 ms here), so 5 ms samples measured the scheduler's luck
             # (ratios moved by 0.5 from run to run).
             extra = [] if quick else ["--sample-s", str(BUSY_SAMPLE_S)]
-            rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], extra)
+            rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], extra, SMALL_PAGES)
         return [{**r, "load": "busy"} for r in rows]
     if section == "small":
-        return [{**r, "load": "idle"} for r in _run_ranks("small", ranks, quick, max_bytes, timeout, (), [])]
+        rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], env=SMALL_PAGES)
+        return [{**r, "load": "idle"} for r in rows]
+    if section == "small_hugepages":
+        rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], env={hugepages.TORCH_ENV: "1"})
+        return [{**r, "load": HUGEPAGES_LOAD} for r in rows]
     if section == "quantized_shaped":
         reason = shaped_link.unavailable()
         if reason is not None:
@@ -83,7 +95,7 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
 
 
 def _run_ranks(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float, mca: tuple[str, ...],
-               prefix: list[str], extra: Sequence[str] = ()) -> list[dict]:
+               prefix: list[str], extra: Sequence[str] = (), env: dict[str, str] | None = None) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         argv = [*prefix, *mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.collectives_ranks",
@@ -91,7 +103,7 @@ def _run_ranks(section: str, ranks: int, quick: bool, max_bytes: int, timeout: f
                 *(["--gloo-port", str(free_port())] if section in ("busbw", "fusion") else []),
                 *(["--quick"] if quick else []), *extra]
         print(f"$ {' '.join(argv)}", flush=True)
-        proc = subprocess.run(argv, cwd=ROOT, env=worker_env({"PYCOMM_TIMEOUT": "600"}), text=True,
+        proc = subprocess.run(argv, cwd=ROOT, env=worker_env({"PYCOMM_TIMEOUT": "600", **(env or {})}), text=True,
                               capture_output=True, timeout=timeout)
         if proc.returncode != 0:
             raise RuntimeError(f"{section} on {ranks} ranks failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -145,10 +157,18 @@ def small_goals(rows: list[dict]) -> list[dict]:
     return out
 
 
+def hugepage_speedup(small: list[dict], huge: list[dict]) -> list[dict]:
+    """Each peer's idle time on 4 KiB pages over its time on huge pages (the same sizes, same run)."""
+    on_huge = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in huge}
+    return [{"ranks": r["ranks"], "op": r["op"], "peer": r["peer"], "bytes": r["bytes"],
+             "speedup": r["seconds"]["median"] / on_huge[key]}
+            for r in small if (key := (r["ranks"], r["op"], r["peer"], r["bytes"])) in on_huge]
+
+
 def goals(rows: dict[str, list[dict]]) -> list[dict]:
     """The issue's goals as measured ratios (median times of the same run)."""
     out = shard_goals(rows["shards"]) if rows.get("shards") else []
-    out += small_goals(rows["small"] + rows["small_busy"])
+    out += small_goals([r for s in SMALL_SECTIONS for r in rows[s]])
     out += shaped_goals(rows["quantized_shaped"]) if rows.get("quantized_shaped") else []
     by = {(r["ranks"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows.get("busbw", [])}
     for (n, peer, nbytes), sec in sorted(by.items()):
@@ -271,7 +291,7 @@ def plot_small(rows: list[dict]):
         for (load, n, op) in sorted({k[:3] for k in by}):
             sizes = sorted(k[4] for k in by if k[:4] == (load, n, op, "pycomm"))
             ax.plot(sizes, [by[(load, n, op, "mpi4py", b)] / by[(load, n, op, "pycomm", b)] for b in sizes],
-                    marker="o" if load == "idle" else "x", color=colors[op],
+                    marker={"idle": "o", HUGEPAGES_LOAD: "s"}.get(load, "x"), color=colors[op],
                     linestyle="-" if n == 2 else "--", alpha=1.0 if load == "idle" else 0.6,
                     label=f"{op}, {n} ranks, {load}")
         ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
@@ -279,7 +299,7 @@ def plot_small(rows: list[dict]):
         ax.set_yscale("log", base=2)
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("mpi4py time / pycomm time (same run)")
-        ax.set_title("collectives against mpi4py, idle and with every core busy (goal 1.0)")
+        ax.set_title("collectives against mpi4py: idle, every core busy, huge pages (goal 1.0)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
     return draw
@@ -289,7 +309,7 @@ def print_report(rows: dict[str, list[dict]], checks: list[dict], roofline: list
     shards = [{**r, "median_s": r["seconds"]["median"]} for r in rows.get("shards", [])]
     if shards:
         print(table(shards, ["ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
-    small = [{**r, "median_s": r["seconds"]["median"]} for r in rows["small"] + rows["small_busy"]]
+    small = [{**r, "median_s": r["seconds"]["median"]} for s in SMALL_SECTIONS for r in rows[s]]
     if small:
         print(table(small, ["load", "ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
     if rows["busbw"]:
@@ -352,6 +372,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
+    speedup = hugepage_speedup(rows["small"], rows["small_hugepages"])
+    if speedup:
+        payload["hugepage_speedup"] = speedup
     if "quantized_shaped" not in sections and args.merge and "roofline" in old:
         payload["roofline"] = old["roofline"]  # kept rows keep the bandwidth measured beside them
     elif rows["quantized_shaped"]:
@@ -359,14 +382,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         payload["roofline"] = {"note": codec_roofline.NOTE, "loadavg_1_5_15": os.getloadavg(),
                                "bandwidth_GBs_per_process": bw,
                                "rows": codec_roofline.roofline(rows["quantized_shaped"], bw, SHAPED_BYTES_PER_S)}
-    small, ran = rows["small"] + rows["small_busy"], set(sections)  # the sections run pick the plot
+    small, ran = [r for s in SMALL_SECTIONS for r in rows[s]], set(sections)  # the sections run pick the plot
     draw = (plot_busbw(rows["busbw"]) if "busbw" in ran and rows["busbw"]
-            else plot_small(small) if ran & {"small", "small_busy"} and small
+            else plot_small(small) if ran & set(SMALL_SECTIONS) and small
             else plot_shards(rows["shards"]) if "shards" in ran and rows["shards"]
             else plot_codec_time(rows["quantized_shaped"]) if "quantized_shaped" in ran and rows["quantized_shaped"]
             else None)
     path = save(args.name, payload, draw)
     print_report(rows, checks, payload.get("roofline", {}).get("rows", []))
+    if speedup:
+        print("time on 4 KiB pages / time on huge pages (idle)")
+        print(table(speedup, ["ranks", "op", "peer", "bytes", "speedup"]))
     print(f"wrote {path}")
     return payload
 

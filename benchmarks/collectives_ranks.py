@@ -13,6 +13,7 @@ import torch
 
 import pycomm
 from benchmarks.resnet50_shapes import resnet50_shapes
+from pycomm import hugepages
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -204,12 +205,13 @@ def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5
         }
         times = timed({f"{op}/{peer}": fn for (op, peer), fn in cases.items()}, peers.mpi,
                       3 if quick else (5 if nbytes >= 16 * MIB else 9), warmup=2, sample_s=sample_s)
+        huge = hugepages.backed_bytes(full)   # what the kernel gave the shared buffer (THP_MEM_ALLOC_ENABLE)
         factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0, "allgather": (n - 1) / n,
                   "reduce_scatter": (n - 1) / n}
         for op, peer in cases:
             tm = times[f"{op}/{peer}"]
             rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm,
-                         "busbw_GBs": numel * 4 / tm["median"] * factor[op] / 1e9})
+                         "busbw_GBs": numel * 4 / tm["median"] * factor[op] / 1e9, "huge_page_bytes": huge})
         del full, shard
     return rows
 

@@ -9,6 +9,8 @@ from collections import defaultdict
 
 import torch
 
+from pycomm import hugepages
+
 _GRANULE = 1 << 16          # elements; buffers are sized up to this so near sizes share one
 _MAX_FREE_BYTES = 512 << 20  # cap on what the pool keeps while nobody uses it
 
@@ -32,7 +34,9 @@ class BufferPool:
                 self._free_bytes -= best.numel() * best.element_size()
                 return best[:numel]
         size = max(_GRANULE, -(-numel // _GRANULE) * _GRANULE)
-        return torch.empty(size, dtype=dtype, device=device)[:numel]
+        buffer = torch.empty(size, dtype=dtype, device=device)
+        hugepages.advise(buffer)   # before its first touch (PYCOMM_HUGEPAGES)
+        return buffer[:numel]
 
     def give(self, view: torch.Tensor) -> None:
         base = view._base if view._base is not None else view
