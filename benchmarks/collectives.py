@@ -16,7 +16,7 @@ the tables and the issue's goals as ratios against the peers measured in the sam
   (f) small: all-reduce, broadcast, all-gather, reduce-scatter vs mpi4py from 4 KiB (issue 16), on the idle
       machine, and `small_busy`: the same with one busy-loop process pinned to each core beside the ranks
       (4 ranks on 2 cores are oversubscribed already; samples of at least 0.1 s there); `--sections
-      small,small_busy --name collectives_small`;
+      small,small_busy,small_hugepages --name collectives_small`;
   (g) small_hugepages: (f) on the idle machine with both peers' buffers on transparent huge pages (the ranks
       start with THP_MEM_ALLOC_ENABLE=1, as pycomm's launchers start theirs; see pycomm/hugepages.py), and
       each peer's time on small pages over its time on huge ones (`hugepage_speedup`); (f)'s sections run

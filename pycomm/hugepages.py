@@ -2,10 +2,10 @@
 
 Open MPI's shared-memory transport moves a large message with one kernel copy from the sender's pages
 (CMA), which pins every source page first: on 4 KiB pages that is 16,384 pins for 64 MiB, on 2 MiB pages
-32. Measured on 2 ranks of this 2-core node, the same buffer on huge pages against torch's default
-4 KiB ones: 64 MiB broadcast 5.7 ms against 10.9 ms (mpi4py) and 6.2 ms against 11.4 ms (pycomm),
-64 MiB all-reduce 9.2 ms against 16.6 ms (pycomm); benchmarks/results/collectives_small.json has
-the rows ("idle, huge pages").
+32. Measured on 2 idle ranks of a 2-core node, pycomm on huge pages against torch's default 4 KiB ones:
+64 MiB broadcast 5.2 ms against 12.0 ms, 64 MiB all-reduce 9.1 ms against 17.4 ms, 256 MiB all-reduce
+30.5 ms against 53.6 ms. Nothing changes below 2 MiB. The rows are in
+benchmarks/results/collectives_small.json ("idle, huge pages", hugepage_speedup).
 
 Two routes, both governed by the setting:
 - buffers pycomm allocates (fusion buckets, shard buffers: pycomm._buffers) are advised here, before
