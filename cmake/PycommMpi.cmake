@@ -14,7 +14,10 @@ if(NOT PYCOMM_MPI STREQUAL "off")
     set(PYCOMM_MPI_FOUND ON)
     target_sources(_C PRIVATE ${PYCOMM_MPI_SOURCES})
     target_link_libraries(_C PRIVATE MPI::MPI_C)
-    target_compile_definitions(_C PRIVATE PYCOMM_WITH_MPI)
+    # The C API only: mpi.h would otherwise pull in Open MPI's / MPICH's C++ bindings, whose inline
+    # classes reference libmpi_cxx symbols that only the Release build's LTO drops (a Debug or
+    # RelWithDebInfo core failed to load: undefined symbol MPI::Datatype::Free).
+    target_compile_definitions(_C PRIVATE PYCOMM_WITH_MPI OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
   elseif(PYCOMM_MPI STREQUAL "on")
     pycomm_requirement_failed(PYCOMM_MPI "an MPI library" "Install one (apt-get install openmpi-bin libopenmpi-dev) or set MPI_C_COMPILER to its mpicc.")
   endif()

@@ -11,6 +11,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$PYCOMM_ROOT"
 PY="$(pycomm_python)"
 
+# The in-place build (scripts/setup.sh) is Release; this one builds RelWithDebInfo unless told otherwise,
+# so both build types a user may pick are proven to load (Release's LTO once hid a missing MPI C++ symbol
+# that left every other build type's core unloadable).
+export PYCOMM_BUILD_TYPE="${PYCOMM_BUILD_TYPE:-RelWithDebInfo}"
+
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$PY" -m venv --system-site-packages "$tmp/venv"
