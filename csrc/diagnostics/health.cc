@@ -40,9 +40,9 @@ bool CommHealth::has_abandoned() const {
   return abandoned_;
 }
 
-void CommHealth::note_started(const OpInfo& info) {
+void CommHealth::note_started(const OpInfo& info, Clock::time_point since) {
   std::lock_guard<std::mutex> lk(mu_);
-  in_flight_[info.seq] = {info, Clock::now()};
+  in_flight_[info.seq] = {info, since};
 }
 
 void CommHealth::note_finished(uint64_t seq) {

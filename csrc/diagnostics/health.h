@@ -31,7 +31,9 @@ class CommHealth {
   void note_abandoned();
   bool has_abandoned() const;
 
-  void note_started(const OpInfo& info);
+  // `since`: when the op started (its caller read the clock already); defaults to now.
+  void note_started(const OpInfo& info, std::chrono::steady_clock::time_point since);
+  void note_started(const OpInfo& info) { note_started(info, std::chrono::steady_clock::now()); }
   void note_finished(uint64_t seq);
   // "oldest op in flight: allreduce #3 (...) for 5.0 s" or "no op in flight".
   std::string in_flight_summary() const;

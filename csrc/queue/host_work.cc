@@ -17,7 +17,9 @@ void HostWork::wait(uintptr_t, double timeout_s) {
   NvtxScope range("wait ", info_);
   spin_until([&] { return done_flag_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lk(mu_);
-  if (timeout_s > 0) {
+  if (done_) {
+    // wait_for would read the clock before looking at its predicate
+  } else if (timeout_s > 0) {
     if (!cv_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return done_; })) {
       lk.unlock();
       raise_stall(info_, timeout_s, *health_);

@@ -1,6 +1,7 @@
 #include "queue/inline_run.h"
 
 #include <chrono>
+#include <optional>
 
 #include "common/settings.h"
 #include "diagnostics/stall.h"
@@ -22,15 +23,23 @@ bool fits_inline(int64_t bytes) {
 void run_inline(QueuedOp& op, CommHealth& health, double timeout_s, const std::function<void()>& posted) {
   using Clock = std::chrono::steady_clock;
   const bool limited = timeout_s > 0;
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(limited ? timeout_s : 0));
+  // The stall deadline counts from the first check (64 polls in, microseconds): most small ops are
+  // done before it, and never read the clock for it.
+  std::optional<Clock::time_point> deadline;
+  auto past_deadline = [&] {
+    if (!limited) return false;
+    const Clock::time_point now = Clock::now();
+    if (!deadline)
+      deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    return now >= *deadline;
+  };
   // Polls `step` until it returns true; false once the deadline passed or the communicator broke
   // (checked every few polls: both cost a clock read or a lock).
   auto poll = [&](auto step) {
     Backoff backoff;
     for (unsigned i = 1;; ++i) {
       if (step()) return true;
-      if (i % 64 == 0 && ((limited && Clock::now() >= deadline) || health.broken())) return false;
+      if (i % 64 == 0 && (past_deadline() || health.broken())) return false;
       backoff.idle();
     }
   };

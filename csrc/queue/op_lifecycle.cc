@@ -11,7 +11,7 @@ namespace pycomm {
 void note_op_started(QueuedOp& op, CommHealth& health) {
   op.started = std::chrono::steady_clock::now();
   op.range = std::make_unique<NvtxOpRange>(op.info);
-  health.note_started(op.info);
+  health.note_started(op.info, op.started);
 }
 
 void complete_op(QueuedOp& op, CommHealth& health) {
