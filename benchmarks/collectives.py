@@ -17,10 +17,12 @@ the tables and the issue's goals as ratios against the peers measured in the sam
       machine, and `small_busy`: the same with one busy-loop process pinned to each core beside the ranks
       (4 ranks on 2 cores are oversubscribed already; samples of at least 0.1 s there); `--sections
       small,small_busy,small_hugepages --name collectives_small`;
-  (g) small_hugepages: (f) on the idle machine with both peers' buffers on transparent huge pages (the ranks
-      start with THP_MEM_ALLOC_ENABLE=1, as pycomm's launchers start theirs; see pycomm/hugepages.py), and
-      each peer's time on small pages over its time on huge ones (`hugepage_speedup`); (f)'s sections run
-      with it set to 0, whatever the caller's environment."""
+  (g) small_hugepages: (f) on the idle machine with both peers' buffers on transparent huge pages (advised
+      before their first touch, as torch does with THP_MEM_ALLOC_ENABLE=1, which pycomm's launchers set;
+      see pycomm/hugepages.py), timed interleaved with the same cases on 4 KiB pages, and each peer's time
+      on 4 KiB pages over its time on huge ones (`hugepage_speedup`); skipped with the reason where the
+      kernel has no transparent huge pages. (f)'s sections run with THP_MEM_ALLOC_ENABLE=0, whatever the
+      caller's environment."""
 from __future__ import annotations
 
 import argparse
@@ -42,6 +44,7 @@ from tests.launch import ROOT, mpirun_argv, worker_env
 SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages")
 SMALL_SECTIONS = ("small", "small_busy", "small_hugepages")
 HUGEPAGES_LOAD = "idle, huge pages"
+PAIRED_LOAD = "idle, 4 KiB pages beside huge"   # small_hugepages' own 4 KiB rows: only for hugepage_speedup
 SMALL_PAGES = {hugepages.TORCH_ENV: "0"}   # torch's default: the user's tensors on 4 KiB pages
 SHAPED_RATE = "10gbit"   # our users' CPU clusters and cross-node links run at 10-25 Gbit/s
 SHAPED_BYTES_PER_S = 10e9 / 8
@@ -81,8 +84,11 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
         rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], env=SMALL_PAGES)
         return [{**r, "load": "idle"} for r in rows]
     if section == "small_hugepages":
-        rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], env={hugepages.TORCH_ENV: "1"})
-        return [{**r, "load": HUGEPAGES_LOAD} for r in rows]
+        if hugepages.policy() in ("never", "unavailable"):
+            print(f"skipping {section}: the kernel's transparent-huge-page policy is {hugepages.policy()!r}", flush=True)
+            return []
+        rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], ["--pages", "4k,huge"], SMALL_PAGES)
+        return [{**r, "load": HUGEPAGES_LOAD if r["pages"] == "huge" else PAIRED_LOAD} for r in rows]
     if section == "quantized_shaped":
         reason = shaped_link.unavailable()
         if reason is not None:
@@ -157,18 +163,24 @@ def small_goals(rows: list[dict]) -> list[dict]:
     return out
 
 
-def hugepage_speedup(small: list[dict], huge: list[dict]) -> list[dict]:
-    """Each peer's idle time on 4 KiB pages over its time on huge pages (the same sizes, same run)."""
-    on_huge = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in huge}
+def hugepage_speedup(rows: list[dict]) -> list[dict]:
+    """Each peer's time on 4 KiB pages over its time on huge pages, from small_hugepages' rows (both
+    kinds timed interleaved in the same rounds)."""
+    on_huge = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows if r["pages"] == "huge"}
     return [{"ranks": r["ranks"], "op": r["op"], "peer": r["peer"], "bytes": r["bytes"],
              "speedup": r["seconds"]["median"] / on_huge[key]}
-            for r in small if (key := (r["ranks"], r["op"], r["peer"], r["bytes"])) in on_huge]
+            for r in rows if r["pages"] == "4k" and (key := (r["ranks"], r["op"], r["peer"], r["bytes"])) in on_huge]
+
+
+def measured_small(rows: dict[str, list[dict]]) -> list[dict]:
+    """The small sections' rows that the goals and the plot read (not small_hugepages' paired 4 KiB ones)."""
+    return [r for s in SMALL_SECTIONS for r in rows[s] if r["load"] != PAIRED_LOAD]
 
 
 def goals(rows: dict[str, list[dict]]) -> list[dict]:
     """The issue's goals as measured ratios (median times of the same run)."""
     out = shard_goals(rows["shards"]) if rows.get("shards") else []
-    out += small_goals([r for s in SMALL_SECTIONS for r in rows[s]])
+    out += small_goals(measured_small(rows))
     out += shaped_goals(rows["quantized_shaped"]) if rows.get("quantized_shaped") else []
     by = {(r["ranks"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows.get("busbw", [])}
     for (n, peer, nbytes), sec in sorted(by.items()):
@@ -372,7 +384,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
-    speedup = hugepage_speedup(rows["small"], rows["small_hugepages"])
+    speedup = hugepage_speedup(rows["small_hugepages"])
     if speedup:
         payload["hugepage_speedup"] = speedup
     if "quantized_shaped" not in sections and args.merge and "roofline" in old:
@@ -382,7 +394,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         payload["roofline"] = {"note": codec_roofline.NOTE, "loadavg_1_5_15": os.getloadavg(),
                                "bandwidth_GBs_per_process": bw,
                                "rows": codec_roofline.roofline(rows["quantized_shaped"], bw, SHAPED_BYTES_PER_S)}
-    small, ran = [r for s in SMALL_SECTIONS for r in rows[s]], set(sections)  # the sections run pick the plot
+    small, ran = measured_small(rows), set(sections)  # the sections run pick the plot
     draw = (plot_busbw(rows["busbw"]) if "busbw" in ran and rows["busbw"]
             else plot_small(small) if ran & set(SMALL_SECTIONS) and small
             else plot_shards(rows["shards"]) if "shards" in ran and rows["shards"]

@@ -182,37 +182,51 @@ def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
     return rows
 
 
-def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5e-3) -> list[dict]:
+def host_zeros(numel: int, pages: str) -> torch.Tensor:
+    """Zeros on torch's default pages ("4k"), or advised for transparent huge pages before their first
+    touch ("huge": what torch does itself with THP_MEM_ALLOC_ENABLE=1, see pycomm/hugepages.py)."""
+    t = torch.empty(numel)
+    if pages == "huge":
+        hugepages.advise(t)
+    return t.zero_()
+
+
+def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5e-3,
+                  pages: tuple[str, ...] = ("4k",)) -> list[dict]:
     """Issue 16's four collectives against mpi4py on the same buffers from 4 KiB, in the same processes:
     all-reduce (pycomm's own, on the caller's thread), broadcast, all-gather and reduce-scatter (MPI's,
     on the progress thread). `bytes` is the all-reduce / broadcast buffer and the gathered or scattered
-    whole; busbw per nccl-tests."""
+    whole; busbw per nccl-tests. `pages`: the buffers' page kinds, each kind's cases timed interleaved
+    with the others' in the same rounds; `huge_page_bytes` is what the kernel gave the whole buffer."""
     from mpi4py import MPI
     comm, n, rows = peers.comm, peers.mpi.size, []
+    factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0, "allgather": (n - 1) / n,
+              "reduce_scatter": (n - 1) / n}
     for nbytes in sizes(quick, max_bytes):
         numel = nbytes // 4 // n * n
-        full, shard = torch.zeros(numel), torch.zeros(numel // n)
-        arr, shard_arr = full.numpy(), shard.numpy()
-        cases = {
-            ("allreduce", "pycomm"): lambda: comm.allreduce(full, op=pycomm.SUM),
-            ("allreduce", "mpi4py"): lambda: peers.mpi.Allreduce(MPI.IN_PLACE, arr, op=MPI.SUM),
-            ("broadcast", "pycomm"): lambda: comm.broadcast(full, root=0),
-            ("broadcast", "mpi4py"): lambda: peers.mpi.Bcast(arr, root=0),
-            ("allgather", "pycomm"): lambda: comm.allgather(full, shard),
-            ("allgather", "mpi4py"): lambda: peers.mpi.Allgather(shard_arr, arr),
-            ("reduce_scatter", "pycomm"): lambda: comm.reduce_scatter(shard, full, op=pycomm.SUM),
-            ("reduce_scatter", "mpi4py"): lambda: peers.mpi.Reduce_scatter_block(arr, shard_arr, op=MPI.SUM),
-        }
-        times = timed({f"{op}/{peer}": fn for (op, peer), fn in cases.items()}, peers.mpi,
+        cases, huge = {}, {}
+        for kind in pages:
+            full, shard = host_zeros(numel, kind), host_zeros(numel // n, kind)
+            arr, shard_arr = full.numpy(), shard.numpy()
+            huge[kind] = hugepages.backed_bytes(full)
+            cases.update({
+                ("allreduce", "pycomm", kind): lambda f=full: comm.allreduce(f, op=pycomm.SUM),
+                ("allreduce", "mpi4py", kind): lambda a=arr: peers.mpi.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM),
+                ("broadcast", "pycomm", kind): lambda f=full: comm.broadcast(f, root=0),
+                ("broadcast", "mpi4py", kind): lambda a=arr: peers.mpi.Bcast(a, root=0),
+                ("allgather", "pycomm", kind): lambda f=full, h=shard: comm.allgather(f, h),
+                ("allgather", "mpi4py", kind): lambda a=arr, h=shard_arr: peers.mpi.Allgather(h, a),
+                ("reduce_scatter", "pycomm", kind): lambda f=full, h=shard: comm.reduce_scatter(h, f, op=pycomm.SUM),
+                ("reduce_scatter", "mpi4py", kind):
+                    lambda a=arr, h=shard_arr: peers.mpi.Reduce_scatter_block(a, h, op=MPI.SUM),
+            })
+        times = timed({"/".join(k): fn for k, fn in cases.items()}, peers.mpi,
                       3 if quick else (5 if nbytes >= 16 * MIB else 9), warmup=2, sample_s=sample_s)
-        huge = hugepages.backed_bytes(full)   # what the kernel gave the shared buffer (THP_MEM_ALLOC_ENABLE)
-        factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0, "allgather": (n - 1) / n,
-                  "reduce_scatter": (n - 1) / n}
-        for op, peer in cases:
-            tm = times[f"{op}/{peer}"]
-            rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm,
-                         "busbw_GBs": numel * 4 / tm["median"] * factor[op] / 1e9, "huge_page_bytes": huge})
-        del full, shard
+        for op, peer, kind in cases:
+            tm = times[f"{op}/{peer}/{kind}"]
+            rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "pages": kind, "seconds": tm,
+                         "busbw_GBs": numel * 4 / tm["median"] * factor[op] / 1e9, "huge_page_bytes": huge[kind]})
+        del cases
     return rows
 
 
@@ -278,6 +292,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--max-bytes", type=int, default=256 * MIB)
     ap.add_argument("--sample-s", type=float, default=5e-3, help="small: shortest timed sample (calls batched)")
+    ap.add_argument("--pages", default="4k", help="small: comma-separated page kinds of the buffers (4k, huge)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     pycomm.init()
@@ -287,7 +302,7 @@ def main() -> None:
     elif args.section == "fusion":
         rows = section_fusion(peers, args.quick)
     elif args.section == "small":
-        rows = section_small(peers, args.quick, args.max_bytes, args.sample_s)
+        rows = section_small(peers, args.quick, args.max_bytes, args.sample_s, tuple(args.pages.split(",")))
     elif args.section == "shards":
         rows = section_shards(peers, args.quick, args.max_bytes)
     else:

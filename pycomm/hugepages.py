@@ -2,10 +2,10 @@
 
 Open MPI's shared-memory transport moves a large message with one kernel copy from the sender's pages
 (CMA), which pins every source page first: on 4 KiB pages that is 16,384 pins for 64 MiB, on 2 MiB pages
-32. Measured on 2 idle ranks of a 2-core node, pycomm on huge pages against torch's default 4 KiB ones:
-64 MiB broadcast 5.2 ms against 12.0 ms, 64 MiB all-reduce 9.1 ms against 17.4 ms, 256 MiB all-reduce
-30.5 ms against 53.6 ms. Nothing changes below 2 MiB. The rows are in
-benchmarks/results/collectives_small.json ("idle, huge pages", hugepage_speedup).
+32. Measured on 2 idle ranks of a 2-core node, pycomm on huge pages against torch's default 4 KiB ones,
+timed interleaved: 64 MiB broadcast 5.8 ms against 12.1 ms, 64 MiB all-reduce 14.9 ms against 18.6 ms,
+256 MiB all-reduce 39.1 ms against 59.5 ms. Nothing changes below 2 MiB. The rows are in
+benchmarks/results/collectives_small.json (small_hugepages, hugepage_speedup).
 
 Two routes, both governed by the setting:
 - buffers pycomm allocates (fusion buckets, shard buffers: pycomm._buffers) are advised here, before
