@@ -30,6 +30,7 @@ from pycomm.errors import SettingError, SettingWarning
 RUNTIME, APPS, TESTS, BUILD, SCRIPTS = "runtime", "apps", "tests", "build", "scripts"
 VALIDATED_SCOPES = (RUNTIME, APPS, TESTS)  # build and script switches are not ours to judge at import
 PREFIX = "PYCOMM_"
+NVTX_TOOL_ENV = "NVTX_INJECTION64_PATH"
 AUTO_ON_OFF = Choice({"auto": "auto", "on": "on", "off": "off"})
 
 
@@ -236,6 +237,9 @@ def core_values(env: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     values = {s.name: get(s.name, env) for s in SETTINGS if s.core}
     if values["PYCOMM_NUM_THREADS"] is None:
         values["PYCOMM_NUM_THREADS"] = kernel_threads(env)
+    # Not ours: NVTX loads a profiler from this path (Nsight Systems sets it); without one the core's
+    # NVTX ranges skip building their messages (csrc/diagnostics/nvtx.cc).
+    values[NVTX_TOOL_ENV] = bool((os.environ if env is None else env).get(NVTX_TOOL_ENV))
     return values
 
 

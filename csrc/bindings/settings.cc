@@ -47,6 +47,7 @@ Settings from_dict(const py::dict& d) {
   s.mpi_gpu_aware = aware ? int(*aware) : -1;
   auto crowded = take<std::optional<bool>>(d, "PYCOMM_OVERSUBSCRIBED", seen);
   s.oversubscribed = crowded ? int(*crowded) : -1;
+  s.nvtx_tool = take<bool>(d, "NVTX_INJECTION64_PATH", seen);
   for (const auto& item : d) {
     auto key = item.first.cast<std::string>();
     if (!seen.count(key)) throw std::invalid_argument("apply_settings: " + key + " is not a setting of the core");
@@ -67,6 +68,7 @@ py::dict to_dict(const Settings& s) {
   d["PYCOMM_MPI_GPU_AWARE"] = s.mpi_gpu_aware < 0 ? py::object(py::none()) : py::object(py::bool_(s.mpi_gpu_aware));
   d["PYCOMM_OVERSUBSCRIBED"] =
       s.oversubscribed < 0 ? py::object(py::none()) : py::object(py::bool_(s.oversubscribed));
+  d["NVTX_INJECTION64_PATH"] = s.nvtx_tool;
   return d;
 }
 

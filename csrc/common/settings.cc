@@ -1,5 +1,6 @@
 #include "common/settings.h"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -9,6 +10,7 @@ namespace {
 
 std::mutex mu;  // Python may re-apply while progress threads read (a copy under the lock: no torn reads)
 std::optional<Settings> current;
+std::atomic<bool> nvtx_tool{false};
 
 }  // namespace
 
@@ -23,6 +25,9 @@ Settings settings() {
 void apply_settings(const Settings& values) {
   std::lock_guard<std::mutex> lk(mu);
   current = values;
+  nvtx_tool.store(values.nvtx_tool, std::memory_order_relaxed);
 }
+
+bool nvtx_tool_attached() { return nvtx_tool.load(std::memory_order_relaxed); }
 
 }  // namespace pycomm

@@ -19,6 +19,7 @@ struct Settings {
   bool mpi_nonblocking = false;  // PYCOMM_MPI_NONBLOCKING: nonblocking MPI collectives
   int mpi_gpu_aware = -1;        // PYCOMM_MPI_GPU_AWARE: -1 detect, 0 no, 1 yes
   int oversubscribed = -1;       // PYCOMM_OVERSUBSCRIBED: -1 detect, 0 no, 1 yes
+  bool nvtx_tool = false;        // NVTX_INJECTION64_PATH is set: a profiler attaches to NVTX (not ours)
 };
 
 // The values last applied. Throws std::logic_error before the first apply_settings (the core was
@@ -26,5 +27,8 @@ struct Settings {
 Settings settings();
 
 void apply_settings(const Settings& values);
+
+// settings().nvtx_tool without the lock and the copy (read twice by every op).
+bool nvtx_tool_attached();
 
 }  // namespace pycomm

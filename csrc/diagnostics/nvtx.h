@@ -25,6 +25,7 @@ class NvtxOpRange {
  private:
 #ifdef PYCOMM_WITH_NVTX
   nvtxRangeId_t id_ = 0;
+  bool on_ = false;  // a profiler was attached when it started: it ends it
 #endif
 };
 
@@ -35,6 +36,11 @@ class NvtxScope {
   ~NvtxScope();
   NvtxScope(const NvtxScope&) = delete;
   NvtxScope& operator=(const NvtxScope&) = delete;
+
+ private:
+#ifdef PYCOMM_WITH_NVTX
+  bool on_ = false;  // pushed: pops
+#endif
 };
 
 }  // namespace pycomm

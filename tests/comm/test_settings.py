@@ -77,16 +77,22 @@ def test_garbage_set_after_import_fails_where_the_core_first_uses_it():
 
 
 def test_the_core_holds_exactly_what_python_parsed():
-    env = {name: raw for name, (raw, _) in NON_DEFAULT.items()}
+    # NVTX's profiler path (not ours): set, the core's ranges build their messages; a library that does not
+    # load leaves NVTX's calls no-ops, so the ops below also run the ranges' attached path
+    env = {**{name: raw for name, (raw, _) in NON_DEFAULT.items()},
+           settings.NVTX_TOOL_ENV: "/nonexistent/libpycomm-test-nvtx-injection.so"}
     p = python("import pycomm\nfrom pycomm._build import core\n"
                "print(repr(core().settings()))\n"
                "assert core().settings() == pycomm.settings.core_values()\n"
                "print('timeout', core().stall_timeout(), 'debug', core().debug_checks(),"
                " 'isa', pycomm.build_info()['cpu_isa'])\n"
-               "if pycomm.build_info()['mpi']:\n    print('mpi gpu-aware', core().mpi_info()['gpu_aware'])\n", env)
+               "if pycomm.build_info()['mpi']:\n    print('mpi gpu-aware', core().mpi_info()['gpu_aware'])\n"
+               "import torch\npycomm.init()\nt = torch.ones(4)\npycomm.world().allreduce(t, op=pycomm.SUM)\n"
+               "print('op', t.tolist())\n", env)
     assert p.returncode == 0, p.stderr
+    assert "op [1.0, 1.0, 1.0, 1.0]" in p.stdout, p.stdout
     held = eval(p.stdout.splitlines()[0])  # the core's dict, as repr printed it
-    assert held == {name: value for name, (_, value) in NON_DEFAULT.items()}
+    assert held == {**{name: value for name, (_, value) in NON_DEFAULT.items()}, settings.NVTX_TOOL_ENV: True}
     # where the core's own answers show a setting, they follow it (CPU ISA forced, MPI declared GPU-aware)
     assert "timeout 7.5 debug True isa generic" in p.stdout
     assert not pycomm.build_info()["mpi"] or "mpi gpu-aware True" in p.stdout, p.stdout
