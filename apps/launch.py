@@ -51,7 +51,7 @@ def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train") 
 def rank_env(nproc: int) -> dict[str, str]:
     """The environment of the nproc ranks a launcher starts: ours, marked spawned, a share of the cores
     for OpenMP each, this checkout importable, and torch's huge-page allocator (pycomm.hugepages)."""
-    env = dict(hugepages.rank_env(dict(os.environ)))
+    env = hugepages.rank_env(dict(os.environ))
     env[SPAWNED] = "1"
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

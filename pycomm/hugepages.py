@@ -20,11 +20,10 @@ contents and addresses of a buffer are the same either way."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import os
 from pathlib import Path
-from typing import MutableMapping
+from typing import Optional
 
 import torch
 
@@ -34,7 +33,7 @@ HUGE_PAGE = 2 << 20                      # x86-64 and aarch64 (4 KiB base pages)
 TORCH_ENV = "THP_MEM_ALLOC_ENABLE"       # read once by torch's CPU allocator (c10/core/impl/alloc_cpu.cpp)
 POLICY_FILE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
-_libc = None
+_libc: Optional[ctypes.CDLL] = None   # this process's own libc, opened at the first advice
 
 
 def enabled() -> bool:
@@ -67,14 +66,16 @@ def advise(t: torch.Tensor) -> bool:
     if hi <= lo or policy() in ("never", "unavailable"):
         return False
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # the loaded libc itself (ctypes.util.find_library would fork ldconfig inside a running rank)
+        _libc = ctypes.CDLL(None, use_errno=True)
         _libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     return _libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_HUGEPAGE) == 0
 
 
-def rank_env(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
+def rank_env(env: dict[str, str]) -> dict[str, str]:
     """What a launcher adds to its ranks' environment: THP_MEM_ALLOC_ENABLE=1 (torch's allocator then
-    advises the user's tensors of >= 2 MiB) unless the user set it, or set PYCOMM_HUGEPAGES=0."""
+    advises the user's tensors of >= 2 MiB) unless the user set it, or set PYCOMM_HUGEPAGES=0. Changes
+    `env` in place and returns it."""
     if settings.get("PYCOMM_HUGEPAGES", env):
         env.setdefault(TORCH_ENV, "1")
     return env

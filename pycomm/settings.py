@@ -206,7 +206,9 @@ SETTINGS: tuple[Setting, ...] = (
             "NCCL (from `NCCL_HOME` or the `nvidia-nccl-cu13` wheel) / RCCL (ROCm)",
             "setup.py, CMakeLists.txt (cmake/PycommNccl.cmake)", scope=BUILD),
     Setting("PYCOMM_NVTX", AUTO_ON_OFF, "auto",
-            "NVTX3 ranges (CUDA toolkit headers, `NVTX_HOME`, or the `nvidia-nvtx` wheel)",
+            "NVTX3 ranges (CUDA toolkit headers, `NVTX_HOME`, or the `nvidia-nvtx` wheel); at run time the "
+            "ranges are made only while a profiler attaches to NVTX (`NVTX_INJECTION64_PATH` set, as Nsight "
+            "Systems does), so that ops pay nothing for them otherwise",
             "setup.py, CMakeLists.txt (cmake/PycommNvtx.cmake)", scope=BUILD),
     Setting("PYCOMM_BUILD_TYPE", Choice({t: t for t in ("Release", "Debug", "RelWithDebInfo", "MinSizeRel")}),
             "Release", "CMake build type (`pip install` only)", "setup.py", scope=BUILD),

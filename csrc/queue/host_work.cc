@@ -17,15 +17,15 @@ void HostWork::wait(uintptr_t, double timeout_s) {
   NvtxScope range("wait ", info_);
   spin_until([&] { return done_flag_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lk(mu_);
-  if (done_) {
-    // wait_for would read the clock before looking at its predicate
-  } else if (timeout_s > 0) {
-    if (!cv_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return done_; })) {
-      lk.unlock();
-      raise_stall(info_, timeout_s, *health_);
+  if (!done_) {  // (done: wait_for would still read the clock before looking at its predicate)
+    if (timeout_s > 0) {
+      if (!cv_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return done_; })) {
+        lk.unlock();
+        raise_stall(info_, timeout_s, *health_);
+      }
+    } else {
+      cv_.wait(lk, [&] { return done_; });
     }
-  } else {
-    cv_.wait(lk, [&] { return done_; });
   }
   if (error_) std::rethrow_exception(error_);
 }

@@ -65,5 +65,13 @@ def test_a_worker_failure_stops_every_rank():
 
 @pytest.mark.mpi
 def test_every_minibatch_uses_the_rate_of_its_fractional_epoch():
-    proc = mpirun(1, "tests.algorithms.workers.lap_schedule", timeout=600)
-    assert "lap schedule ok" in proc.stdout
+    # The worker's check is exact. Hogwild may lose an update (two workers' lock-free add_ at the same
+    # instant; once in about 30 runs here), which fails it like a wrong rate would: up to 3 runs. A wrong
+    # schedule fails every run, a lost update almost never twice.
+    failures = []
+    for _ in range(3):
+        proc = mpirun(1, "tests.algorithms.workers.lap_schedule", timeout=600, expect_ok=False)
+        if proc.returncode == 0 and "lap schedule ok" in proc.stdout:
+            return
+        failures.append(proc.stdout[-2000:] + proc.stderr[-4000:])
+    raise AssertionError("3 runs failed:\n" + "\n---\n".join(failures))

@@ -26,7 +26,7 @@ def reports(stdout: str) -> list[dict]:
 
 
 def report_alone(**env: str) -> dict:
-    base = worker_env(env)
+    base = worker_env({"PYCOMM_HUGEPAGES": "1", **env})   # the default, whatever this process was given
     base.pop(hugepages.TORCH_ENV, None)   # this process's own choice must not leak into the check
     proc = subprocess.run([sys.executable, "-m", REPORT], cwd=ROOT, env=base, capture_output=True, text=True,
                           timeout=120)
@@ -51,7 +51,7 @@ def test_switched_off_nothing_is_advised() -> None:
 @needs_madvise
 def test_launched_ranks_get_torch_huge_pages_and_exact_collectives() -> None:
     code = f"from apps.launch import spawn; raise SystemExit(spawn(2, [], module={REPORT!r}))"
-    env = worker_env()
+    env = worker_env({"PYCOMM_HUGEPAGES": "1"})
     env.pop(hugepages.TORCH_ENV, None)
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
