@@ -114,7 +114,7 @@ SETTINGS: tuple[Setting, ...] = (
             "transparent huge pages, and the `--nproc` launchers start their ranks with "
             "`THP_MEM_ALLOC_ENABLE=1` (torch's allocator then does the same for your tensors of >= 2 MiB) "
             "unless it is set: Open MPI's shared-memory copies pin every source page, and 2 ranks broadcast "
-            "64 MiB 2.1x faster on huge pages (see pycomm/hugepages.py); `0`: neither",
+            "64 MiB 2.2x faster on huge pages (see pycomm/hugepages.py); `0`: neither",
             "pycomm.hugepages (pycomm._buffers, apps.launch)"),
     Setting("PYCOMM_QUANTIZED_SEGMENT", Integer(1, 1 << 62, "elements"), None,
             "elements per pipelined segment of `allreduce_quantized`: a larger tensor encodes segment k+1 while "
