@@ -21,8 +21,8 @@ the tables and the issue's goals as ratios against the peers measured in the sam
       before their first touch, as torch does with THP_MEM_ALLOC_ENABLE=1, which pycomm's launchers set;
       see pycomm/hugepages.py), timed interleaved with the same cases on 4 KiB pages, and each peer's time
       on 4 KiB pages over its time on huge ones (`hugepage_speedup`); skipped with the reason unless the
-      kernel's transparent-huge-page policy is `madvise`. (f)'s sections run with THP_MEM_ALLOC_ENABLE=0, whatever the
-      caller's environment."""
+      kernel's transparent-huge-page policy is `madvise`. (f)'s sections run with THP_MEM_ALLOC_ENABLE=0,
+      whatever the caller's environment."""
 from __future__ import annotations
 
 import argparse
@@ -88,8 +88,9 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
             print(f"skipping {section}: the kernel's transparent-huge-page policy is {hugepages.policy()!r}, "
                   "not 'madvise'", flush=True)
             return []
+        # PYCOMM_HUGEPAGES=1: the huge buffers' advice, whatever the caller set
         rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], ["--pages", "4k,huge"],
-                          {**SMALL_PAGES, "PYCOMM_HUGEPAGES": "1"})   # the huge buffers' advice, whatever the caller set
+                          {**SMALL_PAGES, "PYCOMM_HUGEPAGES": "1"})
         return [{**r, "load": HUGEPAGES_LOAD if r["pages"] == "huge" else PAIRED_LOAD} for r in rows]
     if section == "quantized_shaped":
         reason = shaped_link.unavailable()
@@ -168,7 +169,8 @@ def small_goals(rows: list[dict]) -> list[dict]:
 def hugepage_speedup(rows: list[dict]) -> list[dict]:
     """Each peer's time on 4 KiB pages over its time on huge pages, from small_hugepages' rows (both
     kinds timed interleaved in the same rounds)."""
-    on_huge = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows if r["pages"] == "huge"}
+    on_huge = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"]
+               for r in rows if r["pages"] == "huge"}
     return [{"ranks": r["ranks"], "op": r["op"], "peer": r["peer"], "bytes": r["bytes"],
              "speedup": r["seconds"]["median"] / on_huge[key]}
             for r in rows if r["pages"] == "4k" and (key := (r["ranks"], r["op"], r["peer"], r["bytes"])) in on_huge]

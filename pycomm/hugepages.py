@@ -20,6 +20,7 @@ contents and addresses of a buffer are the same either way."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
 from pathlib import Path
@@ -41,8 +42,10 @@ def enabled() -> bool:
     return bool(settings.get("PYCOMM_HUGEPAGES"))
 
 
+@functools.lru_cache(maxsize=1)
 def policy() -> str:
-    """The kernel's transparent-huge-page policy: "always", "madvise", "never", or "unavailable"."""
+    """The kernel's transparent-huge-page policy: "always", "madvise", "never", or "unavailable" (read
+    once: every new pool buffer asks)."""
     try:
         text = POLICY_FILE.read_text()
     except OSError:

@@ -52,8 +52,8 @@ class Backoff {
   void idle() {
     if (spins_ < kFreeSpins) {
       if (++spins_ < kFreeSpins) return;
-      // The idle time counts from here: a clock read per poller would cost a small op more than the
-      // spins before it (a clock read is about 25 ns on a VM).
+      // The idle time counts from here: a clock read per poller costs a small op more than the spins
+      // before it (perf: clock_gettime was 7% of a 1.9 us op, six reads).
       idle_since_ = std::chrono::steady_clock::now();
     }
     if (std::chrono::steady_clock::now() - idle_since_ < std::chrono::seconds(1)) {

@@ -21,7 +21,8 @@ def main() -> None:
     users.fill_(2.0)
     report = {"policy": hugepages.policy(), "torch_env": os.environ.get(hugepages.TORCH_ENV),
               "pool_huge_bytes": hugepages.backed_bytes(pooled), "user_huge_bytes": hugepages.backed_bytes(users),
-              "advise_small": hugepages.advise(torch.empty(16)), "advise_meta": hugepages.advise(torch.empty(NUMEL, device="meta"))}
+              "advise_small": hugepages.advise(torch.empty(16)),
+              "advise_meta": hugepages.advise(torch.empty(NUMEL, device="meta"))}
     if os.environ.get("OMPI_COMM_WORLD_SIZE"):
         pycomm.init()
         comm = pycomm.world()
