@@ -26,7 +26,11 @@ void for_each_chunk(const std::vector<Segment>& segs, Op op) {
       chunks.push_back({static_cast<int32_t>(s), b, b + kChunkElems < segs[s].numel ? b + kChunkElems : segs[s].numel});
   }
   const int64_t n = static_cast<int64_t>(chunks.size());
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (total >= kParallelThreshold)
+  if (total < kParallelThreshold) {  // no parallel region at all: even an if(false) one enters OpenMP
+    for (int64_t c = 0; c < n; ++c) op(segs[chunks[c].seg], chunks[c].begin, chunks[c].end);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(num_threads())
   for (int64_t c = 0; c < n; ++c) op(segs[chunks[c].seg], chunks[c].begin, chunks[c].end);
 }
 
@@ -36,8 +40,13 @@ void for_each_range(int64_t numel, int64_t align, Op op) {
   int64_t chunk = kChunkElems - kChunkElems % align;
   if (chunk <= 0) chunk = align;
   const int64_t n = (numel + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(num_threads()) if (numel >= kParallelThreshold)
-  for (int64_t c = 0; c < n; ++c) op(c * chunk, (c + 1) * chunk < numel ? (c + 1) * chunk : numel);
+  auto run = [&](int64_t c) { op(c * chunk, (c + 1) * chunk < numel ? (c + 1) * chunk : numel); };
+  if (numel < kParallelThreshold) {  // a 1-element AVG scaling cost 0.6 us in an if(false) parallel region
+    for (int64_t c = 0; c < n; ++c) run(c);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(num_threads())
+  for (int64_t c = 0; c < n; ++c) run(c);
 }
 
 }  // namespace pycomm::cpu
