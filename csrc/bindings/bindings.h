@@ -9,6 +9,7 @@ void register_kernels(pybind11::module_& m);
 void register_codecs(pybind11::module_& m);
 void register_bucket_update(pybind11::module_& m);
 void register_comm(pybind11::module_& m);
+void register_blocking_calls(pybind11::module_& m);
 void register_mpi(pybind11::module_& m);
 void register_nccl(pybind11::module_& m);
 void register_store(pybind11::module_& m);

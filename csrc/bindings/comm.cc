@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "bindings/errors.h"
 #include "common/errors.h"
 #include "common/transport.h"
 #include "diagnostics/op_check.h"
@@ -37,21 +38,6 @@ std::shared_ptr<Work> submitted(const Transport& t, bool caller_waits, Submit su
   return submit();
 }
 
-// A blocking op in one call: submitted (on the caller's thread where the transport allows) and
-// waited for, with the GIL released once for both and no Work handed to Python (the Python wrapper
-// and a second GIL round trip cost about as much as a 4 KiB all-reduce on shared memory).
-template <typename Submit>
-void submitted_and_waited(const Transport& t, uintptr_t stream, Submit submit) {
-  if (t.may_run_on_caller()) {
-    py::gil_scoped_release nogil;
-    submit()->wait(stream, stall_timeout_s());
-    return;
-  }
-  std::shared_ptr<Work> w = submit();
-  py::gil_scoped_release nogil;
-  w->wait(stream, stall_timeout_s());
-}
-
 ReduceOp reduce_op(int op) {
   if (op < 0 || op > static_cast<int>(ReduceOp::MIN))
     throw std::invalid_argument("op: unknown reduce op " + std::to_string(op) + "; expected SUM, AVG, MAX or MIN");
@@ -78,29 +64,6 @@ py::dict op_info(const OpInfo& i) {
   d["bucket"] = i.bucket;
   d["describe"] = i.describe();
   return d;
-}
-
-// The Python classes live in pycomm/errors.py (importable without this module); C++ exceptions
-// become them here. Handles are leaked on purpose: they must outlive interpreter teardown.
-void register_exceptions(py::module_& m) {
-  py::module_ errors = py::module_::import("pycomm.errors");
-  static PyObject* base = py::object(errors.attr("PycommError")).release().ptr();
-  static PyObject* stall = py::object(errors.attr("StallError")).release().ptr();
-  static PyObject* mismatch = py::object(errors.attr("MismatchError")).release().ptr();
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const StallError& e) {
-      PyErr_SetString(stall, e.what());
-    } catch (const MismatchError& e) {
-      PyErr_SetString(mismatch, e.what());
-    } catch (const PycommError& e) {
-      PyErr_SetString(base, e.what());
-    }
-  });
-  m.attr("PycommError") = py::handle(base);
-  m.attr("StallError") = py::handle(stall);
-  m.attr("MismatchError") = py::handle(mismatch);
 }
 
 void register_work(py::module_& m) {
@@ -137,13 +100,6 @@ void register_transport(py::module_& m) {
                return t.allreduce(buffer(p, n, dt, dev, "allreduce"), reduce_op(op), stream, bucket, waits);
              });
            })
-      .def("allreduce_wait",
-           [](T& t, uintptr_t p, int64_t n, int dt, int dev, int op, uintptr_t stream, int bucket) {
-             submitted_and_waited(t, stream, [&] {
-               return t.allreduce(buffer(p, n, dt, dev, "allreduce"), reduce_op(op), stream, bucket, true);
-             });
-           },
-           "allreduce(..., caller_waits=True) and its Work's wait(stream, stall_timeout()) in one call.")
       .def("broadcast",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int root, uintptr_t stream, bool waits) {
              return submitted(t, waits, [&] {
@@ -165,27 +121,6 @@ void register_transport(py::module_& m) {
                                        buffer(pi, ni, dt, dev, "reduce_scatter"), reduce_op(op), stream, waits);
              });
            })
-      // Blocking host calls in one call each, like allreduce_wait (Communicator's common-call paths).
-      .def("broadcast_wait",
-           [](T& t, uintptr_t p, int64_t n, int dt, int root) {
-             submitted_and_waited(t, 0, [&] { return t.broadcast(buffer(p, n, dt, -1, "broadcast"), root, 0, true); });
-           },
-           "broadcast(..., caller_waits=True) of a host buffer and its wait, in one call.")
-      .def("allgather_wait",
-           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt) {
-             submitted_and_waited(t, 0, [&] {
-               return t.allgather(buffer(po, no, dt, -1, "allgather"), buffer(pi, ni, dt, -1, "allgather"), 0, true);
-             });
-           },
-           "allgather(..., caller_waits=True) of host buffers and its wait, in one call.")
-      .def("reduce_scatter_wait",
-           [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int op) {
-             submitted_and_waited(t, 0, [&] {
-               return t.reduce_scatter(buffer(po, no, dt, -1, "reduce_scatter"), buffer(pi, ni, dt, -1, "reduce_scatter"),
-                                       reduce_op(op), 0, true);
-             });
-           },
-           "reduce_scatter(..., caller_waits=True) of host buffers and its wait, in one call.")
       .def("alltoall",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
              return submitted(t, waits, [&] {

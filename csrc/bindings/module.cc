@@ -8,6 +8,7 @@ PYBIND11_MODULE(_C, m) {
   pycomm::bind::register_codecs(m);
   pycomm::bind::register_bucket_update(m);
   pycomm::bind::register_comm(m);
+  pycomm::bind::register_blocking_calls(m);
   pycomm::bind::register_mpi(m);
   pycomm::bind::register_nccl(m);
   pycomm::bind::register_store(m);

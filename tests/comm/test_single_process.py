@@ -199,6 +199,60 @@ def test_local_ops_move_data():
     c.barrier()
 
 
+def test_local_blocking_ops_run_on_the_callers_thread():
+    """With nothing queued, a blocking op of the local transport runs on the caller's thread (the queue
+    thread's hand-off cost 15 us per small op); async ops still go through the queue, in order."""
+    c = local()
+    pycomm.stats(reset=True)
+    x = torch.arange(4.0)
+    for _ in range(5):
+        c.allreduce(x, op=pycomm.SUM)
+    c.broadcast(x)
+    works = [c.allreduce(torch.full((2,), float(i)), op=pycomm.SUM, async_op=True) for i in range(3)]
+    for w in works:
+        w.wait()
+    s = pycomm.stats()
+    assert s["allreduce"]["calls"] == 8 and s["allreduce"]["inline_calls"] == 5, s["allreduce"]
+    assert s["broadcast"]["inline_calls"] == 1, s["broadcast"]
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("call, args, error, message", [
+    ("allreduce_wait", (0, 1, 0, 0), TypeError, r"allreduce_wait takes 5 arguments \(4 given\)"),
+    ("allreduce_wait", (0, 1, 0, 0, "-1"), TypeError, "'str' object cannot be interpreted as an integer"),
+    ("allreduce_wait", (0, -1, 0, 0, -1), OverflowError, "allreduce_wait: argument 1 is -1; expected 0.."),
+    ("allreduce_wait", (0, 1, 0, 2**40, -1), OverflowError, "argument 3 is 1099511627776"),
+    ("allreduce_wait", (0, 1, 0, 0, -1), ValueError, "allreduce: tensor has a null data pointer"),
+    ("allreduce_wait", (None, 1, 0, 9, -1), TypeError, "'NoneType' object cannot be interpreted as an integer"),
+    ("broadcast_wait", (0, 1, 99, 0), ValueError, "dtype"),
+    ("reduce_scatter_wait", (0, 0, 0, 0, 0, 9), ValueError, "unknown reduce op 9; expected SUM, AVG, MAX or MIN"),
+    ("allgather_wait", (0, 0, 0, 0, 0, 0), TypeError, r"allgather_wait takes 5 arguments \(6 given\)"),
+])
+def test_blocking_calls_refuse_bad_arguments(call: str, args: tuple, error: type, message: str) -> None:
+    """The core's one-call blocking collectives (csrc/bindings/blocking_calls.cc, not dispatched by
+    pybind11) check their arguments and raise what every binding raises, naming what was wrong."""
+    fn = core().blocking_calls(core().local_transport())[call]
+    with pytest.raises(error, match=message):
+        fn(*args)
+
+
+def test_blocking_calls_raise_pycomm_errors_and_keep_their_transport() -> None:
+    """A refused op raises the pycomm class through the fast call; the calls keep their transport alive
+    after the caller dropped every other reference."""
+    t = core().local_transport()
+    calls = core().blocking_calls(t)
+    del t
+    gc.collect()
+    x = torch.arange(3.0)
+    calls["allreduce_wait"](x.data_ptr(), 3, 0, int(pycomm.SUM), -1)  # the transport is still there
+    assert x.tolist() == [0.0, 1.0, 2.0]
+    c = local()
+    c.shutdown()
+    with pytest.raises(pycomm.PycommError, match="shut down") as info:
+        c._allreduce_wait(x.data_ptr(), 3, 0, int(pycomm.SUM), -1)
+    assert type(info.value) is pycomm.PycommError
+
+
 def test_local_recv_size_mismatch_breaks_the_communicator():
     c = local()
     c.isend(torch.zeros(4), 0, tag=1)
