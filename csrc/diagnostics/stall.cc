@@ -7,7 +7,7 @@
 
 namespace pycomm {
 
-double stall_timeout_s() { return settings().timeout_s; }
+double stall_timeout_s() { return timeout_setting_s(); }
 
 std::string stall_message(const OpInfo& waited, double timeout_s, const CommHealth& health) {
   char secs[32];
