@@ -42,12 +42,18 @@ bool CommHealth::has_abandoned() const {
 
 void CommHealth::note_started(const OpInfo& info, Clock::time_point since) {
   std::lock_guard<std::mutex> lk(mu_);
-  in_flight_[info.seq] = {info, since};
+  auto at = in_flight_.end();  // ops start in seq order on one thread; a queue's ops may not
+  while (at != in_flight_.begin() && (at - 1)->info.seq > info.seq) --at;
+  in_flight_.insert(at, InFlight{info, since});
 }
 
 void CommHealth::note_finished(uint64_t seq) {
   std::lock_guard<std::mutex> lk(mu_);
-  in_flight_.erase(seq);
+  for (auto it = in_flight_.begin(); it != in_flight_.end(); ++it)
+    if (it->info.seq == seq) {
+      in_flight_.erase(it);
+      return;
+    }
 }
 
 std::string CommHealth::laggards(const OpInfo& waited) const {
@@ -58,7 +64,7 @@ std::string CommHealth::laggards(const OpInfo& waited) const {
 std::string CommHealth::in_flight_summary() const {
   std::lock_guard<std::mutex> lk(mu_);
   if (in_flight_.empty()) return "no op of this communicator has started yet (it is still queued, or waiting for the other ranks to submit theirs)";
-  const auto& [info, since] = in_flight_.begin()->second;
+  const auto& [info, since] = in_flight_.front();
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(Clock::now() - since).count());
   return "oldest op in flight: " + info.describe() + " for " + secs + " s (" + std::to_string(in_flight_.size()) +

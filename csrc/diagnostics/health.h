@@ -5,10 +5,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/transport.h"
 #include "diagnostics/peer_progress.h"
@@ -54,7 +54,13 @@ class CommHealth {
   bool broken_ = false;
   bool abandoned_ = false;
   std::string reason_;
-  std::map<uint64_t, std::pair<OpInfo, Clock::time_point>> in_flight_;
+  struct InFlight {
+    OpInfo info;
+    Clock::time_point since;
+  };
+  // In submission (seq) order; a few at most, and a vector keeps its memory: a map node per op cost
+  // an allocation and a free on every small op.
+  std::vector<InFlight> in_flight_;
   std::shared_ptr<PeerProgress> peer_progress_;  // written once before the first op, then only read
 };
 
