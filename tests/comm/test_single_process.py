@@ -305,6 +305,25 @@ def test_use_before_init_and_init_single_process():
     assert "after:" in p.stdout and "finalize() was called" in p.stdout
 
 
+def test_a_stall_names_the_oldest_op_in_flight():
+    """A receive that never gets its send stalls: the StallError names the oldest op still in flight
+    (an earlier receive, not the one waited for) and how many are, and the communicator is broken."""
+    p = run_python(
+        "import pycomm, torch\n"
+        "c = pycomm.init()\n"
+        "first = c.irecv(torch.zeros(2), 0, tag=1)\n"
+        "c.allreduce(torch.ones(2))\n"      # completes in between
+        "second = c.irecv(torch.zeros(3), 0, tag=2)\n"
+        "try:\n    second.wait()\nexcept pycomm.StallError as e:\n    print('stall:', e)\n"
+        "try:\n    c.barrier()\nexcept pycomm.PycommError as e:\n    print('after:', e)\n",
+        env={"PYCOMM_TIMEOUT": "1"})
+    assert p.returncode == 0, p.stderr
+    stall = next(line for line in p.stdout.splitlines() if line.startswith("stall:"))
+    assert "recv #2" in stall and "did not complete within PYCOMM_TIMEOUT=1 s" in stall, stall
+    assert "oldest op in flight: recv #0 (" in stall and "(2 in flight)" in stall, stall
+    assert "after:" in p.stdout and "is broken" in p.stdout
+
+
 def test_multi_rank_local_backend_is_refused():
     with pytest.raises(pycomm.PycommError, match="backend 'local' runs a single process"):
         backends.get("local").create_world(LaunchEnv(0, 2, 0, 2, "torchrun"))
