@@ -3,8 +3,8 @@
 Open MPI's shared-memory transport moves a large message with one kernel copy from the sender's pages
 (CMA), which pins every source page first: on 4 KiB pages that is 16,384 pins for 64 MiB, on 2 MiB pages
 32. Measured on 2 idle ranks of a 2-core node, pycomm on huge pages against torch's default 4 KiB ones,
-timed interleaved: 64 MiB broadcast 6.1 ms against 13.3 ms, 64 MiB all-reduce 10.0 ms against 19.5 ms,
-256 MiB all-reduce 34.6 ms against 65.9 ms. Nothing changes below 2 MiB. The rows are in
+timed interleaved: 64 MiB broadcast 7.0 ms against 15.3 ms, 64 MiB all-reduce 11.2 ms against 22.9 ms,
+256 MiB all-reduce 47.9 ms against 76.5 ms. Nothing changes below 2 MiB. The rows are in
 benchmarks/results/collectives_small.json (small_hugepages, hugepage_speedup).
 
 Two routes, both governed by the setting:
