@@ -134,7 +134,8 @@ def stats(reset: bool = False) -> dict[str, dict[str, float]]:
     from the op's start on its queue to completion, busbw = bytes * bus factor / seconds in bytes/s (bus
     factor 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter / all-to-all, 1 else).
     inline_calls: of calls, those run on the caller's own thread (async_op=False while nothing else
-    of that communicator was queued or in flight, at most PYCOMM_INLINE_BYTES)."""
+    of that communicator was queued or in flight; at most PYCOMM_INLINE_BYTES, except the ops that run
+    there at any size: see PYCOMM_INLINE_BYTES)."""
     raw = op_stats.merged(core().stats(), reset)  # the core's transports and the gloo transport's
     if reset:
         core().stats_reset()

@@ -95,8 +95,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_INLINE_BYTES", Integer(0, 1 << 62, "bytes", {0: "off"}), 0,
             "largest op (bytes) that a blocking call (`async_op=False`, `send`, `recv`) runs on the caller's own "
             "thread when nothing else of that communicator is queued or in flight, instead of handing it to the "
-            "progress thread and waiting (blocking host all-reduces on MPI always do, at any size: they never "
-            "block inside MPI). MPI ops up to this size always use nonblocking MPI calls, on either "
+            "progress thread and waiting (some always do, at any size: blocking host all-reduces, broadcasts, "
+            "all-gathers and reduce-scatters on MPI, which never block inside MPI, and the one-rank `local` "
+            "transport's collectives on host tensors). MPI ops up to this size always use nonblocking MPI calls, on either "
             "path (the caller's thread needs them to give up at `PYCOMM_TIMEOUT`, and MPI never matches a "
             "blocking collective with a nonblocking one), and Open MPI's nonblocking collectives are slower than "
             "its blocking ones: set it (e.g. 65536) where ranks' threads outnumber the cores, where the hand-off "

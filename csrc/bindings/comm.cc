@@ -1,14 +1,14 @@
-// Python entry points of the communication runtime: exceptions, Transport and Work on raw buffers
-// (pycomm/communicator.py checks the torch tensors first), the local transport, and stats.
+// Python entry points of the communication runtime: Transport and Work on raw buffers (pycomm/communicator.py
+// checks the torch tensors first; its blocking common calls go through blocking_calls.cc), the local
+// transport, and stats.
 #include <pybind11/stl.h>
 
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "bindings/arguments.h"
 #include "bindings/bindings.h"
-#include "bindings/errors.h"
-#include "common/errors.h"
 #include "common/transport.h"
 #include "diagnostics/op_check.h"
 #include "diagnostics/stall.h"
@@ -20,15 +20,6 @@ namespace py = pybind11;
 namespace pycomm::bind {
 namespace {
 
-Buffer buffer(uintptr_t ptr, int64_t count, int dtype, int device, const char* what) {
-  Buffer b;
-  b.ptr = reinterpret_cast<void*>(ptr);
-  b.count = count;
-  b.dtype = dtype_from_int(dtype, what);
-  b.device = device;
-  return b;
-}
-
 // Runs `submit` (an op of `t` given `caller_waits`). When the caller waits for the op at once, a
 // host transport may run it right here: the GIL is released for that, as Work.wait releases it.
 template <typename Submit>
@@ -36,12 +27,6 @@ std::shared_ptr<Work> submitted(const Transport& t, bool caller_waits, Submit su
   if (!caller_waits || !t.may_run_on_caller()) return submit();
   py::gil_scoped_release nogil;
   return submit();
-}
-
-ReduceOp reduce_op(int op) {
-  if (op < 0 || op > static_cast<int>(ReduceOp::MIN))
-    throw std::invalid_argument("op: unknown reduce op " + std::to_string(op) + "; expected SUM, AVG, MAX or MIN");
-  return static_cast<ReduceOp>(op);
 }
 
 std::shared_ptr<Transport> shared(std::unique_ptr<Transport> t) { return std::shared_ptr<Transport>(std::move(t)); }
@@ -175,7 +160,6 @@ void register_transport(py::module_& m) {
 }  // namespace
 
 void register_comm(py::module_& m) {
-  register_exceptions(m);
   register_work(m);
   register_transport(m);
   m.def("local_transport", [] { return std::shared_ptr<Transport>(std::make_shared<LocalTransport>()); },

@@ -42,7 +42,7 @@ bool CommHealth::has_abandoned() const {
 
 void CommHealth::note_started(const OpInfo& info, Clock::time_point since) {
   std::lock_guard<std::mutex> lk(mu_);
-  auto at = in_flight_.end();  // ops start in seq order on one thread; a queue's ops may not
+  auto at = in_flight_.end();  // ops start in seq order; the search only keeps the record sorted if one did not
   while (at != in_flight_.begin() && (at - 1)->info.seq > info.seq) --at;
   in_flight_.insert(at, InFlight{info, since});
 }

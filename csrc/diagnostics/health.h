@@ -58,8 +58,8 @@ class CommHealth {
     OpInfo info;
     Clock::time_point since;
   };
-  // In submission (seq) order; a few at most, and a vector keeps its memory: a map node per op cost
-  // an allocation and a free on every small op.
+  // In submission (seq) order, which is mostly completion order too (the oldest is found first); a
+  // vector keeps its memory, where a map node per op cost an allocation and a free on every small op.
   std::vector<InFlight> in_flight_;
   std::shared_ptr<PeerProgress> peer_progress_;  // written once before the first op, then only read
 };

@@ -13,8 +13,9 @@
 namespace pycomm {
 
 // PYCOMM_INLINE_BYTES (read once; default 0: off): the largest op, in OpInfo bytes, that may run on
-// its caller's thread; larger ones keep the progress thread. Ops that never block inside MPI (the MPI
-// transport's host all-reduce) do not ask: they run there at any size (QueuedOp::can_run_inline). Off by default because the path needs
+// its caller's thread; larger ones keep the progress thread. Ops that never block (the MPI transport's
+// host collectives on point-to-point messages, the local transport's host collectives) do not ask:
+// they run there at any size (QueuedOp::can_run_inline). Off by default because the path needs
 // nonblocking MPI collectives, and Open MPI's are slower than its blocking ones (measured 2 ranks, one
 // node: 4 KiB all-reduce 25 us vs 12 us through the queue on an idle machine); it pays where ranks'
 // threads outnumber the cores (same machine under load: 40-70 us vs 300-640 us). 0 keeps every op

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from typing import Callable, Optional
@@ -219,11 +220,12 @@ def test_local_blocking_ops_run_on_the_callers_thread():
 
 @pytest.mark.parametrize("call, args, error, message", [
     ("allreduce_wait", (0, 1, 0, 0), TypeError, r"allreduce_wait takes 5 arguments \(4 given\)"),
-    ("allreduce_wait", (0, 1, 0, 0, "-1"), TypeError, "'str' object cannot be interpreted as an integer"),
-    ("allreduce_wait", (0, -1, 0, 0, -1), OverflowError, "allreduce_wait: argument 1 is -1; expected 0.."),
-    ("allreduce_wait", (0, 1, 0, 2**40, -1), OverflowError, "argument 3 is 1099511627776"),
+    ("allreduce_wait", (0, 1, 0, 0, "-1"), TypeError, "allreduce_wait: argument 4 must be an int, not str"),
+    ("allreduce_wait", (8, -1, 0, 0, -1), ValueError, "allreduce: tensor has a negative element count"),
+    ("allreduce_wait", (0, 1, 0, 2**40, -1), OverflowError, "allreduce_wait: argument 3 is 1099511627776; expected a C int"),
+    ("allreduce_wait", (-8, 1, 0, 0, -1), OverflowError, "negative int to unsigned"),
     ("allreduce_wait", (0, 1, 0, 0, -1), ValueError, "allreduce: tensor has a null data pointer"),
-    ("allreduce_wait", (None, 1, 0, 9, -1), TypeError, "'NoneType' object cannot be interpreted as an integer"),
+    ("allreduce_wait", (None, 1, 0, 9, -1), TypeError, "allreduce_wait: argument 0 must be an int, not NoneType"),
     ("broadcast_wait", (0, 1, 99, 0), ValueError, "dtype"),
     ("reduce_scatter_wait", (0, 0, 0, 0, 0, 9), ValueError, "unknown reduce op 9; expected SUM, AVG, MAX or MIN"),
     ("allgather_wait", (0, 0, 0, 0, 0, 0), TypeError, r"allgather_wait takes 5 arguments \(6 given\)"),
@@ -234,6 +236,52 @@ def test_blocking_calls_refuse_bad_arguments(call: str, args: tuple, error: type
     fn = core().blocking_calls(core().local_transport())[call]
     with pytest.raises(error, match=message):
         fn(*args)
+
+
+def test_blocking_calls_need_a_transport() -> None:
+    with pytest.raises(TypeError):
+        core().blocking_calls(None)
+    with pytest.raises(TypeError):
+        core().blocking_calls("world")
+
+
+def test_local_ops_from_several_threads_and_queued_around_inline_ones() -> None:
+    """On one local communicator: a blocking recv waits in one thread while another runs blocking
+    all-reduces (on the caller's thread while the queue is idle, queued behind the pending recv
+    otherwise) and a third sends; async ops submitted around blocking ones keep their order."""
+    c = local()
+    got = torch.zeros(3)
+    errors: list[BaseException] = []
+
+    def guarded(fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+                errors.append(e)
+        return run
+
+    receiver = threading.Thread(target=guarded(lambda: c.recv(got, 0, tag=3)))
+    receiver.start()
+    sums = [torch.full((2,), float(i)) for i in range(50)]
+    reducer = threading.Thread(target=guarded(lambda: [c.allreduce(t, op=pycomm.SUM) for t in sums]))
+    reducer.start()
+    reducer.join(60)
+    c.send(torch.tensor([1.0, 2.0, 3.0]), 0, tag=3)
+    receiver.join(60)
+    assert not receiver.is_alive() and not reducer.is_alive() and not errors, errors
+    assert got.tolist() == [1.0, 2.0, 3.0]
+    assert all(t.tolist() == [float(i)] * 2 for i, t in enumerate(sums))
+    # async receive, blocking ops, then the send it waits for: everything completes, in order
+    later = torch.zeros(2)
+    w = c.irecv(later, 0, tag=4)
+    x = torch.arange(4.0)
+    out = torch.zeros(4)
+    c.allreduce(x, op=pycomm.AVG)
+    c.allgather(out, x)
+    c.send(torch.tensor([5.0, 6.0]), 0, tag=4)
+    w.wait()
+    assert later.tolist() == [5.0, 6.0] and out.tolist() == x.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
 def test_blocking_calls_raise_pycomm_errors_and_keep_their_transport() -> None:

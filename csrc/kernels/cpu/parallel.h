@@ -26,12 +26,13 @@ void for_each_chunk(const std::vector<Segment>& segs, Op op) {
       chunks.push_back({static_cast<int32_t>(s), b, b + kChunkElems < segs[s].numel ? b + kChunkElems : segs[s].numel});
   }
   const int64_t n = static_cast<int64_t>(chunks.size());
+  auto run = [&](int64_t c) { op(segs[chunks[c].seg], chunks[c].begin, chunks[c].end); };
   if (total < kParallelThreshold) {  // no parallel region at all: even an if(false) one enters OpenMP
-    for (int64_t c = 0; c < n; ++c) op(segs[chunks[c].seg], chunks[c].begin, chunks[c].end);
+    for (int64_t c = 0; c < n; ++c) run(c);
     return;
   }
 #pragma omp parallel for schedule(static) num_threads(num_threads())
-  for (int64_t c = 0; c < n; ++c) op(segs[chunks[c].seg], chunks[c].begin, chunks[c].end);
+  for (int64_t c = 0; c < n; ++c) run(c);
 }
 
 // The same for one flat range [0, numel), in chunks aligned to `align` elements (a block size).

@@ -39,18 +39,29 @@ struct LocalMailbox {
 namespace {
 
 // An op that does all its work when it starts. A blocking one runs on its caller's thread when the
-// queue is idle: handing it to the queue thread cost 15 us per 4-byte all-reduce (a futex wake-up
-// each way), 1.6 us run there.
+// queue is idle (handing it to the queue thread cost 15 us per 4-byte all-reduce, a futex wake-up each
+// way; 1.6 us run there), unless its work may block: a device copy synchronizes its stream, and only a
+// Work's wait keeps the stall deadline for that.
 class ImmediateOp : public QueuedOp {
  public:
-  ImmediateOp(OpInfo info, std::function<void()> run) : QueuedOp(std::move(info)), run_(std::move(run)) {}
-  bool can_run_inline() const override { return true; }
+  ImmediateOp(OpInfo info, std::function<void()> run, bool may_block = false)
+      : QueuedOp(std::move(info)), run_(std::move(run)), may_block_(may_block) {}
+  bool can_run_inline() const override { return !may_block_; }
   void start() override { run_(); }
   bool test() override { return true; }
 
  private:
   std::function<void()> run_;
+  bool may_block_;
 };
+
+// One rank's all-gather, reduce-scatter and all-to-all: its own input is the whole output.
+std::unique_ptr<QueuedOp> copy_op(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
+  const bool on_device = out.device >= 0 || in.device >= 0;
+  return std::make_unique<ImmediateOp>(std::move(info), [out, in, stream] {
+    copy_bytes(out.ptr, in.ptr, static_cast<size_t>(in.bytes()), in.device, stream);
+  }, on_device);
+}
 
 class SelfSendOp : public QueuedOp {
  public:
@@ -147,22 +158,16 @@ std::unique_ptr<QueuedOp> LocalTransport::make_broadcast(OpInfo info, Buffer, in
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_allgather(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
-  return std::make_unique<ImmediateOp>(std::move(info), [out, in, stream] {
-    copy_bytes(out.ptr, in.ptr, static_cast<size_t>(in.bytes()), in.device, stream);
-  });
+  return copy_op(std::move(info), out, in, stream);
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_reduce_scatter(OpInfo info, Buffer out, Buffer in, ReduceOp,
                                                               uintptr_t stream) {
-  return std::make_unique<ImmediateOp>(std::move(info), [out, in, stream] {
-    copy_bytes(out.ptr, in.ptr, static_cast<size_t>(in.bytes()), in.device, stream);
-  });
+  return copy_op(std::move(info), out, in, stream);
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_alltoall(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
-  return std::make_unique<ImmediateOp>(std::move(info), [out, in, stream] {
-    copy_bytes(out.ptr, in.ptr, static_cast<size_t>(in.bytes()), in.device, stream);
-  });
+  return copy_op(std::move(info), out, in, stream);
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_send(OpInfo info, Buffer buf, int, int,
