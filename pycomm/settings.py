@@ -97,12 +97,12 @@ SETTINGS: tuple[Setting, ...] = (
             "thread when nothing else of that communicator is queued or in flight, instead of handing it to the "
             "progress thread and waiting (some always do, at any size: blocking host all-reduces, broadcasts, "
             "all-gathers and reduce-scatters on MPI, which never block inside MPI, and the one-rank `local` "
-            "transport's collectives on host tensors). MPI ops up to this size always use nonblocking MPI calls, on either "
-            "path (the caller's thread needs them to give up at `PYCOMM_TIMEOUT`, and MPI never matches a "
-            "blocking collective with a nonblocking one), and Open MPI's nonblocking collectives are slower than "
-            "its blocking ones: set it (e.g. 65536) where ranks' threads outnumber the cores, where the hand-off "
-            "to the progress thread costs far more (2 ranks on a loaded 2-core node: 4 KiB all-reduce 40-70 us "
-            "instead of 300-640 us; on the idle node 25 us instead of 12 us); "
+            "transport's collectives on host tensors). MPI ops up to this size always use nonblocking MPI calls, "
+            "on either path (the caller's thread needs them to give up at `PYCOMM_TIMEOUT`, and MPI never matches"
+            " a blocking collective with a nonblocking one), and Open MPI's nonblocking collectives are slower "
+            "than its blocking ones: set it (e.g. 65536) where ranks' threads outnumber the cores, where the "
+            "hand-off to the progress thread costs far more (2 ranks on a loaded 2-core node: 4 KiB all-reduce "
+            "40-70 us instead of 300-640 us; on the idle node 25 us instead of 12 us); "
             "`pycomm.stats()[op][\"inline_calls\"]` counts the ops that ran on the caller's thread. Must be the "
             "same on every rank (it decides which MPI calls match); fixed from the first communicator on",
             "the host transports' blocking path (csrc/queue/inline_run.cc)", core=True),

@@ -1,8 +1,8 @@
 // The blocking host collectives on raw buffers as plain CPython fast calls: Communicator's common-call
 // paths (a contiguous host tensor, async_op=False) call them for every small op. pybind11's dispatch
 // (type lookups, argument casters, a call record) cost 0.27 us of a 1-rank 4-byte all-reduce's 0.82 us
-// in the core (perf, before this file); these parse a few ints (0.07 us). Each call submits the op and waits for it with the GIL released once,
-// no Work reaching Python.
+// in the core (perf, before this file); these parse a few ints (0.07 us). Each call submits the op and
+// waits for it with the GIL released once, no Work reaching Python.
 #include <Python.h>
 
 #include <climits>
@@ -53,7 +53,8 @@ bool parse(const char* fn, PyObject* const* args, Py_ssize_t nargs, const Arg (&
     const long long v = PyLong_AsLongLong(args[i]);
     if (v == -1 && PyErr_Occurred()) return false;
     if (kinds[i] == Arg::kInt && (v < INT_MIN || v > INT_MAX)) {
-      PyErr_Format(PyExc_OverflowError, "%s: argument %zd is %lld; expected a C int", fn, static_cast<Py_ssize_t>(i), v);
+      PyErr_Format(PyExc_OverflowError, "%s: argument %zd is %lld; expected a C int", fn, static_cast<Py_ssize_t>(i),
+                   v);
       return false;
     }
     out[i] = v;
@@ -95,13 +96,20 @@ PyObject* submit_and_wait(Transport& t, Submit submit) {
   Py_RETURN_NONE;
 }
 
+// One fast call: its arguments parsed as `kinds`, then `op(transport, args)` submitted and waited for.
+template <size_t N, typename Op>
+PyObject* blocking_call(const char* fn, const Arg (&kinds)[N], PyObject* self, PyObject* const* args,
+                        Py_ssize_t nargs, Op op) {
+  int64_t a[N];
+  if (!parse(fn, args, nargs, kinds, a)) return nullptr;
+  Transport& t = transport_of(self);
+  return submit_and_wait(t, [&] { return op(t, a); });
+}
+
 // allreduce_wait(ptr, count, dtype, op, bucket)
 PyObject* allreduce_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   static constexpr Arg kinds[] = {Arg::kPointer, Arg::kCount, Arg::kInt, Arg::kInt, Arg::kInt};
-  int64_t a[5];
-  if (!parse("allreduce_wait", args, nargs, kinds, a)) return nullptr;
-  Transport& t = transport_of(self);
-  return submit_and_wait(t, [&] {
+  return blocking_call("allreduce_wait", kinds, self, args, nargs, [](Transport& t, const int64_t* a) {
     return t.allreduce(buffer(address(a[0]), a[1], as_int(a[2]), -1, "allreduce"), reduce_op(a[3]), 0, as_int(a[4]),
                        true);
   });
@@ -110,10 +118,7 @@ PyObject* allreduce_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs
 // broadcast_wait(ptr, count, dtype, root)
 PyObject* broadcast_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   static constexpr Arg kinds[] = {Arg::kPointer, Arg::kCount, Arg::kInt, Arg::kInt};
-  int64_t a[4];
-  if (!parse("broadcast_wait", args, nargs, kinds, a)) return nullptr;
-  Transport& t = transport_of(self);
-  return submit_and_wait(t, [&] {
+  return blocking_call("broadcast_wait", kinds, self, args, nargs, [](Transport& t, const int64_t* a) {
     return t.broadcast(buffer(address(a[0]), a[1], as_int(a[2]), -1, "broadcast"), as_int(a[3]), 0, true);
   });
 }
@@ -121,10 +126,7 @@ PyObject* broadcast_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs
 // allgather_wait(out_ptr, out_count, in_ptr, in_count, dtype)
 PyObject* allgather_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   static constexpr Arg kinds[] = {Arg::kPointer, Arg::kCount, Arg::kPointer, Arg::kCount, Arg::kInt};
-  int64_t a[5];
-  if (!parse("allgather_wait", args, nargs, kinds, a)) return nullptr;
-  Transport& t = transport_of(self);
-  return submit_and_wait(t, [&] {
+  return blocking_call("allgather_wait", kinds, self, args, nargs, [](Transport& t, const int64_t* a) {
     return t.allgather(buffer(address(a[0]), a[1], as_int(a[4]), -1, "allgather"),
                        buffer(address(a[2]), a[3], as_int(a[4]), -1, "allgather"), 0, true);
   });
@@ -133,24 +135,26 @@ PyObject* allgather_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs
 // reduce_scatter_wait(out_ptr, out_count, in_ptr, in_count, dtype, op)
 PyObject* reduce_scatter_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   static constexpr Arg kinds[] = {Arg::kPointer, Arg::kCount, Arg::kPointer, Arg::kCount, Arg::kInt, Arg::kInt};
-  int64_t a[6];
-  if (!parse("reduce_scatter_wait", args, nargs, kinds, a)) return nullptr;
-  Transport& t = transport_of(self);
-  return submit_and_wait(t, [&] {
+  return blocking_call("reduce_scatter_wait", kinds, self, args, nargs, [](Transport& t, const int64_t* a) {
     return t.reduce_scatter(buffer(address(a[0]), a[1], as_int(a[4]), -1, "reduce_scatter"),
                             buffer(address(a[2]), a[3], as_int(a[4]), -1, "reduce_scatter"), reduce_op(a[5]), 0, true);
   });
 }
 
+// METH_FASTCALL functions are stored as PyCFunction (CPython's own convention for the cast).
+PyCFunction fast(PyObject* (*f)(PyObject*, PyObject* const*, Py_ssize_t)) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f));
+}
+
 PyMethodDef g_calls[] = {
-    {"allreduce_wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(allreduce_wait)), METH_FASTCALL,
+    {"allreduce_wait", fast(allreduce_wait), METH_FASTCALL,
      "allreduce_wait(ptr, count, dtype, op, bucket): a blocking host all-reduce in place."},
-    {"broadcast_wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(broadcast_wait)), METH_FASTCALL,
+    {"broadcast_wait", fast(broadcast_wait), METH_FASTCALL,
      "broadcast_wait(ptr, count, dtype, root): a blocking host broadcast."},
-    {"allgather_wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(allgather_wait)), METH_FASTCALL,
+    {"allgather_wait", fast(allgather_wait), METH_FASTCALL,
      "allgather_wait(out_ptr, out_count, ptr, count, dtype): a blocking host all-gather."},
-    {"reduce_scatter_wait", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(reduce_scatter_wait)),
-     METH_FASTCALL, "reduce_scatter_wait(out_ptr, out_count, ptr, count, dtype, op): a blocking host reduce-scatter."},
+    {"reduce_scatter_wait", fast(reduce_scatter_wait), METH_FASTCALL,
+     "reduce_scatter_wait(out_ptr, out_count, ptr, count, dtype, op): a blocking host reduce-scatter."},
 };
 
 }  // namespace
@@ -159,8 +163,9 @@ void register_blocking_calls(py::module_& m) {
   m.def(
       "blocking_calls",
       [](std::shared_ptr<Transport> t) {
-        py::capsule owner(new std::shared_ptr<Transport>(std::move(t)), kCapsuleName,
-                          [](PyObject* c) { delete static_cast<std::shared_ptr<Transport>*>(PyCapsule_GetPointer(c, kCapsuleName)); });
+        py::capsule owner(new std::shared_ptr<Transport>(std::move(t)), kCapsuleName, [](PyObject* c) {
+          delete static_cast<std::shared_ptr<Transport>*>(PyCapsule_GetPointer(c, kCapsuleName));
+        });
         py::dict calls;
         for (PyMethodDef& def : g_calls) {
           PyObject* f = PyCFunction_New(&def, owner.ptr());
