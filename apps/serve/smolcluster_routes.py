@@ -107,6 +107,8 @@ def generation(service: Any, body: SmolBody, history: list[Turn] | None) -> tupl
         raise BadRequest("worker_rank", f"this server runs one pipeline (no data-parallel workers): the only "
                                         f"worker_rank is {WORKER_RANK} (GET /config: available_worker_ranks), got "
                                         f"{body.worker_rank}")
+    if body.session_id is not None:   # checked whether or not this endpoint uses memory
+        chat_sessions.check_id(body.session_id)
     prompt = Prompt(body, history)
     ids = checks.prompt_ids(limits, prompt.text, prompt.field)
     temperature, top_k, top_p = decoding(body, limits)
