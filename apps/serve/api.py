@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 
+from apps.serve import openai_routes, smolcluster_routes
 from apps.serve.body_limit import BodyLimit
 from apps.serve.chat_sessions import SessionStore
 from apps.serve.engine import Engine
@@ -116,8 +117,8 @@ class Service:
             time.sleep(0.05)
 
 
-def create_app(service: Service, max_body_bytes: int) -> FastAPI:
-    from apps.serve import openai_routes, smolcluster_routes
+def create_app(service: Service, max_body_bytes: int) -> BodyLimit:
+    """The ASGI app uvicorn serves: the FastAPI app behind the body limit."""
 
     app = FastAPI(title="pycomm apps.serve", docs_url=None, redoc_url=None)
     install(app)

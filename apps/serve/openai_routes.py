@@ -12,18 +12,21 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Annotated, Any, AsyncIterator, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, Union
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 
 from apps.serve import request_checks as checks
 from apps.serve.chat_template import Message, render, turns
 from apps.serve.http_errors import BadRequest, openai_error_body
+from apps.serve.request_checks import JsonFloat
 from apps.serve.smolcluster_routes import SSE_HEADERS
 
-Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+if TYPE_CHECKING:   # apps.serve.api imports this module
+    from apps.serve.api import Service
+
 COMPLETION_MAX_TOKENS = 16     # OpenAI's default for /v1/completions
 CHAT_MAX_TOKENS = 200
 DEFAULT_TEMPERATURE = 1.0      # OpenAI's default
@@ -40,8 +43,8 @@ class Sampling(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: StrictStr
     max_tokens: Optional[StrictInt] = None
-    temperature: Optional[Float] = None
-    top_p: Optional[Float] = None
+    temperature: Optional[JsonFloat] = None
+    top_p: Optional[JsonFloat] = None
     top_k: Optional[StrictInt] = None
     n: Optional[StrictInt] = None
     stop: Union[StrictStr, list[StrictStr], None] = None
@@ -49,9 +52,9 @@ class Sampling(BaseModel):
     stream: Optional[StrictBool] = None
     stream_options: Optional[StreamOptions] = None
     user: Optional[StrictStr] = None
-    frequency_penalty: Optional[Float] = None
-    presence_penalty: Optional[Float] = None
-    logit_bias: Optional[dict[str, Float]] = None
+    frequency_penalty: Optional[JsonFloat] = None
+    presence_penalty: Optional[JsonFloat] = None
+    logit_bias: Optional[dict[str, JsonFloat]] = None
 
 
 class CompletionBody(Sampling):
@@ -86,7 +89,8 @@ def refuse_unsupported(body: BaseModel) -> None:
 class Openai:
     """One /v1 request: checks, the generation, and the answer in OpenAI's format."""
 
-    def __init__(self, service: Any, body: Sampling, chat: bool, prompt: str, prompt_field: str, max_tokens: int | None):
+    def __init__(self, service: "Service", body: Sampling, chat: bool, prompt: str, prompt_field: str,
+                 max_tokens: int | None):
         if body.model != service.model_id:
             raise BadRequest("model", f"the model {body.model!r} does not exist; this server serves "
                                       f"{service.model_id!r} (GET /v1/models)", status=404, code="model_not_found")
@@ -162,7 +166,7 @@ class Openai:
         return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-def add(app: FastAPI, service: Any) -> None:
+def add(app: FastAPI, service: "Service") -> None:
     def model_card() -> dict[str, Any]:
         return {"id": service.model_id, "object": "model", "created": service.info["created"], "owned_by": OWNER,
                 "max_model_len": service.limits.block_size}

@@ -5,13 +5,16 @@ is a scheduler Request whose every number is safe to send and to sample with."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Annotated, Optional, Union
+
+from pydantic import Field
 
 from apps.serve.engine import random_seed
 from apps.serve.http_errors import BadRequest
 from apps.serve.scheduler import Request
 from apps.serve.text_codec import Vocabulary
 
+JsonFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]   # a JSON number (an integer too), finite
 MAX_TEMPERATURE = 100.0      # softmax at T=100 is already close to uniform over a char vocabulary
 INT64 = 2**63
 MAX_STOPS, MAX_STOP_CHARS = 4, 256   # OpenAI's limit on stop strings; a bound on their length

@@ -16,18 +16,21 @@ Where this server differs, and why:
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, AsyncIterator, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, AsyncIterator, Optional, Union
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 
 from apps.serve import chat_sessions, request_checks as checks
 from apps.serve.chat_template import Message, Turn, last_user, render, turns
 from apps.serve.http_errors import BadRequest
+from apps.serve.request_checks import JsonFloat
 from apps.serve.scheduler import Request as GenRequest
 
-Float = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+if TYPE_CHECKING:   # apps.serve.api imports this module
+    from apps.serve.api import Service
+
 DEFAULT_MAX_TOKENS = 200
 DEFAULT_TEMPERATURE = 0.8
 STRATEGY_DEFAULTS = {"top_k": 50, "top_p": 0.9}   # SmolCluster's own, when the strategy's parameter is not given
@@ -43,8 +46,8 @@ class SmolBody(BaseModel):
     prompt: Optional[StrictStr] = None
     messages: Optional[list[Message]] = None
     max_tokens: Optional[StrictInt] = None
-    temperature: Optional[Float] = None
-    top_p: Optional[Float] = None
+    temperature: Optional[JsonFloat] = None
+    top_p: Optional[JsonFloat] = None
     top_k: Optional[StrictInt] = None
     decoding_strategy: Optional[StrictStr] = None
     seed: Optional[StrictInt] = None
@@ -101,7 +104,7 @@ class Prompt:
         self.text = self.user if conversation is None else render(conversation)
 
 
-def generation(service: Any, body: SmolBody, history: list[Turn] | None) -> tuple[GenRequest, Prompt]:
+def generation(service: "Service", body: SmolBody, history: list[Turn] | None) -> tuple[GenRequest, Prompt]:
     limits = service.limits
     if body.worker_rank not in (None, WORKER_RANK):
         raise BadRequest("worker_rank", f"this server runs one pipeline (no data-parallel workers): the only "
@@ -123,7 +126,7 @@ def session_of(body: SmolBody) -> Optional[str]:
     return chat_sessions.check_id(body.session_id)
 
 
-def add(app: FastAPI, service: Any) -> None:
+def add(app: FastAPI, service: "Service") -> None:
     @app.post("/chat")
     async def chat(body: SmolBody, request: Request) -> StreamingResponse:
         session = session_of(body)

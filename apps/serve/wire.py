@@ -5,8 +5,9 @@ micro-batch, the activations (rows, width, dim). Row 0 of meta is the header:
 kind, rows, width, then from column ROW each stage's compute time in ns (each stage fills its own).
 Rows 1.. describe one sequence each (columns below; TEMPERATURE and TOP_P hold a float64's bits);
 the last stage writes the sampled token into column TOKEN and sends meta back to rank 0 (tag TOKENS).
-Every value is range-checked on rank 0 before it is written here (apps.serve.request_checks). HEARTBEAT (keeps idle receives from
-reaching PYCOMM_TIMEOUT) and STOP (shutdown, acknowledged by the last stage) carry no rows."""
+Every value is range-checked on rank 0 before it is written here (apps.serve.request_checks).
+HEARTBEAT (keeps idle receives from reaching PYCOMM_TIMEOUT) and STOP (shutdown, acknowledged by the
+last stage) carry no rows."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -43,7 +43,8 @@ def train_tiny_gpt(tmp: Path) -> Path:
     text = "\n".join((f"\n{speakers[i // 4 % 3]}\n" if i % 4 == 0 else "") +
                      " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(8)) for i in range(300))
     (tmp / "text.txt").write_text(text)
-    argv = [sys.executable, "-m", "apps.train", "--nproc", "1", "--config", str(ROOT / "apps/configs/gpt_shakespeare_char.yaml"),
+    config = str(ROOT / "apps/configs/gpt_shakespeare_char.yaml")
+    argv = [sys.executable, "-m", "apps.train", "--nproc", "1", "--config", config,
             "-o", "data.path=text.txt", *TINY_GPT, "-o", "data.batch_size=8", "-o", "data.eval_batch_size=8",
             "-o", "train.max_steps=3", "-o", "logging.plot=false", "-o", "out_dir=runs", "-o", "name=tiny"]
     proc = subprocess.run(argv, cwd=tmp, env=worker_env(), capture_output=True, text=True, timeout=300)

@@ -305,6 +305,34 @@ def test_health_config_metrics(server, run_dir: Path) -> None:
         assert 0 <= s["busy_fraction"] <= 1 and len(s["busy_fraction_history"]) == metrics["history_s"], s
 
 
+def test_a_checkpoint_without_a_vocabulary_needs_its_text(run_dir: Path, tmp_path: Path) -> None:
+    """A checkpoint written before apps.train stored the vocabulary: served with the run's data.path when
+    that is a file from here, else a clear error; -o data.path=PATH gives it."""
+    import hashlib
+    import json
+    import shutil
+
+    from apps.checkpoint import CheckpointError
+    from apps.serve import model_source
+
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    for ckpt in (old / "checkpoints").glob("ckpt.*step*"):   # the periodic and the best one
+        state = torch.load(ckpt / "iter_state_dict.pt", weights_only=True)
+        assert state["extra"]["vocab"]   # what apps.train stores now
+        state["extra"].pop("vocab")
+        torch.save(state, ckpt / "iter_state_dict.pt")
+        manifest = json.loads((ckpt / "manifest.json").read_text())
+        data = (ckpt / "iter_state_dict.pt").read_bytes()
+        manifest["files"]["iter_state_dict.pt"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        (ckpt / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="holds no vocabulary .* -o data.path=PATH"):
+        model_source.load(str(old))
+    text = run_dir.parent.parent / "text.txt"
+    served = model_source.load(str(old), [f"data.path={text}"])
+    assert served.vocab == "".join(sorted(set(text.read_text())))
+
+
 @pytest.mark.parametrize("where, message", [("missing", "no such file or directory"),
                                             ("empty_run", "has no complete checkpoint")])
 def test_a_bad_checkpoint_is_a_clear_error_before_serving(tmp_path: Path, where: str, message: str) -> None:

@@ -89,7 +89,8 @@ def test_field_checks_name_the_field_before_the_wire() -> None:
                         (lambda: checks.temperature(-1e-300, 1.0), "temperature"),
                         (lambda: checks.temperature(1e300, 1.0), "temperature"), (lambda: checks.top_p(0.0), "top_p"),
                         (lambda: checks.top_p(1.5), "top_p"), (lambda: checks.max_tokens(101, 1, limits), "max_tokens"),
-                        (lambda: checks.stops(["a"] * 5), "stop"), (lambda: checks.prompt_ids(limits, "abd", "text"), "text"),
+                        (lambda: checks.stops(["a"] * 5), "stop"),
+                        (lambda: checks.prompt_ids(limits, "abd", "text"), "text"),
                         (lambda: checks.prompt_ids(limits, "", "prompt"), "prompt")]:
         with pytest.raises(BadRequest) as e:
             call()
