@@ -95,7 +95,8 @@ def serve(args: argparse.Namespace) -> int:
     block_size = served.model.block_size
     args.window_keep = block_size // 2 if args.window_keep is None else args.window_keep
     if args.window_keep > block_size:   # on every rank: each stops with this message, none waits on another
-        raise ValueError(f"--window-keep {args.window_keep}: at most the model's block_size {block_size}")
+        from apps.config_io import ConfigError
+        raise ConfigError(f"--window-keep {args.window_keep}: at most the model's block_size {block_size}")
     stage = Stage(served.model, dist.rank, dist.size, args.slots)
     link = wire.Link(dist.comm, dist.rank, dist.size) if dist.size > 1 else None
     pids = torch.zeros(dist.size, dtype=torch.int64)
