@@ -65,6 +65,8 @@ class Run:
             self.state.per_rank = per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type)
             if self.ckpt.saved_world_size != dist.size:
                 self._rescale_position(self.ckpt.saved_world_size)
+        if "vocab" in self.splits.info:   # travels with every checkpoint: apps.serve needs no data.path
+            self.state.extra["vocab"] = self.splits.info["vocab"]
         if resume and getattr(self.opt, "is_server", False):   # a restarted parameter server: its own checkpoint
             self.state.step = max(self.state.step, self.opt.pushes_served() // len(self.opt.workers))   # says how far
             self.state.epoch = self.state.step // budget.steps_per_epoch

@@ -23,7 +23,9 @@ STOP_TIMEOUT_S = 60
 
 # A tiny char GPT trained for 3 steps: a real apps.train run directory with a checkpoint, in seconds.
 TINY_GPT = ["-o", "model.options.n_layer=2", "-o", "model.options.n_embd=32", "-o", "model.options.n_head=2",
-            "-o", "model.options.dropout=0.0", "-o", "data.options.block_size=256"]
+            "-o", "model.options.dropout=0.0", "-o", "data.options.block_size=64"]
+# A random GPT of the same size, for servers that need no trained weights
+RANDOM_GPT = [*TINY_GPT, "-o", "data.options.block_size=32"]
 
 
 def free_port() -> int:
@@ -33,14 +35,19 @@ def free_port() -> int:
 
 
 def train_tiny_gpt(tmp: Path) -> Path:
-    """apps.train's char GPT, tiny, 3 steps on a generated text; returns the run directory."""
+    """apps.train's char GPT, tiny, 3 steps on a generated text; returns the run directory. It trains in
+    `tmp` with a relative data.path and out_dir, as a user does: served from elsewhere, the run's
+    data.path names no file, and the vocabulary must come from the checkpoint."""
     words = "to be or not that is the question whether tis nobler in mind".split()
-    text = "\n".join(" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(8)) for i in range(300))
+    speakers = ["SYSTEM:", "USER:", "ASSISTANT:"]   # the chat template's headings (apps.serve.chat_template)
+    text = "\n".join((f"\n{speakers[i // 4 % 3]}\n" if i % 4 == 0 else "") +
+                     " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(8)) for i in range(300))
     (tmp / "text.txt").write_text(text)
-    argv = [sys.executable, "-m", "apps.train", "--nproc", "1", "--config", "apps/configs/gpt_shakespeare_char.yaml",
-            "-o", f"data.path={tmp / 'text.txt'}", *TINY_GPT, "-o", "data.batch_size=8", "-o", "data.eval_batch_size=8",
-            "-o", "train.max_steps=3", "-o", "logging.plot=false", "-o", f"out_dir={tmp / 'runs'}", "-o", "name=tiny"]
-    proc = subprocess.run(argv, cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=300)
+    config = str(ROOT / "apps/configs/gpt_shakespeare_char.yaml")
+    argv = [sys.executable, "-m", "apps.train", "--nproc", "1", "--config", config,
+            "-o", "data.path=text.txt", *TINY_GPT, "-o", "data.batch_size=8", "-o", "data.eval_batch_size=8",
+            "-o", "train.max_steps=3", "-o", "logging.plot=false", "-o", "out_dir=runs", "-o", "name=tiny"]
+    proc = subprocess.run(argv, cwd=tmp, env=worker_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return tmp / "runs" / "tiny"
 
@@ -97,16 +104,18 @@ def _start(args: tuple[str, ...], log: Path) -> Server:
 @contextmanager
 def serving(*args: str, stop: int = signal.SIGTERM) -> Iterator[Server]:
     """Start `python -m apps.serve ARGS --port FREE`, wait for /health, yield; then send `stop` to the
-    launcher and check it exits 0 with every rank gone."""
+    launcher and check it exits 0 with every rank gone (unless the job already ended: a test that
+    killed a rank checks the exit itself)."""
     log = Path(tempfile.mkstemp(prefix="apps-serve-", suffix=".log")[1])
     server = None
     try:
         server = _start(args, log)
         proc = server.proc
         yield server
-        proc.send_signal(stop)
-        code = proc.wait(timeout=STOP_TIMEOUT_S)
-        assert code == 0, f"apps.serve exited {code} after signal {stop}\n{server.output()}"
+        if proc.poll() is None:
+            proc.send_signal(stop)
+            code = proc.wait(timeout=STOP_TIMEOUT_S)
+            assert code == 0, f"apps.serve exited {code} after signal {stop}\n{server.output()}"
         deadline = time.monotonic() + 10
         while any(alive(p) for p in server.pids) and time.monotonic() < deadline:
             time.sleep(0.2)
