@@ -43,4 +43,19 @@ class NvtxScope {
 #endif
 };
 
+// A push/pop range around one kernel call on the calling thread (for a GPU kernel: its launch).
+// Message: "<name> <bytes>B cpu" or "... gpu<N>"; payload: bytes (the kernel's input data).
+class NvtxKernelScope {
+ public:
+  NvtxKernelScope(const char* name, int64_t bytes, int device);
+  ~NvtxKernelScope();
+  NvtxKernelScope(const NvtxKernelScope&) = delete;
+  NvtxKernelScope& operator=(const NvtxKernelScope&) = delete;
+
+ private:
+#ifdef PYCOMM_WITH_NVTX
+  bool on_ = false;  // pushed: pops
+#endif
+};
+
 }  // namespace pycomm
