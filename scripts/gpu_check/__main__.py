@@ -144,7 +144,7 @@ class Check:
             out = run_command(argv, log, limit, self.env, machine.ROOT)
             counts = report.junit_counts(xml)
             status, note = report.status_of(out.returncode, counts)
-            texts = [log.read_text(errors="replace")] + ([xml.read_text(errors="replace")] if counts else [])
+            texts = [log.read_text(errors="replace"), *report.junit_outputs(xml)]
             return self.record(Result(ph.name, status, out.seconds, note, counts, log, xml if counts else None,
                                       report.findings(texts)))
         argv = [a.format(python=sys.executable, results=self.results_dir) for a in ph.command]

@@ -35,6 +35,14 @@ def junit_counts(path: Path) -> dict[str, int] | None:
     return counts
 
 
+def junit_outputs(path: Path) -> list[str]:
+    """The captured stdout of every test case in a JUnit file (pytest -o junit_logging=system-out)."""
+    try:
+        return [e.text or "" for e in ET.parse(path).getroot().iter("system-out")]
+    except (OSError, ET.ParseError):
+        return []
+
+
 def findings(texts: Iterable[str]) -> list[str]:
     """The GPU-RESULT lines in `texts`, each once, in order."""
     seen: list[str] = []

@@ -22,7 +22,7 @@ from tests.launch import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" failures="{f}"
-skipped="1" tests="4" time="1.0"><testcase classname="t" name="a" time="0.1"><system-out>GPU-RESULT: 7 GB/s
+skipped="1" tests="4" time="1.0"><testcase classname="t" name="a" time="0.1"><system-out>GPU-RESULT: loss 4 -&gt; 2
 </system-out></testcase></testsuite></testsuites>"""
 
 
@@ -72,6 +72,7 @@ def test_the_report_merges_junit_counts_and_tails_failures(tmp_path):
     assert report.status_of(0, b) == (PASSED, "") and report.status_of(None, b)[0] == FAILED
     assert report.status_of(0, {**b, "passed": 0, "skipped": 4})[1].startswith("no test ran: all 4 skipped")
     assert report.junit_counts(logs / "missing.xml") is None
+    assert report.findings(report.junit_outputs(logs / "b.xml")) == ["loss 4 -> 2"]
     results = [Result("a", FAILED, 3.0, "pytest exited 1", counts, logs / "a.log", logs / "a.xml"),
                Result("b", PASSED, 2.0, "", b, None, logs / "b.xml", ["7 GB/s"]),
                Result("bench", PASSED, 1.0, "", None, logs / "c.log", None,
