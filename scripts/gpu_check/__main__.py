@@ -98,13 +98,16 @@ class Check:
                                             "and carry .whl): no MPI, so the MPI phases are skipped")
             log.write_text(why + "\n")
         else:
-            ok, seconds, why = self.commands("setup", [
-                (machine.install_wheels_argv(self.prefix), 120),
+            ok, seconds, why = self.commands("setup", [(machine.install_wheels_argv(self.prefix), 120)])
+            self.env = machine.step_env(self.prefix)   # now with what the wheels installed (MPI4PY_LIBMPI)
+        if ok:
+            more_ok, more_s, why = self.commands("setup", [
                 (["mpirun", "--version"], 30),
                 ([sys.executable, "-c", machine.MPI_CHECK], 60),
                 (["mpirun", "-n", "2", "--oversubscribe", "--allow-run-as-root", sys.executable, "-c",
                   "from mpi4py import MPI; c = MPI.COMM_WORLD; assert c.allreduce(1) == 2; print('rank', c.rank, 'ok')"],
                  60)])
+            ok, seconds = more_ok, seconds + more_s
         if ok:
             self.have.add(MPI)
         self.header += machine.facts(self.env)

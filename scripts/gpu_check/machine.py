@@ -132,15 +132,17 @@ else:
 def facts(env: Mapping[str, str]) -> list[str]:
     """One line per fact about the machine (what could not be read says so)."""
     out = []
-    for argv in (["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                 ["nvcc", "--version"], [sys.executable, "-c", FACTS], ["mpirun", "--version"]):
+    for label, argv in (("nvidia-smi", ["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                                        "--format=csv,noheader"]),
+                        ("nvcc", ["nvcc", "--version"]), ("torch", [sys.executable, "-c", FACTS]),
+                        ("mpirun", ["mpirun", "--version"])):
         try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(env))
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(env))
             text = (p.stdout or p.stderr).strip().splitlines()
-            keep = [t for t in text if "release" in t] if argv[0] == "nvcc" else text[:2]
-            out.append(f"{Path(argv[0]).name}: {' | '.join(keep) or f'exit {p.returncode}'}")
+            keep = [t for t in text if "release" in t] if label == "nvcc" else text[:2]
+            out.append(f"{label}: {' | '.join(keep) or f'exit {p.returncode}'}")
         except (OSError, subprocess.TimeoutExpired) as e:
-            out.append(f"{Path(argv[0]).name}: not available ({e.__class__.__name__})")
+            out.append(f"{label}: not available ({e.__class__.__name__})")
     out.append(f"nvcc at {shutil.which('nvcc', path=env.get('PATH'))}; cpus: {os.cpu_count()}")
     return out
 

@@ -26,7 +26,7 @@ PHASES: tuple[Phase, ...] = (
     Phase("kernels", "every kernel on CUDA against its reference and the CPU's bytes (tests/kernels)",
           tests=("tests/kernels",), limit_s=100, floor_s=20, maxfail=40),
     Phase("nccl", "NCCL on one rank: every op and dtype, async Work, stream semantics without host sync, "
-                  "abort, watchdog timeout, bad tensors, ncclCommSplit; GPU buffers reused across streams",
+                  "abort, watchdog timeout, bad tensors, ncclCommSplit; stream order of pooled buffers and local p2p",
           tests=("tests/comm/test_nccl.py", "tests/comm/test_gpu_streams.py"), limit_s=150, floor_s=30,
           maxfail=15),
     Phase("mpi_cuda", "MPI with CUDA buffers on 2 ranks sharing the GPU (pinned staging): the collectives "
