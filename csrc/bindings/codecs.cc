@@ -110,7 +110,7 @@ void reduce_encode_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residua
   a.seed = seed;
   a.decoded_out = as_ptr<float>(decoded_out);
   py::gil_scoped_release nogil;
-  NvtxKernelScope range(kName, numel * int64_t(sizeof(float)), -1);
+  NvtxScope range(kName, numel * int64_t(sizeof(float)), -1);
   kKernel(a);
 }
 

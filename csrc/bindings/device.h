@@ -35,7 +35,7 @@ inline void require_gpu_build(int device, const char* what) {
 #define PYCOMM_RUN_KERNEL(name, bytes, cpu_fn, gpu_fn, a, device, stream)   \
   do {                                                                      \
     pybind11::gil_scoped_release nogil_;                                    \
-    pycomm::NvtxKernelScope range_((name), (bytes), (device));              \
+    pycomm::NvtxScope range_((name), (bytes), (device));              \
     if ((device) >= 0) gpu_fn((a), (device), (stream));                     \
     else cpu_fn(a);                                                         \
   } while (0)
@@ -44,7 +44,7 @@ inline void require_gpu_build(int device, const char* what) {
   do {                                                                      \
     (void)(stream);                                                         \
     pybind11::gil_scoped_release nogil_;                                    \
-    pycomm::NvtxKernelScope range_((name), (bytes), (device));              \
+    pycomm::NvtxScope range_((name), (bytes), (device));              \
     cpu_fn(a);                                                              \
   } while (0)
 #endif

@@ -58,23 +58,19 @@ NvtxScope::~NvtxScope() {
   if (on_) nvtxDomainRangePop(domain());
 }
 
-NvtxKernelScope::NvtxKernelScope(const char* name, int64_t bytes, int device) : on_(nvtx_tool_attached()) {
+NvtxScope::NvtxScope(const char* kernel, int64_t bytes, int device) : on_(nvtx_tool_attached()) {
   if (!on_) return;
-  std::string msg = std::string(name) + " " + std::to_string(bytes) + "B " +
+  std::string msg = std::string(kernel) + " " + std::to_string(bytes) + "B " +
                     (device < 0 ? std::string("cpu") : "gpu" + std::to_string(device));
   nvtxEventAttributes_t a = attributes(msg, bytes);
   nvtxDomainRangePushEx(domain(), &a);
-}
-NvtxKernelScope::~NvtxKernelScope() {
-  if (on_) nvtxDomainRangePop(domain());
 }
 #else
 NvtxOpRange::NvtxOpRange(const OpInfo&) {}
 NvtxOpRange::~NvtxOpRange() {}
 NvtxScope::NvtxScope(const char*, const OpInfo&) {}
 NvtxScope::~NvtxScope() {}
-NvtxKernelScope::NvtxKernelScope(const char*, int64_t, int) {}
-NvtxKernelScope::~NvtxKernelScope() {}
+NvtxScope::NvtxScope(const char*, int64_t, int) {}
 #endif
 
 }  // namespace pycomm

@@ -29,28 +29,16 @@ class NvtxOpRange {
 #endif
 };
 
-// A push/pop range on the calling thread, e.g. a Python thread waiting on an op.
+// A push/pop range on the calling thread, e.g. a Python thread waiting on an op; or around one kernel
+// call (for a GPU kernel: its launch), message "<kernel> <bytes>B cpu|gpu<N>", payload: bytes (the
+// kernel's input data).
 class NvtxScope {
  public:
   NvtxScope(const char* what, const OpInfo& info);
+  NvtxScope(const char* kernel, int64_t bytes, int device);
   ~NvtxScope();
   NvtxScope(const NvtxScope&) = delete;
   NvtxScope& operator=(const NvtxScope&) = delete;
-
- private:
-#ifdef PYCOMM_WITH_NVTX
-  bool on_ = false;  // pushed: pops
-#endif
-};
-
-// A push/pop range around one kernel call on the calling thread (for a GPU kernel: its launch).
-// Message: "<name> <bytes>B cpu" or "... gpu<N>"; payload: bytes (the kernel's input data).
-class NvtxKernelScope {
- public:
-  NvtxKernelScope(const char* name, int64_t bytes, int device);
-  ~NvtxKernelScope();
-  NvtxKernelScope(const NvtxKernelScope&) = delete;
-  NvtxKernelScope& operator=(const NvtxKernelScope&) = delete;
 
  private:
 #ifdef PYCOMM_WITH_NVTX
