@@ -5,7 +5,6 @@ line for the check's summary."""
 from __future__ import annotations
 
 import json
-import random
 import statistics
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 import torch
 
 import pycomm
+from tests import pseudo_text
 from tests.apps import runs
 
 pytestmark = [pytest.mark.gpu,
@@ -25,21 +25,9 @@ def rows(run_dir: Path, name: str = "train.jsonl") -> list[dict]:
     return [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
 
 
-def text(path: Path, chars: int = 600_000) -> Path:
-    """A seeded pseudo-text (tiny Shakespeare does not travel to the GPU machine; tokens/s and MFU depend
-    on the model and batch, not on the text)."""
-    rng = random.Random(0)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 8))) for _ in range(2000)]
-    out, n = [], 0
-    while n < chars:
-        out.append(rng.choice(words) + rng.choice(" \n,.;:!?"))
-        n += len(out[-1])
-    path.write_text("".join(out))
-    return path
-
-
 def test_gpt_on_one_gpu_reports_tokens_per_second_and_mfu(tmp_path):
-    data = text(tmp_path / "input.txt")
+    # tiny Shakespeare does not travel to the GPU machine; tok/s and MFU depend on the model and batch, not the text
+    data = pseudo_text.write(tmp_path / "input.txt", chars=600_000, letters="abcdefghijklmnopqrstuvwxyz", words=2000)
     proc = runs.run(["-m", "apps.train", "--nproc", "1", "--config", "apps/configs/gpt_shakespeare_char.yaml",
                      "-o", f"data.path={data}", "-o", "train.device=cuda", "-o", "train.dtype=bfloat16",
                      "-o", "train.epochs=0", "-o", f"train.max_steps={GPT_STEPS}", "-o", "train.log_every=10",
