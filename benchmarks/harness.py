@@ -47,6 +47,37 @@ def measure(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2, inner: int
     return Timing(statistics.median(samples), min(samples), max(samples), repeats, samples)
 
 
+def measure_gpu(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2,
+                before: Callable[[], Any] | None = None) -> Timing:
+    """Median/min/max seconds the GPU spends on one call of `fn`: CUDA events around the call, which is
+    queued behind a sleep kernel so that the host's launch overhead is not timed (the sleep doubles until
+    it outlasts the queuing). `before` (untimed) runs ahead of each call, e.g. to evict the L2 cache."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    cycles, samples = 1 << 22, []   # ~2 ms at 2 GHz
+    while len(samples) < repeats:
+        if before is not None:
+            before()
+        start, end, slept = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
+                             torch.cuda.Event())
+        torch.cuda._sleep(cycles)
+        slept.record()
+        start.record()
+        fn()
+        end.record()
+        hidden = not slept.query()   # still asleep once everything was queued: no launch gap was timed
+        end.synchronize()
+        if hidden:
+            samples.append(start.elapsed_time(end) / 1e3)
+        elif cycles < 1 << 34:
+            cycles *= 2
+        else:
+            raise RuntimeError("measure_gpu: queuing the call outlasts a sleep of 2^34 cycles")
+    return Timing(statistics.median(samples), min(samples), max(samples), repeats, samples)
+
+
 def environment() -> dict[str, Any]:
     """What the figures were measured on."""
     env: dict[str, Any] = {

@@ -11,6 +11,7 @@
 
 #include "bindings/bindings.h"
 #include "bindings/device.h"
+#include "diagnostics/nvtx.h"
 #include "kernels/onebit.h"
 #include "kernels/quantize.h"
 #include "kernels/reduce_encode.h"
@@ -22,6 +23,10 @@ namespace {
 
 template <typename T>
 T* as_ptr(uintptr_t p) { return reinterpret_cast<T*>(p); }
+
+// names of the fused reduce steps: their Python entry points and NVTX ranges
+constexpr char kReduceQuantize[] = "reduce_quantize_int8";
+constexpr char kReduceSign[] = "reduce_sign_compress";
 
 // The fields both encoders share: input, block layout, scales and the error-feedback residual.
 template <typename Args>
@@ -58,7 +63,8 @@ void quantize_int8_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block,
   a.q = as_ptr<int8_t>(q);
   a.stochastic = stochastic;
   a.seed = seed;
-  PYCOMM_RUN_KERNEL(quantize_int8_cpu, quantize_int8_gpu, a, device, stream);
+  PYCOMM_RUN_KERNEL("quantize_int8", numel * int64_t(dtype_size(a.x_dtype)), quantize_int8_cpu, quantize_int8_gpu, a,
+                    device, stream);
 }
 
 void dequantize_int8_entry(uintptr_t q, uintptr_t scales, int64_t numel, int64_t block, uintptr_t out,
@@ -66,12 +72,14 @@ void dequantize_int8_entry(uintptr_t q, uintptr_t scales, int64_t numel, int64_t
   require_gpu_build(device, "dequantize_int8");
   auto a = decode_args<DequantizeArgs>(scales, numel, block, out, out_dtype, accumulate, "dequantize_int8");
   a.q = as_ptr<const int8_t>(q);
-  PYCOMM_RUN_KERNEL(dequantize_int8_cpu, dequantize_int8_gpu, a, device, stream);
+  PYCOMM_RUN_KERNEL(accumulate ? "dequantize_int8_accumulate" : "dequantize_int8",
+                    numel * int64_t(dtype_size(a.out_dtype)), dequantize_int8_cpu, dequantize_int8_gpu, a, device,
+                    stream);
 }
 
 // The fused reduce step of either codec (kernels/reduce_encode.h); `data` and `out_data` are the codec's
 // int8 levels or sign bits.
-template <void (*kKernel)(const ReduceEncodeArgs&)>
+template <void (*kKernel)(const ReduceEncodeArgs&), const char* kName>
 void reduce_encode_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residual, const std::vector<uintptr_t>& data,
                          const std::vector<uintptr_t>& scales, double factor, int64_t numel, int64_t block,
                          uintptr_t out_data, uintptr_t out_scales, uintptr_t residual, bool stochastic, uint64_t seed,
@@ -102,6 +110,7 @@ void reduce_encode_entry(uintptr_t own, int64_t own_numel, uintptr_t own_residua
   a.seed = seed;
   a.decoded_out = as_ptr<float>(decoded_out);
   py::gil_scoped_release nogil;
+  NvtxScope range(kName, numel * int64_t(sizeof(float)), -1);
   kKernel(a);
 }
 
@@ -110,7 +119,8 @@ void sign_compress_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block,
   require_gpu_build(device, "sign_compress");
   auto a = encode_args<SignCompressArgs>(x, x_dtype, numel, block, scales, residual, "sign_compress");
   a.bits = as_ptr<uint8_t>(bits);
-  PYCOMM_RUN_KERNEL(sign_compress_cpu, sign_compress_gpu, a, device, stream);
+  PYCOMM_RUN_KERNEL("sign_compress", numel * int64_t(dtype_size(a.x_dtype)), sign_compress_cpu, sign_compress_gpu, a,
+                    device, stream);
 }
 
 void sign_decompress_entry(uintptr_t bits, uintptr_t scales, int64_t numel, int64_t block, uintptr_t out,
@@ -118,7 +128,9 @@ void sign_decompress_entry(uintptr_t bits, uintptr_t scales, int64_t numel, int6
   require_gpu_build(device, "sign_decompress");
   auto a = decode_args<SignDecompressArgs>(scales, numel, block, out, out_dtype, accumulate, "sign_decompress");
   a.bits = as_ptr<const uint8_t>(bits);
-  PYCOMM_RUN_KERNEL(sign_decompress_cpu, sign_decompress_gpu, a, device, stream);
+  PYCOMM_RUN_KERNEL(accumulate ? "sign_decompress_accumulate" : "sign_decompress",
+                    numel * int64_t(dtype_size(a.out_dtype)), sign_decompress_cpu, sign_decompress_gpu, a, device,
+                    stream);
 }
 
 }  // namespace
@@ -131,8 +143,8 @@ void register_codecs(py::module_& m) {
   m.def("dequantize_int8", &dequantize_int8_entry, py::arg("q"), py::arg("scales"), py::arg("numel"),
         py::arg("block"), py::arg("out"), py::arg("out_dtype"), py::arg("accumulate"), py::arg("device"),
         py::arg("stream"), "out (+)= q * scale");
-  for (auto [name, entry] : {std::pair{"reduce_quantize_int8", &reduce_encode_entry<reduce_quantize_int8_cpu>},
-                              std::pair{"reduce_sign_compress", &reduce_encode_entry<reduce_sign_compress_cpu>}})
+  for (auto [name, entry] : {std::pair{kReduceQuantize, &reduce_encode_entry<reduce_quantize_int8_cpu, kReduceQuantize>},
+                              std::pair{kReduceSign, &reduce_encode_entry<reduce_sign_compress_cpu, kReduceSign>}})
     m.def(name, entry, py::arg("own"), py::arg("own_numel"), py::arg("own_residual"), py::arg("data"),
           py::arg("scales"), py::arg("factor"), py::arg("numel"), py::arg("block"), py::arg("out_data"),
           py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"),

@@ -30,6 +30,7 @@ using gpuEvent_t = hipEvent_t;
 #define gpuHostAllocDefault hipHostMallocDefault
 #define gpuFreeHost hipHostFree
 #define gpuEventQuery hipEventQuery
+#define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDefault hipEventDefault
 #define gpuStreamQuery hipStreamQuery
@@ -68,6 +69,7 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuHostAllocDefault cudaHostAllocDefault
 #define gpuFreeHost cudaFreeHost
 #define gpuEventQuery cudaEventQuery
+#define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventDefault cudaEventDefault
 #define gpuStreamQuery cudaStreamQuery

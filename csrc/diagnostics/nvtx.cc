@@ -14,14 +14,14 @@ nvtxDomainHandle_t domain() {
   return d;
 }
 
-nvtxEventAttributes_t attributes(const std::string& message, const OpInfo& info) {
+nvtxEventAttributes_t attributes(const std::string& message, int64_t bytes) {
   nvtxEventAttributes_t a = {};
   a.version = NVTX_VERSION;
   a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
   a.messageType = NVTX_MESSAGE_TYPE_ASCII;
   a.message.ascii = message.c_str();  // NVTX copies the string during the call
   a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
-  a.payload.llValue = info.bytes;
+  a.payload.llValue = bytes;
   return a;
 }
 
@@ -41,7 +41,7 @@ std::string label(const char* prefix, const OpInfo& info) {
 NvtxOpRange::NvtxOpRange(const OpInfo& info) : on_(nvtx_tool_attached()) {
   if (!on_) return;
   std::string msg = label("", info);
-  nvtxEventAttributes_t a = attributes(msg, info);
+  nvtxEventAttributes_t a = attributes(msg, info.bytes);
   id_ = nvtxDomainRangeStartEx(domain(), &a);
 }
 NvtxOpRange::~NvtxOpRange() {
@@ -51,17 +51,26 @@ NvtxOpRange::~NvtxOpRange() {
 NvtxScope::NvtxScope(const char* what, const OpInfo& info) : on_(nvtx_tool_attached()) {
   if (!on_) return;
   std::string msg = label(what, info);
-  nvtxEventAttributes_t a = attributes(msg, info);
+  nvtxEventAttributes_t a = attributes(msg, info.bytes);
   nvtxDomainRangePushEx(domain(), &a);
 }
 NvtxScope::~NvtxScope() {
   if (on_) nvtxDomainRangePop(domain());
+}
+
+NvtxScope::NvtxScope(const char* kernel, int64_t bytes, int device) : on_(nvtx_tool_attached()) {
+  if (!on_) return;
+  std::string msg = std::string(kernel) + " " + std::to_string(bytes) + "B " +
+                    (device < 0 ? std::string("cpu") : "gpu" + std::to_string(device));
+  nvtxEventAttributes_t a = attributes(msg, bytes);
+  nvtxDomainRangePushEx(domain(), &a);
 }
 #else
 NvtxOpRange::NvtxOpRange(const OpInfo&) {}
 NvtxOpRange::~NvtxOpRange() {}
 NvtxScope::NvtxScope(const char*, const OpInfo&) {}
 NvtxScope::~NvtxScope() {}
+NvtxScope::NvtxScope(const char*, int64_t, int) {}
 #endif
 
 }  // namespace pycomm

@@ -29,10 +29,13 @@ class NvtxOpRange {
 #endif
 };
 
-// A push/pop range on the calling thread, e.g. a Python thread waiting on an op.
+// A push/pop range on the calling thread, e.g. a Python thread waiting on an op; or around one kernel
+// call (for a GPU kernel: its launch), message "<kernel> <bytes>B cpu|gpu<N>", payload: bytes (the
+// kernel's input data).
 class NvtxScope {
  public:
   NvtxScope(const char* what, const OpInfo& info);
+  NvtxScope(const char* kernel, int64_t bytes, int device);
   ~NvtxScope();
   NvtxScope(const NvtxScope&) = delete;
   NvtxScope& operator=(const NvtxScope&) = delete;

@@ -137,8 +137,8 @@ std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer o
 }
 
 std::unique_ptr<GpuStaging> MpiTransport::staging_for(const Buffer& in, const Buffer& out, uintptr_t stream) {
-  if ((in.device >= 0 || out.device >= 0) && !gpu_aware()) return std::make_unique<GpuStaging>(in, out, stream);
-  return nullptr;
+  if (in.device < 0 && out.device < 0) return nullptr;
+  return std::make_unique<GpuStaging>(in, out, stream, /*stage=*/!gpu_aware());
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, ReduceOp op, uintptr_t stream) {

@@ -110,20 +110,21 @@ def check_int8_exact(comm) -> None:
 def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block: int,
                           segment: int) -> list[torch.Tensor]:
     """ALGORITHMS.md's 1-bit all-reduce with error feedback over successive calls, from pycomm's own
-    sign kernels run one after another (the reference's scales sum in another order): every rank's
-    local residual encodes the chunks it sends, the owner spends its own and re-encodes the reduced chunk
-    with its server residual, and everyone decodes that."""
+    sign kernels run one after another (the reference's scales sum in another order), on the inputs' device:
+    every rank's local residual encodes the chunks it sends, the owner spends its own and re-encodes the
+    reduced chunk with its server residual, and everyone decodes that."""
     size, numel = len(xs_per_call[0]), xs_per_call[0][0].numel()
+    dev = xs_per_call[0][0].device
     segs = segments(numel, size, block, segment)
-    local = [torch.zeros(numel) for _ in range(size)]
-    server = [torch.zeros(sum(g.c for g in segs)) for _ in range(size)]
+    local = [torch.zeros(numel, device=dev) for _ in range(size)]
+    server = [torch.zeros(sum(g.c for g in segs), device=dev) for _ in range(size)]
     outs = []
     for xs in xs_per_call:
-        out = torch.empty(numel)
+        out = torch.empty(numel, device=dev)
         for seg in segs:
             for owner in range(size):
                 lo, hi = min(seg.lo + owner * seg.c, seg.hi), min(seg.lo + (owner + 1) * seg.c, seg.hi)
-                pad = lambda v: torch.cat([v[lo:hi], torch.zeros(seg.c - (hi - lo))])   # noqa: E731
+                pad = lambda v: torch.cat([v[lo:hi], torch.zeros(seg.c - (hi - lo), device=dev)])   # noqa: E731
                 acc = pad(xs[owner] + local[owner])
                 local[owner][lo:hi] = 0.0
                 for r in range(size):
@@ -133,10 +134,11 @@ def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block:
                         local[r][lo:hi] = res[: hi - lo]
                         pycomm.kernels.sign_decompress_accumulate(bits, scales, acc, block=block)
                 if op == "AVG":
-                    acc *= torch.tensor(1.0 / size, dtype=torch.float32)
+                    acc *= torch.tensor(1.0 / size, dtype=torch.float32, device=dev)
                 bits, scales = pycomm.kernels.sign_compress(acc, block=block,
                                                             residual=server[owner][seg.mine:seg.mine + seg.c])
-                out[lo:hi] = pycomm.kernels.sign_decompress(bits, scales, torch.empty(seg.c), block=block)[: hi - lo]
+                out[lo:hi] = pycomm.kernels.sign_decompress(bits, scales, torch.empty(seg.c, device=dev),
+                                                            block=block)[: hi - lo]
         outs.append(out)
     return outs
 
