@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 from benchmarks.harness import save, table
 from benchmarks.workers.algorithms_run import LAP_CASES
-from tests.algorithms.workers.convergence import CASES
-from tests.launch import mpirun
+from benchmarks.convergence_cases import CASES
+from benchmarks.run_ranks import mpirun
 
 TRANSPORTS = {"default": (), "tcp": ("btl=self,tcp",)}
 GOALS = {"mbsgd": 1.0, "plsgd": 1.3, "qsr-sgd": 1.3}   # samples/s against DDP

@@ -68,7 +68,7 @@ def http_round(url: str, clients: int, max_tokens: int) -> dict[str, float]:
 
 
 def served(nproc: int, clients: list[int], max_tokens: int, repeats: int, overrides: list[str]) -> dict[int, list]:
-    from tests.apps.serving import serving
+    from benchmarks.serve_process import serving
 
     args = ["--nproc", str(nproc), "--slots", str(max(clients))] + [a for o in overrides for a in ("-o", o)]
     with serving(*args) as server:
@@ -77,7 +77,7 @@ def served(nproc: int, clients: list[int], max_tokens: int, repeats: int, overri
 
 
 def star(clients: list[int], max_tokens: int, repeats: int, overrides: list[str]) -> dict[int, list]:
-    from tests.launch import mpirun
+    from benchmarks.run_ranks import mpirun
 
     if overrides:
         raise SystemExit("--quick sizes are for the served cases only; run the star at the default size")

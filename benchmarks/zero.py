@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmarks.harness import save, table
 from benchmarks.algorithms import free_port
-from tests.launch import mpirun
+from benchmarks.run_ranks import mpirun
 
 CASES = ["ddp", "fsdp2", "mbsgd", "zero1", "zero2", "zero3"]
 

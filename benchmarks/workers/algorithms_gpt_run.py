@@ -25,7 +25,7 @@ import algorithms
 import pycomm
 from apps.data.text import load
 from apps.models.gpt import GPT
-from tests.algorithms.mnist import shard_batches
+from benchmarks.mnist_cnn import shard_batches
 
 BLOCK, SEED, WARMUP, EVAL_WINDOWS = 64, 0, 2, 256
 ADAMW = {"lr": 2e-3, "betas": (0.9, 0.99), "weight_decay": 0.1}
