@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from apps import requirements
+from apps.apps_settings import TTY_ENV
 from apps.config import LoggingConfig
 from pycomm import settings
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
-TTY_ENV = "PYCOMM_APPS_TTY"
 
 
 def algorithm_quantities(opt: Any) -> dict[str, Any]:

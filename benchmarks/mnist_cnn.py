@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from apps.data.idx import NORMALIZE, read_idx
+from benchmarks.benchmark_settings import MNIST_ENV
 from pycomm import settings
 
-DATA = Path(settings.get("PYCOMM_MNIST") or Path(__file__).resolve().parents[1].parent / "shared/data/mnist")
+DATA = Path(settings.get(MNIST_ENV) or Path(__file__).resolve().parents[1].parent / "shared/data/mnist")
 if not DATA.exists():  # a checkout without ../shared: the copy the app embeds (same files)
     DATA = Path(__file__).resolve().parents[1] / "apps/data/embedded"
 

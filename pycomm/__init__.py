@@ -33,5 +33,5 @@ __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceO
            "Received", "TensorWork"]
 __version__ = "0.1.0"
 
-settings.check_environment()  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
+settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
 startup_profile.mark("pycomm_imported")
