@@ -4,9 +4,9 @@ Layers, each over the previous: the embedded default, every YAML file in the ord
 start from another with `base: other.yaml`, relative to it; deep-merged), then each `--override a.b=c`
 (values parsed as YAML, so 3 is an int, 1e-3 a float, [1, 2] a list; a mapping replaces the key's
 value). Switching `model.name`, `data.name` or `algorithm.name` drops the options held before the
-switch that the new one does not take, with a note, whether the algorithm is built in or the user's
-(registered by `algorithm.module`, given before or after the name); options set after the switch are
-checked against it. Values are checked against the field's type and range, then the whole
+switch that the new one does not take (with a note for those the user set), whether the algorithm is
+built in or the user's (registered by `algorithm.module`, given before or after the name); options
+set after the switch are checked against it. Values are checked against the field's type and range, then the whole
 against the registries and the world size (apps.config_check): every error before any rank starts.
 Unknown keys get the closest valid key in the error."""
 from __future__ import annotations
@@ -136,6 +136,7 @@ class _Layers:
     def __init__(self) -> None:
         defaults = to_dict(Config())
         self.raw: dict = {s: {"name": defaults[s]["name"], "options": defaults[s]["options"]} for s in NAMED_SECTIONS}
+        self.user_options: dict[str, set[str]] = {s: set() for s in NAMED_SECTIONS}   # set by a file or override
         self.notes: list[str] = []
         # section -> (old name, new name, source, options held before the switch) for a switch to a name whose
         # options are not known yet: an algorithm of the user's, registered by algorithm.module, which may be
@@ -158,18 +159,22 @@ class _Layers:
             self._drop(section, valid, *switch)
 
     def _drop(self, section: str, valid: set[str], old: Any, new: str, source: str, held: set[str]) -> None:
-        """The options held before a switch that the new name does not take are dropped, with a note, the
-        same for a built-in algorithm and one of the user's; options set after the switch stay (the
-        algorithm's own check then names any it does not take)."""
+        """The options held before a switch that the new name does not take are dropped, the same for a
+        built-in algorithm and one of the user's: with a note where the user set them (the embedded
+        default's go quietly); options set after the switch stay (the algorithm's own check then names
+        any it does not take)."""
         options = self.raw[section]["options"]
         dropped = sorted(k for k in held if k in options and k not in valid)
         self.raw[section]["options"] = {k: v for k, v in options.items() if k not in dropped}
-        if dropped:
+        shown = [k for k in dropped if k in self.user_options[section]]
+        if shown:
             self.notes.append(f"{source} switches {section}.name from {old!r} to {new!r}: dropped {section}.options "
-                              f"{', '.join(dropped)} ({new!r} does not take them)")
+                              f"{', '.join(shown)} ({new!r} does not take them)")
 
     def _set_after_switch(self, section: str, keys: set[str]) -> None:
-        """Options set after a pending switch are the new algorithm's, not held over from the old one."""
+        """The user set these options; after a pending switch they are the new algorithm's, not held over
+        from the old one."""
+        self.user_options[section] |= keys
         if section in self.pending:
             self.pending[section][3].difference_update(keys)
 
