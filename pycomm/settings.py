@@ -48,7 +48,7 @@ class Setting:
     name: str
     kind: ValueKind
     default: Any                          # the value when unset or empty
-    doc: str                              # what it does (the README's "effect" column)
+    doc: str                              # what it does (the "effect" column of docs/settings.md)
     read_by: str                          # who uses it
     scope: str = RUNTIME
     core: bool = False                    # handed to the compiled core by apply()
