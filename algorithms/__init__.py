@@ -1,5 +1,6 @@
-"""Data-parallel training algorithms as one-line wrappers around a torch optimizer, built only on
-pycomm's public API:
+"""Training methods built only on pycomm's public API: data-parallel algorithms as one-line wrappers
+around a torch optimizer, ZeRO sharding (zero/), Hogwild LAP-SGD (lap/), parameter servers and
+bounded staleness (ps/), and pipeline model parallelism (pipeline/, a model wrapper):
 
     opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="plsgd",
                                    comm=None, model=model, averaging_freq=8)

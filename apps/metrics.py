@@ -12,18 +12,19 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from apps import requirements
+from apps.apps_settings import TTY_ENV
 from apps.config import LoggingConfig
 from pycomm import settings
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
-TTY_ENV = "PYCOMM_APPS_TTY"
 
 
-def algorithm_quantities(opt: Any) -> dict[str, Any]:
+def algorithm_quantities(opt: Any, ranks: int) -> dict[str, Any]:
     """What the algorithm reports: bytes/seconds communicated, H (current period), staleness, and the
-    number of ranks (for plot titles; None for a bare torch optimizer)."""
+    run's number of ranks (for plot titles: the run's, not the optimizer's communicator, which is one
+    process's own where ranks run as independent processes)."""
     out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None),
-                           "ranks": getattr(getattr(opt, "comm", None), "size", None)}
+                           "ranks": ranks}
     stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
     out["comm_bytes"] = stats.get("bytes")
     out["comm_seconds"] = stats.get("seconds")
@@ -85,7 +86,7 @@ class Progress:
             parts.append(f"mfu {100 * row['mfu']:.1f}%")
         if row.get("H") is not None:
             parts.append(f"H {row['H']}")
-        if row.get("comm_bytes") is not None:
+        if row.get("comm_bytes"):   # nothing communicated (one rank, or none yet): no figure
             parts.append(f"comm {_fmt_bytes(row['comm_bytes'])}")
         parts.append(f"eta {_fmt_time((self.total - step) / rate if rate > 0 else 0)}")
         line = " | ".join(parts)

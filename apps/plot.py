@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from apps import requirements
+from apps.command_name import command_name
 
 try:
     requirements.require("logging.plot", True)   # matplotlib, or the line that installs it
@@ -280,7 +281,8 @@ def plot_runs(run_dirs: list[Path], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m apps.plot", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command_name("apps.plot", "pycomm-plot"),
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="run directories (runs/<name>), compared in one figure")
     p.add_argument("--out", type=Path, help="where the PNGs go (default: the run directory, or "
                                             "<parent of the first run>/compare when several runs are given)")

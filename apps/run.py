@@ -54,7 +54,9 @@ class Run:
                                # for algorithms that keep state of their own on disk (a parameter server)
                                "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
                                "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
-        self.lr_sched = budget.scheduler(cfg, self.local_opt)
+        # on the optimizer the loop steps (the wrapper; both share param_groups), else torch's check that
+        # optimizer.step() ran first watches one that ZeRO and ssp never step; an own loop steps the local one
+        self.lr_sched = budget.scheduler(cfg, self.local_opt if optim.owns_loop(cfg.algorithm) else self.opt)
         startup_profile.mark("algorithm_ready")
 
         self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type))
@@ -70,8 +72,9 @@ class Run:
         if resume and getattr(self.opt, "is_server", False):   # a restarted parameter server: its own checkpoint
             self.state.step = max(self.state.step, self.opt.pushes_served() // len(self.opt.workers))   # says how far
             self.state.epoch = self.state.step // budget.steps_per_epoch
+        self.resumed_at = self.state.step if resume else None
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
-                               config_io.to_dict(cfg), self.state.step if resume else None)
+                               config_io.to_dict(cfg), self.resumed_at)
         self.metrics.message(
             f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s) on "
             f"{self.device}, {budget.total_steps} steps ({budget.steps_per_epoch}/epoch) -> {self.dir}; "
@@ -109,7 +112,7 @@ class Run:
                if tokens_per_s and self.flops_per_token and self.peak else None)
         self.metrics.step({"step": self.state.step, "epoch": epoch, "segment": segment, "time": self.elapsed(),
                            "loss": loss, "lr": lr, "samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s,
-                           "mfu": mfu, **algorithm_quantities(self.opt)})
+                           "mfu": mfu, **algorithm_quantities(self.opt, self.dist.size)})
         if not self._first_step_marked:
             self._first_step_marked = True
             startup_profile.mark("first_step")
@@ -160,6 +163,11 @@ class Run:
         self.metrics.close()
         self.preempt.close()
         if preempted:
+            return 0
+        if self.resumed_at is not None and self.state.step == self.resumed_at >= self.budget.total_steps:
+            self.metrics.message(f"already finished: the run resumed at step {self.state.step} of "
+                                 f"{self.budget.total_steps}, so nothing was trained; raise train.epochs or "
+                                 f"train.max_steps to train on, or give a new run another name")
             return 0
         plotted = self.dist.rank == 0 and self.cfg.logging.plot and self._plot()
         outputs = "metrics, checkpoints and plots" if plotted else "metrics and checkpoints"

@@ -21,6 +21,7 @@ import torch  # noqa: E402
 _TORCH_IMPORTED = time.time()
 
 from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements  # noqa: E402
+from apps.command_name import command_name  # noqa: E402
 from apps.config import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
 from apps.run import Run  # noqa: E402
@@ -40,7 +41,8 @@ def _positive_int(text: str) -> int:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m apps.train", description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(prog=command_name("apps.train", "pycomm-train"),
+                                description=__doc__.split("\n\n")[1])
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="YAML file(s), like --config (layered first)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="YAML file (default: the embedded default run); repeatable: later files layer over "

@@ -15,7 +15,7 @@ it measured. Writes results/algorithms_gpt.json and .png.
 Defaults (120 steps of 4 sequences x 64 characters per rank, 2 repeats; plsgd H = 6; qsr h_base 4,
 alpha = 2.5 lr_peak, exp_avg averaged; the worker's CASES) come from a sweep on the default link: at 40
 steps (loss 2.97, the very start) every local method was 5-7% behind DDP, at 120 steps (loss 2.54) H = 4
-to 6 are within 1%; algorithms/README.md ("The char GPT benchmark") has the sweep and why. A sweep
+to 6 are within 1%; docs/gpt_local_sgd_settings.md has the sweep and why. A sweep
 passes option overrides per launch (`launch(..., overrides={"averaging_freq": 8})`)."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from benchmarks import shaped_link
 from benchmarks.algorithms import free_port
 from benchmarks.harness import held, save, table
 from benchmarks.reproduce.grid import DATA
-from tests.launch import ROOT, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
 
 RANKS = 4
 SHAPED_RATE = "10gbit"

@@ -39,7 +39,7 @@ from typing import Any, Sequence
 from benchmarks import codec_roofline, shaped_link
 from benchmarks.harness import RESULTS, save, table
 from pycomm import hugepages
-from tests.launch import ROOT, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
 
 SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages")
 SMALL_SECTIONS = ("small", "small_busy", "small_hugepages")

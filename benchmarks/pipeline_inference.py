@@ -80,7 +80,7 @@ def openai_round(url: str, clients: int, max_tokens: int) -> dict[str, float]:
 
 
 def served(nproc: int, clients: list[int], max_tokens: int, repeats: int, overrides: list[str]) -> dict[int, list]:
-    from tests.apps.serving import serving
+    from benchmarks.serve_process import serving
 
     args = ["--nproc", str(nproc), "--slots", str(max(clients)), "--model-name", MODEL]
     with serving(*args, *[a for o in overrides for a in ("-o", o)]) as server:
@@ -89,7 +89,7 @@ def served(nproc: int, clients: list[int], max_tokens: int, repeats: int, overri
 
 
 def star(clients: list[int], max_tokens: int, repeats: int, overrides: list[str]) -> dict[int, list]:
-    from tests.launch import mpirun
+    from benchmarks.run_ranks import mpirun
 
     out = Path(tempfile.mkdtemp(prefix="bench-star-")) / "star.json"
     mpirun(2, "benchmarks.workers.star_inference", str(out), str(max_tokens), str(repeats),

@@ -2,7 +2,7 @@
 
 Each kind parses the raw text of the variable (already stripped, never empty: unset and empty mean
 the default) and raises ValueError on anything else; `accepted` says in words what it takes, for
-the error message and the README table alike."""
+the error message and docs/settings.md alike."""
 from __future__ import annotations
 
 import math

@@ -17,7 +17,7 @@ from pycomm.work import Work
 from pycomm._validate import check_bool, check_int
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1   # MPI's int: colors, keys, bucket labels
-from pycomm import flat_shards, fusion, p2p, quantized
+from pycomm import flat_shards, fusion, p2p, quantized, rank_agreement
 
 REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
              torch.int64)
@@ -38,6 +38,11 @@ class Communicator:
     pycomm.from_mpi4py(); every rank of the group must call each collective, in the same order."""
 
     def __init__(self, transport: Any, name: str = "world") -> None:
+        try:
+            rank_agreement.check(transport)  # settings every rank must share, before any op (collective)
+        except BaseException:
+            transport.shutdown()
+            raise
         self._t = transport
         # The blocking host collectives' one-call submit-and-wait (csrc/bindings/blocking_calls.cc); None
         # on transports without them (gloo's, in Python).

@@ -189,6 +189,14 @@ class GlooTransport:
         return gloo_p2p().recv_new(self, self._pg, info, src, tag)
 
     # ---- sub-communicators -------------------------------------------------------------------
+    def gather_at_creation(self, mine: Sequence[int]) -> list[int]:
+        """Every rank's `mine`, rank by rank, outside the op count and stats (the core transports' method of
+        that name: pycomm/rank_agreement.py compares the settings every rank must share with it)."""
+        ours = torch.tensor(list(mine), dtype=torch.int64)
+        table = torch.empty(len(mine) * self.size, dtype=torch.int64)
+        self._pg._allgather_base(table, ours, AllgatherOptions()).wait(timedelta(self._timeout_s))
+        return table.tolist()
+
     def split(self, color: int, key: int) -> Optional["GlooTransport"]:
         return self._split("split", color, key)
 

@@ -95,6 +95,8 @@ def finalize() -> None:
     for comm in list(_live):
         comm.shutdown()
     _world = None
+    if "pycomm._C" not in sys.modules:
+        return  # the core never loaded (or cannot: unbuilt): no MPI to finalise, nothing to report at exit
     if build_info()["mpi"]:
         note = core().mpi_finalize()
         if note:

@@ -43,7 +43,7 @@ PYEOF
 section "pip install .: python -m apps.train and the console scripts, from $PWD"
 "$tmp/venv/bin/python" -m apps.train --help >/dev/null
 for script in pycomm-train pycomm-plot pycomm-serve; do
-  "$tmp/venv/bin/$script" --help >/dev/null || die "$script --help failed"
+  "$tmp/venv/bin/$script" --help | grep -q "^usage: $script " || die "$script --help failed or does not say usage: $script"
 done
 # A shipped config by name (the embedded default's; small CNN -> an MLP for speed, embedded MNIST) on
 # 2 ranks for a few steps: the ranks, too, must find the installed packages.

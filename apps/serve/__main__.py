@@ -13,11 +13,11 @@ import argparse
 import os
 import signal
 import sys
-from pathlib import Path
 
 import torch
 
 from apps import failure, launch, requirements
+from apps.command_name import command_name
 from apps.train import _positive_int
 
 
@@ -37,8 +37,7 @@ def _bounded_int(low: int, high: int, what: str):
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    prog = "pycomm-serve" if Path(sys.argv[0]).name == "pycomm-serve" else "python -m apps.serve"
-    p = argparse.ArgumentParser(prog=prog, description="\n\n".join(__doc__.split("\n\n")[1:]),
+    p = argparse.ArgumentParser(prog=command_name("apps.serve", "pycomm-serve"), description="\n\n".join(__doc__.split("\n\n")[1:]),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=_positive_int, default=1, help="pipeline stages = ranks on this machine (default 1)")
     p.add_argument("--checkpoint", metavar="RUN_DIR|PATH",

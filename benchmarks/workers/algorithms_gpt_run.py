@@ -25,7 +25,7 @@ import algorithms
 import pycomm
 from apps.data.text import load
 from apps.models.gpt import GPT
-from tests.algorithms.mnist import shard_batches
+from benchmarks.mnist_cnn import shard_batches
 
 BLOCK, SEED, WARMUP, EVAL_WINDOWS = 64, 0, 2, 256
 ADAMW = {"lr": 2e-3, "betas": (0.9, 0.99), "weight_decay": 0.1}
@@ -35,7 +35,7 @@ MODEL = {"n_layer": 6, "n_head": 6, "n_embd": 384, "dropout": 0.0}
 # case -> (algorithm, options); "+int8" appended to a name adds codec="int8"
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mbsgd": ("mbsgd", {}),
-    # chosen by a sweep at 120 steps (algorithms/README.md, "The char GPT benchmark"): H = 6 is the largest
+    # chosen by a sweep at 120 steps (docs/gpt_local_sgd_settings.md): H = 6 is the largest
     # constant period within 1% of DDP's eval loss (H = 4: +0.07%, 6: +0.77%, 8 after 30 steps at H = 1: +4.4%)
     "plsgd": ("plsgd", {"averaging_freq": 6}),
     # QSR (Gu et al.): H = max(h_min, floor((alpha / lr)^2)); alpha = 2.5 lr_peak starts at H = 6 and grows

@@ -96,6 +96,13 @@ class Transport {
   // Whether ranks outnumber cores on some node of this transport (agreed by every rank: choices all
   // ranks must make alike key on it, such as the broadcast's schedule); nullopt where nothing does.
   virtual std::optional<bool> oversubscribed() const { return std::nullopt; }
+  // Every rank's `mine` (the same length on every rank), rank by rank: how the settings every rank must
+  // share are compared when a communicator is made (pycomm/rank_agreement.py), before any op is
+  // submitted on it. Outside the op queue, the op check and the stats. Collective. nullopt where the
+  // transport has no channel for it (NCCL); one rank has nothing to gather.
+  virtual std::optional<std::vector<int64_t>> gather_at_creation(const std::vector<int64_t>& mine) {
+    return size() == 1 ? std::optional<std::vector<int64_t>>(mine) : std::nullopt;
+  }
   // A send whose header carries `shape` (at most kMaxP2pDims entries; their product is buf.count).
   virtual std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,
                                             uintptr_t stream, bool caller_waits) {

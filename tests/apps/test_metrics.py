@@ -59,7 +59,9 @@ def test_algorithm_quantities_from_a_comm_optimizer_like_object() -> None:
         def comm_stats(self) -> dict:
             return {"bytes": 1024, "seconds": 0.5, "calls": 3}
 
-    assert algorithm_quantities(Opt()) == {"comm_bytes": 1024, "comm_seconds": 0.5, "H": 8, "ranks": 4}
+    assert algorithm_quantities(Opt(), 4) == {"comm_bytes": 1024, "comm_seconds": 0.5, "H": 8, "ranks": 4}
+    Comm.size = 1   # independent processes (asyncps, ssp): each holds a one-rank world; the run has 3 ranks
+    assert algorithm_quantities(Opt(), 3)["ranks"] == 3
 
 
 @pytest.mark.parametrize("module, option", [("tensorboard", {"tensorboard": True}), ("wandb", {"wandb": "offline"})])

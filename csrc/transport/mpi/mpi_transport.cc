@@ -100,6 +100,15 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   register_live(this);
 }
 
+std::optional<std::vector<int64_t>> MpiTransport::gather_at_creation(const std::vector<int64_t>& mine) {
+  // On the op-matching duplicate, which carries nothing else before the first collective.
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(handles_->size));
+  check(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
+                      static_cast<int>(mine.size()), MPI_INT64_T, handles_->check),
+        "MPI_Allgather (settings every rank must share)");
+  return all;
+}
+
 std::unique_ptr<MpiTransport> MpiTransport::duplicate_of(MPI_Comm comm) {
   ensure_initialized();
   MPI_Comm dup;

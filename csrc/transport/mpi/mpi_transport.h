@@ -30,6 +30,7 @@ class MpiTransport : public HostTransport, public Shutdownable {
   std::unique_ptr<Transport> dup() override;  // MPI_Comm_dup: same ranks, own queue and matching
   int max_tag() const override { return handles_->tag_ub; }
   std::optional<bool> oversubscribed() const override { return handles_->oversubscribed; }
+  std::optional<std::vector<int64_t>> gather_at_creation(const std::vector<int64_t>& mine) override;
   void shutdown() override;
   bool left_in_flight() const override { return abandoned_; }
 
