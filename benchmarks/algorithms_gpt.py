@@ -46,15 +46,19 @@ COLUMNS = ["case", "samples_per_s", "speedup_vs_ddp", "speedup_min", "speedup_ma
 
 
 def launch(case: str, link: str, steps: int, batch: int, data: Path, timeout: float,
-           overrides: dict[str, Any] | None = None, ranks: int = RANKS) -> dict[str, Any]:
-    """One case on `ranks` ranks over `link`; the worker's result. `overrides`: a sweep's algorithm options."""
+           overrides: dict[str, Any] | None = None, ranks: int = RANKS,
+           settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One case on `ranks` ranks over `link`; the worker's result. `overrides`: a sweep's algorithm options;
+    `settings`: the worker's seed and model overrides (benchmarks/workers/algorithms_gpt_run.py)."""
     shaped = link == "shaped"
     mca = shaped_link.TCP_OVER_LOOPBACK if shaped else ()
     with tempfile.TemporaryDirectory(prefix="bench-gpt-") as tmp, \
             (shaped_link.shaped_namespace(SHAPED_RATE) if shaped else nullcontext([])) as prefix:
         out = Path(tmp) / "result.json"
         argv = [*prefix, *mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.workers.algorithms_gpt_run",
-                str(out), case, str(steps), str(batch), str(data), *([json.dumps(overrides)] if overrides else [])]
+                str(out), case, str(steps), str(batch), str(data),
+                *([json.dumps(overrides or {}), json.dumps(settings)] if settings else
+                  [json.dumps(overrides)] if overrides else [])]
         env = worker_env({"BENCH_PORT": str(free_port()), "PYCOMM_TIMEOUT": "600",
                           **({"GLOO_SOCKET_IFNAME": "lo"} if shaped else {})})
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
