@@ -26,13 +26,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks import shaped_link
-from benchmarks.algorithms_gpt import LINKS, RANKS, launch
+from benchmarks.algorithms_gpt import add_launch_arguments, data_and_links, launch
 from benchmarks.harness import held, save, table
-from benchmarks.reproduce.grid import DATA
 
 CASES = ["mbsgd", "plsgd", "qsr", "diloco-h16", "diloco-h64", "diloco-h64+int8", "diloco-h64+int4", "streaming-f4"]
 REFERENCE = "mbsgd"
@@ -110,31 +107,15 @@ def payload(args: argparse.Namespace, skipped: dict[str, str], results: dict[str
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.diloco", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=256, help="optimizer steps of every run (a multiple of 64 ends "
-                                                          "every H = 64 run on a round)")
-    ap.add_argument("--batch", type=int, default=4, help="sequences of 64 characters per rank and step")
+    add_launch_arguments(ap, "diloco", 256, "flock this file around each seed's runs on a link")
     ap.add_argument("--n-layer", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=128)
     ap.add_argument("--n-head", type=int, default=4)
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (initial model and data order)")
-    ap.add_argument("--ranks", type=int, default=RANKS)
     ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
-    ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
-    ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
-    ap.add_argument("--lock", type=Path, default=None, help="flock this file around each seed's runs on a link")
-    ap.add_argument("--timeout", type=float, default=900, help="seconds one run may take")
-    ap.add_argument("--name", default="diloco", help="results/<name>.json and .png")
-    ap.add_argument("--results-dir", type=Path, default=None, help="write there instead of benchmarks/results")
     args = ap.parse_args(argv)
-    data = args.data_dir / "tinyshakespeare" / "input.txt"
-    if not data.is_file():
-        raise SystemExit(f"--data-dir: {data} is not a file (tiny Shakespeare's input.txt is expected there)")
     cases = args.cases if REFERENCE in args.cases else [REFERENCE, *args.cases]
-    links, skipped = list(args.links), {}
-    if "shaped" in links and (reason := shaped_link.unavailable()) is not None:
-        links.remove("shaped")
-        skipped["shaped"] = reason
-        print(f"skipping link shaped: {reason}", flush=True)
+    data, links, skipped = data_and_links(args)
     model = {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "dropout": 0.0}
     runs: list[dict[str, Any]] = []
     results: dict[str, list[dict[str, Any]]] = {}
