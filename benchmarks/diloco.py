@@ -101,7 +101,8 @@ def payload(args: argparse.Namespace, skipped: dict[str, str], results: dict[str
             runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"model": {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "context": 64},
             "ranks": args.ranks, "steps": args.steps, "batch_per_rank": args.batch, "seeds": args.seeds,
-            "reference": REFERENCE, "goal": {"eval_loss_vs_mbsgd_at_most": LOSS_GOAL, "fewer_bytes_at_least": BYTES_GOAL},
+            "reference": REFERENCE,
+            "goal": {"eval_loss_vs_mbsgd_at_most": LOSS_GOAL, "fewer_bytes_at_least": BYTES_GOAL},
             "shaped_rate": "10gbit", "skipped": skipped, "results": results, "runs": runs}
 
 

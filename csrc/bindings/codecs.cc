@@ -149,7 +149,8 @@ void register_codecs(py::module_& m) {
        {std::tuple{kQuantizeInt8, &quantize_entry<int8_t, kQuantizeInt8>,
                    "q = round(v / scale) per block, scale = max|v| / 127, v = x (+ residual, then updated)"},
         std::tuple{kQuantizeInt4, &quantize_entry<uint8_t, kQuantizeInt4>,
-                   "q = round(v / scale), two per byte, scale = max|v| / 7 per block, v = x (+ residual, then updated)"}})
+                   "q = round(v / scale), two per byte, scale = max|v| / 7 per block, v = x (+ residual, then "
+                   "updated)"}})
     m.def(name, entry, py::arg("x"), py::arg("x_dtype"), py::arg("numel"), py::arg("block"), py::arg("q"),
           py::arg("scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"), py::arg("device"),
           py::arg("stream"), doc);
