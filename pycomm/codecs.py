@@ -253,8 +253,10 @@ class Int4Codec(_AbsmaxCodec):
     stochastic rounding, see _AbsmaxCodec), two per byte. Wire: half a byte per element + 4 bytes per
     block, 7.5x smaller than fp32 at the default block of 128 (int8: 3.9x at 256).
 
-    Error bound per element (deterministic rounding): scale / 2 = max|x of the block| / 14, plus fp32
-    rounding slack; stochastic rounding: scale. Sixteen times int8's, which is why it is meant for
+    Error bound per element (error_bound; tests/kernels/test_int4.py checks it on random and adversarial
+    inputs): deterministic rounding scale / 2 = max|x of the block| / 14, stochastic rounding scale, plus
+    fp32 rounding slack (and in a block whose scale is subnormal, below 2^-126, 8 * 2^-150 more); a block
+    with a NaN or an infinity decodes to NaN. About 18 times int8's (127 / 7), which is why it is meant for
     error-feedback use (a quantized all-reduce's ErrorFeedback, DiLoCo's pseudo-gradients), where what
     one round loses is sent in the next. The default block is half int8's: a block's error scales with
     its largest element, and the 4 bytes of a scale cost less here than the coarser levels do."""
