@@ -24,10 +24,11 @@ from algorithms.qsr import QSR
 from algorithms.easgd import EASGD, EASGDPlus
 from algorithms.lsgd import LSGD, LSGDPlus
 from algorithms.lapsgd import LAPSGD, LPPSGD
+from algorithms.diloco import DiLoCo
 from algorithms.zero import ZeRO1, ZeRO2, ZeRO3
 from algorithms.pipeline import Pipeline
 from algorithms.ps import AsyncPS, SyncPS, SSP
 
 __all__ = ["CommOptimizer", "available", "lookup", "register", "traits", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
            "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD",
-           "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline", "AsyncPS", "SyncPS", "SSP"]
+           "DiLoCo", "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline", "AsyncPS", "SyncPS", "SSP"]

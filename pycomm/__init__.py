@@ -35,7 +35,7 @@ del _sys, _torch, _torch_first
 from pycomm._build import build_info  # noqa: E402
 from pycomm import kernels, relative, settings
 from pycomm.averaging import LayerwiseAverager
-from pycomm.codecs import Int8Codec, OneBitCodec
+from pycomm.codecs import Int4Codec, Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
 from pycomm.flat_shards import flat_shard_numel
 from pycomm.grad_buckets import GradientBuckets
@@ -50,9 +50,9 @@ from pycomm.work import Work
 
 __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
-           "StallError", "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback",
-           "flat_shard_numel", "GradientBuckets", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG", "Message",
-           "Received", "TensorWork"]
+           "StallError", "MismatchError", "Int8Codec", "Int4Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager",
+           "ErrorFeedback", "flat_shard_numel", "GradientBuckets", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
+           "Message", "Received", "TensorWork"]
 __version__ = "0.1.0"
 
 settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
