@@ -109,7 +109,8 @@ def test_a_kill_during_zeros_save_leaves_its_previous_checkpoint(tmp_path: Path)
 def test_each_file_has_one_writer_and_a_one_stage_run_keeps_the_stub_names(pp: int, dp_replicate: int,
                                                                          dp_shard: int) -> None:
     ranks = _placements(pp, dp_replicate, dp_shard)
-    written = [(stem, written_by(stem, kind, at, rank)) for rank, at in enumerate(ranks) for stem, kind in STEMS.items()]
+    written = [(stem, written_by(stem, kind, at, rank))
+               for rank, at in enumerate(ranks) for stem, kind in STEMS.items()]
     files = [f for _, f in written if f is not None]
     assert len(files) == len(set(files)), files
     per_stage = {stem: sum(1 for s, f in written if s == stem and f) for stem in STEMS}

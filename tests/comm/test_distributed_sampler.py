@@ -34,7 +34,7 @@ def test_equal_lengths_and_a_disjoint_cover_of_the_epoch(n: int, size: int, drop
 
 
 def test_the_order_is_a_function_of_seed_and_epoch() -> None:
-    a, b = DistributedSampler(50, num_replicas=2, rank=1, seed=3), DistributedSampler(50, num_replicas=2, rank=1, seed=3)
+    a, b = (DistributedSampler(50, num_replicas=2, rank=1, seed=3) for _ in range(2))
     for s in (a, b):
         s.set_epoch(4)
     assert list(a) == list(b)
