@@ -198,16 +198,16 @@ class CommOptimizer(OptimizerProtocol):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state_dict written by the same algorithm on a world of the same size."""
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise ValueError("state is not a CommOptimizer state_dict of this version")
-        if state["algorithm"] != self.name:
-            raise ValueError(f"state was written by algorithm {state['algorithm']!r}, this is {self.name!r}")
-        if state["world_size"] != self.comm.size:
-            raise ValueError(f"state was written on {state['world_size']} ranks, this world has {self.comm.size}")
+        """Restore a state_dict written by the same algorithm: on a world of the same size, or, when every
+        rank's state is the same (state_layout identical: mbsgd), on any number of ranks; what is kept per
+        rank even then (a codec's error-feedback residuals) starts afresh on another number of ranks."""
+        _check_state_source(state, self.name)
+        resized = state["world_size"] != self.comm.size
+        if resized and self.state_layout != traits.IDENTICAL:
+            raise ValueError(_resize_refusal(self, state["world_size"]))
         _check_optimizer_state_shapes(state["optimizer"], self.params)
         self.optimizer.load_state_dict(state["optimizer"])
-        self.channel.load_state_dict(state["channel"])
+        self.channel.load_state_dict({**state["channel"], "residuals": {}} if resized else state["channel"])
         self.steps = state["steps"]
         self._load_algorithm_state(state["algorithm_state"])
 
@@ -228,6 +228,32 @@ def _check_arguments(comm: Any, model: Any, buffers: Any) -> None:
     if buffers is not None:
         if isinstance(buffers, torch.Tensor) or not isinstance(buffers, Iterable):
             raise TypeError(f"buffers must be a list of tensors, got {type(buffers).__name__}")
+
+
+def _check_state_source(state: Any, name: str) -> None:
+    """Refuse a state another algorithm (or another kind of save) wrote, naming what wrote it."""
+    if not isinstance(state, dict):
+        raise ValueError(f"state is not a CommOptimizer state_dict (a dict), got {type(state).__name__}")
+    writer = state.get("algorithm")
+    if writer is not None and writer != name:
+        kind = " as a sharded_state_dict() (load it into that algorithm with load_sharded_state_dict)" \
+            if state.get("format") is not None else ""
+        raise ValueError(f"state was written by algorithm {writer!r}{kind}; this is {name!r}: load it into a "
+                         f"{writer!r} optimizer")
+    if state.get("version") != STATE_VERSION:
+        what = ("a torch optimizer's state_dict (algorithm 'none', or a full_state_dict()['optimizer'])"
+                if {"state", "param_groups"} <= set(state) else f"keys {sorted(map(str, state))[:6]}")
+        raise ValueError(f"state is not a CommOptimizer state_dict of version {STATE_VERSION}: it holds {what}")
+
+
+def _resize_refusal(opt: CommOptimizer, saved: int) -> str:
+    head = f"state was written on {saved} ranks, this world has {opt.comm.size}"
+    if opt.state_layout == traits.SHARDED:
+        return (f"{head}: {opt.name}'s state_dict() holds this rank's shard; save sharded_state_dict() (or "
+                "full_state_dict()) and load it with load_sharded_state_dict() (load_full_state_dict()), which "
+                "reshard to any number of ranks")
+    return (f"{head}: {opt.name}'s ranks hold different states (state_layout {opt.state_layout}), which can be "
+            f"neither split nor merged; resume with {saved} ranks")
 
 
 def _check_optimizer_state_shapes(saved: Any, params: list[torch.Tensor]) -> None:

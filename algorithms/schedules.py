@@ -89,3 +89,15 @@ class Constant(LRScheduler):
         return self.rates_at(self.last_epoch)
 
     _get_closed_form_lr = get_lr
+
+
+def continue_at(scheduler: LRScheduler, saved: dict[str, Any], step: int) -> None:
+    """Resume `scheduler`, built for this run (its horizon, warm-up and milestones in this run's steps),
+    at `step` of it, with the base learning rates of the saved state (`saved`, a state_dict() of the
+    same kind of schedule). load_state_dict would bring back the saved horizon, which is wrong once a
+    step stands for another number of samples (a run resumed on another number of ranks)."""
+    scheduler.base_lrs = list(saved.get("base_lrs", scheduler.base_lrs))
+    scheduler.last_epoch = step
+    for group, lr in zip(scheduler.optimizer.param_groups, scheduler.get_lr()):
+        group["lr"] = lr
+    scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]

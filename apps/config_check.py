@@ -167,9 +167,11 @@ def _owns_loop(algorithm: Any) -> bool:
 
 
 def check_resume(cfg: Config, resume: str) -> None:
-    """Refuse to resume with optim.* / schedule.* values other than those the checkpointed run used:
-    the checkpoint restores the optimizer's and the schedule's state, so the new values would be
-    ignored while config.yaml recorded them. Compared against <out_dir>/<name>/config.yaml."""
+    """Refuse to resume another algorithm's checkpoint (naming it), or with optim.* / schedule.* values
+    other than those the checkpointed run used: the checkpoint restores the optimizer's and the
+    schedule's state, so the new values would be ignored while config.yaml recorded them. Compared
+    against <out_dir>/<name>/config.yaml."""
+    from algorithms import checkpointing
     from apps import checkpoint
 
     run_dir = Path(cfg.out_dir) / cfg.name
@@ -179,7 +181,18 @@ def check_resume(cfg: Config, resume: str) -> None:
         found = checkpoint.resolve(resume, ckpt_dir, cfg.checkpoint.prefix)
     except checkpoint.CheckpointError:
         return  # a missing --resume PATH is reported by the restore itself
-    if found is None or not recorded_file.is_file():
+    if found is None:
+        return
+    try:
+        ckpt = checkpointing.read_manifest(found)
+    except checkpoint.CheckpointError:
+        ckpt = None  # an incomplete or damaged checkpoint is reported by the restore itself
+    if ckpt is not None:
+        try:
+            checkpoint.check_algorithm(ckpt, cfg.algorithm.name)
+        except checkpoint.CheckpointError as e:
+            raise ConfigError(f"--resume: {e}") from None
+    if not recorded_file.is_file():
         return
     try:
         recorded = yaml.safe_load(recorded_file.read_text()) or {}

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from algorithms.schedules import continue_at
 from apps import bn_stats, config_io, optim, requirements
 from apps.budget import Budget
 from apps.checkpoint import IterState
@@ -21,7 +22,7 @@ from apps.evaluate import evaluate
 from apps.metrics import Metrics, algorithm_quantities
 from apps.models import MODELS
 from apps.preemption import PreemptionFlag
-from apps.runtime import Checkpointer, device_for, peak_flops, per_rank_state, step_seed
+from apps.runtime import Checkpointer, device_for, peak_flops, step_seed
 from apps.tasks import TASKS
 from pycomm import startup_profile
 
@@ -54,25 +55,27 @@ class Run:
                                # for algorithms that keep state of their own on disk (a parameter server)
                                "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
                                "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
-        # on the optimizer the loop steps (the wrapper; both share param_groups), else torch's check that
-        # optimizer.step() ran first watches one that ZeRO and ssp never step; an own loop steps the local one
-        self.lr_sched = budget.scheduler(cfg, self.local_opt if optim.owns_loop(cfg.algorithm) else self.opt)
         startup_profile.mark("algorithm_ready")
 
-        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type))
+        self.state = IterState(world_size=dist.size, step_samples=self.plan.global_batch)
         self.state.enter(self.plan, 0, 0)
-        self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
-        if resume and (restored := self.ckpt.restore(resume)):
-            self.state = restored   # saved from here on as this run's config says (e.g. another state_dict_type)
-            self.state.per_rank = per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type)
-            if self.ckpt.saved_world_size != dist.size:
-                self._rescale_position(self.ckpt.saved_world_size)
+        self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt)
+        restored = self.ckpt.restore(resume, cfg.data.batch_size) if resume else None
+        if restored:
+            self._place(restored.state)
+        # on the optimizer the loop steps (the wrapper; both share param_groups), else torch's check that
+        # optimizer.step() ran first watches one that ZeRO and ssp never step; an own loop steps the local one
+        self.lr_sched = self.ckpt.lr_sched = self.budget.scheduler(
+            cfg, self.local_opt if optim.owns_loop(cfg.algorithm) else self.opt)
+        if restored:
+            continue_at(self.lr_sched, restored.lr, self.state.step + self.budget.schedule_offset)
         if "vocab" in self.splits.info:   # travels with every checkpoint: apps.serve needs no data.path
             self.state.extra["vocab"] = self.splits.info["vocab"]
         if resume and getattr(self.opt, "is_server", False):   # a restarted parameter server: its own checkpoint
             self.state.step = max(self.state.step, self.opt.pushes_served() // len(self.opt.workers))   # says how far
             self.state.epoch = self.state.step // budget.steps_per_epoch
         self.resumed_at = self.state.step if resume else None
+        budget = self.budget   # as _place left it
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
                                config_io.to_dict(cfg), self.resumed_at)
         self.metrics.message(
@@ -88,18 +91,23 @@ class Run:
         self._first_step_marked = False
         startup_profile.mark("run_ready")
 
-    def _rescale_position(self, saved_world_size: int) -> None:
-        """The position in the segment is counted in steps of the writing run's world: convert it to this
-        one's (samples taken / this step's global batch, rounded down: a few samples may be seen twice),
-        moving on when the segment is done. Without it a run resumed on more ranks would find no batch left
-        in its segment and never advance."""
-        s, batch = self.state, self.cfg.data.batch_size
-        s.step_in_segment = s.step_in_segment * batch * saved_world_size // (batch * self.dist.size)
-        if s.step_in_segment >= self.plan.steps_in_segment(s.segment):
-            if s.segment + 1 < self.plan.num_segments:
-                s.enter(self.plan, s.epoch, s.segment + 1)
-            else:
-                s.enter(self.plan, s.epoch + 1, 0)
+    def _place(self, state: IterState) -> None:
+        """Take over a restored iteration state in this world. The data position is in samples, so it
+        holds on any number of ranks; the budget (run length, the schedule's horizon and position) is
+        recomputed for this world's steps, keeping it in samples. Loops that count steps, not data
+        positions (own loops, servers), continue from the step."""
+        cfg, plan, saved_world = self.cfg, self.plan, state.world_size
+        self.state, state.world_size = state, self.dist.size
+        if optim.owns_loop(cfg.algorithm) or optim.serves(cfg.algorithm):
+            return
+        state.settle(plan)   # a larger global batch may find no whole step left in the segment
+        position = plan.progress(state.epoch, state.segment, state.sample_in_segment)
+        self.budget = Budget.from_config(cfg, plan.steps_per_epoch, state.step_samples / plan.global_batch
+                                         ).resumed(state.step, position)
+        if saved_world != self.dist.size and self.dist.rank == 0:
+            print(f"note: the checkpoint was written on {saved_world} rank(s), this run has {self.dist.size}: it "
+                  f"continues at sample {state.sample_in_segment} of segment {state.segment} of epoch {state.epoch} "
+                  f"in steps of {plan.global_batch} samples; {self.budget.describe()}", flush=True)
 
     def elapsed(self) -> float:
         return time.time() - self.start

@@ -89,7 +89,7 @@ def train(cfg: Config, resume: str | None = None) -> int:
     bare = opt is run.local_opt  # algorithm "none": a plain torch optimizer takes no loss=
     while state.step < run.budget.total_steps:
         model.train()
-        for batch in iterate(run.splits.train, plan.batches(state.epoch, state.segment, state.step_in_segment),
+        for batch in iterate(run.splits.train, plan.batches(state.epoch, state.segment, state.sample_in_segment),
                              cfg.data.num_workers):
             tic = time.time()
             torch.manual_seed(step_seed(cfg.train.seed, run.dist.rank, state.step))  # dropout, augmentation

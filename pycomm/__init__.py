@@ -37,6 +37,7 @@ from pycomm import kernels, relative, settings
 from pycomm.averaging import LayerwiseAverager
 from pycomm.codecs import Int4Codec, Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
+from pycomm.distributed_sampler import DistributedSampler
 from pycomm.flat_shards import flat_shard_numel
 from pycomm.grad_buckets import GradientBuckets
 from pycomm.errors import MismatchError, PycommError, SettingError, StallError
@@ -52,7 +53,7 @@ __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceO
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
            "StallError", "MismatchError", "Int8Codec", "Int4Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager",
            "ErrorFeedback", "flat_shard_numel", "GradientBuckets", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
-           "Message", "Received", "TensorWork"]
+           "Message", "Received", "TensorWork", "DistributedSampler"]
 __version__ = "0.1.0"
 
 settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns

@@ -80,7 +80,7 @@ def test_vit_on_the_stub_random_tensors_in_segments(tmp_path: Path) -> None:
     rows = list(csv.DictReader(open(tmp_path / "vit" / "train.csv")))
     assert [int(r["segment"]) for r in rows] == [0] * 4 + [1] * 4 + [2] * 4
     state = torch.load(tmp_path / "vit" / "checkpoints" / "ckpt.step00000010" / "iter_state_dict.pt")
-    assert (state["segment"], state["start_idx"], state["end_idx"], state["step_in_segment"]) == (2, 128, 192, 2)
+    assert (state["segment"], state["start_idx"], state["end_idx"], state["sample_in_segment"]) == (2, 128, 192, 32)
 
 
 def test_sigterm_repeated_after_the_preempt_save_still_exits_0(tmp_path: Path) -> None:
