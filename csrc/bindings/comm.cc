@@ -79,6 +79,7 @@ void register_transport(py::module_& m) {
       .def_property_readonly("local_size", &T::local_size)
       .def_property_readonly("backend", &T::backend)
       .def_property_readonly("oversubscribed", &T::oversubscribed)
+      .def_property_readonly("trace_comm_id", &T::trace_comm_id)
       .def("allreduce",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int op, uintptr_t stream, int bucket, bool waits) {
              return submitted(t, waits, [&] {

@@ -132,6 +132,7 @@ void MpiTransport::shutdown() {
 std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post,
                                                 double avg_scale, uintptr_t stream) {
   refuse_if_finalized(info);
+  info.algorithm = "mpi";  // the MPI library's own collective
   return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale,
                                  staging_for(in, out, stream));
 }
