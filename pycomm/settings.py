@@ -24,7 +24,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from pycomm._setting_values import Choice, Directory, FilePath, Flag, Integer, Number, Pattern, Text, ValueKind
+from pycomm._setting_values import (Choice, Directory, FilePath, Flag, Integer, NewDirectory, Number, Pattern, Text,
+                                    ValueKind)
 from pycomm.errors import SettingError, SettingWarning
 
 RUNTIME, APPS, TESTS, BUILD, SCRIPTS = "runtime", "apps", "tests", "build", "scripts"
@@ -149,6 +150,23 @@ SETTINGS: tuple[Setting, ...] = (
             "and apps' phases up to `first_step`) to this file; `python -m pycomm.startup_report FILE` prints "
             "them per process (see *Start-up time* below)",
             "pycomm.startup_profile", default_text="no profile"),
+    Setting("PYCOMM_TRACE", NewDirectory("every rank writes there; rank 0 also reads the others' files"), None,
+            "trace every op of the run: each rank records its ops' facts and phases in the core and, at "
+            "`pycomm.finalize()` (or exit), writes `pycomm_trace_rank<R>.json` (chrome trace) there, and rank 0 "
+            "the merged `pycomm_trace.json` (clocks aligned by a ping exchange); as `with pycomm.profile(DIR):` "
+            "around the whole program (see docs/tracing.md). A StallError also dumps every reachable rank's last "
+            "events there (the flight recorder)",
+            "pycomm.profiling, pycomm.flight_recorder", default_text="no trace"),
+    Setting("PYCOMM_TRACE_EVENTS", Integer(16, 1 << 30, "events"), 32768,
+            "trace events each thread's ring holds (128 bytes each, rounded up to a power of two): a thread's "
+            "older events are overwritten, and the trace counts them as dropped (about 5 events per op)",
+            "pycomm.tracing"),
+    Setting("PYCOMM_FLIGHT_RECORDER", NewDirectory("every rank writes there"), None,
+            "keep recording trace events (ring of `PYCOMM_TRACE_EVENTS` per thread, no trace files) so that a "
+            "`StallError` dumps the last events of every rank still reachable into this directory "
+            "(`flight_rank<R>.json`, and on the rank that stalled `flight.json` naming each rank's last op), as "
+            "PyTorch's NCCL flight recorder does; the error's message names the file",
+            "pycomm.flight_recorder", default_text="off (on with `PYCOMM_TRACE`, dumping there)"),
     Setting("PYCOMM_APPS_FAIL_AT",
             Pattern(r"(\d+):(\d+)(?::(raise|exit|kill))?", "RANK:STEP[:raise|exit|kill] (e.g. 1:5:raise)", _fail_at),
             None, "testing aid: that rank raises, leaves with `os._exit(70)` and no message, or is killed by "
