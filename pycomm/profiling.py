@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from pycomm import settings, trace_chrome, trace_merge, tracing
+from pycomm import flight_recorder, settings, trace_chrome, trace_merge, tracing
 
 RANKS_DIR = "ranks"
 MERGED = "trace.json"
@@ -46,6 +46,7 @@ class Profile:
         self._clock: dict = {}
         self._marker_ns = 0
         self._started = False
+        self._armed = False
 
     # ---- the block ----------------------------------------------------------------------------------
     def start(self) -> "Profile":
@@ -62,6 +63,9 @@ class Profile:
                 self._marker_ns = tracing.now_ns()
         tracing.clear()
         tracing.enable(self.events)
+        self._armed = flight_recorder.directory() is None    # a StallError inside dumps here
+        if self._armed:
+            flight_recorder.arm(self.directory, self.comm.rank, self.comm.size)
         self._started = True
         return self
 
@@ -76,6 +80,8 @@ class Profile:
         if not self._started:
             return
         self._started = False
+        if self._armed:
+            flight_recorder.disarm()
         end_ns = tracing.now_ns()
         tracing.disable()
         events = tracing.drain()
@@ -173,6 +179,7 @@ def start_from_environment(world: Any) -> None:
     """Called by pycomm.init(): PYCOMM_TRACE starts a profile of the whole run; PYCOMM_FLIGHT_RECORDER
     alone only keeps the rings recording (for the flight recorder's dump)."""
     global _PROGRAM
+    flight_recorder.start_from_environment(world.rank, world.size)
     directory = settings.get("PYCOMM_TRACE")
     if directory is not None:
         _PROGRAM = profile(directory, world).start()

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bindings/bindings.h"
+#include "diagnostics/stall.h"
 #include "diagnostics/trace.h"
 
 namespace py = pybind11;
@@ -58,9 +59,35 @@ py::dict phases() {
   return d;
 }
 
+// The Python function the stall hook calls (pycomm.flight_recorder.on_stall); leaked on purpose: the
+// hook may run during interpreter shutdown, when destroying a Python object is no longer allowed.
+py::object* g_on_stall = nullptr;
+
+std::string call_on_stall(const std::string& message) {
+  if (!Py_IsInitialized() || g_on_stall == nullptr) return "";
+  py::gil_scoped_acquire gil;
+  try {
+    return (*g_on_stall)(message).cast<std::string>();
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("pycomm flight recorder");
+    return "";
+  } catch (...) {
+    return "";
+  }
+}
+
 }  // namespace
 
 void register_trace(py::module_& m) {
+  m.def("set_stall_hook", [](py::object fn) {
+    if (fn.is_none()) {
+      set_stall_hook(nullptr);
+      return;
+    }
+    if (g_on_stall == nullptr) g_on_stall = new py::object();
+    *g_on_stall = std::move(fn);
+    set_stall_hook(&call_on_stall);
+  }, py::arg("fn"), "fn(message) -> str, called before a StallError is raised; its result is appended to the message.");
   m.def("trace_enable", &trace_enable, py::arg("events_per_thread"),
         "Records trace events into per-thread rings of this many events (rounded up to a power of two).");
   m.def("trace_disable", &trace_disable);

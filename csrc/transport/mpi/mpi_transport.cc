@@ -259,7 +259,9 @@ std::optional<P2pMessage> MpiTransport::try_probe(int src, int tag) {
 std::unique_ptr<QueuedOp> MpiTransport::make_match(OpInfo info) {
   // Nothing but op matching (MpiOp::prepare) under the compound op's own name.
   MpiOp::Post post = [](const Buffer&, const Buffer&, bool, std::vector<MPI_Request>&) {};
-  return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
+  auto op = make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
+  op->info.algorithm = kInOpMatching;  // op matching alone
+  return op;
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
