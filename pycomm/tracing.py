@@ -9,6 +9,7 @@ records; spans (a coalesced op, its buckets, a quantized pipeline segment's step
 `pycomm.profile()` (pycomm/profiling.py) is the user's entry; this module is its engine."""
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import weakref
@@ -21,13 +22,29 @@ from pycomm import _dtypes, settings
 from pycomm._build import core
 from pycomm.ops import ReduceOp
 
-PHASES: dict[str, int] = dict(core().trace_phases)
-PHASE_NAMES: dict[int, str] = {v: k for k, v in PHASES.items()}
 OP_PHASES = ("queued", "op_check", "wait_peers", "wire")   # in order; "done" / "failed" end an op
 ENDS = ("done", "failed")
-_LAYOUT = core().trace_layout()
-EVENT_DTYPE = np.dtype({"names": list(_LAYOUT), "formats": [f for _, f in _LAYOUT.values()],
-                        "offsets": [o for o, _ in _LAYOUT.values()], "itemsize": core().trace_event_size})
+
+
+@functools.cache
+def phases() -> dict[str, int]:
+    """The core's TracePhase codes by name (read when first needed: `import pycomm` needs no core)."""
+    return dict(core().trace_phases)
+
+
+@functools.cache
+def phase_names() -> dict[int, str]:
+    return {v: k for k, v in phases().items()}
+
+
+@functools.cache
+def event_dtype() -> np.dtype:
+    """The core's TraceEvent as a numpy dtype (field offsets from _C.trace_layout)."""
+    layout = core().trace_layout()
+    return np.dtype({"names": list(layout), "formats": [f for _, f in layout.values()],
+                     "offsets": [o for o, _ in layout.values()], "itemsize": core().trace_event_size})
+
+
 DTYPE_NAMES = {code: str(d).replace("torch.", "") for d, code in _dtypes.CODES.items()}
 COLLECTIVE, ON_CALLER = 1, 2
 
@@ -107,7 +124,7 @@ def record_phase(name: str, comm_id: int, rank: int, size: int, seq: int, phase:
                  algorithm: str = "", peer: int = -1, tag: int = -1, bucket: int = -1, collective: bool = True,
                  ts_ns: Optional[int] = None) -> None:
     """One phase of an op run by a transport written in Python (gloo), in the core's shape."""
-    core().trace_record(name, comm_id, rank, size, seq, PHASES[phase], now_ns() if ts_ns is None else ts_ns,
+    core().trace_record(name, comm_id, rank, size, seq, phases()[phase], now_ns() if ts_ns is None else ts_ns,
                         count=count, dtype=dtype, bytes=nbytes, wire_bytes=nbytes if wire_bytes is None else wire_bytes,
                         redop=redop, algorithm=algorithm, peer=peer, tag=tag, bucket=bucket, collective=collective)
 
@@ -119,12 +136,12 @@ class SpanHandle:
 
     def __init__(self, args: dict) -> None:
         self._args, self._open = args, True
-        core().trace_record(phase=PHASES["span_begin"], ts_ns=now_ns(), **args)
+        core().trace_record(phase=phases()["span_begin"], ts_ns=now_ns(), **args)
 
     def end(self) -> None:
         if self._open and ACTIVE:
             self._open = False
-            core().trace_record(phase=PHASES["span_end"], ts_ns=now_ns(), **self._args)
+            core().trace_record(phase=phases()["span_end"], ts_ns=now_ns(), **self._args)
 
 
 def span(name: str, comm: Any, *, count: int = 0, dtype: Any = None, nbytes: int = 0, wire_bytes: int = 0,
@@ -149,7 +166,7 @@ def end(handle: Optional[SpanHandle]) -> None:
 # ---- reading ----------------------------------------------------------------------------------------
 @dataclass
 class Events:
-    """Raw events (EVENT_DTYPE rows, each with the OS thread that recorded it) and how many were lost."""
+    """Raw events (event_dtype() rows, each with the OS thread that recorded it) and how many were lost."""
 
     rows: np.ndarray
     threads: np.ndarray
@@ -159,11 +176,11 @@ class Events:
     def from_rings(rings: Iterable[tuple[int, bytes]], dropped: int = 0) -> "Events":
         parts, tids = [], []
         for tid, raw in rings:
-            rows = np.frombuffer(raw, EVENT_DTYPE)
+            rows = np.frombuffer(raw, event_dtype())
             parts.append(rows)
             tids.append(np.full(len(rows), tid, dtype=np.int64))
         if not parts:
-            return Events(np.empty(0, EVENT_DTYPE), np.empty(0, np.int64), dropped)
+            return Events(np.empty(0, event_dtype()), np.empty(0, np.int64), dropped)
         rows, threads = np.concatenate(parts), np.concatenate(tids)
         order = np.argsort(rows["ts_ns"], kind="stable")
         return Events(rows[order], threads[order], dropped)
@@ -285,7 +302,7 @@ def records(events: Events) -> tuple[list[Op], list[Span]]:
     ops: dict[tuple[int, int], Op] = {}
     spans: dict[int, Span] = {}
     for e, tid in zip(events.rows, events.threads):
-        phase = PHASE_NAMES[int(e["phase"])]
+        phase = phase_names()[int(e["phase"])]
         if e["span_id"]:
             sid = int(e["span_id"])
             if phase == "span_begin":
