@@ -56,7 +56,9 @@ class Profile:
         self._clock["start"] = trace_merge.ping(self.comm)
         if self.torch_options is not None:
             import torch.profiler as tp
-            options = {"activities": _activities(tp), "record_shapes": False, **self.torch_options}
+            # recording all along (the block is the window), with ProfilerStep#N markers at each step()
+            options = {"activities": _activities(tp), "record_shapes": False,
+                       "schedule": lambda step: tp.ProfilerAction.RECORD, **self.torch_options}
             self.torch_profiler = tp.profile(**options)
             self.torch_profiler.__enter__()
             with tp.record_function(CLOCK_MARKER):   # where the trace clock sits in torch's time base
