@@ -119,7 +119,7 @@ class GlooTransport:
         if error is None or "timed out" in str(error).lower():
             limit = f"{timeout_s:g} s" if timeout_s > 0 else f"gloo's timeout ({self._timeout_s:g} s)"
             msg = f"{info['describe']} did not complete within {limit} {where}: a rank has not reached it (PYCOMM_TIMEOUT)"
-            err: PycommError = StallError(msg + flight_recorder.on_stall(msg))
+            err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
             err = PycommError(f"{info['describe']} failed {where}: {error}")
         self._broken = self._broken or str(err)

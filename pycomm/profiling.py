@@ -50,8 +50,11 @@ class Profile:
 
     # ---- the block ----------------------------------------------------------------------------------
     def start(self) -> "Profile":
-        if tracing.ACTIVE:
+        global _RUNNING
+        if _RUNNING is not None:
             raise RuntimeError("pycomm.profile: a profile is already running in this process (they do not nest)")
+        _RUNNING = self
+        self._was_recording = tracing.ACTIVE     # PYCOMM_FLIGHT_RECORDER keeps recording after the block
         self.rank_path.parent.mkdir(parents=True, exist_ok=True)
         self._clock["start"] = trace_merge.ping(self.comm)
         if self.torch_options is not None:
@@ -81,11 +84,14 @@ class Profile:
         by an exception writes this rank's file alone: the other ranks may not be there to answer."""
         if not self._started:
             return
+        global _RUNNING
+        _RUNNING = None
         self._started = False
         if self._armed:
             flight_recorder.disarm()
         end_ns = tracing.now_ns()
-        tracing.disable()
+        if not self._was_recording:
+            tracing.disable()
         events = tracing.drain()
         torch_doc = self._stop_torch()
         ops, spans = tracing.records(events)
@@ -175,6 +181,7 @@ def profile(directory: Union[str, Path], comm: Any = None, torch: Union[bool, di
 
 # ---- PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER: the whole program -------------------------------------------
 _PROGRAM: Optional[Profile] = None
+_RUNNING: Optional[Profile] = None
 
 
 def start_from_environment(world: Any) -> None:

@@ -152,10 +152,10 @@ SETTINGS: tuple[Setting, ...] = (
             "pycomm.startup_profile", default_text="no profile"),
     Setting("PYCOMM_TRACE", NewDirectory("every rank writes there; rank 0 also reads the others' files"), None,
             "trace every op of the run: each rank records its ops' facts and phases in the core and, at "
-            "`pycomm.finalize()` (or exit), writes `pycomm_trace_rank<R>.json` (chrome trace) there, and rank 0 "
-            "the merged `pycomm_trace.json` (clocks aligned by a ping exchange); as `with pycomm.profile(DIR):` "
-            "around the whole program (see docs/tracing.md). A StallError also dumps every reachable rank's last "
-            "events there (the flight recorder)",
+            "`pycomm.finalize()` (or exit), writes its chrome trace to `DIR/ranks/rank<R>.json`, and rank 0 the "
+            "merged `DIR/trace.json` (clocks aligned by a ping exchange); as `with pycomm.profile(DIR):` around "
+            "the whole program (see docs/tracing.md). A StallError also dumps every reachable rank's last events "
+            "there (the flight recorder)",
             "pycomm.profiling, pycomm.flight_recorder", default_text="no trace"),
     Setting("PYCOMM_TRACE_EVENTS", Integer(16, 1 << 30, "events"), 32768,
             "trace events each thread's ring holds (128 bytes each, rounded up to a power of two): a thread's "

@@ -63,11 +63,11 @@ py::dict phases() {
 // hook may run during interpreter shutdown, when destroying a Python object is no longer allowed.
 py::object* g_on_stall = nullptr;
 
-std::string call_on_stall(const std::string& message) {
+std::string call_on_stall(const std::string& message, uint32_t comm_id) {
   if (!Py_IsInitialized() || g_on_stall == nullptr) return "";
   py::gil_scoped_acquire gil;
   try {
-    return (*g_on_stall)(message).cast<std::string>();
+    return (*g_on_stall)(message, comm_id).cast<std::string>();
   } catch (py::error_already_set& e) {
     e.discard_as_unraisable("pycomm flight recorder");
     return "";
@@ -87,7 +87,7 @@ void register_trace(py::module_& m) {
     if (g_on_stall == nullptr) g_on_stall = new py::object();
     *g_on_stall = std::move(fn);
     set_stall_hook(&call_on_stall);
-  }, py::arg("fn"), "fn(message) -> str, called before a StallError is raised; its result is appended to the message.");
+  }, py::arg("fn"), "fn(message, comm_id) -> str, called before a StallError is raised; its result is appended to the message.");
   m.def("trace_enable", &trace_enable, py::arg("events_per_thread"),
         "Records trace events into per-thread rings of this many events (rounded up to a power of two).");
   m.def("trace_disable", &trace_disable);

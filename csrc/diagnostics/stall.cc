@@ -29,7 +29,7 @@ void set_stall_hook(StallHook hook) { g_stall_hook.store(hook); }
 void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health) {
   std::string msg = stall_message(waited, timeout_s, health);
   health.mark_broken("stall: " + msg);
-  if (StallHook hook = g_stall_hook.load()) msg += hook(msg);
+  if (StallHook hook = g_stall_hook.load()) msg += hook(msg, health.trace_comm().id);
   throw StallError(msg);
 }
 

@@ -2,6 +2,7 @@
 // its sequence number and sizes, and breaks the communicator, instead of hanging the rank.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "diagnostics/health.h"
@@ -21,7 +22,7 @@ std::string stall_message(const OpInfo& waited, double timeout_s, const CommHeal
 // Called with the stall message before StallError is thrown (the flight recorder, pycomm/flight_recorder.py,
 // dumps the ranks' last trace events); what it returns is appended to the message ("" adds nothing).
 // It must not throw. Set once by the bindings; empty: none.
-using StallHook = std::string (*)(const std::string& message);
+using StallHook = std::string (*)(const std::string& message, uint32_t comm_id);
 void set_stall_hook(StallHook hook);
 
 }  // namespace pycomm

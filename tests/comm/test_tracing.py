@@ -2,8 +2,8 @@
 exactly the ops the worker issued (names, counts, bytes, consecutive sequence numbers), each op's phases
 are nested in it and ordered; the merged trace's sends precede their receives on rank 0's clock, even
 when a rank's clock is 5 s off (the ping correction undoes it; without it they would not be ordered);
-tracing changes no result (the worker checks). The flight recorder: a forced stall dumps each rank's
-last op beside the StallError."""
+tracing changes no result (the worker checks). The flight recorder: a forced stall (the last rank skips
+an all-reduce) dumps each rank's last op beside the StallError, on MPI and on gloo."""
 from __future__ import annotations
 
 import json
@@ -86,42 +86,45 @@ def check_merged(directory: Path, size: int, tmp_path: Path) -> None:
     assert any(g < 0 for g in send_recv_order(json.loads((skewed / "uncorrected.json").read_text())))
 
 
+def check_stall(out: str, directory: Path, size: int) -> None:
+    """The flight recorder's report of the last rank skipping the all-reduce after `seq`."""
+    seq = {r: int(re.search(rf"MARK rank {r} last joint seq (\d+)", out).group(1)) for r in range(size)}
+    m = re.search(r"MARK rank 0 stall: (.*)", out)
+    assert m and all(f"MARK rank {r} done" in out for r in range(size)), out
+    msg = m.group(1)
+    assert f"Flight recorder: {directory / 'flight.json'}" in msg, msg
+    assert f"rank 0: allreduce #{seq[0] + 1} on world (" in msg, msg                       # stuck in it
+    assert f"rank {size - 1}: allreduce #{seq[size - 1]} on world (done), latest recv" in msg, msg   # never reached it
+    dump = json.loads((directory / "flight.json").read_text())
+    assert dump["no_answer"] == [] and dump["stalled_comm"] == "world", dump["no_answer"]
+    last = dump["ranks"][str(size - 1)]["last_op_on_stalled_comm"]
+    assert (last["name"], last["seq"], last["status"], last["count"], last["bytes"]) == \
+        ("allreduce", seq[size - 1], "done", 1000, 4000)
+    stuck = dump["ranks"]["0"]["last_op_on_stalled_comm"]
+    assert (stuck["seq"], stuck["status"]) == (seq[0] + 1, "in flight"), stuck
+
+
 def test_trace_of_one_process(tmp_path: Path) -> None:
-    python("tests.comm.workers.tracing", "traced", str(tmp_path))
+    python("tests.comm.workers.tracing", str(tmp_path))
     check_rank(tmp_path, 0, 1)
     check_merged(tmp_path, 1, tmp_path)
 
 
 @pytest.mark.mpi
-def test_traces_of_four_mpi_ranks(tmp_path: Path) -> None:
-    mpirun(4, "tests.comm.workers.tracing", "traced", str(tmp_path), timeout=240)
+def test_traces_of_four_mpi_ranks_and_a_stall(tmp_path: Path) -> None:
+    # ranks leave with os._exit (the stalled all-reduce never completes): mpirun reports no MPI_Finalize
+    proc = mpirun(4, "tests.comm.workers.tracing", str(tmp_path), str(tmp_path / "stall"), timeout=240,
+                  expect_ok=False)
     for r in range(4):
         check_rank(tmp_path, r, 4)
     check_merged(tmp_path, 4, tmp_path)
+    check_stall(proc.stdout + proc.stderr, tmp_path / "stall", 4)
 
 
-def test_traces_of_two_gloo_ranks_under_torchrun(tmp_path: Path) -> None:
-    torchrun(2, "tests.comm.workers.tracing", "traced", str(tmp_path), timeout=240)
+def test_traces_of_two_gloo_ranks_under_torchrun_and_a_stall(tmp_path: Path) -> None:
+    proc = torchrun(2, "tests.comm.workers.tracing", str(tmp_path), str(tmp_path / "stall"), timeout=240,
+                    expect_ok=False)
     for r in range(2):
         check_rank(tmp_path, r, 2)
     check_merged(tmp_path, 2, tmp_path)
-
-
-@pytest.mark.mpi
-def test_a_stall_dumps_every_ranks_last_op(tmp_path: Path) -> None:
-    proc = mpirun(2, "tests.comm.workers.tracing", "stall", str(tmp_path), expect_ok=False, timeout=240,
-                  env={"PYCOMM_TIMEOUT": "2", "PYCOMM_FLIGHT_RECORDER": str(tmp_path)})
-    out = proc.stdout + proc.stderr
-    assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
-    m = re.search(r"MARK stall: (.*)", out)
-    assert m, out
-    msg = m.group(1)
-    # seq 0 is the split, 1 and 2 the all-reduces both ran; rank 0 is stuck in #3, rank 1 finished #2
-    assert f"Flight recorder: {tmp_path / 'flight.json'}" in msg, msg
-    assert "rank 0: allreduce #3 on world (wait_peers)" in msg and "rank 1: allreduce #2 on world (done)" in msg, msg
-    dump = json.loads((tmp_path / "flight.json").read_text())
-    assert dump["requested_by"] == 0 and dump["no_answer"] == []
-    last = {r: d["last_op"] for r, d in dump["ranks"].items()}
-    assert (last["0"]["name"], last["0"]["seq"], last["0"]["status"]) == ("allreduce", 3, "in flight")
-    assert (last["1"]["name"], last["1"]["seq"], last["1"]["status"]) == ("allreduce", 2, "done")
-    assert last["0"]["count"] == 1000 and last["0"]["bytes"] == 4000 and last["0"]["comm"] == "world"
+    check_stall(proc.stdout + proc.stderr, tmp_path / "stall", 2)

@@ -1,8 +1,8 @@
 """Runs a known sequence of ops twice, untraced then inside pycomm.profile(DIR), on any launcher (one
 process, mpirun, torchrun/gloo): the results must be bit-identical (tracing changes nothing), and
 DIR/expected_rank<R>.json lists the ops the trace must show on the world communicator, in order.
-`stall DIR`: under PYCOMM_FLIGHT_RECORDER=DIR, rank 1 skips an all-reduce and rank 0's StallError
-must carry the flight recorder's dump (printed as a MARK line)."""
+With a second directory, the last rank then skips an all-reduce inside pycomm.profile(DIR2): the other
+ranks' StallError must carry the flight recorder's dump (printed as MARK lines)."""
 from __future__ import annotations
 
 import json
@@ -42,8 +42,9 @@ def run_ops(comm: pycomm.Communicator) -> tuple[list[torch.Tensor], list[dict]]:
     return [small, large, b, gathered, got, *fused], expected
 
 
-def traced(directory: str) -> None:
+def traced(directory: str, stall: str = "") -> None:
     comm = pycomm.init()
+    side = comm.split(0) if stall else None      # releases the last rank once rank 0 has its error
     plain, expected = run_ops(comm)
     with pycomm.profile(directory) as p:
         again, _ = run_ops(comm)
@@ -51,29 +52,41 @@ def traced(directory: str) -> None:
         assert torch.equal(x, y), "tracing changed a result"
     Path(directory, f"expected_rank{comm.rank}.json").write_text(json.dumps(expected))
     print(f"MARK rank {comm.rank} traced {p.rank_path} merged {p.merged_path} summary {p.summary}", flush=True)
+    if side is not None:
+        stall_in_profile(comm, side, stall)
 
 
-def stall(directory: str) -> None:
-    comm = pycomm.init()
-    side = comm.split(0)        # releases rank 1 once rank 0 has its error
+def stall_in_profile(comm: pycomm.Communicator, side: pycomm.Communicator, directory: str) -> None:
+    """The last rank skips an all-reduce inside pycomm.profile(directory): the others' StallError (after
+    PYCOMM_TIMEOUT=3) carries the flight recorder's dump, which the last rank's watcher answers."""
+    os.environ["PYCOMM_TIMEOUT"] = "3"
+    pycomm.settings.apply()
     x = torch.ones(1000)
-    comm.allreduce(x)
-    comm.allreduce(x)
+    last = comm.size - 1
+    try:
+        with pycomm.profile(directory):
+            w = comm.allreduce(x, async_op=True)
+            w.wait()
+            print(f"MARK rank {comm.rank} last joint seq {w.info['seq']}", flush=True)   # seqs differ by rank
+            if comm.rank == last:
+                flag = torch.zeros(1)
+                w = side.irecv(flag, 0)
+                while not w.is_completed():     # Python keeps running: the flight recorder's watcher answers
+                    time.sleep(0.05)
+                leave(comm)                     # inside the block: its end would wait for the others' pings
+            comm.allreduce(x)   # the last rank never joins
+    except pycomm.StallError as e:
+        print(f"MARK rank {comm.rank} stall: {e}", flush=True)
     if comm.rank == 0:
-        try:
-            comm.allreduce(x)   # rank 1 never joins
-        except pycomm.StallError as e:
-            print(f"MARK stall: {e}", flush=True)
-        side.send(torch.ones(1), 1)
-    else:
-        flag = torch.zeros(1)
-        w = side.irecv(flag, 0)
-        while not w.is_completed():     # Python keeps running: the flight recorder's watcher answers
-            time.sleep(0.05)
+        side.send(torch.ones(1), last)
+    leave(comm)
+
+
+def leave(comm: pycomm.Communicator) -> None:
     print(f"MARK rank {comm.rank} done", flush=True)
     sys.stdout.flush()
     os._exit(0)     # the stalled all-reduce can never complete: no MPI_Finalize
 
 
 if __name__ == "__main__":
-    {"traced": traced, "stall": stall}[sys.argv[1]](sys.argv[2])
+    traced(*sys.argv[1:])
