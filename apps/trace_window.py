@@ -40,9 +40,10 @@ class TraceWindow:
 
     def after_step(self, step: int) -> None:
         if self.profile is not None:
-            self.profile.step()
             if step + 1 >= self.end:
                 self.close()
+            else:
+                self.profile.step()     # ProfilerStep#N: N = step - first
 
     def close(self) -> None:
         """Ends the capture (collective); rank 0 reports it and draws the timeline."""
