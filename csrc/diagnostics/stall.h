@@ -24,5 +24,8 @@ std::string stall_message(const OpInfo& waited, double timeout_s, const CommHeal
 // It must not throw. Set once by the bindings; empty: none.
 using StallHook = std::string (*)(const std::string& message, uint32_t comm_id);
 void set_stall_hook(StallHook hook);
+// What the hook appends to stall `message` on `health`'s communicator ("" without a hook): for engines
+// that raise their StallError themselves (NCCL's abort_for_stall).
+std::string stall_hook_suffix(const std::string& message, const CommHealth& health);
 
 }  // namespace pycomm
