@@ -52,7 +52,9 @@ class Profile:
     def start(self) -> "Profile":
         global _RUNNING
         if _RUNNING is not None:
-            raise RuntimeError("pycomm.profile: a profile is already running in this process (they do not nest)")
+            why = (f"PYCOMM_TRACE={_PROGRAM.directory} traces the whole program (unset it to profile a part)"
+                   if _RUNNING is _PROGRAM else "a profile is already running in this process (they do not nest)")
+            raise RuntimeError(f"pycomm.profile({str(self.directory)!r}): {why}")
         _RUNNING = self
         self._was_recording = tracing.ACTIVE     # PYCOMM_FLIGHT_RECORDER keeps recording after the block
         self.rank_path.parent.mkdir(parents=True, exist_ok=True)

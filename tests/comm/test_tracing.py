@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pycomm import trace_merge
+from tests.comm.test_single_process import run_python
 from tests.launch import mpirun, python, torchrun
 
 PHASE_ORDER = ["queued", "op_check", "wait_peers", "wire"]
@@ -108,6 +109,19 @@ def test_trace_of_one_process(tmp_path: Path) -> None:
     python("tests.comm.workers.tracing", str(tmp_path))
     check_rank(tmp_path, 0, 1)
     check_merged(tmp_path, 1, tmp_path)
+
+
+def test_pycomm_trace_traces_an_unmodified_program(tmp_path: Path) -> None:
+    """PYCOMM_TRACE=DIR: from pycomm.init() to exit, no pycomm.profile() in the program; a profile()
+    inside it is refused naming PYCOMM_TRACE."""
+    code = ("import torch, pycomm\n"
+            "comm = pycomm.init()\n"
+            "[comm.allreduce(torch.ones(8)) for _ in range(3)]\n"
+            "try:\n    pycomm.profile('elsewhere').start()\nexcept RuntimeError as e:\n    print('MARK', e)\n")
+    proc = run_python(code, env={"PYCOMM_TRACE": str(tmp_path / "t")})
+    assert proc.returncode == 0 and "traces the whole program" in proc.stdout, proc.stdout + proc.stderr
+    doc = json.loads((tmp_path / "t" / "trace.json").read_text())
+    assert [e["args"]["bytes"] for e in ops_of(doc)] == [32, 32, 32]
 
 
 @pytest.mark.mpi
