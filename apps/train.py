@@ -20,13 +20,15 @@ import torch  # noqa: E402
 
 _TORCH_IMPORTED = time.time()
 
-from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements  # noqa: E402
+from apps import (config_check, config_io, failure, fault_injection, launch, optim, requirements,  # noqa: E402
+                  trace_window)
 from apps.command_name import command_name  # noqa: E402
 from apps.config import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
 from apps.run import Run  # noqa: E402
 from apps.runtime import step_seed  # noqa: E402
 from apps.tasks import Result  # noqa: E402
+from apps.trace_window import TraceWindow  # noqa: E402
 from pycomm import startup_profile  # noqa: E402
 
 
@@ -52,6 +54,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.add_argument("--resume", metavar="auto|PATH", help="continue from the newest checkpoint (auto) or PATH")
     p.add_argument("--nproc", type=_positive_int, help="ranks to start on this machine (launch.nproc)")
+    p.add_argument("--trace", metavar="A:B", help="capture steps A to B-1 with torch.profiler and pycomm's trace on "
+                                                  "every rank into RUN_DIR/trace (docs/tracing.md)")
     return p.parse_args(argv)
 
 
@@ -75,8 +79,9 @@ def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: A
     return loss, len(chunks)
 
 
-def train(cfg: Config, resume: str | None = None) -> int:
+def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None = None) -> int:
     run = Run(cfg, resume)
+    window = TraceWindow(trace, run.dir, run.dist.comm, run.metrics.message) if trace else None
     if cfg.train.eval_on_start and run.state.step == 0:
         run.evaluate(run.state.epoch)
     if optim.owns_loop(cfg.algorithm):   # e.g. Hogwild worker processes: the algorithm's opt.train(...)
@@ -91,6 +96,8 @@ def train(cfg: Config, resume: str | None = None) -> int:
         model.train()
         for batch in iterate(run.splits.train, plan.batches(state.epoch, state.segment, state.sample_in_segment),
                              cfg.data.num_workers):
+            if window:
+                window.before_step(state.step)
             tic = time.time()
             torch.manual_seed(step_seed(cfg.train.seed, run.dist.rank, state.step))  # dropout, augmentation
             batch = tuple(b.to(run.device, non_blocking=True) for b in batch)
@@ -108,10 +115,14 @@ def train(cfg: Config, resume: str | None = None) -> int:
             segment_done = state.advance(plan)
             run.log_step(epoch, segment, loss, lr, 1, time.time() - tic,
                          batch[0].shape[1] if run.kind == "lm" else None)
+            if window:
+                window.after_step(state.step - 1)
             if run.boundary(epoch):
                 return run.finish(preempted=True)
             if segment_done or state.step >= run.budget.total_steps:
                 break
+    if window:
+        window.close()   # the run ended inside the window
     if hasattr(opt, "close"):   # independent processes say goodbye to their server / peers
         opt.close()
     return run.finish(preempted=False)
@@ -129,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         requirements.check(loaded.config)  # optional packages the config needs, before any rank starts
         if args.resume:
             config_check.check_resume(loaded.config, args.resume)
+        trace = trace_window.parse(args.trace) if args.trace else None
     except (config_io.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -152,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     launch.export_rendezvous(launch.detect())
     try:
         fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
-        return train(cfg, args.resume)
+        return train(cfg, args.resume, trace)
     except (Exception, KeyboardInterrupt) as e:
         return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once
 

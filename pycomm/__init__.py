@@ -44,6 +44,7 @@ from pycomm.errors import MismatchError, PycommError, SettingError, StallError
 from pycomm.launch_env import LaunchEnv
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.p2p import ANY_SOURCE, ANY_TAG, Message, Received, TensorWork
+from pycomm.profiling import profile
 from pycomm.quantized import ErrorFeedback
 from pycomm.runtime import abort, finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.store import TCPStore
@@ -53,7 +54,7 @@ __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceO
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
            "StallError", "MismatchError", "Int8Codec", "Int4Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager",
            "ErrorFeedback", "flat_shard_numel", "GradientBuckets", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
-           "Message", "Received", "TensorWork", "DistributedSampler"]
+           "Message", "Received", "TensorWork", "DistributedSampler", "profile"]
 __version__ = "0.1.0"
 
 settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns

@@ -147,6 +147,22 @@ class Directory:
 
 
 @dataclass(frozen=True)
+class NewDirectory:
+    """The path of a directory to write into: made when missing (its parent must exist)."""
+    what: str
+
+    @property
+    def accepted(self) -> str:
+        return f"a directory, made when missing in an existing parent ({self.what})"
+
+    def parse(self, raw: str) -> str:
+        if os.path.exists(raw) and not os.path.isdir(raw) or \
+                not os.path.isdir(os.path.dirname(os.path.abspath(raw))):
+            raise ValueError(raw)
+        return raw
+
+
+@dataclass(frozen=True)
 class FilePath:
     """The path of a file to write (relative paths from the current directory); its directory must exist."""
     what: str

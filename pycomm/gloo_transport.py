@@ -24,7 +24,7 @@ import torch
 from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, BroadcastOptions, ReduceScatterOptions
 from torch.distributed import PrefixStore, ProcessGroupGloo, ReduceOp as TorchReduceOp, Store
 
-from pycomm import op_stats
+from pycomm import flight_recorder, op_stats, tracing
 from pycomm._dtypes import CODES
 from pycomm.errors import PycommError, StallError
 from pycomm.gloo_work import GlooWork, describe
@@ -34,7 +34,8 @@ _OPEN: "weakref.WeakSet[GlooTransport]" = weakref.WeakSet()  # shut down at exit
 DTYPES: dict[int, torch.dtype] = {code: dtype for dtype, code in CODES.items()}
 TORCH_OPS = {ReduceOp.SUM: TorchReduceOp.SUM, ReduceOp.AVG: TorchReduceOp.AVG, ReduceOp.MAX: TorchReduceOp.MAX,
              ReduceOp.MIN: TorchReduceOp.MIN}
-NO_TIMEOUT = datetime.timedelta(days=365)  # gloo needs a bound: PYCOMM_TIMEOUT <= 0 asks for none
+NO_TIMEOUT = datetime.timedelta(days=365)
+P2P_NAMES = ("send", "recv", "send_tensor", "recv_tensor")  # gloo needs a bound: PYCOMM_TIMEOUT <= 0 asks for none
 
 
 class _HostMemory:
@@ -81,6 +82,8 @@ class GlooTransport:
         self.local_size = hosts.count(hosts[rank])
         self._seq = 0
         self._splits = 0
+        from pycomm._build import core
+        self.trace_comm_id = core().trace_new_comm_id()
         self._broken: Optional[str] = None
         from pycomm.gloo_p2p import MAX_TAG, Ordering  # gloo_p2p builds on this module
         self.max_tag = MAX_TAG
@@ -103,6 +106,11 @@ class GlooTransport:
                 "bytes": count * item if nbytes is None else nbytes, "peer": peer, "tag": tag, "bucket": bucket,
                 "op": ReduceOp(op).name if op >= 0 else "", "bus_factor": op_stats.bus_factor(name, self.size)}
         info["describe"] = describe(info)
+        if tracing.ACTIVE:
+            info["trace"] = dict(comm_id=self.trace_comm_id, rank=self.rank, size=self.size, seq=self._seq,
+                                 count=count, dtype=dtype_code, nbytes=info["bytes"], redop=op, algorithm="gloo",
+                                 peer=peer, tag=tag, bucket=bucket, collective=name not in P2P_NAMES)
+            tracing.record_phase(name, phase="queued", **info["trace"])
         return info
 
     def fail(self, info: dict, error: Optional[BaseException], timeout_s: float = 0.0) -> PycommError:
@@ -110,8 +118,8 @@ class GlooTransport:
         where = f"on rank {self.rank} of {self.size} (backend 'gloo')"
         if error is None or "timed out" in str(error).lower():
             limit = f"{timeout_s:g} s" if timeout_s > 0 else f"gloo's timeout ({self._timeout_s:g} s)"
-            err: PycommError = StallError(f"{info['describe']} did not complete within {limit} {where}: a rank "
-                                          f"has not reached it (PYCOMM_TIMEOUT)")
+            msg = f"{info['describe']} did not complete within {limit} {where}: a rank has not reached it (PYCOMM_TIMEOUT)"
+            err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
             err = PycommError(f"{info['describe']} failed {where}: {error}")
         self._broken = self._broken or str(err)

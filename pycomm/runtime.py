@@ -8,7 +8,7 @@ import warnings
 import weakref
 from typing import Any, NoReturn, Optional
 
-from pycomm import backends, op_stats, settings, startup_profile
+from pycomm import backends, op_stats, profiling, settings, startup_profile
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
@@ -44,6 +44,7 @@ def init(backend: str = "auto") -> Communicator:
     transport = backends.get(name).create_world(env)
     _env = env
     _world = _track(Communicator(transport, "world"))
+    profiling.start_from_environment(_world)   # PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER
     startup_profile.mark("init")
     return _world
 
@@ -92,6 +93,7 @@ def finalize() -> None:
     if _finalized:
         return
     _finalized = True
+    profiling.stop_from_environment()    # PYCOMM_TRACE's files, while the communicators still work
     for comm in list(_live):
         comm.shutdown()
     _world = None

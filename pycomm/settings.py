@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 # every kind, so that an entry of any kind merges into this table as into the others
-from pycomm._setting_values import Choice, Directory, FilePath, Flag, Integer, Number, Pattern, Text, ValueKind  # noqa: F401
+from pycomm._setting_values import Choice, Directory, FilePath, Flag, Integer, NewDirectory, Number, Pattern, Text, ValueKind  # noqa: F401
 from pycomm.errors import SettingError, SettingWarning
 
 RUNTIME, APPS, TESTS, BUILD, SCRIPTS = "runtime", "apps", "tests", "build", "scripts"
@@ -156,6 +156,23 @@ SETTINGS: tuple[Setting, ...] = (
             "and apps' phases up to `first_step`) to this file; `python -m pycomm.startup_report FILE` prints "
             "them per process (docs/diagnostics.md, *Start-up time*)",
             "pycomm.startup_profile", default_text="no profile"),
+    Setting("PYCOMM_TRACE", NewDirectory("every rank writes there; rank 0 also reads the others' files"), None,
+            "trace every op of the run: each rank records its ops' facts and phases in the core and, at "
+            "`pycomm.finalize()` (or exit), writes its chrome trace to `DIR/ranks/rank<R>.json`, and rank 0 the "
+            "merged `DIR/trace.json` (clocks aligned by a ping exchange); as `with pycomm.profile(DIR):` around "
+            "the whole program (see docs/tracing.md). A StallError also dumps every reachable rank's last events "
+            "there (the flight recorder)",
+            "pycomm.profiling, pycomm.flight_recorder", default_text="no trace"),
+    Setting("PYCOMM_TRACE_EVENTS", Integer(16, 1 << 30, "events"), 32768,
+            "trace events each thread's ring holds (128 bytes each, rounded up to a power of two): a thread's "
+            "older events are overwritten, and the trace counts them as dropped (about 5 events per op)",
+            "pycomm.tracing"),
+    Setting("PYCOMM_FLIGHT_RECORDER", NewDirectory("every rank writes there"), None,
+            "keep recording trace events (ring of `PYCOMM_TRACE_EVENTS` per thread, no trace files) so that a "
+            "`StallError` dumps the last events of every rank still reachable into this directory "
+            "(`flight_rank<R>.json`, and on the rank that stalled `flight.json` naming each rank's last op), as "
+            "PyTorch's NCCL flight recorder does; the error's message names the file",
+            "pycomm.flight_recorder", default_text="off (on with `PYCOMM_TRACE`, dumping there)"),
     Setting("PYCOMM_CUDA", AUTO_ON_OFF, "auto",
             "CUDA kernels; `auto`: when `nvcc` is found (`CUDA_HOME`, `/usr/local/cuda`) and a GPU is visible "
             "(`nvidia-smi -L`, else `/dev/nvidia0`) or `PYCOMM_CUDA_ARCHS` is set",

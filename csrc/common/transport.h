@@ -41,6 +41,7 @@ struct OpInfo {
   int bucket = -1;    // fusion bucket id given by the caller (NVTX, errors), else -1
   double bus_factor = 1.0;  // busbw = bytes * bus_factor / seconds (nccl-tests: 2(n-1)/n for allreduce)
   bool collective = true;   // false for send/recv: PYCOMM_DEBUG only matches collectives
+  const char* algorithm = "";  // the schedule the engine chose ("ring", "rabenseifner", "nccl"; traces, NVTX)
   std::string describe() const;  // "allreduce #12 (count 1024, float32, 4096 bytes, op SUM)"
 };
 
@@ -123,6 +124,8 @@ class Transport {
   // True when an op submitted with caller_waits may run to completion on the submitting thread
   // (host transports); the bindings then release the GIL around the submission.
   virtual bool may_run_on_caller() const { return false; }
+  // This communicator's id in trace events (diagnostics/trace.h); 0 where its ops are not traced.
+  virtual uint32_t trace_comm_id() const { return 0; }
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
   // The ranks on this rank's node (MPI_Comm_split_type SHARED), ordered by key.
   virtual std::unique_ptr<Transport> split_shared(int key) = 0;

@@ -55,6 +55,7 @@ void OpQueue::admit(QueuedOp& op) {
   if (op.info.collective) op.info.collective_index = next_collective_++;
   health_->note_submitted(op.info);  // this rank has reached the op: other ranks' stall errors read it
   op.work = std::make_shared<HostWork>(op.info, health_);
+  note_op_submitted(op, *health_);
 }
 
 std::shared_ptr<HostWork> OpQueue::enqueue(std::unique_ptr<QueuedOp> op) {
@@ -210,7 +211,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         !held_back(*next, in_flight)) {
       std::unique_ptr<QueuedOp> op;
       try {
-        if (next->prepare()) {
+        if (prepare_op(*next)) {
           {
             std::lock_guard<std::mutex> lk(st->mu);
             op = std::move(st->pending.front());

@@ -30,6 +30,8 @@ GARBAGE = {
     "PYCOMM_MNIST": "/nonexistent/mnist", "PYCOMM_PS_RANK": "-1", "PYCOMM_PS_WORLD": "0",
     "PYCOMM_PS_ADDRESS": "localhost", "PYCOMM_PS_ADDRESSES": "a:1,,b:2", "PYCOMM_PS_SERVER_RESTARTS": "-1",
     "PYCOMM_PROFILE_STARTUP": "/nonexistent/pycomm-profile/startup.jsonl",
+    "PYCOMM_TRACE": "/nonexistent/pycomm-trace/run", "PYCOMM_TRACE_EVENTS": "8",
+    "PYCOMM_FLIGHT_RECORDER": "/nonexistent/pycomm-flight/run",
 }
 # Valid values other than the defaults, and what each parses to.
 NON_DEFAULT = {

@@ -16,7 +16,10 @@ import pycomm
 from tests.infra import nvtx_log
 from tests.launch import ROOT, worker_env
 
-OP = re.compile(r"^(?:wait )?(\w+) #\d+ (\d+)B")          # diagnostics/nvtx.cc: "allreduce #3 4000B"
+# diagnostics/nvtx.cc: an op's range "allreduce #3 4000B count=1000 ...", its phases' "wire allreduce #3 4000B",
+# a waiter's "wait allreduce #3 4000B"
+PHASES = ("queued", "op_check", "wait_peers", "wire")
+OP = re.compile(rf"^(?:(wait|{'|'.join(PHASES)}) )?(\w+) #\d+ (\d+)B")
 KERNEL = re.compile(r"^(\w+) (\d+)B (cpu|gpu\d+)$")         # "pack 3200B gpu0"
 
 
@@ -42,14 +45,21 @@ def test_every_collective_and_kernel_shows_with_its_bytes(injection, tmp_path, d
     want = json.loads(manifest.read_text())
     events = [e for e in nvtx_log.read(log) if e.pid == want["pid"] and e.domain == "pycomm"]
     opened = [e for e in events if e.kind in ("push", "start")]
-    seen = Counter()
+    seen, phases = Counter(), Counter()
     for e in opened:
-        m = OP.match(e.message) or KERNEL.match(e.message)
-        assert m, f"a pycomm range that names no op or kernel: {e}"
-        assert int(m.group(2)) == e.payload, f"the message and the payload disagree on the bytes: {e}"
-        if KERNEL.match(e.message):
+        if m := KERNEL.match(e.message):
+            name, nbytes = m.group(1), m.group(2)
             assert m.group(3) == ("cpu" if device == "cpu" else "gpu0"), e
-        seen[(m.group(1), e.payload)] += 1
+        else:
+            m = OP.match(e.message)
+            assert m, f"a pycomm range that names no op or kernel: {e}"
+            prefix, name, nbytes = m.groups()
+            if prefix in PHASES:
+                phases[prefix] += 1
+        assert int(nbytes) == e.payload, f"the message and the payload disagree on the bytes: {e}"
+        seen[(name, e.payload)] += 1
+    if device == "cpu":   # the host queue's phases (NCCL's are timed by the GPU and shown at the watchdog)
+        assert phases["wire"], f"no op shows its phases (wire): {sorted(phases)}"
     missing = [r for r in want["ranges"] if not seen[(r["name"], r["bytes"])]]
     assert not missing, f"no range for {missing}; pycomm's ranges: {sorted(seen)}"
     # every range closed: pushes popped, starts ended

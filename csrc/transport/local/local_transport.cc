@@ -45,7 +45,9 @@ namespace {
 class ImmediateOp : public QueuedOp {
  public:
   ImmediateOp(OpInfo info, std::function<void()> run, bool may_block = false)
-      : QueuedOp(std::move(info)), run_(std::move(run)), may_block_(may_block) {}
+      : QueuedOp(std::move(info)), run_(std::move(run)), may_block_(may_block) {
+    this->info.algorithm = "local";  // one rank: a copy at most
+  }
   bool can_run_inline() const override { return !may_block_; }
   void start() override { run_(); }
   bool test() override { return true; }

@@ -141,6 +141,7 @@ void MpiTransport::shutdown() {
 std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post,
                                                 double avg_scale, uintptr_t stream) {
   refuse_if_finalized(info);
+  info.algorithm = "mpi";  // the MPI library's own collective
   return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale,
                                  staging_for(in, out, stream));
 }
@@ -267,7 +268,9 @@ std::optional<P2pMessage> MpiTransport::try_probe(int src, int tag) {
 std::unique_ptr<QueuedOp> MpiTransport::make_match(OpInfo info) {
   // Nothing but op matching (MpiOp::prepare) under the compound op's own name.
   MpiOp::Post post = [](const Buffer&, const Buffer&, bool, std::vector<MPI_Request>&) {};
-  return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
+  auto op = make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
+  op->info.algorithm = kInOpMatching;  // op matching alone
+  return op;
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
