@@ -54,20 +54,28 @@ def _name(cls: type) -> str:
 
 def check_nesting(outer: type, inner: Any) -> None:
     """`outer` wrapping the CommOptimizer `inner` (ZeRO inside dp_shard, `outer` across dp_replicate)."""
-    pair = f"{_name(outer)} over {_name(type(inner))}"
-    if getattr(type(inner), "state_layout", None) != traits.SHARDED or not hasattr(inner, "master_params"):
+    if not hasattr(inner, "master_params"):
+        raise CompositionError(f"{_name(outer)} over {_name(type(inner))}: only a ZeRO optimizer (zero1, zero2, zero3) "
+                               f"may be wrapped by another algorithm; wrap the torch optimizer once")
+    check_nesting_classes(outer, type(inner), getattr(inner, "options", {}))
+
+
+def check_nesting_classes(outer: type, inner: type, inner_options: dict[str, Any]) -> None:
+    """The same, from the classes and the inner one's options (apps check it before launch)."""
+    pair = f"{_name(outer)} over {_name(inner)}"
+    if getattr(inner, "state_layout", None) != traits.SHARDED:
         raise CompositionError(f"{pair}: only a ZeRO optimizer (zero1, zero2, zero3) may be wrapped by another "
                                f"algorithm; wrap the torch optimizer once")
     if _name(outer) == "mbsgd":
-        raise CompositionError(f"{pair}: averaging gradients across dp_replicate is what {_name(type(inner))} "
-                               "itself does on a Mesh with dp_replicate > 1 (hybrid sharding): use it alone")
+        raise CompositionError(f"{pair}: averaging gradients across dp_replicate is what {_name(inner)} itself does "
+                               "on a Mesh with dp_replicate > 1 (hybrid sharding): use it alone")
     if getattr(outer, "state_layout", None) == traits.SHARDED:
         raise CompositionError(f"{pair}: two sharding stages do not nest; use one ZeRO stage")
     if not getattr(outer, "across_shards", False):
         raise CompositionError(f"{pair}: {_name(outer)} cannot run across replicas over ZeRO's master shards "
                                f"({_why_not_across(outer)}); supported across a ZeRO stage: "
                                f"{', '.join(across_shard_methods())}")
-    if getattr(inner, "options", {}).get("staleness_bound", 0):
+    if inner_options.get("staleness_bound", 0):
         raise CompositionError(f"{pair}: zero1's staleness_bound leaves steps in flight, which a periodic rule "
                                "across replicas would average half-applied; use staleness_bound=0")
 

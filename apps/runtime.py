@@ -43,12 +43,15 @@ def peak_flops(configured: float | None, device: torch.device) -> float | None:
     return next((v for k, v in PEAK_BF16.items() if k in name), None)
 
 
-def per_rank_state(algorithm: AlgorithmConfig, state_dict_type: str = "sharded") -> list[str]:
+def per_rank_state(algorithm: AlgorithmConfig, state_dict_type: str = "sharded", staged: bool = False) -> list[str]:
     """The checkpoint states (checkpoint.STEMS) that differ per rank under this algorithm, so each
     rank saves its own copy; the others are saved once, by rank 0. The one place that decides it, from
     the state layout the algorithm class declares (algorithms/traits.py). A sharded algorithm (ZeRO)
     saves the full model once (rank 0) and, with checkpoint.state_dict_type=sharded, the optimizer
-    state as one shard per rank; with full, once (gathered)."""
+    state as one shard per rank; with full, once (gathered). A `staged` layout (pipeline stages, or ZeRO
+    inside another method: apps.parallel) saves the gathered model once and each rank's optimizer state."""
+    if staged:
+        return ["optim_state_dict"]
     if optim.independent(algorithm):
         return []   # rank 0 alone saves (a server's model, or the first peer's replica)
     if optim.sharded(algorithm):
@@ -68,8 +71,9 @@ def _is_sharded(opt: Any) -> bool:
 
 class Checkpointer:
     def __init__(self, cfg: CheckpointConfig, run_dir: Path, dist: Dist, model: nn.Module, opt: Any,
-                 lr_sched: torch.optim.lr_scheduler.LRScheduler):
+                 lr_sched: torch.optim.lr_scheduler.LRScheduler, layout: Any = None):
         self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
+        self.layout = layout   # apps.parallel.Layout: a staged one saves the gathered model and per-rank optimizers
         self.directory = Path(cfg.directory) if cfg.directory else run_dir / "checkpoints"
         checkpoint.check_keep_last(cfg.keep_last)  # on every rank before training, not in rank 0's first prune
 
@@ -82,6 +86,9 @@ class Checkpointer:
         """(model state, optimizer state) this rank saves. A sharded algorithm's model file holds the
         gathered full model (ZeRO-3's live parameters are empty between steps); its optimizer state
         is this rank's shard (reshardable) or, with state_dict_type=full, the gathered whole."""
+        if self._staged:   # stages (or ZeRO inside a method): the whole model gathered; the same mesh to resume
+            state.reshardable = False
+            return self.layout.full_model_state(self.opt, self.model), self.layout.state_dict(self.opt)
         state.reshardable = _is_sharded(self.opt) and "optim_state_dict" in state.per_rank
         if not _is_sharded(self.opt):
             return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}, self.opt.state_dict()
@@ -129,7 +136,10 @@ class Checkpointer:
         if found is None:
             return None
         path, (state, model_state, optim_state, lr_state) = found
-        if _is_sharded(self.opt):
+        if self._staged:
+            self.layout.load_model(self.model, model_state)
+            self.layout.load_state_dict(self.opt, optim_state)
+        elif _is_sharded(self.opt):
             self._load_sharded(state, model_state, optim_state)
         else:
             self.model.load_state_dict(model_state)
@@ -138,6 +148,10 @@ class Checkpointer:
         self.saved_world_size = state.world_size   # a sharded checkpoint may come from another world size
         state.world_size = self.dist.size
         return path, state
+
+    @property
+    def _staged(self) -> bool:
+        return self.layout is not None and self.layout.staged
 
     def _load_sharded(self, state: IterState, model_state: dict, optim_state: Any) -> None:
         """A sharded algorithm's checkpoint, written on any number of ranks: the parameters from the

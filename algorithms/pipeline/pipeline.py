@@ -76,6 +76,7 @@ class Pipeline:
         self._average = average_gradients and self.replicas > 1
         self._buckets: Optional[pycomm.GradientBuckets] = None   # made at the first step nothing claims the stage
         self.dp_bytes = 0       # what this rank handed to the replicas' gradient and loss all-reduces
+        self._bytes_before = {"pp": 0, "dp": 0}   # counted before a resume (load_state_dict)
         self.replica_loss = float("nan")   # this replica's loss of the last step (the same on all its stages)
         if self.replicas > 1:
             # the replicas of a stage start identical (as DDP does): replica 0's parameters and buffers
@@ -189,13 +190,43 @@ class Pipeline:
             self.replica_comm.allreduce(total, op=pycomm.AVG)
         return float(total[0])
 
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """Clip the stage's gradients by the global norm of the whole model's (this replica's) gradient,
+        summed over the stages (collective over mesh["pp"]), as torch's clip_grad_norm_ on the unsplit
+        model; returns that norm. For gradients a ZeRO optimizer holds sharded, use its own."""
+        grads = [p.grad for p in self.stage_module.parameters() if p.grad is not None]
+        squares = torch.zeros(1, dtype=torch.float64)
+        for g in grads:
+            squares += g.double().pow(2).sum().cpu()
+        if self.stages > 1:
+            self.pipeline_comm.allreduce(squares, op=pycomm.SUM)
+        total = squares.sqrt()[0]
+        coef = float(max_norm) / (float(total) + 1e-6)
+        if coef < 1.0:
+            torch._foreach_mul_(grads, coef)
+        return total
+
     def comm_stats(self) -> dict[str, Any]:
         """Bytes this rank handed to communication since the pipeline was made: `bytes_by_dim["pp"]` the
         activations, their gradients and the loss it sent to neighbouring stages; `["dp"]` the replicas'
         gradient and loss all-reduces (those the pipeline makes itself)."""
         sent = [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None]
-        pp = sum(link.sent_bytes for link in sent + ([self._loss_out] if self._loss_out is not None else []))
-        return {"bytes": pp + self.dp_bytes, "bytes_by_dim": {"pp": pp, "dp": self.dp_bytes}}
+        pp = self._bytes_before["pp"] + sum(link.sent_bytes for link in
+                                            sent + ([self._loss_out] if self._loss_out is not None else []))
+        dp = self._bytes_before["dp"] + self.dp_bytes
+        return {"bytes": pp + dp, "bytes_by_dim": {"pp": pp, "dp": dp}}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pipeline's own state: its byte counters (a resumed run counts on from them)."""
+        return {"bytes_by_dim": self.comm_stats()["bytes_by_dim"]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.dp_bytes = 0
+        for link in [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None] \
+                + ([self._loss_out] if self._loss_out is not None else []):
+            link.sent_bytes = 0
+        self._bytes_before = dict(state["bytes_by_dim"])
 
     def stats(self) -> dict[str, Any]:
         """Of the last train_step; collective over the pipeline's stages (one all-gather), so call it on

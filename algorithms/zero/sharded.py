@@ -227,6 +227,8 @@ class ZeroOptimizer(CommOptimizer):
                 piece.grad = group.piece_of(grad, i)
         shard_optimizer.mirror(self.optimizer, self.shard_optimizer)
         self.shard_optimizer.step()
+        self.torch_optimizer._opt_called = True   # type: ignore[attr-defined]  # stepped through its shard: an LR
+        # scheduler on the user's optimizer must not warn that it was never stepped
         for group in self.groups:
             for piece in group.shard_params:
                 piece.grad = None
@@ -252,6 +254,8 @@ class ZeroOptimizer(CommOptimizer):
         for s in shards:
             squares += s.float().pow(2).sum()
         self.shard_comm.allreduce(squares, op=pycomm.SUM)      # shards are disjoint (and equal across replicas)
+        if self.mesh.shape["pp"] > 1:                          # a pipeline stage: the whole model's norm
+            self.mesh["pp"].allreduce(squares, op=pycomm.SUM)
         total = squares.sqrt()[0]
         coef = float(max_norm) / (float(total) + 1e-6)
         if coef < 1.0:
@@ -308,7 +312,8 @@ class ZeroOptimizer(CommOptimizer):
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {"masters": [g.master.detach().clone() for g in self.groups],
-                "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict())}   # not the live tensors
+                "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict()),   # not the live tensors
+                "dim_bytes": dict(self.dim_bytes)}
 
     @torch.no_grad()
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
@@ -319,6 +324,7 @@ class ZeroOptimizer(CommOptimizer):
         for g, m in zip(self.groups, masters):
             g.master.copy_(m)
         self.shard_optimizer.load_state_dict(state["shard_optimizer"])
+        self.dim_bytes = dict(state.get("dim_bytes", self.dim_bytes))   # absent in states written before it
         self._publish()
 
 
