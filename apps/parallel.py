@@ -97,9 +97,8 @@ def _check_pipeline(cfg: Config) -> list[str]:
     from apps.models.parts import can_be_cut
     p, d, notes = cfg.parallel, cfg.data, []
     parts = p.pp * (p.chunks if p.schedule == "interleaved_1f1b" else 1)
-    model = _meta_model(cfg)
-    if not can_be_cut(model):
-        cuttable = [n for n in MODELS.names() if can_be_cut(_meta_model(cfg, n))]
+    if not can_be_cut(_model_class(cfg.model.name)):
+        cuttable = [n for n in MODELS.names() if can_be_cut(_model_class(n))]
         raise ConfigError(f"parallel.pp={p.pp}: model.name={cfg.model.name} cannot be cut into pipeline stages (it "
                           f"offers no pipeline_layers()); use parallel.pp=1, or a model that can: {', '.join(cuttable)}")
     if "tie_weights" in MODELS.get(cfg.model.name).parameters():
@@ -110,6 +109,7 @@ def _check_pipeline(cfg: Config) -> list[str]:
             cfg.model.options["tie_weights"] = False
             notes.append(f"parallel.pp={p.pp}: model.options.tie_weights=false (the {cfg.model.name}'s head and token "
                          "embedding sit on different stages, each with its own weight)")
+    model = _meta_model(cfg)
     layers = len(model.pipeline_layers()) if model is not None else None
     if layers is not None and layers < parts:
         raise ConfigError(f"parallel.pp={p.pp}: model.name={cfg.model.name} has {layers} layers to cut, fewer than the "
@@ -140,14 +140,19 @@ def check_batch(cfg: Config) -> None:
                           f"parallel.microbatches={p.microbatches}; choose a multiple of {p.microbatches}")
 
 
-def _meta_model(cfg: Config, name: Optional[str] = None) -> Any:
+def _model_class(name: str) -> Any:
+    """What the model's registry entry builds (the class behind a functools.partial)."""
+    from apps.models import MODELS
+    factory = MODELS.get(name).factory
+    return getattr(factory, "func", factory)
+
+
+def _meta_model(cfg: Config) -> Any:
     """The configured model built on the meta device (no memory, no data), None if it cannot be built so."""
     from apps.models import MODELS
-    name = name or cfg.model.name
-    options = cfg.model.options if name == cfg.model.name else {}
     try:
         with torch.device("meta"):
-            return MODELS.build(name, options)
+            return MODELS.build(cfg.model.name, cfg.model.options)
     except Exception:   # noqa: BLE001  (a model needing the data's sizes or an optional package: unknown here)
         return None
 
