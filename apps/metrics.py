@@ -35,7 +35,8 @@ def algorithm_quantities(opt: Any, pipe: Any = None) -> dict[str, Any]:
     parts = [s for s in (stats, pipe.comm_stats() if pipe is not None else None) if s and s.get("bytes") is not None]
     if parts:
         out["comm_bytes"] = sum(s["bytes"] for s in parts)
-        for dim in MESH_DIMS:   # an algorithm without a split by dimension communicates over dp
+    if any("bytes_by_dim" in s for s in parts):
+        for dim in MESH_DIMS:   # a part without a split by dimension communicates over dp
             out[f"comm_bytes_{dim}"] = sum(s.get("bytes_by_dim", {"dp": s["bytes"]}).get(dim, 0) for s in parts)
     out["comm_seconds"] = stats.get("seconds")
     if "staleness" in stats:
