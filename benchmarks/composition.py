@@ -15,7 +15,7 @@ layouts against torch pipelining x DDP), state bytes against DDP's. Goals (issue
 state bytes per rank <= 1/4 of DDP's (activations apart); samples/s >= 1.0x torch's composition.
 Writes results/composition.json, a table and a PNG.
 
-    python -m benchmarks.composition            # the nanoGPT-sized GPT (6 x 384, context 256), 10 steps, 3 repeats
+    python -m benchmarks.composition            # the nanoGPT-sized GPT (6 x 384, context 256), 6 steps, 2 repeats
     python -m benchmarks.composition --quick    # 2 layers, 128 wide, context 64, 3 steps, 1 repeat: a smoke run
 """
 from __future__ import annotations
@@ -71,8 +71,8 @@ def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=10, help="timed steps per layout and repeat (after one warm-up)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs of the whole sequence of layouts (median samples/s)")
+    ap.add_argument("--steps", type=int, default=6, help="timed steps per layout and repeat (after one warm-up)")
+    ap.add_argument("--repeats", type=int, default=2, help="runs of the whole sequence of layouts (median samples/s)")
     ap.add_argument("--n-layer", type=int, default=6)
     ap.add_argument("--n-embd", type=int, default=384)
     ap.add_argument("--block", type=int, default=256)

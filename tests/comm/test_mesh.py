@@ -1,18 +1,13 @@
 """pycomm.Mesh: the shape rule (sizes multiply to the ranks, one -1 the rest, ValueErrors naming the sizes),
-the rank layout (pp, dp_replicate, dp_shard innermost; dp flattened) in one process, and on 4 real ranks
-(tests/comm/workers/mesh.py) each dimension's communicator, the shared groups and repr's node facts."""
+the rank layout (pp, dp_replicate, dp_shard innermost; dp flattened) in one process. On 4 real ranks
+(tests/comm/workers/mesh.py, in test_ranks_per_node's launch): each dimension's communicator, the shared
+groups and repr's node facts."""
 from __future__ import annotations
 
 import pytest
 
 import pycomm
 from pycomm.mesh import coords_of, group_ranks, resolve_shape, server_roles
-from tests.launch import mpirun
-
-
-@pytest.mark.mpi
-def test_mesh_on_4_ranks() -> None:
-    mpirun(4, "tests.comm.workers.mesh", env={"PYCOMM_RANKS_PER_NODE": "2"}, timeout=120)
 
 
 @pytest.mark.parametrize("sizes, words", [

@@ -1,8 +1,8 @@
-"""pycomm.Mesh on 4 real ranks with PYCOMM_RANKS_PER_NODE=2 (nodes {0,1} and {2,3}). argv: none.
-pp=2 x dp_shard=2: each dimension's communicator holds exactly the ranks the layout names (a sum of the
+"""pycomm.Mesh on 4 real ranks with PYCOMM_RANKS_PER_NODE=2 (nodes {0,1} and {2,3}), run by
+tests/comm/workers/ranks_per_node.py's launch. pp=2 x dp_shard=2: each dimension's communicator holds exactly the ranks the layout names (a sum of the
 ranks over it says who is in it), groups of the same ranks share one communicator, a dimension spanning
 the world is the world itself, coords/shape/ranks/spans_nodes/repr agree, and Mesh.across_nodes puts a
-node in dp_shard. Exits non-zero (with the rank's message) on a failed check."""
+node in dp_shard. An AssertionError names the failed check."""
 from __future__ import annotations
 
 import torch
@@ -17,9 +17,7 @@ def total(comm: pycomm.Communicator) -> int:
     return int(t.item())
 
 
-def main() -> None:
-    pycomm.init()
-    world = pycomm.world()
+def check(world: pycomm.Communicator) -> None:
     r = world.rank
     mesh = pycomm.Mesh(world, pp=2, dp_replicate=1, dp_shard=-1)
     assert mesh.shape == {"pp": 2, "dp_replicate": 1, "dp_shard": 2}, mesh.shape
@@ -46,7 +44,3 @@ def main() -> None:
         assert "pp=3 x dp_replicate=1 x dp_shard=-1" in str(e) and "4 ranks" in str(e), str(e)
     else:
         raise AssertionError("pp=3 on 4 ranks was accepted")
-
-
-if __name__ == "__main__":
-    main()
