@@ -11,8 +11,9 @@ Per layout: samples/s (the global batch: data-parallel ranks x batch), per rank 
 gradients + optimizer state after a step and the peak of live activations during one (autograd's saved
 tensors, largest over the ranks), and pycomm's bytes per step per mesh dimension. Ratios:
 samples/s against the torch composition of the same shape (HSDP layouts against FSDP2 HSDP, pipeline
-layouts against torch pipelining x DDP), state bytes against DDP's. Goals (issue 29): pp2 x zero3's
-state bytes per rank <= 1/4 of DDP's (activations apart); samples/s >= 1.0x torch's composition.
+layouts against torch pipelining x DDP), state bytes (and state + activations) against DDP's. Goals (issue
+29): pp2 x zero3's memory per rank <= 1/4 of DDP's (reported for the state alone and with the activations);
+samples/s >= 1.0x torch's composition.
 Writes results/composition.json, a table and a PNG.
 
     python -m benchmarks.composition            # the nanoGPT-sized GPT (6 x 384, context 256), 6 steps, 2 repeats
@@ -46,6 +47,7 @@ def launch(a: argparse.Namespace) -> dict[str, Any]:
 
 def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
     ddp_state = result.get("torch_ddp", {}).get("max_state_bytes")
+    ddp_peak = result.get("torch_ddp", {}).get("max_peak_bytes")
     rows = []
     for layout, r in result.items():
         row: dict[str, Any] = {"layout": layout, **{k: v for k, v in r.items() if k != "bytes_per_step"}}
@@ -57,15 +59,18 @@ def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
             row["torch_peer"] = PEER[layout]
         if ddp_state and "max_state_bytes" in r:
             row["state_vs_ddp"] = r["max_state_bytes"] / ddp_state
+            row["peak_vs_ddp"] = r["max_peak_bytes"] / ddp_peak
         rows.append(row)
     return rows
 
 
 def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     by = {r["layout"]: r for r in rows}
-    pp_zero3 = by.get("pp2_zero3", {}).get("state_vs_ddp")
+    state, peak = (by.get("pp2_zero3", {}).get(k) for k in ("state_vs_ddp", "peak_vs_ddp"))
     speeds = {r["layout"]: r["speed_vs_torch"] for r in rows if "speed_vs_torch" in r}
-    return {"pp2_zero3_state_vs_ddp": pp_zero3, "pp2_zero3_state_goal_met": None if pp_zero3 is None else pp_zero3 <= 0.25,
+    # the memory goal read both ways: state alone (activations apart), and state + activations
+    return {"pp2_zero3_state_vs_ddp": state, "pp2_zero3_peak_vs_ddp": peak,
+            "pp2_zero3_memory_goal_met": None if peak is None else {"state": state <= 0.25, "peak": peak <= 0.25},
             "speed_vs_torch": speeds, "speed_goal_met": {k: v >= 1.0 for k, v in speeds.items()}}
 
 
@@ -86,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         a.n_layer, a.n_embd, a.block, a.steps, a.repeats = 2, 128, 64, 3, 1
     rows = rows_of(launch(a))
     dims = sorted({k for r in rows for k in r if k.startswith("bytes_per_step_")})
-    print(table(rows, ["layout", "samples_per_s", "samples_per_s_min", "samples_per_s_max", "speed_vs_torch", "torch_peer", "max_state_bytes", "state_vs_ddp",
+    print(table(rows, ["layout", "samples_per_s", "samples_per_s_min", "samples_per_s_max", "speed_vs_torch", "torch_peer", "max_state_bytes", "state_vs_ddp", "peak_vs_ddp",
                        "max_activation_peak_bytes", "max_peak_bytes", *dims, "error"]))
     summary = goals(rows)
     print(json.dumps(summary, indent=1))
