@@ -29,6 +29,6 @@ from algorithms.zero import ZeRO1, ZeRO2, ZeRO3
 from algorithms.pipeline import Pipeline
 from algorithms.ps import AsyncPS, SyncPS, SSP
 
-__all__ = ["CommOptimizer", "CompositionError", "available", "lookup", "register", "traits", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
-           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD",
+__all__ = ["CommOptimizer", "CompositionError", "available", "lookup", "register", "traits", "OptionError", "LARS",
+           "CosineWithWarmup", "MultiStep", "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD",
            "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline", "AsyncPS", "SyncPS", "SSP"]

@@ -40,7 +40,8 @@ class QSR(PeriodicAveraging):
         config["total_steps"] = opts.optional_integer("total_steps", config["total_steps"], 1)
         config["avg_m"] = opts.flag("avg_m", config["avg_m"])
         config["avg_v"] = opts.flag("avg_v", config["avg_v"])
-        if (config["avg_m"] or config["avg_v"]) and not isinstance(self.torch_optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        adam = isinstance(self.torch_optimizer, (torch.optim.Adam, torch.optim.AdamW))
+        if (config["avg_m"] or config["avg_v"]) and not adam:
             raise opts.OptionError(f"avg_m / avg_v average Adam's exp_avg / exp_avg_sq; the wrapped optimizer is "
                                    f"{type(self.torch_optimizer).__name__}")
         return config

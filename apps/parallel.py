@@ -100,7 +100,8 @@ def _check_pipeline(cfg: Config) -> list[str]:
     if not can_be_cut(_model_class(cfg.model.name)):
         cuttable = [n for n in MODELS.names() if can_be_cut(_model_class(n))]
         raise ConfigError(f"parallel.pp={p.pp}: model.name={cfg.model.name} cannot be cut into pipeline stages (it "
-                          f"offers no pipeline_layers()); use parallel.pp=1, or a model that can: {', '.join(cuttable)}")
+                          f"offers no pipeline_layers()); use parallel.pp=1, or a model that can: "
+                          f"{', '.join(cuttable)}")
     if "tie_weights" in MODELS.get(cfg.model.name).parameters():
         if cfg.model.options.get("tie_weights") is True:
             raise ConfigError(f"model.options.tie_weights=true with parallel.pp={p.pp}: the token embedding and the "
@@ -229,8 +230,9 @@ class Layout:
             return optim.wrap(local_opt, self.module, algorithm, comm, world, steps_per_epoch, defaults)
         opt: Any = local_opt
         if self.cfg.sharding is not None:
-            opt = optim.wrap(local_opt, self.module, AlgorithmConfig(self.cfg.sharding, self.cfg.sharding_options), None,
-                             self.mesh["dp"].size, steps_per_epoch, defaults, mesh=self.mesh)
+            inner = AlgorithmConfig(self.cfg.sharding, self.cfg.sharding_options)
+            opt = optim.wrap(local_opt, self.module, inner, None, self.mesh["dp"].size, steps_per_epoch, defaults,
+                             mesh=self.mesh)
             if algorithm.name == "none":
                 return opt
         return optim.wrap(opt, self.module, algorithm, None, self.mesh["dp"].size, steps_per_epoch, defaults,
@@ -304,6 +306,7 @@ class Layout:
         the optimizer state loaded after it (their masters)."""
         current = model.state_dict(keep_vars=True)
         if set(current) != set(state):
-            raise ValueError(f"the checkpoint's model does not fit this model: missing "
-                             f"{sorted(set(current) - set(state))[:3]}, unexpected {sorted(set(state) - set(current))[:3]}")
+            missing, unexpected = sorted(set(current) - set(state))[:3], sorted(set(state) - set(current))[:3]
+            raise ValueError(f"the checkpoint's model does not fit this model: missing {missing}, unexpected "
+                             f"{unexpected}")
         model.load_state_dict({k: v for k, v in state.items() if current[k].numel() or not v.numel()}, strict=False)

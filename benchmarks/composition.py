@@ -39,8 +39,8 @@ PEER = {"hsdp_zero2": "torch_fsdp2_hsdp", "hsdp_zero3": "torch_fsdp2_hsdp", "zer
 
 def launch(a: argparse.Namespace) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="bench-composition-")) / "result.json"
-    mpirun(4, "benchmarks.workers.composition_run", str(out), str(a.repeats), str(a.steps), str(a.n_layer), str(a.n_embd),
-           str(a.block), str(a.batch), str(a.microbatches), *a.layouts, timeout=3600,
+    mpirun(4, "benchmarks.workers.composition_run", str(out), str(a.repeats), str(a.steps), str(a.n_layer),
+           str(a.n_embd), str(a.block), str(a.batch), str(a.microbatches), *a.layouts, timeout=3600,
            env={"BENCH_PORT": str(free_port())})
     return json.loads(out.read_text())
 
@@ -91,8 +91,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         a.n_layer, a.n_embd, a.block, a.steps, a.repeats = 2, 128, 64, 3, 1
     rows = rows_of(launch(a))
     dims = sorted({k for r in rows for k in r if k.startswith("bytes_per_step_")})
-    print(table(rows, ["layout", "samples_per_s", "samples_per_s_min", "samples_per_s_max", "speed_vs_torch", "torch_peer", "max_state_bytes", "state_vs_ddp", "peak_vs_ddp",
-                       "max_activation_peak_bytes", "max_peak_bytes", *dims, "error"]))
+    print(table(rows, ["layout", "samples_per_s", "samples_per_s_min", "samples_per_s_max", "speed_vs_torch",
+                       "torch_peer", "max_state_bytes", "state_vs_ddp", "peak_vs_ddp", "max_activation_peak_bytes",
+                       "max_peak_bytes", *dims, "error"]))
     summary = goals(rows)
     print(json.dumps(summary, indent=1))
 

@@ -30,8 +30,8 @@ from pycomm.work import Work
 __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
            "StallError", "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback",
-           "flat_shard_numel", "GradientBuckets", "Mesh", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG", "Message",
-           "Received", "TensorWork"]
+           "flat_shard_numel", "GradientBuckets", "Mesh", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
+           "Message", "Received", "TensorWork"]
 __version__ = "0.1.0"
 
 settings.check_environment()  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns

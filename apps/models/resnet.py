@@ -66,7 +66,8 @@ class CifarResNet(nn.Module):
         return _classify(self, self.layers(_cifar_stem(self, x)))
 
     def pipeline_layers(self) -> nn.Sequential:
-        return nn.Sequential(Part(_cifar_stem, conv1=self.conv1, bn1=self.bn1), *self.layers, Part(_classify, fc=self.fc))
+        return nn.Sequential(Part(_cifar_stem, conv1=self.conv1, bn1=self.bn1), *self.layers,
+                             Part(_classify, fc=self.fc))
 
 
 class _Bottleneck(nn.Module):
@@ -125,4 +126,5 @@ class ResNet(nn.Module):
 
     def pipeline_layers(self) -> nn.Sequential:
         blocks = [b for i in range(1, 5) for b in getattr(self, f"layer{i}")]
-        return nn.Sequential(Part(_imagenet_stem, conv1=self.conv1, bn1=self.bn1), *blocks, Part(_classify, fc=self.fc))
+        return nn.Sequential(Part(_imagenet_stem, conv1=self.conv1, bn1=self.bn1), *blocks,
+                             Part(_classify, fc=self.fc))

@@ -13,7 +13,8 @@ from algorithms import composition
 from algorithms.pipeline.partition import check_untied, layers_of
 from tests.algorithms.runs import case
 
-PIPELINED = [f"pp_{m}" for m in ("zero1", "zero2", "zero3", "zero2_replicate", "mbsgd", "plsgd", "qsr", "easgd", "lsgd")]
+PIPELINED = [f"pp_{m}" for m in ("zero1", "zero2", "zero3", "zero2_replicate", "mbsgd", "plsgd", "qsr", "easgd",
+                                  "lsgd")]
 ACROSS = ["zero3_plsgd", "zero3_qsr", "zero3_easgd", "zero1_plsgd", "zero2_plsgd"]
 REFUSED = ["refuse_mbsgd_over_zero2", "refuse_lsgd_over_zero2", "refuse_pipeline_lsgd_proxy", "refuse_pipeline_lapsgd"]
 

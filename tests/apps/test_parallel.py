@@ -23,7 +23,8 @@ from tests.launch import ROOT, worker_env
     (["parallel.pp=3"], "parallel: pp=3 x dp_replicate=1 x dp_shard=-1 leaves 4/3 ranks for dp_shard"),
     (["parallel.pp=2", "parallel.dp_replicate=3", "parallel.dp_shard=1"], "= 6 ranks, but the communicator has 4"),
     (["algorithm.name=pipeline"], "algorithm.name=pipeline: pipeline parallelism is the parallel section"),
-    (["parallel.pp=2", "model.name=vit_mae", "data.name=random"], "model.name=vit_mae cannot be cut into pipeline stages"),
+    (["parallel.pp=2", "model.name=vit_mae", "data.name=random"],
+     "model.name=vit_mae cannot be cut into pipeline stages"),
     (["parallel.pp=4", "model.name=gpt", "data.name=text", "model.options={n_layer: 0}"],
      "model.name=gpt has 3 layers to cut, fewer than the 4 pipeline parts"),
     (["parallel.pp=2", "algorithm.name=lapsgd"], "pipeline x lapsgd"),
@@ -64,7 +65,8 @@ def test_example_configs_train(tmp_path: Path, config: str, busy: tuple[str, ...
     words = "to be or not that is the question whether tis nobler in mind".split()
     (tmp_path / "text.txt").write_text("\n".join(" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(8))
                                                  for i in range(200)))
-    argv = [sys.executable, "-m", "apps.train", "--config", f"apps/configs/{config}", "-o", f"data.path={tmp_path / 'text.txt'}",
+    argv = [sys.executable, "-m", "apps.train", "--config", f"apps/configs/{config}",
+            "-o", f"data.path={tmp_path / 'text.txt'}",
             *TINY_GPT, "-o", "data.options.block_size=32", "-o", "data.batch_size=8", "-o", "data.eval_batch_size=32",
             "-o", "train.max_steps=4", *(["-o", "algorithm.options.averaging_freq=2"] if "plsgd" in config else []),
             "-o", "logging.plot=false", "-o", "logging.progress=false", "-o", f"out_dir={tmp_path}", "-o", "name=run"]

@@ -12,7 +12,8 @@ from pycomm.mesh import coords_of, group_ranks, resolve_shape, server_roles
 
 @pytest.mark.parametrize("sizes, words", [
     ({"pp": 3}, "pp=3 x dp_replicate=1 x dp_shard=-1 leaves 8/3 ranks for dp_shard"),
-    ({"pp": 2, "dp_replicate": 2, "dp_shard": 3}, "pp=2 x dp_replicate=2 x dp_shard=3 = 12 ranks, but the communicator has 8"),
+    ({"pp": 2, "dp_replicate": 2, "dp_shard": 3},
+     "pp=2 x dp_replicate=2 x dp_shard=3 = 12 ranks, but the communicator has 8"),
     ({"pp": 0}, "pp=0 must be >= 1 (or -1: the ranks left)"),
     ({"pp": -1, "dp_shard": -1}, "only one size may be -1"),
     ({"dp_replicate": -2}, "dp_replicate=-2 must be >= 1"),

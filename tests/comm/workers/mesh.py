@@ -1,8 +1,9 @@
 """pycomm.Mesh on 4 real ranks with PYCOMM_RANKS_PER_NODE=2 (nodes {0,1} and {2,3}), run by
-tests/comm/workers/ranks_per_node.py's launch. pp=2 x dp_shard=2: each dimension's communicator holds exactly the ranks the layout names (a sum of the
-ranks over it says who is in it), groups of the same ranks share one communicator, a dimension spanning
-the world is the world itself, coords/shape/ranks/spans_nodes/repr agree, and Mesh.across_nodes puts a
-node in dp_shard. An AssertionError names the failed check."""
+tests/comm/workers/ranks_per_node.py's launch. pp=2 x dp_shard=2: each dimension's communicator holds
+exactly the ranks the layout names (a sum of the ranks over it says who is in it), groups of the same
+ranks share one communicator, a dimension spanning the world is the world itself,
+coords/shape/ranks/spans_nodes/repr agree, and Mesh.across_nodes puts a node in dp_shard. An
+AssertionError names the failed check."""
 from __future__ import annotations
 
 import torch
