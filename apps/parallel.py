@@ -293,10 +293,18 @@ class Layout:
         return {k: own.get(id(v), v).detach().cpu().clone() for k, v in model.state_dict(keep_vars=True).items()}
 
     def state_dict(self, opt: Any) -> dict[str, Any]:
-        """This rank's optimizer-side state and the pipeline's (its byte counters)."""
-        return {"optimizer": opt.state_dict(), "pipeline": self.pipe.state_dict() if self.pipe is not None else None}
+        """This rank's optimizer-side state and the pipeline's (its byte counters), with the mesh they hold
+        a part of."""
+        return {"mesh": self.mesh.shape, "coords": self.mesh.coords, "optimizer": opt.state_dict(),
+                "pipeline": self.pipe.state_dict() if self.pipe is not None else None}
 
     def load_state_dict(self, opt: Any, state: dict[str, Any]) -> None:
+        """Refuses the state of another mesh (each rank holds its stage's or shard's part of it)."""
+        if state.get("mesh") != self.mesh.shape or state.get("coords") != self.mesh.coords:
+            shape = " x ".join(f"{k}={v}" for k, v in (state.get("mesh") or {}).items())
+            raise ValueError(f"this checkpoint was written on the mesh {shape or '(unknown)'}; this run is "
+                             f"{self.describe().removeprefix(' as ')}: resume with the parallel section it was "
+                             f"written with")
         opt.load_state_dict(state["optimizer"])
         if self.pipe is not None and state.get("pipeline") is not None:
             self.pipe.load_state_dict(state["pipeline"])

@@ -2,7 +2,8 @@
 cannot be cut (or has too few layers), an unsupported pair and a batch that does not cut into micro-batches
 each fail with a message naming them (exit 2, no rank started). On 4 real ranks: the three example
 configs (GPT pp2 x zero2, GPT pp2 x mbsgd, GPT zero3 inside x plsgd across) train a tiny GPT for a few
-steps, evaluate, checkpoint, and log every byte per mesh dimension."""
+steps, evaluate, checkpoint, log every byte per mesh dimension, and resume on their mesh (another mesh is
+refused naming both)."""
 from __future__ import annotations
 
 import csv
@@ -53,15 +54,16 @@ def test_the_gpt_is_untied_for_stages() -> None:
     assert any("tie_weights=false" in n for n in resolved.notes)
 
 
-# (config, the dimensions that must carry bytes, those that must not)
-EXAMPLES = [("pp2_zero2_gpt_shakespeare_char.yaml", ("pp", "dp_shard"), ("dp_replicate",)),
-            ("pp2_mbsgd_gpt_shakespeare_char.yaml", ("pp", "dp"), ("dp_shard", "dp_replicate")),
-            ("hsdp_zero3_plsgd_gpt_shakespeare_char.yaml", ("dp_shard", "dp_replicate"), ("pp",))]
+# (config, the dimensions that must carry bytes, those that must not, how it is resumed)
+EXAMPLES = [("pp2_zero2_gpt_shakespeare_char.yaml", ("pp", "dp_shard"), ("dp_replicate",), "same mesh"),
+            ("pp2_mbsgd_gpt_shakespeare_char.yaml", ("pp", "dp"), ("dp_shard", "dp_replicate"), "other mesh"),
+            ("hsdp_zero3_plsgd_gpt_shakespeare_char.yaml", ("dp_shard", "dp_replicate"), ("pp",), "same mesh")]
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("config, busy, idle", EXAMPLES)
-def test_example_configs_train(tmp_path: Path, config: str, busy: tuple[str, ...], idle: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("config, busy, idle, resume", EXAMPLES)
+def test_example_configs_train(tmp_path: Path, config: str, busy: tuple[str, ...], idle: tuple[str, ...],
+                               resume: str) -> None:
     words = "to be or not that is the question whether tis nobler in mind".split()
     (tmp_path / "text.txt").write_text("\n".join(" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(8))
                                                  for i in range(200)))
@@ -86,3 +88,17 @@ def test_example_configs_train(tmp_path: Path, config: str, busy: tuple[str, ...
     for d in idle:
         assert all(int(r[f"comm_bytes_{d}"]) == 0 for r in rows), (d, rows[-1])
     assert (tmp_path / "run" / "checkpoints").is_dir()
+    # the staged checkpoint (the gathered model, each rank's optimizer state) resumes on its mesh, and
+    # refuses another one naming both
+    again = argv + ["--resume", "auto", "-o", "train.max_steps=6"]
+    other = ["-o", "parallel.dp_replicate=1", "-o", "parallel.dp_shard=2"] if resume == "other mesh" else []
+    proc = subprocess.run(again + other, cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=600)
+    if resume == "other mesh":
+        assert proc.returncode != 0 and "written on the mesh pp=2 x dp_replicate=2 x dp_shard=1; this run is pp=2 x " \
+            "dp_replicate=1 x dp_shard=2" in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
+    else:
+        assert proc.returncode == 0 and "resumed from" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+        rows = list(csv.DictReader(open(tmp_path / "run" / "train.csv")))
+        assert [int(r["step"]) for r in rows] == list(range(1, 7))
+        grown = [int(b["comm_bytes"]) - int(a["comm_bytes"]) for a, b in zip(rows, rows[1:])]
+        assert all(n > 0 for n in grown[::2]), grown   # the byte counters went on from the checkpoint
