@@ -9,12 +9,14 @@ bounded staleness (ps/), and pipeline model parallelism (pipeline/, a model wrap
 class with `@algorithms.register("name")`; importing the module below makes the name selectable. `lookup(name)` is the class, whose `training` and
 `state_layout` (algorithms/traits.py) say how to drive it and how to checkpoint it.
 `Pipeline` (pipeline model parallelism) is a model wrapper, not an optimizer wrapper: it declares the
-same traits (training="pipeline") but is not in the CommOptimizer registry."""
+same traits (training="pipeline") but is not in the CommOptimizer registry. Every one of them takes its
+ranks from a pycomm.Mesh (`mesh=`); which pairs compose: algorithms/composition.py."""
 from __future__ import annotations
 
 from algorithms.registry import available, lookup, register
 from algorithms import traits
 from algorithms.base import CommOptimizer
+from algorithms.composition import CompositionError
 from algorithms.options import OptionError
 from algorithms.lars import LARS
 from algorithms.schedules import Constant, CosineWithWarmup, MultiStep
@@ -29,6 +31,6 @@ from algorithms.zero import ZeRO1, ZeRO2, ZeRO3
 from algorithms.pipeline import Pipeline
 from algorithms.ps import AsyncPS, SyncPS, SSP
 
-__all__ = ["CommOptimizer", "available", "lookup", "register", "traits", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
-           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD",
-           "DiLoCo", "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline", "AsyncPS", "SyncPS", "SSP"]
+__all__ = ["CommOptimizer", "CompositionError", "available", "lookup", "register", "traits", "OptionError", "LARS",
+           "CosineWithWarmup", "MultiStep", "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus",
+           "LAPSGD", "LPPSGD", "DiLoCo", "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline", "AsyncPS", "SyncPS", "SSP"]

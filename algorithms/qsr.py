@@ -59,15 +59,17 @@ def period(o: Mapping[str, Any], steps: int, lr: float) -> int:
 
 @register("qsr")
 class QSR(PeriodicAveraging):
+    across_shards = True   # elementwise on the parameters (and Adam's moments): also over ZeRO's master shards
     algorithm_options: dict[str, Any] = {**PERIOD_OPTIONS, "avg_m": False, "avg_v": False}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = check_period_options(config)
         config["avg_m"] = opts.flag("avg_m", config["avg_m"])
         config["avg_v"] = opts.flag("avg_v", config["avg_v"])
-        if (config["avg_m"] or config["avg_v"]) and not isinstance(self.optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        adam = isinstance(self.torch_optimizer, (torch.optim.Adam, torch.optim.AdamW))
+        if (config["avg_m"] or config["avg_v"]) and not adam:
             raise opts.OptionError(f"avg_m / avg_v average Adam's exp_avg / exp_avg_sq; the wrapped optimizer is "
-                                   f"{type(self.optimizer).__name__}")
+                                   f"{type(self.torch_optimizer).__name__}")
         return config
 
     def _next_period(self, steps: int) -> int:
@@ -75,4 +77,4 @@ class QSR(PeriodicAveraging):
 
     def _round_extras(self) -> list[torch.Tensor]:
         keys = [k for k, on in (("exp_avg", self.options["avg_m"]), ("exp_avg_sq", self.options["avg_v"])) if on]
-        return [self.optimizer.state[p][k] for k in keys for p in self.params if k in self.optimizer.state[p]]
+        return [self._param_state(p)[k] for k in keys for p in self.params if k in self._param_state(p)]

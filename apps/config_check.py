@@ -27,13 +27,18 @@ def world_size_of_launch(cfg: Config) -> int:
 def check(cfg: Config, world_size: int | None = None, batch_size_given: bool = True) -> list[str]:
     """Raise ConfigError on the first problem; derive data.batch_size from data.total_batch_size (in
     place). Returns notes for the user (sizes derived)."""
+    from apps import parallel
     world = world_size_of_launch(cfg) if world_size is None else world_size
     _check_plain_names(cfg)
     _check_writable(cfg)
     _check_registries(cfg)
-    _check_algorithm(cfg, world)
+    data_parallel = parallel.check_shape(cfg, world)   # the ranks that share the data (all, without stages)
+    _check_algorithm(cfg, data_parallel)
+    notes = parallel.check(cfg)
     _check_length(cfg)
-    return _derive_batches(cfg, world, batch_size_given)
+    notes += _derive_batches(cfg, data_parallel, batch_size_given)
+    parallel.check_batch(cfg)
+    return notes
 
 
 def _check_plain_names(cfg: Config) -> None:

@@ -19,14 +19,26 @@ from pycomm import settings
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
 
 
-def algorithm_quantities(opt: Any, ranks: int) -> dict[str, Any]:
+MESH_DIMS = ("pp", "dp", "dp_replicate", "dp_shard")   # comm_bytes_<dim>: where the bytes travelled
+
+
+def algorithm_quantities(opt: Any, ranks: int, pipe: Any = None) -> dict[str, Any]:
     """What the algorithm reports: bytes/seconds communicated, H (current period), staleness, and the
     run's number of ranks (for plot titles: the run's, not the optimizer's communicator, which is one
-    process's own where ranks run as independent processes)."""
+    process's own where ranks run as independent processes). comm_bytes counts every byte this rank
+    handed to communication (the algorithm's and, with pipeline stages, the activations, their
+    gradients and the loss), comm_bytes_<dim> the part on each mesh dimension: pp (between stages), dp
+    (a data-parallel method over all replicas of a stage), dp_shard (ZeRO's reduce-scatters and
+    all-gathers), dp_replicate (across the replicas of a shard)."""
     out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None),
                            "ranks": ranks}
     stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
-    out["comm_bytes"] = stats.get("bytes")
+    parts = [s for s in (stats, pipe.comm_stats() if pipe is not None else None) if s and s.get("bytes") is not None]
+    if parts:
+        out["comm_bytes"] = sum(s["bytes"] for s in parts)
+    if any("bytes_by_dim" in s for s in parts):
+        for dim in MESH_DIMS:   # a part without a split by dimension communicates over dp
+            out[f"comm_bytes_{dim}"] = sum(s.get("bytes_by_dim", {"dp": s["bytes"]}).get(dim, 0) for s in parts)
     out["comm_seconds"] = stats.get("seconds")
     if "staleness" in stats:
         out["staleness"] = stats["staleness"]

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from algorithms.schedules import continue_at
-from apps import bn_stats, config_io, optim, requirements
+from apps import bn_stats, config_io, optim, parallel, requirements
 from apps.budget import Budget
 from apps.checkpoint import IterState
 from apps.config import Config
@@ -38,7 +38,8 @@ class Run:
         data_options = {**cfg.data.options, **({"path": cfg.data.path} if cfg.data.path is not None else {})}
         self.splits = DATASETS.build(cfg.data.name, data_options)
         startup_profile.mark("data_loaded")
-        index, count = optim.data_position(cfg.algorithm, dist.rank, dist.size)   # servers take no data
+        # servers take no data; the stages of a pipeline replica take the same
+        index, count = parallel.data_position(cfg, dist.rank, dist.size)
         self.plan = ShardPlan(len(self.splits.train), index, count, cfg.data.batch_size, cfg.train.seed,
                               cfg.data.segment_size, cfg.data.shuffle)
         self.budget = budget = Budget.from_config(cfg, self.plan.steps_per_epoch)
@@ -48,18 +49,19 @@ class Run:
         self.kind = MODELS.get(cfg.model.name).meta["task"]
         self.task = TASKS[self.kind]
         startup_profile.mark("model_built")
-        self.local_opt = optim.build_optimizer(cfg.optim, self.model)
-        self.opt = optim.wrap(self.local_opt, self.model, cfg.algorithm, dist.comm, dist.size,
-                              budget.steps_per_epoch,
-                              {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps,
-                               # for algorithms that keep state of their own on disk (a parameter server)
-                               "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
-                               "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
+        self.layout = parallel.Layout.build(cfg, dist.comm, self.model)   # mesh, pipeline stage, what to train
+        self.local_opt = optim.build_optimizer(cfg.optim, self.layout.module)
+        self.opt = self.layout.wrap(self.local_opt, cfg.algorithm, dist.comm, dist.size, budget.steps_per_epoch,
+                                    {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps,
+                                     # for algorithms that keep state of their own on disk (a parameter server)
+                                     "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
+                                     "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
+        self.data_ranks = self.layout.data_parallel or dist.size   # ranks whose batches make the global batch
         startup_profile.mark("algorithm_ready")
 
         self.state = IterState(world_size=dist.size, step_samples=self.plan.global_batch)
         self.state.enter(self.plan, 0, 0)
-        self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt)
+        self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, layout=self.layout)
         restored = self.ckpt.restore(resume, cfg.data.batch_size) if resume else None
         if restored:
             self._place(restored.state)
@@ -79,7 +81,8 @@ class Run:
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
                                config_io.to_dict(cfg), self.resumed_at)
         self.metrics.message(
-            f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s) on "
+            f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s)"
+            f"{self.layout.describe()} on "
             f"{self.device}, {budget.total_steps} steps ({budget.steps_per_epoch}/epoch) -> {self.dir}; "
             f"{budget.describe()}")
         if dist.rank == 0:
@@ -114,13 +117,13 @@ class Run:
 
     def log_step(self, epoch: int, segment: int, loss: float, lr: float, steps: int, seconds: float,
                  tokens_per_sample: int | None) -> None:
-        samples_per_s = steps * self.cfg.data.batch_size * self.dist.size / max(seconds, 1e-9)
+        samples_per_s = steps * self.cfg.data.batch_size * self.data_ranks / max(seconds, 1e-9)
         tokens_per_s = samples_per_s * tokens_per_sample if tokens_per_sample else None
         mfu = (tokens_per_s * self.flops_per_token / (self.peak * self.dist.size)
                if tokens_per_s and self.flops_per_token and self.peak else None)
         self.metrics.step({"step": self.state.step, "epoch": epoch, "segment": segment, "time": self.elapsed(),
                            "loss": loss, "lr": lr, "samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s,
-                           "mfu": mfu, **algorithm_quantities(self.opt, self.dist.size)})
+                           "mfu": mfu, **algorithm_quantities(self.opt, self.dist.size, self.layout.pipe)})
         if not self._first_step_marked:
             self._first_step_marked = True
             startup_profile.mark("first_step")
@@ -131,6 +134,8 @@ class Run:
         cfg, state = self.cfg, self.state
         if self.splits.eval is None or (self.dist.independent and self.dist.rank != 0):
             return None   # independent processes share no collectives: rank 0 scores its model alone
+        if self.layout.pipe is not None:   # every rank scores the whole model: the stages' values to all
+            self.layout.share_stages(self.opt, self.model)
         if cfg.train.bn_batches:
             torch.manual_seed(step_seed(cfg.train.seed, self.dist.rank, state.step))  # augmentation, dropout
             micro = cfg.data.physical_batch_size or cfg.data.batch_size

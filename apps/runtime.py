@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from algorithms import traits
+from algorithms import checkpointing
 from algorithms.checkpointing import Placement
 from apps import checkpoint, failure
 from apps.checkpoint import MODEL, OPTIM, CheckpointError, IterState
@@ -71,17 +72,21 @@ def _is_sharded(opt: Any) -> bool:
 class Checkpointer:
     """apps.train's checkpoints of one run: what each rank saves from the model, the algorithm and the
     scheduler (lr_sched is set once the run has built it), and loading them back on this run's ranks.
-    `mesh`: the run's pycomm.Mesh (None: a plain data-parallel world)."""
+    `layout`: the run's apps.parallel.Layout (None: a plain data-parallel world). A staged layout (pipeline
+    stages, or ZeRO inside another method) saves the whole model gathered once and each rank's part of
+    the optimizer-side state, which resumes on the same mesh only (Layout.load_state_dict says so)."""
 
     def __init__(self, cfg: CheckpointConfig, run_dir: Path, dist: Dist, model: nn.Module, opt: Any,
-                 lr_sched: Any = None, mesh: Any = None):
+                 lr_sched: Any = None, layout: Any = None):
         self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
+        self.layout = layout if layout is not None and layout.staged else None
         self.directory = Path(cfg.directory) if cfg.directory else run_dir / "checkpoints"
         checkpoint.check_keep_last(cfg.keep_last)  # on every rank before training, not in rank 0's first prune
-        self.at = Placement.of(mesh, dist.rank, dist.size)
+        self.at = Placement.of(getattr(layout, "mesh", None), dist.rank, dist.size)
         self.algorithm = getattr(opt, "name", None) or "none"   # a bare torch optimizer: "none"
         options = opt.options if isinstance(getattr(opt, "options", None), dict) else {}   # a CommOptimizer's
-        self.kinds = state_kinds(type(opt), options, cfg.state_dict_type)
+        self.kinds = ({MODEL: checkpointing.ONCE, OPTIM: traits.PER_RANK} if self.layout is not None
+                      else state_kinds(type(opt), options, cfg.state_dict_type))
         identical = getattr(type(opt), "state_layout", traits.IDENTICAL) == traits.IDENTICAL
         # an identical algorithm's per-rank extras (residuals) start afresh on another number of ranks
         self.resized_ok = frozenset(s for s, k in self.kinds.items() if identical and k == traits.PER_RANK)
@@ -95,6 +100,8 @@ class Checkpointer:
         """(model state, optimizer state) this rank saves. A sharded algorithm's model file holds the
         gathered full model (ZeRO-3's live parameters are empty between steps); its optimizer state
         is this rank's shard or, with state_dict_type=full, the gathered whole."""
+        if self.layout is not None:   # collective over the mesh: every stage's values gathered
+            return self.layout.full_model_state(self.opt, self.model), self.layout.state_dict(self.opt)
         if not _is_sharded(self.opt):
             return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}, self.opt.state_dict()
         if self.kinds[OPTIM] == traits.SHARDED:
@@ -138,7 +145,10 @@ class Checkpointer:
                                     self.resized_ok)
         if loaded is None:
             return None
-        if _is_sharded(self.opt):
+        if self.layout is not None:
+            self.layout.load_model(self.model, loaded.model)
+            self.layout.load_state_dict(self.opt, loaded.optim)
+        elif _is_sharded(self.opt):
             self._load_sharded(loaded)
         else:
             self.model.load_state_dict(loaded.model)

@@ -90,7 +90,7 @@ def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None 
     if optim.serves(cfg.algorithm) and run.opt.is_server:   # a parameter server's server rank
         from apps.server_loop import serve
         return run.finish(serve(run))
-    model, opt, state, plan = run.model, run.opt, run.state, run.plan
+    model, opt, state, plan, layout = run.model, run.opt, run.state, run.plan, run.layout
     bare = opt is run.local_opt  # algorithm "none": a plain torch optimizer takes no loss=
     while state.step < run.budget.total_steps:
         model.train()
@@ -102,14 +102,16 @@ def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None 
             torch.manual_seed(step_seed(cfg.train.seed, run.dist.rank, state.step))  # dropout, augmentation
             batch = tuple(b.to(run.device, non_blocking=True) for b in batch)
             opt.zero_grad(set_to_none=True)
-            loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
-                                       run.amp)
-            if cfg.train.grad_clip and hasattr(opt, "clip_grad_norm_"):   # sharded gradients (ZeRO-2/3)
-                opt.clip_grad_norm_(cfg.train.grad_clip)
-            elif cfg.train.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+            if layout.pipe is not None:   # pipeline stages: the schedule runs the micro-batches' forwards and backwards
+                loss = layout.pipeline_step(batch, run.kind, run.device.type, run.amp)
+            else:
+                loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
+                                           run.amp)
+            if cfg.train.grad_clip:   # by the whole model's norm: sharded gradients and stages included
+                layout.clip_grad_norm_(opt, model, cfg.train.grad_clip)
             lr = run.lr_sched.get_last_lr()[0]
-            opt.step() if bare else opt.step(loss=loss)
+            # the replica's own loss for methods that rank replicas by it (lsgd); the logged one is the mean
+            opt.step() if bare else opt.step(loss=layout.pipe.replica_loss if layout.pipe is not None else loss)
             run.lr_sched.step()
             epoch, segment = state.epoch, state.segment
             segment_done = state.advance(plan)

@@ -42,6 +42,7 @@ from pycomm.flat_shards import flat_shard_numel
 from pycomm.grad_buckets import GradientBuckets
 from pycomm.errors import MismatchError, PycommError, SettingError, StallError
 from pycomm.launch_env import LaunchEnv
+from pycomm.mesh import Mesh
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.p2p import ANY_SOURCE, ANY_TAG, Message, Received, TensorWork
 from pycomm.profiling import profile
@@ -53,7 +54,7 @@ from pycomm.work import Work
 __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
            "StallError", "MismatchError", "Int8Codec", "Int4Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager",
-           "ErrorFeedback", "flat_shard_numel", "GradientBuckets", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
+           "ErrorFeedback", "flat_shard_numel", "GradientBuckets", "Mesh", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
            "Message", "Received", "TensorWork", "DistributedSampler", "profile"]
 __version__ = "0.1.0"
 
