@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks import diloco
-from tests.algorithms.test_algorithms_gpt_benchmark import _text
+from tests import pseudo_text
 
 
 @pytest.mark.mpi
 def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
-    _text(tmp_path / "data" / "tinyshakespeare" / "input.txt")
+    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")
     out = tmp_path / "results"
     diloco.main(["--ranks", "2", "--steps", "3", "--batch", "2", "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
                  "--seeds", "1", "--cases", "diloco-h64+int4", "--links", "default",
