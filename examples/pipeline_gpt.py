@@ -33,6 +33,8 @@ parser.add_argument("--batch-size", type=int, default=16, help="windows per step
 parser.add_argument("--lr", type=float, default=3e-3)
 parser.add_argument("--log-every", type=int, default=10)
 args = parser.parse_args()
+if not pathlib.Path(args.data).is_file():
+    parser.error(f"--data {args.data}: no such file; fetch tiny Shakespeare as the opening lines show")
 
 comm = pycomm.init()
 mesh = pycomm.Mesh(comm, pp=2, dp_shard=-1)   # 2 stages; the other ranks shard each stage

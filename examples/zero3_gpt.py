@@ -36,6 +36,8 @@ parser.add_argument("--save-every", type=int, default=25)
 parser.add_argument("--log-every", type=int, default=10)
 parser.add_argument("--checkpoint-dir", type=pathlib.Path, default=pathlib.Path("runs/zero3_gpt"))
 args = parser.parse_args()
+if not pathlib.Path(args.data).is_file():
+    parser.error(f"--data {args.data}: no such file; fetch tiny Shakespeare as the opening lines show")
 
 comm = pycomm.init()
 torch.manual_seed(0)
