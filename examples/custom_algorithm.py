@@ -12,6 +12,8 @@ Both from the checkout root: apps.train imports `examples.custom_algorithm` on e
 registers the name (the script part below runs only as a script), and drives it by what the class
 declares (`training`, `state_layout`). Run as a script from a checkout, it finds pycomm and algorithms
 there."""
+from __future__ import annotations
+
 import pathlib
 import sys
 from typing import Any
