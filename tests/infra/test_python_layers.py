@@ -87,6 +87,7 @@ def test_the_check_catches_each_kind_of_violation(tmp_path):
         "benchmarks/b.py": "from tests.launch import mpirun\nARGV = ['-m', 'tests.comm.workers.x']\nimport apps\n",
         "tests/t.py": "import benchmarks.b\nfrom tests import launch\n",
         "scripts/s.py": "import apps, pycomm\n",
+        "examples/e.py": "import algorithms, apps, pycomm\nfrom tests.launch import mpirun\n",
         "tools/u.py": "import pycomm\n",
     }
     for name, text in files.items():
@@ -99,6 +100,8 @@ def test_the_check_catches_each_kind_of_violation(tmp_path):
         "that uses it)",
         "benchmarks/b.py:2: imports tests.comm.workers.x (nothing imports tests: move what it shares to the lowest "
         "layer that uses it)",
+        "examples/e.py:2: imports tests.launch (nothing imports tests: move what it shares to the lowest layer "
+        "that uses it)",
         "pycomm/core.py:5: imports apps.train (pycomm may import no other layer)",
         f"tools/u.py: tools/ is not placed in {Path(__file__).name}; add it to LAYERS or CLIENTS",
     ]
