@@ -23,8 +23,9 @@ class Phase:
 
 
 PHASES: tuple[Phase, ...] = (
-    Phase("kernels", "every kernel on CUDA against its reference and the CPU's bytes (tests/kernels)",
-          tests=("tests/kernels",), limit_s=100, floor_s=20, maxfail=40),
+    Phase("kernels", "every kernel on CUDA against its reference and the CPU's bytes (tests/kernels); the "
+                     "module keeps any C++ runtime linked into it private",
+          tests=("tests/kernels", "tests/infra/test_module_symbols.py"), limit_s=100, floor_s=20, maxfail=40),
     Phase("nccl", "NCCL on one rank: every op and dtype, async Work, stream semantics without host sync, "
                   "abort, watchdog timeout, bad tensors, ncclCommSplit; stream order of pooled buffers and local p2p",
           tests=("tests/comm/test_nccl.py", "tests/comm/test_gpu_streams.py"), limit_s=150, floor_s=30,
