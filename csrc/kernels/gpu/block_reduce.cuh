@@ -60,7 +60,6 @@ inline unsigned grid_for(int64_t items) {
   constexpr int64_t kMaxGrid = int64_t(1) << 20;
   return static_cast<unsigned>(items < kMaxGrid ? (items > 0 ? items : 1) : kMaxGrid);
 }
-inline int64_t thread_blocks_for(int64_t elements) { return (elements + kThreads - 1) / kThreads; }
 
 // The prologue and epilogue of every single-buffer kernel launch: make `device` current, call
 // launch(grid, stream) with a grid for `items` thread blocks, and surface a launch error.

@@ -41,14 +41,35 @@ __global__ void __launch_bounds__(gpu::kThreads) compress_kernel(SignCompressArg
   }
 }
 
+// Lane groups take whole blocks (gpu::for_each_codec_block); each lane loads kUnroll bits (and, when
+// accumulating, the outputs) before it stores any.
 template <typename T, bool kAccumulate>
 __global__ void __launch_bounds__(gpu::kThreads) decompress_kernel(SignDecompressArgs a) {
+  using acc = typename Num<T>::acc;
   T* out = static_cast<T*>(a.out);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * gpu::kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * gpu::kThreads + threadIdx.x; i < a.numel; i += stride) {
-    const float d = codec::sign_value((a.bits[i / 8] >> (i % 8)) & 1u, a.scales[i / a.block]);
-    out[i] = Num<T>::store(kAccumulate ? Num<T>::load(out[i]) + d : d);
-  }
+  gpu::for_each_codec_block(a.numel, a.block, [&](int64_t blk, int64_t b0, int64_t len, int lane) {
+    const float scale = a.scales[blk];
+    for (int64_t j0 = lane; j0 < len; j0 += gpu::kLanes * gpu::kUnroll) {
+      uint32_t bit[gpu::kUnroll] = {};
+      acc before[gpu::kUnroll] = {};
+#pragma unroll
+      for (int u = 0; u < gpu::kUnroll; ++u) {
+        const int64_t i = b0 + j0 + u * gpu::kLanes;
+        if (i < b0 + len) {
+          bit[u] = (a.bits[i / 8] >> (i % 8)) & 1u;
+          if (kAccumulate) before[u] = Num<T>::load(out[i]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < gpu::kUnroll; ++u) {
+        const int64_t i = b0 + j0 + u * gpu::kLanes;
+        if (i < b0 + len) {
+          const float d = codec::sign_value(bit[u], scale);
+          out[i] = Num<T>::store(kAccumulate ? before[u] + d : d);
+        }
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -67,7 +88,8 @@ void sign_compress_gpu(const SignCompressArgs& a, int device, uintptr_t stream) 
 void sign_decompress_gpu(const SignDecompressArgs& a, int device, uintptr_t stream) {
   check_sign_decompress(a, "sign_decompress");
   if (a.numel == 0) return;
-  gpu::launch_on(device, stream, gpu::thread_blocks_for(a.numel), [&](unsigned grid, gpuStream_t s) {
+  const int64_t blocks = gpu::thread_blocks_for_codec_blocks(num_blocks(a.numel, a.block));
+  gpu::launch_on(device, stream, blocks, [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
       if (a.accumulate) decompress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
       else decompress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);

@@ -51,14 +51,35 @@ __global__ void __launch_bounds__(gpu::kThreads) quantize_kernel(AbsmaxQuantizeA
   }
 }
 
+// Lane groups take whole blocks (gpu::for_each_codec_block); each lane loads kUnroll levels (and, when
+// accumulating, the outputs) before it stores any.
 template <typename L, typename T, bool kAccumulate>
 __global__ void __launch_bounds__(gpu::kThreads) dequantize_kernel(AbsmaxDequantizeArgs<typename L::Data> a) {
+  using acc = typename Num<T>::acc;
   T* out = static_cast<T*>(a.out);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * gpu::kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * gpu::kThreads + threadIdx.x; i < a.numel; i += stride) {
-    const float d = codec::mul_rn(static_cast<float>(L::get(a.q, i)), a.scales[i / a.block]);
-    out[i] = Num<T>::store(kAccumulate ? Num<T>::load(out[i]) + d : d);
-  }
+  gpu::for_each_codec_block(a.numel, a.block, [&](int64_t blk, int64_t b0, int64_t len, int lane) {
+    const float scale = a.scales[blk];
+    for (int64_t j0 = lane; j0 < len; j0 += gpu::kLanes * gpu::kUnroll) {
+      int32_t level[gpu::kUnroll] = {};
+      acc before[gpu::kUnroll] = {};
+#pragma unroll
+      for (int u = 0; u < gpu::kUnroll; ++u) {
+        const int64_t i = b0 + j0 + u * gpu::kLanes;
+        if (i < b0 + len) {
+          level[u] = L::get(a.q, i);
+          if (kAccumulate) before[u] = Num<T>::load(out[i]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < gpu::kUnroll; ++u) {
+        const int64_t i = b0 + j0 + u * gpu::kLanes;
+        if (i < b0 + len) {
+          const float d = codec::mul_rn(static_cast<float>(level[u]), scale);
+          out[i] = Num<T>::store(kAccumulate ? before[u] + d : d);
+        }
+      }
+    }
+  });
 }
 
 template <typename L>
@@ -79,7 +100,8 @@ template <typename L>
 void dequantize_gpu(const AbsmaxDequantizeArgs<typename L::Data>& a, int device, uintptr_t stream, const char* what) {
   check_dequantize(a, what);
   if (a.numel == 0) return;
-  gpu::launch_on(device, stream, gpu::thread_blocks_for(a.numel), [&](unsigned grid, gpuStream_t s) {
+  const int64_t blocks = gpu::thread_blocks_for_codec_blocks(num_blocks(a.numel, a.block));
+  gpu::launch_on(device, stream, blocks, [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.out_dtype, what, [&] {
       if (a.accumulate) dequantize_kernel<L, scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
       else dequantize_kernel<L, scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
