@@ -1,6 +1,5 @@
-// Block-per-work-item kernels: reductions across one thread block through shared memory (portable
-// to CUDA's 32-wide warps and AMD's 64-wide wavefronts alike), and their launch; codec kernels whose lane
-// groups of 32 threads take one codec block each.
+// Codec kernels whose lane groups of 32 threads (a CUDA warp, half an AMD wavefront) take whole codec
+// blocks, reductions across a group by shuffles, and their launch.
 #pragma once
 
 #include "common/gpu_compat.h"
@@ -8,27 +7,12 @@
 
 namespace pycomm::gpu {
 
-// op(a, b) must be associative and commutative. `scratch` holds kThreads floats; it may be reused
-// by the caller right after this returns.
-template <typename Op>
-__device__ float block_reduce(float v, float* scratch, Op op) {
-  const int t = static_cast<int>(threadIdx.x);
-  scratch[t] = v;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (t < half) scratch[t] = op(scratch[t], scratch[t + half]);
-    __syncthreads();
-  }
-  const float r = scratch[0];
-  __syncthreads();
-  return r;
-}
-
 struct MaxOp { __device__ float operator()(float a, float b) const { return a > b ? a : b; } };
 struct SumOp { __device__ float operator()(float a, float b) const { return a + b; } };
 
-// A reduction across a group of kLanes threads through shuffles (no barrier); every lane gets the result.
-// For max, and for sums whose order cannot matter (only whether they are 0), as any pairing gives the same.
+// A reduction across a group of kLanes threads through xor shuffles (no barrier); every lane gets the same
+// result. For lane 0 the steps add lane t + 16, then t + 8, ..., t + 1, as the last five steps of a
+// shared-memory tree over the group do, so even a float sum comes out in that tree's order.
 constexpr int kLanes = 32;                      // a CUDA warp; half an AMD wavefront
 constexpr int kGroups = kThreads / kLanes;      // lane groups per thread block
 template <typename Op>
