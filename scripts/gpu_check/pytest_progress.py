@@ -1,9 +1,9 @@
 """A pytest plugin (`-p scripts.gpu_check.pytest_progress`) that writes each test's progress to the file
-named by $PYCOMM_GPU_CHECK_PROGRESS as it happens, one JSON object a line, written through at once: what
+named by $GPU_CHECK_PROGRESS as it happens, one JSON object a line, written through at once: what
 was collected, each test's start, each phase's report (outcome, duration, the failure's text, captured
 output) and its end. A crash of the test process (a segfault in the core) then still leaves every result
 before it and names the test it crashed in: pytest_phase.py runs the rest in a new process, deselecting
-the tests named in the file $PYCOMM_GPU_CHECK_DONE (exact node ids, one a line: pytest's --deselect takes
+the tests named in the file $GPU_CHECK_DONE (exact node ids, one a line: pytest's --deselect takes
 prefixes, and test_x would take test_x_too along), and builds the phase's JUnit file from these lines."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-ENV = "PYCOMM_GPU_CHECK_PROGRESS"
-DONE_ENV = "PYCOMM_GPU_CHECK_DONE"
+ENV = "GPU_CHECK_PROGRESS"
+DONE_ENV = "GPU_CHECK_DONE"
 TEXT_LIMIT = 8000   # characters of a failure's text or a test's output kept (their tails)
 
 _fd: int | None = None
