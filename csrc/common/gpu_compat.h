@@ -93,6 +93,18 @@ using gpuEvent_t = cudaEvent_t;
                                gpuGetErrorString(err_));                                         \
   } while (0)
 
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// `v` of the lane (this lane ^ mask) in this thread's group of 32 lanes: a CUDA warp, half an AMD
+// wavefront (width 32). Every lane of the group must call it, in step.
+__device__ inline float gpuShflXor(float v, int mask) {
+#if defined(__HIPCC__)
+  return __shfl_xor(v, mask, 32);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask, 32);
+#endif
+}
+#endif
+
 namespace pycomm {
 // Makes `device` current for the scope (kernels must launch on the tensor's device).
 class DeviceGuard {

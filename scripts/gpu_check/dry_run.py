@@ -40,7 +40,8 @@ class Collector:
     ids = []
     def pytest_collection_finish(self, session):
         Collector.ids = [item.nodeid for item in session.items]
-rc = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-m", "gpu", *paths], plugins=[Collector()])
+rc = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "scripts.gpu_check.pytest_progress",
+                  "-m", "gpu", *paths], plugins=[Collector()])
 errors = []
 for m in modules:
     try:

@@ -90,6 +90,7 @@ def test_workers_update_one_gpu_model_through_cuda_ipc():
     model = Scale().cuda()      # one copy in GPU memory; spawned workers map it by CUDA IPC
     steps = 400
     pool, state = make_pool(model, workers=2, steps=steps, momentum=0.5, start_method="spawn", device="cuda")
+    assert all(spec.device == model.w.device for spec in pool.specs)   # "cuda" is the model's GPU, with its index
     run_to_end(pool)
     per_worker = pool.per_worker()
     assert pool.done() == steps and sum(per_worker) == steps and all(n > 0 for n in per_worker), per_worker

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.gpu_check import phases, report
+from scripts.gpu_check import phases, pytest_phase, report
 from scripts.gpu_check.__main__ import parse
 from scripts.gpu_check.runner import FAILED, PASSED, SKIPPED, Budget, Result, run_command, skip_reason
 from tests.launch import ROOT
@@ -95,6 +95,58 @@ def test_the_report_merges_junit_counts_and_tails_failures(tmp_path):
     with tarfile.open(out / report.LOGS) as tar:
         assert sorted(tar.getnames()) == ["logs/a.log", "logs/a.xml", "logs/b.xml", "logs/c.log"]
     assert report.exit_code(results) == 1 and report.exit_code(results[1:]) == 3 and report.exit_code(results[1:3]) == 0
+
+
+CRASHING_TESTS = """
+import os, signal, time
+import pytest
+
+def test_before():
+    print("GPU-RESULT: before the crash 1 GB/s")
+
+def test_fails():
+    assert 1 == 2
+
+@pytest.mark.skip(reason="not on this machine")
+def test_skipped():
+    pass
+
+def test_crashes():
+    os.kill(os.getpid(), signal.SIGSEGV)   # as the core's segfault in Work.info did
+
+def test_after():
+    print("GPU-RESULT: after the crash 2 GB/s")
+
+def test_hangs():
+    time.sleep(120)   # pytest-timeout's thread method ends the process (exit 1), as for a test hung in C++
+
+def test_last():
+    pass
+"""
+
+
+def test_a_crash_in_a_pytest_phase_does_not_hide_the_tests_after_it(tmp_path):
+    """The first GPU run lost 40 NCCL tests behind one segfault: each crash (or hang ended by pytest-timeout's
+    thread method) now fails its test alone and the rest go on in a new pytest process; the JUnit file has
+    every test, with the output printed before."""
+    tests = tmp_path / "test_crashing.py"
+    tests.write_text(CRASHING_TESTS)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=3", "--timeout-method=thread"]
+    xml, log = tmp_path / "phase.xml", tmp_path / "phase.log"
+    run = pytest_phase.run(argv, [str(tests)], log, xml, 240, os.environ, ROOT)
+    assert (run.rounds, run.returncode) == (3, 1), log.read_text()
+    assert run.crashed == ["test_crashing.py::test_crashes (exit -11)", "test_crashing.py::test_hangs (exit 1)"]
+    assert report.junit_counts(xml) == {"tests": 7, "passed": 3, "failed": 3, "errors": 0, "skipped": 1}
+    assert report.findings(report.junit_outputs(xml)) == ["before the crash 1 GB/s", "after the crash 2 GB/s"]
+    cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
+    assert list(cases) == ["test_before", "test_fails", "test_skipped", "test_crashes", "test_after", "test_hangs",
+                           "test_last"]
+    crash = cases["test_crashes"].find("failure")
+    assert "exit -11" in crash.get("message") and "Segmentation fault" in crash.text
+    assert "Timeout" in cases["test_hangs"].find("failure").text
+    assert "assert 1 == 2" in cases["test_fails"].find("failure").text
+    assert report.status_of(run.returncode, report.junit_counts(xml))[0] == FAILED
+    assert "2 test(s) crashed pytest, the rest ran on in 3 processes" in run.note()
 
 
 def test_the_phases_are_ordered_named_and_selectable():
