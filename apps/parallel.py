@@ -273,9 +273,10 @@ class Layout:
             for c in range(self.pipe.chunks):
                 part = c * self.pipe.stages + s
                 for _, layer in layers[self.pipe.bounds[part]:self.pipe.bounds[part + 1]]:
-                    tensors += [t.detach() for t in layer.state_dict(keep_vars=True).values()]
-            if s == self.pipe.stage:   # the sender: ZeRO's gathered values, in the model's dtypes
-                tensors = [own[id(t)].to(t.dtype) if id(t) in own else t for t in tensors]
+                    # the sender sends ZeRO's gathered values (by the live tensor's identity, before a detach
+                    # makes a new one), in the model's dtypes: ZeRO-3's own parameters are empty here
+                    tensors += [own[id(t)].to(t.dtype) if s == self.pipe.stage and id(t) in own else t.detach()
+                                for t in layer.state_dict(keep_vars=True).values()]
             self.pipe.pipeline_comm.broadcast_coalesced([t for t in tensors if t.numel()], root=s).wait()
         return own
 
