@@ -21,7 +21,13 @@ after which every rank continues from X. With outer SGD lr 1 and no momentum it 
 `inner_steps="qsr"`: each fragment's next period comes from QSR's rule (algorithms/qsr.py, options h_base,
 alpha, gamma, h_min, warmup_steps, total_steps) evaluated with the learning rate at the start of the
 step after its round, as qsr does for local SGD; the first periods from the rule at t = 0. A fragment's
-next round never starts before its last one was applied: the period is at least sync_delay + 1."""
+next round never starts before its last one was applied: the period is at least sync_delay + 1.
+
+On a pycomm.Mesh the rule runs over mesh["dp"] (on a pipeline's stages: each stage's replicas, in lockstep).
+Wrapping a ZeRO optimizer (HSDP + DiLoCo, as torchft runs it) runs it across dp_replicate on ZeRO's fp32
+master shards: each rank keeps the global copy, the pseudo-gradient and the outer state of its shard only,
+the all-reduce goes over the ranks holding the same shard index, and the inner steps are ZeRO's over
+dp_shard (algorithms/composition.py)."""
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -57,6 +63,7 @@ def outer_optimizer_class(value: Any) -> type:
 @register("diloco")
 class DiLoCo(CommOptimizer):
     state_layout = traits.PER_RANK   # local parameters, inner state and error-feedback residuals differ per rank
+    across_shards = True   # elementwise on the parameters, reads no gradient: also over ZeRO's master shards
     algorithm_options: dict[str, Any] = {
         "inner_steps": 64, "outer_lr": 0.7, "outer_momentum": None, "nesterov": None, "outer_optimizer": None,
         "fragments": 1, "sync_delay": 0, "mixing": 0.0, **qsr.PERIOD_OPTIONS}
@@ -107,7 +114,9 @@ class DiLoCo(CommOptimizer):
     # -- state ---------------------------------------------------------------------------------
     def _setup(self) -> None:
         o = self.options
-        self.fragments = fragmenting.strided(fragmenting.layers(self.params, self._model), o["fragments"])
+        # over ZeRO's master shards, a piece belongs to the layer of the parameter it is a piece of
+        named = self._inner.master_origins() if self._inner is not None else self.params
+        self.fragments = fragmenting.strided(fragmenting.layers(named, self._model), o["fragments"])
         self.global_params = [p.detach().float().clone() for p in self.params]        # X
         self._delta = [torch.zeros_like(x) for x in self.global_params]             # pseudo-gradients
         self.outer = [self._outer_optimizer([self.global_params[i] for i in frag]) for frag in self.fragments]

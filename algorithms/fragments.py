@@ -23,13 +23,17 @@ def layer_key(name: str) -> str:
 
 
 def layers(params: Sequence[torch.Tensor], model: torch.nn.Module | None) -> list[list[int]]:
-    """Indices into `params` grouped by layer, layers in order of their first parameter."""
-    names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+    """Indices into `params` grouped by layer, layers in the model's order (then those it does not hold, in
+    order of their first parameter)."""
+    named = list(model.named_parameters()) if model is not None else []
+    names, depth = {id(p): n for n, p in named}, {}
+    for n, _ in named:
+        depth.setdefault(layer_key(n), len(depth))
     groups: dict[str, list[int]] = {}
     for i, p in enumerate(params):
         name = names.get(id(p))
         groups.setdefault(layer_key(name) if name is not None else f"#param{i}", []).append(i)
-    return list(groups.values())
+    return [groups[k] for k in sorted(groups, key=lambda k: depth.get(k, len(depth)))]
 
 
 def strided(groups: Sequence[Sequence[int]], fragments: int) -> list[list[int]]:

@@ -6,7 +6,9 @@ One checkpoint is one directory:
 plus, where a state is not held identically by every data-parallel rank, the other ranks' files
 (`<stem>.rank<d>.pt`: per-rank states of local methods; an optimizer's shards (ZeRO), which a resume
 on any number of ranks reads whole) and, with several pipeline stages, one set per stage
-(`<stem>.pp<i>[.rank<d>].pt`); algorithms/checkpointing/placement.py decides which. Names:
+(`<stem>.pp<i>[.rank<d>].pt`, the model's file holding the stage's part of the whole model's state dict
+under the model's names, and `pipeline_state_dict` its counters); algorithms/checkpointing/placement.py
+decides which. Names:
 <prefix>.step<N> (periodic), <prefix>.step<N>.preempt (SIGTERM/SIGUSR1), <prefix>.best.step<N>
 (lowest loss so far). keep_last prunes periodic ones; a checkpoint being written is never taken for a
 complete one, and older checkpoints are only deleted after a newer one is complete."""
@@ -25,10 +27,12 @@ from apps.data.sharding import ShardPlan
 
 MODEL, OPTIM, LR, ITER = "model_state_dict", "optim_state_dict", "lr_state_dict", "iter_state_dict"
 STEMS = (MODEL, OPTIM)  # the states whose layout the algorithm decides (apps.runtime.state_kinds)
+PIPELINE = "pipeline_state_dict"   # a pipeline stage's own state (its byte counters), per rank
 _NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<best>best\.)?step(?P<step>\d+)(?P<preempt>\.preempt)?$")
 
 __all__ = ["CheckpointError", "IterState", "Loaded", "MANIFEST", "STEMS", "save", "load", "restore", "resolve",
-           "complete", "prune", "parse_name", "check_keep_last", "check_algorithm", "load_model_state"]
+           "complete", "prune", "parse_name", "check_keep_last", "check_algorithm", "iteration_state",
+           "load_model_state"]
 
 
 @dataclass
@@ -90,15 +94,18 @@ class IterState:
 
 
 def save(directory: Path, name: str, dist: Dist, state: IterState, model: Any, optim: Any, lr: dict,
-         kinds: Mapping[str, str] | None = None, at: Placement | None = None, algorithm: str = "none") -> Path:
+         kinds: Mapping[str, str] | None = None, at: Placement | None = None, algorithm: str = "none",
+         extra: Mapping[str, tuple[str, Any]] | None = None, meta: Mapping[str, Any] | None = None) -> Path:
     """Write one checkpoint collectively (every rank calls this at the same step). `kinds` gives the
     layout of the model and optimizer states (default: identical on every rank), `at` this rank's place
     in the parallel layout (default: a plain data-parallel world). The schedule's state is saved per
-    pipeline stage (each stage's optimizer has its own parameter groups), the iteration state once."""
+    pipeline stage (each stage's optimizer has its own parameter groups), the iteration state once.
+    `extra`: more states, stem -> (layout, this rank's value); `meta`: facts for the manifest."""
     kinds = {stem: traits.IDENTICAL for stem in STEMS} | dict(kinds or {})
     states = {MODEL: (kinds[MODEL], model), OPTIM: (kinds[OPTIM], optim),
-              LR: (traits.IDENTICAL, lr), ITER: (checkpointing.ONCE, asdict(state))}
-    return checkpointing.save(directory, name, states, dist, at, meta={"step": state.step, "algorithm": algorithm})
+              LR: (traits.IDENTICAL, lr), ITER: (checkpointing.ONCE, asdict(state)), **dict(extra or {})}
+    return checkpointing.save(directory, name, states, dist, at,
+                              meta={**dict(meta or {}), "step": state.step, "algorithm": algorithm})
 
 
 @dataclass
@@ -111,6 +118,9 @@ class Loaded:
     lr: dict
     kinds: dict[str, str]   # the layout each state was saved with
     algorithm: str | None   # None: written before checkpoints named their algorithm
+    written_on: Placement   # the writer's parallel layout
+    meta: dict[str, Any] = field(default_factory=dict)    # the manifest's facts (step, algorithm, ...)
+    extra: dict[str, Any] = field(default_factory=dict)   # this rank's value of every other state (save's extra)
 
 
 def _open(path: Path, batch_size: int) -> tuple[checkpointing.Checkpoint, IterState]:
@@ -155,7 +165,10 @@ def load(path: Path, at: Placement, algorithm: str | None = None, batch_size: in
     model, optim = (checkpointing.read(ckpt, stem, at, weights_only=stem == MODEL, resized_ok=stem in resized_ok)
                     for stem in STEMS)
     lr = checkpointing.read(ckpt, LR, at, weights_only=True)
-    return Loaded(Path(path), state, model, optim, lr, dict(ckpt.states), ckpt.meta.get("algorithm"))
+    extra = {stem: checkpointing.read(ckpt, stem, at, resized_ok=stem in resized_ok)
+             for stem in ckpt.states if stem not in (*STEMS, LR, ITER)}
+    return Loaded(Path(path), state, model, optim, lr, dict(ckpt.states), ckpt.meta.get("algorithm"), ckpt.layout,
+                  dict(ckpt.meta), extra)
 
 
 def parse_name(path: Path) -> tuple[str, int, str] | None:
@@ -238,8 +251,21 @@ def restore(resume: str, directory: Path, prefix: str, at: Placement, algorithm:
         raise CheckpointError(f"{e}{hint}") from e
 
 
+def iteration_state(path: Path) -> IterState:
+    """The iteration state of checkpoint `path`, verified against the manifest (its `extra` holds what the
+    run stored beside its position: the vocabulary, the elapsed time)."""
+    return _open(Path(path), 1)[1]
+
+
 def load_model_state(path: Path) -> dict:
-    """The first rank's model state of checkpoint `path` (the whole model for replicated and sharded
-    runs), verified against the manifest: what a program that only runs the model (apps.serve) needs."""
+    """The whole model's state of checkpoint `path`, verified against the manifest: what a program that
+    only runs the model (apps.serve) needs. The first data-parallel rank's; with pipeline stages, every
+    stage's part joined by parameter name."""
     ckpt, _ = _open(Path(path), 1)
-    return checkpointing.read(ckpt, MODEL, Placement.of(None, 0, 1), weights_only=True, resized_ok=True)
+    stages = ckpt.layout.shape["pp"] if ckpt.states.get(MODEL) != checkpointing.ONCE else 1
+    state: dict = {}
+    for stage in range(stages):
+        at = Placement({"pp": stages, "dp_replicate": 1, "dp_shard": 1},
+                       {"pp": stage, "dp_replicate": 0, "dp_shard": 0})
+        state.update(checkpointing.read(ckpt, MODEL, at, weights_only=True, resized_ok=True))
+    return state

@@ -213,12 +213,6 @@ class Layout:
         return f" as {shape}" + (f" ({self.cfg.sharding} inside dp_shard)" if self.cfg.sharding else "")
 
     @property
-    def staged(self) -> bool:
-        """Whether ranks hold different parts of the model (stages, or ZeRO inside a method): checkpoints then
-        save the gathered model once and each rank's optimizer state."""
-        return self.pipe is not None or self.cfg.sharding is not None
-
-    @property
     def data_parallel(self) -> Optional[int]:
         return None if self.mesh is None else self.mesh["dp"].size
 
@@ -258,13 +252,13 @@ class Layout:
         else:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
 
-    # -- the whole model on every rank (evaluation, checkpoints) ---------------------------------------
+    # -- the whole model on every rank (evaluation) ----------------------------------------------------
     @torch.no_grad()
     def share_stages(self, opt: Any, model: nn.Module) -> dict[int, torch.Tensor]:
         """Every rank's `model` takes the current values of every stage (collective over the mesh): the
-        whole model, evaluated or saved as one. Returns this rank's own stage's values by tensor identity
+        whole model, evaluated as one. Returns this rank's own stage's values by tensor identity
         (ZeRO-3's parameters are empty between steps: their values are these)."""
-        own = self._own_values(opt)
+        own = self.own_values(opt)
         if self.pipe is None:
             return own
         layers = list(model.pipeline_layers().named_children())
@@ -273,48 +267,18 @@ class Layout:
             for c in range(self.pipe.chunks):
                 part = c * self.pipe.stages + s
                 for _, layer in layers[self.pipe.bounds[part]:self.pipe.bounds[part + 1]]:
-                    tensors += [t.detach() for t in layer.state_dict(keep_vars=True).values()]
-            if s == self.pipe.stage:   # the sender: ZeRO's gathered values, in the model's dtypes
-                tensors = [own[id(t)].to(t.dtype) if id(t) in own else t for t in tensors]
+                    # the sender sends ZeRO's gathered values (by the live tensor's identity, before a detach
+                    # makes a new one), in the model's dtypes: ZeRO-3's own parameters are empty here
+                    tensors += [own[id(t)].to(t.dtype) if s == self.pipe.stage and id(t) in own else t.detach()
+                                for t in layer.state_dict(keep_vars=True).values()]
             self.pipe.pipeline_comm.broadcast_coalesced([t for t in tensors if t.numel()], root=s).wait()
         return own
 
-    def _own_values(self, opt: Any) -> dict[int, torch.Tensor]:
-        """This rank's stage (or model) values by tensor identity, gathered from ZeRO's shards when it has them."""
-        if not hasattr(opt, "full_model_state_dict"):
+    def own_values(self, opt: Any, gathered: Optional[dict[str, torch.Tensor]] = None) -> dict[int, torch.Tensor]:
+        """This rank's stage (or model) values by tensor identity, gathered from ZeRO's shards when it has them
+        (collective over dp_shard; `gathered`: a full state dict's model, already gathered)."""
+        if gathered is None and not hasattr(opt, "full_model_state_dict"):
             return {}
-        full = opt.full_model_state_dict()
+        full = gathered if gathered is not None else opt.full_model_state_dict()
         mine = self.module.state_dict(keep_vars=True)
         return {id(mine[k]): v for k, v in full.items() if k in mine}
-
-    def full_model_state(self, opt: Any, model: nn.Module) -> dict[str, torch.Tensor]:
-        """The whole model's state dict with every stage's current values (collective)."""
-        own = self.share_stages(opt, model)
-        return {k: own.get(id(v), v).detach().cpu().clone() for k, v in model.state_dict(keep_vars=True).items()}
-
-    def state_dict(self, opt: Any) -> dict[str, Any]:
-        """This rank's optimizer-side state and the pipeline's (its byte counters), with the mesh they hold
-        a part of."""
-        return {"mesh": self.mesh.shape, "coords": self.mesh.coords, "optimizer": opt.state_dict(),
-                "pipeline": self.pipe.state_dict() if self.pipe is not None else None}
-
-    def load_state_dict(self, opt: Any, state: dict[str, Any]) -> None:
-        """Refuses the state of another mesh (each rank holds its stage's or shard's part of it)."""
-        if state.get("mesh") != self.mesh.shape or state.get("coords") != self.mesh.coords:
-            shape = " x ".join(f"{k}={v}" for k, v in (state.get("mesh") or {}).items())
-            raise ValueError(f"this checkpoint was written on the mesh {shape or '(unknown)'}; this run is "
-                             f"{self.describe().removeprefix(' as ')}: resume with the parallel section it was "
-                             f"written with")
-        opt.load_state_dict(state["optimizer"])
-        if self.pipe is not None and state.get("pipeline") is not None:
-            self.pipe.load_state_dict(state["pipeline"])
-
-    def load_model(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-        """Load a full_model_state into the model; parameters ZeRO-3 keeps empty between steps are left to
-        the optimizer state loaded after it (their masters)."""
-        current = model.state_dict(keep_vars=True)
-        if set(current) != set(state):
-            missing, unexpected = sorted(set(current) - set(state))[:3], sorted(set(state) - set(current))[:3]
-            raise ValueError(f"the checkpoint's model does not fit this model: missing {missing}, unexpected "
-                             f"{unexpected}")
-        model.load_state_dict({k: v for k, v in state.items() if current[k].numel() or not v.numel()}, strict=False)

@@ -11,10 +11,11 @@ from torch import nn
 from algorithms import traits
 from algorithms import checkpointing
 from algorithms.checkpointing import Placement
-from apps import checkpoint, failure
-from apps.checkpoint import MODEL, OPTIM, CheckpointError, IterState
-from apps.config import CheckpointConfig
+from apps import checkpoint, failure, stage_checkpoint
+from apps.checkpoint import MODEL, OPTIM, PIPELINE, IterState
+from apps.config import CheckpointConfig, ParallelConfig
 from apps.dist import Dist
+from apps.parallel import Layout
 
 # Dense bf16 peak per device (one GCD for the MI250X), for MFU when train.peak_flops is not set.
 PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "MI250X": 191.5e12, "MI300X": 1307e12,
@@ -72,24 +73,25 @@ def _is_sharded(opt: Any) -> bool:
 class Checkpointer:
     """apps.train's checkpoints of one run: what each rank saves from the model, the algorithm and the
     scheduler (lr_sched is set once the run has built it), and loading them back on this run's ranks.
-    `layout`: the run's apps.parallel.Layout (None: a plain data-parallel world). A staged layout (pipeline
-    stages, or ZeRO inside another method) saves the whole model gathered once and each rank's part of
-    the optimizer-side state, which resumes on the same mesh only (Layout.load_state_dict says so)."""
+    `layout`: the run's apps.parallel.Layout (None: the 1-D layout over `model`). States are laid out per pipeline stage (state_kinds: one
+    copy per stage, one shard per dp_shard index, or per rank), the model file of a stage holding its
+    part of the whole model's state dict, so a run resumes on any dp_replicate x dp_shard its states
+    allow (algorithms/checkpointing/placement.py) with the same pp and the same cut of the layers."""
 
     def __init__(self, cfg: CheckpointConfig, run_dir: Path, dist: Dist, model: nn.Module, opt: Any,
                  lr_sched: Any = None, layout: Any = None):
         self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
-        self.layout = layout if layout is not None and layout.staged else None
+        self.layout = layout if layout is not None else Layout(ParallelConfig(), None, None, model)
         self.directory = Path(cfg.directory) if cfg.directory else run_dir / "checkpoints"
         checkpoint.check_keep_last(cfg.keep_last)  # on every rank before training, not in rank 0's first prune
-        self.at = Placement.of(getattr(layout, "mesh", None), dist.rank, dist.size)
+        self.at = Placement.of(self.layout.mesh, dist.rank, dist.size)
         self.algorithm = getattr(opt, "name", None) or "none"   # a bare torch optimizer: "none"
         options = opt.options if isinstance(getattr(opt, "options", None), dict) else {}   # a CommOptimizer's
-        self.kinds = ({MODEL: checkpointing.ONCE, OPTIM: traits.PER_RANK} if self.layout is not None
-                      else state_kinds(type(opt), options, cfg.state_dict_type))
+        self.kinds = state_kinds(type(opt), options, cfg.state_dict_type)
         identical = getattr(type(opt), "state_layout", traits.IDENTICAL) == traits.IDENTICAL
-        # an identical algorithm's per-rank extras (residuals) start afresh on another number of ranks
-        self.resized_ok = frozenset(s for s, k in self.kinds.items() if identical and k == traits.PER_RANK)
+        # an identical algorithm's per-rank extras (residuals) start afresh on another number of ranks, and a
+        # stage's byte counters go on from its first replica's
+        self.resized_ok = frozenset(s for s, k in self.kinds.items() if identical and k == traits.PER_RANK) | {PIPELINE}
 
     def name(self, step: int, kind: str) -> str:
         p = self.cfg.prefix
@@ -97,25 +99,26 @@ class Checkpointer:
                 "best": f"{p}.best.step{step:08d}"}[kind]
 
     def _states(self) -> tuple[dict, Any]:
-        """(model state, optimizer state) this rank saves. A sharded algorithm's model file holds the
-        gathered full model (ZeRO-3's live parameters are empty between steps); its optimizer state
-        is this rank's shard or, with state_dict_type=full, the gathered whole."""
-        if self.layout is not None:   # collective over the mesh: every stage's values gathered
-            return self.layout.full_model_state(self.opt, self.model), self.layout.state_dict(self.opt)
-        if not _is_sharded(self.opt):
-            return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}, self.opt.state_dict()
-        if self.kinds[OPTIM] == traits.SHARDED:
-            return self.opt.full_model_state_dict(), self.opt.sharded_state_dict()
-        full = self.opt.full_state_dict()
-        return full["model"], full["optimizer"]
+        """(model state, optimizer state) this rank saves. The model state is this rank's stage's part of
+        the whole model's state dict (apps/stage_checkpoint.py), with the values a sharded algorithm
+        holds gathered (ZeRO-3's live parameters are empty between steps); a sharded algorithm's
+        optimizer state is this rank's shard or, with state_dict_type=full, the stage's gathered whole."""
+        if _is_sharded(self.opt) and self.kinds[OPTIM] != traits.SHARDED:
+            full = self.opt.full_state_dict()
+            return stage_checkpoint.model_state(self.layout, self.opt, self.model, full["model"]), full["optimizer"]
+        optim = self.opt.sharded_state_dict() if _is_sharded(self.opt) else self.opt.state_dict()
+        return stage_checkpoint.model_state(self.layout, self.opt, self.model), optim
 
     def save(self, state: IterState, kind: str, elapsed: float) -> Path | None:
         if self.dist.independent and self.dist.rank != 0:
             return None   # independent processes cannot write one checkpoint together: rank 0's model is it
         state.extra["elapsed"] = elapsed
         model_state, optim_state = self._states()   # collective for a sharded algorithm
+        pipe = self.layout.pipe
+        extra = {PIPELINE: (traits.PER_RANK, pipe.state_dict())} if pipe is not None else {}
         path = checkpoint.save(self.directory, self.name(state.step, kind), self.dist, state, model_state,
-                               optim_state, self.lr_sched.state_dict(), self.kinds, self.at, self.algorithm)
+                               optim_state, self.lr_sched.state_dict(), self.kinds, self.at, self.algorithm,
+                               extra, stage_checkpoint.manifest_facts(self.layout))
         if self.dist.rank == 0:
             checkpoint.prune(self.directory, self.cfg.prefix, self.cfg.keep_last)
         return path
@@ -145,14 +148,14 @@ class Checkpointer:
                                     self.resized_ok)
         if loaded is None:
             return None
-        if self.layout is not None:
-            self.layout.load_model(self.model, loaded.model)
-            self.layout.load_state_dict(self.opt, loaded.optim)
-        elif _is_sharded(self.opt):
+        stage_checkpoint.check_resume(self.layout, loaded.written_on, loaded.meta)
+        if _is_sharded(self.opt):
             self._load_sharded(loaded)
         else:
-            self.model.load_state_dict(loaded.model)
+            stage_checkpoint.load_model(self.layout, self.model, loaded.model)
             self.opt.load_state_dict(loaded.optim)
+        if self.layout.pipe is not None and PIPELINE in loaded.extra:
+            self.layout.pipe.load_state_dict(loaded.extra[PIPELINE])
         return loaded
 
     def _load_sharded(self, loaded: checkpoint.Loaded) -> None:
@@ -161,13 +164,9 @@ class Checkpointer:
         if loaded.kinds[OPTIM] == traits.SHARDED:   # every shard of the stage: ZeRO reshards
             self.opt.load_sharded_state_dict(loaded.optim)
         else:
-            self.opt.load_full_state_dict({"model": loaded.model, "optimizer": loaded.optim}, steps=loaded.state.step)
-        params = {n for n, _ in self.model.named_parameters(remove_duplicate=False)}
-        missing, unexpected = self.model.load_state_dict({k: v for k, v in loaded.model.items() if k not in params},
-                                                         strict=False)
-        if unexpected or set(missing) - params:
-            raise CheckpointError(f"the checkpoint's model state does not fit this model: buffers missing "
-                                  f"{sorted(set(missing) - params)[:3]}, unexpected {sorted(unexpected)[:3]}")
+            model = stage_checkpoint.module_state(self.layout, self.model, loaded.model)   # under the stage's names
+            self.opt.load_full_state_dict({"model": model, "optimizer": loaded.optim}, steps=loaded.state.step)
+        stage_checkpoint.load_model(self.layout, self.model, loaded.model, parameters=False)
 
     def _ranks_where(self, flag: bool) -> list[int]:
         """The ranks on which `flag` is True, known to every rank."""

@@ -195,6 +195,10 @@ class ZeroOptimizer(CommOptimizer):
         """This rank's pieces of the fp32 masters (views; one per parameter and group, possibly empty)."""
         return [piece for g in self.groups for piece in g.shard_params]
 
+    def master_origins(self) -> list[torch.Tensor]:
+        """The parameter each of master_params() is a piece of, in the same order (to name the pieces)."""
+        return [p for g in self.groups for p in g.params]
+
     @property
     def master_optimizer(self) -> torch.optim.Optimizer:
         """The optimizer stepping the master pieces (its state is per piece)."""

@@ -74,12 +74,7 @@ def _vocab_of_text(cfg: Config) -> str | None:
 
 def checkpoint_vocab(ckpt: Path) -> str | None:
     """The vocabulary apps.train stored in checkpoint `ckpt`; None for a checkpoint written before it did."""
-    checkpoint.verify(ckpt, ["iter_state_dict.pt"])
-    try:
-        state = torch.load(ckpt / "iter_state_dict.pt", map_location="cpu", weights_only=True)
-    except Exception as e:   # it matched its hash: a file that does not unpickle is still a clear error
-        raise checkpoint.CheckpointError(f"checkpoint file {ckpt / 'iter_state_dict.pt'} cannot be read: {e}") from e
-    vocab = state.get("extra", {}).get("vocab") if isinstance(state, dict) else None
+    vocab = checkpoint.iteration_state(ckpt).extra.get("vocab")
     return vocab if isinstance(vocab, str) and vocab else None
 
 

@@ -1,6 +1,7 @@
 """Compositions on 4 real ranks (one launch, tests/algorithms/workers/composition.py): pipeline x ZeRO-1/2/3 and
-pipeline x mbsgd / plsgd / qsr / easgd / lsgd on pp2 x dp2, and ZeRO inside dp_shard2 with plsgd / qsr / easgd
-across dp_replicate2, each against its single-process reference every step (rtol 1e-5), bytes per mesh
+pipeline x mbsgd / plsgd / qsr / easgd / lsgd / diloco on pp2 x dp2, ZeRO inside dp_shard2 with plsgd / qsr /
+easgd / diloco (streaming over ZeRO-3) across dp_replicate2, and diloco given a 2-D mesh (over mesh["dp"]), each
+against its single-process reference every step (rtol 1e-5), bytes per mesh
 dimension against their formulas, and the refused pairs naming themselves. In-process: the pairs table's
 checks and the stage split's refusal of tied parameters across stages."""
 from __future__ import annotations
@@ -14,8 +15,9 @@ from algorithms.pipeline.partition import check_untied, layers_of
 from tests.algorithms.runs import case
 
 PIPELINED = [f"pp_{m}" for m in ("zero1", "zero2", "zero3", "zero2_replicate", "mbsgd", "plsgd", "qsr", "easgd",
-                                  "lsgd")]
-ACROSS = ["zero3_plsgd", "zero3_qsr", "zero3_easgd", "zero1_plsgd", "zero2_plsgd"]
+                                  "lsgd", "diloco")]
+ACROSS = ["zero3_plsgd", "zero3_qsr", "zero3_easgd", "zero1_plsgd", "zero2_plsgd", "zero3_diloco_streaming",
+          "zero2_diloco", "mesh_diloco"]
 REFUSED = ["refuse_mbsgd_over_zero2", "refuse_lsgd_over_zero2", "refuse_pipeline_lsgd_proxy", "refuse_pipeline_lapsgd"]
 
 
@@ -27,7 +29,7 @@ def test_composition_on_4_ranks(name: str) -> None:
 
 
 def test_pairs_are_decided_by_declarations() -> None:
-    assert set(composition.across_shard_methods()) >= {"plsgd", "qsr", "easgd"}
+    assert set(composition.across_shard_methods()) >= {"plsgd", "qsr", "easgd", "diloco"}
     for name in ("lapsgd", "asyncps", "ssp"):
         with pytest.raises(composition.CompositionError, match=f"pipeline x {name}"):
             composition.check_pipeline(algorithms.lookup(name), {})

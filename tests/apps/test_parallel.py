@@ -1,9 +1,11 @@
 """apps.train's parallel: section. Before launch: a bad Mesh shape, `algorithm.name=pipeline`, a model that
 cannot be cut (or has too few layers), an unsupported pair and a batch that does not cut into micro-batches
-each fail with a message naming them (exit 2, no rank started). On 4 real ranks: the three example
-configs (GPT pp2 x zero2, GPT pp2 x mbsgd, GPT zero3 inside x plsgd across) train a tiny GPT for a few
-steps, evaluate, checkpoint, log every byte per mesh dimension, and resume on their mesh (another mesh is
-refused naming both)."""
+each fail with a message naming them (exit 2, no rank started). On 4 real ranks: the four example configs
+(GPT pp2 x zero2, GPT pp2 x mbsgd, GPT zero3 inside x plsgd across, GPT zero2 inside x streaming diloco
+across) train a tiny GPT for a few steps, evaluate, checkpoint, log every byte per mesh dimension, and the
+first three resume (pp2 x mbsgd on another dp_replicate x dp_shard: its stages' states are identical over
+the replicas); a pipelined run's checkpoint is served: apps.serve's model source joins the stages' model
+files by parameter name."""
 from __future__ import annotations
 
 import csv
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from apps import config_io
 from apps.config_io import ConfigError
@@ -57,7 +60,10 @@ def test_the_gpt_is_untied_for_stages() -> None:
 # (config, the dimensions that must carry bytes, those that must not, how it is resumed)
 EXAMPLES = [("pp2_zero2_gpt_shakespeare_char.yaml", ("pp", "dp_shard"), ("dp_replicate",), "same mesh"),
             ("pp2_mbsgd_gpt_shakespeare_char.yaml", ("pp", "dp"), ("dp_shard", "dp_replicate"), "other mesh"),
-            ("hsdp_zero3_plsgd_gpt_shakespeare_char.yaml", ("dp_shard", "dp_replicate"), ("pp",), "same mesh")]
+            ("hsdp_zero3_plsgd_gpt_shakespeare_char.yaml", ("dp_shard", "dp_replicate"), ("pp",), "same mesh"),
+            ("hsdp_zero2_diloco_gpt_shakespeare_char.yaml", ("dp_shard", "dp_replicate"), ("pp",), "no resume")]
+PERIODS = {"plsgd": ["-o", "algorithm.options.averaging_freq=2"],   # a round within the few steps
+           "diloco": ["-o", "algorithm.options.inner_steps=2", "-o", "algorithm.options.fragments=2"]}
 
 
 @pytest.mark.mpi
@@ -70,7 +76,7 @@ def test_example_configs_train(tmp_path: Path, config: str, busy: tuple[str, ...
     argv = [sys.executable, "-m", "apps.train", "--config", f"apps/configs/{config}",
             "-o", f"data.path={tmp_path / 'text.txt'}",
             *TINY_GPT, "-o", "data.options.block_size=32", "-o", "data.batch_size=8", "-o", "data.eval_batch_size=32",
-            "-o", "train.max_steps=4", *(["-o", "algorithm.options.averaging_freq=2"] if "plsgd" in config else []),
+            "-o", "train.max_steps=4", *next((v for k, v in PERIODS.items() if k in config), []),
             "-o", "logging.plot=false", "-o", "logging.progress=false", "-o", f"out_dir={tmp_path}", "-o", "name=run"]
     proc = subprocess.run(argv, cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -88,17 +94,35 @@ def test_example_configs_train(tmp_path: Path, config: str, busy: tuple[str, ...
     for d in idle:
         assert all(int(r[f"comm_bytes_{d}"]) == 0 for r in rows), (d, rows[-1])
     assert (tmp_path / "run" / "checkpoints").is_dir()
-    # the staged checkpoint (the gathered model, each rank's optimizer state) resumes on its mesh, and
-    # refuses another one naming both
+    if busy[0] == "pp":
+        _served_whole(tmp_path / "run")
+    if resume == "no resume":
+        return
+    # the checkpoint (each stage's part of the model, the optimizer-side state per stage, shard or rank)
+    # resumes, on another mesh where its states allow, the byte counters going on
     again = argv + ["--resume", "auto", "-o", "train.max_steps=6"]
     other = ["-o", "parallel.dp_replicate=1", "-o", "parallel.dp_shard=2"] if resume == "other mesh" else []
     proc = subprocess.run(again + other, cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "resumed from" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = list(csv.DictReader(open(tmp_path / "run" / "train.csv")))
+    assert [int(r["step"]) for r in rows] == list(range(1, 7))
+    grown = [int(b["comm_bytes"]) - int(a["comm_bytes"]) for a, b in zip(rows, rows[1:])]
+    assert all(n > 0 for n in grown[::2]), grown   # the byte counters went on from the checkpoint
     if resume == "other mesh":
-        assert proc.returncode != 0 and "written on the mesh pp=2 x dp_replicate=2 x dp_shard=1; this run is pp=2 x " \
-            "dp_replicate=1 x dp_shard=2" in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
-    else:
-        assert proc.returncode == 0 and "resumed from" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-        rows = list(csv.DictReader(open(tmp_path / "run" / "train.csv")))
-        assert [int(r["step"]) for r in rows] == list(range(1, 7))
-        grown = [int(b["comm_bytes"]) - int(a["comm_bytes"]) for a, b in zip(rows, rows[1:])]
-        assert all(n > 0 for n in grown[::2]), grown   # the byte counters went on from the checkpoint
+        assert "as pp=2 x dp_replicate=1 x dp_shard=2" in proc.stdout, proc.stdout[-3000:]
+
+
+def _served_whole(run: Path) -> None:
+    """apps.serve's model (apps/serve/model_source.py) from a pp=2 run: every stage's trained values, by name."""
+    from apps.serve import model_source
+    served = model_source.load(str(run))
+    ckpt = Path(served.source)
+    state = served.model.state_dict()
+    parts = [torch.load(ckpt / f"model_state_dict.pp{s}.pt", weights_only=True) for s in (0, 1)]
+    assert not (ckpt / "model_state_dict.pt").exists() and all(parts)
+    assert set(parts[0]) | set(parts[1]) == set(state) and "tok.weight" in parts[0] and "head.weight" in parts[1]
+    for part in parts:
+        for k, v in part.items():
+            assert torch.equal(state[k], v.to(state[k].dtype)), k
+    logits = served.model(torch.zeros(1, 4, dtype=torch.long))
+    assert logits.shape[-1] == len(served.vocab) and torch.isfinite(logits).all()

@@ -2,10 +2,12 @@
 
 pp2 x dp2: Pipeline(mesh=) with ZeRO 1/2/3 on the stages (over dp_shard, and zero2 over dp_replicate) and
 mbsgd equal the unsplit model on the whole batch (synchronous: the replicas' gradients averaged); plsgd,
-qsr, easgd and lsgd (the replica's loss) on the stages equal an N-worker simulation of the unsplit model
-written here with plain torch. dp_shard2 x dp_replicate2: ZeRO inside each replica with plsgd, qsr
-(Adam's moments averaged too) and easgd across the replicas equal the same simulation, each worker
-training on its shard ranks' rows. Parameters compared every step (float64 models; ZeRO's masters are
+qsr, easgd, lsgd (the replica's loss) and diloco on the stages equal an N-worker simulation of the unsplit model
+written here with plain torch (diloco: tests/algorithms/simulate.py's rule on these workers).
+dp_shard2 x dp_replicate2: ZeRO inside each replica with plsgd, qsr (Adam's moments averaged too), easgd
+and diloco (streaming, 2 fragments, over ZeRO-3; plain over ZeRO-2) across the replicas equal the same
+simulation, each worker training on its shard ranks' rows; diloco given the mesh alone runs over
+mesh["dp"] (the 4-worker simulation). Parameters compared every step (float64 models; ZeRO's masters are
 fp32), to rtol 1e-5; bytes per mesh dimension against their formulas."""
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import torch
 
 import algorithms
 import pycomm
+from tests.algorithms import simulate
 from tests.algorithms.pipeline_problem import BATCH, close, make_batch, make_model
 from tests.algorithms.workers.common import run_cases, world
 
@@ -25,7 +28,9 @@ HIDDEN = 16               # the mlp's width at every cut
 MASTER_ATOL = 5e-7        # fp32 masters: a rounding of ~6e-8 per step on weights of ~0.5 (measured 9e-8 after 4)
 PERIODIC = {"plsgd": {"averaging_freq": H}, "qsr": {"h_base": H, "alpha": 0.0, "avg_m": True},
             "easgd": {"comm_period": H, "dist_pulling_strength": 0.5, "local_pulling_strength": 0.2},
-            "lsgd": {"comm_period": H, "dist_pulling_strength": 0.5, "leader_window": 2}}
+            "lsgd": {"comm_period": H, "dist_pulling_strength": 0.5, "leader_window": 2},
+            "diloco": {"inner_steps": H, "outer_lr": 0.7, "outer_momentum": 0.9, "nesterov": True}}
+STREAMING = {**PERIODIC["diloco"], "fragments": 2}   # fragment 1's rounds at steps 1, 3; fragment 0's at 2, 4
 
 
 def inner(kind: str, params: Any) -> torch.optim.Optimizer:
@@ -35,7 +40,12 @@ def inner(kind: str, params: Any) -> torch.optim.Optimizer:
 
 
 def inner_kind(method: str) -> str:
-    return "adamw" if method == "qsr" else "sgd"
+    return "adamw" if method in ("qsr", "diloco") else "sgd"
+
+
+def fp32_state(method: str) -> bool:
+    """Whether the method holds the float64 model's values in fp32 (ZeRO's masters, DiLoCo's global copy)."""
+    return method.startswith("zero") or method == "diloco"
 
 
 # -- the references: plain torch, one process ------------------------------------------------------------
@@ -43,16 +53,25 @@ class Workers:
     """N copies of the unsplit model from seed 1, worker w training on rows [w B/N, (w+1) B/N) of each
     step's batch; `rule(step)` applies the method's communication after every worker stepped."""
 
-    def __init__(self, n: int, method: str) -> None:
+    def __init__(self, n: int, method: str, options: Optional[dict[str, Any]] = None) -> None:
         base = make_model("mlp", seed=1)
         self.n, self.method = n, method
         self.models = [copy.deepcopy(base) for _ in range(n)]
         self.opts = [inner(inner_kind(method), m.parameters()) for m in self.models]
         self.centre = [p.detach().clone() for p in base.parameters()]
         self.window: list[list[float]] = [[] for _ in range(n)]
+        # DiLoCo: the independent N-worker simulation's rule (tests/algorithms/simulate.py), on these workers
+        self.diloco = simulate.diloco(self, options or PERIODIC["diloco"]) if method == "diloco" else None
 
     def x(self, w: int) -> list[torch.Tensor]:
         return [p.data for p in self.models[w].parameters()]
+
+    def float_buffers(self, w: int) -> list[torch.Tensor]:
+        return [b for b in self.models[w].buffers() if b.is_floating_point()]
+
+    def step_all(self) -> None:
+        for o in self.opts:
+            o.step()
 
     def step(self, t: int) -> None:
         x, y, loss_fn = make_batch("mlp", t)
@@ -61,17 +80,20 @@ class Workers:
             o.zero_grad()
             loss = loss_fn(m(x[w * rows:(w + 1) * rows]), y[w * rows:(w + 1) * rows])
             loss.backward()
-            o.step()
             self.window[w] = (self.window[w] + [loss.item()])[-PERIODIC["lsgd"]["leader_window"]:]
         with torch.no_grad():
+            if self.diloco is not None:   # its rule steps the inner optimizers itself
+                self.diloco(t + 1, [])
+                return
+            self.step_all()
             self._communicate(t + 1)
 
     def _communicate(self, taken: int) -> None:
         due = taken % H == 0
         if self.method in ("plsgd", "qsr") and due:
-            self._average([self.x(w) for w in range(self.n)])
+            self.average([self.x(w) for w in range(self.n)])
             if self.method == "qsr":   # avg_m: Adam's first moments too
-                self._average([[o.state[p]["exp_avg"] for p in m.parameters()] for m, o in zip(self.models, self.opts)])
+                self.average([[o.state[p]["exp_avg"] for p in m.parameters()] for m, o in zip(self.models, self.opts)])
         elif self.method == "easgd":
             o = PERIODIC["easgd"]
             p_local = o["local_pulling_strength"] / o["comm_period"]
@@ -97,7 +119,7 @@ class Workers:
                         x.mul_(1 - c_s).add_(xl, alpha=c_s)
 
     @staticmethod
-    def _average(per_worker: list[list[torch.Tensor]]) -> None:
+    def average(per_worker: list[list[torch.Tensor]]) -> None:
         for ts in zip(*per_worker):
             mean = torch.stack(ts).mean(0)
             for t in ts:
@@ -114,8 +136,9 @@ def synchronous_reference(method: str) -> list[dict[str, torch.Tensor]]:
     return out
 
 
-def periodic_reference(method: str, n: int) -> list[list[dict[str, torch.Tensor]]]:
-    sim = Workers(n, method)
+def periodic_reference(method: str, n: int, options: Optional[dict[str, Any]] = None
+                       ) -> list[list[dict[str, torch.Tensor]]]:
+    sim = Workers(n, method, options)
     out = []
     for t in range(STEPS):
         sim.step(t)
@@ -164,7 +187,7 @@ def pipeline_case(method: str, replicate: bool, zero_inside: bool = False) -> Ca
                             rows(y, replica, 2) if pipe.is_last else None, loss_fn if pipe.is_last else None)
             opt.step(loss=pipe.replica_loss)
             bad += compare(current(opt, pipe.stage_module), want[t] if synchronous else want[t][replica], t,
-                           method.startswith("zero"))
+                           fp32_state(method))
         res: dict[str, Any] = {"ok": not bad, "bad": bad[:4], "stage": pipe.stage}
         # bytes: the pipeline's activations (stage 0) / their gradients and the loss (stage 1), and ZeRO-2's
         # reduce-scatter (fp32 wire) and all-gather (fp32 masters as float64 parameters) over dp_shard
@@ -185,17 +208,19 @@ def pipeline_case(method: str, replicate: bool, zero_inside: bool = False) -> Ca
     return run
 
 
-def across_case(zero: str, method: str) -> Callable[[], dict[str, Any]]:
+def across_case(zero: str, method: str, options: Optional[dict[str, Any]] = None) -> Callable[[], dict[str, Any]]:
     """dp_shard2 x dp_replicate2: `zero` inside each replica, `method` across the replicas over its master
     shards; worker w of the simulation is replica w training on its two shard ranks' rows."""
+    options = options or PERIODIC[method]
+
     def run() -> dict[str, Any]:
         comm = world()
         mesh = pycomm.Mesh(comm, dp_replicate=2, dp_shard=2)
         model = make_model("mlp", seed=1 + comm.rank)
         opt = algorithms.CommOptimizer(inner(inner_kind(method), model.parameters()), algorithm=zero, mesh=mesh,
                                        model=model)
-        opt = algorithms.CommOptimizer(opt, algorithm=method, mesh=mesh, model=model, **PERIODIC[method])
-        want = periodic_reference(method, 2)
+        opt = algorithms.CommOptimizer(opt, algorithm=method, mesh=mesh, model=model, **options)
+        want = periodic_reference(method, 2, options)
         replica, dp = mesh.coords["dp_replicate"], mesh["dp"]
         bad: list[str] = []
         for t in range(STEPS):
@@ -208,6 +233,29 @@ def across_case(zero: str, method: str) -> Callable[[], dict[str, Any]]:
         by_dim = opt.comm_stats()["bytes_by_dim"]
         return {"ok": not bad and by_dim["dp_replicate"] > 0 and by_dim["dp_shard"] > 0, "bad": bad[:4],
                 "bytes_by_dim": by_dim}
+    return run
+
+
+def mesh_case(method: str) -> Callable[[], dict[str, Any]]:
+    """A data-parallel method given mesh= (dp_replicate2 x dp_shard2) runs over mesh["dp"], all 4 ranks:
+    the 4-worker simulation, worker w on dp rank w's rows."""
+    def run() -> dict[str, Any]:
+        mesh = pycomm.Mesh(world(), dp_replicate=2, dp_shard=2)
+        model = make_model("mlp", seed=1 + mesh["dp"].rank)
+        opt = algorithms.CommOptimizer(inner(inner_kind(method), model.parameters()), algorithm=method, mesh=mesh,
+                                       model=model, **PERIODIC[method])
+        want = periodic_reference(method, 4)
+        bad: list[str] = []
+        for t in range(STEPS):
+            x, y, loss_fn = make_batch("mlp", t)
+            opt.zero_grad()
+            loss = loss_fn(model(rows(x, mesh["dp"].rank, 4)), rows(y, mesh["dp"].rank, 4))
+            loss.backward()
+            opt.step(loss=loss)
+            bad += compare(current(opt, model), want[t][mesh["dp"].rank], t, fp32_state(method))
+        by_dim = opt.comm_stats()["bytes_by_dim"]
+        return {"ok": not bad and opt.comm is mesh["dp"] and set(by_dim) == {"dp"} and by_dim["dp"] > 0,
+                "bad": bad[:4], "bytes_by_dim": by_dim}
     return run
 
 
@@ -249,11 +297,13 @@ def main() -> None:
     for zero in ("zero1", "zero2", "zero3"):
         cases.append((f"pp_{zero}", pipeline_case(zero, replicate=False)))
     cases.append(("pp_zero2_replicate", pipeline_case("zero2", replicate=True)))
-    for method in ("mbsgd", "plsgd", "qsr", "easgd", "lsgd"):
+    for method in ("mbsgd", "plsgd", "qsr", "easgd", "lsgd", "diloco"):
         cases.append((f"pp_{method}", pipeline_case(method, replicate=True)))
     for method in ("plsgd", "qsr", "easgd"):
         cases.append((f"zero3_{method}", across_case("zero3", method)))
-    cases += [("zero1_plsgd", across_case("zero1", "plsgd")), ("zero2_plsgd", across_case("zero2", "plsgd"))]
+    cases += [("zero1_plsgd", across_case("zero1", "plsgd")), ("zero2_plsgd", across_case("zero2", "plsgd")),
+              ("zero3_diloco_streaming", across_case("zero3", "diloco", STREAMING)),
+              ("zero2_diloco", across_case("zero2", "diloco")), ("mesh_diloco", mesh_case("diloco"))]
     cases += unsupported()
     run_cases(comm, cases)
 
