@@ -1,11 +1,22 @@
 """One rank of benchmarks/zero.py: the GPT trained for a few AdamW steps under each case (torch DDP and
-FSDP2 over gloo, pycomm mbsgd and zero1/2/3), one after the other; rank 0 writes per case the samples/s
-and the bytes of parameters + gradients + optimizer state each rank holds after a step (counted from the
-live tensors: local shards for FSDP2). argv: OUT_JSON STEPS N_LAYER N_EMBD BLOCK CASES..."""
+FSDP2 over gloo, pycomm mbsgd and zero1/2/3), REPEATS times, the cases in a shuffled order each repeat
+(the same order on every rank) so that drift in the machine's load hits every case alike. Per run, rank 0
+records the samples/s, the bytes of parameters + gradients + optimizer state each rank holds after a
+step (counted from the live tensors: local shards for FSDP2), the peak memory during backward and the
+machine's load. argv: OUT_JSON STEPS N_LAYER N_EMBD BLOCK REPEATS SEED CASES...
+
+The peak during backward is the process's resident memory: its high-water mark (/proc/self/status
+VmHWM, reset through /proc/self/clear_refs just before the last step's backward) less the resident
+memory at that moment, the largest over ranks: what backward adds on top of the model, its state and
+the forward's activations (full gradients that live until they are reduced, communication buffers).
+It counts pages as the kernel does, so memory the allocator keeps after freeing it counts as long as
+it is kept."""
 from __future__ import annotations
 
+import gc
 import json
 import os
+import random
 import sys
 import time
 from typing import Any
@@ -18,6 +29,7 @@ import algorithms
 import pycomm
 from algorithms.zero.memory import optimizer_tensors, storage_bytes
 from apps.models.gpt import GPT
+from benchmarks.busy_load import machine_load
 
 BATCH, VOCAB = 8, 65
 
@@ -34,6 +46,25 @@ def state_bytes(model: torch.nn.Module, opt: Any) -> int:
     params = list(model.parameters())
     return (storage_bytes([local(p) for p in params], seen) + storage_bytes([local(p.grad) for p in params], seen)
             + storage_bytes([local(t) for t in optimizer_tensors(inner)], seen))
+
+
+def resident_kib(field: str) -> int:
+    """VmRSS or VmHWM of this process, KiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak() -> bool:
+    """VmHWM := VmRSS (Linux 4.0+); False where the kernel refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def build(case: str, comm: Any, n_layer: int, n_embd: int, block: int) -> tuple[torch.nn.Module, Any]:
@@ -61,36 +92,61 @@ def run(case: str, comm: Any, steps: int, n_layer: int, n_embd: int, block: int)
     model, opt = build(case, comm, n_layer, n_embd, block)
     g = torch.Generator().manual_seed(comm.rank)
     data = torch.randint(0, VOCAB, (steps + 1, BATCH, block + 1), generator=g)
-    measured = 0.0
+    measured, peak_kib, has_peak = 0.0, 0, True
     for t in range(steps + 1):        # step 0 is warm-up
         comm.barrier()
         t0 = time.perf_counter()
         opt.zero_grad()
         logits = model(data[t, :, :-1])
-        F.cross_entropy(logits.reshape(-1, VOCAB), data[t, :, 1:].reshape(-1)).backward()
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), data[t, :, 1:].reshape(-1))
+        if t == steps:                # the last step: its backward's peak (resetting costs no time worth noting)
+            start = resident_kib("VmRSS")
+            has_peak = reset_peak()
+        loss.backward()
+        if t == steps:
+            peak_kib = resident_kib("VmHWM") - start
         opt.step()
         comm.barrier()
         if t:
             measured += time.perf_counter() - t0
-    return {"samples_per_s": steps * BATCH * comm.size / measured, "state_bytes": state_bytes(model, opt),
-            "params": sum(p.numel() for p in GPT(vocab_size=VOCAB, block_size=block, n_layer=n_layer,
-                                                 n_head=max(1, n_embd // 64), n_embd=n_embd).parameters())}
+    peak = torch.tensor([float(peak_kib) * 1024 if has_peak else -1.0], dtype=torch.float64)
+    comm.allreduce(peak, op=pycomm.MAX)
+    result = {"samples_per_s": steps * BATCH * comm.size / measured, "state_bytes": state_bytes(model, opt),
+              "params": sum(p.numel() for p in GPT(vocab_size=VOCAB, block_size=block, n_layer=n_layer,
+                                                   n_head=max(1, n_embd // 64), n_embd=n_embd).parameters())}
+    if peak.item() >= 0:
+        result["backward_peak_bytes"] = int(peak.item())
+    if hasattr(opt, "remove_hooks"):
+        opt.remove_hooks()
+    del model, opt
+    gc.collect()
+    return result
 
 
 def main() -> None:
     torch.set_num_threads(1)
     pycomm.init()
     comm = pycomm.world()
-    out, steps, n_layer, n_embd, block = sys.argv[1], *map(int, sys.argv[2:6])
-    results = {}
-    for case in sys.argv[6:]:
-        try:
-            results[case] = run(case, comm, steps, n_layer, n_embd, block)
-        except Exception as e:      # a case the installed torch cannot run is reported, not fatal
-            results[case] = {"error": f"{type(e).__name__}: {e}"}
+    out, steps, n_layer, n_embd, block, repeats, seed = sys.argv[1], *map(int, sys.argv[2:8])
+    cases = sys.argv[8:]
+    runs = []
+    for repeat in range(repeats):
+        order = list(cases)
+        random.Random(seed + repeat).shuffle(order)   # the same order on every rank
+        for case in order:
+            load = machine_load()
+            try:
+                r = run(case, comm, steps, n_layer, n_embd, block)
+            except Exception as e:      # a case the installed torch cannot run is reported, not fatal
+                r = {"error": f"{type(e).__name__}: {e}"}
+            runs.append({"repeat": repeat, "case": case, **load, **r})
+            if comm.rank == 0:
+                print(f"repeat {repeat} {case}: {r.get('samples_per_s', float('nan')):.1f} samples/s", flush=True)
     if comm.rank == 0:
         with open(out, "w") as f:
-            json.dump(results, f, indent=1)
+            json.dump(runs, f, indent=1)
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
