@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "common/errors.h"
+#include "common/kernel_threads.h"
 #include "diagnostics/stall.h"
 #include "queue/inline_run.h"
 #include "queue/op_lifecycle.h"
@@ -179,6 +180,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
   CommHealth& health = *st->health;
   std::list<std::unique_ptr<QueuedOp>> in_flight;
   name_this_thread();
+  kernels_on_this_thread_only = true;  // the rank's own thread computes beside this one
   Backoff backoff(/*background=*/true);
   while (true) {
     QueuedOp* next = nullptr;
