@@ -1,6 +1,6 @@
 """ZeRO against torch DDP and FSDP2 (gloo, CPU) and pycomm mbsgd on the char GPT: samples/s, bytes of
 parameters + gradients + optimizer state per rank after a step (counted from live tensors, not RSS) and
-the peak memory backward adds (resident memory: full gradients until they are reduced, communication
+the peak memory backward adds (live heap bytes: full gradients until they are reduced, communication
 buffers), on 2 and 4 ranks, fp32, for each GPT size and each load (idle, and beside one busy process per
 core started and stopped here). Each launch runs every case `--repeats` times, the cases in a shuffled
 order each repeat; a row is the median over the repeats with min and max, and the machine's load.

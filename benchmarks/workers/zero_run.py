@@ -5,19 +5,20 @@ records the samples/s, the bytes of parameters + gradients + optimizer state eac
 step (counted from the live tensors: local shards for FSDP2), the peak memory during backward and the
 machine's load. argv: OUT_JSON STEPS N_LAYER N_EMBD BLOCK REPEATS SEED CASES...
 
-The peak during backward is the process's resident memory: its high-water mark (/proc/self/status
-VmHWM, reset through /proc/self/clear_refs just before the last step's backward) less the resident
-memory at that moment, the largest over ranks: what backward adds on top of the model, its state and
-the forward's activations (full gradients that live until they are reduced, communication buffers).
-It counts pages as the kernel does, so memory the allocator keeps after freeing it counts as long as
-it is kept."""
+The peak during backward is measured in one more, untimed step: the most bytes malloc had handed
+out at once during its backward (glibc mallinfo2, sampled every 0.2 ms) less those at its start, the
+largest over ranks: what backward adds on top of the model, its state and the forward's activations
+(full gradients that live until they are reduced, communication buffers), whether or not the
+allocator reuses pages it kept."""
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import os
 import random
 import sys
+import threading
 import time
 from typing import Any
 
@@ -48,23 +49,37 @@ def state_bytes(model: torch.nn.Module, opt: Any) -> int:
             + storage_bytes([local(t) for t in optimizer_tensors(inner)], seen))
 
 
-def resident_kib(field: str) -> int:
-    """VmRSS or VmHWM of this process, KiB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 
-def reset_peak() -> bool:
-    """VmHWM := VmRSS (Linux 4.0+); False where the kernel refuses."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+def live_heap_bytes() -> int:
+    """Bytes malloc has handed out and not had back (glibc mallinfo2: arena chunks in use + mmapped
+    blocks): every tensor and communication buffer of the process, whatever the allocator keeps."""
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _Mallinfo2
+    info = libc.mallinfo2()
+    return int(info.uordblks + info.hblkhd)
+
+
+class PeakSampler(threading.Thread):
+    """The highest live_heap_bytes() seen while running (sampled every 0.2 ms from a thread of its own:
+    backward runs in torch's engine without the GIL)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak, self._stop_event = live_heap_bytes(), threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.peak = max(self.peak, live_heap_bytes())
+            time.sleep(0.0002)
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join()
+        return max(self.peak, live_heap_bytes())
 
 
 def build(case: str, comm: Any, n_layer: int, n_embd: int, block: int) -> tuple[torch.nn.Module, Any]:
@@ -91,31 +106,32 @@ def build(case: str, comm: Any, n_layer: int, n_embd: int, block: int) -> tuple[
 def run(case: str, comm: Any, steps: int, n_layer: int, n_embd: int, block: int) -> dict[str, Any]:
     model, opt = build(case, comm, n_layer, n_embd, block)
     g = torch.Generator().manual_seed(comm.rank)
-    data = torch.randint(0, VOCAB, (steps + 1, BATCH, block + 1), generator=g)
-    measured, peak_kib, has_peak = 0.0, 0, True
+    data = torch.randint(0, VOCAB, (steps + 2, BATCH, block + 1), generator=g)
+    measured = 0.0
     for t in range(steps + 1):        # step 0 is warm-up
         comm.barrier()
         t0 = time.perf_counter()
         opt.zero_grad()
         logits = model(data[t, :, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), data[t, :, 1:].reshape(-1))
-        if t == steps:                # the last step: its backward's peak (resetting costs no time worth noting)
-            start = resident_kib("VmRSS")
-            has_peak = reset_peak()
-        loss.backward()
-        if t == steps:
-            peak_kib = resident_kib("VmHWM") - start
+        F.cross_entropy(logits.reshape(-1, VOCAB), data[t, :, 1:].reshape(-1)).backward()
         opt.step()
         comm.barrier()
         if t:
             measured += time.perf_counter() - t0
-    peak = torch.tensor([float(peak_kib) * 1024 if has_peak else -1.0], dtype=torch.float64)
+    # one more step, untimed: backward's peak of live heap bytes over those at its start
+    opt.zero_grad()
+    logits = model(data[steps + 1, :, :-1])
+    loss = F.cross_entropy(logits.reshape(-1, VOCAB), data[steps + 1, :, 1:].reshape(-1))
+    start, sampler = live_heap_bytes(), PeakSampler()
+    sampler.start()
+    loss.backward()
+    peak = torch.tensor([float(sampler.stop() - start)], dtype=torch.float64)
+    opt.step()
     comm.allreduce(peak, op=pycomm.MAX)
     result = {"samples_per_s": steps * BATCH * comm.size / measured, "state_bytes": state_bytes(model, opt),
               "params": sum(p.numel() for p in GPT(vocab_size=VOCAB, block_size=block, n_layer=n_layer,
                                                    n_head=max(1, n_embd // 64), n_embd=n_embd).parameters())}
-    if peak.item() >= 0:
-        result["backward_peak_bytes"] = int(peak.item())
+    result["backward_peak_bytes"] = int(peak.item())
     if hasattr(opt, "remove_hooks"):
         opt.remove_hooks()
     del model, opt
