@@ -6,7 +6,7 @@ core started and stopped here). Each launch runs every case `--repeats` times, t
 order each repeat; a row is the median over the repeats with min and max, and the machine's load.
 Writes results/zero.json, a table and a PNG (bytes per rank and backward's peak; speed against FSDP2).
 
-    python -m benchmarks.zero [--sizes small wide] [--loads idle busy] [--ranks 2 4] [--repeats 3] [--steps 4]
+    python -m benchmarks.zero [--sizes small wide] [--loads idle busy] [--ranks 2 4] [--repeats 3] [--steps 2]
     python -m benchmarks.zero --quick       # 2 layers, 128 wide, context 64, 1 repeat: a smoke run
     python -m benchmarks.zero --replot      # zero.png again from zero.json
 
@@ -137,7 +137,8 @@ def replot(results_dir: Path | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=4, help="timed steps per run (after one warm-up step)")
+    ap.add_argument("--steps", type=int, default=2, help="timed steps per run (after one warm-up step; one more, "
+                    "untimed, measures backward's peak)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--sizes", nargs="+", default=["small", "wide"], choices=list(SIZES))
