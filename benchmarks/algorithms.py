@@ -7,7 +7,9 @@ accuracy and bytes communicated against the step (one colour per algorithm, defa
     python -m benchmarks.algorithms --replot [--name algorithms_lap]   # the PNG again from the JSON
     python -m benchmarks.algorithms --model gpt [--steps 120] [--repeats 2] [--links default shaped] [--lock F]
 
-`--model gpt` is the section where communication matters (benchmarks/algorithms_gpt.py: a 10.7M-parameter
+`--busy` is a user's own script against DDP, idle and beside one busy process per core
+(benchmarks/algorithms_busy.py; results/algorithms_busy.json). `--model gpt` is the section where
+communication matters (benchmarks/algorithms_gpt.py: a 10.7M-parameter
 char GPT on 4 ranks, also over an emulated 10 Gbit/s link; results/algorithms_gpt.json).
 
 The cases train interleaved in one launch per transport (see benchmarks/workers/algorithms_run.py),
@@ -111,12 +113,18 @@ def replot(name: str) -> Path:
 def main(argv: list[str] | None = None) -> None:
     pick = argparse.ArgumentParser(add_help=False)
     pick.add_argument("--model", choices=("mnist", "gpt"), default="mnist")
+    pick.add_argument("--busy", action="store_true")
     model, rest = pick.parse_known_args(argv)
+    if model.busy:
+        from benchmarks import algorithms_busy   # imports this module: not at the top
+        return algorithms_busy.main(rest)
     if model.model == "gpt":
         from benchmarks import algorithms_gpt   # imports this module: not at the top
         return algorithms_gpt.main(rest)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("mnist", "gpt"), default="mnist", help="gpt: see benchmarks/algorithms_gpt.py")
+    ap.add_argument("--busy", action="store_true", help="a user's own script, idle and beside a busy process per "
+                    "core: see benchmarks/algorithms_busy.py")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--cases", nargs="+", default=["ddp", *CASES, *LAP_CASES])

@@ -23,7 +23,7 @@ COMMAND = "python -m benchmarks.performance_doc"
 BEGIN = f"<!-- benchmarks table: generated from benchmarks/results/*.json by `{COMMAND}` -->"
 END = "<!-- end of benchmarks table -->"
 # ratios against a peer, in the keys the benchmarks write (the headline of each result)
-RATIOS = ("speedup_vs_ddp", "speed_vs_fsdp2", "bytes_vs_ddp", "vs torch", "of memcpy", "ratio", "speedup",
+RATIOS = ("speedup_vs_ddp", "vs_ddp_mpi", "speed_vs_fsdp2", "bytes_vs_ddp", "vs torch", "of memcpy", "ratio", "speedup",
           "speed_vs_star", "speed_vs_single", "vs_link_floor", "measured_ratio")
 
 
@@ -38,6 +38,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "algorithms": Benchmark("every algorithm on the tiny MNIST CNN, 2 ranks, default and TCP-only transports: "
                             "samples/s, bytes per step, time to 95%, final accuracy", "torch DDP (gloo)",
                             "python -m benchmarks.algorithms --repeats 3"),
+    "algorithms_busy": Benchmark("a user's own MNIST script (AdamW, OneCycle, clipping, bf16 autocast), 2 ranks, "
+                                 "idle and beside a busy process per core: samples/s, final loss",
+                                 "torch DDP (gloo) started the same way (mpirun; torchrun)",
+                                 "python -m benchmarks.algorithms --busy --repeats 3"),
     "algorithms_gpt": Benchmark("a 10.7M-parameter char GPT on 4 ranks, mbsgd / plsgd / qsr with and without int8, "
                                 "also over an emulated 10 Gbit/s link", "torch DDP (gloo)",
                                 "python -m benchmarks.algorithms --model gpt --repeats 2 --links default shaped"),
@@ -92,9 +96,10 @@ BENCHMARKS: dict[str, Benchmark] = {
                                 "mpi4py; torchrun + gloo; the floors", "python -m benchmarks.startup"),
     "startup_quiet": Benchmark("the start-up benchmark at a quiet moment", "the floors",
                                "python -m benchmarks.startup --cases script apps floor --repeats 3"),
-    "zero": Benchmark("ZeRO 1/2/3 on a GPT: parameters + gradients + optimizer state per rank, samples/s, 2 and 4 "
-                      "ranks", "torch DDP and FSDP2 (gloo); mbsgd", "python -m benchmarks.zero --quick --ranks 2 4 "
-                      "--steps 10"),
+    "zero": Benchmark("ZeRO 1/2/3 on the char GPT (small and wide), idle and beside a busy process per core: "
+                      "parameters + gradients + optimizer state per rank, backward's peak, samples/s (median, min, "
+                      "max of shuffled repeats), 2 and 4 ranks", "torch DDP and FSDP2 (gloo); mbsgd",
+                      "python -m benchmarks.zero --repeats 3"),
 }
 
 

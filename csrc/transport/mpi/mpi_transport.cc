@@ -82,6 +82,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   const bool crowded = forced >= 0 ? forced == 1 : detected;
   MPI_Comm_free(&node);
   note_node_oversubscribed(crowded);  // pollers yield only when ranks outnumber the cores (queue/spin.h)
+  note_ranks_on_node(local_size);     // what cores_contended() leaves to this node's own ranks
   int any_crowded = crowded ? 1 : 0;
   check(MPI_Allreduce(MPI_IN_PLACE, &any_crowded, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce (oversubscribed)");
   handles_->oversubscribed = any_crowded != 0;
