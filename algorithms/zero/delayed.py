@@ -59,7 +59,7 @@ class DelayedSteps:
         for g in opt.groups:
             flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in g.params])
             shard = torch.zeros(g.shard_numel, dtype=flat.dtype, device=flat.device)
-            opt._count("dp_shard", opt._wire_bytes(flat.numel(), flat.dtype, opt._wire(flat.dtype)))
+            opt._count("dp_shard", opt.shard_comm, opt._wire_bytes(flat.numel(), flat.dtype, opt._wire(flat.dtype)))
             work = opt.shard_comm.reduce_scatter_coalesced(shard, [flat], op=pycomm.AVG,
                                                            bucket_bytes=opt.options["bucket_bytes"],
                                                            wire_dtype=opt._wire(flat.dtype), codec=opt.options["codec"])

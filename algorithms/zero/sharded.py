@@ -155,15 +155,17 @@ class ZeroOptimizer(CommOptimizer):
             return codec_wire_bytes(self.options["codec"], numel)
         return numel * (wire or dtype).itemsize
 
-    def _count(self, dim: str, nbytes: int) -> None:
-        self.dim_bytes[dim] = self.dim_bytes.get(dim, 0) + nbytes
+    def _count(self, dim: str, comm: Any, nbytes: int) -> None:
+        """`nbytes` sent over `comm` (mesh dimension `dim`); a group of one rank sends nothing."""
+        if comm.size > 1:
+            self.dim_bytes[dim] = self.dim_bytes.get(dim, 0) + nbytes
 
     def _reduce_scatter(self, bucket: Any) -> Any:
         """A GradientBuckets bucket reduce-scattered over the shard's ranks into bucket.shard, then (hybrid)
         averaged over the replicas of the shard."""
         grads = bucket.grads()
         wire = self._wire(bucket.shard.dtype)
-        self._count("dp_shard", sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in grads))
+        self._count("dp_shard", self.shard_comm, sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in grads))
         work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, grads, op=pycomm.AVG,
                                                         bucket_bytes=self.options["bucket_bytes"],
                                                         wire_dtype=wire, codec=self.options["codec"])
@@ -174,12 +176,12 @@ class ZeroOptimizer(CommOptimizer):
         (hybrid sharding); `work` itself when there are none (or an outer method takes them)."""
         if self.replica_comm is None:
             return work
-        self._count("dp_replicate", shard.numel() * shard.element_size())
+        self._count("dp_replicate", self.replica_comm, shard.numel() * shard.element_size())
         return AcrossReplicas(work, self.replica_comm, shard)
 
     def _allgather_shard(self, full: list[torch.Tensor], shard: torch.Tensor) -> Any:
         """The parameters `full` all-gathered from every rank's `shard` over the shard group."""
-        self._count("dp_shard", self._wire_bytes(shard.numel(), shard.dtype))
+        self._count("dp_shard", self.shard_comm, self._wire_bytes(shard.numel(), shard.dtype))
         return self.shard_comm.allgather_coalesced(full, shard, bucket_bytes=self.options["bucket_bytes"],
                                                    codec=self.options["codec"])
 

@@ -79,7 +79,7 @@ class ZeRO1(_GatheredStage):
 
     def _allreduce_bucket(self, bucket: Any) -> Any:
         wire = self._wire(bucket.params[0].dtype)
-        self._count("dp_shard" if self._buckets.comm is self.shard_comm else "dp",
+        self._count("dp_shard" if self._buckets.comm is self.shard_comm else "dp", self._buckets.comm,
                     sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in bucket.grads()))
         return self._buckets.reduce(bucket)
 
