@@ -122,8 +122,8 @@ def check_in_flight_together(comm) -> None:
     """Two coalesced all-reduces in flight at once, waited in the reverse order."""
     specs_a, specs_b = make_case(71, 40), make_case(72, 40)
     a, b = inputs(71, comm.rank, specs_a), inputs(72, comm.rank, specs_b)
-    wa = comm.allreduce_coalesced(a, op=pycomm.SUM, bucket_bytes=2048)
-    wb = comm.allreduce_coalesced(b, op=pycomm.SUM, bucket_bytes=2048)
+    wa = comm.allreduce_coalesced(a, op=pycomm.SUM, bucket_bytes=2048, async_op=True)
+    wb = comm.allreduce_coalesced(b, op=pycomm.SUM, bucket_bytes=2048, async_op=True)
     wb.wait()
     wa.wait()
     for seed, specs, ts in ((71, specs_a, a), (72, specs_b, b)):
