@@ -4,6 +4,8 @@ tensors (reduced where they lie) against small ones (packed) at every edge of th
 input."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -133,7 +135,7 @@ def check_in_flight_together(comm) -> None:
 
 def check_bad_input(comm) -> None:
     x = torch.ones(8)
-    f = comm.allreduce_coalesced
+    f = functools.partial(comm.allreduce_coalesced, op=pycomm.AVG, async_op=True)   # each case overrides one
     expect_raises(TypeError, "tensors must be a list", lambda: f(x))
     expect_raises(ValueError, r"tensors\[1\].*contiguous", lambda: f([x, torch.ones(4, 4).t()]))
     expect_raises(TypeError, r"tensors\[0\].*expected a torch.Tensor", lambda: f([np.ones(3)]))

@@ -3,6 +3,8 @@ bound of its two quantization stages, error feedback carries the loss across ste
 each rank sends are O(S), not O(N S)."""
 from __future__ import annotations
 
+import functools
+
 import os
 
 import numpy as np
@@ -215,11 +217,12 @@ def check_bytes(comm) -> None:
 
 
 def check_bad_input(comm) -> None:
-    f = comm.allreduce_quantized
+    f = functools.partial(comm.allreduce_quantized, op=pycomm.AVG, async_op=True)   # each case overrides one
     expect_raises(TypeError, r"tensor: dtype torch.int64", lambda: f(torch.ones(4, dtype=torch.int64)))
     expect_raises(ValueError, r"tensor: tensor must be contiguous", lambda: f(torch.ones(4, 4).t()))
     expect_raises(ValueError, "op must be pycomm.SUM or pycomm.AVG", lambda: f(torch.ones(4), op=pycomm.MAX))
-    expect_raises(TypeError, "codec", lambda: f(torch.ones(4), codec="int8"))
+    expect_raises(ValueError, "codec 'int9' is not a codec name; expected one of 'int8'",
+                  lambda: f(torch.ones(4), codec="int9"))
     expect_raises(ValueError, "residual must have", lambda: f(torch.ones(4), error_feedback=torch.zeros(5)))
     expect_raises(TypeError, r"error_feedback: dtype", lambda: f(torch.ones(4), error_feedback=torch.zeros(4, dtype=torch.float64)))
     ef = pycomm.ErrorFeedback()
