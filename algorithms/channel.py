@@ -83,7 +83,7 @@ class Channel:
             pending = self._quantized(tensors, op, key)
         else:
             self._sent(sum(t.numel() * t.element_size() for t in tensors))
-            work = self.comm.allreduce_coalesced(list(tensors), op=op, bucket_bytes=self.bucket_bytes)
+            work = self.comm.allreduce_coalesced(list(tensors), op=op, bucket_bytes=self.bucket_bytes, async_op=True)
             pending = Pending(self, work)
         self.stats.seconds += time.perf_counter() - t0
         return pending
@@ -107,7 +107,7 @@ class Channel:
         if residual is None or (residual.local is not None and residual.local.numel() != flat.numel()):
             residual = self.residuals[key] = pycomm.ErrorFeedback()
         self._sent(codec_wire_bytes(self.codec, flat.numel()))
-        work = self.comm.allreduce_quantized(flat, op=op, codec=self.codec, error_feedback=residual)
+        work = self.comm.allreduce_quantized(flat, op=op, codec=self.codec, error_feedback=residual, async_op=True)
 
         def unflatten() -> None:
             offset = 0
@@ -122,7 +122,7 @@ class Channel:
         t0 = time.perf_counter()
         tensors = [t for t in tensors if t.numel()]
         with torch.no_grad():
-            self.comm.broadcast_coalesced(tensors, root=root, bucket_bytes=self.bucket_bytes).wait()
+            self.comm.broadcast_coalesced(tensors, root=root, bucket_bytes=self.bucket_bytes, async_op=True).wait()
         self.stats.calls += 1
         self._sent(sum(t.numel() * t.element_size() for t in tensors))
         self.stats.seconds += time.perf_counter() - t0

@@ -6,10 +6,6 @@ from typing import Any, Mapping
 
 import pycomm
 
-# Codec names accepted as strings, and the pycomm class each needs.
-_CODEC_CLASSES = {"int8": "Int8Codec", "int4": "Int4Codec", "4bit": "Int4Codec", "onebit": "OneBitCodec",
-                  "1bit": "OneBitCodec"}
-
 
 class OptionError(ValueError):
     """An algorithm option with a bad name or value."""
@@ -62,23 +58,13 @@ def flag(name: str, value: Any) -> bool:
 
 
 def codec(value: Any) -> Any:
-    """None, a pycomm codec instance, or a codec name ("int8", "int4", "onebit") this pycomm build provides."""
+    """None, a pycomm codec instance, or a codec name (pycomm.codecs.CODEC_NAMES: "int8", "int4", "1bit", ...)."""
     if value is None:
         return None
-    base = getattr(getattr(pycomm, "codecs", None), "Codec", None)   # every pycomm codec's base class
-    known = (base,) if base is not None else \
-        tuple(getattr(pycomm, cls) for cls in sorted(set(_CODEC_CLASSES.values())) if hasattr(pycomm, cls))
-    if isinstance(value, str):
-        cls_name = _CODEC_CLASSES.get(value.lower())
-        if cls_name is None:
-            raise OptionError(f"codec {value!r} is not a codec name; expected one of {', '.join(_CODEC_CLASSES)} "
-                              "or a pycomm codec instance")
-        if not hasattr(pycomm, cls_name):
-            raise OptionError(f"codec {value!r} needs pycomm.{cls_name}, which this pycomm build lacks")
-        return getattr(pycomm, cls_name)()
-    if not known or not isinstance(value, known):
-        have = ", ".join(f"pycomm.{c}" for c in sorted(set(_CODEC_CLASSES.values())) if hasattr(pycomm, c)) \
-            or "none in this pycomm build"
-        raise OptionError(f"codec must be None, a codec name or a pycomm codec instance ({have}), "
-                          f"got {type(value).__name__}")
-    return value
+    try:
+        return pycomm.codecs.resolve_codec(value, "codec")
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+    except TypeError:
+        raise OptionError(f"codec must be None, a codec name ({', '.join(map(repr, pycomm.codecs.CODEC_NAMES))}) "
+                          f"or a pycomm codec instance, got {type(value).__name__}") from None

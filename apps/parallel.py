@@ -271,7 +271,7 @@ class Layout:
                     # makes a new one), in the model's dtypes: ZeRO-3's own parameters are empty here
                     tensors += [own[id(t)].to(t.dtype) if s == self.pipe.stage and id(t) in own else t.detach()
                                 for t in layer.state_dict(keep_vars=True).values()]
-            self.pipe.pipeline_comm.broadcast_coalesced([t for t in tensors if t.numel()], root=s).wait()
+            self.pipe.pipeline_comm.broadcast_coalesced([t for t in tensors if t.numel()], root=s, async_op=True).wait()
         return own
 
     def own_values(self, opt: Any, gathered: Optional[dict[str, torch.Tensor]] = None) -> dict[int, torch.Tensor]:

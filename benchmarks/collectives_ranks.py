@@ -13,7 +13,7 @@ import torch
 
 import pycomm
 from benchmarks.resnet50_shapes import resnet50_shapes
-from pycomm import hugepages
+from pycomm import hugepages, op_stats
 
 KIB, MIB = 1 << 10, 1 << 20
 
@@ -52,9 +52,9 @@ def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup
                    "inner": inner[name]} for name, v in samples.items()}
 
 
-def busbw_gbs(nbytes: int, seconds: float, n: int) -> float:
-    """nccl-tests all-reduce bus bandwidth: algbw * 2 (n - 1) / n, in GB/s."""
-    return nbytes / seconds * (2 * (n - 1) / n) / 1e9 if n > 1 else nbytes / seconds / 1e9
+def busbw_gbs(op: str, nbytes: int, seconds: float, n: int) -> float:
+    """nccl-tests' bus bandwidth of `op` on n ranks in GB/s: algbw * the core's bus factor (op table)."""
+    return nbytes / seconds * op_stats.bus_factor(op, n) / 1e9
 
 
 class Peers:
@@ -105,7 +105,7 @@ def section_busbw(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
         for peer in peer_names:
             tm = times[peer]
             rows.append({"ranks": n, "peer": peer, "bytes": nbytes, "seconds": tm,
-                         "busbw_GBs": busbw_gbs(nbytes, tm["median"], n)})
+                         "busbw_GBs": busbw_gbs("allreduce", nbytes, tm["median"], n)})
         del t
     return rows
 
@@ -133,12 +133,12 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
     cases = {"per_tensor_pycomm": per_tensor_pycomm, "per_tensor_pycomm_blocking": per_tensor_pycomm_blocking,
              "per_tensor_gloo": per_tensor_gloo,
              # the default: 4 MiB buckets for host tensors (they stay in the last-level cache)
-             "coalesced_pycomm": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM).wait(),
+             "coalesced_pycomm": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM, async_op=True).wait(),
              # DESIGN's GPU bucket size, for comparison
              "coalesced_pycomm_25MiB": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
-                                                                        bucket_bytes=25 << 20).wait(),
+                                                                        bucket_bytes=25 << 20, async_op=True).wait(),
              "coalesced_pycomm_bf16": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
-                                                                       wire_dtype=torch.bfloat16).wait(),
+                                                                       wire_dtype=torch.bfloat16, async_op=True).wait(),
              "flat_mpi4py": lambda: peers.mpi.Allreduce(MPI.IN_PLACE, flat.numpy(), op=MPI.SUM)}
     times = timed(cases, peers.mpi, repeats, warmup=1)
     return [{"ranks": peers.mpi.size, "case": name, "tensors": len(grads), "bytes": flat.numel() * 4,
@@ -162,13 +162,13 @@ def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
         arr, shard_arr, out_arr = flat.numpy(), shard.numpy(), out_flat.numpy()
         cases = {
             ("reduce_scatter", "pycomm_coalesced"): lambda: comm.reduce_scatter_coalesced(
-                shard, tensors, op=pycomm.SUM).wait(),
+                shard, tensors, op=pycomm.SUM, async_op=True).wait(),
             ("reduce_scatter", "pycomm_coalesced_separate"): lambda: comm.reduce_scatter_coalesced(
-                shard, separate, op=pycomm.SUM).wait(),
+                shard, separate, op=pycomm.SUM, async_op=True).wait(),
             ("reduce_scatter", "pycomm_flat"): lambda: comm.reduce_scatter(shard, flat, op=pycomm.SUM),
             ("reduce_scatter", "mpi4py"): lambda: peers.mpi.Reduce_scatter_block(arr, shard_arr, op=MPI.SUM),
-            ("allgather", "pycomm_coalesced"): lambda: comm.allgather_coalesced(tensors, shard).wait(),
-            ("allgather", "pycomm_coalesced_separate"): lambda: comm.allgather_coalesced(separate, shard).wait(),
+            ("allgather", "pycomm_coalesced"): lambda: comm.allgather_coalesced(tensors, shard, async_op=True).wait(),
+            ("allgather", "pycomm_coalesced_separate"): lambda: comm.allgather_coalesced(separate, shard, async_op=True).wait(),
             ("allgather", "pycomm_flat"): lambda: comm.allgather(out_flat, shard),
             ("allgather", "mpi4py"): lambda: peers.mpi.Allgather(shard_arr, out_arr),
         }
@@ -176,8 +176,8 @@ def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
                       3 if quick else (5 if nbytes >= 64 * MIB else 9), warmup=1)
         for op, peer in cases:
             tm = times[f"{op}/{peer}"]
-            bus = numel * 4 / tm["median"] * (n - 1) / n / 1e9   # nccl-tests: algbw * (n - 1) / n
-            rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm, "busbw_GBs": bus})
+            rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm,
+                         "busbw_GBs": busbw_gbs(op, numel * 4, tm["median"], n)})
         del flat, tensors, separate, out_flat
     return rows
 
@@ -200,8 +200,6 @@ def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5
     with the others' in the same rounds; `huge_page_bytes` is what the kernel gave the whole buffer."""
     from mpi4py import MPI
     comm, n, rows = peers.comm, peers.mpi.size, []
-    factor = {"allreduce": 2 * (n - 1) / n, "broadcast": 1.0, "allgather": (n - 1) / n,
-              "reduce_scatter": (n - 1) / n}
     for nbytes in sizes(quick, max_bytes):
         numel = nbytes // 4 // n * n
         cases, huge = {}, {}
@@ -225,7 +223,7 @@ def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5
         for op, peer, kind in cases:
             tm = times[f"{op}/{peer}/{kind}"]
             rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "pages": kind, "seconds": tm,
-                         "busbw_GBs": numel * 4 / tm["median"] * factor[op] / 1e9, "huge_page_bytes": huge[kind]})
+                         "busbw_GBs": busbw_gbs(op, numel * 4, tm["median"], n), "huge_page_bytes": huge[kind]})
         del cases
     return rows
 
@@ -244,9 +242,9 @@ def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
     while nbytes <= top:
         t = torch.randn(nbytes // 4)
         cases = {"fp32": lambda: comm.allreduce(t, op=pycomm.AVG),
-                 "int8": lambda: comm.allreduce_quantized(t, codec=pycomm.Int8Codec(block=256)).wait(),
+                 "int8": lambda: comm.allreduce_quantized(t, codec=pycomm.Int8Codec(block=256), op=pycomm.AVG, async_op=True).wait(),
                  "1bit": lambda: comm.allreduce_quantized(t, codec=pycomm.OneBitCodec(block=256),
-                                                          error_feedback=ef).wait()}
+                                                          error_feedback=ef, op=pycomm.AVG, async_op=True).wait()}
         ef = pycomm.ErrorFeedback()
         sent = {}
         for name, fn in cases.items():

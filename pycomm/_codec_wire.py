@@ -10,14 +10,12 @@ from typing import Sequence
 import torch
 
 from pycomm._buffers import POOL
-from pycomm.codecs import Codec, Encoded
+from pycomm.codecs import Codec, Encoded, resolve_codec
 
 
 def check_codec(codec: object, what: str) -> Codec:
-    if not isinstance(codec, Codec):
-        raise TypeError(f"{what}: expected a pycomm codec (pycomm.Int8Codec, pycomm.Int4Codec, pycomm.OneBitCodec), "
-                        f"got {type(codec).__name__}")
-    return codec
+    """A codec instance, or the one a codec name ("int8", "1bit", ...) stands for (pycomm.codecs.CODEC_NAMES)."""
+    return resolve_codec(codec, what)
 
 
 class WireLayout:

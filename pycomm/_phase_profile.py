@@ -4,7 +4,7 @@ the wait for the all-gather, decode). Off unless `profile_phases()` is active; t
 two clock reads and a list append.
 
     with profile_phases() as log:
-        comm.allreduce_quantized(t).wait()
+        comm.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
     log.totals()      # {"encode": seconds, "wire_alltoall": ..., ...} summed over segments"""
 from __future__ import annotations
 

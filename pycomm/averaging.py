@@ -121,7 +121,7 @@ class LayerwiseAverager:
                 if exact:
                     works.append(self.comm.allreduce(bucket.average, op=AVG, async_op=True))
                 else:
-                    works.append(self.comm.allreduce_quantized(bucket.average, op=AVG, codec=self.codec))
+                    works.append(self.comm.allreduce_quantized(bucket.average, op=AVG, codec=self.codec, async_op=True))
             self._pending[key] = works
 
     def poll(self) -> int:

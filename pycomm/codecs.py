@@ -305,3 +305,25 @@ class OneBitCodec(Codec):
                                      factor=factor, own_residual=own_residual, residual=residual,
                                      decoded_out=decoded_out)
         return True
+
+
+# The codec names every op and option accepts (codec="int8"), resolved here only: each name builds the
+# class's default instance.
+CODEC_NAMES: dict[str, type[Codec]] = {"int8": Int8Codec, "int4": Int4Codec, "4bit": Int4Codec,
+                                       "onebit": OneBitCodec, "1bit": OneBitCodec}
+
+
+def resolve_codec(codec: object, what: str) -> Codec:
+    """A codec instance, or the default instance a name in CODEC_NAMES stands for (any case). A bad name is a
+    ValueError naming the choices; any other type a TypeError. `what` names the argument ("op: codec")."""
+    if isinstance(codec, Codec):
+        return codec
+    if isinstance(codec, str):
+        cls = CODEC_NAMES.get(codec.lower())
+        if cls is None:
+            raise ValueError(f"{what} {codec!r} is not a codec name; expected one of "
+                             f"{', '.join(map(repr, CODEC_NAMES))} or a codec instance (pycomm.Int8Codec, "
+                             f"pycomm.Int4Codec, pycomm.OneBitCodec)")
+        return cls()
+    raise TypeError(f"{what}: expected a codec name ({', '.join(map(repr, CODEC_NAMES))}) or a pycomm codec "
+                    f"(pycomm.Int8Codec, pycomm.Int4Codec, pycomm.OneBitCodec), got {type(codec).__name__}")

@@ -15,6 +15,8 @@ from pycomm._tensors import CPU, Place, check_tensor, place_of, ptr
 from pycomm.ops import AVG, SUM, ReduceOp, check_op
 from pycomm.work import Work
 from pycomm._validate import check_bool, check_int
+from pycomm.deprecated_defaults import OLD_ASYNC, OLD_AVG, async_or_old, op_or_old
+from pycomm.errors import PycommError
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1   # MPI's int: colors, keys, bucket labels
 from pycomm import flat_shards, fusion, p2p, quantized, rank_agreement, tracing
@@ -62,6 +64,7 @@ class Communicator:
         self._in_flight: list[Work] = []
         self._prune_at = _PRUNE_MIN
         self._in_flight_lock = threading.Lock()
+        self._by_node: Optional[tuple[Communicator, Communicator]] = None  # split_by_node's pair, once made
         tracing.register(self)
 
     # ---- who is here -------------------------------------------------------------------------
@@ -139,9 +142,10 @@ class Communicator:
         return out, t, place_of([out, t], what)
 
     # ---- collectives -------------------------------------------------------------------------
-    def allreduce(self, tensor: torch.Tensor, op: ReduceOp = AVG, async_op: bool = False, *,
+    def allreduce(self, tensor: torch.Tensor, op: ReduceOp = OLD_AVG, async_op: bool = False, *,
                   bucket: int = -1) -> Optional[Work]:
-        """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
+        """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN; the default
+        becomes SUM next release (today: AVG with a FutureWarning; pass op= explicitly).
         `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
         if (type(tensor) is torch.Tensor and type(op) is ReduceOp and type(async_op) is bool and type(bucket) is int
                 and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()):
@@ -158,7 +162,7 @@ class Communicator:
                 h = self._t.allreduce(tensor.data_ptr(), tensor.numel(), code, -1, op, 0, bucket, False)
                 return self._submit(h, (tensor,), CPU, True)
         async_op = check_bool(async_op, "allreduce: async_op")
-        op = check_op(op, "allreduce")
+        op = check_op(op_or_old(op, "allreduce"), "allreduce")
         bucket = check_int(bucket, "allreduce: bucket", min_value=-1, max_value=INT32_MAX)
         t = check_tensor(tensor, "allreduce: tensor", REDUCIBLE)
         self._reducible(t, op, "allreduce")
@@ -318,22 +322,26 @@ class Communicator:
 
     def split_by_node(self) -> tuple["Communicator", "Communicator"]:
         """(intra, inter): the ranks on this node, and the ranks with this local rank on every node
-        (for hierarchical reductions and hybrid sharding). Collective.
+        (for hierarchical reductions and hybrid sharding). Collective on the first call; later calls
+        return the same pair (settings as read at the first call).
 
         PYCOMM_RANKS_PER_NODE=k declares nodes of k consecutive ranks instead of the machine's real
         ones (to exercise node-aware code on one machine); k must divide the size."""
+        if self._by_node is not None:
+            return self._by_node
         per_node = ranks_per_node(self.size)
         if per_node is None:
             settings.apply()
-            intra = Communicator(self._t.split_shared(self.rank), f"{self.name}.intra")
+            intra: Optional[Communicator] = Communicator(self._t.split_shared(self.rank), f"{self.name}.intra")
         else:
             intra = self.split(self.rank // per_node, self.rank)
-            assert intra is not None
-            intra.name = f"{self.name}.intra"
-        inter = self.split(intra.rank, self.rank)
-        assert inter is not None
-        inter.name = f"{self.name}.inter"
-        return intra, inter
+        inter = None if intra is None else self.split(intra.rank, self.rank)
+        if intra is None or inter is None:  # a non-negative color always joins a communicator
+            raise PycommError(f"split_by_node: the {self.backend} transport of {self!r} returned no "
+                              f"{'intra' if intra is None else 'inter'}-node communicator for a non-negative color")
+        intra.name, inter.name = f"{self.name}.intra", f"{self.name}.inter"
+        self._by_node = (intra, inter)
+        return self._by_node
 
     def shutdown(self) -> None:
         """Completes submitted ops and releases the transport; later ops raise PycommError."""
@@ -342,49 +350,91 @@ class Communicator:
             self._in_flight = []
 
     # ---- coalesced and quantized ops (logic in pycomm/fusion.py, flat_shards.py, quantized.py) ----
-    def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,
-                            bucket_bytes: int | None = None,
-                            wire_dtype: Optional[torch.dtype] = None, async_op: bool = True) -> Optional[Work]:
+    # The convention of every op (docs/api.md): op=SUM, async_op=False (a Work when True), codec= a codec
+    # instance or name. Where a default changed, a call without the argument keeps the old one for a
+    # release, with a FutureWarning (pycomm/deprecated_defaults.py).
+    def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = OLD_AVG,
+                            bucket_bytes: int | None = None, wire_dtype: Optional[torch.dtype] = None,
+                            async_op: bool = OLD_ASYNC, codec: Any = None) -> Optional[Work]:
         """All-reduces many tensors in place: small ones through fused buckets (grouped by dtype; floating
-        tensors travel as wire_dtype when given), large host tensors where they lie; returns a Work whose
-        wait() unpacks the results (async_op=False: blocking, on the caller's thread where the transport
-        allows, returns None). bucket_bytes None: 4 MiB for host tensors (they stay in the last-level
-        cache), DESIGN's 25 MiB for GPU tensors. See pycomm/fusion.py."""
+        tensors travel as wire_dtype when given), large host tensors where they lie; async_op=True returns a
+        Work whose wait() unpacks the results, async_op=False blocks (on the caller's thread where the
+        transport allows) and returns None. bucket_bytes None: 4 MiB for host tensors (they stay in the
+        last-level cache), DESIGN's 25 MiB for GPU tensors. codec (floating tensors of one dtype and
+        device): the tensors concatenated and all-reduced through allreduce_quantized. See pycomm/fusion.py."""
+        op, async_op = op_or_old(op, "allreduce_coalesced"), async_or_old(async_op, "allreduce_coalesced")
+        if codec is not None:
+            if wire_dtype is not None:
+                raise ValueError("allreduce_coalesced: give a codec or a wire_dtype, not both (the codec decides "
+                                 "the wire format)")
+            return quantized.allreduce_coalesced_encoded(self, tensors, op, codec, async_op)
         return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype, async_op)
 
     def broadcast_coalesced(self, tensors: Sequence[torch.Tensor], root: int = 0,
-                            bucket_bytes: int | None = None, async_op: bool = True) -> Optional[Work]:
+                            bucket_bytes: int | None = None, async_op: bool = OLD_ASYNC,
+                            codec: Any = None) -> Optional[Work]:
         """Broadcasts many tensors (any dtypes) from `root` in place through flat buckets per dtype (large
-        host tensors where they lie); async_op=False: blocking, returns None."""
+        host tensors where they lie); async_op=False: blocking, returns None. codec must be None: a
+        broadcast copies the root's values exactly (ValueError otherwise)."""
+        async_op = async_or_old(async_op, "broadcast_coalesced")
+        _no_codec(codec, "broadcast_coalesced", "a broadcast copies the root's values exactly; a lossy codec "
+                                               "would give every other rank different values")
         root = self._peer(root, "broadcast_coalesced", "root")
         return fusion.broadcast_coalesced(self, tensors, root, bucket_bytes, async_op)
 
-    def reduce_scatter_coalesced(self, shards: torch.Tensor, tensors: Sequence[torch.Tensor], op: ReduceOp = AVG,
-                                 bucket_bytes: int | None = None,
-                                 wire_dtype: Optional[torch.dtype] = None, codec: Any = None) -> Work:
+    def reduce_scatter_coalesced(self, shards: torch.Tensor, tensors: Sequence[torch.Tensor],
+                                 op: ReduceOp = OLD_AVG, bucket_bytes: int | None = None,
+                                 wire_dtype: Optional[torch.dtype] = None, codec: Any = None,
+                                 async_op: bool = OLD_ASYNC) -> Optional[Work]:
         """`shards` (one flat tensor of pycomm.flat_shard_numel(tensors, size) elements) = this rank's shard
         of the reduction over ranks of the tensors' zero-padded concatenation (ZeRO's gradient shard).
-        Tensors share one dtype; floating ones travel as wire_dtype, or through `codec` (e.g.
+        Tensors share one dtype; floating ones travel as wire_dtype, or through `codec` (e.g. "int8" or
         pycomm.Int8Codec(): int8 all-to-all, fp32 accumulation). See pycomm/flat_shards.py."""
-        return flat_shards.reduce_scatter_coalesced(self, shards, tensors, op, bucket_bytes, wire_dtype, codec)
+        op, async_op = op_or_old(op, "reduce_scatter_coalesced"), _async(async_or_old(async_op, "reduce_scatter_coalesced"), "reduce_scatter_coalesced")
+        work = flat_shards.reduce_scatter_coalesced(self, shards, tensors, op, bucket_bytes, wire_dtype, codec)
+        return _waited(work, async_op)
 
     def allgather_coalesced(self, tensors: Sequence[torch.Tensor], shards: torch.Tensor,
-                            bucket_bytes: int | None = None,
-                            wire_dtype: Optional[torch.dtype] = None, codec: Any = None) -> Work:
+                            bucket_bytes: int | None = None, wire_dtype: Optional[torch.dtype] = None,
+                            codec: Any = None, async_op: bool = OLD_ASYNC) -> Optional[Work]:
         """The inverse layout: every rank's `shards` (flat, pycomm.flat_shard_numel(tensors, size) elements)
         gathered and written into `tensors` (ZeRO's parameters from their shards); padding is dropped."""
-        return flat_shards.allgather_coalesced(self, tensors, shards, bucket_bytes, wire_dtype, codec)
+        async_op = _async(async_or_old(async_op, "allgather_coalesced"), "allgather_coalesced")
+        work = flat_shards.allgather_coalesced(self, tensors, shards, bucket_bytes, wire_dtype, codec)
+        return _waited(work, async_op)
 
-    def allreduce_quantized(self, tensor: torch.Tensor, op: ReduceOp = AVG, codec: Any = None,
-                            error_feedback: Any = None) -> Work:
-        """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256))
-        in the reduce-scatter pattern; error_feedback: None, a pycomm.ErrorFeedback or a residual."""
-        return quantized.allreduce_quantized(self, tensor, op, codec, error_feedback)
+    def allreduce_quantized(self, tensor: torch.Tensor, op: ReduceOp = OLD_AVG, codec: Any = None,
+                            error_feedback: Any = None, async_op: bool = OLD_ASYNC) -> Optional[Work]:
+        """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256); a name
+        such as "int8" or "1bit" is accepted) in the reduce-scatter pattern; error_feedback: None, a
+        pycomm.ErrorFeedback or a residual."""
+        op, async_op = op_or_old(op, "allreduce_quantized"), _async(async_or_old(async_op, "allreduce_quantized"), "allreduce_quantized")
+        return _waited(quantized.allreduce_quantized(self, tensor, op, codec, error_feedback), async_op)
+
+
+def _async(async_op: object, what: str) -> bool:
+    return check_bool(async_op, f"{what}: async_op")
+
+
+def _waited(work: Work, async_op: bool) -> Optional[Work]:
+    """`work` for async_op=True; waited, None for async_op=False (compound ops that run on a Work)."""
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def _no_codec(codec: object, what: str, why: str) -> None:
+    if codec is not None:
+        raise ValueError(f"{what}: codec must be None ({why}), got {codec!r}")
 
 
 def ranks_per_node(size: int) -> Optional[int]:
     """The node size PYCOMM_RANKS_PER_NODE declares, or None where it is unset."""
     value: Optional[int] = settings.get("PYCOMM_RANKS_PER_NODE")
     if value is not None and size % value:
-        raise ValueError(f"PYCOMM_RANKS_PER_NODE={value} does not divide the {size} ranks into whole nodes")
+        divisors = ", ".join(str(k) for k in range(1, size + 1) if size % k == 0)
+        raise ValueError(f"PYCOMM_RANKS_PER_NODE={value} does not divide this communicator's {size} ranks into "
+                         f"whole nodes: expected a divisor of {size} ({divisors}), or unset it to group ranks by "
+                         f"the machine's real nodes")
     return value

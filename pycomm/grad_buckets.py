@@ -167,9 +167,9 @@ class GradientBuckets:
         grads = bucket.grads()
         if self.mode == "reduce_scatter":
             return self.comm.reduce_scatter_coalesced(bucket.shard, grads, op=self.op, wire_dtype=self.wire_dtype,
-                                                      codec=self.codec)
+                                                      codec=self.codec, async_op=True)
         if self.codec is None:
-            return self.comm.allreduce_coalesced(grads, op=self.op, wire_dtype=self.wire_dtype)
+            return self.comm.allreduce_coalesced(grads, op=self.op, wire_dtype=self.wire_dtype, async_op=True)
         return _QuantizedBucket(self.comm, grads, self.op, self.codec, bucket.residual)
 
 
@@ -179,7 +179,7 @@ class _QuantizedBucket:
     def __init__(self, comm: Any, grads: list[torch.Tensor], op: Any, codec: Any, residual: ErrorFeedback) -> None:
         self.grads = grads
         self.flat = torch.cat([g.reshape(-1).float() for g in grads])
-        self.work = comm.allreduce_quantized(self.flat, op=op, codec=codec, error_feedback=residual)
+        self.work = comm.allreduce_quantized(self.flat, op=op, codec=codec, error_feedback=residual, async_op=True)
 
     def wait(self) -> None:
         if self.work is None:

@@ -1,5 +1,5 @@
 """Per-op counters of the transports written in Python (gloo), in the shape of the compiled core's
-(csrc/runtime/stats.h): pycomm.stats() adds them to the core's, so a user sees one table whatever
+(csrc/diagnostics/stats.h): pycomm.stats() adds them to the core's, so a user sees one table whatever
 transport ran the op."""
 from __future__ import annotations
 
@@ -9,18 +9,11 @@ _LOCK = threading.Lock()
 _COUNTERS: dict[str, dict[str, float]] = {}
 
 
-def ring_factor(size: int) -> float:
-    """(n-1)/n: the share of the data a ring moves per rank (nccl-tests' bus factor)."""
-    return (size - 1) / size if size > 0 else 0.0
-
-
 def bus_factor(op: str, size: int) -> float:
-    """busbw = bytes * bus_factor / seconds, as the core counts it (csrc/runtime/op_validation.cc)."""
-    if op == "allreduce":
-        return 2 * ring_factor(size)
-    if op in ("allgather", "reduce_scatter", "alltoall"):
-        return ring_factor(size)
-    return 0.0 if op in ("barrier", "split", "split_shared") else 1.0
+    """busbw = bytes * bus_factor / seconds: the core's op table (pycomm._C.op_table(), defined once in
+    csrc/diagnostics/op_validation.cc); ValueError naming the known ops for another name."""
+    from pycomm._build import core  # the core is built before any transport counts an op
+    return float(core().bus_factor(op, size))
 
 
 def record(op: str, nbytes: int, bus_bytes: float, seconds: float) -> None:

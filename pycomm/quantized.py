@@ -41,6 +41,8 @@ from pycomm._quantized_pipeline import chunk_numel  # noqa: F401 (part of this m
 from pycomm.codecs import Codec, Int8Codec
 from pycomm.errors import PycommError, named
 from pycomm.work import Work
+from pycomm._validate import check_bool
+from pycomm.fusion import CoalescedWork, check_tensor_list
 
 
 class ErrorFeedback:
@@ -184,3 +186,35 @@ def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment],
         raise named(e, describe) from e
     finally:
         tracing.end(span)
+
+
+class _CopyBack:
+    """allreduce_coalesced_encoded's one bucket (fusion.CoalescedWork's interface): the flat all-reduce and
+    the copy of its result back into the caller's tensors."""
+
+    def __init__(self, work: Work, flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+        self.work, self._flat, self._tensors = work, flat, tensors
+
+    def finish(self) -> None:
+        self.work.wait()
+        at = 0
+        for t in self._tensors:
+            t.copy_(self._flat[at:at + t.numel()].view_as(t))
+            at += t.numel()
+
+
+def allreduce_coalesced_encoded(comm: Any, tensors: Any, op: Any, codec: Any, async_op: bool) -> Work | None:
+    """allreduce_coalesced with a codec: floating tensors of one dtype and device, concatenated and all-reduced
+    as one tensor through allreduce_quantized, then copied back."""
+    what = "allreduce_coalesced"
+    async_op = check_bool(async_op, f"{what}: async_op")
+    group, _ = check_tensor_list(tensors, None, what)
+    if any(t.dtype != group[0].dtype or t.device != group[0].device for t in group):
+        raise TypeError(f"{what}: with a codec the tensors must share one dtype and device, got "
+                        f"{sorted({f'{t.dtype} on {t.device}' for t in group})}")
+    flat = torch.cat([t.reshape(-1) for t in group])
+    work = CoalescedWork([_CopyBack(allreduce_quantized(comm, flat, op, codec), flat, group)], name=what)
+    if async_op:
+        return work
+    work.wait()
+    return None

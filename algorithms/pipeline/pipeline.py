@@ -82,7 +82,7 @@ class Pipeline:
             # the replicas of a stage start identical (as DDP does): replica 0's parameters and buffers
             state = list(self.stage_module.parameters()) + list(self.stage_module.buffers())
             if state:
-                self.replica_comm.broadcast_coalesced([t.data for t in state], root=0).wait()
+                self.replica_comm.broadcast_coalesced([t.data for t in state], root=0, async_op=True).wait()
         self._record: Optional[StepRecord] = None
 
     # -- where this rank is ------------------------------------------------------------------------

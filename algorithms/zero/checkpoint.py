@@ -48,7 +48,7 @@ def _gather_full(opt: Any, shards: list[torch.Tensor]) -> list[torch.Tensor]:
     works = []
     for g, shard in zip(opt.groups, shards):
         full = [torch.empty(shape, dtype=torch.float32, device=shard.device) for shape in g.shapes]
-        works.append(opt.shard_comm.allgather_coalesced(full, shard, bucket_bytes=opt.options["bucket_bytes"]))
+        works.append(opt.shard_comm.allgather_coalesced(full, shard, bucket_bytes=opt.options["bucket_bytes"], async_op=True))
         out.update({id(p): f for p, f in zip(g.params, full)})
     for w in works:
         w.wait()

@@ -62,7 +62,7 @@ class DelayedSteps:
             opt._count("dp_shard", opt.shard_comm, opt._wire_bytes(flat.numel(), flat.dtype, opt._wire(flat.dtype)))
             work = opt.shard_comm.reduce_scatter_coalesced(shard, [flat], op=pycomm.AVG,
                                                            bucket_bytes=opt.options["bucket_bytes"],
-                                                           wire_dtype=opt._wire(flat.dtype), codec=opt.options["codec"])
+                                                           wire_dtype=opt._wire(flat.dtype), codec=opt.options["codec"], async_op=True)
             works.append(opt._across_replicas(work, shard))   # hybrid: then averaged over the replicas of the shard
             shards.append(shard)
             grads.append(flat)

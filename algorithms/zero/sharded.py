@@ -168,7 +168,7 @@ class ZeroOptimizer(CommOptimizer):
         self._count("dp_shard", self.shard_comm, sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in grads))
         work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, grads, op=pycomm.AVG,
                                                         bucket_bytes=self.options["bucket_bytes"],
-                                                        wire_dtype=wire, codec=self.options["codec"])
+                                                        wire_dtype=wire, codec=self.options["codec"], async_op=True)
         return self._across_replicas(work, bucket.shard)
 
     def _across_replicas(self, work: Any, shard: torch.Tensor) -> Any:
@@ -183,7 +183,7 @@ class ZeroOptimizer(CommOptimizer):
         """The parameters `full` all-gathered from every rank's `shard` over the shard group."""
         self._count("dp_shard", self.shard_comm, self._wire_bytes(shard.numel(), shard.dtype))
         return self.shard_comm.allgather_coalesced(full, shard, bucket_bytes=self.options["bucket_bytes"],
-                                                   codec=self.options["codec"])
+                                                   codec=self.options["codec"], async_op=True)
 
     # -- composition: an outer method across the replicas (algorithms/composition.py) ----------------
     def hand_replicas_over(self) -> None:

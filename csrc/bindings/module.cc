@@ -15,4 +15,5 @@ PYBIND11_MODULE(_C, m) {
   pycomm::bind::register_nccl(m);
   pycomm::bind::register_store(m);
   pycomm::bind::register_trace(m);
+  pycomm::bind::register_op_table(m);
 }

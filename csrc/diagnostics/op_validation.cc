@@ -33,7 +33,34 @@ void check_reduction(ReduceOp op, DType dtype, const char* what) {
                                 " (use SUM and divide, choosing the rounding you want)");
 }
 
-double ring_factor(int size) { return size > 1 ? static_cast<double>(size - 1) / size : 0.0; }
+constexpr OpRow kOps[] = {
+    {"allreduce", "tensor", 2.0, 0.0, "tensor: input and output; op: SUM, AVG, MAX or MIN"},
+    {"broadcast", "tensor", 0.0, 1.0, "tensor: root's input, every other rank's output; root"},
+    {"allgather", "out", 1.0, 0.0, "out: size * tensor.numel() elements; tensor: this rank's input"},
+    {"reduce_scatter", "tensor", 1.0, 0.0, "out: this rank's chunk; tensor: size * out.numel() elements; op"},
+    {"alltoall", "tensor", 1.0, 0.0, "out: chunk i from rank i; tensor: chunk j to rank j (same numel)"},
+    {"send", "tensor", 0.0, 1.0, "tensor: input; dst; tag"},
+    {"recv", "tensor", 0.0, 1.0, "tensor: output; src (or ANY_SOURCE); tag"},
+    // The shape-carrying point-to-point ops as the gloo transport (Python) names them; the core's count as
+    // send / recv.
+    {"send_tensor", "tensor", 0.0, 1.0, "tensor of any shape: input; dst; tag"},
+    {"recv_tensor", "tensor", 0.0, 1.0, "src (or ANY_SOURCE); tag; returns a new tensor"},
+    {"barrier", "", 0.0, 0.0, ""},
+    // A compound op's matching entry (Transport::match) moves no data itself.
+    {"allreduce_quantized", "", 0.0, 0.0, "count, dtype and op of the compound op, matched across ranks"},
+    {"allreduce_coalesced", "", 0.0, 0.0, "count, dtype and op of the compound op, matched across ranks"},
+    {"split", "", 0.0, 0.0, "color; key"},
+    {"split_shared", "", 0.0, 0.0, "key"},
+    {"dup", "", 0.0, 0.0, ""},
+};
+
+const OpRow& row(const std::string& name) {
+  for (const OpRow& r : kOps)
+    if (name == r.name) return r;
+  std::string known;
+  for (const OpRow& r : kOps) known += (known.empty() ? "" : ", ") + std::string(r.name);
+  throw std::invalid_argument("op table: unknown op '" + name + "'; expected one of " + known);
+}
 
 OpInfo base(const char* name, const Buffer& b) {
   OpInfo info;
@@ -46,13 +73,23 @@ OpInfo base(const char* name, const Buffer& b) {
 
 }  // namespace
 
+const OpRow* op_rows(int* count) {
+  *count = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
+  return kOps;
+}
+
+double bus_factor(const std::string& name, int size) {
+  const OpRow& r = row(name);
+  return size > 0 ? r.ring_multiple * (size - 1) / size + r.constant : 0.0;
+}
+
 OpInfo allreduce_info(const Buffer& buf, ReduceOp op, int size, int bucket) {
   check_buffer(buf, "allreduce", "tensor");
   check_reduction(op, buf.dtype, "allreduce");
   OpInfo info = base("allreduce", buf);
   info.redop = static_cast<int>(op);
   info.bucket = bucket;
-  info.bus_factor = 2 * ring_factor(size);
+  info.bus_factor = bus_factor("allreduce", size);
   return info;
 }
 
@@ -63,6 +100,7 @@ OpInfo broadcast_info(const Buffer& buf, int root, int size) {
                                 std::to_string(size) + ")");
   OpInfo info = base("broadcast", buf);
   info.peer = root;
+  info.bus_factor = bus_factor("broadcast", size);
   return info;
 }
 
@@ -73,7 +111,7 @@ OpInfo allgather_info(const Buffer& out, const Buffer& in, int size) {
                                 "tensor.numel() = " + std::to_string(in.count * size));
   OpInfo info = base("allgather", in);
   info.bytes = out.bytes();
-  info.bus_factor = ring_factor(size);
+  info.bus_factor = bus_factor("allgather", size);
   return info;
 }
 
@@ -85,7 +123,7 @@ OpInfo reduce_scatter_info(const Buffer& out, const Buffer& in, ReduceOp op, int
                                 " elements; expected size * out.numel() = " + std::to_string(out.count * size));
   OpInfo info = base("reduce_scatter", in);
   info.redop = static_cast<int>(op);
-  info.bus_factor = ring_factor(size);
+  info.bus_factor = bus_factor("reduce_scatter", size);
   return info;
 }
 
@@ -98,7 +136,7 @@ OpInfo alltoall_info(const Buffer& out, const Buffer& in, int size) {
     throw std::invalid_argument("alltoall: tensor has " + std::to_string(in.count) +
                                 " elements, not divisible by the communicator size " + std::to_string(size));
   OpInfo info = base("alltoall", in);
-  info.bus_factor = ring_factor(size);
+  info.bus_factor = bus_factor("alltoall", size);
   return info;
 }
 
@@ -117,12 +155,14 @@ OpInfo p2p_info(const char* name, const Buffer& buf, int peer, int tag, int size
   info.peer = peer;
   info.tag = tag;
   info.collective = false;
+  info.bus_factor = bus_factor(name, size);
   return info;
 }
 
 OpInfo barrier_info() {
   OpInfo info;
   info.name = "barrier";
+  info.bus_factor = bus_factor("barrier", 1);
   return info;
 }
 
@@ -135,13 +175,14 @@ OpInfo match_info(const std::string& name, const Buffer& buf, ReduceOp op) {
     throw std::invalid_argument(name + ": unknown reduce op " + std::to_string(static_cast<int>(op)));
   OpInfo info = base(name.c_str(), buf);
   info.redop = static_cast<int>(op);
-  info.bus_factor = 0.0;  // moves no data itself
+  info.bus_factor = bus_factor(name, 1);  // 0: moves no data itself
   return info;
 }
 
 OpInfo split_info(const char* name) {
   OpInfo info;
   info.name = name;
+  info.bus_factor = bus_factor(name, 1);
   return info;
 }
 

@@ -60,18 +60,11 @@ def test_classes_are_importable_and_registered() -> None:
                                      r"bucket_bytes, codec"),
     ("easgd", {"comm_periode": 4}, "valid options: bucket_bytes, codec, comm_period, dist_pulling_strength"),
     ("plsgd", {"codec": "gzip"}, "codec 'gzip' is not a codec name"),
-    ("plsgd", {"codec": object()}, "codec must be None, a codec name or a pycomm codec instance"),
+    ("plsgd", {"codec": object()}, r"codec must be None, a codec name \(.*\) or a pycomm codec instance"),
 ])
 def test_invalid_options_raise(algorithm: str, options: dict, match: str) -> None:
     with pytest.raises(OptionError, match=match):
         algorithms.CommOptimizer(sgd(), algorithm=algorithm, **options)
-
-
-def test_codec_the_build_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pycomm
-    monkeypatch.delattr(pycomm, "OneBitCodec", raising=False)
-    with pytest.raises(OptionError, match="needs pycomm.OneBitCodec, which this pycomm build lacks"):
-        algorithms.CommOptimizer(sgd(), algorithm="plsgd", codec="onebit")
 
 
 def test_not_an_optimizer() -> None:

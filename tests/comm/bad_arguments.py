@@ -55,7 +55,7 @@ BAD_KEY = [("int", 5), ("None", None), ("bytes", b"k"), ("list", ["k"])]
 BAD_VALUE = [("int", 5), ("None", None), ("float", 1.5), ("list of ints", [1, 2])]
 BAD_INT64 = [("str", "1"), ("None", None), ("float", 1.5), ("bool", True), ("2**63", 2 ** 63), ("-2**63-1", -2 ** 63 - 1)]
 BAD_OP = [("str", "sum"), ("None", None), ("out of range", 7), ("float", 1.0)]
-BAD_CODEC = [("str", "int8"), ("int", 5), ("class", pycomm.Int8Codec)]
+BAD_CODEC = [("unknown name", "int9"), ("int", 5), ("class", pycomm.Int8Codec)]
 
 
 @dataclass
@@ -273,7 +273,7 @@ def communicator_cases() -> Iterator[Case]:
                           bucket_bytes=without(BAD_INT_POSITIVE, "huge", "None"),   # None: the default
                           wire_dtype=[("str", "bf16"), ("int dtype", torch.int32)], async_op=BAD_BOOL))
     yield from _vary("Communicator.allreduce_quantized", lambda **kw: c.allreduce_quantized(**kw).wait(),
-                     lambda: dict(tensor=f32(), op=pycomm.SUM, codec=None, error_feedback=None),
+                     lambda: dict(tensor=f32(), op=pycomm.SUM, codec=None, error_feedback=None, async_op=True),
                      dict(tensor=_input_tensor(N), op=BAD_OP, codec=BAD_CODEC,
                           error_feedback=[("str", "x"), ("wrong size", torch.zeros(N + 1)),
                                           ("wrong dtype", torch.zeros(N, dtype=torch.float64))]))

@@ -154,7 +154,7 @@ def test_quantized_allreduce_follows_the_callers_stream(comm):
         x = torch.zeros(1 << 20, device="cuda")
         torch.cuda._sleep(SECOND // 2)
         x.add_(1.5)
-        comm.allreduce_quantized(x, op=pycomm.SUM).wait()
+        comm.allreduce_quantized(x, op=pycomm.SUM, async_op=True).wait()
         y = x * 2
     side.synchronize()
     torch.testing.assert_close(y, torch.full_like(y, 3.0), rtol=0, atol=3.0 / 254)
@@ -258,9 +258,9 @@ def test_stats_count_nccl_ops(comm):
 @needs_gpu
 def test_bad_input(comm):
     with pytest.raises(ValueError, match="host memory"):
-        comm.allreduce(torch.ones(4))
+        comm.allreduce(torch.ones(4), op=pycomm.AVG)
     with pytest.raises(ValueError, match="contiguous"):
-        comm.allreduce(torch.ones(4, 4, device="cuda").t())
+        comm.allreduce(torch.ones(4, 4, device="cuda").t(), op=pycomm.AVG)
     with pytest.raises(TypeError, match="AVG needs a floating"):
         comm.allreduce(torch.ones(4, dtype=torch.int32, device="cuda"), op=pycomm.AVG)
     with pytest.raises(ValueError, match="root"):
@@ -270,7 +270,7 @@ def test_bad_input(comm):
     with pytest.raises(ValueError, match="dst"):
         comm.send(torch.ones(4, device="cuda"), 2)
     with pytest.raises(TypeError, match="dtype"):
-        comm.allreduce(torch.ones(4, dtype=torch.complex64, device="cuda"))
+        comm.allreduce(torch.ones(4, dtype=torch.complex64, device="cuda"), op=pycomm.AVG)
     with pytest.raises(ValueError, match="one device"):
         comm.allgather(torch.ones(4), torch.ones(4, device="cuda"))
     with pytest.raises(ValueError, match="reduce_scatter"):
@@ -287,10 +287,10 @@ def test_bad_input(comm):
 @needs_gpu
 def test_ops_after_shutdown_raise():
     c = Communicator(core().nccl_world(core().nccl_unique_id(), 0, 1, 0), "short-lived")
-    c.allreduce(torch.ones(8, device="cuda"))
+    c.allreduce(torch.ones(8, device="cuda"), op=pycomm.AVG)
     c.shutdown()
     with pytest.raises(pycomm.PycommError, match="shut down"):
-        c.allreduce(torch.ones(8, device="cuda"))
+        c.allreduce(torch.ones(8, device="cuda"), op=pycomm.AVG)
 
 
 @needs_gpu

@@ -17,7 +17,8 @@ def test_declared_node_size_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYCOMM_RANKS_PER_NODE", raising=False)
     assert ranks_per_node(4) is None
     monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "3")
-    with pytest.raises(ValueError, match="does not divide the 4 ranks"):
+    with pytest.raises(ValueError, match=r"PYCOMM_RANKS_PER_NODE=3 does not divide this communicator's 4 ranks into "
+                                         r"whole nodes: expected a divisor of 4 \(1, 2, 4\)"):
         ranks_per_node(4)
     monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "two")
     with pytest.raises(ValueError, match="PYCOMM_RANKS_PER_NODE='two' is not valid: expected a whole number of ranks"):

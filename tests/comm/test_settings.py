@@ -160,7 +160,7 @@ def test_timeout_zero_means_no_timeout_in_the_store_and_the_core(monkeypatch):
     finally:
         store.close()
     p = python("import pycomm, torch\nfrom pycomm._build import core\n"
-               "c = pycomm.init()\nt = torch.ones(4)\nc.allreduce(t)\n"
+               "c = pycomm.init()\nt = torch.ones(4)\nc.allreduce(t, op=pycomm.AVG)\n"
                "print('stall timeout', core().stall_timeout(), t.tolist())\n", {"PYCOMM_TIMEOUT": "0"})
     assert p.returncode == 0, p.stderr
     assert "stall timeout 0.0 [1.0, 1.0, 1.0, 1.0]" in p.stdout, p.stdout

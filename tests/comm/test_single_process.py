@@ -315,7 +315,7 @@ def test_shutdown_communicator_refuses_ops():
     c = local()
     c.shutdown()
     with pytest.raises(pycomm.PycommError, match="shut down"):
-        c.allreduce(torch.ones(2))
+        c.allreduce(torch.ones(2), op=pycomm.AVG)
 
 
 def test_errors_are_pycomm_errors():
@@ -361,7 +361,7 @@ def test_a_stall_names_the_oldest_op_in_flight():
         "import pycomm, torch\n"
         "c = pycomm.init()\n"
         "first = c.irecv(torch.zeros(2), 0, tag=1)\n"
-        "c.allreduce(torch.ones(2))\n"      # completes in between
+        "c.allreduce(torch.ones(2), op=pycomm.AVG)\n"      # completes in between
         "second = c.irecv(torch.zeros(3), 0, tag=2)\n"
         "try:\n    second.wait()\nexcept pycomm.StallError as e:\n    print('stall:', e)\n"
         "try:\n    c.barrier()\nexcept pycomm.PycommError as e:\n    print('after:', e)\n",
@@ -382,7 +382,7 @@ def test_multi_rank_local_backend_is_refused():
 def test_mpi_singleton_under_plain_python():
     p = run_python(
         "import pycomm, torch\nfrom pycomm import backends, launch_env\n"
-        "c = pycomm.init('mpi')\nt = torch.ones(2); c.allreduce(t)\n"
+        "c = pycomm.init('mpi')\nt = torch.ones(2); c.allreduce(t, op=pycomm.AVG)\n"
         "print(c.backend, c.size, t.tolist())\n"
         "try:\n    backends.get('mpi').create_world(launch_env.LaunchEnv(1, 2, 1, 2, 'torchrun'))\n"
         "except pycomm.PycommError as e:\n    print('mismatch:', e)\n")

@@ -116,7 +116,7 @@ def test_pycomm_trace_traces_an_unmodified_program(tmp_path: Path) -> None:
     inside it is refused naming PYCOMM_TRACE."""
     code = ("import torch, pycomm\n"
             "comm = pycomm.init()\n"
-            "[comm.allreduce(torch.ones(8)) for _ in range(3)]\n"
+            "[comm.allreduce(torch.ones(8), op=pycomm.AVG) for _ in range(3)]\n"
             "try:\n    pycomm.profile('elsewhere').start()\nexcept RuntimeError as e:\n    print('MARK', e)\n")
     proc = run_python(code, env={"PYCOMM_TRACE": str(tmp_path / "t")})
     assert proc.returncode == 0 and "traces the whole program" in proc.stdout, proc.stdout + proc.stderr

@@ -4,6 +4,8 @@ tensors (reduced where they lie) against small ones (packed) at every edge of th
 input."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -122,8 +124,8 @@ def check_in_flight_together(comm) -> None:
     """Two coalesced all-reduces in flight at once, waited in the reverse order."""
     specs_a, specs_b = make_case(71, 40), make_case(72, 40)
     a, b = inputs(71, comm.rank, specs_a), inputs(72, comm.rank, specs_b)
-    wa = comm.allreduce_coalesced(a, op=pycomm.SUM, bucket_bytes=2048)
-    wb = comm.allreduce_coalesced(b, op=pycomm.SUM, bucket_bytes=2048)
+    wa = comm.allreduce_coalesced(a, op=pycomm.SUM, bucket_bytes=2048, async_op=True)
+    wb = comm.allreduce_coalesced(b, op=pycomm.SUM, bucket_bytes=2048, async_op=True)
     wb.wait()
     wa.wait()
     for seed, specs, ts in ((71, specs_a, a), (72, specs_b, b)):
@@ -133,7 +135,7 @@ def check_in_flight_together(comm) -> None:
 
 def check_bad_input(comm) -> None:
     x = torch.ones(8)
-    f = comm.allreduce_coalesced
+    f = functools.partial(comm.allreduce_coalesced, op=pycomm.AVG, async_op=True)   # each case overrides one
     expect_raises(TypeError, "tensors must be a list", lambda: f(x))
     expect_raises(ValueError, r"tensors\[1\].*contiguous", lambda: f([x, torch.ones(4, 4).t()]))
     expect_raises(TypeError, r"tensors\[0\].*expected a torch.Tensor", lambda: f([np.ones(3)]))

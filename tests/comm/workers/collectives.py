@@ -261,9 +261,9 @@ def expect(exc, fragment: str, fn, *args, **kw) -> None:
 def check_bad_input(comm) -> None:
     n = comm.size
     nc = torch.zeros(4, 4).t()
-    expect(ValueError, "contiguous", comm.allreduce, nc)
-    expect(TypeError, "dtype", comm.allreduce, torch.zeros(3, dtype=torch.complex64))
-    expect(TypeError, "torch.Tensor", comm.allreduce, [1.0, 2.0])
+    expect(ValueError, "contiguous", comm.allreduce, nc, op=pycomm.AVG)
+    expect(TypeError, "dtype", comm.allreduce, torch.zeros(3, dtype=torch.complex64), op=pycomm.AVG)
+    expect(TypeError, "torch.Tensor", comm.allreduce, [1.0, 2.0], op=pycomm.AVG)
     expect(TypeError, "AVG needs a floating", comm.allreduce, torch.zeros(3, dtype=torch.int32), op=pycomm.AVG)
     expect(ValueError, "op must be one of", comm.allreduce, torch.zeros(3), op=7)
     expect(ValueError, "op must be one of", comm.allreduce, torch.zeros(3), op="sum")
@@ -276,7 +276,7 @@ def check_bad_input(comm) -> None:
     expect(ValueError, "ANY_SOURCE (-1) is only for receives", comm.isend, torch.zeros(1), pycomm.ANY_SOURCE)
     expect(ValueError, "root must be a rank in", comm.broadcast, torch.zeros(1), root=n)
     expect(ValueError, "tag must be", comm.isend, torch.zeros(1), 0, tag=-3)
-    expect(ValueError, "not supported", comm.allreduce, torch.zeros(3, device="meta"))
+    expect(ValueError, "not supported", comm.allreduce, torch.zeros(3, device="meta"), op=pycomm.AVG)
     expect(TypeError, "color must be an int", comm.split, "a")
     # The communicator is still healthy after all of that (nothing reached the queue).
     t = torch.ones(1)

@@ -21,14 +21,14 @@ def stall(comm: pycomm.Communicator, quantized: bool = False) -> None:
     side = comm.split(0)  # a second communicator, to release rank 1 once rank 0 has its error
     x = torch.ones(1000)
     if quantized:
-        comm.allreduce_quantized(torch.ones(1 << 16)).wait()  # both ranks: the helper communicator exists
+        comm.allreduce_quantized(torch.ones(1 << 16), op=pycomm.AVG, async_op=True).wait()  # both ranks: the helper communicator exists
     else:
         comm.allreduce(x, op=pycomm.SUM)  # seq 1 (seq 0 was the split): everyone takes part
     if comm.rank == 0:
         t0 = time.perf_counter()
         try:
             if quantized:
-                comm.allreduce_quantized(torch.ones(1 << 16)).wait()  # rank 1 never joins
+                comm.allreduce_quantized(torch.ones(1 << 16), op=pycomm.AVG, async_op=True).wait()  # rank 1 never joins
             else:
                 comm.allreduce(x, op=pycomm.SUM)  # seq 2: rank 1 never joins
         except pycomm.StallError as e:

@@ -34,7 +34,7 @@ def check_reduce_scatter(comm: pycomm.Communicator) -> None:
         ts = inputs(seed, comm.rank)
         shard_n = pycomm.flat_shard_numel(ts, comm.size)
         shard = torch.full((shard_n,), float("nan"))
-        comm.reduce_scatter_coalesced(shard, ts, op=pycomm.AVG, bucket_bytes=bucket_bytes, wire_dtype=wire).wait()
+        comm.reduce_scatter_coalesced(shard, ts, op=pycomm.AVG, bucket_bytes=bucket_bytes, wire_dtype=wire, async_op=True).wait()
         mean, mag = padded_mean(seed, comm.size, shard_n)
         mine = slice(comm.rank * shard_n, (comm.rank + 1) * shard_n)
         u = max(unit_roundoff(torch.float32), unit_roundoff(wire) if wire else 0.0)
@@ -48,7 +48,7 @@ def check_reduce_scatter_int8(comm: pycomm.Communicator) -> None:
     ts = inputs(5, comm.rank)
     shard_n = pycomm.flat_shard_numel(ts, comm.size)
     shard = torch.empty(shard_n)
-    comm.reduce_scatter_coalesced(shard, ts, op=pycomm.SUM, bucket_bytes=700, codec=codec).wait()
+    comm.reduce_scatter_coalesced(shard, ts, op=pycomm.SUM, bucket_bytes=700, codec=codec, async_op=True).wait()
     mean, _ = padded_mean(5, comm.size, shard_n)
     mine = slice(comm.rank * shard_n, (comm.rank + 1) * shard_n)
     # each other rank's chunk was encoded once: its error is within that chunk's own bound
@@ -69,14 +69,14 @@ def check_allgather(comm: pycomm.Communicator) -> None:
         padded = torch.nn.functional.pad(flat(want).float(), (0, comm.size * shard_n - flat(want).numel()))
         shard = padded[comm.rank * shard_n:(comm.rank + 1) * shard_n].clone()
         out = [torch.full_like(t, float("nan")) for t in want]
-        comm.allgather_coalesced(out, shard, bucket_bytes=bucket_bytes, wire_dtype=wire).wait()
+        comm.allgather_coalesced(out, shard, bucket_bytes=bucket_bytes, wire_dtype=wire, async_op=True).wait()
         for o, w in zip(out, want):
             tol = 0.0 if wire is None else 2 * unit_roundoff(wire) * float(w.abs().max())
             assert float((o - w).abs().max()) <= tol, f"allgather_coalesced seed {seed}"
     codec = pycomm.Int8Codec(block=32)
     shard = padded[comm.rank * shard_n:(comm.rank + 1) * shard_n].clone()
     out = [torch.zeros_like(t) for t in want]
-    comm.allgather_coalesced(out, shard, bucket_bytes=300, codec=codec).wait()
+    comm.allgather_coalesced(out, shard, bucket_bytes=300, codec=codec, async_op=True).wait()
     err = (flat(out) - flat(want)).abs()
     limit = float(padded.abs().max()) / 127 / 2 * 1.01 + 1e-7     # per-element int8 bound, largest block scale
     assert float(err.max()) <= limit, f"int8 allgather: max err {float(err.max())} > {limit}"
@@ -91,7 +91,7 @@ def check_consecutive(comm: pycomm.Communicator) -> None:
         ts = views(comm.rank)
         shard_n = pycomm.flat_shard_numel(ts, comm.size)
         shard = torch.empty(shard_n)
-        comm.reduce_scatter_coalesced(shard, ts, op=pycomm.AVG).wait()
+        comm.reduce_scatter_coalesced(shard, ts, op=pycomm.AVG, async_op=True).wait()
         xs = torch.stack([torch.cat(views(r)).double() for r in range(comm.size)]).mean(0)
         xs = torch.nn.functional.pad(xs, (0, comm.size * shard_n - total))
         mine = xs[comm.rank * shard_n:(comm.rank + 1) * shard_n]
@@ -99,7 +99,7 @@ def check_consecutive(comm: pycomm.Communicator) -> None:
         out = [torch.full_like(t, float("nan")) for t in ts]
         flat_out = torch.cat(out)
         out = list(flat_out.split([t.numel() for t in ts]))
-        comm.allgather_coalesced(out, shard).wait()
+        comm.allgather_coalesced(out, shard, async_op=True).wait()
         assert torch.allclose(flat_out.double(), xs[:total], atol=1e-5), f"consecutive allgather, total {total}"
 
 
@@ -108,7 +108,7 @@ def check_broadcast(comm: pycomm.Communicator) -> None:
     ts = [rank_values(9, comm.rank, n, d) for n, d in [(5, torch.float32), (3, torch.int64), (1000, torch.float32),
                                                        (0, torch.float64), (7, torch.bfloat16)]]
     want = [rank_values(9, root, t.numel(), t.dtype) for t in ts]
-    comm.broadcast_coalesced(ts, root=root, bucket_bytes=64).wait()
+    comm.broadcast_coalesced(ts, root=root, bucket_bytes=64, async_op=True).wait()
     assert all(torch.equal(t, w) for t, w in zip(ts, want)), "broadcast_coalesced"
     # large tensors (at and past the in-place size) sent where they lie, small ones packed; both paths
     n = HOST_IN_PLACE_BYTES // 4
@@ -129,19 +129,19 @@ def check_bad_input(comm: pycomm.Communicator) -> None:
     ts = [torch.zeros(10), torch.zeros(5)]
     n = pycomm.flat_shard_numel(ts, comm.size)
     expect_raises(ValueError, r"shard has 1 elements; expected ceil\(15 / size\)",
-                  lambda: comm.reduce_scatter_coalesced(torch.zeros(1 if n != 1 else 2), ts))
+                  lambda: comm.reduce_scatter_coalesced(torch.zeros(1 if n != 1 else 2), ts, op=pycomm.AVG, async_op=True))
     expect_raises(TypeError, "share one dtype", lambda: comm.reduce_scatter_coalesced(
-        torch.zeros(n), [torch.zeros(10), torch.zeros(5, dtype=torch.float64)]))
+        torch.zeros(n), [torch.zeros(10), torch.zeros(5, dtype=torch.float64)], op=pycomm.AVG, async_op=True))
     expect_raises(TypeError, "shard has dtype torch.float64", lambda: comm.allgather_coalesced(
-        ts, torch.zeros(n, dtype=torch.float64)))
-    expect_raises(ValueError, "tensors is empty", lambda: comm.allgather_coalesced([], torch.zeros(1)))
+        ts, torch.zeros(n, dtype=torch.float64), async_op=True))
+    expect_raises(ValueError, "tensors is empty", lambda: comm.allgather_coalesced([], torch.zeros(1), async_op=True))
     expect_raises(ValueError, "not both", lambda: comm.reduce_scatter_coalesced(
-        torch.zeros(n), ts, wire_dtype=torch.bfloat16, codec=pycomm.Int8Codec()))
+        torch.zeros(n), ts, wire_dtype=torch.bfloat16, codec=pycomm.Int8Codec(), op=pycomm.AVG, async_op=True))
     expect_raises(TypeError, "op AVG needs floating", lambda: comm.reduce_scatter_coalesced(
-        torch.zeros(n, dtype=torch.int32), [torch.zeros(15, dtype=torch.int32)]))
+        torch.zeros(n, dtype=torch.int32), [torch.zeros(15, dtype=torch.int32)], op=pycomm.AVG, async_op=True))
     expect_raises(ValueError, "bucket_bytes must be a positive int", lambda: comm.allgather_coalesced(
-        ts, torch.zeros(n), bucket_bytes=0))
-    expect_raises(ValueError, "root must be a rank", lambda: comm.broadcast_coalesced(ts, root=comm.size))
+        ts, torch.zeros(n), bucket_bytes=0, async_op=True))
+    expect_raises(ValueError, "root must be a rank", lambda: comm.broadcast_coalesced(ts, root=comm.size, async_op=True))
 
 
 def main() -> None:

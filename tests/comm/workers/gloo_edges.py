@@ -53,7 +53,7 @@ def main() -> int:
     sw.wait()
     assert got.tolist() == [float(peer)] * 4, got
     if torch.cuda.is_available():
-        expect(pycomm.PycommError, ("backend 'gloo'", "CPU tensors only"), comm.allreduce, torch.ones(1, device="cuda"))
+        expect(pycomm.PycommError, ("backend 'gloo'", "CPU tensors only"), comm.allreduce, torch.ones(1, device="cuda"), op=pycomm.AVG)
     # a setting every rank must share, set on rank 1 only: the split is refused on both ranks, then made
     if comm.rank == 1:
         os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "4096"

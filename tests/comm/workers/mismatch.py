@@ -40,7 +40,7 @@ def both_ranks(world: pycomm.Communicator, case: str, run: Callable[[pycomm.Comm
     me, peer = sub.rank, 1 - sub.rank
     expect_raises(pycomm.MismatchError, pattern.format(me=me, peer=peer), lambda: run(sub))
     # The communicator is broken now, with nothing posted: later ops fail at once, shutdown is clean.
-    expect_raises(pycomm.PycommError, "is broken", lambda: sub.allreduce(torch.ones(1)))
+    expect_raises(pycomm.PycommError, "is broken", lambda: sub.allreduce(torch.ones(1), op=pycomm.AVG))
     sub.shutdown()
     done(case)
 
@@ -76,10 +76,10 @@ def check_small_collectives(world: pycomm.Communicator) -> None:
     n = [1000, 2000][r]
     both_ranks(world, "allreduce sizes (1000 vs 2000)", lambda c: c.allreduce(torch.ones(n), op=pycomm.SUM),
                sizes_pattern("allreduce", n, 3000 - n))
-    both_ranks(world, "async allreduce sizes", lambda c: c.allreduce(torch.ones(n), async_op=True).wait(),
+    both_ranks(world, "async allreduce sizes", lambda c: c.allreduce(torch.ones(n), async_op=True, op=pycomm.AVG).wait(),
                sizes_pattern("allreduce", n, 3000 - n))
     dt = [torch.float32, torch.float64][r]
-    both_ranks(world, "allreduce dtypes (float32 vs float64)", lambda c: c.allreduce(torch.ones(1000, dtype=dt)),
+    both_ranks(world, "allreduce dtypes (float32 vs float64)", lambda c: c.allreduce(torch.ones(1000, dtype=dt), op=pycomm.AVG),
                r"sizes differ: (4000 vs 8000|8000 vs 4000) bytes.*float(32|64).*float(64|32)")
     di = [torch.float32, torch.int32][r]
     both_ranks(world, "allreduce dtypes (float32 vs int32)",
@@ -105,30 +105,30 @@ def check_small_collectives(world: pycomm.Communicator) -> None:
                lambda c: c.allreduce(torch.ones(m), op=pycomm.SUM), sizes_pattern("allreduce", m, 576 * 1024 - m))
     kind = ["allreduce", "barrier"][r]
     both_ranks(world, "allreduce vs barrier",
-               lambda c: c.allreduce(torch.ones(4)) if r == 0 else c.barrier(),
+               lambda c: c.allreduce(torch.ones(4), op=pycomm.AVG) if r == 0 else c.barrier(),
                r"the ops differ\): rank {me} submitted " + kind)
 
 
 def check_compound(world: pycomm.Communicator) -> None:
     r = world.rank
     n = [1000, 2000][r]
-    both_ranks(world, "allreduce_quantized sizes", lambda c: c.allreduce_quantized(torch.ones(n)).wait(),
+    both_ranks(world, "allreduce_quantized sizes", lambda c: c.allreduce_quantized(torch.ones(n), op=pycomm.AVG, async_op=True).wait(),
                r"allreduce_quantized \(" + str(n) + r" x torch.float32.*failed: .*sizes differ.*rank {me} submitted "
                r"allreduce_quantized #\d+ \(count " + str(n))
 
     def quantized_or_plain(c: pycomm.Communicator) -> None:
         t = torch.ones(4096)
         if r == 0:
-            c.allreduce_quantized(t).wait()
+            c.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
         else:
-            c.allreduce(t)
+            c.allreduce(t, op=pycomm.AVG)
     kinds = ["allreduce_quantized", "allreduce"]
     both_ranks(world, "allreduce_quantized vs allreduce", quantized_or_plain,
                rf"the ops differ\): rank {{me}} submitted {kinds[r]} #\d+ \(count 4096.*rank {{peer}} submitted "
                rf"{kinds[1 - r]} #\d+")
     sizes = [[100, 200], [100, 300]][r]
     both_ranks(world, "allreduce_coalesced sizes",
-               lambda c: c.allreduce_coalesced([torch.ones(k) for k in sizes], op=pycomm.SUM).wait(),
+               lambda c: c.allreduce_coalesced([torch.ones(k) for k in sizes], op=pycomm.SUM, async_op=True).wait(),
                r"allreduce_coalesced \(2 tensors.*\(bucket 0 of 1\) failed: .*sizes differ")
 
 

@@ -31,7 +31,7 @@ def main() -> None:
     else:
         raise AssertionError("synchronize() of an op behind a ten-minute kernel returned after the abort")
     try:
-        comm.allreduce(t)
+        comm.allreduce(t, op=pycomm.AVG)
     except pycomm.PycommError as e:
         assert "shut down" in str(e), e
     else:

@@ -34,7 +34,7 @@ def cpu_seconds(tasks: list[str]) -> float:
 def main() -> None:
     comm = pycomm.init()
     t = torch.ones(1024)
-    comm.allreduce(t)                   # the communicator and its thread are up and have run an op
+    comm.allreduce(t, op=pycomm.AVG)                   # the communicator and its thread are up and have run an op
     threads = progress_threads()
     assert len(threads) >= 1, "no thread named pycomm-progress in /proc/self/task"
 

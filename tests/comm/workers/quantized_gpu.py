@@ -31,7 +31,7 @@ def check_int8(comm, dev: torch.device) -> None:
         xs = [rank_values(140 + k, r, n, torch.float32) for r in range(comm.size)]
         for op in ("AVG", "SUM"):
             t = xs[comm.rank].to(dev)
-            comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=pycomm.Int8Codec(block=256)).wait()
+            comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=pycomm.Int8Codec(block=256), async_op=True).wait()
             same(t, expected_int8(xs, op, 256, SEGMENT), f"int8 {op} n={n} on the GPU vs the reference")
 
 
@@ -42,7 +42,7 @@ def check_stochastic_int8_equals_host(comm, dev: torch.device) -> None:
         for t in (host, gpu):
             codec = pycomm.Int8Codec(block=64, stochastic=True, seed=1234 + comm.rank)
             for _ in range(2):   # the second call takes the codec's advanced seeds
-                comm.allreduce_quantized(t, op=pycomm.AVG, codec=codec).wait()
+                comm.allreduce_quantized(t, op=pycomm.AVG, codec=codec, async_op=True).wait()
         same(gpu, host, f"stochastic int8 n={n}: GPU vs host bytes")
 
 
@@ -54,7 +54,7 @@ def check_onebit_error_feedback(comm, dev: torch.device) -> None:
         ef = pycomm.ErrorFeedback()
         for c, (xs, want) in enumerate(zip(calls, wants)):
             t = xs[comm.rank].clone()
-            comm.allreduce_quantized(t, op=pycomm.AVG, codec=pycomm.OneBitCodec(block=256), error_feedback=ef).wait()
+            comm.allreduce_quantized(t, op=pycomm.AVG, codec=pycomm.OneBitCodec(block=256), error_feedback=ef, async_op=True).wait()
             same(t, want, f"1-bit + error feedback n={n} call {c} vs the GPU kernels composed")
         assert ef.local.is_cuda and ef.server.is_cuda
 
@@ -71,7 +71,7 @@ def check_stream_order(comm, dev: torch.device) -> None:
         t = torch.zeros(n, device=dev)
         torch.cuda._sleep(HALF_SECOND)
         t.copy_(mine)
-        comm.allreduce_quantized(t, op=pycomm.SUM, codec=pycomm.Int8Codec(block=256)).wait()
+        comm.allreduce_quantized(t, op=pycomm.SUM, codec=pycomm.Int8Codec(block=256), async_op=True).wait()
         doubled = t * 2
     side.synchronize()
     same(doubled, expected_int8(xs, "SUM", 256, SEGMENT) * 2, "int8 SUM written late on a side stream")
@@ -81,12 +81,12 @@ def throughput(comm, dev: torch.device) -> None:
     """Not a check: seconds of a 64 MiB fp32 int8 all-reduce on the GPU, for the summary."""
     t = torch.randn(16 << 20, device=dev)
     os.environ.pop("PYCOMM_QUANTIZED_SEGMENT")
-    comm.allreduce_quantized(t, op=pycomm.AVG).wait()
+    comm.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
     torch.cuda.synchronize(dev)
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(3):
-        comm.allreduce_quantized(t, op=pycomm.AVG).wait()
+        comm.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
     stop.record()
     stop.synchronize()
     if comm.rank == 0:

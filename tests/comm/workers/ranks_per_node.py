@@ -1,13 +1,14 @@
 """split_by_node with PYCOMM_RANKS_PER_NODE=2 on 4 ranks: nodes {0,1} and {2,3}; the inter communicator
 joins the ranks with the same local rank; a sum over each says who is in it. Then pycomm.Mesh on the same
-nodes (tests/comm/workers/mesh.py)."""
+nodes (tests/comm/workers/mesh.py), split_by_node's cache and errors, and Communicator's convention
+(tests/comm/workers/api_convention.py) on the same ranks."""
 from __future__ import annotations
 
 import torch
 
 import pycomm
 from pycomm import SUM
-from tests.comm.workers import mesh
+from tests.comm.workers import api_convention, mesh
 
 
 def main() -> None:
@@ -24,6 +25,8 @@ def main() -> None:
     inter.allreduce(u, op=SUM)
     assert u.item() == 2 * (comm.rank % 2) + 2, f"rank {comm.rank}: inter sum {u.item()}"  # l + (l + 2)
     mesh.check(comm)
+    api_convention.check_split_by_node(comm)
+    api_convention.check(comm)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def run_ops(comm: pycomm.Communicator) -> tuple[list[torch.Tensor], list[dict]]:
     comm.recv(got, (r - 1) % n, tag=7)
     w.wait()
     fused = [rank_input(r, k, torch.float32, f"fused{k}") for k in (3, 5, 7)]
-    comm.allreduce_coalesced(fused, op=pycomm.SUM).wait()
+    comm.allreduce_coalesced(fused, op=pycomm.SUM, async_op=True).wait()
     expected = [dict(name="allreduce", count=256, bytes=1024), dict(name="allreduce", count=1 << 16, bytes=1 << 18),
                 dict(name="broadcast", count=1000, bytes=4000), dict(name="allgather", count=100, bytes=400 * n),
                 dict(name="send", count=10, bytes=40), dict(name="recv", count=10, bytes=40),
@@ -65,7 +65,7 @@ def stall_in_profile(comm: pycomm.Communicator, side: pycomm.Communicator, direc
     last = comm.size - 1
     try:
         with pycomm.profile(directory):
-            w = comm.allreduce(x, async_op=True)
+            w = comm.allreduce(x, async_op=True, op=pycomm.AVG)
             w.wait()
             print(f"MARK rank {comm.rank} last joint seq {w.info['seq']}", flush=True)   # seqs differ by rank
             if comm.rank == last:
@@ -74,7 +74,7 @@ def stall_in_profile(comm: pycomm.Communicator, side: pycomm.Communicator, direc
                 while not w.is_completed():     # Python keeps running: the flight recorder's watcher answers
                     time.sleep(0.05)
                 leave(side)                     # inside the block: its end would wait for the others' pings
-            comm.allreduce(x)   # the last rank never joins
+            comm.allreduce(x, op=pycomm.AVG)   # the last rank never joins
     except pycomm.StallError as e:
         print(f"MARK rank {comm.rank} stall: {e}", flush=True)
     if comm.rank == 0:

@@ -64,7 +64,7 @@ def main() -> None:
     expect("bucket_update", 3200, "kernel")
     expect("bucket_update", 5600, "kernel")
     if device == "cpu":   # fp32 host tensors: the fused reduce step (chunk of 1024 elements: whole blocks)
-        comm.allreduce_quantized(ones(1000), op=pycomm.SUM).wait()
+        comm.allreduce_quantized(ones(1000), op=pycomm.SUM, async_op=True).wait()
         expect("reduce_quantize_int8", 4096, "kernel")
     if device == "cuda":
         torch.cuda.synchronize()
