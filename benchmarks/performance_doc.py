@@ -70,11 +70,21 @@ BENCHMARKS: dict[str, Benchmark] = {
                                    "loops, and on huge pages", "mpi4py in the same processes",
                                    "python -m benchmarks.collectives --sections small,small_busy,small_hugepages "
                                    "--name collectives_small"),
+    "composition": Benchmark("the char GPT on 4 ranks in every supported layout (DP, ZeRO-3, HSDP, ZeRO-3 in plsgd, "
+                             "pp2 x mbsgd / zero1-3): samples/s, memory per rank, bytes per step per mesh dimension",
+                             "torch DDP, FSDP2 on a 2-D mesh (HSDP), torch.distributed.pipelining 1F1B x DDP (gloo)",
+                             "python -m benchmarks.composition --repeats 2"),
+    "diloco": Benchmark("eval loss against bytes sent per rank for DDP, plsgd, qsr, DiLoCo (H 16, 64; int8, int4), "
+                        "streaming DiLoCo on the char GPT, 4 ranks, equal steps and samples", "mbsgd (DDP's rule)",
+                        "python -m benchmarks.diloco --lock /tmp/pycomm-bench.lock"),
     "hogwild_staleness": Benchmark("what the LAP workers' 0.9 updates of staleness cost in accuracy",
                                    "the same rule without staleness", "python -m benchmarks.hogwild_staleness"),
     "kernels": Benchmark("the CPU kernels (pack, quantize, 1-bit, averaging) in GB/s, one thread",
                          "memcpy; the same operation composed from torch ops",
                          "PYCOMM_NUM_THREADS=1 python -m benchmarks.kernels"),
+    "kernels_gpu": Benchmark("the GPU kernels (pack, quantize, 1-bit, averaging, elastic) in GB/s on one GPU, "
+                             "CUDA events", "a device-to-device copy; the same operation composed from torch ops",
+                             "python -m benchmarks.kernels (on the GPU, through bash scripts/gpu_check.sh)"),
     "lap_profile": Benchmark("a LAP worker's step split into fetch / forward / backward / update",
                              "a DDP rank's local step", "python -m benchmarks.lap_profile"),
     "pipeline": Benchmark("Pipeline (gpipe, 1f1b, interleaved 1f1b) on an MLP, 2 and 4 stages",
@@ -96,6 +106,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                                 "mpi4py; torchrun + gloo; the floors", "python -m benchmarks.startup"),
     "startup_quiet": Benchmark("the start-up benchmark at a quiet moment", "the floors",
                                "python -m benchmarks.startup --cases script apps floor --repeats 3"),
+    "trace_overhead": Benchmark("a 4 KiB all-reduce on 2 ranks with tracing compiled in but off, and on",
+                                "the core built from before tracing (the same source without trace events)",
+                                "python -m benchmarks.trace_overhead"),
     "zero": Benchmark("ZeRO 1/2/3 on the char GPT (small and wide), idle and beside a busy process per core: "
                       "parameters + gradients + optimizer state per rank, backward's peak, samples/s (median, min, "
                       "max of shuffled repeats), 2 and 4 ranks", "torch DDP and FSDP2 (gloo); mbsgd",
