@@ -48,9 +48,9 @@ from torch.utils.data import Dataset
 from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer
-from algorithms.lap.averaging import AveragingPolicy, RankAveraging, layers_of
+from algorithms.lap.averaging_activity import AveragingPolicy, RankAveraging, layers_of
 from algorithms.lap.loop import LrSync, RankLoop
-from algorithms.lap.partition import partition_blocks
+from algorithms.lap.blocks import partition_blocks
 from algorithms.lap.pool import WorkerPool
 from algorithms.lap.shared import MomentumState
 from algorithms.lap.worker import GroupHyper

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from apps.config import Config, ConfigError, epochs_to_steps
-from apps.registry import did_you_mean
+from apps.name_registry import did_you_mean
 
 RESUME_FIXED = ("optim", "schedule")  # restored from the checkpoint: a changed value would be ignored
 

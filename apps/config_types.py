@@ -9,7 +9,7 @@ import typing
 from typing import Any
 
 from apps.config import BOUNDS, ConfigError
-from apps.registry import did_you_mean
+from apps.name_registry import did_you_mean
 
 
 def _type_name(tp: Any) -> str:

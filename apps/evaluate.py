@@ -6,7 +6,7 @@ from torch import nn
 
 from typing import Callable
 
-from apps.data.base import Dataset, iterate
+from apps.data.dataset import Dataset, iterate
 from apps.dist import Dist
 from apps.tasks import Result
 

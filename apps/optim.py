@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from apps.config import AlgorithmConfig, OptimConfig, epochs_to_steps
-from apps.registry import did_you_mean
+from apps.name_registry import did_you_mean
 
 
 def load_algorithm_module(cfg: AlgorithmConfig) -> None:

@@ -34,7 +34,7 @@ if _torch_first:
 del _sys, _torch, _torch_first
 from pycomm._build import build_info  # noqa: E402
 from pycomm import kernels, relative, settings
-from pycomm.averaging import LayerwiseAverager
+from pycomm.layerwise_averager import LayerwiseAverager
 from pycomm.codecs import Int4Codec, Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
 from pycomm.distributed_sampler import DistributedSampler

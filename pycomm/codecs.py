@@ -29,7 +29,7 @@ import torch
 from pycomm import _dtypes, kernels
 from pycomm._tensors import check_tensor
 from pycomm._validate import check_bool, check_int
-from pycomm.kernels._buffers import check_block, check_numel, check_seed, num_blocks
+from pycomm.kernels._buffer_checks import check_block, check_numel, check_seed, num_blocks
 
 # fp32 rounding in the encode and decode arithmetic adds at most about 127 * 2^-23 * scale to the
 # exact-arithmetic bound; error_bound includes this slack so `err <= bound` holds as stated.

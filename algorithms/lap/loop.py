@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from algorithms.lap.averaging import Agreement, RankAveraging
+from algorithms.lap.averaging_activity import Agreement, RankAveraging
 from algorithms.lap.pool import WorkerPool
 from algorithms.lap.shared import LR_AHEAD
 

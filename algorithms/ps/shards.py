@@ -1,6 +1,6 @@
 """Which server holds which parameters when servers > 1: the parameter list is cut into `servers`
 contiguous shards of whole tensors, balanced by element count and never empty (the linear-partition
-split LPP-SGD uses, algorithms/lap/partition.py). Server s owns shard s: its parameters, their optimizer
+split LPP-SGD uses, algorithms/lap/blocks.py). Server s owns shard s: its parameters, their optimizer
 state, its own version counter and per-worker clocks, and its own checkpoint. A worker pushes each
 shard's slice of its gradient to that shard's server and pulls each shard from it."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from algorithms import options as opts
-from algorithms.lap.partition import partition_blocks
+from algorithms.lap.blocks import partition_blocks
 
 
 @dataclass(frozen=True)

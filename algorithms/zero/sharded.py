@@ -288,33 +288,34 @@ class ZeroOptimizer(CommOptimizer):
         """Gradient storage the stage keeps beside p.grad (the reduced shards of ZeRO-2/3)."""
         return []
 
-    # -- checkpoints (algorithms/zero/checkpoint.py) -----------------------------------------------------
+    # -- checkpoints (algorithms/zero/sharded_state.py) -----------------------------------------------------
     def full_state_dict(self) -> dict[str, Any]:
-        from algorithms.zero import checkpoint
-        return checkpoint.full_state_dict(self)
+        from algorithms.zero import sharded_state
+        return sharded_state.full_state_dict(self)
 
     def full_model_state_dict(self) -> dict[str, Any]:
         """full_state_dict()["model"] without gathering the optimizer state (collective)."""
-        from algorithms.zero import checkpoint
-        return checkpoint.full_model_state_dict(self)
+        from algorithms.zero import sharded_state
+        return sharded_state.full_model_state_dict(self)
 
     def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
         """Load what full_state_dict() returned, on any number of ranks; `steps` sets the step counter
         (which full_state_dict does not carry; None keeps it)."""
-        from algorithms.zero import checkpoint
-        checkpoint.load_sharded(self, [checkpoint.full_as_shard(self, full, self.steps if steps is None else steps)])
+        from algorithms.zero import sharded_state
+        shard = sharded_state.full_as_shard(self, full, self.steps if steps is None else steps)
+        sharded_state.load_sharded(self, [shard])
 
     def sharded_state_dict(self) -> dict[str, Any]:
-        from algorithms.zero import checkpoint
-        return checkpoint.sharded_state_dict(self)
+        from algorithms.zero import sharded_state
+        return sharded_state.sharded_state_dict(self)
 
     def save_sharded_state_dict(self, directory: Any) -> None:
-        from algorithms.zero import checkpoint
-        checkpoint.save_sharded(self, directory)
+        from algorithms.zero import sharded_state
+        sharded_state.save_sharded(self, directory)
 
     def load_sharded_state_dict(self, shards: Any) -> None:
-        from algorithms.zero import checkpoint
-        checkpoint.load_sharded(self, shards)
+        from algorithms.zero import sharded_state
+        sharded_state.load_sharded(self, shards)
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {"masters": [g.master.detach().clone() for g in self.groups],

@@ -4,9 +4,9 @@ from __future__ import annotations
 import functools
 
 from apps.data import cifar, idx, imagefolder, random_tensors, text
-from apps.data.base import Dataset, Splits, iterate
+from apps.data.dataset import Dataset, Splits, iterate
 from apps.data.sharding import ShardPlan
-from apps.registry import Registry
+from apps.name_registry import Registry
 
 DATASETS: Registry[Splits] = Registry("dataset")
 # check_path: what a dataset needs on disk, checked before any rank starts (config_check)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from apps.data.base import Splits
+from apps.data.dataset import Splits
 
 RECORD = 1 + 3 * 32 * 32
 MEAN = torch.tensor([0.4914, 0.4822, 0.4465]).view(1, 3, 1, 1)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from apps.data.base import Splits
+from apps.data.dataset import Splits
 
 EMBEDDED = Path(__file__).resolve().parent / "embedded"
 _DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}

@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from apps import requirements
-from apps.data.base import Splits
+from apps.data.dataset import Splits
 
 
 class Folder:

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from apps.data.base import Splits
+from apps.data.dataset import Splits
 
 
 class RandomTensors:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from apps.data.base import Splits
+from apps.data.dataset import Splits
 
 
 class CharWindows:

@@ -10,7 +10,7 @@ from apps.models.resnet import CifarResNet, ResNet
 from apps.models.small import MLP, SmallCNN
 from apps.models.vit import ViT
 from apps.models.vit_mae import vit_mae
-from apps.registry import Registry
+from apps.name_registry import Registry
 
 MODELS: Registry[nn.Module] = Registry("model")
 MODELS.add("mlp", MLP, task="classify")

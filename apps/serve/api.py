@@ -21,7 +21,7 @@ from apps.serve.body_limit import BodyLimit
 from apps.serve.chat_sessions import SessionStore
 from apps.serve.engine import Engine
 from apps.serve.http_errors import BadRequest, error_response, install
-from apps.serve.metrics import ServeMetrics
+from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.request_checks import Limits
 from apps.serve.scheduler import Generation, QueueFull, Request as GenRequest, Scheduler
 

@@ -14,7 +14,7 @@ import torch
 
 from apps import failure
 from apps.serve import wire
-from apps.serve.metrics import ServeMetrics
+from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.sampling import Sampler
 from apps.serve.scheduler import Generation, Scheduler
 from apps.serve.stage import Stage, split_layers

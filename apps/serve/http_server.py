@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from apps.serve import wire
 from apps.serve.api import Service, create_app
 from apps.serve.engine import Engine, describe_stages
-from apps.serve.metrics import ServeMetrics
+from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.model_source import Served
 from apps.serve.request_checks import Limits
 from apps.serve.scheduler import Scheduler

@@ -3,9 +3,9 @@
 Every function takes torch tensors, checks them (contiguous, dtype, sizes, one device, a build that
 has that device) and hands raw buffers to pycomm._C. GPU kernels are launched on the current stream
 of the tensors' device and do not synchronize the host."""
-from pycomm.kernels._buffers import num_blocks
+from pycomm.kernels._buffer_checks import num_blocks
 from pycomm.kernels._segments import bucket_offsets
-from pycomm.kernels.averaging import averaging_apply
+from pycomm.kernels.averaging_apply import averaging_apply
 from pycomm.kernels.bucket_update import bucket_update
 from pycomm.kernels.elastic import bucket_lerp, elastic_update
 from pycomm.kernels.onebit import (reduce_sign_compress, sign_bytes, sign_compress, sign_decompress,

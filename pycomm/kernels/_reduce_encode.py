@@ -12,7 +12,7 @@ import torch
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
 from pycomm._validate import check_bool
-from pycomm.kernels._buffers import check_block, check_buffer, check_seed, num_blocks
+from pycomm.kernels._buffer_checks import check_block, check_buffer, check_seed, num_blocks
 
 
 def reduce_encode(entry: Any, what: str, own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]],

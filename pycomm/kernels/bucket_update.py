@@ -3,7 +3,7 @@
     x_k[j] = alpha * x_k[j] + (beta * y[off_k + j] + gamma * z[off_k + j])     (z optional)
 
 for every tensor x_k at bucket offset off_k, in one pass, without unpacked temporaries. The
-averaging apply (averaging.py) and the elastic updates (elastic.py) are this kernel."""
+averaging apply (averaging_apply.py) and the elastic updates (elastic.py) are this kernel."""
 from __future__ import annotations
 
 from typing import Sequence

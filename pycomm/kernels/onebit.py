@@ -12,7 +12,7 @@ import torch
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
-from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_numel, decode_call, num_blocks,
+from pycomm.kernels._buffer_checks import (FLOAT_DTYPES, check_block, check_buffer, check_numel, decode_call, num_blocks,
                                      output)
 from pycomm.kernels._reduce_encode import kernel, reduce_encode
 

@@ -19,7 +19,7 @@ from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
 from pycomm._validate import check_bool
 from pycomm.kernels._reduce_encode import kernel, reduce_encode
-from pycomm.kernels._buffers import (FLOAT_DTYPES, check_block, check_buffer, check_numel, check_seed, decode_call,
+from pycomm.kernels._buffer_checks import (FLOAT_DTYPES, check_block, check_buffer, check_numel, check_seed, decode_call,
                                      num_blocks, output)
 
 

@@ -15,9 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scripts.gpu_check import machine, pytest_phase, report
+from scripts.gpu_check import machine, pytest_phase, results_folder
 from scripts.gpu_check.phases import BUILD, MPI, PHASES, Phase, by_name
-from scripts.gpu_check.runner import FAILED, PASSED, SKIPPED, Budget, Result, run_command, skip_reason
+from scripts.gpu_check.step_runner import FAILED, PASSED, SKIPPED, Budget, Result, run_command, skip_reason
 
 DEFAULT_BUDGET_S = 360   # everything, the build included: the device allowance is 15 minutes with the machine's start
 SETUP_FLOOR_S, BUILD_FLOOR_S, BUILD_LIMIT_S = 5, 30, 240
@@ -146,12 +146,12 @@ class Check:
                     f"--timeout={ph.test_limit_s}", "--timeout-method=thread",
                     *([f"--maxfail={ph.maxfail}"] if ph.maxfail else [])]
             run = pytest_phase.run(argv, ph.tests, log, xml, limit, self.env, machine.ROOT)
-            counts = report.junit_counts(xml)
-            status, note = report.status_of(run.returncode, counts)
+            counts = results_folder.junit_counts(xml)
+            status, note = results_folder.status_of(run.returncode, counts)
             note = ", ".join(filter(None, [note, run.note()]))
-            texts = [log.read_text(errors="replace"), *report.junit_outputs(xml)]
+            texts = [log.read_text(errors="replace"), *results_folder.junit_outputs(xml)]
             return self.record(Result(ph.name, status, run.seconds, note, counts, log, xml if counts else None,
-                                      report.findings(texts)))
+                                      results_folder.findings(texts)))
         argv = [a.format(python=sys.executable, results=self.results_dir) for a in ph.command]
         for f in ph.outputs:   # what an earlier run left must not pass for this one's
             (self.results_dir / f).unlink(missing_ok=True)
@@ -166,7 +166,7 @@ class Check:
         else:
             status, note = PASSED, ""
         self.record(Result(ph.name, status, out.seconds, note, None, log, None,
-                           report.findings([log.read_text(errors="replace")])))
+                           results_folder.findings([log.read_text(errors="replace")])))
 
     def run(self, phases: tuple[Phase, ...]) -> int:
         self.results_dir.mkdir(parents=True, exist_ok=True)
@@ -175,10 +175,10 @@ class Check:
         self.build()
         for ph in phases:
             self.phase(ph)
-        text = report.write(self.results_dir, self.header, self.results, self.budget.seconds, self.budget.used(),
-                            self.logs)
+        text = results_folder.write(self.results_dir, self.header, self.results, self.budget.seconds,
+                                    self.budget.used(), self.logs)
         print("\n" + text, flush=True)
-        return report.exit_code(self.results)
+        return results_folder.exit_code(self.results)
 
 
 def main(argv: list[str] | None = None) -> int:

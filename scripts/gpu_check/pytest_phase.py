@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from scripts.gpu_check.pytest_progress import DONE_ENV, ENV
-from scripts.gpu_check.runner import run_command
+from scripts.gpu_check.step_runner import run_command
 
 PLUGIN = "scripts.gpu_check.pytest_progress"
 MAX_ROUNDS = 8           # pytest processes per phase: at most MAX_ROUNDS - 1 crashes are survived

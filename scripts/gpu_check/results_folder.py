@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from scripts.gpu_check.runner import FAILED, PASSED, SKIPPED, Result
+from scripts.gpu_check.step_runner import FAILED, PASSED, SKIPPED, Result
 
 SUMMARY, JUNIT, FAILURES, LOGS = "summary.txt", "junit.xml", "failures.log", "logs.tar.gz"
 FAILURE_TAIL_LINES = 400

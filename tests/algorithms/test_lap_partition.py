@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from algorithms.lap.partition import partition_blocks
+from algorithms.lap.blocks import partition_blocks
 
 
 def brute_force_bottleneck(sizes: list[int], parts: int) -> int:

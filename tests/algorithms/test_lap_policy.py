@@ -6,7 +6,7 @@ import torch
 
 import algorithms
 
-from algorithms.lap.averaging import AveragingPolicy
+from algorithms.lap.averaging_activity import AveragingPolicy
 from algorithms.lap.loop import LrSync
 
 

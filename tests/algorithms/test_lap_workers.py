@@ -217,7 +217,7 @@ def in_process_worker(model: torch.nn.Module, worker: int, blocks, prepassm_step
 
 @pytest.mark.parametrize("worker", [0, 1])
 def test_lpp_partitioned_step_touches_only_the_workers_block(worker):
-    from algorithms.lap.partition import partition_blocks
+    from algorithms.lap.blocks import partition_blocks
     torch.manual_seed(0)
     model = SmallCNN()
     params = list(model.parameters())

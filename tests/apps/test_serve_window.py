@@ -13,7 +13,7 @@ import torch
 
 from apps.models.gpt import GPT
 from apps.serve.engine import Engine, describe_stages
-from apps.serve.metrics import ServeMetrics
+from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.scheduler import Request, Scheduler
 from apps.serve.stage import Stage
 from apps.serve.text_codec import Vocabulary

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from scripts.gpu_check import phases, pytest_phase, report
+from scripts.gpu_check import phases, pytest_phase
+from scripts.gpu_check import results_folder as report
 from scripts.gpu_check.__main__ import parse
-from scripts.gpu_check.runner import FAILED, PASSED, SKIPPED, Budget, Result, run_command, skip_reason
+from scripts.gpu_check.step_runner import FAILED, PASSED, SKIPPED, Budget, Result, run_command, skip_reason
 from tests.launch import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
