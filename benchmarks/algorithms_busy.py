@@ -14,9 +14,11 @@ no thread counts, no PYCOMM_* or OMP_* variables (the ones already in the enviro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -54,7 +56,15 @@ def launch(case: str, epochs: int, timeout: float) -> dict[str, Any]:
     for name in ("OMP_NUM_THREADS", "PYCOMM_TIMEOUT"):   # worker_env's defaults for tests: not a user's
         if name not in os.environ:
             env.pop(name, None)
-    check(subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout), " ".join(argv))
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)   # a hung launch is killed with every rank it started
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    check(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), " ".join(argv))
     return json.loads(out.read_text())
 
 
@@ -66,13 +76,16 @@ def measure(cases: list[str], loads: list[str], repeats: int, epochs: int, seed:
         order = [(lo, c) for lo in loads for c in cases]
         rng.shuffle(order)
         for load_name, case in order:
-            if load_name == "busy":
-                with busy_cores():
-                    before = machine_load()
-                    r = launch(case, epochs, timeout)
-            else:
+            with busy_cores() if load_name == "busy" else contextlib.nullcontext():
                 before = machine_load()
-                r = launch(case, epochs, timeout)
+                try:
+                    r = launch(case, epochs, timeout)
+                except (subprocess.TimeoutExpired, AssertionError) as e:   # one hung or failed launch loses
+                    # only its own run, recorded as such, not the others' figures
+                    runs.append({"repeat": repeat, "load": load_name, "case": case, **before,
+                                 "failed": str(e).splitlines()[0][:300]})
+                    print(f"repeat {repeat} {load_name:4s} {case:12s} FAILED: {runs[-1]['failed']}", flush=True)
+                    continue
             runs.append({"repeat": repeat, "load": load_name, "case": case, **before, **r})
             print(f"repeat {repeat} {load_name:4s} {case:12s} {r['samples_per_s']:7.1f} samples/s  "
                   f"loss {r['final_loss']:.4f}  load {before['loadavg_1m']:.1f}", flush=True)
@@ -84,15 +97,20 @@ def summarise(runs: list[dict[str, Any]], cases: list[str], loads: list[str]) ->
     mpirun at the same load, and the median of the per-repeat ratios (runs of one repeat are minutes apart,
     not hours)."""
     rows = []
+    failed = [r for r in runs if "failed" in r]
+    runs = [r for r in runs if "failed" not in r]
     for load_name in loads:
         base = {r["repeat"]: r["samples_per_s"] for r in runs if r["load"] == load_name and r["case"] == BASELINE}
         for case in cases:
             mine = [r for r in runs if r["load"] == load_name and r["case"] == case]
+            if not mine:
+                continue
             speed = [r["samples_per_s"] for r in mine]
             row = {"load": load_name, "case": case, "samples_per_s": statistics.median(speed),
                    "samples_per_s_min": min(speed), "samples_per_s_max": max(speed), "repeats": len(mine),
                    "final_loss": statistics.median(r["final_loss"] for r in mine),
-                   "loadavg_1m": statistics.median(r["loadavg_1m"] for r in mine)}
+                   "loadavg_1m": statistics.median(r["loadavg_1m"] for r in mine),
+                   "failed_runs": sum(r["load"] == load_name and r["case"] == case for r in failed)}
             if base:
                 row["vs_ddp_mpi"] = row["samples_per_s"] / statistics.median(base.values())
                 paired = [r["samples_per_s"] / base[r["repeat"]] for r in mine if r["repeat"] in base]
@@ -139,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--replot", action="store_true", help="draw the PNG again from its JSON; no runs")
     ap.add_argument("--name", default=NAME)
     ap.add_argument("--seed", type=int, default=0, help="of the shuffled order")
-    ap.add_argument("--timeout", type=float, default=900, help="seconds for one run")
+    ap.add_argument("--timeout", type=float, default=400, help="seconds for one run (a run past it is recorded as failed)")
     ap.add_argument("--results-dir", type=Path, default=None)
     a = ap.parse_args(argv)
     if a.replot:
@@ -148,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = measure(cases, a.loads, a.repeats, a.epochs, a.seed, a.timeout)
     rows = summarise(runs, cases, a.loads)
     print(table(rows, ["load", "case", "samples_per_s", "samples_per_s_min", "samples_per_s_max", "vs_ddp_mpi",
-                       "vs_ddp_mpi_paired", "final_loss", "loadavg_1m", "goal"]))
+                       "vs_ddp_mpi_paired", "final_loss", "loadavg_1m", "failed_runs", "goal"]))
     config = {"repeats": a.repeats, "epochs": a.epochs, "loads": a.loads, "cases": cases, "seed": a.seed, "ranks": 2}
     print(save(a.name, {"config": config, "rows": rows, "runs": runs}, bars(rows), results_dir=a.results_dir))
 
