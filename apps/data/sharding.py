@@ -43,7 +43,9 @@ class ShardPlan:
     def order(self, epoch: int) -> torch.Tensor:
         if not self.shuffle:
             return torch.arange(self.n)
-        return torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
+        # modulo the generator's seed range (any train.seed up to 2**64 - 1); the identity for the usual seeds
+        seed = (self.seed * 1_000_003 + epoch) % 2 ** 64
+        return torch.randperm(self.n, generator=torch.Generator().manual_seed(seed))
 
     def shard(self, epoch: int, segment: int) -> torch.Tensor:
         start, end = self.bounds(segment)
