@@ -110,6 +110,13 @@ SETTINGS: tuple[Setting, ...] = (
             "microseconds a waiter on a queued op yield-spins before blocking (fixed at first use); the idle "
             "progress thread never spins, it sleeps until an op is queued",
             "the core's waits (csrc/queue/spin.cc)", core=True),
+    Setting("PYCOMM_FAIL_FAST", Flag(), True,
+            "`1`: when `pycomm.init()` starts several ranks, an uncaught exception on any rank prints its "
+            "traceback and ends the whole job within seconds (`pycomm.abort`: `MPI_Abort` under mpirun / srun), "
+            "and a rank that exits with ops it never waited for ends the job when one of them fails or stalls; "
+            "`0`: Python's own handling (the other ranks then wait in their next collective until "
+            "`PYCOMM_TIMEOUT`)",
+            "pycomm.fail_fast, at pycomm.init()"),
     Setting("PYCOMM_HUGEPAGES", Flag(), True,
             "`1`: large host buffers pycomm allocates (fusion buckets, shard buffers) ask the kernel for "
             "transparent huge pages, and the `--nproc` launchers start their ranks with "
@@ -152,9 +159,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_APPS_FAIL_AT",
             Pattern(r"(\d+):(\d+)(?::(raise|exit|kill))?", "RANK:STEP[:raise|exit|kill] (e.g. 1:5:raise)", _fail_at),
             None, "testing aid: that rank raises, leaves with `os._exit(70)` and no message, or is killed by "
-            "SIGKILL (`kill`), after optimizer step "
-            "STEP (fault injection as torchft's `fail_at`: `apps/fault_injection.py`, used by "
-            "`tests/apps/test_failures.py`)",
+            "SIGKILL (`kill`), after optimizer step STEP (a parameter server: its round of pushes STEP), whatever "
+            "its role; a resumed process (a server the launcher restarted too) does not fail again (fault "
+            "injection as torchft's `fail_at`: `apps/fault_injection.py`, used by `tests/apps/test_failures.py` "
+            "and `tests/apps/test_fault_matrix.py`)",
             "apps.fault_injection", scope=APPS, default_text="no failure"),
     Setting("PYCOMM_APPS_TTY", Flag(), None,
             "whether rank 0 draws its progress line in place, as on a terminal; the `--nproc` launcher passes "

@@ -21,6 +21,7 @@ GARBAGE = {
     "PYCOMM_TIMEOUT": "soon", "PYCOMM_DEBUG": "maybe", "PYCOMM_NUM_THREADS": "0", "PYCOMM_CPU_ISA": "avx512",
     "PYCOMM_MPI_NONBLOCKING": "2", "PYCOMM_INLINE_BYTES": "64k", "PYCOMM_SPIN_US": "-1",
     "PYCOMM_QUANTIZED_SEGMENT": "1e6", "PYCOMM_MPI_GPU_AWARE": "yes", "PYCOMM_HUGEPAGES": "maybe", "PYCOMM_NCCL_SPLIT": "fresh",
+    "PYCOMM_FAIL_FAST": "sometimes",
     "PYCOMM_OVERSUBSCRIBED": "yes",
     "PYCOMM_RANKS_PER_NODE": "two", "PYCOMM_APPS_FAIL_AT": "1:2:crash", "PYCOMM_APPS_TTY": "tty",
     "PYCOMM_APPS_FAILURE_DIR": "/nonexistent/pycomm-failures", "PYCOMM_APPS_SPAWNED": "spawned",
