@@ -60,6 +60,13 @@ def per_rank_state(algorithm: AlgorithmConfig, state_dict_type: str = "sharded")
     return []
 
 
+def writer_rank(opt: Any, dist: Dist) -> int:
+    """The rank that writes the run's metrics, evaluations and the checkpoint files kept once: rank 0, or
+    among independent processes the one the algorithm names (`writer_rank`: ssp's lowest rank not lost),
+    so that these never depend on one rank that may die."""
+    return getattr(opt, "writer_rank", 0) if dist.independent else 0
+
+
 def _is_sharded(opt: Any) -> bool:
     """Whether opt holds a shard of the model's and the optimizer's state (ZeRO; traits.SHARDED)."""
     from algorithms import traits
@@ -91,13 +98,15 @@ class Checkpointer:
         return full["model"], full["optimizer"]
 
     def save(self, state: IterState, kind: str, elapsed: float) -> Path | None:
-        if self.dist.independent and self.dist.rank != 0:
-            return None   # independent processes cannot write one checkpoint together: rank 0's model is it
+        writer = writer_rank(self.opt, self.dist)
+        if self.dist.rank != writer and self.dist.independent:
+            return None   # independent processes cannot write one checkpoint together: the writer's model is it
         state.extra["elapsed"] = elapsed
         model_state, optim_state = self._states(state)   # collective for a sharded algorithm
-        path = checkpoint.save(self.directory, self.name(state.step, kind), self.dist, state, model_state,
-                               optim_state, self.lr_sched.state_dict())
-        if self.dist.rank == 0:
+        # an independent writer writes alone, as rank 0 of a world of one would (its files are everyone's)
+        path = checkpoint.save(self.directory, self.name(state.step, kind), Dist() if self.dist.independent else
+                               self.dist, state, model_state, optim_state, self.lr_sched.state_dict())
+        if self.dist.rank == writer:
             checkpoint.prune(self.directory, self.cfg.prefix, self.cfg.keep_last)
         return path
 

@@ -23,6 +23,7 @@ _TORCH_IMPORTED = time.time()
 from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements  # noqa: E402
 from apps.config import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
+from apps.resume_point import NothingToTrain  # noqa: E402
 from apps.run import Run  # noqa: E402
 from apps.runtime import step_seed  # noqa: E402
 from apps.tasks import Result  # noqa: E402
@@ -74,7 +75,11 @@ def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: A
 
 
 def train(cfg: Config, resume: str | None = None) -> int:
-    run = Run(cfg, resume)
+    try:
+        run = Run(cfg, resume)
+    except NothingToTrain as e:   # a finished rank of independent processes: its peers may be gone
+        print(e, flush=True)
+        return 0
     if cfg.train.eval_on_start and run.state.step == 0:
         run.evaluate(run.state.epoch)
     if optim.owns_loop(cfg.algorithm):   # e.g. Hogwild worker processes: the algorithm's opt.train(...)
@@ -149,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:
-        fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
+        if not args.resume:   # a resumed process (a restarted server too) does not fail again
+            fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
         return train(cfg, args.resume)
     except (Exception, KeyboardInterrupt) as e:
         return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once
