@@ -197,6 +197,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_MNIST", Directory("holding MNIST's idx files"), None,
             "where the tests find MNIST", "tests/algorithms/mnist.py", scope=TESTS,
             default_text="../shared/data/mnist beside the checkout"),
+    Setting("PYCOMM_FAULT_MATRIX", Flag(), False,
+            "`1`: tests/apps/test_fault_matrix.py runs every cell of the fault matrix (every algorithm x SIGTERM, "
+            "kill -9 of a worker, kill -9 of a server); `0`: the cells CI runs, one or two per class of algorithm",
+            "tests/apps/test_fault_matrix.py", scope=TESTS),
     Setting("PYCOMM_CUDA", AUTO_ON_OFF, "auto",
             "CUDA kernels; `auto`: when `nvcc` is found (`CUDA_HOME`, `/usr/local/cuda`) and a GPU is visible "
             "(`nvidia-smi -L`, else `/dev/nvidia0`) or `PYCOMM_CUDA_ARCHS` is set",

@@ -205,6 +205,7 @@ class Server:
             self.log(f"worker {worker} {'finished' if msg.kind == 'bye' else 'paused (preempted)'} at step "
                      f"{msg.get('step')}")
             self._send_replies(self.rule.lost(worker, self.liveness.live))
+            self.save()   # a server restarted from an older checkpoint would wait for a worker that left
 
     def _peer(self, identity: bytes, peer: int, msg: wire.Message) -> None:
         """Another server rank reading this shard: no liveness, no clock, nothing it sends is applied."""

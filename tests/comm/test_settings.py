@@ -25,7 +25,7 @@ GARBAGE = {
     "PYCOMM_OVERSUBSCRIBED": "yes",
     "PYCOMM_RANKS_PER_NODE": "two", "PYCOMM_APPS_FAIL_AT": "1:2:crash", "PYCOMM_APPS_TTY": "tty",
     "PYCOMM_APPS_FAILURE_DIR": "/nonexistent/pycomm-failures", "PYCOMM_APPS_SPAWNED": "spawned",
-    "PYCOMM_MNIST": "/nonexistent/mnist", "PYCOMM_PS_RANK": "-1", "PYCOMM_PS_WORLD": "0",
+    "PYCOMM_MNIST": "/nonexistent/mnist", "PYCOMM_FAULT_MATRIX": "all", "PYCOMM_PS_RANK": "-1", "PYCOMM_PS_WORLD": "0",
     "PYCOMM_PS_ADDRESS": "localhost", "PYCOMM_PS_ADDRESSES": "a:1,,b:2", "PYCOMM_PS_SERVER_RESTARTS": "-1",
     "PYCOMM_PROFILE_STARTUP": "/nonexistent/pycomm-profile/startup.jsonl",
 }
