@@ -8,11 +8,15 @@ for a broadcast whose root differs between ranks.
 Each communicator chains the exchange and its data op on one helper thread, in submission order: an
 async_op caller is not blocked until its peers arrive, and the process group still runs the collectives
 in the order they were called (its one gloo thread). After a mismatch or a failure the communicator is
-broken: ops queued behind it fail without moving data."""
+broken: ops queued behind it fail without moving data. The helper waits for an exchange in slices of
+POLL_S, so that closing the communicator never leaves it inside gloo (a group torn down under a waiting
+thread ends the process in std::terminate)."""
 from __future__ import annotations
 
+import datetime
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
@@ -26,11 +30,17 @@ if TYPE_CHECKING:
     from pycomm.gloo_transport import GlooTransport
 
 DataOp = Callable[[], Sequence[Any]]   # submits the op's data movement; returns gloo's works
+POLL_S = 0.5
+
+
+class _Closed(Exception):
+    """The communicator closed while an exchange was pending."""
 
 
 class OpMatcher:
-    def __init__(self, transport: "GlooTransport", group: Any) -> None:
-        self._t, self._group = transport, group
+    def __init__(self, transport: "GlooTransport", group: Any, timeout_s: float) -> None:
+        self._t, self._group, self._timeout_s = transport, group, timeout_s
+        self._closing = False
         self._queue: "queue.SimpleQueue[tuple | None]" = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"pycomm-gloo-matching-{transport.rank}", daemon=True)
         self._thread.start()
@@ -53,25 +63,45 @@ class OpMatcher:
         while (item := self._queue.get()) is not None:
             exchange, table, info, data_op, work, failure, done = item
             try:
-                exchange.wait()
+                self._wait(exchange)
                 core().check_signatures(table.tolist(), self._t.rank, self._t.label)
                 self._t.check_usable(info["name"])   # broken by an earlier op: move no data
                 work.attach(data_op())
             except PycommError as e:   # the mismatch (or a broken communicator): every later op fails too
                 self._t.break_with(str(e))
                 failure.append(e)
+            except _Closed:
+                failure.append(PycommError(f"{info['describe']}: the {self._t.label} was shut down before every "
+                                           "rank reached this op"))
             except Exception as e:  # noqa: BLE001  (gloo's RuntimeError: a peer died, or gloo's timeout)
                 failure.append(self._t.fail(info, e))
             finally:
                 done.set()
 
-    def close(self, wait: bool) -> None:
-        """No more ops; with `wait`, the queued ones have had their data ops submitted when this returns."""
+    def _wait(self, exchange: Any) -> None:
+        """The exchange's completion; gloo's own timeout past PYCOMM_TIMEOUT; _Closed once closing."""
+        start = time.monotonic()
+        while True:
+            try:
+                exchange.wait(datetime.timedelta(seconds=POLL_S))
+                return
+            except RuntimeError as e:
+                if not str(e).startswith("Operation timed out"):
+                    raise
+                if self._closing:
+                    raise _Closed() from None
+                if 0 < self._timeout_s < time.monotonic() - start:
+                    raise
+
+    def close(self, drain: bool) -> None:
+        """No more ops. drain: the queued ones have their data ops submitted first (a stalled one: up to
+        PYCOMM_TIMEOUT); else they fail. The helper has left gloo when this returns."""
+        self._closing = self._closing or not drain
         self._queue.put(None)
-        if wait:
-            self._thread.join()
+        self._thread.join()
 
     def abort(self) -> None:
+        self._closing = True
         self._queue.put(None)
         try:
             self._group.abort()

@@ -91,7 +91,7 @@ class GlooTransport:
         self.p2p_order = Ordering()
         # the signatures' own group: its keys under this communicator's prefix, apart from the data's
         self._matching = OpMatcher(self, process_group(PrefixStore(f"{prefix}/matching", store), rank, size,
-                                                       timeout_s, device))
+                                                       timeout_s, device), timeout_s)
         _OPEN.add(self)
 
     # ---- bookkeeping --------------------------------------------------------------------------
@@ -178,7 +178,9 @@ class GlooTransport:
 
     def match(self, name: str, n: int, dt: int, op: int) -> GlooWork:
         """Op matching alone, under compound op `name`'s own name (its parts are matched again)."""
-        return self._matched(self._begin(name, n, dt, -1, op=op))
+        info = self._begin(name, n, dt, -1, op=op)
+        info["bus_factor"] = 0.0   # it moves no data (as the MPI transport counts it): stats' busbw stays the parts'
+        return self._matched(info)
 
     # ---- point to point (framing in pycomm/gloo_p2p.py; the contract in pycomm/p2p.py) ------
     def send(self, p: int, n: int, dt: int, dev: int, dst: int, tag: int, stream: int, waits: bool) -> GlooWork:
@@ -234,7 +236,7 @@ class GlooTransport:
         sometimes ends the process in std::terminate (as torch's own does without destroy_process_group)."""
         pg = self._pg
         if pg is not None:
-            self._matching.close(wait=self._broken is None)   # queued ops have their data submitted first
+            self._matching.close(drain=self._broken is None)   # queued ops have their data submitted first
         self.break_with("it was shut down (Communicator.shutdown or pycomm.finalize)")
         self._pg = None
         if pg is not None:
