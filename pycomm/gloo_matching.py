@@ -63,9 +63,12 @@ class OpMatcher:
         while (item := self._queue.get()) is not None:
             exchange, table, info, data_op, work, failure, done = item
             try:
+                # broken by an op queued before (a mismatch the peers saw too): fail at once, not after waiting
+                # PYCOMM_TIMEOUT for peers that have moved on (the split of allreduce_quantized's first call)
+                self._t.check_usable(info["name"])
                 self._wait(exchange)
                 core().check_signatures(table.tolist(), self._t.rank, self._t.label)
-                self._t.check_usable(info["name"])   # broken by an earlier op: move no data
+                self._t.check_usable(info["name"])   # broken meanwhile (the caller's stall): move no data
                 work.attach(data_op())
             except PycommError as e:   # the mismatch (or a broken communicator): every later op fails too
                 self._t.break_with(str(e))

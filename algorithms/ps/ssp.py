@@ -173,7 +173,7 @@ class SSP(CommOptimizer):
         that took that step (for a step restored from a checkpoint: the ranks whose gradients it saved)."""
         if step in self.frozen:
             return self.frozen[step]
-        return sorted({self.rank, *self.liveness.live, *(r for r, n in self.final.items() if n > step)})
+        return sorted({self.rank, *self._needing(step)})
 
     def _complete_ready(self) -> None:
         """Apply every step, in order, whose gradients are all in."""
@@ -211,7 +211,7 @@ class SSP(CommOptimizer):
         fields, tensors = payload.encode(payload.gradients(self.params), self.options["codec"], self.residual)
         mine = payload.decode(fields, tensors, self.options["codec"])   # this rank's part, as its peers decode it
         self.pending.setdefault(t, {})[self.rank] = (mine, stale)
-        for r in sorted(self.liveness.live):
+        for r in self._needing(t):
             self._send(r, "grad", {**fields, "step": t, "staleness": stale}, tensors)
         # step t + 1 may start only once step t + 1 - K - 1 = t - K is complete
         self._wait_until(t + 1 - self.options["staleness_bound"])
@@ -226,6 +226,17 @@ class SSP(CommOptimizer):
             self._receive(self.liveness.timeout / 4)
             self._complete_ready()
 
+    def _needing(self, step: int) -> list[int]:
+        """The peers that average step `step`: the live ones, and those that said goodbye after taking it (a
+        preempted peer says goodbye before it drains its last steps)."""
+        return sorted({*self.liveness.live, *(r for r, n in self.final.items() if n > step)} - set(self.liveness.lost))
+
+    def _goodbye(self) -> None:
+        """To every peer not lost, those that left too (each may still be draining the steps this rank took)."""
+        for r in self.peers:
+            if r not in self.liveness.lost:
+                self._send(r, "bye", {"step": self.steps})
+
     def synchronize(self) -> None:
         """Apply every step this rank has taken (waits for the peers' gradients of them)."""
         self._wait_until(self.steps)
@@ -236,8 +247,7 @@ class SSP(CommOptimizer):
             return
         self.synchronize()
         self._closed = True
-        for r in sorted(self.liveness.live):
-            self._send(r, "bye", {"step": self.steps})
+        self._goodbye()
         self._release()
 
     def pause(self) -> None:
@@ -246,8 +256,7 @@ class SSP(CommOptimizer):
         if self._closed:
             return
         self._closed = True
-        for r in sorted(self.liveness.live):
-            self._send(r, "bye", {"step": self.steps})
+        self._goodbye()
         self.synchronize()
         self._release()
 
