@@ -272,8 +272,10 @@ class SSP(CommOptimizer):
         self.model.version = state["applied"]
         self.stats.load_state_dict(state["stats"])
         self.residual = state["residual"]
-        self.pending = {int(t): dict(have) for t, have in state.get("pending", {}).items()}
-        self.frozen = {t: sorted(have) for t, have in self.pending.items()}
+        saved = {int(t): dict(have) for t, have in state.get("pending", {}).items()}
+        self.frozen = {t: sorted(have) for t, have in saved.items()}
+        # gradients peers already sent for the steps after the checkpoint (they resumed first) are kept
+        self.pending = {**{t: have for t, have in self.pending.items() if t >= self.steps}, **saved}
         missing = [t for t in range(self.applied, self.steps) if t not in self.frozen]
         if missing:   # a checkpoint written before the gradients in flight were saved: those steps are lost
             _log(self.rank, f"the checkpoint holds no gradient of steps {missing[0]}..{missing[-1]} (taken, not "
