@@ -49,10 +49,10 @@ class CMakeBuild(build_ext):
 
 
 # All three layers: the runtime, the algorithms on it, and the applications with their shipped configs,
-# the embedded MNIST files and the sbatch examples (non-Python files, hence package_data).
+# the embedded MNIST files, the sbatch examples and apps.serve's web page (non-Python files, hence package_data).
 setup(
     packages=find_packages(include=["pycomm", "pycomm.*", "algorithms", "algorithms.*", "apps", "apps.*"]),
-    package_data={"apps": ["configs/*.yaml", "data/embedded/*", "slurm/*.sbatch"]},
+    package_data={"apps": ["configs/*.yaml", "data/embedded/*", "slurm/*.sbatch", "serve/static/*"]},
     ext_modules=[CMakeExtension("pycomm._C")],
     cmdclass={"build_ext": CMakeBuild},
     zip_safe=False,

@@ -1,5 +1,6 @@
-"""Data-parallel training algorithms as one-line wrappers around a torch optimizer, built only on
-pycomm's public API:
+"""Training methods built only on pycomm's public API: data-parallel algorithms as one-line wrappers
+around a torch optimizer, ZeRO sharding (zero/), Hogwild LAP-SGD (lap/), parameter servers and
+bounded staleness (ps/), and pipeline model parallelism (pipeline/, a model wrapper):
 
     opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="plsgd",
                                    comm=None, model=model, averaging_freq=8)
@@ -8,12 +9,14 @@ pycomm's public API:
 class with `@algorithms.register("name")`; importing the module below makes the name selectable. `lookup(name)` is the class, whose `training` and
 `state_layout` (algorithms/traits.py) say how to drive it and how to checkpoint it.
 `Pipeline` (pipeline model parallelism) is a model wrapper, not an optimizer wrapper: it declares the
-same traits (training="pipeline") but is not in the CommOptimizer registry."""
+same traits (training="pipeline") but is not in the CommOptimizer registry. Every one of them takes its
+ranks from a pycomm.Mesh (`mesh=`); which pairs compose: algorithms/composition.py."""
 from __future__ import annotations
 
 from algorithms.registry import available, lookup, register
 from algorithms import traits
 from algorithms.base import CommOptimizer
+from algorithms.composition import CompositionError
 from algorithms.options import OptionError
 from algorithms.lars import LARS
 from algorithms.schedules import Constant, CosineWithWarmup, MultiStep
@@ -23,10 +26,11 @@ from algorithms.qsr import QSR
 from algorithms.easgd import EASGD, EASGDPlus
 from algorithms.lsgd import LSGD, LSGDPlus
 from algorithms.lapsgd import LAPSGD, LPPSGD
+from algorithms.diloco import DiLoCo
 from algorithms.zero import ZeRO1, ZeRO2, ZeRO3
 from algorithms.pipeline import Pipeline
 from algorithms.ps import AsyncPS, SyncPS, SSP
 
-__all__ = ["CommOptimizer", "available", "lookup", "register", "traits", "OptionError", "LARS", "CosineWithWarmup", "MultiStep",
-           "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus", "LAPSGD", "LPPSGD",
-           "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline", "AsyncPS", "SyncPS", "SSP"]
+__all__ = ["CommOptimizer", "CompositionError", "available", "lookup", "register", "traits", "OptionError", "LARS",
+           "CosineWithWarmup", "MultiStep", "Constant", "MBSGD", "PLSGD", "QSR", "EASGD", "EASGDPlus", "LSGD", "LSGDPlus",
+           "LAPSGD", "LPPSGD", "DiLoCo", "ZeRO1", "ZeRO2", "ZeRO3", "Pipeline", "AsyncPS", "SyncPS", "SSP"]

@@ -11,6 +11,11 @@ ranks start identical. Buffers (e.g. BatchNorm running statistics) are known onl
 A CommOptimizer is a `torch.optim.Optimizer`: LR schedulers, `torch.amp.GradScaler`, step hooks and
 `isinstance` checks take it like the optimizer it wraps, whose `param_groups` and `state` it shares.
 
+`comm=` puts the algorithm on all of a communicator (a 1-D pycomm.Mesh); `mesh=` on its dimension of a
+Mesh: `mesh_dim` ("dp", the data-parallel group, for every data-parallel method; ZeRO shards over
+dp_shard and replicates over dp_replicate). Wrapping a ZeRO optimizer in a method that declares
+`across_shards` runs that method across dp_replicate over ZeRO's master shards (algorithms/composition.py).
+
 The SDTL seed's constructor is accepted as it was written there:
 `CommOptimizer(opt, dist_optim_name="EASGD", world_size=N, comm_period=..., dist_pulling_strength=...,
 local_pulling_strength=...)`; `world_size` must equal the communicator's size, and `LSGD` ranks its
@@ -24,6 +29,7 @@ from typing import Any, Callable, ClassVar
 import torch
 
 import pycomm
+from algorithms import composition
 from algorithms import options as opts
 from algorithms import traits
 from algorithms.optimizer_protocol import OptimizerProtocol
@@ -31,6 +37,9 @@ from algorithms.channel import Channel
 from algorithms.registry import lookup
 
 STATE_VERSION = 1
+# what a method over a ZeRO optimizer forwards to it (see CommOptimizer.__getattr__)
+FROM_INNER = ("no_sync", "clip_grad_norm_", "memory_bytes", "full_state_dict", "full_model_state_dict", "close",
+              "synchronize", "remove_hooks")
 
 # SDTL's DistOptimizer names and the option its scripts rely on implicitly (its LSGD ranks by a proxy
 # score computed from the step, and its loop passes no loss).
@@ -56,6 +65,10 @@ class CommOptimizer(OptimizerProtocol):
     independent_processes: ClassVar[bool] = False
     common_options: ClassVar[dict[str, Any]] = {"codec": None, "bucket_bytes": None}
     algorithm_options: ClassVar[dict[str, Any]] = {}
+    # the Mesh dimension whose communicator the algorithm uses (`self.comm`)
+    mesh_dim: ClassVar[str] = "dp"
+    # may wrap a ZeRO optimizer and run across dp_replicate over its master shards (composition.py)
+    across_shards: ClassVar[bool] = False
 
     def __new__(cls, optimizer: Any = None, algorithm: str | None = None, *args: Any, **kwargs: Any):
         if cls is CommOptimizer:
@@ -68,17 +81,19 @@ class CommOptimizer(OptimizerProtocol):
         return super().__new__(cls)
 
     def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
-                 model: torch.nn.Module | None = None, buffers: Iterable[torch.Tensor] | None = None,
-                 **options: Any) -> None:
+                 mesh: pycomm.Mesh | None = None, model: torch.nn.Module | None = None,
+                 buffers: Iterable[torch.Tensor] | None = None, **options: Any) -> None:
         sdtl = "dist_optim_name" in options
         algorithm = _algorithm_name(algorithm, options)
         options.pop("dist_optim_name", None)
         world_size = options.pop("world_size", None)
         if algorithm is not None and lookup(algorithm) is not type(self):
             raise ValueError(f"{type(self).__name__} implements algorithm {self.name!r}, not {algorithm!r}")
-        if isinstance(optimizer, CommOptimizer):
-            raise TypeError("optimizer is already a CommOptimizer: wrap the torch optimizer only once")
-        if not isinstance(optimizer, torch.optim.Optimizer):
+        # a ZeRO optimizer wrapped by a method across its replicas (composition.py), else a torch optimizer
+        self._inner: CommOptimizer | None = optimizer if isinstance(optimizer, CommOptimizer) else None
+        if self._inner is not None:
+            composition.check_nesting(type(self), self._inner)
+        elif not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
         _check_arguments(comm, model, buffers)
         self._init_optimizer_protocol()
@@ -89,17 +104,54 @@ class CommOptimizer(OptimizerProtocol):
         config["codec"] = opts.codec(config["codec"])
         config["bucket_bytes"] = opts.optional_integer("bucket_bytes", config["bucket_bytes"], 1)
         self.options: dict[str, Any] = self._validate(config)
-        self.comm = comm if comm is not None else pycomm.world()
+        self.mesh: pycomm.Mesh = self._resolve_mesh(comm, mesh)
+        composition.check_mesh(type(self), self.options, self.mesh)
+        self.comm = self.mesh["dp_replicate" if self._inner is not None else self.mesh_dim]
         if world_size is not None and world_size != self.comm.size:
             raise ValueError(f"world_size={world_size!r} (SDTL's argument) does not match the communicator's "
                              f"{self.comm.size} ranks; drop it or start {world_size} ranks")
-        self.params: list[torch.Tensor] = [p for g in optimizer.param_groups for p in g["params"]]
+        if self._inner is not None:   # the method runs on the replica's master shards (views of ZeRO's masters)
+            self._inner.hand_replicas_over()
+            self.params: list[torch.Tensor] = self._inner.master_params()
+        else:
+            self.params = [p for g in optimizer.param_groups for p in g["params"]]
+            composition.claim(self.params, self)
         self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
         device = self.params[0].device if self.params else torch.device("cpu")
         self.channel = Channel(self.comm, self.options["codec"], self.options["bucket_bytes"], device)
         self.steps = 0  # optimizer steps taken by this wrapper
+        self._in_step = False
         self._broadcast_initial_state()
         self._setup()
+
+    def _resolve_mesh(self, comm: Any, mesh: Any) -> pycomm.Mesh:
+        """The Mesh the algorithm runs on: `mesh`, the wrapped ZeRO optimizer's, or the one `comm` (None:
+        pycomm.world()) stands for (`_mesh_for`)."""
+        if comm is not None and mesh is not None:
+            raise TypeError(f"{self.name}: give comm= (a communicator) or mesh= (a pycomm.Mesh), not both")
+        if mesh is not None and not isinstance(mesh, pycomm.Mesh):
+            raise TypeError(f"mesh must be a pycomm.Mesh, got {type(mesh).__name__}")
+        if self._inner is not None:
+            if comm is not None or (mesh is not None and mesh is not self._inner.mesh):
+                raise TypeError(f"{self.name} over {self._inner.name}: it runs on the mesh of the ZeRO optimizer it "
+                                "wraps; pass that mesh= or none, not another communicator")
+            return self._inner.mesh
+        return mesh if mesh is not None else self._mesh_for(comm if comm is not None else pycomm.world())
+
+    def _mesh_for(self, comm: pycomm.Communicator) -> pycomm.Mesh:
+        """The Mesh a plain `comm=` stands for: all of its ranks along `mesh_dim` (a 1-D mesh)."""
+        return pycomm.Mesh(comm)
+
+    @property
+    def torch_optimizer(self) -> torch.optim.Optimizer:
+        """The torch optimizer at the bottom of the wrapping (the one given to the innermost algorithm)."""
+        inner = self.optimizer
+        return inner.torch_optimizer if isinstance(inner, CommOptimizer) else inner
+
+    def _param_state(self, p: torch.Tensor) -> dict[str, Any]:
+        """The optimizer state of one of `self.params` (a master shard's: ZeRO's shard optimizer's)."""
+        source = self._inner.master_optimizer if self._inner is not None else self.optimizer
+        return source.state[p]
 
     @classmethod
     def data_position(cls, rank: int, world: int, options: dict[str, Any]) -> tuple[int, int]:
@@ -147,14 +199,30 @@ class CommOptimizer(OptimizerProtocol):
             with torch.enable_grad():
                 closure_loss = closure()
             loss = closure_loss if loss is None else loss
-        self._step(None if loss is None else float(loss.detach() if torch.is_tensor(loss) else loss))
+        self._in_step = True
+        try:
+            self._step(None if loss is None else float(loss.detach() if torch.is_tensor(loss) else loss))
+        finally:
+            self._in_step = False
         self.steps += 1
+        if self._inner is not None:   # the masters moved (ZeRO's step, then this rule): the model follows once
+            self._inner.publish()
         return loss
 
     # -- shared helpers ------------------------------------------------------------------------
     def comm_stats(self) -> dict[str, Any]:
-        """Bytes and seconds communicated by this optimizer (see algorithms.channel), and calls."""
-        return self.channel.stats.as_dict()
+        """Bytes and seconds communicated by this optimizer (see algorithms.channel), and calls;
+        `bytes_by_dim`: the bytes per mesh dimension they travelled on (a wrapped ZeRO optimizer's
+        included)."""
+        stats = self.channel.stats.as_dict()
+        stats["bytes_by_dim"] = {"dp_replicate" if self._inner is not None else self.mesh_dim: stats["bytes"]}
+        if self._inner is not None:
+            inner = self._inner.comm_stats()
+            stats["bytes"] += inner["bytes"]
+            stats["seconds"] += inner["seconds"]
+            for dim, n in inner["bytes_by_dim"].items():
+                stats["bytes_by_dim"][dim] = stats["bytes_by_dim"].get(dim, 0) + n
+        return stats
 
     def float_buffers(self) -> list[torch.Tensor]:
         return [b for b in self.buffers if b.is_floating_point()]
@@ -166,7 +234,17 @@ class CommOptimizer(OptimizerProtocol):
 
     @torch.no_grad()
     def _broadcast_initial_state(self) -> None:
+        if self._inner is not None:   # ZeRO broadcast the model over all of dp before it cut the masters
+            return
         self.channel.broadcast([p.data for p in self.params] + self.buffers, root=0)
+
+    def __getattr__(self, name: str) -> Any:
+        # a method across replicas over a ZeRO optimizer offers what the ZeRO optimizer offers around the
+        # step (no_sync, clip_grad_norm_ of the sharded gradients, memory_bytes, the full model)
+        inner = self.__dict__.get("_inner")
+        if inner is not None and name in FROM_INNER:
+            return getattr(inner, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @torch.no_grad()
     def _average_params(self, reference: list[torch.Tensor] | None, extra: list[torch.Tensor] = ()) -> None:
@@ -176,11 +254,19 @@ class CommOptimizer(OptimizerProtocol):
         params = [p.data for p in self.params]
         if self.channel.codec is None or reference is None:
             self.channel.allreduce(params + list(extra), key="params", compress=False)
+            self._masters_changed()
             return
         extra_work = self.channel.allreduce_async(list(extra), compress=False)
         mean = self.channel.average_relative(params, reference, key="params")
         extra_work.wait()
         torch._foreach_copy_(params, mean)
+        self._masters_changed()
+
+    def _masters_changed(self) -> None:
+        """Outside step() (e.g. average_now() before an evaluation), a method over ZeRO's masters makes
+        the model follow them at once; inside, step() does it once at its end."""
+        if self._inner is not None and not self._in_step:
+            self._inner.publish()
 
     # -- checkpoints ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -198,16 +284,17 @@ class CommOptimizer(OptimizerProtocol):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a state_dict written by the same algorithm on a world of the same size."""
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise ValueError("state is not a CommOptimizer state_dict of this version")
-        if state["algorithm"] != self.name:
-            raise ValueError(f"state was written by algorithm {state['algorithm']!r}, this is {self.name!r}")
-        if state["world_size"] != self.comm.size:
-            raise ValueError(f"state was written on {state['world_size']} ranks, this world has {self.comm.size}")
-        _check_optimizer_state_shapes(state["optimizer"], self.params)
+        """Restore a state_dict written by the same algorithm: on a world of the same size, or, when every
+        rank's state is the same (state_layout identical: mbsgd), on any number of ranks; what is kept per
+        rank even then (a codec's error-feedback residuals) starts afresh on another number of ranks."""
+        _check_state_source(state, self.name)
+        resized = state["world_size"] != self.comm.size
+        if resized and self.state_layout != traits.IDENTICAL:
+            raise ValueError(_resize_refusal(self, state["world_size"]))
+        if self._inner is None:   # a wrapped ZeRO optimizer checks its own state
+            _check_optimizer_state_shapes(state["optimizer"], self.params)
         self.optimizer.load_state_dict(state["optimizer"])
-        self.channel.load_state_dict(state["channel"])
+        self.channel.load_state_dict({**state["channel"], "residuals": {}} if resized else state["channel"])
         self.steps = state["steps"]
         self._load_algorithm_state(state["algorithm_state"])
 
@@ -228,6 +315,32 @@ def _check_arguments(comm: Any, model: Any, buffers: Any) -> None:
     if buffers is not None:
         if isinstance(buffers, torch.Tensor) or not isinstance(buffers, Iterable):
             raise TypeError(f"buffers must be a list of tensors, got {type(buffers).__name__}")
+
+
+def _check_state_source(state: Any, name: str) -> None:
+    """Refuse a state another algorithm (or another kind of save) wrote, naming what wrote it."""
+    if not isinstance(state, dict):
+        raise ValueError(f"state is not a CommOptimizer state_dict (a dict), got {type(state).__name__}")
+    writer = state.get("algorithm")
+    if writer is not None and writer != name:
+        kind = " as a sharded_state_dict() (load it into that algorithm with load_sharded_state_dict)" \
+            if state.get("format") is not None else ""
+        raise ValueError(f"state was written by algorithm {writer!r}{kind}; this is {name!r}: load it into a "
+                         f"{writer!r} optimizer")
+    if state.get("version") != STATE_VERSION:
+        what = ("a torch optimizer's state_dict (algorithm 'none', or a full_state_dict()['optimizer'])"
+                if {"state", "param_groups"} <= set(state) else f"keys {sorted(map(str, state))[:6]}")
+        raise ValueError(f"state is not a CommOptimizer state_dict of version {STATE_VERSION}: it holds {what}")
+
+
+def _resize_refusal(opt: CommOptimizer, saved: int) -> str:
+    head = f"state was written on {saved} ranks, this world has {opt.comm.size}"
+    if opt.state_layout == traits.SHARDED:
+        return (f"{head}: {opt.name}'s state_dict() holds this rank's shard; save sharded_state_dict() (or "
+                "full_state_dict()) and load it with load_sharded_state_dict() (load_full_state_dict()), which "
+                "reshard to any number of ranks")
+    return (f"{head}: {opt.name}'s ranks hold different states (state_layout {opt.state_layout}), which can be "
+            f"neither split nor merged; resume with {saved} ranks")
 
 
 def _check_optimizer_state_shapes(saved: Any, params: list[torch.Tensor]) -> None:

@@ -2,7 +2,7 @@
 bytes and seconds it spends, so that `comm_stats()` reports this optimizer alone.
 
 Bytes are the payload this rank hands to collectives in its wire format (a compressed payload counts
-its compressed size); seconds are host time spent launching and waiting on them (time hidden behind
+its compressed size), none on a communicator of one rank (nothing leaves it); seconds are host time spent launching and waiting on them (time hidden behind
 backward by an overlapped all-reduce is not counted)."""
 from __future__ import annotations
 
@@ -64,6 +64,10 @@ class Channel:
     # error-feedback state (pycomm.ErrorFeedback) of compressed all-reduces, one per call site (key)
     residuals: dict[str, Any] = field(default_factory=dict)
 
+    def _sent(self, nbytes: int) -> None:
+        if self.comm.size > 1:  # one rank's collectives move nothing
+            self.stats.bytes += nbytes
+
     # -- all-reduce -------------------------------------------------------------------------
     def allreduce_async(self, tensors: Sequence[torch.Tensor], op: Any = None, key: str = "",
                         compress: bool = True) -> Pending:
@@ -78,7 +82,7 @@ class Channel:
         if self.codec is not None and compress:
             pending = self._quantized(tensors, op, key)
         else:
-            self.stats.bytes += sum(t.numel() * t.element_size() for t in tensors)
+            self._sent(sum(t.numel() * t.element_size() for t in tensors))
             work = self.comm.allreduce_coalesced(list(tensors), op=op, bucket_bytes=self.bucket_bytes)
             pending = Pending(self, work)
         self.stats.seconds += time.perf_counter() - t0
@@ -102,7 +106,7 @@ class Channel:
         residual = self.residuals.get(key)
         if residual is None or (residual.local is not None and residual.local.numel() != flat.numel()):
             residual = self.residuals[key] = pycomm.ErrorFeedback()
-        self.stats.bytes += codec_wire_bytes(self.codec, flat.numel())
+        self._sent(codec_wire_bytes(self.codec, flat.numel()))
         work = self.comm.allreduce_quantized(flat, op=op, codec=self.codec, error_feedback=residual)
 
         def unflatten() -> None:
@@ -120,7 +124,7 @@ class Channel:
         with torch.no_grad():
             self.comm.broadcast_coalesced(tensors, root=root, bucket_bytes=self.bucket_bytes).wait()
         self.stats.calls += 1
-        self.stats.bytes += sum(t.numel() * t.element_size() for t in tensors)
+        self._sent(sum(t.numel() * t.element_size() for t in tensors))
         self.stats.seconds += time.perf_counter() - t0
 
     def allgather_scalar(self, value: float) -> list[float]:
@@ -130,7 +134,7 @@ class Channel:
         out = torch.empty(self.comm.size, dtype=torch.float64, device=self.device)
         self.comm.allgather(out, mine)
         self.stats.calls += 1
-        self.stats.bytes += 8
+        self._sent(8)
         self.stats.seconds += time.perf_counter() - t0
         return out.tolist()
 

@@ -27,6 +27,7 @@ from algorithms.registry import register
 
 @register("easgd")
 class EASGD(ElasticBase):
+    across_shards = True   # elementwise on the parameters: also over ZeRO's master shards across replicas
     def _round(self) -> None:
         c_s = self.options["dist_pulling_strength"]
         mean = self._mean_params()

@@ -10,8 +10,9 @@ whole model from the sum over all groups. The leader's parameters are broadcast 
     LSGD+:  c = mean_j x_j; delta = c_s (x_L - c); c += delta; x_i <- (1 - c_s)(x_i + delta) + c_s c
 With the loss metric, each step's loss comes through step(loss=...) or the closure's return value.
 
-Multi-leader (`multi_leader=True`, LSGD only): the leader above is chosen within each node
-(comm.split_by_node()) every comm_period steps, and a global leader over all ranks every
+Multi-leader (`multi_leader=True`, LSGD only): the leader above is chosen within each node (the mesh's
+dp_shard group: comm= is cut by node, pycomm.Mesh.across_nodes; a mesh= is taken as given) every
+comm_period steps, and a global leader over all ranks every
 `global_period` steps; when both are due in one step, both pulls use the parameters from before the
 round: x <- x - c_s (x - x_local_leader) - global_pulling_strength (x - x_global_leader)."""
 from __future__ import annotations
@@ -113,12 +114,16 @@ class LSGD(_LeaderBase):
                                    "nothing to compress; use lsgd+ (which averages) or codec=None")
         return config
 
+    def _mesh_for(self, comm: Any) -> Any:
+        """comm= with multi_leader: local leaders within each node, the global one over all ranks."""
+        import pycomm
+        return pycomm.Mesh.across_nodes(comm) if self.options["multi_leader"] else pycomm.Mesh(comm)
+
     def _setup(self) -> None:
         super()._setup()
         self._node_channel: Channel | None = None
         if self.options["multi_leader"]:
-            intra, _ = self.comm.split_by_node()
-            self._node_channel = Channel(intra, None, self.options["bucket_bytes"], self.channel.device,
+            self._node_channel = Channel(self.mesh["dp_shard"], None, self.options["bucket_bytes"], self.channel.device,
                                          stats=self.channel.stats)
 
     def _communicate(self, round_due: bool) -> None:

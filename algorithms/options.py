@@ -7,7 +7,8 @@ from typing import Any, Mapping
 import pycomm
 
 # Codec names accepted as strings, and the pycomm class each needs.
-_CODEC_CLASSES = {"int8": "Int8Codec", "onebit": "OneBitCodec", "1bit": "OneBitCodec"}
+_CODEC_CLASSES = {"int8": "Int8Codec", "int4": "Int4Codec", "4bit": "Int4Codec", "onebit": "OneBitCodec",
+                  "1bit": "OneBitCodec"}
 
 
 class OptionError(ValueError):
@@ -61,7 +62,7 @@ def flag(name: str, value: Any) -> bool:
 
 
 def codec(value: Any) -> Any:
-    """None, a pycomm codec instance, or a codec name ("int8", "onebit") this pycomm build provides."""
+    """None, a pycomm codec instance, or a codec name ("int8", "int4", "onebit") this pycomm build provides."""
     if value is None:
         return None
     base = getattr(getattr(pycomm, "codecs", None), "Codec", None)   # every pycomm codec's base class

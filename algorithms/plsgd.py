@@ -14,6 +14,7 @@ from algorithms.registry import register
 
 @register("plsgd")
 class PLSGD(PeriodicAveraging):
+    across_shards = True   # elementwise on the parameters: also over ZeRO's master shards across replicas
     algorithm_options: dict[str, Any] = {"averaging_freq": 8, "pre_post_steps": 0}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -1,81 +1,84 @@
-"""Checkpoints in the training stub's layout, written atomically.
+"""Checkpoints of apps.train in the training stub's layout, written by the one checkpoint writer
+(algorithms.checkpointing: atomic directory, manifest last, hard links for identical files).
 
 One checkpoint is one directory:
   model_state_dict.pt   optim_state_dict.pt   lr_state_dict.pt   iter_state_dict.pt   manifest.json
-plus <stem>.rank{r}.pt for ranks r >= 1 only for the stems whose state differs per rank
-(IterState.per_rank: model and optimizer for local methods, nothing for replicated ones, the
-optimizer for sharded ones (ZeRO), whose per-rank files are shards: IterState.reshardable, every
-rank of a resume on any number of ranks reads them all and keeps its part). Names:
+plus, where a state is not held identically by every data-parallel rank, the other ranks' files
+(`<stem>.rank<d>.pt`: per-rank states of local methods; an optimizer's shards (ZeRO), which a resume
+on any number of ranks reads whole) and, with several pipeline stages, one set per stage
+(`<stem>.pp<i>[.rank<d>].pt`, the model's file holding the stage's part of the whole model's state dict
+under the model's names, and `pipeline_state_dict` its counters); algorithms/checkpointing/placement.py
+decides which. Names:
 <prefix>.step<N> (periodic), <prefix>.step<N>.preempt (SIGTERM/SIGUSR1), <prefix>.best.step<N>
-(lowest loss so far).
-
-Atomicity: every rank writes into a hidden temporary directory (fsync'd); after a barrier, rank 0
-writes manifest.json (sizes and SHA-256 of every file) last, then renames the directory into place.
-A directory without its manifest, or whose files do not match it, is never loaded, and older
-checkpoints are only deleted after a newer one is complete.
-
-Disk: before the manifest is written, a file byte-identical to one of a complete checkpoint in the
-same directory (best, periodic and preempt at one step; per-rank copies of states that happen to
-agree, e.g. right after an averaging) becomes a hard link to it. Checkpoint files are never modified
-in place, and removing a checkpoint directory only drops its links, so pruning one never takes data
-from another."""
+(lowest loss so far). keep_last prunes periodic ones; a checkpoint being written is never taken for a
+complete one, and older checkpoints are only deleted after a newer one is complete."""
 from __future__ import annotations
 
-import filecmp
-import hashlib
-import json
-import os
 import re
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Mapping
 
-import torch
-
+from algorithms import checkpointing, traits
+from algorithms.checkpointing import MANIFEST, CheckpointError, Placement
 from apps.dist import Dist
 from apps.data.sharding import ShardPlan
 
-MANIFEST = "manifest.json"
-STEMS = ("model_state_dict", "optim_state_dict")  # the states that may differ per rank
+MODEL, OPTIM, LR, ITER = "model_state_dict", "optim_state_dict", "lr_state_dict", "iter_state_dict"
+STEMS = (MODEL, OPTIM)  # the states whose layout the algorithm decides (apps.runtime.state_kinds)
+PIPELINE = "pipeline_state_dict"   # a pipeline stage's own state (its byte counters), per rank
 _NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<best>best\.)?step(?P<step>\d+)(?P<preempt>\.preempt)?$")
 
-
-class CheckpointError(RuntimeError):
-    pass
+__all__ = ["CheckpointError", "IterState", "Loaded", "MANIFEST", "STEMS", "save", "load", "restore", "resolve",
+           "complete", "prune", "parse_name", "check_keep_last", "check_algorithm", "iteration_state",
+           "load_model_state"]
 
 
 @dataclass
 class IterState:
-    """Where the run is: the next batch to train on, and the best loss so far."""
+    """Where the run is: the next samples to train on, the steps taken, and the best loss so far. The
+    position (epoch, segment, sample_in_segment) is counted in samples, so it means the same data on any
+    number of ranks."""
     epoch: int = 0
     segment: int = 0
     start_idx: int = 0          # the segment's bounds in the epoch's sample order
     end_idx: int = 0
-    step_in_segment: int = 0
+    sample_in_segment: int = 0  # samples of the segment trained on, over all ranks
     step: int = 0               # optimizer steps taken
     best_loss: float = float("inf")
     world_size: int = 1
-    per_rank: list[str] = field(default_factory=list)  # STEMS each rank saves its own copy of
-    reshardable: bool = False   # the per-rank files are shards of one state: loaded whole, on any number of ranks
+    step_samples: int = 0       # samples per step of the world that started the run (the config's step unit)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.per_rank, bool):  # checkpoints written before per-stem choice: all or nothing
-            self.per_rank = list(STEMS) if self.per_rank else []
-        unknown = set(self.per_rank) - set(STEMS)
+    @classmethod
+    def from_saved(cls, saved: Mapping[str, Any], batch_size: int) -> "IterState":
+        """An IterState from iter_state_dict.pt; older checkpoints counted the position in steps of the
+        writing world (`step_in_segment`, with this run's per-rank `batch_size`) and named per-rank
+        states here (per_rank, reshardable: now in the manifest)."""
+        saved = dict(saved)
+        legacy_steps = saved.pop("step_in_segment", None)
+        for key in ("per_rank", "reshardable"):
+            saved.pop(key, None)
+        unknown = set(saved) - {f.name for f in fields(cls)}
         if unknown:
-            raise ValueError(f"IterState.per_rank: unknown state(s) {sorted(unknown)}; expected some of {STEMS}")
+            raise TypeError(f"unknown field(s) {sorted(unknown)}")
+        state = cls(**saved)
+        if legacy_steps is not None and "sample_in_segment" not in saved:
+            state.sample_in_segment = legacy_steps * batch_size * state.world_size
+        if not state.step_samples:
+            state.step_samples = batch_size * state.world_size
+        return state
 
     def enter(self, plan: ShardPlan, epoch: int, segment: int) -> None:
-        self.epoch, self.segment, self.step_in_segment = epoch, segment, 0
+        self.epoch, self.segment, self.sample_in_segment = epoch, segment, 0
         self.start_idx, self.end_idx = plan.bounds(segment)
 
-    def advance(self, plan: ShardPlan) -> bool:
-        """Count one step; True when the segment is finished (the position moved to the next one)."""
-        self.step += 1
-        self.step_in_segment += 1
-        if self.step_in_segment < plan.steps_in_segment(self.segment):
+    def settle(self, plan: ShardPlan) -> bool:
+        """Move on to the next segment when `plan` has no whole step left in this one (after a step, or
+        after a resume on a larger global batch). True when it moved."""
+        if plan.steps_in_segment(self.segment, self.sample_in_segment) > 0:
+            self.start_idx, self.end_idx = plan.bounds(self.segment)
             return False
         if self.segment + 1 < plan.num_segments:
             self.enter(plan, self.epoch, self.segment + 1)
@@ -83,98 +86,89 @@ class IterState:
             self.enter(plan, self.epoch + 1, 0)
         return True
 
+    def advance(self, plan: ShardPlan) -> bool:
+        """Count one step; True when the segment is finished (the position moved to the next one)."""
+        self.step += 1
+        self.sample_in_segment += plan.global_batch
+        return self.settle(plan)
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+
+def save(directory: Path, name: str, dist: Dist, state: IterState, model: Any, optim: Any, lr: dict,
+         kinds: Mapping[str, str] | None = None, at: Placement | None = None, algorithm: str = "none",
+         extra: Mapping[str, tuple[str, Any]] | None = None, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write one checkpoint collectively (every rank calls this at the same step). `kinds` gives the
+    layout of the model and optimizer states (default: identical on every rank), `at` this rank's place
+    in the parallel layout (default: a plain data-parallel world). The schedule's state is saved per
+    pipeline stage (each stage's optimizer has its own parameter groups), the iteration state once.
+    `extra`: more states, stem -> (layout, this rank's value); `meta`: facts for the manifest."""
+    kinds = {stem: traits.IDENTICAL for stem in STEMS} | dict(kinds or {})
+    states = {MODEL: (kinds[MODEL], model), OPTIM: (kinds[OPTIM], optim),
+              LR: (traits.IDENTICAL, lr), ITER: (checkpointing.ONCE, asdict(state)), **dict(extra or {})}
+    return checkpointing.save(directory, name, states, dist, at,
+                              meta={**dict(meta or {}), "step": state.step, "algorithm": algorithm})
+
+
+@dataclass
+class Loaded:
+    """One rank's part of a checkpoint: a sharded state is the list of the stage's shards."""
+    path: Path
+    state: IterState
+    model: Any
+    optim: Any
+    lr: dict
+    kinds: dict[str, str]   # the layout each state was saved with
+    algorithm: str | None   # None: written before checkpoints named their algorithm
+    written_on: Placement   # the writer's parallel layout
+    meta: dict[str, Any] = field(default_factory=dict)    # the manifest's facts (step, algorithm, ...)
+    extra: dict[str, Any] = field(default_factory=dict)   # this rank's value of every other state (save's extra)
+
+
+def _open(path: Path, batch_size: int) -> tuple[checkpointing.Checkpoint, IterState]:
+    """The checkpoint and its iteration state; a checkpoint of the first format gets its layout from
+    the IterState fields that held it then."""
+    ckpt = checkpointing.read_manifest(path)
+    if ckpt.layout is not None:
+        raw = checkpointing.read(ckpt, ITER, Placement.of(None, 0, 1), weights_only=True)
+    else:
+        checkpointing.verify(ckpt, [f"{ITER}.pt"])
+        raw = checkpointing.load_file(path / f"{ITER}.pt", True)
+        per_rank = raw.get("per_rank", []) if isinstance(raw, dict) else []
+        per_rank = list(STEMS) if per_rank is True else per_rank or []
+        sharded = isinstance(raw, dict) and raw.get("reshardable", False)
+        ckpt.layout = Placement.saved({"dp_shard": ckpt.world_size or raw.get("world_size", 1)})
+        ckpt.states = {stem: (traits.SHARDED if sharded else traits.PER_RANK) if stem in per_rank else
+                       traits.IDENTICAL for stem in STEMS} | {LR: traits.IDENTICAL, ITER: checkpointing.ONCE}
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return ckpt, IterState.from_saved(raw, batch_size)
+    except (TypeError, ValueError, AttributeError) as e:  # fields of another version, or bad values
+        raise CheckpointError(f"checkpoint file {path / (ITER + '.pt')} does not hold an IterState: {e}") from e
 
 
-def _write(path: Path, obj: Any) -> None:
-    with open(path, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
+def check_algorithm(ckpt: checkpointing.Checkpoint, algorithm: str) -> None:
+    """Refuse a checkpoint another algorithm wrote, naming it (its states are that algorithm's)."""
+    written = ckpt.meta.get("algorithm")
+    if written is not None and written != algorithm:
+        layouts = ", ".join(f"{stem.split('_')[0]} {kind}" for stem, kind in ckpt.states.items() if stem in STEMS)
+        raise CheckpointError(f"checkpoint {ckpt.path} was written by algorithm {written!r} ({layouts}); this run "
+                              f"uses {algorithm!r}: resume with algorithm.name={written}, or start a new run "
+                              "(another name)")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def rank_file(stem: str, rank: int, per_rank: Iterable[str]) -> str:
-    """The file holding `stem` for `rank`: its own copy when the state differs per rank, else rank 0's."""
-    return f"{stem}.rank{rank}.pt" if stem in per_rank and rank > 0 else f"{stem}.pt"
-
-
-def _manifest_files(tmp: Path) -> dict[str, dict[str, Any]]:
-    return {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
-
-
-def _link_duplicates(tmp: Path, files: dict[str, dict[str, Any]], directory: Path) -> None:
-    """Replace each file of `tmp` that is byte-identical to a file of a complete checkpoint in
-    `directory` (or to an earlier file of `tmp`) by a hard link to it. The digest finds candidates;
-    a byte comparison decides, so a file damaged after its manifest was written is never linked."""
-    known: dict[tuple[int, str], Path] = {}
-    for ckpt in sorted(directory.iterdir()):
-        if ckpt.name.startswith(".") or not (ckpt / MANIFEST).is_file():
-            continue
-        try:
-            listed = json.loads((ckpt / MANIFEST).read_text())["files"]
-        except (ValueError, KeyError):
-            continue  # a damaged manifest: nothing to share with
-        for name, meta in listed.items():
-            known.setdefault((meta["bytes"], meta["sha256"]), ckpt / name)
-    for name, meta in files.items():
-        key, path = (meta["bytes"], meta["sha256"]), tmp / name
-        source = known.get(key)
-        if source is None or not source.is_file() or not filecmp.cmp(source, path, shallow=False):
-            known[key] = path
-            continue
-        link = tmp / f".{name}.link"
-        try:
-            os.link(source, link)
-        except OSError:  # a file system without hard links: keep the copy
-            continue
-        os.replace(link, path)
-
-
-def save(directory: Path, name: str, dist: Dist, state: IterState, model: dict, optim: dict, lr: dict) -> Path:
-    """Write one checkpoint collectively (every rank calls this at the same step)."""
-    final, tmp = directory / name, directory / f".{name}.tmp"
-    if dist.rank == 0:
-        directory.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-    dist.barrier()
-    for stem, obj in zip(STEMS, (model, optim)):
-        if dist.rank == 0 or stem in state.per_rank:  # replicated state: rank 0's copy serves every rank
-            _write(tmp / rank_file(stem, dist.rank, state.per_rank), obj)
-    dist.barrier()  # every rank's files are on disk
-    if dist.rank == 0:
-        _write(tmp / "lr_state_dict.pt", lr)
-        _write(tmp / "iter_state_dict.pt", asdict(state))
-        files = _manifest_files(tmp)
-        _link_duplicates(tmp, files, directory)
-        with open(tmp / MANIFEST, "w") as f:
-            json.dump({"step": state.step, "world_size": state.world_size, "files": files}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        old = directory / f".{name}.old"
-        if final.exists():  # the same step saved again (e.g. after a resume): replace it, removing it last
-            shutil.rmtree(old, ignore_errors=True)
-            os.rename(final, old)
-        os.rename(tmp, final)
-        _fsync_dir(directory)
-        shutil.rmtree(old, ignore_errors=True)
-    dist.barrier()
-    return final
+def load(path: Path, at: Placement, algorithm: str | None = None, batch_size: int = 1,
+         resized_ok: frozenset[str] = frozenset()) -> Loaded:
+    """This rank's (iteration, model, optimizer, lr scheduler) states, verified, for a run placed `at`
+    and training `algorithm` (None: not checked). `resized_ok`: per-rank states read from the first
+    rank's file on another number of data-parallel ranks (placement.to_read)."""
+    ckpt, state = _open(Path(path), batch_size)
+    if algorithm is not None:
+        check_algorithm(ckpt, algorithm)
+    model, optim = (checkpointing.read(ckpt, stem, at, weights_only=stem == MODEL, resized_ok=stem in resized_ok)
+                    for stem in STEMS)
+    lr = checkpointing.read(ckpt, LR, at, weights_only=True)
+    extra = {stem: checkpointing.read(ckpt, stem, at, resized_ok=stem in resized_ok)
+             for stem in ckpt.states if stem not in (*STEMS, LR, ITER)}
+    return Loaded(Path(path), state, model, optim, lr, dict(ckpt.states), ckpt.meta.get("algorithm"), ckpt.layout,
+                  dict(ckpt.meta), extra)
 
 
 def parse_name(path: Path) -> tuple[str, int, str] | None:
@@ -220,83 +214,6 @@ def prune(directory: Path, prefix: str, keep_last: int) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def verify(path: Path, needed: list[str]) -> dict:
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        raise CheckpointError(f"checkpoint {path} is incomplete (no {MANIFEST}): it was being written when the "
-                              "job stopped; resume from an older checkpoint")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        files = manifest["files"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"checkpoint {path}: {MANIFEST} is corrupt ({e})") from e
-    for name in needed:
-        if name not in files:
-            raise CheckpointError(f"checkpoint {path} has no {name} (written by {manifest.get('world_size')} ranks)")
-        problem = _mismatch(path / name, files[name])
-        if problem:
-            raise CheckpointError(f"checkpoint file {path / name} is corrupt: {problem}")
-    return manifest
-
-
-def _mismatch(path: Path, expected: dict[str, Any]) -> str | None:
-    """What is wrong with one checkpoint file against its manifest entry; None when it matches."""
-    if not path.is_file():
-        return f"it is missing (listed in {MANIFEST})"
-    size = path.stat().st_size
-    if size != expected["bytes"]:
-        return f"{size} bytes where {MANIFEST} says {expected['bytes']} (truncated or overwritten)"
-    if _sha256(path) != expected["sha256"]:
-        return f"its SHA-256 differs from the one in {MANIFEST} (its contents changed after it was written)"
-    return None
-
-
-def _torch_load(path: Path, weights_only: bool) -> Any:
-    try:
-        return torch.load(path, map_location="cpu", weights_only=weights_only)
-    except Exception as e:  # a file that matches its hash but does not unpickle is still a clear error
-        raise CheckpointError(f"checkpoint file {path} cannot be read: {e}") from e
-
-
-def _load_stem(path: Path, files: list[str], shards: bool, weights_only: bool) -> Any:
-    """One state: the object, or for a reshardable per-rank state the list of every rank's shard.
-    Optimizer/algorithm state may hold plain Python objects (weights_only=False)."""
-    loaded = [_torch_load(path / name, weights_only) for name in files]
-    return loaded if shards else loaded[0]
-
-
-def load(path: Path, rank: int, world_size: int) -> tuple[IterState, dict, dict, dict]:
-    """This rank's (iter state, model, optimizer, lr scheduler) states, after verifying them."""
-    path = Path(path)
-    verify(path, ["iter_state_dict.pt"])
-    try:
-        state = IterState(**_torch_load(path / "iter_state_dict.pt", True))
-    except (TypeError, ValueError) as e:  # fields of another version, or bad values
-        raise CheckpointError(f"checkpoint file {path / 'iter_state_dict.pt'} does not hold an IterState: {e}") from e
-    if state.per_rank and state.world_size != world_size and not state.reshardable:
-        raise CheckpointError(f"checkpoint {path} holds per-rank state for {state.world_size} ranks; this run has "
-                              f"{world_size}: resume with {state.world_size} ranks")
-    if state.reshardable:  # every rank reads every shard (of the stems saved per rank) and keeps its part
-        names = {stem: [rank_file(stem, r, state.per_rank) for r in range(state.world_size)] for stem in STEMS}
-    else:
-        names = {stem: [rank_file(stem, rank, state.per_rank)] for stem in STEMS}
-    verify(path, [n for files in names.values() for n in files] + ["lr_state_dict.pt"])
-    model, optim = (_load_stem(path, names[stem], stem in state.per_rank and state.reshardable, stem == STEMS[0])
-                    for stem in STEMS)
-    lr = _torch_load(path / "lr_state_dict.pt", True)
-    return state, model, optim, lr
-
-
-def load_model_state(path: Path) -> dict:
-    """Rank 0's model state of checkpoint `path` (the whole model for replicated and sharded runs),
-    verified against the manifest: what a program that only runs the model (apps.serve) needs."""
-    path = Path(path)
-    verify(path, [STEMS[0] + ".pt"])
-    return _torch_load(path / f"{STEMS[0]}.pt", True)
-
-
 EXPECTED = f"a checkpoint directory holding {MANIFEST} (e.g. runs/<name>/checkpoints/ckpt.step00000100), or auto"
 
 
@@ -320,15 +237,35 @@ def resolve(resume: str, directory: Path, prefix: str) -> Path | None:
     return path
 
 
-def restore(resume: str, directory: Path, prefix: str, rank: int, world_size: int
-            ) -> tuple[Path, tuple[IterState, dict, dict, dict]] | None:
+def restore(resume: str, directory: Path, prefix: str, at: Placement, algorithm: str | None = None,
+            batch_size: int = 1, resized_ok: frozenset[str] = frozenset()) -> Loaded | None:
     """Resolve and load; on a bad checkpoint the error names the older complete ones to use instead."""
     path = resolve(resume, directory, prefix)
     if path is None:
         return None
     try:
-        return path, load(path, rank, world_size)
+        return load(path, at, algorithm, batch_size, resized_ok)
     except CheckpointError as e:
         older = [str(p) for p in complete(path.parent, prefix) if p != path]
         hint = f"; older complete checkpoints (use --resume PATH): {', '.join(older[-3:])}" if older else ""
         raise CheckpointError(f"{e}{hint}") from e
+
+
+def iteration_state(path: Path) -> IterState:
+    """The iteration state of checkpoint `path`, verified against the manifest (its `extra` holds what the
+    run stored beside its position: the vocabulary, the elapsed time)."""
+    return _open(Path(path), 1)[1]
+
+
+def load_model_state(path: Path) -> dict:
+    """The whole model's state of checkpoint `path`, verified against the manifest: what a program that
+    only runs the model (apps.serve) needs. The first data-parallel rank's; with pipeline stages, every
+    stage's part joined by parameter name."""
+    ckpt, _ = _open(Path(path), 1)
+    stages = ckpt.layout.shape["pp"] if ckpt.states.get(MODEL) != checkpointing.ONCE else 1
+    state: dict = {}
+    for stage in range(stages):
+        at = Placement({"pp": stages, "dp_replicate": 1, "dp_shard": 1},
+                       {"pp": stage, "dp_replicate": 0, "dp_shard": 0})
+        state.update(checkpointing.read(ckpt, MODEL, at, weights_only=True, resized_ok=True))
+    return state

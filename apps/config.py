@@ -106,6 +106,22 @@ class AlgorithmConfig:
 
 
 @dataclass
+class ParallelConfig:
+    """The parallel layout (a pycomm.Mesh: pp x dp_replicate x dp_shard, multiplying to the ranks; one
+    size may be -1, the ranks left) and the pipeline's settings. algorithm.name is the method on it;
+    `sharding` (zero1/2/3) puts ZeRO inside dp_shard under algorithm.name across dp_replicate."""
+    pp: int = 1                        # pipeline stages (the model cut into pp parts)
+    dp_replicate: int = 1              # replicas
+    dp_shard: int = -1                 # shard (ZeRO) ranks; -1: the ranks left
+    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b"] = "1f1b"
+    microbatches: int = positive(4)    # per step, of data.batch_size / microbatches samples each
+    chunks: int = bounded(2, (">=", 2))  # model chunks per stage (interleaved_1f1b)
+    split: Optional[list[int]] = bounded(None, (">", 0))   # first layer of each later stage; None: balanced
+    sharding: Optional[str] = None     # zero1 | zero2 | zero3 inside dp_shard, algorithm.name across dp_replicate
+    sharding_options: dict[str, Any] = field(default_factory=dict)   # the ZeRO stage's options
+
+
+@dataclass
 class TrainConfig:
     epochs: float = non_negative(3.0)  # 0 with max_steps: run max_steps steps
     max_steps: Optional[int] = positive(None)  # stop earlier (the schedule's horizon stays: see schedule)
@@ -161,6 +177,7 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)

@@ -31,14 +31,19 @@ def world_size_of_launch(cfg: Config) -> int:
 def check(cfg: Config, world_size: int | None = None, batch_size_given: bool = True) -> list[str]:
     """Raise ConfigError on the first problem; derive data.batch_size from data.total_batch_size (in
     place). Returns notes for the user (sizes derived)."""
+    from apps import parallel
     world = world_size_of_launch(cfg) if world_size is None else world_size
     _check_plain_names(cfg)
     _check_writable(cfg)
     _check_registries(cfg)
-    _check_algorithm(cfg, world)
+    data_parallel = parallel.check_shape(cfg, world)   # the ranks that share the data (all, without stages)
+    _check_algorithm(cfg, data_parallel)
+    notes = parallel.check(cfg)
     _check_length(cfg)
     _check_schedule(cfg)
-    return _derive_batches(cfg, world, batch_size_given)
+    notes += _derive_batches(cfg, data_parallel, batch_size_given)
+    parallel.check_batch(cfg)
+    return notes
 
 
 def _check_plain_names(cfg: Config) -> None:
@@ -200,9 +205,11 @@ def _owns_loop(algorithm: Any) -> bool:
 
 
 def check_resume(cfg: Config, resume: str) -> None:
-    """Refuse to resume with optim.* / schedule.* values other than those the checkpointed run used:
-    the checkpoint restores the optimizer's and the schedule's state, so the new values would be
-    ignored while config.yaml recorded them. Compared against <out_dir>/<name>/config.yaml."""
+    """Refuse to resume another algorithm's checkpoint (naming it), or with optim.* / schedule.* values
+    other than those the checkpointed run used: the checkpoint restores the optimizer's and the
+    schedule's state, so the new values would be ignored while config.yaml recorded them. Compared
+    against <out_dir>/<name>/config.yaml."""
+    from algorithms import checkpointing
     from apps import checkpoint
 
     run_dir = Path(cfg.out_dir) / cfg.name
@@ -212,7 +219,18 @@ def check_resume(cfg: Config, resume: str) -> None:
         found = checkpoint.resolve(resume, ckpt_dir, cfg.checkpoint.prefix)
     except checkpoint.CheckpointError:
         return  # a missing --resume PATH is reported by the restore itself
-    if found is None or not recorded_file.is_file():
+    if found is None:
+        return
+    try:
+        ckpt = checkpointing.read_manifest(found)
+    except checkpoint.CheckpointError:
+        ckpt = None  # an incomplete or damaged checkpoint is reported by the restore itself
+    if ckpt is not None:
+        try:
+            checkpoint.check_algorithm(ckpt, cfg.algorithm.name)
+        except checkpoint.CheckpointError as e:
+            raise ConfigError(f"--resume: {e}") from None
+    if not recorded_file.is_file():
         return
     try:
         recorded = yaml.safe_load(recorded_file.read_text()) or {}

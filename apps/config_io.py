@@ -3,8 +3,10 @@
 Layers, each over the previous: the embedded default, every YAML file in the order given (a file may
 start from another with `base: other.yaml`, relative to it; deep-merged), then each `--override a.b=c`
 (values parsed as YAML, so 3 is an int, 1e-3 a float, [1, 2] a list; a mapping replaces the key's
-value). Switching `model.name`, `data.name` or `algorithm.name` drops the options the new one does
-not take (with a note). Values are checked against the field's type and range, then the whole
+value). Switching `model.name`, `data.name` or `algorithm.name` drops the options held before the
+switch that the new one does not take (with a note for those the user set), whether the algorithm is
+built in or the user's (registered by `algorithm.module`, given before or after the name); options
+set after the switch are checked against it. Values are checked against the field's type and range, then the whole
 against the registries and the world size (apps.config_check): every error before any rank starts.
 Unknown keys get the closest valid key in the error."""
 from __future__ import annotations
@@ -134,22 +136,61 @@ class _Layers:
     def __init__(self) -> None:
         defaults = to_dict(Config())
         self.raw: dict = {s: {"name": defaults[s]["name"], "options": defaults[s]["options"]} for s in NAMED_SECTIONS}
-        self.user_options: dict[str, set[str]] = {s: set() for s in NAMED_SECTIONS}
+        self.user_options: dict[str, set[str]] = {s: set() for s in NAMED_SECTIONS}   # set by a file or override
         self.notes: list[str] = []
+        # section -> (old name, new name, source, options held before the switch) for a switch to a name whose
+        # options are not known yet: an algorithm of the user's, registered by algorithm.module, which may be
+        # given after the name; resolved once every layer is in (result)
+        self.pending: dict[str, tuple[Any, str, str, set[str]]] = {}
 
     def _switch(self, section: str, name: Any, source: str) -> None:
         current = self.raw.get(section)
         if not isinstance(current, dict) or not isinstance(name, str) or name == current.get("name"):
             return
-        valid, options = _option_names(section, name), current.get("options")
-        if valid is None or not isinstance(options, dict):
+        options = current.get("options")
+        if not isinstance(options, dict):
             return
-        dropped = sorted(k for k in options if k not in valid)
-        current["options"] = {k: v for k, v in options.items() if k in valid}
+        self.pending.pop(section, None)  # superseded by this switch
+        switch = (current.get("name"), name, source, set(options))
+        valid = _option_names(section, name)
+        if valid is None:
+            self.pending[section] = switch
+        else:
+            self._drop(section, valid, *switch)
+
+    def _drop(self, section: str, valid: set[str], old: Any, new: str, source: str, held: set[str]) -> None:
+        """The options held before a switch that the new name does not take are dropped, the same for a
+        built-in algorithm and one of the user's: with a note where the user set them (the embedded
+        default's go quietly); options set after the switch stay (the algorithm's own check then names
+        any it does not take)."""
+        options = self.raw[section]["options"]
+        dropped = sorted(k for k in held if k in options and k not in valid)
+        self.raw[section]["options"] = {k: v for k, v in options.items() if k not in dropped}
         shown = [k for k in dropped if k in self.user_options[section]]
         if shown:
-            self.notes.append(f"{source} switches {section}.name from {current.get('name')!r} to {name!r}: dropped "
-                              f"{section}.options {', '.join(shown)} ({name!r} does not take them)")
+            self.notes.append(f"{source} switches {section}.name from {old!r} to {new!r}: dropped {section}.options "
+                              f"{', '.join(shown)} ({new!r} does not take them)")
+
+    def _set_after_switch(self, section: str, keys: set[str]) -> None:
+        """The user set these options; after a pending switch they are the new algorithm's, not held over
+        from the old one."""
+        self.user_options[section] |= keys
+        if section in self.pending:
+            self.pending[section][3].difference_update(keys)
+
+    def _resolve_pending(self) -> None:
+        for section, switch in list(self.pending.items()):
+            if section == "algorithm" and isinstance(self.raw["algorithm"].get("module"), str):
+                from apps.config import AlgorithmConfig
+                from apps.optim import load_algorithm_module
+                try:
+                    load_algorithm_module(AlgorithmConfig(name=switch[1], module=self.raw["algorithm"]["module"]))
+                except ValueError:
+                    continue  # an unimportable module: apps.config_check names it
+            valid = _option_names(section, switch[1])
+            if valid is not None and isinstance(self.raw[section].get("options"), dict):
+                self._drop(section, valid, *switch)
+        self.pending.clear()
 
     def add_file(self, source: str, raw: dict) -> None:
         raw, notes = config_compat.translate_mapping(raw, source)
@@ -160,7 +201,7 @@ class _Layers:
                 if "name" in part:
                     self._switch(section, part["name"], source)
                 if isinstance(part.get("options"), dict):
-                    self.user_options[section] |= set(part["options"])
+                    self._set_after_switch(section, set(part["options"]))
         self.raw = _merge(self.raw, raw)
 
     def add_override(self, assignment: str) -> None:
@@ -174,12 +215,13 @@ class _Layers:
             if rest == ["name"]:
                 self._switch(section, value, source)
             elif rest == ["options"] and isinstance(value, dict):
-                self.user_options[section] |= set(value)
+                self._set_after_switch(section, set(value))
             elif len(rest) == 2 and rest[0] == "options":
-                self.user_options[section].add(rest[1])
+                self._set_after_switch(section, {rest[1]})
         _set(self.raw, parts, value)
 
     def result(self) -> dict:
+        self._resolve_pending()
         defaults = to_dict(Config())
         for section in NAMED_SECTIONS:  # a section replaced whole (-o 'algorithm={name: x}') has no options
             part = self.raw.get(section)

@@ -17,11 +17,18 @@ def evaluate(model: nn.Module, task: Callable[..., Result], data: Dataset, dist:
     was_training = model.training
     model.eval()
     mine = torch.arange(len(data))[dist.rank::dist.size]
+    chunks = list(mine.split(batch_size))
+    # every rank runs as many forwards, since a model's forward may communicate (ZeRO-3 gathers each block):
+    # a rank with fewer batches scores a batch again without counting it
+    rounds = -(-(-(-len(data) // dist.size)) // batch_size)
+    spare = chunks[-1:] if chunks else [torch.arange(min(1, len(data)))]
     loss_sum = correct = count = 0.0
-    for batch in iterate(data, mine.split(batch_size)):
+    for i, batch in enumerate(iterate(data, chunks + spare * (rounds - len(chunks)))):
         batch = tuple(b.to(device) for b in batch)
         with torch.autocast(device.type, dtype=autocast_dtype or torch.float32, enabled=autocast_dtype is not None):
             r = task(model, batch)
+        if i >= len(chunks):
+            continue
         n = batch[0].shape[0]
         loss_sum, correct, count = loss_sum + float(r.loss) * n, correct + r.correct, count + r.count
     samples = float(len(mine))

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping
 
+from apps.apps_settings import FAILURE_DIR_ENV
 from pycomm import settings
 
-FAILURE_DIR_ENV = "PYCOMM_APPS_FAILURE_DIR"
 _FIRST = "first"
 EXIT_FAILED, EXIT_CONFIG, EXIT_CHECKPOINT, EXIT_INTERRUPTED = 1, 2, 3, 130
 # how long a rank that stops only because another failed waits before ending the job itself, so that

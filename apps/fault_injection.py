@@ -11,9 +11,9 @@ import signal
 import sys
 from typing import Any, Callable, Mapping
 
+from apps.apps_settings import FAIL_AT_ENV
 from pycomm import settings
 
-FAIL_AT_ENV = "PYCOMM_APPS_FAIL_AT"
 EXIT_INJECTED = 70
 
 

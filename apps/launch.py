@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 from apps import failure
+from apps.apps_settings import SPAWNED  # set on the ranks we spawn, so they never spawn again
 from apps.mpirun_stderr import MpirunStderr
 from pycomm import hugepages, settings, startup_profile
 from pycomm.launch_env import LaunchEnv, detect, first_host  # noqa: F401  (re-exported for apps)
-
-# Set on the ranks we spawn, so they never spawn again.
-SPAWNED = "PYCOMM_APPS_SPAWNED"
 
 
 def export_rendezvous(launch: LaunchEnv) -> None:

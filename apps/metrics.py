@@ -12,20 +12,33 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from apps import requirements
+from apps.apps_settings import TTY_ENV
 from apps.config import LoggingConfig
 from pycomm import settings
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
-TTY_ENV = "PYCOMM_APPS_TTY"
 
 
-def algorithm_quantities(opt: Any) -> dict[str, Any]:
+MESH_DIMS = ("pp", "dp", "dp_replicate", "dp_shard")   # comm_bytes_<dim>: where the bytes travelled
+
+
+def algorithm_quantities(opt: Any, ranks: int, pipe: Any = None) -> dict[str, Any]:
     """What the algorithm reports: bytes/seconds communicated, H (current period), staleness, and the
-    number of ranks (for plot titles; None for a bare torch optimizer)."""
+    run's number of ranks (for plot titles: the run's, not the optimizer's communicator, which is one
+    process's own where ranks run as independent processes). comm_bytes counts every byte this rank
+    handed to communication (the algorithm's and, with pipeline stages, the activations, their
+    gradients and the loss), comm_bytes_<dim> the part on each mesh dimension: pp (between stages), dp
+    (a data-parallel method over all replicas of a stage), dp_shard (ZeRO's reduce-scatters and
+    all-gathers), dp_replicate (across the replicas of a shard)."""
     out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None),
-                           "ranks": getattr(getattr(opt, "comm", None), "size", None)}
+                           "ranks": ranks}
     stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
-    out["comm_bytes"] = stats.get("bytes")
+    parts = [s for s in (stats, pipe.comm_stats() if pipe is not None else None) if s and s.get("bytes") is not None]
+    if parts:
+        out["comm_bytes"] = sum(s["bytes"] for s in parts)
+    if any("bytes_by_dim" in s for s in parts):
+        for dim in MESH_DIMS:   # a part without a split by dimension communicates over dp
+            out[f"comm_bytes_{dim}"] = sum(s.get("bytes_by_dim", {"dp": s["bytes"]}).get(dim, 0) for s in parts)
     out["comm_seconds"] = stats.get("seconds")
     if "staleness" in stats:
         out["staleness"] = stats["staleness"]
@@ -85,7 +98,7 @@ class Progress:
             parts.append(f"mfu {100 * row['mfu']:.1f}%")
         if row.get("H") is not None:
             parts.append(f"H {row['H']}")
-        if row.get("comm_bytes") is not None:
+        if row.get("comm_bytes"):   # nothing communicated (one rank, or none yet): no figure
             parts.append(f"comm {_fmt_bytes(row['comm_bytes'])}")
         parts.append(f"eta {_fmt_time((self.total - step) / rate if rate > 0 else 0)}")
         line = " | ".join(parts)

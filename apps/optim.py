@@ -153,8 +153,9 @@ def _valid_options(name: str) -> set[str]:
 
 
 def wrap(optimizer: torch.optim.Optimizer, model: nn.Module, cfg: AlgorithmConfig, comm: Any, world_size: int,
-         steps_per_epoch: int, defaults: dict[str, Any]) -> Any:
-    """The training algorithm around the local optimizer; 'none' (one process only) leaves it bare."""
+         steps_per_epoch: int, defaults: dict[str, Any], mesh: Any = None) -> Any:
+    """The training algorithm around the local optimizer (on `mesh` where given, else on `comm`); 'none'
+    (one data-parallel rank only) leaves it bare."""
     if cfg.name == "none":
         if world_size > 1:
             raise ValueError("algorithm.name=none trains one process; with several ranks choose an algorithm "
@@ -163,4 +164,5 @@ def wrap(optimizer: torch.optim.Optimizer, model: nn.Module, cfg: AlgorithmConfi
             raise ValueError(f"algorithm.name=none takes no options, got {sorted(cfg.options)}")
         return optimizer
     options = algorithm_options(cfg, steps_per_epoch, defaults)
-    return _algorithms().CommOptimizer(optimizer, algorithm=cfg.name, comm=comm, model=model, **options)
+    place = {"comm": comm} if mesh is None else {"mesh": mesh}
+    return _algorithms().CommOptimizer(optimizer, algorithm=cfg.name, model=model, **place, **options)

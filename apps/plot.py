@@ -1,6 +1,7 @@
 """`python -m apps.plot RUN_DIR [RUN_DIR ...] [--out DIR]`: figures of one run, or of several runs
 (e.g. different algorithms) compared in one figure: training loss against step, wall time and bytes
-communicated, eval loss and accuracy against step and time.
+communicated, eval loss and accuracy against step and time. `python -m apps.plot TRACE.json [--out PNG]`:
+the per-rank timeline of a trace written by pycomm.profile() or `apps.train --trace` (apps/plot_timeline.py).
 
 Writes `training.png` (every panel that has data, titled with the algorithm, its options, the ranks
 and the model read from each run's config.yaml and metrics) and one PNG per panel. Bytes are on a
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from apps import requirements
+from apps.command_name import command_name
 
 try:
     requirements.require("logging.plot", True)   # matplotlib, or the line that installs it
@@ -280,11 +282,14 @@ def plot_runs(run_dirs: list[Path], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m apps.plot", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command_name("apps.plot", "pycomm-plot"),
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="run directories (runs/<name>), compared in one figure")
     p.add_argument("--out", type=Path, help="where the PNGs go (default: the run directory, or "
                                             "<parent of the first run>/compare when several runs are given)")
     args = p.parse_args(argv)
+    if len(args.runs) == 1 and args.runs[0].suffix == ".json" and args.runs[0].is_file():
+        return _timeline(args.runs[0], args.out)
     out = args.out or (args.runs[0] if len(args.runs) == 1 else args.runs[0].parent / "compare")
     try:
         written = plot_runs(args.runs, out)
@@ -296,6 +301,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for path in written:
         print(path)
+    return 0
+
+
+def _timeline(trace: Path, out: Path | None) -> int:
+    import json
+    from apps.plot_timeline import draw_timeline
+    try:
+        events = json.loads(trace.read_text())["traceEvents"]
+        png = draw_timeline(events, out or trace.with_suffix(".png"), title=trace.name)
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"error: {trace} is not a trace pycomm.profile() wrote: {e}", file=sys.stderr)
+        return 2
+    print(png)
     return 0
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from apps import bn_stats, config_io, optim, requirements, resume_point
+from algorithms.schedules import continue_at
+from apps import bn_stats, config_io, optim, parallel, requirements, resume_point
 from apps.budget import Budget
 from apps.checkpoint import IterState
 from apps.config import Config
@@ -21,7 +22,7 @@ from apps.evaluate import evaluate
 from apps.metrics import Metrics, algorithm_quantities
 from apps.models import MODELS
 from apps.preemption import PreemptionFlag
-from apps.runtime import Checkpointer, device_for, peak_flops, per_rank_state, step_seed, writer_rank
+from apps.runtime import Checkpointer, device_for, peak_flops, step_seed, writer_rank
 from apps.tasks import TASKS
 from pycomm import startup_profile
 
@@ -37,7 +38,8 @@ class Run:
         data_options = {**cfg.data.options, **({"path": cfg.data.path} if cfg.data.path is not None else {})}
         self.splits = DATASETS.build(cfg.data.name, data_options)
         startup_profile.mark("data_loaded")
-        index, count = optim.data_position(cfg.algorithm, dist.rank, dist.size)   # servers take no data
+        # servers take no data; the stages of a pipeline replica take the same
+        index, count = parallel.data_position(cfg, dist.rank, dist.size)
         self.plan = ShardPlan(len(self.splits.train), index, count, cfg.data.batch_size, cfg.train.seed,
                               cfg.data.segment_size, cfg.data.shuffle)
         self.budget = budget = Budget.from_config(cfg, self.plan.steps_per_epoch)
@@ -49,35 +51,44 @@ class Run:
         self.kind = MODELS.get(cfg.model.name).meta["task"]
         self.task = TASKS[self.kind]
         startup_profile.mark("model_built")
-        self.local_opt = optim.build_optimizer(cfg.optim, self.model)
-        self.opt = optim.wrap(self.local_opt, self.model, cfg.algorithm, dist.comm, dist.size,
-                              budget.steps_per_epoch,
-                              {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps,
-                               # for algorithms that keep state of their own on disk (a parameter server)
-                               "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
-                               "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
-        self.lr_sched = budget.scheduler(cfg, self.local_opt)
+        self.layout = parallel.Layout.build(cfg, dist.comm, self.model)   # mesh, pipeline stage, what to train
+        self.local_opt = optim.build_optimizer(cfg.optim, self.layout.module)
+        self.opt = self.layout.wrap(self.local_opt, cfg.algorithm, dist.comm, dist.size, budget.steps_per_epoch,
+                                    {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps,
+                                     # for algorithms that keep state of their own on disk (a parameter server)
+                                     "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
+                                     "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
+        self.data_ranks = self.layout.data_parallel or dist.size   # ranks whose batches make the global batch
         startup_profile.mark("algorithm_ready")
 
-        self.state = IterState(world_size=dist.size, per_rank=per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type))
+        self.state = IterState(world_size=dist.size, step_samples=self.plan.global_batch)
         self.state.enter(self.plan, 0, 0)
-        self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, self.lr_sched)
-        if resume and (restored := self.ckpt.restore(resume)):
-            self.state = restored   # saved from here on as this run's config says (e.g. another state_dict_type)
-            self.state.per_rank = per_rank_state(cfg.algorithm, cfg.checkpoint.state_dict_type)
-            if self.ckpt.saved_world_size != dist.size:
-                self._rescale_position(self.ckpt.saved_world_size)
+        self.ckpt = Checkpointer(cfg.checkpoint, self.dir, dist, self.model, self.opt, layout=self.layout)
+        restored = self.ckpt.restore(resume, cfg.data.batch_size) if resume else None
+        if restored:
+            self._place(restored.state)
+        # on the optimizer the loop steps (the wrapper; both share param_groups), else torch's check that
+        # optimizer.step() ran first watches one that ZeRO and ssp never step; an own loop steps the local one
+        self.lr_sched = self.ckpt.lr_sched = self.budget.scheduler(
+            cfg, self.local_opt if optim.owns_loop(cfg.algorithm) else self.opt)
+        if restored:
+            continue_at(self.lr_sched, restored.lr, self.state.step + self.budget.schedule_offset)
+        if "vocab" in self.splits.info:   # travels with every checkpoint: apps.serve needs no data.path
+            self.state.extra["vocab"] = self.splits.info["vocab"]
         if resume and getattr(self.opt, "is_server", False):   # a restarted parameter server: its own checkpoint
             self.state.step = max(self.state.step, self.opt.pushes_served() // len(self.opt.workers))   # says how far
             self.state.epoch = self.state.step // budget.steps_per_epoch
         if resume and getattr(self.opt, "continue_at", None) is not None:   # a worker: where its servers say
             self.opt.steps = self.opt.continue_at
             resume_point.place(self.state, self.plan, self.opt.continue_at)
-            resume_point.schedule_at(self.lr_sched, self.opt.continue_at)
+            continue_at(self.lr_sched, self.lr_sched.state_dict(), self.opt.continue_at + self.budget.schedule_offset)
+        self.resumed_at = self.state.step if resume else None
+        budget = self.budget   # as _place left it
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
-                               config_io.to_dict(cfg), self.state.step if resume else None)
+                               config_io.to_dict(cfg), self.resumed_at)
         self.metrics.message(
-            f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s) on "
+            f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s)"
+            f"{self.layout.describe()} on "
             f"{self.device}, {budget.total_steps} steps ({budget.steps_per_epoch}/epoch) -> {self.dir}; "
             f"{budget.describe()}")
         if dist.rank == 0:
@@ -89,18 +100,23 @@ class Run:
         self._first_step_marked = False
         startup_profile.mark("run_ready")
 
-    def _rescale_position(self, saved_world_size: int) -> None:
-        """The position in the segment is counted in steps of the writing run's world: convert it to this
-        one's (samples taken / this step's global batch, rounded down: a few samples may be seen twice),
-        moving on when the segment is done. Without it a run resumed on more ranks would find no batch left
-        in its segment and never advance."""
-        s, batch = self.state, self.cfg.data.batch_size
-        s.step_in_segment = s.step_in_segment * batch * saved_world_size // (batch * self.dist.size)
-        if s.step_in_segment >= self.plan.steps_in_segment(s.segment):
-            if s.segment + 1 < self.plan.num_segments:
-                s.enter(self.plan, s.epoch, s.segment + 1)
-            else:
-                s.enter(self.plan, s.epoch + 1, 0)
+    def _place(self, state: IterState) -> None:
+        """Take over a restored iteration state in this world. The data position is in samples, so it
+        holds on any number of ranks; the budget (run length, the schedule's horizon and position) is
+        recomputed for this world's steps, keeping it in samples. Loops that count steps, not data
+        positions (own loops, servers), continue from the step."""
+        cfg, plan, saved_world = self.cfg, self.plan, state.world_size
+        self.state, state.world_size = state, self.dist.size
+        if optim.owns_loop(cfg.algorithm) or optim.serves(cfg.algorithm):
+            return
+        state.settle(plan)   # a larger global batch may find no whole step left in the segment
+        position = plan.progress(state.epoch, state.segment, state.sample_in_segment)
+        self.budget = Budget.from_config(cfg, plan.steps_per_epoch, state.step_samples / plan.global_batch
+                                         ).resumed(state.step, position)
+        if saved_world != self.dist.size and self.dist.rank == 0:
+            print(f"note: the checkpoint was written on {saved_world} rank(s), this run has {self.dist.size}: it "
+                  f"continues at sample {state.sample_in_segment} of segment {state.segment} of epoch {state.epoch} "
+                  f"in steps of {plan.global_batch} samples; {self.budget.describe()}", flush=True)
 
     def _check_something_to_train(self, resume: str) -> None:
         ckpt = self.cfg.checkpoint
@@ -120,13 +136,13 @@ class Run:
 
     def log_step(self, epoch: int, segment: int, loss: float, lr: float, steps: int, seconds: float,
                  tokens_per_sample: int | None) -> None:
-        samples_per_s = steps * self.cfg.data.batch_size * self.dist.size / max(seconds, 1e-9)
+        samples_per_s = steps * self.cfg.data.batch_size * self.data_ranks / max(seconds, 1e-9)
         tokens_per_s = samples_per_s * tokens_per_sample if tokens_per_sample else None
         mfu = (tokens_per_s * self.flops_per_token / (self.peak * self.dist.size)
                if tokens_per_s and self.flops_per_token and self.peak else None)
         self.metrics.step({"step": self.state.step, "epoch": epoch, "segment": segment, "time": self.elapsed(),
                            "loss": loss, "lr": lr, "samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s,
-                           "mfu": mfu, **algorithm_quantities(self.opt)})
+                           "mfu": mfu, **algorithm_quantities(self.opt, self.dist.size, self.layout.pipe)})
         if not self._first_step_marked:
             self._first_step_marked = True
             startup_profile.mark("first_step")
@@ -142,6 +158,8 @@ class Run:
         cfg, state = self.cfg, self.state
         if self.splits.eval is None or (self.dist.independent and not self.writes()):
             return None   # independent processes share no collectives: the writer scores its model alone
+        if self.layout.pipe is not None:   # every rank scores the whole model: the stages' values to all
+            self.layout.share_stages(self.opt, self.model)
         if cfg.train.bn_batches:
             torch.manual_seed(step_seed(cfg.train.seed, self.dist.rank, state.step))  # augmentation, dropout
             micro = cfg.data.physical_batch_size or cfg.data.batch_size
@@ -196,6 +214,11 @@ class Run:
         self.metrics.close()
         self.preempt.close()
         if preempted:
+            return 0
+        if self.resumed_at is not None and self.state.step == self.resumed_at >= self.budget.total_steps:
+            self.metrics.message(f"already finished: the run resumed at step {self.state.step} of "
+                                 f"{self.budget.total_steps}, so nothing was trained; raise train.epochs or "
+                                 f"train.max_steps to train on, or give a new run another name")
             return 0
         plotted = self.writes() and self.cfg.logging.plot and self._plot()
         outputs = "metrics, checkpoints and plots" if plotted else "metrics and checkpoints"

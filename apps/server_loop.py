@@ -27,14 +27,12 @@ def serve(run: Run) -> bool:
     cfg, opt, state, budget = run.cfg, run.opt, run.state, run.budget
     workers = len(opt.workers)
     losses: list[float] = []
-    lr = opt.param_groups[0]["lr"]
     pushes = max(state.step * workers, opt.pushes_served())   # a restarted server goes on counting (apps.run)
     tic = time.time()
 
     def on_push(info: dict[str, Any]) -> None:
-        nonlocal pushes, tic, lr
+        nonlocal pushes, tic
         pushes += 1
-        lr = info["lr"] if info.get("lr") is not None else lr   # the workers' schedule (the server has none)
         if info.get("loss") is not None:
             losses.append(float(info["loss"]))
         if pushes % workers:
@@ -44,9 +42,11 @@ def serve(run: Run) -> bool:
         now = time.time()
         run.metrics.step({"step": state.step, "epoch": state.epoch, "segment": 0,
                           "time": run.elapsed(), "loss": sum(losses) / max(len(losses), 1),
-                          "lr": lr,
+                          # the workers' schedule at this round's step (each push carries its own worker's
+                          # rate, and workers at different steps have different ones)
+                          "lr": run.lr_sched.rates_at(state.step)[0],
                           "samples_per_s": workers * cfg.data.batch_size / max(now - tic, 1e-9),
-                          "tokens_per_s": None, "mfu": None, **algorithm_quantities(opt)})
+                          "tokens_per_s": None, "mfu": None, **algorithm_quantities(opt, run.dist.size)})
         losses.clear()
         tic = now
         if state.step % budget.eval_every == 0:

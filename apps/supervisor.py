@@ -12,9 +12,9 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
+from apps.apps_settings import RESTARTS_ENV
 from pycomm import settings
 
-RESTARTS_ENV = "PYCOMM_PS_SERVER_RESTARTS"
 POLL_SECONDS = 0.2
 
 

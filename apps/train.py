@@ -20,13 +20,16 @@ import torch  # noqa: E402
 
 _TORCH_IMPORTED = time.time()
 
-from apps import config_check, config_io, failure, fault_injection, launch, optim, requirements  # noqa: E402
+from apps import (config_check, config_io, failure, fault_injection, launch, optim, requirements,  # noqa: E402
+                  trace_window)
+from apps.command_name import command_name  # noqa: E402
 from apps.config import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
 from apps.resume_point import NothingToTrain  # noqa: E402
 from apps.run import Run  # noqa: E402
 from apps.runtime import step_seed  # noqa: E402
 from apps.tasks import Result  # noqa: E402
+from apps.trace_window import TraceWindow  # noqa: E402
 from pycomm import startup_profile  # noqa: E402
 
 
@@ -41,7 +44,8 @@ def _positive_int(text: str) -> int:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m apps.train", description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(prog=command_name("apps.train", "pycomm-train"),
+                                description=__doc__.split("\n\n")[1])
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="YAML file(s), like --config (layered first)")
     p.add_argument("--config", action="append", default=[], metavar="FILE",
                    help="YAML file (default: the embedded default run); repeatable: later files layer over "
@@ -51,6 +55,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.add_argument("--resume", metavar="auto|PATH", help="continue from the newest checkpoint (auto) or PATH")
     p.add_argument("--nproc", type=_positive_int, help="ranks to start on this machine (launch.nproc)")
+    p.add_argument("--trace", metavar="A:B", help="capture steps A to B-1 with torch.profiler and pycomm's trace on "
+                                                  "every rank into RUN_DIR/trace (docs/tracing.md)")
     return p.parse_args(argv)
 
 
@@ -74,12 +80,13 @@ def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: A
     return loss, len(chunks)
 
 
-def train(cfg: Config, resume: str | None = None) -> int:
+def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None = None) -> int:
     try:
         run = Run(cfg, resume)
     except NothingToTrain as e:   # a finished rank of independent processes: its peers may be gone
         print(e, flush=True)
         return 0
+    window = TraceWindow(trace, run.dir, run.dist.comm, run.metrics.message) if trace else None
     if cfg.train.eval_on_start and run.state.step == 0:
         run.evaluate(run.state.epoch)
     if optim.owns_loop(cfg.algorithm):   # e.g. Hogwild worker processes: the algorithm's opt.train(...)
@@ -88,33 +95,41 @@ def train(cfg: Config, resume: str | None = None) -> int:
     if optim.serves(cfg.algorithm) and run.opt.is_server:   # a parameter server's server rank
         from apps.server_loop import serve
         return run.finish(serve(run))
-    model, opt, state, plan = run.model, run.opt, run.state, run.plan
+    model, opt, state, plan, layout = run.model, run.opt, run.state, run.plan, run.layout
     bare = opt is run.local_opt  # algorithm "none": a plain torch optimizer takes no loss=
     while state.step < run.budget.total_steps:
         model.train()
-        for batch in iterate(run.splits.train, plan.batches(state.epoch, state.segment, state.step_in_segment),
+        for batch in iterate(run.splits.train, plan.batches(state.epoch, state.segment, state.sample_in_segment),
                              cfg.data.num_workers):
+            if window:
+                window.before_step(state.step)
             tic = time.time()
             torch.manual_seed(step_seed(cfg.train.seed, run.dist.rank, state.step))  # dropout, augmentation
             batch = tuple(b.to(run.device, non_blocking=True) for b in batch)
             opt.zero_grad(set_to_none=True)
-            loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
-                                       run.amp)
-            if cfg.train.grad_clip and hasattr(opt, "clip_grad_norm_"):   # sharded gradients (ZeRO-2/3)
-                opt.clip_grad_norm_(cfg.train.grad_clip)
-            elif cfg.train.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
+            if layout.pipe is not None:   # pipeline stages: the schedule runs the micro-batches' forwards and backwards
+                loss = layout.pipeline_step(batch, run.kind, run.device.type, run.amp)
+            else:
+                loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
+                                           run.amp)
+            if cfg.train.grad_clip:   # by the whole model's norm: sharded gradients and stages included
+                layout.clip_grad_norm_(opt, model, cfg.train.grad_clip)
             lr = run.lr_sched.get_last_lr()[0]
-            opt.step() if bare else opt.step(loss=loss)
+            # the replica's own loss for methods that rank replicas by it (lsgd); the logged one is the mean
+            opt.step() if bare else opt.step(loss=layout.pipe.replica_loss if layout.pipe is not None else loss)
             run.lr_sched.step()
             epoch, segment = state.epoch, state.segment
             segment_done = state.advance(plan)
             run.log_step(epoch, segment, loss, lr, 1, time.time() - tic,
                          batch[0].shape[1] if run.kind == "lm" else None)
+            if window:
+                window.after_step(state.step - 1)
             if run.boundary(epoch):
                 return run.finish(preempted=True)
             if segment_done or state.step >= run.budget.total_steps:
                 break
+    if window:
+        window.close()   # the run ended inside the window
     if hasattr(opt, "close"):   # independent processes say goodbye to their server / peers
         opt.close()
     return run.finish(preempted=False)
@@ -132,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         requirements.check(loaded.config)  # optional packages the config needs, before any rank starts
         if args.resume:
             config_check.check_resume(loaded.config, args.resume)
+        trace = trace_window.parse(args.trace) if args.trace else None
     except (config_io.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -156,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.resume:   # a resumed process (a restarted server too) does not fail again
             fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
-        return train(cfg, args.resume)
+        return train(cfg, args.resume, trace)
     except (Exception, KeyboardInterrupt) as e:
         return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once
 

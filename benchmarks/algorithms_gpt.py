@@ -15,7 +15,7 @@ it measured. Writes results/algorithms_gpt.json and .png.
 Defaults (120 steps of 4 sequences x 64 characters per rank, 2 repeats; plsgd H = 6; qsr h_base 4,
 alpha = 2.5 lr_peak, exp_avg averaged; the worker's CASES) come from a sweep on the default link: at 40
 steps (loss 2.97, the very start) every local method was 5-7% behind DDP, at 120 steps (loss 2.54) H = 4
-to 6 are within 1%; algorithms/README.md ("The char GPT benchmark") has the sweep and why. A sweep
+to 6 are within 1%; docs/gpt_local_sgd_settings.md has the sweep and why. A sweep
 passes option overrides per launch (`launch(..., overrides={"averaging_freq": 8})`)."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from benchmarks import shaped_link
 from benchmarks.algorithms import free_port
 from benchmarks.harness import held, save, table
 from benchmarks.reproduce.grid import DATA
-from tests.launch import ROOT, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
 
 RANKS = 4
 SHAPED_RATE = "10gbit"
@@ -46,15 +46,19 @@ COLUMNS = ["case", "samples_per_s", "speedup_vs_ddp", "speedup_min", "speedup_ma
 
 
 def launch(case: str, link: str, steps: int, batch: int, data: Path, timeout: float,
-           overrides: dict[str, Any] | None = None, ranks: int = RANKS) -> dict[str, Any]:
-    """One case on `ranks` ranks over `link`; the worker's result. `overrides`: a sweep's algorithm options."""
+           overrides: dict[str, Any] | None = None, ranks: int = RANKS,
+           settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One case on `ranks` ranks over `link`; the worker's result. `overrides`: a sweep's algorithm options;
+    `settings`: the worker's seed and model overrides (benchmarks/workers/algorithms_gpt_run.py)."""
     shaped = link == "shaped"
     mca = shaped_link.TCP_OVER_LOOPBACK if shaped else ()
     with tempfile.TemporaryDirectory(prefix="bench-gpt-") as tmp, \
             (shaped_link.shaped_namespace(SHAPED_RATE) if shaped else nullcontext([])) as prefix:
         out = Path(tmp) / "result.json"
         argv = [*prefix, *mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.workers.algorithms_gpt_run",
-                str(out), case, str(steps), str(batch), str(data), *([json.dumps(overrides)] if overrides else [])]
+                str(out), case, str(steps), str(batch), str(data),
+                *([json.dumps(overrides or {}), json.dumps(settings)] if settings else
+                  [json.dumps(overrides)] if overrides else [])]
         env = worker_env({"BENCH_PORT": str(free_port()), "PYCOMM_TIMEOUT": "600",
                           **({"GLOO_SOCKET_IFNAME": "lo"} if shaped else {})})
         proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
@@ -160,20 +164,38 @@ def summarise_only(args: argparse.Namespace) -> None:
          speedup_bars(results, args.ranks), args.results_dir)
 
 
+def add_launch_arguments(ap: argparse.ArgumentParser, name: str, steps: int, lock_help: str) -> None:
+    """The arguments of a benchmark that launches the GPT worker per case (this one, benchmarks/diloco.py)."""
+    ap.add_argument("--steps", type=int, default=steps, help="optimizer steps of every case")
+    ap.add_argument("--batch", type=int, default=4, help="sequences of 64 characters per rank and step")
+    ap.add_argument("--ranks", type=int, default=RANKS, help="ranks of every case (the issue's goals are at 4)")
+    ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
+    ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
+    ap.add_argument("--lock", type=Path, default=None, help=lock_help)
+    ap.add_argument("--timeout", type=float, default=900, help="seconds one case may take")
+    ap.add_argument("--name", default=name, help="results/<name>.json and .png")
+    ap.add_argument("--results-dir", type=Path, default=None, help="write there instead of benchmarks/results")
+
+
+def data_and_links(args: argparse.Namespace) -> tuple[Path, list[str], dict[str, str]]:
+    """(tiny Shakespeare's input.txt, the links to run, {link: why skipped}); exits naming a missing file."""
+    data = args.data_dir / "tinyshakespeare" / "input.txt"
+    if not data.is_file():
+        raise SystemExit(f"--data-dir: {data} is not a file (tiny Shakespeare's input.txt is expected there)")
+    links, skipped = list(args.links), {}
+    if "shaped" in links and (reason := shaped_link.unavailable()) is not None:
+        links.remove("shaped")
+        skipped["shaped"] = reason
+        print(f"skipping link shaped: {reason}", flush=True)
+    return data, links, skipped
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.algorithms --model gpt",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=120, help="optimizer steps of every case")
-    ap.add_argument("--batch", type=int, default=4, help="sequences of 64 characters per rank and step")
+    add_launch_arguments(ap, "algorithms_gpt", 120, "flock this file around each link of each repeat")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--ranks", type=int, default=RANKS, help="ranks of every case (the issue's goals are at 4)")
     ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
-    ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
-    ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
-    ap.add_argument("--lock", type=Path, default=None, help="flock this file around each link of each repeat")
-    ap.add_argument("--timeout", type=float, default=900, help="seconds one case may take")
-    ap.add_argument("--name", default="algorithms_gpt", help="results/<name>.json and .png")
-    ap.add_argument("--results-dir", type=Path, default=None, help="write there instead of benchmarks/results")
     ap.add_argument("--summarise-only", action="store_true",
                     help="re-summarise the runs in results/<name>.json (after an interrupted run) and draw the PNG")
     ap.add_argument("--drop", nargs="+", default=[], metavar="LINK:CASE:REPEAT",
@@ -181,15 +203,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.summarise_only:
         return summarise_only(args)
-    data = args.data_dir / "tinyshakespeare" / "input.txt"
-    if not data.is_file():
-        raise SystemExit(f"--data-dir: {data} is not a file (tiny Shakespeare's input.txt is expected there)")
     cases = args.cases if "ddp" in args.cases else ["ddp", *args.cases]
-    links, skipped = list(args.links), {}
-    if "shaped" in links and (reason := shaped_link.unavailable()) is not None:
-        links.remove("shaped")
-        skipped["shaped"] = reason
-        print(f"skipping link shaped: {reason}", flush=True)
+    data, links, skipped = data_and_links(args)
     runs: list[dict[str, Any]] = []
     results: dict[str, list[dict[str, Any]]] = {}
     for repeat in range(args.repeats):

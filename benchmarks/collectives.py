@@ -26,7 +26,6 @@ the tables and the issue's goals as ratios against the peers measured in the sam
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import socket
@@ -37,9 +36,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from benchmarks import codec_roofline, shaped_link
+from benchmarks.busy_load import busy_cores
 from benchmarks.harness import RESULTS, save, table
 from pycomm import hugepages
-from tests.launch import ROOT, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
 
 SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages")
 SMALL_SECTIONS = ("small", "small_busy", "small_hugepages")
@@ -56,19 +56,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def busy_cores():
-    """One busy-loop process pinned to each core for the duration (the ranks' cores fully taken)."""
-    procs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", "while True: pass"])
-             for c in sorted(os.sched_getaffinity(0))]
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float) -> list[dict]:

@@ -47,6 +47,37 @@ def measure(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2, inner: int
     return Timing(statistics.median(samples), min(samples), max(samples), repeats, samples)
 
 
+def measure_gpu(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2,
+                before: Callable[[], Any] | None = None) -> Timing:
+    """Median/min/max seconds the GPU spends on one call of `fn`: CUDA events around the call, which is
+    queued behind a sleep kernel so that the host's launch overhead is not timed (the sleep doubles until
+    it outlasts the queuing). `before` (untimed) runs ahead of each call, e.g. to evict the L2 cache."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    cycles, samples = 1 << 22, []   # ~2 ms at 2 GHz
+    while len(samples) < repeats:
+        if before is not None:
+            before()
+        start, end, slept = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
+                             torch.cuda.Event())
+        torch.cuda._sleep(cycles)
+        slept.record()
+        start.record()
+        fn()
+        end.record()
+        hidden = not slept.query()   # still asleep once everything was queued: no launch gap was timed
+        end.synchronize()
+        if hidden:
+            samples.append(start.elapsed_time(end) / 1e3)
+        elif cycles < 1 << 34:
+            cycles *= 2
+        else:
+            raise RuntimeError("measure_gpu: queuing the call outlasts a sleep of 2^34 cycles")
+    return Timing(statistics.median(samples), min(samples), max(samples), repeats, samples)
+
+
 def environment() -> dict[str, Any]:
     """What the figures were measured on."""
     env: dict[str, Any] = {
@@ -83,9 +114,10 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None = None,
-         results_dir: Path | None = None) -> Path:
+         results_dir: Path | None = None, panels: int = 1) -> Path:
     """Write results/<name>.json (payload + environment) and, with `plot(ax)`, results/<name>.png
-    (into `results_dir` instead when given, e.g. a temporary folder for smoke tests)."""
+    (into `results_dir` instead when given, e.g. a temporary folder for smoke tests). With panels > 1,
+    `plot` gets that many axes side by side."""
     where = Path(results_dir) if results_dir is not None else RESULTS
     where.mkdir(parents=True, exist_ok=True)
     out = where / f"{name}.json"
@@ -94,15 +126,26 @@ def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None 
     tmp.write_text(json.dumps(doc, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o)))
     os.replace(tmp, out)
     if plot is not None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(8, 5))
-        plot(ax)
-        fig.tight_layout()
-        fig.savefig(where / f"{name}.png", dpi=120)
-        plt.close(fig)
+        draw(where / f"{name}.png", plot, panels)
     return out
+
+
+def draw(path: Path, plot: Callable[[Any], None], panels: int = 1) -> Path:
+    """The PNG at `path` drawn by `plot(ax)` (a list of `panels` axes side by side when panels > 1)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, panels, figsize=(8 if panels == 1 else 6.5 * panels, 5))
+    plot(list(axes) if panels > 1 else axes)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def load(name: str, results_dir: Path | None = None) -> dict[str, Any]:
+    """results/<name>.json as saved (to draw its PNG again without measuring: each benchmark's --replot)."""
+    return json.loads(((Path(results_dir) if results_dir is not None else RESULTS) / f"{name}.json").read_text())
 
 
 @contextlib.contextmanager

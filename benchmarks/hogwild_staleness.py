@@ -24,7 +24,7 @@ from algorithms.lap.worker import GroupHyper, HogwildWorker, WorkerSpec
 from algorithms.ps.stale_steps import compensated_momentum
 from algorithms.schedules import CosineWithWarmup
 from benchmarks import harness
-from tests.algorithms.mnist import TinyCNN, accuracy, split
+from benchmarks.mnist_cnn import TinyCNN, accuracy, split
 
 BATCH, LR, MOMENTUM, WARMUP, SCHEDULE_PASSES = 64, 0.05, 0.9, 10, 3
 

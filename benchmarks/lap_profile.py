@@ -21,8 +21,8 @@ from torch.utils.data import TensorDataset
 from algorithms.lap.shared import MomentumState, SharedCounters
 from algorithms.lap.worker import GroupHyper, HogwildWorker, WorkerSpec, fetch
 from benchmarks.harness import measure, save, table
-from tests.algorithms.mnist import TinyCNN, split
-from tests.algorithms.workers.convergence import BATCH, SGD
+from benchmarks.mnist_cnn import TinyCNN, split
+from benchmarks.convergence_cases import BATCH, SGD
 
 
 def worker(model: torch.nn.Module, data: TensorDataset) -> HogwildWorker:

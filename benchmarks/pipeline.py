@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmarks.algorithms import free_port
 from benchmarks.harness import RESULTS, save, table
-from tests.launch import mpirun
+from benchmarks.run_ranks import mpirun
 
 CASES = ["pycomm_gpipe", "pycomm_1f1b", "pycomm_interleaved_1f1b", "torch_gpipe", "torch_1f1b"]
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from algorithms.ps.stale_steps import compensated_momentum, stale_scale
 from benchmarks import harness
-from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
+from benchmarks.mnist_cnn import TinyCNN, accuracy, shard_batches, split
 
 WORLD, BATCH, LR = 4, 32, 0.05
 STRAGGLER = 3

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import harness
-from tests.launch import finish, independent
+from benchmarks.run_ranks import finish, independent
 
 WORLD, STRAGGLER = 4, 3
 CASES = {

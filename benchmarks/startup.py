@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from benchmarks.harness import save, table
 from pycomm.startup_profile import ENV, PROCESS_START
 from pycomm.startup_report import Process, read
-from tests.launch import mpirun, python, torchrun
+from benchmarks.run_ranks import mpirun, python, torchrun
 
 LAUNCH = "launch"   # the phase from the benchmark's start of the command to a process's creation
 

@@ -17,3 +17,16 @@ if(NOT PYCOMM_NVTX STREQUAL "off")
     pycomm_requirement_failed(PYCOMM_NVTX "nvtx3/nvToolsExt.h" "Set NVTX_HOME, install the CUDA toolkit, or `pip install nvidia-nvtx`.")
   endif()
 endif()
+
+# roctx (ROCm): the same ranges from the same source (csrc/diagnostics/nvtx.cc) on a HIP build without
+# NVTX headers; ROCm installs roctracer/roctx.h and libroctx64.
+if(NOT PYCOMM_NVTX_FOUND AND PYCOMM_GPU_KIND STREQUAL "hip" AND NOT PYCOMM_NVTX STREQUAL "off")
+  find_path(PYCOMM_ROCTX_INCLUDE roctx.h HINTS ENV ROCM_PATH ENV HIP_PATH /opt/rocm PATH_SUFFIXES include/roctracer)
+  find_library(PYCOMM_ROCTX_LIBRARY roctx64 HINTS ENV ROCM_PATH ENV HIP_PATH /opt/rocm PATH_SUFFIXES lib lib64)
+  if(PYCOMM_ROCTX_INCLUDE AND PYCOMM_ROCTX_LIBRARY)
+    target_include_directories(_C PRIVATE "${PYCOMM_ROCTX_INCLUDE}")
+    target_link_libraries(_C PRIVATE "${PYCOMM_ROCTX_LIBRARY}")
+    target_compile_definitions(_C PRIVATE PYCOMM_WITH_ROCTX)
+    message(STATUS "pycomm: roctx ranges (${PYCOMM_ROCTX_INCLUDE})")
+  endif()
+endif()

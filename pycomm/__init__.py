@@ -1,6 +1,28 @@
-"""pycomm: a composable communication runtime for distributed deep-learning training."""
-from __future__ import annotations
+"""pycomm: a composable communication runtime for distributed deep-learning training.
 
+A compiled core (MPI, NCCL/RCCL, gloo and one-rank transports; CPU, CUDA and HIP kernels) under a
+Python API on torch tensors. Start it once per process, under any launcher (mpirun, srun, torchrun,
+or plain python for one rank):
+
+    import torch, pycomm
+    comm = pycomm.init()                     # backend="auto" | "mpi" | "gloo" | "nccl" | "local"
+    t = torch.ones(4) * comm.rank
+    comm.allreduce(t, op=pycomm.SUM)         # in place, blocking; async_op=True returns a Work
+    print(comm.rank, comm.size, t)
+
+Each rank must feed its own part of the data; the training methods wrap a torch optimizer:
+`algorithms.CommOptimizer(opt, algorithm="plsgd", comm=comm, model=model)` (the algorithms package).
+
+Communicator: allreduce, broadcast, allgather, reduce_scatter, alltoall, barrier, send / recv (and
+isend / irecv), send_tensor / recv_tensor / probe (any source, shapes the receiver does not know),
+split, split_by_node, dup; compound ops allreduce_coalesced, broadcast_coalesced,
+allreduce_quantized (Int8Codec, OneBitCodec, ErrorFeedback), reduce_scatter_coalesced /
+allgather_coalesced (ZeRO's flat shards, flat_shard_numel). Also: GradientBuckets (DDP-style bucketed
+reduction during backward), LayerwiseAverager, TCPStore, stats(), build_info(), abort(), finalize();
+errors PycommError, StallError (an op past PYCOMM_TIMEOUT), MismatchError (ranks calling different
+ops), SettingError (a bad PYCOMM_* variable: pycomm.settings, `python -m pycomm.settings_doc`).
+
+Documentation: README.md (getting started), docs/ (settings, diagnostics, performance), csrc/README.md."""
 import sys as _sys
 
 _torch_first = "torch" not in _sys.modules
@@ -13,14 +35,17 @@ del _sys, _torch, _torch_first
 from pycomm._build import build_info  # noqa: E402
 from pycomm import kernels, relative, settings
 from pycomm.averaging import LayerwiseAverager
-from pycomm.codecs import Int8Codec, OneBitCodec
+from pycomm.codecs import Int4Codec, Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
+from pycomm.distributed_sampler import DistributedSampler
 from pycomm.flat_shards import flat_shard_numel
 from pycomm.grad_buckets import GradientBuckets
 from pycomm.errors import MismatchError, PycommError, SettingError, StallError
 from pycomm.launch_env import LaunchEnv
+from pycomm.mesh import Mesh
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.p2p import ANY_SOURCE, ANY_TAG, Message, Received, TensorWork
+from pycomm.profiling import profile
 from pycomm.quantized import ErrorFeedback
 from pycomm.runtime import abort, finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.store import TCPStore
@@ -28,10 +53,10 @@ from pycomm.work import Work
 
 __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
            "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
-           "StallError", "MismatchError", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "ErrorFeedback",
-           "flat_shard_numel", "GradientBuckets", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG", "Message",
-           "Received", "TensorWork"]
+           "StallError", "MismatchError", "Int8Codec", "Int4Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager",
+           "ErrorFeedback", "flat_shard_numel", "GradientBuckets", "Mesh", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
+           "Message", "Received", "TensorWork", "DistributedSampler", "profile"]
 __version__ = "0.1.0"
 
-settings.check_environment()  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
+settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
 startup_profile.mark("pycomm_imported")

@@ -9,14 +9,13 @@ from typing import Sequence
 
 import torch
 
-from pycomm import kernels
 from pycomm._buffers import POOL
-from pycomm.codecs import Codec, Encoded, Int8Codec, OneBitCodec
+from pycomm.codecs import Codec, Encoded
 
 
 def check_codec(codec: object, what: str) -> Codec:
     if not isinstance(codec, Codec):
-        raise TypeError(f"{what}: expected a pycomm codec (pycomm.Int8Codec, pycomm.OneBitCodec), "
+        raise TypeError(f"{what}: expected a pycomm codec (pycomm.Int8Codec, pycomm.Int4Codec, pycomm.OneBitCodec), "
                         f"got {type(codec).__name__}")
     return codec
 
@@ -60,22 +59,15 @@ class WireLayout:
                            residual: torch.Tensor | None, decoded_out: torch.Tensor | None = None) -> bool:
         """The reduce step: slot `slot` of buf = encode(v, residual), v = (own (+ own_residual, then
         zeroed) + the decode of every slot of `recv` in `sources`) * factor, own filling v's start and
-        the rest starting at 0. One fused pass per block for int8 and 1-bit on the CPU (fp32 own); else
+        the rest starting at 0. One fused pass per block on the CPU (fp32 own) where the codec has one
+        (codec.fused_reduce_encode: int8, int4 and 1-bit); else
         the codec's kernels one after another in `scratch` (fp32, a chunk), with the same result.
         The fused pass also writes decoded_out (fp32, own's size; may be own) = the decode of the slot's
         first own.numel() elements, and then returns True; False when decoded_out was left alone."""
         if own.dtype == torch.float32 and not scratch.is_cuda:
-            out = self.encoded(buf, slot)
             srcs = [self.encoded(recv, r).tensors() for r in sources]
-            common = {"block": self.codec.block, "factor": factor, "own_residual": own_residual, "residual": residual,
-                      "decoded_out": decoded_out}
-            if isinstance(self.codec, Int8Codec):
-                seed = self.codec._next_seed() if self.codec.stochastic else 0   # the seed encode() would take
-                kernels.reduce_quantize_int8(own, srcs, out.data, out.scales, stochastic=self.codec.stochastic,
-                                             seed=seed, **common)
-                return decoded_out is not None
-            if isinstance(self.codec, OneBitCodec):
-                kernels.reduce_sign_compress(own, srcs, out.data, out.scales, numel=self.chunk, **common)
+            if self.codec.fused_reduce_encode(own, srcs, self.encoded(buf, slot), factor=factor,
+                                              own_residual=own_residual, residual=residual, decoded_out=decoded_out):
                 return decoded_out is not None
         acc = scratch
         acc.zero_()

@@ -12,7 +12,9 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import ContextManager, Iterator
+from typing import Any, ContextManager, Iterator
+
+from pycomm import tracing
 
 # The phases of one segment, in pipeline order ("wire_*": the helper thread blocked on a transfer).
 PHASES = ("encode", "wire_alltoall", "reduce_reencode", "wire_allgather", "decode")
@@ -62,11 +64,24 @@ def profile_phases() -> Iterator[PhaseLog]:
 
 
 class PhaseClock:
-    """The pipeline's handle: `with clock(segment, "encode"): ...` records when profiling, else nothing."""
+    """The pipeline's handle: `with clock(segment, "encode"): ...` records when profiling, and while
+    tracing (pycomm/tracing.py) a span of the segment's step on `comm`; else nothing."""
 
     def __init__(self) -> None:
         self.log = _ACTIVE
         self.call = self.log.new_call() if self.log is not None else -1
+        self.comm: Any = None       # set by the pipeline: the communicator its spans belong to
 
     def __call__(self, segment: int, name: str) -> ContextManager[None]:
+        if tracing.ACTIVE and self.comm is not None:
+            return self._traced(segment, name)
         return nullcontext() if self.log is None else self.log.phase(self.call, segment, name)
+
+    @contextmanager
+    def _traced(self, segment: int, name: str) -> Iterator[None]:
+        span = tracing.span(name, self.comm, segment=segment)
+        try:
+            with nullcontext() if self.log is None else self.log.phase(self.call, segment, name):
+                yield
+        finally:
+            tracing.end(span)

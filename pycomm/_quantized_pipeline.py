@@ -94,6 +94,7 @@ class Pipeline:
                  server: torch.Tensor | None, clock: PhaseClock) -> None:
         self.comm, self.flat, self.op, self.codec = comm, t.view(-1), op, codec
         self.local, self.server, self.clock = local, server, clock
+        clock.comm = comm
         self.to_fp32_directly = t.dtype == torch.float32
 
     def run(self, segs: list[Segment]) -> None:

@@ -2,7 +2,7 @@
 
 Each kind parses the raw text of the variable (already stripped, never empty: unset and empty mean
 the default) and raises ValueError on anything else; `accepted` says in words what it takes, for
-the error message and the README table alike."""
+the error message and docs/settings.md alike."""
 from __future__ import annotations
 
 import math
@@ -142,6 +142,22 @@ class Directory:
 
     def parse(self, raw: str) -> str:
         if not os.path.isdir(raw):
+            raise ValueError(raw)
+        return raw
+
+
+@dataclass(frozen=True)
+class NewDirectory:
+    """The path of a directory to write into: made when missing (its parent must exist)."""
+    what: str
+
+    @property
+    def accepted(self) -> str:
+        return f"a directory, made when missing in an existing parent ({self.what})"
+
+    def parse(self, raw: str) -> str:
+        if os.path.exists(raw) and not os.path.isdir(raw) or \
+                not os.path.isdir(os.path.dirname(os.path.abspath(raw))):
             raise ValueError(raw)
         return raw
 

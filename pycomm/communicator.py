@@ -17,7 +17,7 @@ from pycomm.work import Work
 from pycomm._validate import check_bool, check_int
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1   # MPI's int: colors, keys, bucket labels
-from pycomm import flat_shards, fusion, p2p, quantized
+from pycomm import flat_shards, fusion, p2p, quantized, rank_agreement, tracing
 
 REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
              torch.int64)
@@ -38,6 +38,11 @@ class Communicator:
     pycomm.from_mpi4py(); every rank of the group must call each collective, in the same order."""
 
     def __init__(self, transport: Any, name: str = "world") -> None:
+        try:
+            rank_agreement.check(transport)  # settings every rank must share, before any op (collective)
+        except BaseException:
+            transport.shutdown()
+            raise
         self._t = transport
         # The blocking host collectives' one-call submit-and-wait (csrc/bindings/blocking_calls.cc); None
         # on transports without them (gloo's, in Python).
@@ -48,12 +53,16 @@ class Communicator:
         self._allgather_wait = calls.get("allgather_wait")
         self._reduce_scatter_wait = calls.get("reduce_scatter_wait")
         self.name = name
+        # The pycomm.Mesh dimension this communicator serves ("pp", "dp_shard", ...; "" for none): traces
+        # show it beside each op (pycomm/tracing.py).
+        self.mesh_dim = ""
         # Async ops' Works, so their tensors outlive a Work the caller drops (see _submit). The lock: threads
         # sharing the communicator (is_completed releases the GIL mid-sweep, and a sweep must not drop a
         # Work another thread appended meanwhile).
         self._in_flight: list[Work] = []
         self._prune_at = _PRUNE_MIN
         self._in_flight_lock = threading.Lock()
+        tracing.register(self)
 
     # ---- who is here -------------------------------------------------------------------------
     @property

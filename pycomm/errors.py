@@ -7,7 +7,7 @@ its C++ exceptions to them), so they work with or without pycomm._C built:
   the op, its sequence number and sizes. The communicator is broken afterwards.
 - MismatchError (a PycommError): ranks submitted different collectives (kind, size, dtype, reduce op
   or root), or a recv's size or dtype differs from its send's; the message names both ranks' ops
-  and sequence numbers. See the README's "The op check" for what is checked in which mode.
+  and sequence numbers. See docs/diagnostics.md, "The op check", for what is checked in which mode.
 - SettingError (a ValueError): a PYCOMM_* environment variable holds a value it does not accept; the
   message names the variable, the value and what it accepts (pycomm/settings.py). SettingWarning:
   an unknown PYCOMM_* variable is set (a misspelling; the message names the closest real one).

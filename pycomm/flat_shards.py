@@ -27,11 +27,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from pycomm import _dtypes, kernels
+from pycomm import _dtypes, kernels, tracing
 from pycomm._buffers import POOL
 from pycomm._codec_wire import WireLayout, check_codec
 from pycomm._tensors import check_tensor, place_of
-from pycomm.fusion import WIRE_DTYPES, CoalescedWork, check_tensor_list
+from pycomm.fusion import WIRE_DTYPES, CoalescedWork, check_tensor_list, op_span
 from pycomm.ops import AVG, SUM, check_op
 
 
@@ -182,9 +182,34 @@ def _unpack_chunks(tensors: list[torch.Tensor], layout: FlatLayout, size: int, l
         kernels.unpack(buffer, views, offsets=offsets)
 
 
+def _traced(name: str, tensors: object, comm: Any, op: Any, run: Callable[[], CoalescedWork]) -> CoalescedWork:
+    """run(), inside a span of the whole op while tracing (ended by the work's wait)."""
+    span = op_span(comm, name, list(tensors), op=op) if tracing.ACTIVE and isinstance(tensors, (list, tuple)) else None
+    try:
+        work = run()
+    except BaseException:
+        tracing.end(span)
+        raise
+    work.span = span
+    return work
+
+
 def reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[torch.Tensor], op: Any = AVG,
                              bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
                              codec: Any = None) -> CoalescedWork:
+    return _traced("reduce_scatter_coalesced", tensors, comm, op,
+                   lambda: _reduce_scatter_coalesced(comm, shard, tensors, op, bucket_bytes, wire_dtype, codec))
+
+
+def allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch.Tensor,
+                        bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
+                        codec: Any = None) -> CoalescedWork:
+    return _traced("allgather_coalesced", tensors, comm, None,
+                   lambda: _allgather_coalesced(comm, tensors, shard, bucket_bytes, wire_dtype, codec))
+
+
+def _reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[torch.Tensor], op: Any,
+                              bucket_bytes: int | None, wire_dtype: torch.dtype | None, codec: Any) -> CoalescedWork:
     what = "reduce_scatter_coalesced"
     group, layout, flat_shard, codec, bucket_bytes = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype,
                                                                 codec, what)
@@ -243,9 +268,8 @@ def _reduce_scatter_encoded(comm: Any, flat_shard: torch.Tensor, group: list[tor
     return CoalescedWork(buckets, "reduce_scatter_coalesced")
 
 
-def allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch.Tensor,
-                        bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
-                        codec: Any = None) -> CoalescedWork:
+def _allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch.Tensor,
+                         bucket_bytes: int | None, wire_dtype: torch.dtype | None, codec: Any) -> CoalescedWork:
     what = "allgather_coalesced"
     group, layout, flat_shard, codec, bucket_bytes = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype,
                                                                 codec, what)

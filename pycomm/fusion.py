@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from pycomm import _dtypes, kernels
+from pycomm import _dtypes, kernels, tracing
 from pycomm._buffers import POOL
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of
@@ -116,10 +116,11 @@ class _InFlight:
     to put the result back."""
 
     def __init__(self, tensors: list[torch.Tensor], buffer: torch.Tensor | None, work: Work | None,
-                 floor_divide_by: int = 1, unpack: bool = True) -> None:
+                 floor_divide_by: int = 1, unpack: bool = True, span: tracing.SpanHandle | None = None) -> None:
         self.tensors, self.buffer, self.work = tensors, buffer, work
         self.floor_divide_by = floor_divide_by      # integer AVG: SUM, then floor division
         self.unpack = unpack                        # a broadcast's root already holds the result
+        self.span = span                            # tracing: this bucket from its pack to its unpack
 
     def finish(self) -> None:
         if self.work is not None:
@@ -128,6 +129,7 @@ class _InFlight:
         if self.floor_divide_by != 1:
             result.div_(self.floor_divide_by, rounding_mode="floor")
         self.release(unpack=self.unpack)
+        tracing.end(self.span)
 
     def release(self, unpack: bool = False) -> None:
         """Unpack (if asked) and give the buffer back to the pool; an error path releases without."""
@@ -143,7 +145,7 @@ class CoalescedWork(Work):
     `finish()`. wait() finishes every bucket in order, unpacking it into the caller's tensors (which must
     not be read or written until then)."""
 
-    __slots__ = ("_pending", "num_buckets", "_name", "_matching", "_describe")
+    __slots__ = ("_pending", "num_buckets", "_name", "_matching", "_describe", "span")
 
     def __init__(self, buckets: list[Any], name: str = "allreduce_coalesced", matching: Work | None = None,
                  describe: str | None = None) -> None:   # noqa: no handle of its own
@@ -152,6 +154,7 @@ class CoalescedWork(Work):
         self._name = name
         self._matching = matching      # PYCOMM_DEBUG: the op's own matching entry, waited first
         self._describe = describe or f"{name} ({self.num_buckets} buckets)"
+        self.span: tracing.SpanHandle | None = None     # tracing: the whole op, ended by wait()
 
     def is_completed(self) -> bool:
         """True when wait() would not block on the network (the unpack may still be to do)."""
@@ -165,6 +168,7 @@ class CoalescedWork(Work):
             while self._pending:
                 self._pending[0].finish()
                 self._pending.pop(0)
+            tracing.end(self.span)
         except PycommError as e:        # a bucket's error names an internal all-reduce: name the user's op
             raise named(e, f"{self._describe} (bucket {self.num_buckets - len(self._pending)} of "
                            f"{self.num_buckets})") from e
@@ -187,8 +191,32 @@ def check_tensor_list(tensors: object, bucket_bytes: object, what: str) -> tuple
     return checked, bucket_bytes_for(bucket_bytes, checked, what)
 
 
+def op_span(comm: Any, name: str, tensors: Sequence[torch.Tensor], plans: list[BucketPlan] | None = None,
+            op: Any = None) -> tracing.SpanHandle | None:
+    """Tracing: a compound op's span with its logical and wire bytes (None while not recording)."""
+    if not tracing.ACTIVE:
+        return None
+    logical = sum(t.numel() * t.element_size() for t in tensors)
+    wire = logical if plans is None else sum(p.numel * _itemsize(p.wire_dtype) for p in plans)
+    return tracing.span(name, comm, count=sum(t.numel() for t in tensors), dtype=tensors[0].dtype if tensors else None,
+                        nbytes=logical, wire_bytes=wire, op=op)
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def bucket_span(comm: Any, bucket_id: int, plan: BucketPlan, op: Any = None) -> tracing.SpanHandle | None:
+    if not tracing.ACTIVE:
+        return None
+    return tracing.span("bucket", comm, count=plan.numel, dtype=plan.dtype,
+                        nbytes=plan.numel * _itemsize(plan.dtype), wire_bytes=plan.numel * _itemsize(plan.wire_dtype),
+                        op=op, bucket=bucket_id, algorithm="in_place" if plan.in_place else "packed")
+
+
 def _run(start: Callable[[int, BucketPlan, bool], _InFlight], plans: list[BucketPlan], async_op: bool,
-         name: str, describe: str, matching: Work | None = None) -> CoalescedWork | None:
+         name: str, describe: str, matching: Work | None = None,
+         span: tracing.SpanHandle | None = None) -> CoalescedWork | None:
     """Start every bucket (start(bucket_id, plan, async_op)). async_op: all submitted now, finished by the
     returned work's wait(). Else one after another, each a blocking op finished before the next is packed
     (its buffer stays in cache and the transport may run it on this thread); errors name the bucket."""
@@ -202,7 +230,9 @@ def _run(start: Callable[[int, BucketPlan, bool], _InFlight], plans: list[Bucket
                 f.release()
             _raise_matching_failure(matching, describe, len(plans))
             raise
-        return CoalescedWork(in_flight, name, matching, describe)
+        work = CoalescedWork(in_flight, name, matching, describe)
+        work.span = span
+        return work
     bucket_id = 0
     try:
         if matching is not None:
@@ -211,6 +241,7 @@ def _run(start: Callable[[int, BucketPlan, bool], _InFlight], plans: list[Bucket
             start(bucket_id, plan, False).finish()
     except PycommError as e:
         raise named(e, f"{describe} (bucket {bucket_id} of {len(plans)})") from e
+    tracing.end(span)
     return None
 
 
@@ -224,8 +255,9 @@ def broadcast_coalesced(comm: Any, tensors: Sequence[torch.Tensor], root: int,
 
     def start(bucket_id: int, plan: BucketPlan, async_op: bool) -> _InFlight:
         members = [tensors[i] for i in plan.indices]
+        span = bucket_span(comm, bucket_id, plan)
         if plan.in_place:
-            return _InFlight(members, None, comm.broadcast(members[0], root=root, async_op=async_op))
+            return _InFlight(members, None, comm.broadcast(members[0], root=root, async_op=async_op), span=span)
         buffer = POOL.take(plan.numel, plan.dtype, members[0].device)
         try:
             if comm.rank == root:
@@ -234,10 +266,11 @@ def broadcast_coalesced(comm: Any, tensors: Sequence[torch.Tensor], root: int,
         except BaseException:
             POOL.give(buffer)
             raise
-        return _InFlight(members, buffer, work, unpack=comm.rank != root)
+        return _InFlight(members, buffer, work, unpack=comm.rank != root, span=span)
 
     plans = plan_buckets(tensors, bucket_bytes, None, in_place_bytes_for(tensors, bucket_bytes))
-    return _run(start, plans, async_op, what, f"{what} ({len(tensors)} tensors, root {root})")
+    return _run(start, plans, async_op, what, f"{what} ({len(tensors)} tensors, root {root})",
+                span=op_span(comm, what, tensors, plans))
 
 
 def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AVG,
@@ -271,9 +304,10 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
         # then SUM; AVG of integers (which cannot be averaged on the wire): SUM, then floor division.
         wire_op = SUM if op == AVG and not (floating and plan.in_place) else op
         floor_div = comm.size if op == AVG and not floating else 1
+        span = bucket_span(comm, bucket_id, plan, op)
         if plan.in_place:
             work = comm.allreduce(members[0], op=wire_op, async_op=async_op, bucket=bucket_id)
-            return _InFlight(members, None, work, floor_div)
+            return _InFlight(members, None, work, floor_div, span=span)
         buffer = POOL.take(plan.numel, plan.wire_dtype, members[0].device)
         try:
             kernels.pack(members, buffer, scale=1.0 / comm.size if floating and op == AVG else 1.0)
@@ -281,10 +315,10 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
         except BaseException:
             POOL.give(buffer)
             raise
-        return _InFlight(members, buffer, work, floor_div)
+        return _InFlight(members, buffer, work, floor_div, span=span)
 
     plans = plan_buckets(tensors, bucket_bytes, wire_dtype, in_place_bytes_for(tensors, bucket_bytes))
-    return _run(start, plans, async_op, what, describe, matching)
+    return _run(start, plans, async_op, what, describe, matching, op_span(comm, what, tensors, plans, op))
 def _raise_matching_failure(matching: Work | None, describe: str, buckets: int) -> None:
     """PYCOMM_DEBUG: when the op's own matching failed on the progress thread before a bucket was submitted,
     the bucket is refused as "communicator is broken"; raise the matching's MismatchError instead, named

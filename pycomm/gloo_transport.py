@@ -26,7 +26,7 @@ import torch
 from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, BroadcastOptions, ReduceScatterOptions
 from torch.distributed import PrefixStore, ProcessGroupGloo, ReduceOp as TorchReduceOp, Store
 
-from pycomm import op_stats
+from pycomm import flight_recorder, op_stats, tracing
 from pycomm._dtypes import CODES
 from pycomm.errors import PycommError, StallError
 from pycomm.gloo_work import GlooWork, describe
@@ -36,7 +36,8 @@ _OPEN: "weakref.WeakSet[GlooTransport]" = weakref.WeakSet()  # shut down at exit
 DTYPES: dict[int, torch.dtype] = {code: dtype for dtype, code in CODES.items()}
 TORCH_OPS = {ReduceOp.SUM: TorchReduceOp.SUM, ReduceOp.AVG: TorchReduceOp.AVG, ReduceOp.MAX: TorchReduceOp.MAX,
              ReduceOp.MIN: TorchReduceOp.MIN}
-NO_TIMEOUT = datetime.timedelta(days=365)  # gloo needs a bound: PYCOMM_TIMEOUT <= 0 asks for none
+NO_TIMEOUT = datetime.timedelta(days=365)
+P2P_NAMES = ("send", "recv", "send_tensor", "recv_tensor")  # gloo needs a bound: PYCOMM_TIMEOUT <= 0 asks for none
 
 
 class _HostMemory:
@@ -83,6 +84,8 @@ class GlooTransport:
         self.local_size = hosts.count(hosts[rank])
         self._seq = 0
         self._splits = 0
+        from pycomm._build import core
+        self.trace_comm_id = core().trace_new_comm_id()
         self._broken: Optional[str] = None
         self.label = f"gloo communicator (rank {rank} of {size})"   # as the core names MPI's in its errors
         from pycomm.gloo_matching import OpMatcher  # they build on this module
@@ -109,6 +112,11 @@ class GlooTransport:
                 "tag": tag, "bucket": bucket, "redop": op, "op": ReduceOp(op).name if op >= 0 else "",
                 "bus_factor": op_stats.bus_factor(name, self.size)}
         info["describe"] = describe(info)
+        if tracing.ACTIVE:
+            info["trace"] = dict(comm_id=self.trace_comm_id, rank=self.rank, size=self.size, seq=self._seq,
+                                 count=count, dtype=dtype_code, nbytes=info["bytes"], redop=op, algorithm="gloo",
+                                 peer=peer, tag=tag, bucket=bucket, collective=name not in P2P_NAMES)
+            tracing.record_phase(name, phase="queued", **info["trace"])
         return info
 
     def check_usable(self, name: str) -> None:
@@ -124,8 +132,8 @@ class GlooTransport:
         where = f"on rank {self.rank} of {self.size} (backend 'gloo')"
         if error is None or "timed out" in str(error).lower():
             limit = f"{timeout_s:g} s" if timeout_s > 0 else f"gloo's timeout ({self._timeout_s:g} s)"
-            err: PycommError = StallError(f"{info['describe']} did not complete within {limit} {where}: a rank "
-                                          f"has not reached it (PYCOMM_TIMEOUT)")
+            msg = f"{info['describe']} did not complete within {limit} {where}: a rank has not reached it (PYCOMM_TIMEOUT)"
+            err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
             err = PycommError(f"{info['describe']} failed {where}: {error}")
         self.break_with(str(err))
@@ -201,6 +209,14 @@ class GlooTransport:
         return gloo_p2p().recv_new(self, self._pg, info, src, tag)
 
     # ---- sub-communicators -------------------------------------------------------------------
+    def gather_at_creation(self, mine: Sequence[int]) -> list[int]:
+        """Every rank's `mine`, rank by rank, outside the op count and stats (the core transports' method of
+        that name: pycomm/rank_agreement.py compares the settings every rank must share with it)."""
+        ours = torch.tensor(list(mine), dtype=torch.int64)
+        table = torch.empty(len(mine) * self.size, dtype=torch.int64)
+        self._pg._allgather_base(table, ours, AllgatherOptions()).wait(timedelta(self._timeout_s))
+        return table.tolist()
+
     def split(self, color: int, key: int) -> Optional["GlooTransport"]:
         return self._split("split", color, key)
 

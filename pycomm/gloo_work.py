@@ -7,7 +7,7 @@ import datetime
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from pycomm import op_stats
+from pycomm import op_stats, tracing
 from pycomm.errors import PycommError
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ class GlooWork:
         self._t, self._info, self._works, self._keep = transport, info, list(works), keep
         self._done_event, self._finish = done, finish
         self._start = time.perf_counter()
+        if "trace" in info:     # handed to gloo: on the wire (gloo's own thread runs it)
+            tracing.record_phase(info["name"], phase="wire", **info["trace"])
         self.received: Optional[tuple] = None  # receives: (source, tag, dtype code, count, shape, data)
         self._settled = False
         self._error: Optional[BaseException] = None
@@ -106,6 +108,11 @@ class GlooWork:
         self._keep = ()
         self._works = []  # they hold gloo's context: released now, not at interpreter teardown (see shutdown)
         info = self._info
+        if "trace" in info:     # done when this side learns of it (gloo's works carry no completion time)
+            facts = dict(info["trace"])
+            if self.received is not None and facts["peer"] < 0:
+                facts["peer"] = self.received[0]      # a receive from any source: the sender
+            tracing.record_phase(info["name"], phase="failed" if self._error is not None else "done", **facts)
         op_stats.record(info["name"], info["bytes"], info["bytes"] * info["bus_factor"],
                         time.perf_counter() - self._start)
 

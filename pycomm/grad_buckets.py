@@ -78,7 +78,7 @@ class GradientBuckets:
             raise TypeError("GradientBuckets: params must be tensors (a model's parameters)")
         self.comm, self.mode, self.op, self.wire_dtype, self.codec = comm, mode, op, wire_dtype, codec
         self.free_grads = free_grads
-        self._launch_fn = launch or self._reduce
+        self._launch_fn = launch or self.reduce
         bucket_bytes = bucket_bytes_for(bucket_bytes, params, "GradientBuckets")
         self.buckets = [GradBucket(i, ps) for i, ps in enumerate(plan(params, bucket_bytes))]
         if mode == "reduce_scatter" and comm is not None:
@@ -161,7 +161,9 @@ class GradientBuckets:
             for p in bucket.params:     # packed into the send buffers already: the full gradients are spent
                 p.grad = None
 
-    def _reduce(self, bucket: GradBucket) -> Any:
+    def reduce(self, bucket: GradBucket) -> Any:
+        """The default launch: the bucket's reduction of this mode over `comm` (a custom `launch` may
+        call it, e.g. to count or time it)."""
         grads = bucket.grads()
         if self.mode == "reduce_scatter":
             return self.comm.reduce_scatter_coalesced(bucket.shard, grads, op=self.op, wire_dtype=self.wire_dtype,

@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from pycomm import _dtypes
+from pycomm import _dtypes, tracing
 from pycomm.ops import AVG, SUM, check_op
 from pycomm._tensors import check_tensor, place_of
-from pycomm._codec_wire import check_codec
+from pycomm._codec_wire import WireLayout, check_codec
 from pycomm._phase_profile import PhaseClock
 from pycomm._quantized_pipeline import Pipeline, Segment, default_segment, segments
 from pycomm._quantized_pipeline import chunk_numel  # noqa: F401 (part of this module's interface: tests use it)
@@ -99,6 +99,7 @@ class _Engine:
 
     def __init__(self, comm: Any) -> None:
         self.comm = comm.split(0, comm.rank)       # same ranks, own queue and matching
+        self.comm.name = f"{comm.name}.quantized"  # its row in traces
         self.threads = cf.ThreadPoolExecutor(1, thread_name_prefix="pycomm-quantized")
 
 
@@ -159,13 +160,19 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
                 raise named(mismatch, describe) from e
         raise
     stream = torch.cuda.current_stream(t.device) if t.is_cuda else None
+    span = None
+    if tracing.ACTIVE:   # wire bytes: this rank's all-to-all and all-gather sends (one slot per other rank each)
+        wire = sum(2 * (comm.size - 1) * WireLayout(codec, g.c, comm.size, t.device).slot_bytes for g in segs)
+        span = tracing.span(what, comm, count=t.numel(), dtype=t.dtype, nbytes=t.numel() * t.element_size(),
+                            wire_bytes=wire, op=op, algorithm=f"{type(codec).__name__}")
     future = engine.threads.submit(_run, engine.comm, t, op, codec, segs, local, server, stream, matching, describe,
-                                   PhaseClock())
+                                   PhaseClock(), span)
     return QuantizedWork(future, describe)
 
 
 def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment], local: torch.Tensor | None,
-         server: torch.Tensor | None, stream: Any, matching: Work | None, describe: str, clock: PhaseClock) -> None:
+         server: torch.Tensor | None, stream: Any, matching: Work | None, describe: str, clock: PhaseClock,
+         span: tracing.SpanHandle | None = None) -> None:
     try:
         if matching is not None:
             matching.wait()
@@ -175,3 +182,5 @@ def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment],
         return Pipeline(comm, t, op, codec, local, server, clock).run(segs)
     except PycommError as e:
         raise named(e, describe) from e
+    finally:
+        tracing.end(span)

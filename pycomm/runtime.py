@@ -8,7 +8,7 @@ import warnings
 import weakref
 from typing import Any, NoReturn, Optional
 
-from pycomm import backends, fail_fast, op_stats, settings, startup_profile
+from pycomm import backends, fail_fast, op_stats, profiling, settings, startup_profile
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
@@ -48,6 +48,7 @@ def init(backend: str = "auto") -> Communicator:
     _world = _track(Communicator(transport, "world"))
     # an uncaught exception on any rank ends the job at once (pycomm/fail_fast.py; PYCOMM_FAIL_FAST=0: not)
     fail_fast.install(_world.rank, _world.size, lambda: list(_live))
+    profiling.start_from_environment(_world)   # PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER
     startup_profile.mark("init")
     return _world
 
@@ -98,9 +99,12 @@ def finalize() -> None:
     if _finalized:
         return
     _finalized = True
+    profiling.stop_from_environment()    # PYCOMM_TRACE's files, while the communicators still work
     for comm in list(_live):
         comm.shutdown()
     _world = None
+    if "pycomm._C" not in sys.modules:
+        return  # the core never loaded (or cannot: unbuilt): no MPI to finalise, nothing to report at exit
     if build_info()["mpi"]:
         note = core().mpi_finalize()
         if note:

@@ -1,20 +1,27 @@
-"""Every PYCOMM_* environment variable, declared, read and validated here and nowhere else.
+"""The registry of PYCOMM_* environment variables, and pycomm's own table of them.
 
+Each layer declares the variables it reads in a table of its own (pycomm's run-time variables and
+build switches here; apps' in apps/apps_settings.py, the parameter servers' in
+algorithms/ps/ps_settings.py, the benchmarks' in benchmarks/benchmark_settings.py, the set-up scripts'
+in scripts/script_settings.py) and registers it with `register(table, entries)` when it is imported.
 Each Setting names its variable, the kind of value it takes (pycomm/_setting_values.py), its default,
 what it does and who reads it. Readers call `get(name)`; a malformed value raises SettingError (a
-ValueError) naming the variable, the value and what it accepts. `import pycomm` validates every
-runtime variable that is set and warns about an unknown PYCOMM_* (a misspelling, named with the
-closest real one).
+ValueError) naming the variable, the value and what it accepts. `import pycomm` validates pycomm's
+variables that are set, and each table validates its own when it registers; an unknown PYCOMM_* close
+to a declared name (a misspelling) warns, naming it, when that name's table is checked.
+
+Settings marked `agreed` must be the same on every rank: pycomm/rank_agreement.py compares them when a
+communicator is made, and a difference is a SettingError naming the variable and both values.
 
 The compiled core never reads the environment: `apply()` hands it the parsed values of the `core`
 settings (_C.apply_settings) when it loads (pycomm._build.core) and again before each communicator
 is created, so a variable set after `import pycomm` but before `pycomm.init()` counts.
 PYCOMM_INLINE_BYTES, PYCOMM_SPIN_US, PYCOMM_CPU_ISA and PYCOMM_NUM_THREADS keep the value of their
-first use. Build-time switches (scope "build") are listed for the README only: setup.py and CMake
-read them, and nothing here validates them.
+first use. Build-time switches (scope "build") are listed for the documentation only: setup.py and
+CMake read them, and nothing here validates them.
 
-`python -m pycomm.settings_doc` lists every setting with its current value (pycomm/settings_doc.py:
-the README tables are generated from this table there)."""
+`python -m pycomm.settings_doc` lists every setting with its current value and generates
+docs/settings.md from the tables (pycomm/settings_doc.py)."""
 from __future__ import annotations
 
 import difflib
@@ -22,14 +29,16 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
-from pycomm._setting_values import Choice, Directory, FilePath, Flag, Integer, Number, Pattern, Text, ValueKind
+# every kind, so that an entry of any kind merges into this table as into the others
+from pycomm._setting_values import Choice, Directory, FilePath, Flag, Integer, NewDirectory, Number, Pattern, Text, ValueKind  # noqa: F401
 from pycomm.errors import SettingError, SettingWarning
 
 RUNTIME, APPS, TESTS, BUILD, SCRIPTS = "runtime", "apps", "tests", "build", "scripts"
 VALIDATED_SCOPES = (RUNTIME, APPS, TESTS)  # build and script switches are not ours to judge at import
 PREFIX = "PYCOMM_"
+MISSPELLING_CUTOFF = 0.85  # difflib ratio above which an unknown name is taken for a misspelling
 NVTX_TOOL_ENV = "NVTX_INJECTION64_PATH"
 AUTO_ON_OFF = Choice({"auto": "auto", "on": "on", "off": "off"})
 
@@ -39,11 +48,12 @@ class Setting:
     name: str
     kind: ValueKind
     default: Any                          # the value when unset or empty
-    doc: str                              # what it does (the README's "effect" column)
+    doc: str                              # what it does (the "effect" column of docs/settings.md)
     read_by: str                          # who uses it
     scope: str = RUNTIME
     core: bool = False                    # handed to the compiled core by apply()
     default_text: Optional[str] = None    # how the default reads, where str(default) would not do
+    agreed: bool = False                  # must be the same on every rank: compared when a communicator is made
 
     @property
     def default_words(self) -> str:
@@ -64,19 +74,15 @@ class Setting:
                                f"unset or empty, it is {self.default_words}") from None
 
 
-def _fail_at(match: Any) -> tuple[int, int, str]:
-    return int(match[1]), int(match[2]), match[3] or "raise"
-
-
 SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_TIMEOUT", Number(0, 1e9, "seconds", {0: "no timeout"}), 300.0,
             "seconds a `wait()` may block before it raises `pycomm.StallError` naming the op, its sequence number "
             "and sizes; also bounds every wait of the TCP store (`pycomm.TCPStore`, NCCL start-up without MPI)",
             "the core's stall check (csrc/diagnostics/stall.cc), pycomm.store, pycomm.nccl_backend", core=True),
     Setting("PYCOMM_DEBUG", Flag(), False,
-            "`1`: the full op check (see *The op check* below): also before every NCCL collective, and "
+            "`1`: the full op check (docs/diagnostics.md, *The op check*): also before every NCCL collective, and "
             "`allreduce_coalesced` matched as one op",
-            "the core's op check (csrc/diagnostics/op_check.cc), pycomm.fusion", core=True),
+            "the core's op check (csrc/diagnostics/op_check.cc), pycomm.fusion", core=True, agreed=True),
     Setting("PYCOMM_NUM_THREADS", Integer(1, 65536, "threads"), None,
             "OpenMP threads of the CPU kernels (fixed at first use); ranks that share a node's cores get their "
             "share each, since more threads than cores make every kernel wait for descheduled ones",
@@ -91,7 +97,8 @@ SETTINGS: tuple[Setting, ...] = (
             "it above `PYCOMM_INLINE_BYTES`, faster with Open MPI for large messages). Host all-reduces never "
             "use MPI's collectives: pycomm's own, on point-to-point messages (recursive doubling up to 32 KiB, "
             "Rabenseifner or the ring above, reused scratch buffers), run on the caller's thread",
-            "the MPI transport, at each communicator's creation (csrc/transport/mpi/mpi_transport.cc)", core=True),
+            "the MPI transport, at each communicator's creation (csrc/transport/mpi/mpi_transport.cc)", core=True,
+            agreed=True),
     Setting("PYCOMM_INLINE_BYTES", Integer(0, 1 << 62, "bytes", {0: "off"}), 0,
             "largest op (bytes) that a blocking call (`async_op=False`, `send`, `recv`) runs on the caller's own "
             "thread when nothing else of that communicator is queued or in flight, instead of handing it to the "
@@ -103,9 +110,9 @@ SETTINGS: tuple[Setting, ...] = (
             "than its blocking ones: set it (e.g. 65536) where ranks' threads outnumber the cores, where the "
             "hand-off to the progress thread costs far more (2 ranks on a loaded 2-core node: 4 KiB all-reduce "
             "40-70 us instead of 300-640 us; on the idle node 25 us instead of 12 us); "
-            "`pycomm.stats()[op][\"inline_calls\"]` counts the ops that ran on the caller's thread. Must be the "
-            "same on every rank (it decides which MPI calls match); fixed from the first communicator on",
-            "the host transports' blocking path (csrc/queue/inline_run.cc)", core=True),
+            "`pycomm.stats()[op][\"inline_calls\"]` counts the ops that ran on the caller's thread. The same on "
+            "every rank because it decides which MPI calls match; fixed from the first communicator on",
+            "the host transports' blocking path (csrc/queue/inline_run.cc)", core=True, agreed=True),
     Setting("PYCOMM_SPIN_US", Integer(0, 1_000_000, "microseconds", {0: "no spinning"}), 250,
             "microseconds a waiter on a queued op yield-spins before blocking (fixed at first use); the idle "
             "progress thread never spins, it sleeps until an op is queued",
@@ -126,10 +133,10 @@ SETTINGS: tuple[Setting, ...] = (
             "pycomm.hugepages (pycomm._buffers, apps.launch)"),
     Setting("PYCOMM_QUANTIZED_SEGMENT", Integer(1, 1 << 62, "elements"), None,
             "elements per pipelined segment of `allreduce_quantized`: a larger tensor encodes segment k+1 while "
-            "k is on the wire. Must be the same on every rank",
+            "k is on the wire (the same on every rank: the segments are the ops the ranks match)",
             "pycomm.quantized, at each call",
             default_text="1048576 for host tensors where `comm.oversubscribed` is False (ranks have a core each), "
-                         "else 4194304"),
+                         "else 4194304", agreed=True),
     Setting("PYCOMM_MPI_GPU_AWARE", Choice({"auto": None, "0": False, "1": True}), None,
             "override the detection of a CUDA/ROCm-aware MPI (without one, GPU buffers are staged through "
             "pinned host memory)",
@@ -145,62 +152,34 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PYCOMM_NCCL_SPLIT", Choice({"split": "split", "init": "init"}), "split",
             "`init`: split NCCL communicators with a fresh unique id (what NCCL < 2.18 always does) instead of "
             "`ncclCommSplit`",
-            "the NCCL transport's split (csrc/transport/nccl/nccl_setup.cc)", core=True),
+            "the NCCL transport's split (csrc/transport/nccl/nccl_setup.cc)", core=True, agreed=True),
     Setting("PYCOMM_RANKS_PER_NODE", Integer(1, (1 << 31) - 1, "ranks"), None,
             "declares nodes of k consecutive ranks for `split_by_node` (and so hybrid ZeRO) instead of the "
             "machine's real ones, to exercise node-aware code on one machine; k must divide the size",
-            "Communicator.split_by_node, at each call", default_text="the real nodes"),
+            "Communicator.split_by_node, at each call", default_text="the real nodes", agreed=True),
     Setting("PYCOMM_PROFILE_STARTUP", FilePath("appended to; every process of the job writes there"), None,
             "start-up profile: each process (the `--nproc` launcher and every rank) appends one JSON line per "
             "start-up phase it finishes (`process_start`, `torch_imported`, `pycomm_imported`, `mpi_init`, `init`, "
             "and apps' phases up to `first_step`) to this file; `python -m pycomm.startup_report FILE` prints "
-            "them per process (see *Start-up time* below)",
+            "them per process (docs/diagnostics.md, *Start-up time*)",
             "pycomm.startup_profile", default_text="no profile"),
-    Setting("PYCOMM_APPS_FAIL_AT",
-            Pattern(r"(\d+):(\d+)(?::(raise|exit|kill))?", "RANK:STEP[:raise|exit|kill] (e.g. 1:5:raise)", _fail_at),
-            None, "testing aid: that rank raises, leaves with `os._exit(70)` and no message, or is killed by "
-            "SIGKILL (`kill`), after optimizer step STEP (a parameter server: its round of pushes STEP), whatever "
-            "its role; a resumed process (a server the launcher restarted too) does not fail again (fault "
-            "injection as torchft's `fail_at`: `apps/fault_injection.py`, used by `tests/apps/test_failures.py` "
-            "and `tests/apps/test_fault_matrix.py`)",
-            "apps.fault_injection", scope=APPS, default_text="no failure"),
-    Setting("PYCOMM_APPS_TTY", Flag(), None,
-            "whether rank 0 draws its progress line in place, as on a terminal; the `--nproc` launcher passes "
-            "on whether its own output is a terminal",
-            "apps.metrics.Progress", scope=APPS, default_text="1 on a terminal, 0 under mpirun"),
-    Setting("PYCOMM_APPS_FAILURE_DIR", Directory("the launcher makes it"), None,
-            "set by the `--nproc` launcher for its ranks: where a failing rank records its error for the "
-            "launcher's one-line summary",
-            "apps.failure", scope=APPS,
-            default_text="Open MPI's session directory, else one per job under the temp directory"),
-    Setting("PYCOMM_APPS_SPAWNED", Flag(), False,
-            "set by the `--nproc` launcher for its ranks, so that they do not launch again",
-            "apps.launch, apps.requirements", scope=APPS),
-    Setting("PYCOMM_PS_RANK", Integer(0, (1 << 31) - 1, "rank"), None,
-            "set by the launch of independent processes (parameter servers, ssp): this process's rank, servers "
-            "first; with it set, `--nproc` does not launch again",
-            "algorithms.ps.layout, apps.launch", scope=APPS, default_text="not an independent process"),
-    Setting("PYCOMM_PS_WORLD", Integer(1, (1 << 31) - 1, "processes"), None,
-            "with `PYCOMM_PS_RANK`: the number of independent processes", "algorithms.ps.layout", scope=APPS),
-    Setting("PYCOMM_PS_ADDRESS", Pattern(r"[^\s,]+:\d+", "HOST:PORT", lambda m: m.group(0)), None,
-            "with `PYCOMM_PS_RANK`: HOST:PORT of rank 0; rank r listens on PORT + r", "algorithms.ps.layout",
-            scope=APPS),
-    Setting("PYCOMM_PS_ADDRESSES", Pattern(r"[^\s,]+:\d+(,[^\s,]+:\d+)*", "HOST:PORT,HOST:PORT,... (one per rank)",
-                                           lambda m: tuple(m.group(0).split(","))), None,
-            "with `PYCOMM_PS_RANK`, instead of `PYCOMM_PS_ADDRESS`: every rank's HOST:PORT (several machines)",
-            "algorithms.ps.layout", scope=APPS),
-    Setting("PYCOMM_PS_SERVER_RESTARTS", Integer(0, 1000, "restarts", {0: "never restart"}), 3,
-            "how many times the launch of independent processes (`--nproc N`, `python -m apps.ps server`) "
-            "restarts a parameter-server rank that dies while its workers go on; each restart resumes from "
-            "the server's latest checkpoint (`--resume auto`)",
-            "apps.supervisor", scope=APPS),
-    Setting("PYCOMM_MNIST", Directory("holding MNIST's idx files"), None,
-            "where the tests find MNIST", "tests/algorithms/mnist.py", scope=TESTS,
-            default_text="../shared/data/mnist beside the checkout"),
-    Setting("PYCOMM_FAULT_MATRIX", Flag(), False,
-            "`1`: tests/apps/test_fault_matrix.py runs every cell of the fault matrix (every algorithm x SIGTERM, "
-            "kill -9 of a worker, kill -9 of a server); `0`: the cells CI runs, one or two per class of algorithm",
-            "tests/apps/test_fault_matrix.py", scope=TESTS),
+    Setting("PYCOMM_TRACE", NewDirectory("every rank writes there; rank 0 also reads the others' files"), None,
+            "trace every op of the run: each rank records its ops' facts and phases in the core and, at "
+            "`pycomm.finalize()` (or exit), writes its chrome trace to `DIR/ranks/rank<R>.json`, and rank 0 the "
+            "merged `DIR/trace.json` (clocks aligned by a ping exchange); as `with pycomm.profile(DIR):` around "
+            "the whole program (see docs/tracing.md). A StallError also dumps every reachable rank's last events "
+            "there (the flight recorder)",
+            "pycomm.profiling, pycomm.flight_recorder", default_text="no trace"),
+    Setting("PYCOMM_TRACE_EVENTS", Integer(16, 1 << 30, "events"), 32768,
+            "trace events each thread's ring holds (128 bytes each, rounded up to a power of two): a thread's "
+            "older events are overwritten, and the trace counts them as dropped (about 5 events per op)",
+            "pycomm.tracing"),
+    Setting("PYCOMM_FLIGHT_RECORDER", NewDirectory("every rank writes there"), None,
+            "keep recording trace events (ring of `PYCOMM_TRACE_EVENTS` per thread, no trace files) so that a "
+            "`StallError` dumps the last events of every rank still reachable into this directory "
+            "(`flight_rank<R>.json`, and on the rank that stalled `flight.json` naming each rank's last op), as "
+            "PyTorch's NCCL flight recorder does; the error's message names the file",
+            "pycomm.flight_recorder", default_text="off (on with `PYCOMM_TRACE`, dumping there)"),
     Setting("PYCOMM_CUDA", AUTO_ON_OFF, "auto",
             "CUDA kernels; `auto`: when `nvcc` is found (`CUDA_HOME`, `/usr/local/cuda`) and a GPU is visible "
             "(`nvidia-smi -L`, else `/dev/nvidia0`) or `PYCOMM_CUDA_ARCHS` is set",
@@ -227,18 +206,46 @@ SETTINGS: tuple[Setting, ...] = (
             "Release", "CMake build type (`pip install` only)", "setup.py", scope=BUILD),
     Setting("PYCOMM_BUILD_JOBS", Integer(1, 4096, "jobs"), None, "parallel compile jobs (`pip install` only)",
             "setup.py", scope=BUILD, default_text="the CPU count"),
-    Setting("PYCOMM_APT_UPDATED", Flag(), False,
-            "set by scripts/lib.sh once `apt-get update` ran, so that the scripts it starts skip it",
-            "scripts/lib.sh", scope=SCRIPTS),
 )
-BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+TABLE = __name__
+TABLES: dict[str, tuple[Setting, ...]] = {}   # table (the module that declares it) -> its settings
+BY_NAME: dict[str, Setting] = {}              # every registered setting by variable
+TABLE_OF: dict[str, str] = {}                 # variable -> the table declaring it
+AGREEABLE = (Integer, Flag, Choice)           # the kinds rank_agreement can carry as one integer
+
+
+def register(table: str, entries: Sequence[Setting], check: bool = True) -> tuple[Setting, ...]:
+    """Adds a layer's table of settings (`table`: the module declaring it, which calls this at import).
+    check: validate the table's variables that are set now and warn about misspellings of its names
+    (pycomm's own table is checked by `import pycomm`). A variable declared by two tables, or agreed
+    across ranks but outside pycomm's table, is refused. Registering a table again replaces it."""
+    entries = tuple(entries)
+    for s in entries:
+        owner = TABLE_OF.get(s.name, table)
+        if owner != table:
+            raise ValueError(f"{s.name} is declared by both {owner} and {table}; one table declares each variable")
+        if not s.name.startswith(PREFIX):
+            raise ValueError(f"{table}: {s.name} does not start with {PREFIX}")
+        if s.agreed and (table != TABLE or not isinstance(s.kind, AGREEABLE)):
+            raise ValueError(f"{table}: {s.name} is marked agreed, which pycomm's own whole-number, flag and "
+                             "choice settings may be (pycomm/rank_agreement.py compares them)")
+    for s in TABLES.pop(table, ()):
+        BY_NAME.pop(s.name, None)
+        TABLE_OF.pop(s.name, None)
+    TABLES[table] = entries
+    BY_NAME.update((s.name, s) for s in entries)
+    TABLE_OF.update((s.name, table) for s in entries)
+    if check:
+        check_environment(table=table)
+    return entries
 
 
 def declared(name: str) -> Setting:
     try:
         return BY_NAME[name]
     except KeyError:
-        raise KeyError(f"{name} is not declared in pycomm/settings.py (closest: {closest(name)})") from None
+        raise KeyError(f"{name} is not declared by any loaded settings table (closest: {closest(name)}); "
+                       "import the table that declares it, or declare it in its layer's table") from None
 
 
 def get(name: str, env: Optional[Mapping[str, str]] = None) -> Any:
@@ -249,7 +256,7 @@ def get(name: str, env: Optional[Mapping[str, str]] = None) -> Any:
 
 def core_values(env: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
     """The settings of the compiled core, by variable name, as _C.apply_settings takes them."""
-    values = {s.name: get(s.name, env) for s in SETTINGS if s.core}
+    values = {s.name: get(s.name, env) for s in TABLES[TABLE] if s.core}
     if values["PYCOMM_NUM_THREADS"] is None:
         values["PYCOMM_NUM_THREADS"] = kernel_threads(env)
     # Not ours: NVTX loads a profiler from this path (Nsight Systems sets it); without one the core's
@@ -277,18 +284,27 @@ def apply() -> None:
         core.apply_settings(core_values())
 
 
-def closest(name: str) -> str:
+def closest(name: str, among: Optional[Sequence[str]] = None) -> str:
     """The declared variable most like `name` (for "did you mean")."""
-    return difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.0)[0]
+    return difflib.get_close_matches(name, list(BY_NAME if among is None else among), n=1, cutoff=0.0)[0]
 
 
-def check_environment(env: Optional[Mapping[str, str]] = None) -> None:
-    """Validates every runtime, apps and tests setting that `env` (default os.environ) sets (raises
-    SettingError on the first malformed one) and warns (SettingWarning) about each unknown PYCOMM_*."""
+def check_environment(env: Optional[Mapping[str, str]] = None, table: Optional[str] = None) -> None:
+    """Validates every run-time setting of `table` (default: every registered table) that `env` (default
+    os.environ) sets, raising SettingError on the first malformed one, and warns (SettingWarning) about
+    each unknown PYCOMM_* whose closest declared name is one of that table's and close enough to be a
+    misspelling of it (a name near none is left alone: it may belong to a table not loaded here)."""
     env = os.environ if env is None else env
-    for s in SETTINGS:
+    mine = [s for t, entries in TABLES.items() if table in (None, t) for s in entries]
+    for s in mine:
         if s.scope in VALIDATED_SCOPES:
             get(s.name, env)
+    names = {s.name for s in mine}
     for name in sorted(n for n in env if n.startswith(PREFIX) and n not in BY_NAME):
-        warnings.warn(f"{name} is not a pycomm setting and is ignored; did you mean {closest(name)}? "
-                      f"(`python -m pycomm.settings_doc` lists them all)", SettingWarning, stacklevel=2)
+        meant = closest(name)
+        if meant in names and difflib.SequenceMatcher(None, name, meant).ratio() >= MISSPELLING_CUTOFF:
+            warnings.warn(f"{name} is not a pycomm setting and is ignored; did you mean {meant}? "
+                          f"(`python -m pycomm.settings_doc` lists them all)", SettingWarning, stacklevel=2)
+
+
+register(TABLE, SETTINGS, check=False)  # checked by `import pycomm` (pycomm/__init__.py)

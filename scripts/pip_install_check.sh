@@ -2,8 +2,8 @@
 # Proves `pip install .` works as a user runs it: with build isolation (setuptools, pybind11, cmake and
 # ninja come from PyPI per pyproject.toml), into a throwaway venv that sees this Python's packages
 # (torch, mpi4py), then used from outside the source tree: all three layers (pycomm, algorithms,
-# apps with its configs and embedded MNIST), the console scripts, and `python -m apps.train` (a
-# shipped config on 2 ranks for a few steps). Build switches come from the environment (PYCOMM_CUDA
+# apps with its configs and embedded MNIST), the console scripts, `python -m apps.train` (a
+# shipped config on 2 ranks for a few steps) and `pycomm-serve` (its page, GET / and /app.js). Build switches come from the environment (PYCOMM_CUDA
 # etc.); CI sets PYCOMM_CUDA=off PYCOMM_HIP=off since the GPU builds are proven by
 # scripts/gpu_compile_check.sh.
 set -euo pipefail
@@ -42,8 +42,8 @@ import algorithms.plsgd, apps.train  # noqa: E401,F401  (the layers import each 
 PYEOF
 section "pip install .: python -m apps.train and the console scripts, from $PWD"
 "$tmp/venv/bin/python" -m apps.train --help >/dev/null
-for script in pycomm-train pycomm-plot; do
-  "$tmp/venv/bin/$script" --help >/dev/null || die "$script --help failed"
+for script in pycomm-train pycomm-plot pycomm-serve; do
+  "$tmp/venv/bin/$script" --help | grep -q "^usage: $script " || die "$script --help failed or does not say usage: $script"
 done
 # A shipped config by name (the embedded default's; small CNN -> an MLP for speed, embedded MNIST) on
 # 2 ranks for a few steps: the ranks, too, must find the installed packages.
@@ -51,3 +51,34 @@ done
   -o logging.plot=false -o "out_dir=$tmp/runs" -o name=installed | tail -2
 [[ -s "$tmp/runs/installed/train.csv" ]] || die "python -m apps.train wrote no $tmp/runs/installed/train.csv"
 echo "python -m apps.train, pycomm-train and pycomm-plot work from the installed package"
+
+section "pip install .: pycomm-serve serves its page from the installed package"
+# A tiny random GPT on one rank; the page's files must come from the installed apps/serve/static/.
+"$tmp/venv/bin/python" - "$tmp/venv/bin/pycomm-serve" <<'PYEOF'
+import signal, socket, subprocess, sys, time, urllib.request
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+server = subprocess.Popen([sys.argv[1], "--port", str(port), "-o", "model.options.n_layer=1", "-o",
+                           "model.options.n_embd=32", "-o", "model.options.n_head=1"])
+url = f"http://127.0.0.1:{port}"
+try:
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            urllib.request.urlopen(url + "/health", timeout=5)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"pycomm-serve did not answer /health (exit code {server.poll()})")
+            time.sleep(0.5)
+    for path, expected in (("/", b"<!doctype html>"), ("/app.js", b"use strict")):
+        with urllib.request.urlopen(url + path, timeout=30) as r:
+            body = r.read()
+        assert r.status == 200 and expected in body, f"GET {path}: {r.status} {body[:200]!r}"
+        print(f"GET {path}: {r.status}, {len(body)} bytes from the installed package")
+finally:
+    server.send_signal(signal.SIGTERM)
+    code = server.wait(timeout=60)
+assert code == 0, f"pycomm-serve exited {code} after SIGTERM"
+PYEOF

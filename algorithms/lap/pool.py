@@ -21,6 +21,22 @@ from algorithms.lap.worker import GroupHyper, WorkerSpec, run_worker
 START_METHODS = ("spawn", "fork", "forkserver")
 
 
+def worker_device(device: torch.device | str, model: torch.nn.Module) -> torch.device:
+    """Where the workers run, with its index (torch.cuda.set_device in a worker needs one). A GPU named
+    without an index ("cuda") is the one holding the model's parameters, which the workers map by CUDA IPC,
+    else this process's current GPU."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device
+    holding = {p.device for p in model.parameters() if p.is_cuda}
+    if device.index is None:
+        device = next(iter(holding)) if len(holding) == 1 else torch.device("cuda", torch.cuda.current_device())
+    if holding and holding != {device}:
+        raise ValueError(f"device: the workers would run on {device}, but the model's parameters are on "
+                         f"{', '.join(sorted(map(str, holding)))}; pass the device that holds them all")
+    return device
+
+
 class WorkerPool:
     def __init__(self, *, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], dataset: Any,
                  shard: torch.Tensor,
@@ -33,6 +49,7 @@ class WorkerPool:
         if device.type == "cuda" and start_method != "spawn":
             raise ValueError(f"start_method: a model on {device} is shared by CUDA IPC, which needs 'spawn'; "
                              f"got {start_method!r}")
+        device = worker_device(device, model)
         workers = len(momentum.buffers)
         self.ctx = torch.multiprocessing.get_context(start_method)
         self.counters = SharedCounters.create(self.ctx, workers, len(groups), first_step, first_step + steps)

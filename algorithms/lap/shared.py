@@ -101,7 +101,7 @@ class SharedCounters:
         """Worker `worker` applied an update whose gradient it computed on the model it read when `done`
         stood at `read_at`."""
         # the counters move before `done`: a reader that sees `done` reach the budget sees every count
-        # (on a GPU the update's kernels may still run: what is counted is its launch)
+        # (on a GPU the worker waits for its update's kernels first: what is counted has landed)
         with self.done.get_lock():
             self.per_worker[worker] += 1
             self.stale[worker] += self.done.value - read_at

@@ -158,6 +158,11 @@ class HogwildWorker:
             batch = next(data)
             read_at = counters.done.value       # the model this step's forward reads has these updates
             loss = self.step(batch, node_step, lrs)
+            if spec.device.type == "cuda":
+                # an update counted must have landed: the main process reads `done` to know the model
+                # holds that many updates (averaging rounds, the final synchronous round, checkpoints),
+                # and nothing orders its kernels after this process's stream
+                torch.cuda.current_stream(spec.device).synchronize()
             counters.finish(spec.worker, loss, read_at)
 
 

@@ -30,11 +30,13 @@ class Link:
     def __init__(self, comm: Any, peer: int, tag: int) -> None:
         self.comm, self.peer, self.tag = comm, peer, tag
         self._sends: list[Any] = []
+        self.sent_bytes = 0   # payload sent on this link (the pipeline's bytes in the pp dimension)
 
     def post_recv(self) -> PendingTensor:
         return PendingTensor(self.comm, self.peer, self.tag)
 
     def send(self, t: torch.Tensor) -> None:
+        self.sent_bytes += t.numel() * t.element_size()
         self._sends.append(self.comm.isend_tensor(t.detach(), self.peer, tag=self.tag))
 
     def flush(self) -> None:

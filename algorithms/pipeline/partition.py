@@ -76,3 +76,18 @@ def stage_bounds(layers: list[tuple[str, nn.Module]], stages: int, split: Any = 
 def stage_module(layers: list[tuple[str, nn.Module]], bounds: list[int], stage: int) -> nn.Sequential:
     """The layers of `stage` as an nn.Sequential that shares the model's modules and their names."""
     return nn.Sequential(OrderedDict(layers[bounds[stage]:bounds[stage + 1]]))
+
+
+def check_untied(layers: list[tuple[str, nn.Module]], bounds: list[int]) -> None:
+    """Refuse a parameter held by layers of two stages (tied embeddings across the cut): each stage would
+    train its own copy with half of the gradient. Tied layers on one stage are fine."""
+    where: dict[int, tuple[int, str]] = {}
+    for part in range(len(bounds) - 1):
+        for name, layer in layers[bounds[part]:bounds[part + 1]]:
+            for pname, p in layer.named_parameters():
+                first = where.setdefault(id(p), (part, f"{name}.{pname}"))
+                if first[0] != part:
+                    raise ValueError(f"Pipeline: parameter {first[1]} (stage part {first[0]}) is also "
+                                     f"{name}.{pname} (stage part {part}): tied parameters must sit on one stage; "
+                                     f"untie them (e.g. the GPT's tie_weights=False) or choose a split that keeps "
+                                     f"both layers on one stage")

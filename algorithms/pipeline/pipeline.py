@@ -1,6 +1,7 @@
 """algorithms.Pipeline: pipeline model parallelism (GPipe and 1F1B) composed with data parallelism.
 
-    pipe = algorithms.Pipeline(model, comm=None, schedule="1f1b", microbatches=8, split=None, data_parallel=1)
+    pipe = algorithms.Pipeline(model, mesh=mesh, schedule="1f1b", microbatches=8)   # stages over mesh["pp"]
+    # or Pipeline(model, comm, ..., data_parallel=d): the mesh pycomm.Mesh(comm, pp=-1, dp_shard=d)
     # schedule: "gpipe" | "1f1b" | "interleaved_1f1b" (chunks=v model chunks per stage)
     loss = pipe.train_step(x, y, loss_fn)   # x read on the first stage, y on the last; loss on every rank
     opt = torch.optim.AdamW(pipe.stage_module.parameters()); opt.step(); opt.zero_grad()
@@ -8,11 +9,11 @@
 Every rank builds the whole model (same seed) and keeps its stage's layers as `pipe.stage_module`. The
 batch is cut into `microbatches` equal micro-batches; the last stage backpropagates loss_fn / m of each,
 so after train_step the stage's gradients are the unsplit model's on the whole batch (loss_fn a mean).
-With data_parallel=d the ranks form d replicas of the pipeline (algorithms/pipeline/layout.py); each
-replica's first and last stages read their own batch, and the stage's gradients are averaged over its
-replicas by pycomm.GradientBuckets while the last backward runs. To average with a data-parallel
-algorithm instead, pass average_gradients=False and wrap the stage optimizer on `pipe.replica_comm`
-(with mbsgd, hand its no_sync to train_step so its hooks fire once per step)."""
+The stages are mesh["pp"]; each stage's replicas are mesh["dp"] (every replica's first and last stages
+read their own batch). The replicas' gradients are averaged by pycomm.GradientBuckets while the last
+backward runs, unless a CommOptimizer over the stage's parameters (a data-parallel method or ZeRO on the
+same mesh) claims them (algorithms/composition.py): the pipeline then leaves their communication to it
+and runs every backward but the last inside its no_sync, so its hooks fire once per step."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -22,13 +23,12 @@ import torch
 from torch import nn
 
 import pycomm
-from algorithms import traits
+from algorithms import composition, traits
 from algorithms.pipeline import timeline, verdicts
 from algorithms.pipeline.action_lists import SCHEDULES, action_list
 from algorithms.pipeline.executor import StageLinks, StepRecord, run_stage
-from algorithms.pipeline.layout import Layout
 from algorithms.pipeline.links import FIRST_CHUNK_TAG, LOSS_TAG, Link
-from algorithms.pipeline.partition import layers_of, stage_bounds, stage_module
+from algorithms.pipeline.partition import check_untied, layers_of, stage_bounds, stage_module
 
 HEAD = 3   # a stats() row: peak live, compute seconds, step seconds, then the executed order
 
@@ -38,8 +38,8 @@ class Pipeline:
     state_layout = traits.SHARDED      # each rank holds its stage's layers: every rank saves its own
 
     def __init__(self, model: Any, comm: Any = None, schedule: str = "1f1b", microbatches: int = 8,
-                 split: Optional[list[int]] = None, data_parallel: int = 1, *, chunks: int = 2,
-                 average_gradients: bool = True) -> None:
+                 split: Optional[list[int]] = None, data_parallel: int = 1, *, mesh: Optional[pycomm.Mesh] = None,
+                 chunks: int = 2, average_gradients: bool = True) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"Pipeline: schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
         if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
@@ -48,72 +48,64 @@ class Pipeline:
             raise ValueError(f"Pipeline: chunks (model chunks per stage, interleaved_1f1b) must be an int >= 2, "
                              f"got {chunks!r}")
         layers = layers_of(model)
-        self.comm = pycomm.world() if comm is None else comm
-        self.layout = Layout.build(self.comm, data_parallel)
-        lay = self.layout
+        self.mesh = _mesh(comm, mesh, data_parallel)
+        self.comm = self.mesh.comm
+        self.pipeline_comm, self.replica_comm = self.mesh["pp"], self.mesh["dp"]
+        self.stage, self.stages = self.mesh.coords["pp"], self.mesh.shape["pp"]
+        self.replica, self.replicas = self.replica_comm.rank, self.replica_comm.size
         self.chunks = chunks if schedule == "interleaved_1f1b" else 1
-        if self.chunks > 1 and (lay.stages < 2 or microbatches % lay.stages):
+        if self.chunks > 1 and (self.stages < 2 or microbatches % self.stages):
             raise ValueError(f"Pipeline: interleaved_1f1b needs at least 2 stages and microbatches a multiple of "
-                             f"the {lay.stages} stages, got microbatches={microbatches}; use gpipe or 1f1b otherwise")
+                             f"the {self.stages} stages, got microbatches={microbatches}; use gpipe or 1f1b otherwise")
         self.schedule, self.microbatches = schedule, microbatches
         # global chunk g = c * stages + stage: this stage's chunks are every stages-th run of layers
-        self.bounds = stage_bounds(layers, lay.stages * self.chunks, split)
-        self.chunk_modules = [stage_module(layers, self.bounds, c * lay.stages + lay.stage) for c in range(self.chunks)]
+        self.bounds = stage_bounds(layers, self.stages * self.chunks, split)
+        check_untied(layers, self.bounds)
+        self.chunk_modules = [stage_module(layers, self.bounds, c * self.stages + self.stage)
+                              for c in range(self.chunks)]
         self.stage_module: nn.Module = self.chunk_modules[0] if self.chunks == 1 else nn.ModuleDict(OrderedDict(
             (name, layer) for chunk in self.chunk_modules for name, layer in chunk.named_children()))
-        self._actions = action_list(schedule, lay.stage, lay.stages, microbatches, self.chunks)
+        # activations and their gradients travel on two duplicates of the stages' communicator
+        self._fwd_comm = self.pipeline_comm.dup() if self.stages > 1 else None
+        self._bwd_comm = self.pipeline_comm.dup() if self.stages > 1 else None
+        self._actions = action_list(schedule, self.stage, self.stages, microbatches, self.chunks)
         self._links = [self._make_links(c) for c in range(self.chunks)]
-        s = lay.stage
-        self._loss_in = Link(lay.bwd_comm, s + 1, LOSS_TAG) if s < lay.stages - 1 else None
-        self._loss_out = Link(lay.bwd_comm, s - 1, LOSS_TAG) if s > 0 else None
-        self._buckets: Optional[pycomm.GradientBuckets] = None
-        if lay.replicas > 1:
+        s = self.stage
+        self._loss_in = Link(self._bwd_comm, s + 1, LOSS_TAG) if s < self.stages - 1 else None
+        self._loss_out = Link(self._bwd_comm, s - 1, LOSS_TAG) if s > 0 else None
+        self._average = average_gradients and self.replicas > 1
+        self._buckets: Optional[pycomm.GradientBuckets] = None   # made at the first step nothing claims the stage
+        self.dp_bytes = 0       # what this rank handed to the replicas' gradient and loss all-reduces
+        self._bytes_before = {"pp": 0, "dp": 0}   # counted before a resume (load_state_dict)
+        self.replica_loss = float("nan")   # this replica's loss of the last step (the same on all its stages)
+        if self.replicas > 1:
             # the replicas of a stage start identical (as DDP does): replica 0's parameters and buffers
             state = list(self.stage_module.parameters()) + list(self.stage_module.buffers())
             if state:
-                lay.replica_comm.broadcast_coalesced([t.data for t in state], root=0).wait()
-            if average_gradients:
-                self._buckets = pycomm.GradientBuckets(list(self.stage_module.parameters()), comm=lay.replica_comm)
+                self.replica_comm.broadcast_coalesced([t.data for t in state], root=0).wait()
         self._record: Optional[StepRecord] = None
 
     # -- where this rank is ------------------------------------------------------------------------
     @property
-    def stage(self) -> int:
-        return self.layout.stage
-
-    @property
-    def stages(self) -> int:
-        return self.layout.stages
-
-    @property
     def is_first(self) -> bool:
-        return self.layout.stage == 0
+        return self.stage == 0
 
     @property
     def is_last(self) -> bool:
-        return self.layout.stage == self.layout.stages - 1
-
-    @property
-    def pipeline_comm(self) -> Any:
-        return self.layout.pipeline_comm
-
-    @property
-    def replica_comm(self) -> Any:
-        return self.layout.replica_comm
+        return self.stage == self.stages - 1
 
     def _make_links(self, chunk: int) -> StageLinks:
         """Chunk `chunk`'s links: global chunk g talks to g - 1 and g + 1 (on the neighbouring stages,
         the last stage's chunk c to the first stage's chunk c + 1), tagged by the receiving chunk."""
-        lay = self.layout
-        p, g, last = lay.stages, chunk * lay.stages + lay.stage, lay.stages * self.chunks - 1
+        p, g, last = self.stages, chunk * self.stages + self.stage, self.stages * self.chunks - 1
 
         def tag(h: int) -> int:
             return FIRST_CHUNK_TAG + h // p
         prev, nxt = g > 0, g < last
-        return StageLinks(fwd_in=Link(lay.fwd_comm, (g - 1) % p, tag(g)) if prev else None,
-                          fwd_out=Link(lay.fwd_comm, (g + 1) % p, tag(g + 1)) if nxt else None,
-                          bwd_in=Link(lay.bwd_comm, (g + 1) % p, tag(g)) if nxt else None,
-                          bwd_out=Link(lay.bwd_comm, (g - 1) % p, tag(g - 1)) if prev else None)
+        return StageLinks(fwd_in=Link(self._fwd_comm, (g - 1) % p, tag(g)) if prev else None,
+                          fwd_out=Link(self._fwd_comm, (g + 1) % p, tag(g + 1)) if nxt else None,
+                          bwd_in=Link(self._bwd_comm, (g + 1) % p, tag(g)) if nxt else None,
+                          bwd_out=Link(self._bwd_comm, (g - 1) % p, tag(g - 1)) if prev else None)
 
     # -- a training step ---------------------------------------------------------------------------
     def _micro(self, t: Any, name: str) -> list[torch.Tensor]:
@@ -142,11 +134,11 @@ class Pipeline:
                    no_sync: Optional[Callable[[], ContextManager[Any]]] = None) -> float:
         """Forward and backward of the whole batch through the schedule; gradients accumulate into the
         stage's parameters (zero them between steps). Returns the batch's loss on every rank (the mean
-        over replicas with data_parallel > 1). x is read on the first stage, y and loss_fn on the last
-        (elsewhere they may be None). Collective over the communicator."""
-        inputs, targets = verdicts.agree(self.layout, self.comm.rank, self.comm.size,
-                                         lambda: self._inputs(x, y, loss_fn))
-        contexts = [c for c in (self._buckets.no_sync if self._buckets else None, no_sync) if c is not None]
+        over replicas; `replica_loss` is this replica's own). x is read on the first stage, y and
+        loss_fn on the last (elsewhere they may be None). Collective over the mesh. `no_sync`: a context
+        every backward but the last runs in (a claiming CommOptimizer's is used without being given)."""
+        inputs, targets = verdicts.agree(self, self.comm.rank, self.comm.size, lambda: self._inputs(x, y, loss_fn))
+        contexts = self._no_sync_contexts(no_sync)
         if self._buckets is not None:
             self._buckets.reset()
         loss, rec = run_stage(self.chunk_modules, self._actions, self._links, self.microbatches, inputs, targets,
@@ -158,20 +150,83 @@ class Pipeline:
         self._record = rec
         return self._share_loss(loss)
 
+    def _no_sync_contexts(self, given: Optional[Callable[[], ContextManager[Any]]]) -> list[Callable[[], Any]]:
+        """The contexts all but the last backward run in: the gradients' owner's (a claiming CommOptimizer,
+        else the pipeline's own buckets when it averages the replicas), and the caller's."""
+        params = list(self.stage_module.parameters())
+        owner = composition.claimant(params)
+        if owner is not None:
+            if self._buckets is not None:   # claimed after an earlier step: the owner averages from now on
+                self._buckets.remove_hooks()
+                self._buckets = None
+            own = getattr(owner, "no_sync", None)
+        else:
+            if self._buckets is None and self._average and params:
+                self._buckets = pycomm.GradientBuckets(params, comm=self.replica_comm, launch=self._average_bucket)
+            own = self._buckets.no_sync if self._buckets is not None else None
+        contexts = [own] if own is not None else []
+        if given is not None and given != own:
+            contexts.append(given)
+        return contexts
+
+    def _average_bucket(self, bucket: Any) -> Any:
+        assert self._buckets is not None
+        self.dp_bytes += sum(g.numel() * g.element_size() for g in bucket.grads())
+        return self._buckets.reduce(bucket)
+
     def _share_loss(self, loss: float) -> float:
         """The last stage's loss to every stage, stage to stage on the backward channel (each forwards it
         after its last backward, so it mostly travels while the earlier stages finish theirs); the mean
         over replicas with data parallelism."""
-        lay = self.layout
         total = torch.tensor([loss], dtype=torch.float64)
         if self._loss_in is not None:
             total = self._loss_in.post_recv().wait()
         if self._loss_out is not None:
             self._loss_out.send(total)
             self._loss_out.flush()
-        if lay.replicas > 1:
-            lay.replica_comm.allreduce(total, op=pycomm.AVG)
+        self.replica_loss = float(total[0])
+        if self.replicas > 1:
+            self.dp_bytes += total.numel() * total.element_size()
+            self.replica_comm.allreduce(total, op=pycomm.AVG)
         return float(total[0])
+
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """Clip the stage's gradients by the global norm of the whole model's (this replica's) gradient,
+        summed over the stages (collective over mesh["pp"]), as torch's clip_grad_norm_ on the unsplit
+        model; returns that norm. For gradients a ZeRO optimizer holds sharded, use its own."""
+        grads = [p.grad for p in self.stage_module.parameters() if p.grad is not None]
+        squares = torch.zeros(1, dtype=torch.float64)
+        for g in grads:
+            squares += g.double().pow(2).sum().cpu()
+        if self.stages > 1:
+            self.pipeline_comm.allreduce(squares, op=pycomm.SUM)
+        total = squares.sqrt()[0]
+        coef = float(max_norm) / (float(total) + 1e-6)
+        if coef < 1.0:
+            torch._foreach_mul_(grads, coef)
+        return total
+
+    def comm_stats(self) -> dict[str, Any]:
+        """Bytes this rank handed to communication since the pipeline was made: `bytes_by_dim["pp"]` the
+        activations, their gradients and the loss it sent to neighbouring stages; `["dp"]` the replicas'
+        gradient and loss all-reduces (those the pipeline makes itself)."""
+        sent = [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None]
+        pp = self._bytes_before["pp"] + sum(link.sent_bytes for link in
+                                            sent + ([self._loss_out] if self._loss_out is not None else []))
+        dp = self._bytes_before["dp"] + self.dp_bytes
+        return {"bytes": pp + dp, "bytes_by_dim": {"pp": pp, "dp": dp}}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pipeline's own state: its byte counters (a resumed run counts on from them)."""
+        return {"bytes_by_dim": self.comm_stats()["bytes_by_dim"]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.dp_bytes = 0
+        for link in [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None] \
+                + ([self._loss_out] if self._loss_out is not None else []):
+            link.sent_bytes = 0
+        self._bytes_before = dict(state["bytes_by_dim"])
 
     def stats(self) -> dict[str, Any]:
         """Of the last train_step; collective over the pipeline's stages (one all-gather), so call it on
@@ -182,18 +237,18 @@ class Pipeline:
         backwards in order."""
         if self._record is None:
             raise RuntimeError("Pipeline.stats: no train_step has run yet")
-        lay, rec, n = self.layout, self._record, HEAD + 2 * self.microbatches * self.chunks
+        rec, n = self._record, HEAD + 2 * self.microbatches * self.chunks
         mine = torch.tensor([rec.peak_live, rec.compute_s, rec.step_s, *timeline.encode(rec.executed)],
                             dtype=torch.float64)
-        every = torch.empty(lay.stages * n, dtype=torch.float64)
-        lay.pipeline_comm.allgather(every, mine)
-        rows = every.view(lay.stages, n).tolist()
+        every = torch.empty(self.stages * n, dtype=torch.float64)
+        self.pipeline_comm.allgather(every, mine)
+        rows = every.view(self.stages, n).tolist()
         orders = [timeline.decode(r[HEAD:]) for r in rows]
         return {
-            "schedule": self.schedule, "stages": lay.stages, "microbatches": self.microbatches,
-            "chunks": self.chunks, "replicas": lay.replicas, "stage": lay.stage, "replica": lay.replica,
+            "schedule": self.schedule, "stages": self.stages, "microbatches": self.microbatches,
+            "chunks": self.chunks, "replicas": self.replicas, "stage": self.stage, "replica": self.replica,
             "bubble": timeline.slot_bubble(orders),
-            "expected_bubble": timeline.expected_bubble(lay.stages, self.microbatches, self.chunks),
+            "expected_bubble": timeline.expected_bubble(self.stages, self.microbatches, self.chunks),
             "peak_live": [int(r[0]) for r in rows],
             "wall_bubble": [1.0 - r[1] / r[2] if r[2] > 0 else 0.0 for r in rows],
             "executed": [[repr(a) for a in o] for o in orders],
@@ -201,3 +256,23 @@ class Pipeline:
 
 
 traits.check(Pipeline)
+
+
+def _mesh(comm: Any, mesh: Any, data_parallel: Any) -> pycomm.Mesh:
+    """The pipeline's mesh: `mesh`, or `comm` (None: pycomm.world()) as data_parallel replicas of
+    comm.size / data_parallel stages (pycomm.Mesh(comm, pp=-1, dp_shard=data_parallel))."""
+    if isinstance(data_parallel, bool) or not isinstance(data_parallel, int) or data_parallel < 1:
+        raise ValueError(f"Pipeline: data_parallel must be a positive int (replicas of the pipeline), "
+                         f"got {data_parallel!r}")
+    if mesh is not None:
+        if comm is not None or data_parallel != 1:
+            raise TypeError("Pipeline: give mesh= alone (its pp are the stages, its dp the replicas), not also "
+                            "comm= or data_parallel=")
+        if not isinstance(mesh, pycomm.Mesh):
+            raise TypeError(f"Pipeline: mesh must be a pycomm.Mesh, got {type(mesh).__name__}")
+        return mesh
+    comm = pycomm.world() if comm is None else comm
+    if comm.size % data_parallel:
+        raise ValueError(f"Pipeline: data_parallel={data_parallel} must divide the communicator's "
+                         f"{comm.size} ranks (stages = ranks / data_parallel)")
+    return pycomm.Mesh(comm, pp=-1, dp_replicate=1, dp_shard=data_parallel)

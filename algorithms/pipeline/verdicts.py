@@ -15,7 +15,7 @@ VERDICT_TAG = 3
 T = TypeVar("T")
 
 
-def agree(layout: Any, rank: int, size: int, check: Callable[[], T]) -> T:
+def agree(pipe: Any, rank: int, size: int, check: Callable[[], T]) -> T:
     """check() here; raise on every rank when it failed anywhere (the failing rank its own error, the
     others a ValueError naming it)."""
     failed: Optional[Exception] = None
@@ -25,7 +25,7 @@ def agree(layout: Any, rank: int, size: int, check: Callable[[], T]) -> T:
     except (TypeError, ValueError) as e:
         failed = e
     mine = torch.tensor([rank if failed else size], dtype=torch.int64)
-    worst = int(_exchange(layout, mine)[0])
+    worst = int(_exchange(pipe, mine)[0])
     if failed is not None:
         raise failed
     if worst < size:
@@ -34,8 +34,8 @@ def agree(layout: Any, rank: int, size: int, check: Callable[[], T]) -> T:
     return result
 
 
-def _exchange(layout: Any, mine: torch.Tensor) -> torch.Tensor:
-    comm, p, s = layout.pipeline_comm, layout.stages, layout.stage
+def _exchange(pipe: Any, mine: torch.Tensor) -> torch.Tensor:
+    comm, p, s = pipe.pipeline_comm, pipe.stages, pipe.stage
     ends = sorted({0, p - 1})
     verdict = mine.clone()
     if p > 1:
@@ -46,6 +46,6 @@ def _exchange(layout: Any, mine: torch.Tensor) -> torch.Tensor:
             verdict = torch.minimum(verdict, buf)
         for w in sends:
             w.wait()
-    if layout.replicas > 1:
-        layout.replica_comm.allreduce(verdict, op=pycomm.MIN)
+    if pipe.replicas > 1:
+        pipe.replica_comm.allreduce(verdict, op=pycomm.MIN)
     return verdict

@@ -1,5 +1,6 @@
-"""The server's state on disk, written atomically (temporary file, fsync, rename): a server killed at any
-moment leaves either the previous checkpoint or the new one, never a torn file."""
+"""The server's state on disk, written through the one atomic writer (algorithms.checkpointing.atomic:
+temporary file, fsync, rename, directory fsync): a server killed at any moment leaves either the
+previous checkpoint or the new one, never a torn file, and a saved one survives a power loss."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from algorithms.checkpointing import atomic
 
 FORMAT = 1
 
@@ -16,13 +19,7 @@ def path_for(directory: str | os.PathLike, rank: int) -> Path:
 
 
 def save(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save({"format": FORMAT, **state}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic.save(path, {"format": FORMAT, **state})
 
 
 def load(path: Path) -> dict[str, Any] | None:

@@ -20,11 +20,10 @@ from typing import Any, Mapping
 import torch
 
 from pycomm import settings
+from algorithms.ps.ps_settings import ADDRESS_ENV, ADDRESSES_ENV, RANK_ENV, WORLD_ENV
 from algorithms.ps.wire import zmq
 from algorithms.ps import wire
 
-RANK_ENV, WORLD_ENV, ADDRESS_ENV, ADDRESSES_ENV = ("PYCOMM_PS_RANK", "PYCOMM_PS_WORLD", "PYCOMM_PS_ADDRESS",
-                                                   "PYCOMM_PS_ADDRESSES")
 _ADDRESS_BYTES = 128
 
 

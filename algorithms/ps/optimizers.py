@@ -75,8 +75,8 @@ class ParameterServer(CommOptimizer):
     @classmethod
     def data_position(cls, rank: int, world: int, options: dict[str, Any]) -> tuple[int, int]:
         """Ranks 0 .. servers-1 serve and take no data; the workers share it."""
-        servers = options.get("servers", 1)
-        return max(0, rank - servers), max(1, world - servers)
+        roles = pycomm.mesh.server_roles(rank, world, options.get("servers", 1))
+        return (0 if roles.is_server else roles.index), max(1, len(roles.workers))
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = validate_common(config)
@@ -94,7 +94,8 @@ class ParameterServer(CommOptimizer):
     def _setup(self) -> None:
         env = layout.from_env()
         rank = env.rank if env is not None else self.comm.rank
-        self.is_server = rank < self.options["servers"]
+        self.is_server = pycomm.mesh.server_roles(rank, env.world if env else self.comm.size,
+                                                  self.options["servers"]).is_server
         wire.require_zmq()
         self.ctx = zmq.Context()
         self._heartbeats: list[Heartbeat] = []
@@ -109,7 +110,7 @@ class ParameterServer(CommOptimizer):
         self.signatures = [wire.signature(sh.params(self.params)) for sh in self.shards]
         self.versions = [0] * servers      # per shard: the server version of the parameters held
         self.server: Server | None = None
-        self.workers = list(range(servers, self.layout.world))
+        self.workers = list(pycomm.mesh.server_roles(rank, self.layout.world, servers).workers)
         self._closed = False
         self.stop_requested = False   # a worker: its servers ask it to pause (a preemption)
         self._asked_to_stop = False   # a worker: its pushes ask the servers to stop the run

@@ -5,7 +5,8 @@ to reassemble them), and loading a sharded checkpoint written on any number of r
 Resharding goes through the unsharded values: each parameter's fp32 master and per-element optimizer
 state are reassembled from all the shards (by parameter name, so the grouping may differ between the
 writer and the reader), and each rank keeps its pieces. That costs one unsharded copy in CPU memory
-while loading. Sharded files are `shard-<rank>-of-<N>.pt` in a directory, written atomically."""
+while loading. These are state dicts; save_sharded_state_dict writes them through the one checkpoint
+writer (algorithms.checkpointing), which apps.train uses too."""
 from __future__ import annotations
 
 import os
@@ -14,9 +15,11 @@ from typing import Any
 
 import torch
 
+from algorithms import checkpointing, traits
 from algorithms.zero import shard_optimizer
 
 FORMAT = "pycomm.zero.sharded/1"
+SHARD_STEM = "sharded_state"   # the files of a save_sharded_state_dict directory: sharded_state[.rank<k>].pt
 
 
 def _per_element(value: Any) -> bool:
@@ -96,42 +99,51 @@ def sharded_state_dict(opt: Any) -> dict[str, Any]:
             "groups": groups, "scalars": scalars, "param_groups": _param_groups(opt, saved)}
 
 
-def shard_path(directory: Path, rank: int, size: int) -> Path:
-    return directory / f"shard-{rank:05d}-of-{size:05d}.pt"
+def _placement(opt: Any) -> checkpointing.Placement:
+    """Where this rank's shard sits: shard index among dp_shard, replica among dp_replicate (hybrid)."""
+    replicas = opt.replica_comm
+    return checkpointing.Placement(
+        {"pp": 1, "dp_replicate": replicas.size if replicas is not None else 1, "dp_shard": opt.shard_comm.size},
+        {"pp": 0, "dp_replicate": replicas.rank if replicas is not None else 0, "dp_shard": opt.shard_comm.rank})
 
 
 def save_sharded(opt: Any, directory: Any) -> None:
-    """Every rank writes its shard to `directory` (replicas of a hybrid shard: the first node only),
-    each file atomically (temporary name, then rename). Collective."""
+    """Write this optimizer's shards as the checkpoint directory `directory` (one file per shard, from
+    the first replica; algorithms.checkpointing: committed whole, manifest last). Collective."""
     directory = Path(directory)
-    shard = sharded_state_dict(opt)
-    if opt.replica_comm is None or opt.replica_comm.rank == 0:
-        directory.mkdir(parents=True, exist_ok=True)
-        path = shard_path(directory, shard["rank"], shard["world_size"])
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        torch.save(shard, tmp)
-        os.replace(tmp, path)
-    opt.comm.barrier()
+    checkpointing.save(directory.parent, directory.name, {SHARD_STEM: (traits.SHARDED, sharded_state_dict(opt))},
+                       opt.comm, _placement(opt), meta={"algorithm": opt.name, "steps": opt.steps})
+
+
+def _from_directory(directory: Path) -> list[dict[str, Any]]:
+    """The shards save_sharded wrote into `directory` (or, from before it used algorithms.checkpointing,
+    the shard-<rank>-of-<N>.pt files)."""
+    if not (directory / checkpointing.MANIFEST).is_file():
+        files = sorted(directory.glob("shard-*-of-*.pt"))
+        if files:
+            return [torch.load(f, map_location="cpu", weights_only=False) for f in files]
+    ckpt = checkpointing.read_manifest(directory)
+    if SHARD_STEM not in ckpt.states:
+        raise ValueError(f"load_sharded_state_dict: {directory} is a checkpoint but not one of "
+                         f"save_sharded_state_dict (it holds {', '.join(ckpt.states)})")
+    return checkpointing.read(ckpt, SHARD_STEM, checkpointing.Placement.of(None, 0, 1))
 
 
 def _read(shards: Any) -> list[dict[str, Any]]:
     if isinstance(shards, (str, os.PathLike)):
-        directory = Path(shards)
-        files = sorted(directory.glob("shard-*-of-*.pt"))
-        if not files:
-            raise FileNotFoundError(f"load_sharded_state_dict: no shard-<rank>-of-<N>.pt files in {directory}")
-        shards = [torch.load(f, map_location="cpu", weights_only=False) for f in files]
+        shards = _from_directory(Path(shards))
     if not isinstance(shards, (list, tuple)) or not shards:
         raise TypeError("load_sharded_state_dict: give a list of sharded_state_dict() results (one per rank of the "
                         f"writing run) or the directory save_sharded_state_dict wrote, got {type(shards).__name__}")
     if any(not isinstance(s, dict) or s.get("format") != FORMAT for s in shards):
         raise ValueError(f"load_sharded_state_dict: every shard must be a sharded_state_dict() ({FORMAT})")
+    shards = list({s["rank"]: s for s in shards}.values())   # replicas of one shard (hybrid) hold the same
     size = shards[0]["world_size"]
     ranks = sorted(s["rank"] for s in shards)
     if ranks != list(range(size)) or any(s["world_size"] != size for s in shards):
         raise ValueError(f"load_sharded_state_dict: the shards hold ranks {ranks} of a {size}-rank checkpoint; "
                          f"all of 0..{size - 1} are needed")
-    if len({s["steps"] for s in shards}) > 1:     # a save interrupted over an older one in the same place
+    if len({s["steps"] for s in shards}) > 1:     # shards of different saves, put together by hand
         raise ValueError("load_sharded_state_dict: the shards come from different saves (steps "
                          f"{sorted({s['steps'] for s in shards})}); the checkpoint is incomplete")
     return sorted(shards, key=lambda s: s["rank"])

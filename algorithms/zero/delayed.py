@@ -26,7 +26,6 @@ import torch
 import pycomm
 from algorithms.ps.stats import StalenessStats
 from algorithms.zero import shard_optimizer
-from algorithms.zero.sharded import AcrossReplicas
 
 
 @dataclass
@@ -60,12 +59,11 @@ class DelayedSteps:
         for g in opt.groups:
             flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in g.params])
             shard = torch.zeros(g.shard_numel, dtype=flat.dtype, device=flat.device)
+            opt._count("dp_shard", opt._wire_bytes(flat.numel(), flat.dtype, opt._wire(flat.dtype)))
             work = opt.shard_comm.reduce_scatter_coalesced(shard, [flat], op=pycomm.AVG,
                                                            bucket_bytes=opt.options["bucket_bytes"],
                                                            wire_dtype=opt._wire(flat.dtype), codec=opt.options["codec"])
-            if opt.replica_comm is not None:   # hybrid: then averaged over the nodes holding this shard
-                work = AcrossReplicas(work, opt.replica_comm, shard)
-            works.append(work)
+            works.append(opt._across_replicas(work, shard))   # hybrid: then averaged over the replicas of the shard
             shards.append(shard)
             grads.append(flat)
         hyper = [shard_optimizer.hyper_parameters(pg) for pg in opt.optimizer.param_groups]

@@ -9,6 +9,12 @@ its gradients, are stored, computed and sent in; the masters and the optimizer s
 shard. With `model=` the model's floating inputs are cast to it by a forward pre-hook; without, feed
 inputs of that dtype. `reduce_dtype` (fp32 by default) is the dtype gradients are reduced in.
 
+Placement (pycomm.Mesh): the flat groups are sharded over mesh["dp_shard"] and the shards replicated over
+mesh["dp_replicate"], whose replicas average their gradient shards (hybrid sharding, HSDP). `comm=` is all
+of it in dp_shard; with `hybrid=True` it is cut by node (pycomm.Mesh.across_nodes). An outer method that
+wraps the ZeRO optimizer (plsgd across replicas, algorithms/composition.py) takes the replicas over:
+`hand_replicas_over()`; it then runs on `master_params()` and calls `publish()`.
+
 Gradient clipping: the gradients a ZeRO-2/3 rank keeps are its shard, which torch's
 `clip_grad_norm_(model.parameters(), ...)` cannot see; call `opt.clip_grad_norm_(max_norm)` between
 backward and step instead (the global norm over all shards, as torch computes it unsharded)."""
@@ -26,7 +32,7 @@ from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.zero import shard_optimizer
 from algorithms.zero.flat_group import FlatGroup
-from algorithms.zero.topology import shard_communicators
+from algorithms.channel import codec_wire_bytes
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -57,10 +63,23 @@ class ZeroOptimizer(CommOptimizer):
         config["hybrid"] = opts.flag("hybrid", config["hybrid"])
         return config
 
+    def _resolve_mesh(self, comm: Any, mesh: Any) -> pycomm.Mesh:
+        if mesh is not None and self.options["hybrid"]:
+            raise opts.OptionError("hybrid=True cuts comm= by node; with mesh= the shards are replicated over the "
+                                   "mesh's dp_replicate already: drop hybrid")
+        return super()._resolve_mesh(comm, mesh)
+
+    def _mesh_for(self, comm: pycomm.Communicator) -> pycomm.Mesh:
+        """comm= shards over all its ranks; with hybrid=True within each node, replicated across nodes."""
+        return pycomm.Mesh.across_nodes(comm) if self.options["hybrid"] else pycomm.Mesh(comm)
+
     # -- setup ------------------------------------------------------------------------------------
     def _setup(self) -> None:
         self._check_model()
-        self.shard_comm, self.replica_comm = shard_communicators(self.comm, self.options["hybrid"])
+        self.shard_comm = self.mesh["dp_shard"]
+        self.replica_comm = self.mesh["dp_replicate"] if self.mesh.shape["dp_replicate"] > 1 else None
+        self._publish_deferred = False        # an outer method publishes after its own rule (hand_replicas_over)
+        self.dim_bytes = {"dp_shard": 0, "dp_replicate": 0}   # what this rank handed to ZeRO's collectives
         values = {id(p): p.data for p in self.params}      # fp32 (or given) values the masters start from
         self._cast_parameters()
         self.groups = [FlatGroup(ps, self.shard_comm.size, self.shard_comm.rank, [values[id(p)] for p in ps])
@@ -130,14 +149,73 @@ class ZeroOptimizer(CommOptimizer):
         reduce = self.options["reduce_dtype"]
         return None if reduce == dtype or self.options["codec"] is not None else reduce
 
+    def _wire_bytes(self, numel: int, dtype: torch.dtype, wire: torch.dtype | None = None) -> int:
+        """Bytes `numel` values of `dtype` take on the wire (as `wire`, or through the codec)."""
+        if self.options["codec"] is not None and dtype.is_floating_point:
+            return codec_wire_bytes(self.options["codec"], numel)
+        return numel * (wire or dtype).itemsize
+
+    def _count(self, dim: str, nbytes: int) -> None:
+        self.dim_bytes[dim] = self.dim_bytes.get(dim, 0) + nbytes
+
     def _reduce_scatter(self, bucket: Any) -> Any:
         """A GradientBuckets bucket reduce-scattered over the shard's ranks into bucket.shard, then (hybrid)
         averaged over the replicas of the shard."""
-        work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, bucket.grads(), op=pycomm.AVG,
+        grads = bucket.grads()
+        wire = self._wire(bucket.shard.dtype)
+        self._count("dp_shard", sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in grads))
+        work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, grads, op=pycomm.AVG,
                                                         bucket_bytes=self.options["bucket_bytes"],
-                                                        wire_dtype=self._wire(bucket.shard.dtype),
-                                                        codec=self.options["codec"])
-        return work if self.replica_comm is None else AcrossReplicas(work, self.replica_comm, bucket.shard)
+                                                        wire_dtype=wire, codec=self.options["codec"])
+        return self._across_replicas(work, bucket.shard)
+
+    def _across_replicas(self, work: Any, shard: torch.Tensor) -> Any:
+        """`work` (this replica's reduction of `shard`), then the shard averaged over the replicas of it
+        (hybrid sharding); `work` itself when there are none (or an outer method takes them)."""
+        if self.replica_comm is None:
+            return work
+        self._count("dp_replicate", shard.numel() * shard.element_size())
+        return AcrossReplicas(work, self.replica_comm, shard)
+
+    def _allgather_shard(self, full: list[torch.Tensor], shard: torch.Tensor) -> Any:
+        """The parameters `full` all-gathered from every rank's `shard` over the shard group."""
+        self._count("dp_shard", self._wire_bytes(shard.numel(), shard.dtype))
+        return self.shard_comm.allgather_coalesced(full, shard, bucket_bytes=self.options["bucket_bytes"],
+                                                   codec=self.options["codec"])
+
+    # -- composition: an outer method across the replicas (algorithms/composition.py) ----------------
+    def hand_replicas_over(self) -> None:
+        """An outer data-parallel method now runs across dp_replicate over `master_params()`: gradients are
+        no longer averaged across replicas, and the model follows the masters only when it calls
+        `publish()` (once per step, after its own rule)."""
+        self.replica_comm = None
+        self._publish_deferred = True
+
+    def master_params(self) -> list[torch.Tensor]:
+        """This rank's pieces of the fp32 masters (views; one per parameter and group, possibly empty)."""
+        return [piece for g in self.groups for piece in g.shard_params]
+
+    def master_origins(self) -> list[torch.Tensor]:
+        """The parameter each of master_params() is a piece of, in the same order (to name the pieces)."""
+        return [p for g in self.groups for p in g.params]
+
+    @property
+    def master_optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer stepping the master pieces (its state is per piece)."""
+        return self.shard_optimizer
+
+    def publish(self) -> None:
+        """Make the model's parameters (or their shards) follow the masters."""
+        self._publish()
+
+    def comm_stats(self) -> dict[str, Any]:
+        """The channel's counters (the initial broadcast over dp) plus every byte of ZeRO's reduce-scatters,
+        all-reduces and all-gathers, per mesh dimension in `bytes_by_dim`."""
+        stats = super().comm_stats()
+        stats["bytes"] += sum(self.dim_bytes.values())
+        for dim, n in self.dim_bytes.items():
+            stats["bytes_by_dim"][dim] = stats["bytes_by_dim"].get(dim, 0) + n
+        return stats
 
     # -- the step ---------------------------------------------------------------------------------
     def _gradient_shards(self) -> list[torch.Tensor]:
@@ -153,11 +231,14 @@ class ZeroOptimizer(CommOptimizer):
                 piece.grad = group.piece_of(grad, i)
         shard_optimizer.mirror(self.optimizer, self.shard_optimizer)
         self.shard_optimizer.step()
+        self.torch_optimizer._opt_called = True   # type: ignore[attr-defined]  # stepped through its shard: an LR
+        # scheduler on the user's optimizer must not warn that it was never stepped
         for group in self.groups:
             for piece in group.shard_params:
                 piece.grad = None
         self._grad_shards_cache = None
-        self._publish()
+        if not self._publish_deferred:
+            self._publish()
         self._end_step()
 
     @torch.no_grad()
@@ -177,6 +258,8 @@ class ZeroOptimizer(CommOptimizer):
         for s in shards:
             squares += s.float().pow(2).sum()
         self.shard_comm.allreduce(squares, op=pycomm.SUM)      # shards are disjoint (and equal across replicas)
+        if self.mesh.shape["pp"] > 1:                          # a pipeline stage: the whole model's norm
+            self.mesh["pp"].allreduce(squares, op=pycomm.SUM)
         total = squares.sqrt()[0]
         coef = float(max_norm) / (float(total) + 1e-6)
         if coef < 1.0:
@@ -233,7 +316,8 @@ class ZeroOptimizer(CommOptimizer):
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {"masters": [g.master.detach().clone() for g in self.groups],
-                "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict())}   # not the live tensors
+                "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict()),   # not the live tensors
+                "dim_bytes": dict(self.dim_bytes)}
 
     @torch.no_grad()
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
@@ -244,6 +328,7 @@ class ZeroOptimizer(CommOptimizer):
         for g, m in zip(self.groups, masters):
             g.master.copy_(m)
         self.shard_optimizer.load_state_dict(state["shard_optimizer"])
+        self.dim_bytes = dict(state.get("dim_bytes", self.dim_bytes))   # absent in states written before it
         self._publish()
 
 

@@ -134,8 +134,7 @@ class ZeRO3(ZeroOptimizer):
             return
         group = self.groups[self.units.index(unit)]
         full = [torch.empty(shape, dtype=unit.shard.dtype, device=unit.shard.device) for shape in group.shapes]
-        work = self.shard_comm.allgather_coalesced(full, unit.shard, bucket_bytes=self.options["bucket_bytes"],
-                                                   codec=self.options["codec"])
+        work = self._allgather_shard(full, unit.shard)
         unit.pending = (work, full)
 
     @torch.no_grad()

@@ -9,8 +9,8 @@ for the shard only), then the parameters are all-gathered from the shards.
   shard (the full gradients are freed as soon as their bucket is packed). Clip with
   `opt.clip_grad_norm_(max_norm)`.
 The flat groups are GradientBuckets' buckets, so a bucket's reduce-scatter lands in exactly the
-shard its master steps. `hybrid=True` shards within a node and keeps the shards replicated across
-nodes (zero2: reduce-scatter in the node, then all-reduce the shard across nodes).
+shard its master steps. On a Mesh with dp_replicate > 1 (or `hybrid=True`: within a node, replicated across
+nodes) zero2 reduce-scatters in the shard group, then all-reduces the shard across the replicas.
 
 zero1 takes `staleness_bound` K (default 0: the above): with K >= 1 step t's reduction is left in flight
 and step t - K is completed at the end of step t (algorithms/zero/delayed.py), so a gradient misses the
@@ -38,9 +38,7 @@ class _GatheredStage(BucketedGradients, ZeroOptimizer):
         for g in self.groups:
             dtype = g.params[0].dtype
             shard = g.master if dtype == torch.float32 else g.master.to(dtype)
-            works.append(self.shard_comm.allgather_coalesced([p.data for p in g.params], shard,
-                                                             bucket_bytes=self.options["bucket_bytes"],
-                                                             codec=self.options["codec"]))
+            works.append(self._allgather_shard([p.data for p in g.params], shard))
         for w in works:
             w.wait()
 
@@ -66,13 +64,32 @@ class ZeRO1(_GatheredStage):
         return self.options["staleness_bound"] > 0
 
     def _plan_groups(self) -> list[list[torch.Tensor]]:
-        dtype = self.params[0].dtype
-        self._buckets = pycomm.GradientBuckets(self.params, comm=self.comm, mode="allreduce",
-                                               bucket_bytes=self.options["bucket_bytes"], wire_dtype=self._wire(dtype),
-                                               codec=self.options["codec"])
-        if self._stale:   # the reduction is issued at step() and left in flight, not during backward
-            self._buckets.remove_hooks()
+        self._buckets = self._gradient_buckets(self.comm)
         return [b.params for b in self._buckets.buckets]
+
+    def _gradient_buckets(self, comm: Any) -> pycomm.GradientBuckets:
+        """Gradients all-reduced over `comm` (all of dp; only dp_shard under an outer method across replicas)."""
+        dtype = self.params[0].dtype
+        buckets = pycomm.GradientBuckets(self.params, comm=comm, mode="allreduce",
+                                         bucket_bytes=self.options["bucket_bytes"], wire_dtype=self._wire(dtype),
+                                         codec=self.options["codec"], launch=self._allreduce_bucket)
+        if self._stale:   # the reduction is issued at step() and left in flight, not during backward
+            buckets.remove_hooks()
+        return buckets
+
+    def _allreduce_bucket(self, bucket: Any) -> Any:
+        wire = self._wire(bucket.params[0].dtype)
+        self._count("dp_shard" if self._buckets.comm is self.shard_comm else "dp",
+                    sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in bucket.grads()))
+        return self._buckets.reduce(bucket)
+
+    def hand_replicas_over(self) -> None:
+        """As ZeroOptimizer's, and the gradients are all-reduced over the shard group only from now on."""
+        super().hand_replicas_over()
+        self._buckets.remove_hooks()
+        plan = [b.params for b in self._buckets.buckets]
+        self._buckets = self._gradient_buckets(self.shard_comm)
+        assert [b.params for b in self._buckets.buckets] == plan   # the same buckets: the groups stay valid
 
     def _after_setup(self) -> None:
         self._delayed = DelayedSteps(self, self.options["staleness_bound"]) if self._stale else None
@@ -169,11 +186,9 @@ class ZeRO1(_GatheredStage):
 class ZeRO2(_GatheredStage):
     def _plan_groups(self) -> list[list[torch.Tensor]]:
         dtype = self.params[0].dtype
-        hybrid = self.replica_comm is not None
         self._buckets = pycomm.GradientBuckets(
             self.params, comm=self.shard_comm, mode="reduce_scatter", bucket_bytes=self.options["bucket_bytes"],
-            wire_dtype=self._wire(dtype), codec=self.options["codec"], free_grads=True,
-            launch=self._reduce_scatter if hybrid else None)
+            wire_dtype=self._wire(dtype), codec=self.options["codec"], free_grads=True, launch=self._reduce_scatter)
         return [b.params for b in self._buckets.buckets]
 
     def _gradient_shard(self, index: int) -> torch.Tensor:

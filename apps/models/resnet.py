@@ -1,10 +1,27 @@
 """ResNets: the CIFAR family (ResNet-20/32/44/56, He et al. 2016, option-A shortcuts) and the ImageNet
-bottleneck family (ResNet-50/101/152; parameter names as torchvision's so its weights load)."""
+bottleneck family (ResNet-50/101/152; parameter names as torchvision's so its weights load). Pipeline
+stages: the residual blocks, the stem first and the pooled classifier last."""
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from apps.models.parts import Part
+
+
+def _cifar_stem(m: Any, x: torch.Tensor) -> torch.Tensor:
+    return F.relu(m.bn1(m.conv1(x)))
+
+
+def _imagenet_stem(m: Any, x: torch.Tensor) -> torch.Tensor:
+    return F.max_pool2d(F.relu(m.bn1(m.conv1(x))), 3, 2, 1)
+
+
+def _classify(m: Any, x: torch.Tensor) -> torch.Tensor:
+    return m.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 class _BasicBlock(nn.Module):
@@ -46,8 +63,11 @@ class CifarResNet(nn.Module):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.layers(F.relu(self.bn1(self.conv1(x))))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return _classify(self, self.layers(_cifar_stem(self, x)))
+
+    def pipeline_layers(self) -> nn.Sequential:
+        return nn.Sequential(Part(_cifar_stem, conv1=self.conv1, bn1=self.bn1), *self.layers,
+                             Part(_classify, fc=self.fc))
 
 
 class _Bottleneck(nn.Module):
@@ -101,6 +121,10 @@ class ResNet(nn.Module):
                 nn.init.zeros_(m.bn3.weight)  # each block starts as identity: helps large-batch training
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(_imagenet_stem(self, x)))))
+        return _classify(self, x)
+
+    def pipeline_layers(self) -> nn.Sequential:
+        blocks = [b for i in range(1, 5) for b in getattr(self, f"layer{i}")]
+        return nn.Sequential(Part(_imagenet_stem, conv1=self.conv1, bn1=self.bn1), *blocks,
+                             Part(_classify, fc=self.fc))

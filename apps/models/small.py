@@ -1,4 +1,5 @@
-"""Small MNIST-sized models: an MLP and a LeNet-like CNN (fast on one CPU core)."""
+"""Small MNIST-sized models: an MLP and a LeNet-like CNN (fast on one CPU core); both are sequences of
+layers, which pipeline_layers() gives for pipeline stages."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -21,6 +22,9 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
+    def pipeline_layers(self) -> nn.Sequential:
+        return self.net
+
 
 class SmallCNN(nn.Module):
     """Two 5x5 conv layers + two linear layers; about 97-98% on the embedded MNIST split in a few epochs."""
@@ -37,3 +41,6 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))
+
+    def pipeline_layers(self) -> nn.Sequential:
+        return nn.Sequential(*self.features, *self.classifier)

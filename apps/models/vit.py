@@ -1,12 +1,24 @@
 """A Vision Transformer (Dosovitskiy et al. 2021): patch embedding, class token, pre-norm blocks.
 Defaults give a small ViT for 32x32 images; QSR's ViT-B/16 is image_size=224, patch_size=16,
-dim=768, depth=12, heads=12."""
+dim=768, depth=12, heads=12. Pipeline stages: the blocks, the embedding first and the head last."""
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import nn
 
+from apps.models.parts import Part
 from apps.models.transformer import Block
+
+
+def _embed(m: Any, x: torch.Tensor) -> torch.Tensor:
+    x = m.patch(x).flatten(2).transpose(1, 2)
+    return torch.cat([m.cls.expand(x.shape[0], -1, -1), x], dim=1) + m.pos
+
+
+def _classify(m: Any, x: torch.Tensor) -> torch.Tensor:
+    return m.head(m.norm(x)[:, 0])
 
 
 class ViT(nn.Module):
@@ -24,6 +36,9 @@ class ViT(nn.Module):
         self.head = nn.Linear(dim, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.patch(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
-        return self.head(self.norm(self.blocks(x))[:, 0])
+        return _classify(self, self.blocks(_embed(self, x)))
+
+    def pipeline_layers(self) -> nn.Sequential:
+        """[patch embedding + class token + positions, the blocks, norm + head on the class token]."""
+        return nn.Sequential(Part(_embed, patch=self.patch, cls=self.cls, pos=self.pos), *self.blocks,
+                             Part(_classify, norm=self.norm, head=self.head))

@@ -1,8 +1,12 @@
 """`python -m apps.serve [--nproc P] [--checkpoint RUN_DIR|PATH] [--port 8080] [--host 127.0.0.1]`
+(installed as `pycomm-serve`)
 
 Serves the char GPT of an apps.train run split into P pipeline stages on P ranks (started like
 apps.train's: `--nproc` re-runs itself under mpirun; under srun / mpirun each process is one rank).
-Rank 0 runs the HTTP server and stage 0; without --checkpoint the GPT is randomly initialised."""
+Rank 0 runs the HTTP server and stage 0; without --checkpoint the GPT is randomly initialised.
+A run is served from any directory: --checkpoint takes its path (runs/NAME, or one checkpoint in
+it), and the vocabulary comes from the checkpoint itself, not from the run's (relative) data.path.
+API, window rule and limits: apps/serve/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -13,11 +17,28 @@ import sys
 import torch
 
 from apps import failure, launch, requirements
+from apps.command_name import command_name
 from apps.train import _positive_int
 
 
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _bounded_int(low: int, high: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number ({what}), got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high} ({what}), got {value}")
+        return value
+    return parse
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m apps.serve", description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(prog=command_name("apps.serve", "pycomm-serve"), description="\n\n".join(__doc__.split("\n\n")[1:]),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=_positive_int, default=1, help="pipeline stages = ranks on this machine (default 1)")
     p.add_argument("--checkpoint", metavar="RUN_DIR|PATH",
                    help="an apps.train run directory (its newest checkpoint) or a checkpoint; default: random GPT")
@@ -27,6 +48,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--queue", type=_positive_int, default=64, help="requests that may wait for a slot; more get 503")
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="config override for the served model, e.g. model.options.n_layer=2 (random GPT)")
+    p.add_argument("--window-keep", type=_bounded_int(1, 2**20, "tokens"), metavar="TOKENS",
+                   help="generation past the context: when a sequence would pass the model's block_size, it restarts "
+                        "from its last TOKENS tokens (re-prefilled on every stage); default half the block size")
+    p.add_argument("--max-tokens-limit", type=_bounded_int(1, 2**20, "tokens"), default=4096, metavar="TOKENS",
+                   help="the most tokens one request may ask for (default 4096)")
+    p.add_argument("--max-body-bytes", type=_bounded_int(1024, 2**30, "bytes"), default=1 << 20, metavar="BYTES",
+                   help="larger request bodies get 413 before they are read (default 1 MiB)")
+    p.add_argument("--model-name", metavar="NAME",
+                   help="the model's id in /v1/models and /v1 requests (default: the run's name, or gpt-random)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                   help="the served weights' and activations' dtype (float64: exact comparisons; default float32)")
     return p.parse_args(argv)
 
 
@@ -58,7 +90,12 @@ def serve(args: argparse.Namespace) -> int:
 
     dist = Dist.init()
     torch.set_grad_enabled(False)
-    served = model_source.load(args.checkpoint, args.override)
+    served = model_source.load(args.checkpoint, args.override, DTYPES[args.dtype])
+    block_size = served.model.block_size
+    args.window_keep = block_size // 2 if args.window_keep is None else args.window_keep
+    if args.window_keep > block_size:   # on every rank: each stops with this message, none waits on another
+        from apps.config_io import ConfigError
+        raise ConfigError(f"--window-keep {args.window_keep}: at most the model's block_size {block_size}")
     stage = Stage(served.model, dist.rank, dist.size, args.slots)
     link = wire.Link(dist.comm, dist.rank, dist.size) if dist.size > 1 else None
     pids = torch.zeros(dist.size, dtype=torch.int64)

@@ -8,7 +8,7 @@ import random
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -20,6 +20,7 @@ from apps.serve.scheduler import Generation, Scheduler
 from apps.serve.stage import Stage, split_layers
 
 HEARTBEAT_S = 10.0   # an idle pipeline passes a heartbeat this often: blocked receives stay far below PYCOMM_TIMEOUT
+FLUSH_S = 3.0        # on a pipeline failure, how long open streams get to send their final error event
 
 
 def _compute(stage: Stage, meta: wire.Meta, inputs: torch.Tensor) -> torch.Tensor:
@@ -34,7 +35,8 @@ def _sample(sampler: Sampler, meta: wire.Meta, logits: torch.Tensor) -> None:
     for slot, new, seed in zip(slots, meta.column(wire.NEW).tolist(), meta.column(wire.SEED).tolist()):
         if new:
             sampler.start(slot, seed)
-    meta.column(wire.TOKEN)[:] = torch.tensor(sampler.sample(logits, slots, meta.temperatures(), meta.top_ks()))
+    meta.column(wire.TOKEN)[:] = torch.tensor(sampler.sample(logits, slots, meta.floats(wire.TEMPERATURE),
+                                                             meta.top_ks(), meta.floats(wire.TOP_P)))
 
 
 def serve_stage(stage: Stage, link: wire.Link) -> None:
@@ -66,6 +68,9 @@ class Engine:
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="apps.serve.engine", daemon=True)
         self.error: BaseException | None = None
+        # set by the HTTP side: ends open streams with an error event, returns once they are
+        # flushed (or after the given seconds); called before a pipeline failure ends this rank
+        self.on_failure: Callable[[str, float], None] = lambda message, timeout: None
 
     def start(self) -> None:
         self.thread.start()
@@ -84,6 +89,7 @@ class Engine:
             self._loop()
         except BaseException as e:  # the pipeline is broken: end every rank now, with the reason
             self.error = e
+            self.on_failure(f"the pipeline failed ({type(e).__name__}: {e}); the server is going down", FLUSH_S)
             failure.fail(e)
 
     def _loop(self) -> None:
@@ -114,18 +120,17 @@ class Engine:
             self.link.recv_back()   # the last stage's acknowledgement: every rank is done
 
     def _launch(self, gens: list[Generation]) -> None:
-        width = max(len(g.pending) for g in gens)
-        tokens = torch.zeros(len(gens), width, dtype=torch.long)
-        for i, g in enumerate(gens):
-            tokens[i, :len(g.pending)] = torch.tensor(g.pending)
-        r = [g.request for g in gens]
-        meta = wire.Meta.batch(self.stages, width, [g.slot for g in gens], [g.fed for g in gens],
-                               [len(g.pending) for g in gens], [q.top_k for q in r], [q.seed for q in r],
-                               [g.new for g in gens], [q.temperature for q in r])
-        for g in gens:
-            g.fed += len(g.pending)
-            g.pending = []
-        out = _compute(self.stage, meta, tokens)
+        inputs = [self.scheduler.inputs(g) for g in gens]   # moves a window that would pass the context
+        width = max(len(tokens) for _, tokens in inputs)
+        ids = torch.zeros(len(gens), width, dtype=torch.long)
+        specs = []
+        for i, (g, (start, tokens)) in enumerate(zip(gens, inputs)):
+            ids[i, :len(tokens)] = torch.tensor(tokens)
+            q = g.request
+            specs.append(wire.RowSpec(g.slot, start, len(tokens), q.top_k, q.seed, not g.seeded, q.temperature, q.top_p))
+            g.seeded = True
+        meta = wire.Meta.batch(self.stages, width, specs)
+        out = _compute(self.stage, meta, ids)
         self.in_flight.append(gens)
         self.metrics.in_flight = len(self.in_flight)
         if self.link is None:   # one rank: this stage is also the last
@@ -152,15 +157,19 @@ class Engine:
 
     @staticmethod
     def _finish(gen: Generation) -> None:
-        tail = gen.decoder.flush()
-        if tail:
-            gen.text.append(tail)
-            gen.emit({"token": tail, "done": False})
+        if gen.finish_reason == "length":   # a stop string ends the text where it starts: nothing held is due
+            tail = gen.stop.feed(gen.decoder.flush())
+            tail += gen.stop.flush()
+            gen.finish_reason = "stop" if gen.stop.stopped else "length"
+            if tail:
+                gen.text.append(tail)
+                gen.emit({"token": tail, "done": False})
         end = time.perf_counter()
         total = end - gen.submitted
         ttft = (gen.first_token or end) - gen.submitted
         gen.emit({"token": "", "done": True, "full_text": "".join(gen.text), "num_tokens": len(gen.tokens),
-                  "time_to_first_token_ms": round(ttft * 1e3, 3),
+                  "prompt_tokens": len(gen.request.prompt_ids), "finish_reason": gen.finish_reason,
+                  "context_restarts": gen.restarts, "time_to_first_token_ms": round(ttft * 1e3, 3),
                   "tokens_per_second": round(len(gen.tokens) / total, 3) if total > 0 else 0.0,
                   "total_time_ms": round(total * 1e3, 3)})
 

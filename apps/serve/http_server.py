@@ -1,12 +1,15 @@
 """Rank 0: the engine thread, the FastAPI app under uvicorn, and a clean stop. SIGINT, SIGTERM or
-SIGUSR1 (what the `--nproc` launcher forwards for SIGINT/SIGTERM): streams in progress end with an
-error event, the engine drains the pipeline and sends STOP down it, every rank exits 0."""
+SIGUSR1 (what the `--nproc` launcher forwards for SIGINT/SIGTERM): streams in progress end at once
+with an error event, the engine drains the pipeline and sends STOP down it, every rank exits 0.
+When a rank dies, Open MPI sends the others SIGTERM about a second later and SIGKILL a second after
+that: the open streams' final error event goes out in between."""
 from __future__ import annotations
 
 import argparse
 import contextlib
 import signal
 import sys
+import time
 from typing import Any, Iterator
 
 from apps.serve import wire
@@ -14,6 +17,7 @@ from apps.serve.api import Service, create_app
 from apps.serve.engine import Engine, describe_stages
 from apps.serve.metrics import ServeMetrics
 from apps.serve.model_source import Served
+from apps.serve.request_checks import Limits
 from apps.serve.scheduler import Scheduler
 from apps.serve.stage import Stage
 from apps.serve.text_codec import Vocabulary
@@ -21,14 +25,20 @@ from apps.serve.text_codec import Vocabulary
 GRACEFUL_S = 5.0   # open connections get this long to finish once the server stops
 
 
+def model_id(args: argparse.Namespace, served: Served) -> str:
+    return args.model_name or ("gpt-random" if served.random else served.config.name)
+
+
 def config_info(args: argparse.Namespace, served: Served, stages: int, pids: list[int]) -> dict[str, Any]:
     m = served.model
-    return {"model": "gpt", "source": served.source, "random_init": served.random, "notes": served.notes,
-            "vocab": served.vocab, "vocab_size": len(served.vocab), "block_size": m.block_size,
-            "n_layer": m.n_layer, "n_head": m.n_head, "n_embd": m.n_embd,
-            "parameters": sum(p.numel() for p in m.parameters()),
+    return {"model": "gpt", "model_name": model_id(args, served), "source": served.source,
+            "random_init": served.random, "notes": served.notes, "vocab": served.vocab, "vocab_size": len(served.vocab),
+            "block_size": m.block_size, "n_layer": m.n_layer, "n_head": m.n_head, "n_embd": m.n_embd,
+            "dtype": args.dtype, "parameters": sum(p.numel() for p in m.parameters()),
             "stages": describe_stages(stages, m.n_layer), "slots": args.slots, "queue_limit": args.queue,
-            "max_tokens_limit": m.block_size - 1, "pids": pids}
+            "max_tokens_limit": args.max_tokens_limit, "window_keep": args.window_keep,
+            "max_body_bytes": args.max_body_bytes, "available_worker_ranks": [0], "pids": pids,
+            "created": int(time.time())}
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
@@ -48,14 +58,20 @@ def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: wire
     import uvicorn
 
     info = config_info(args, served, stage.count, pids)
-    scheduler = Scheduler(args.slots, args.queue, depth=stage.count)
+    block_size = served.model.block_size
+    scheduler = Scheduler(args.slots, args.queue, stage.count, block_size, args.window_keep)
     metrics = ServeMetrics(info["stages"])
     engine = Engine(stage, link, scheduler, metrics)
-    service = Service(engine, scheduler, metrics, Vocabulary(served.vocab), served.model.block_size, info)
-    server = _uvicorn_server(uvicorn.Config(create_app(service), host=args.host, port=args.port, log_level="warning",
-                                           timeout_graceful_shutdown=GRACEFUL_S, lifespan="off"))
+    limits = Limits(Vocabulary(served.vocab), block_size, args.max_tokens_limit)
+    service = Service(engine, scheduler, metrics, limits, info, info["model_name"])
+    engine.on_failure = service.end_streams_and_wait
+    server = _uvicorn_server(uvicorn.Config(create_app(service, args.max_body_bytes), host=args.host, port=args.port,
+                                           log_level="warning", timeout_graceful_shutdown=GRACEFUL_S, lifespan="off"))
 
     def stop(signum: int, frame: object) -> None:
+        # at once: after a rank died, Open MPI's SIGKILL follows its SIGTERM within about a second
+        service.end_streams(f"the server is stopping (signal {signal.Signals(signum).name}: stopped by its user, "
+                            "or a rank of the pipeline died)")
         engine.begin_stop()
         server.should_exit = True
     for sig in STOP_SIGNALS:

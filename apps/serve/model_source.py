@@ -1,5 +1,10 @@
-"""What apps.serve serves: the GPT of an apps.train run (its config.yaml, its newest checkpoint, the
-characters of its text file as the vocabulary), or a randomly initialised GPT of the default config."""
+"""What apps.serve serves: the GPT of an apps.train run (its config.yaml, its newest checkpoint and
+the vocabulary stored in that checkpoint), or a randomly initialised GPT of the default config.
+
+The vocabulary travels with the checkpoint (apps.train keeps the characters of its text file in
+every checkpoint's iter_state_dict.pt, `extra["vocab"]`), so a run is served from any directory: the
+run's data.path, often relative to where training ran, is read only for a checkpoint written before
+that (and then must be a file from here, or be given with -o data.path=...)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,7 +54,9 @@ def resolve_checkpoint(arg: str) -> tuple[Path, Path]:
         raise checkpoint.CheckpointError(f"--checkpoint {arg}: no such file or directory")
     if (path / "config.yaml").is_file():   # a run directory: its newest checkpoint, as --resume auto
         cfg = config_io.load(path / "config.yaml")
-        directory = Path(cfg.checkpoint.directory) if cfg.checkpoint.directory else path / "checkpoints"
+        directory = path / "checkpoints"
+        if cfg.checkpoint.directory and Path(cfg.checkpoint.directory).is_dir():   # may be relative to elsewhere
+            directory = Path(cfg.checkpoint.directory)
         found = checkpoint.resolve("auto", directory, cfg.checkpoint.prefix)
         if found is None:
             raise checkpoint.CheckpointError(f"--checkpoint {arg}: the run has no complete checkpoint in {directory} "
@@ -60,15 +67,15 @@ def resolve_checkpoint(arg: str) -> tuple[Path, Path]:
     return find_run_dir(found), found
 
 
-def _vocab(cfg: Config, strict: bool) -> tuple[str, str | None]:
+def _vocab_of_text(cfg: Config) -> str | None:
     path = Path(cfg.data.path) if cfg.data.path else None
-    if path is not None and path.is_file():
-        return vocabulary(path.read_text(encoding="utf-8")), None
-    if strict:
-        raise checkpoint.CheckpointError(f"the run's data.path {cfg.data.path!r} is not a file: its characters are "
-                                         "the model's vocabulary (point it there with -o data.path=...)")
-    return SHAKESPEARE_CHARS, f"vocabulary: tiny Shakespeare's {len(SHAKESPEARE_CHARS)} characters " \
-                              f"({cfg.data.path} not found)"
+    return vocabulary(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else None
+
+
+def checkpoint_vocab(ckpt: Path) -> str | None:
+    """The vocabulary apps.train stored in checkpoint `ckpt`; None for a checkpoint written before it did."""
+    vocab = checkpoint.iteration_state(ckpt).extra.get("vocab")
+    return vocab if isinstance(vocab, str) and vocab else None
 
 
 def _build(cfg: Config, vocab: str) -> GPT:
@@ -79,18 +86,31 @@ def _build(cfg: Config, vocab: str) -> GPT:
     return MODELS.build("gpt", cfg.model.options, info)
 
 
-def load(checkpoint_arg: str | None, overrides: Sequence[str] = ()) -> Served:
-    """The model to serve, in eval mode (no dropout). `overrides` (key=value) apply to the config."""
+def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch.dtype = torch.float32) -> Served:
+    """The model to serve, in eval mode (no dropout), in `dtype`. `overrides` (key=value) apply to the config."""
     if checkpoint_arg is None:
         cfg = config_io.load(DEFAULT_CONFIG, overrides)
-        vocab, note = _vocab(cfg, strict=False)
-        model = _build(cfg, vocab)
+        vocab = _vocab_of_text(cfg)
         notes = ["no --checkpoint: serving a RANDOMLY INITIALISED GPT (its text is noise); train one with "
-                 "apps.train and pass --checkpoint runs/<name>"] + ([note] if note else [])
-        return Served(model.eval(), vocab, "random", cfg, notes)
+                 "apps.train and pass --checkpoint runs/<name>"]
+        if vocab is None:
+            vocab = SHAKESPEARE_CHARS
+            notes.append(f"vocabulary: tiny Shakespeare's {len(vocab)} characters ({cfg.data.path} not found)")
+        model = _build(cfg, vocab)
+        return Served(model.to(dtype).eval(), vocab, "random", cfg, notes)
     run_dir, ckpt = resolve_checkpoint(checkpoint_arg)
     cfg = config_io.load(run_dir / "config.yaml", overrides)
-    vocab, _ = _vocab(cfg, strict=True)
+    vocab = checkpoint_vocab(ckpt) or _vocab_of_text(cfg)
+    if vocab is None:
+        raise checkpoint.CheckpointError(
+            f"checkpoint {ckpt} holds no vocabulary (written before apps.train stored it) and the run's data.path "
+            f"{cfg.data.path!r} is not a file from {Path.cwd()}: serve from the directory training ran in, or "
+            "give the text file with -o data.path=PATH (its characters are the model's vocabulary)")
+    state = checkpoint.load_model_state(ckpt)
+    rows = state.get("tok.weight", torch.empty(len(vocab))).shape[0]
+    if rows != len(vocab):
+        raise checkpoint.CheckpointError(f"checkpoint {ckpt}: the model has {rows} token embeddings but the vocabulary "
+                                         f"has {len(vocab)} characters; give the run's own text with -o data.path=PATH")
     model = _build(cfg, vocab)
-    model.load_state_dict(checkpoint.load_model_state(ckpt))
-    return Served(model.eval(), vocab, str(ckpt), cfg, [f"serving {ckpt} (run {run_dir})"])
+    model.load_state_dict(state)
+    return Served(model.to(dtype).eval(), vocab, str(ckpt), cfg, [f"serving {ckpt} (run {run_dir})"])

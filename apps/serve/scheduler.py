@@ -4,6 +4,14 @@ of stages) in flight at once so every stage has work. A sequence is in at most o
 time (its next token needs the previous one), so a micro-batch is re-formed from whichever
 sequences are ready: a returned micro-batch goes straight back in, joined by newly admitted ones.
 
+The context window (generation past block_size): a slot's cache holds the positions of the
+sequence from its window start on. When the tokens to feed next would pass block_size positions,
+the sequence restarts from its last `keep` tokens: the window start moves there, and those tokens
+are fed again from position 0 (a re-prefill on every stage, which overwrites the slot's rows).
+So every token is computed from the tokens since the window start, at positions counted from it,
+as the full forward over that window computes it (the GPT's positions are absolute and learned:
+a cache cannot be shifted).
+
 Thread-safety: submit() and cancel() are called from the HTTP server's thread; everything else from
 the engine thread. Events go out through each request's `emit` callback (engine thread)."""
 from __future__ import annotations
@@ -15,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from apps.serve.stop_strings import StopMatcher
 from apps.serve.text_codec import StreamDecoder
 
 
@@ -24,11 +33,14 @@ class QueueFull(RuntimeError):
 
 @dataclass
 class Request:
+    """A checked generation request (apps.serve.request_checks builds it)."""
     prompt_ids: list[int]
     max_tokens: int
     temperature: float
     top_k: int | None
     seed: int
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)
@@ -37,30 +49,47 @@ class Generation:
     decoder: StreamDecoder
     emit: Callable[[dict[str, Any]], None]
     slot: int = -1
-    fed: int = 0                      # positions already in the KV cache
-    pending: list[int] = field(default_factory=list)   # tokens to feed next
+    sequence: list[int] = field(default_factory=list)  # prompt + generated: what the window is cut from
+    fed: int = 0                      # positions in the KV cache: sequence[window_start:][:fed]
+    window_start: int = 0
+    pending: list[int] = field(default_factory=list)   # tokens to feed next (the tail of sequence)
     tokens: list[int] = field(default_factory=list)    # generated
     text: list[str] = field(default_factory=list)
+    stop: StopMatcher = field(default_factory=lambda: StopMatcher(()))
+    finish_reason: str | None = None  # "length" (max_tokens) or "stop" (a stop string)
+    seeded: bool = False              # the last stage has seeded this slot's generator
+    restarts: int = 0                 # times the window moved
     in_flight: bool = False
     cancelled: bool = False
     done: bool = False
     submitted: float = field(default_factory=time.perf_counter)
     first_token: float | None = None
 
-    @property
-    def new(self) -> bool:
-        return self.fed == 0
+    def next_inputs(self, block_size: int, keep: int) -> tuple[int, list[int]]:
+        """(first position, tokens) to feed now; moves the window when they would not fit."""
+        if self.fed + len(self.pending) > block_size:
+            self.window_start = len(self.sequence) - keep
+            self.pending = self.sequence[self.window_start:]
+            self.fed = 0
+            self.restarts += 1
+        start, tokens = self.fed, self.pending
+        self.fed += len(tokens)
+        self.pending = []
+        return start, tokens
 
 
 class Scheduler:
-    def __init__(self, slots: int, queue_limit: int, depth: int):
+    def __init__(self, slots: int, queue_limit: int, depth: int, block_size: int, keep: int):
+        if not 1 <= keep <= block_size:
+            raise ValueError(f"--window-keep must be between 1 and the block size {block_size}, got {keep}")
         self.slots, self.queue_limit, self.depth = slots, queue_limit, depth
+        self.block_size, self.keep = block_size, keep
         self.free = list(range(slots))[::-1]
         self.waiting: deque[Generation] = deque()
         self.active: list[Generation] = []
         self.lock = threading.Lock()
         self.wake = threading.Event()     # set when there is something for the engine to look at
-        self.completed = self.cancelled_count = self.rejected = 0
+        self.completed = self.cancelled_count = self.rejected = self.context_restarts = 0
 
     # ---- HTTP side ---------------------------------------------------------------------------
     def submit(self, request: Request, decoder: StreamDecoder, emit: Callable[[dict[str, Any]], None]) -> Generation:
@@ -69,7 +98,8 @@ class Scheduler:
                 self.rejected += 1
                 raise QueueFull(f"the queue is full ({len(self.waiting)} requests waiting for one of "
                                 f"{self.slots} slots); retry later")
-            gen = Generation(request, decoder, emit, pending=list(request.prompt_ids))
+            gen = Generation(request, decoder, emit, sequence=list(request.prompt_ids),
+                             pending=list(request.prompt_ids), stop=StopMatcher(request.stop))
             self.waiting.append(gen)
         self.wake.set()
         return gen
@@ -86,7 +116,8 @@ class Scheduler:
         with self.lock:
             return {"queue_depth": len(self.waiting), "active": len(self.active), "slots": self.slots,
                     "queue_limit": self.queue_limit, "completed": self.completed,
-                    "cancelled": self.cancelled_count, "rejected": self.rejected}
+                    "cancelled": self.cancelled_count, "rejected": self.rejected,
+                    "context_restarts": self.context_restarts}
 
     # ---- engine side -------------------------------------------------------------------------
     def admit(self) -> None:
@@ -134,6 +165,13 @@ class Scheduler:
                 g.in_flight = True
             return chosen
 
+    def inputs(self, gen: Generation) -> tuple[int, list[int]]:
+        """(first position, tokens) the micro-batch feeds for `gen` (engine thread)."""
+        restarts = gen.restarts
+        start, tokens = gen.next_inputs(self.block_size, self.keep)
+        self.context_restarts += gen.restarts - restarts
+        return start, tokens
+
     def returned(self, gens: list[Generation], tokens: list[int], finish: Callable[[Generation], None]) -> int:
         """A micro-batch's sampled tokens; `finish` is called on sequences that are complete.
         Returns the number of tokens that count as generated."""
@@ -146,15 +184,20 @@ class Scheduler:
             if gen.first_token is None:
                 gen.first_token = time.perf_counter()
             gen.tokens.append(token)
+            gen.sequence.append(token)
             counted += 1
-            text = gen.decoder.feed(token)
+            text = gen.stop.feed(gen.decoder.feed(token))
             if text:
                 gen.text.append(text)
                 gen.emit({"token": text, "done": False})
-            if len(gen.tokens) >= gen.request.max_tokens:
-                finished.append(gen)
+            if gen.stop.stopped:
+                gen.finish_reason = "stop"
+            elif len(gen.tokens) >= gen.request.max_tokens:
+                gen.finish_reason = "length"
             else:
                 gen.pending = [token]
+                continue
+            finished.append(gen)
         with self.lock:
             for gen in finished:
                 self.completed += 1

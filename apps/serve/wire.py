@@ -3,9 +3,11 @@
 Stage i -> i + 1 (tag FORWARD): a `meta` int64 tensor of (rows + 1, ROW + stages), then, for a
 micro-batch, the activations (rows, width, dim). Row 0 of meta is the header:
 kind, rows, width, then from column ROW each stage's compute time in ns (each stage fills its own).
-Rows 1.. describe one sequence each (columns below); the last stage writes the sampled token into
-column TOKEN and sends meta back to rank 0 (tag TOKENS). HEARTBEAT (keeps idle receives from
-reaching PYCOMM_TIMEOUT) and STOP (shutdown, acknowledged by the last stage) carry no rows."""
+Rows 1.. describe one sequence each (columns below; TEMPERATURE and TOP_P hold a float64's bits);
+the last stage writes the sampled token into column TOKEN and sends meta back to rank 0 (tag TOKENS).
+Every value is range-checked on rank 0 before it is written here (apps.serve.request_checks).
+HEARTBEAT (keeps idle receives from reaching PYCOMM_TIMEOUT) and STOP (shutdown, acknowledged by the
+last stage) carry no rows."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,8 +19,21 @@ from apps.serve.kv_cache import Rows
 
 FORWARD, TOKENS = 11, 12                       # tags
 BATCH, HEARTBEAT, STOP = 0, 1, 2               # kinds
-SLOT, START, LENGTH, TOP_K, SEED, NEW, TEMPERATURE, TOKEN = range(8)   # per-row columns
-ROW = 8
+SLOT, START, LENGTH, TOP_K, SEED, NEW, TEMPERATURE, TOP_P, TOKEN = range(9)   # per-row columns
+ROW = 9
+
+
+@dataclass
+class RowSpec:
+    """One sequence of a micro-batch, as rank 0 describes it."""
+    slot: int
+    start: int           # first position fed
+    length: int          # tokens fed
+    top_k: int | None
+    seed: int
+    new: bool            # a new sequence: the last stage seeds the slot's generator
+    temperature: float
+    top_p: float
 
 
 @dataclass
@@ -33,18 +48,16 @@ class Meta:
         return cls(t)
 
     @classmethod
-    def batch(cls, stages: int, width: int, slots: list[int], starts: list[int], lengths: list[int],
-              top_ks: list[int | None], seeds: list[int], new: list[bool], temperatures: list[float]) -> "Meta":
-        t = torch.zeros(len(slots) + 1, ROW + stages, dtype=torch.int64)
-        t[0, :3] = torch.tensor([BATCH, len(slots), width])
+    def batch(cls, stages: int, width: int, specs: list[RowSpec]) -> "Meta":
+        t = torch.zeros(len(specs) + 1, ROW + stages, dtype=torch.int64)
+        t[0, :3] = torch.tensor([BATCH, len(specs), width])
         body = t[1:]
-        body[:, SLOT] = torch.tensor(slots)
-        body[:, START] = torch.tensor(starts)
-        body[:, LENGTH] = torch.tensor(lengths)
-        body[:, TOP_K] = torch.tensor([k or 0 for k in top_ks])
-        body[:, SEED] = torch.tensor(seeds, dtype=torch.int64)
-        body[:, NEW] = torch.tensor(new, dtype=torch.int64)
-        body[:, TEMPERATURE] = torch.tensor(temperatures, dtype=torch.float64).view(torch.int64)  # the bits
+        for c, values in ((SLOT, [r.slot for r in specs]), (START, [r.start for r in specs]),
+                          (LENGTH, [r.length for r in specs]), (TOP_K, [r.top_k or 0 for r in specs]),
+                          (SEED, [r.seed for r in specs]), (NEW, [int(r.new) for r in specs])):
+            body[:, c] = torch.tensor(values, dtype=torch.int64)
+        for c, floats in ((TEMPERATURE, [r.temperature for r in specs]), (TOP_P, [r.top_p for r in specs])):
+            body[:, c] = torch.tensor(floats, dtype=torch.float64).view(torch.int64)   # the bits
         return cls(t)
 
     @property
@@ -61,8 +74,8 @@ class Meta:
     def rows(self) -> Rows:
         return Rows(self.column(SLOT), self.column(START), self.column(LENGTH), self.width)
 
-    def temperatures(self) -> list[float]:
-        return self.column(TEMPERATURE).clone().view(torch.float64).tolist()
+    def floats(self, c: int) -> list[float]:
+        return self.column(c).clone().view(torch.float64).tolist()
 
     def top_ks(self) -> list[int | None]:
         return [k or None for k in self.column(TOP_K).tolist()]

@@ -7,8 +7,12 @@ rank-strided) from the same initial model, with AdamW and the same cosine schedu
 communicate differs. Only training steps are timed, the first WARMUP of them excluded (DDP builds its
 buckets, allocators warm up); samples/s is the slowest rank's. Before the evaluation plsgd/qsr average
 the ranks' models (average_now), so every rank scores the same model on its quarter of the eval windows.
-Usage: algorithms_gpt_run OUT_JSON CASE STEPS BATCH DATA_TXT [OPTIONS_JSON] (OPTIONS_JSON: a sweep's
-overrides of the case's algorithm options; "codec_block": N sends through Int8Codec(block=N))."""
+Usage: algorithms_gpt_run OUT_JSON CASE STEPS BATCH DATA_TXT [OPTIONS_JSON [SETTINGS_JSON]] (OPTIONS_JSON: a
+sweep's overrides of the case's algorithm options, "codec_block": N sends through Int8Codec(block=N);
+SETTINGS_JSON: {"seed": S, "model": {...}}, the seed of the initial model and data order (default 0) and
+overrides of MODEL, for benchmarks/diloco.py). `bytes_sent` is what the optimizer sent while training
+(comm_stats after the last step minus after wrapping: the initial broadcast, the same for every case, and
+the averaging before the evaluation are left out)."""
 from __future__ import annotations
 
 import json
@@ -25,7 +29,7 @@ import algorithms
 import pycomm
 from apps.data.text import load
 from apps.models.gpt import GPT
-from tests.algorithms.mnist import shard_batches
+from benchmarks.mnist_cnn import shard_batches
 
 BLOCK, SEED, WARMUP, EVAL_WINDOWS = 64, 0, 2, 256
 ADAMW = {"lr": 2e-3, "betas": (0.9, 0.99), "weight_decay": 0.1}
@@ -35,13 +39,18 @@ MODEL = {"n_layer": 6, "n_head": 6, "n_embd": 384, "dropout": 0.0}
 # case -> (algorithm, options); "+int8" appended to a name adds codec="int8"
 CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "mbsgd": ("mbsgd", {}),
-    # chosen by a sweep at 120 steps (algorithms/README.md, "The char GPT benchmark"): H = 6 is the largest
+    # chosen by a sweep at 120 steps (docs/gpt_local_sgd_settings.md): H = 6 is the largest
     # constant period within 1% of DDP's eval loss (H = 4: +0.07%, 6: +0.77%, 8 after 30 steps at H = 1: +4.4%)
     "plsgd": ("plsgd", {"averaging_freq": 6}),
     # QSR (Gu et al.): H = max(h_min, floor((alpha / lr)^2)); alpha = 2.5 lr_peak starts at H = 6 and grows
     # as the cosine decays; exp_avg averaged with the parameters (exp_avg_sq too would triple a round's
     # bytes: -0.3% loss at alpha = 2 lr_peak, but no faster than plsgd)
     "qsr": ("qsr", {"h_base": 4, "alpha": 2.5 * ADAMW["lr"], "avg_m": True}),
+    # DiLoCo (benchmarks/diloco.py): outer Nesterov SGD lr 0.7, momentum 0.9 (the papers'); streaming with the
+    # Streaming DiLoCo paper's overlap (one inner step) and mixing 0.5
+    "diloco-h16": ("diloco", {"inner_steps": 16}),
+    "diloco-h64": ("diloco", {"inner_steps": 64}),
+    "streaming-f4": ("diloco", {"inner_steps": 64, "fragments": 4, "sync_delay": 1, "mixing": 0.5}),
 }
 
 
@@ -98,19 +107,22 @@ def main() -> None:
     begun = time.perf_counter()
     out, name, steps, batch, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     overrides = json.loads(sys.argv[6]) if len(sys.argv) > 6 else None
+    settings = json.loads(sys.argv[7]) if len(sys.argv) > 7 else {}
+    seed = settings.get("seed", SEED)
     torch.set_num_threads(1)
     comm = pycomm.init()
     splits = load(data, block_size=BLOCK)
     train, held = splits.train, splits.eval
-    torch.manual_seed(SEED)
-    model = GPT(splits.info["vocab_size"], block_size=BLOCK, **MODEL)
+    torch.manual_seed(seed)
+    model = GPT(splits.info["vocab_size"], block_size=BLOCK, **{**MODEL, **settings.get("model", {})})
     module, opt = make_optimizer(name, model, comm, steps, overrides)
+    sent_at_wrap = 0 if name == "ddp" else opt.comm_stats()["bytes"]
     sched = algorithms.CosineWithWarmup(opt, total_steps=steps, warmup_steps=warmup_steps(steps),
                                         baseline_lr=ADAMW["lr"] / 10, min_lr=ADAMW["lr"] / 10)
     order: list[torch.Tensor] = []
     epoch = 0
     while len(order) < steps:
-        order += shard_batches(len(train), comm.rank, comm.size, batch, epoch, seed=SEED + 1)
+        order += shard_batches(len(train), comm.rank, comm.size, batch, epoch, seed=seed + 1)
         epoch += 1
     seconds, losses = 0.0, []
     setup = time.perf_counter() - begun
@@ -126,6 +138,7 @@ def main() -> None:
         if step >= WARMUP:
             seconds += time.perf_counter() - t0
         losses.append(float(loss))
+    sent_training = 0 if name == "ddp" else opt.comm_stats()["bytes"] - sent_at_wrap
     if hasattr(opt, "average_now"):
         opt.average_now()
     t_eval = time.perf_counter()
@@ -137,6 +150,7 @@ def main() -> None:
     sent = grad_bytes * steps if name == "ddp" else opt.comm_stats()["bytes"]
     result = {"samples_per_s": (steps - WARMUP) * batch * comm.size / float(slowest), "eval_loss": final,
               "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]), "bytes_per_step": sent / steps,
+              "bytes_sent": grad_bytes * steps if name == "ddp" else sent_training, "seed": seed,
               "steps": steps, "batch_per_rank": batch, "train_seconds": float(slowest),
               "parameters": sum(p.numel() for p in model.parameters()),
               "comm_seconds": None if name == "ddp" else opt.comm_stats()["seconds"],

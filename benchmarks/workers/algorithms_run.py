@@ -28,8 +28,8 @@ from torch.utils.data import TensorDataset
 
 import algorithms
 import pycomm
-from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
-from tests.algorithms.workers.convergence import BATCH, CASES, SGD, TARGET
+from benchmarks.mnist_cnn import TinyCNN, accuracy, shard_batches, split
+from benchmarks.convergence_cases import BATCH, CASES, SGD, TARGET
 
 # case -> (algorithm, options): those of the LAP/LPP MNIST test (tests/algorithms/workers/lap_mnist.py), 2
 # workers per rank; and lapsgd with 1 worker per rank (this machine's one core per rank), where no update

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import algorithms
-from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
+from benchmarks.mnist_cnn import TinyCNN, accuracy, shard_batches, split
 
 BATCH = 32
 EVAL_EVERY = 10

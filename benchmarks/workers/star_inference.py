@@ -2,9 +2,11 @@
 a star through rank 0 without a KV cache. For every token rank 0 runs stage 0 over the WHOLE
 sequence, sends the activations to stage 1, gets its output back, sends that to stage 2, ... (every
 hop goes through rank 0); the last stage returns the logits. Requests are served one after the other.
-Same GPT and stage split as apps.serve. Rank 0 writes, per number of concurrent clients and repeat,
-tokens/s and each request's time to first token (all requests arrive at time 0).
-argv: OUT_JSON MAX_TOKENS REPEATS CLIENTS... (greedy, the benchmark's prompts)"""
+Same GPT and stage split as apps.serve. Past the context it feeds the last block_size tokens (nanoGPT's
+crop). Rank 0 writes, per number of concurrent clients and repeat, tokens/s and each request's time to
+first token (all requests arrive at time 0).
+argv: OUT_JSON MAX_TOKENS REPEATS CLIENTS(comma-separated) [KEY=VALUE config overrides...] (greedy, the
+benchmark's prompts)"""
 from __future__ import annotations
 
 import json
@@ -30,10 +32,11 @@ def stage_forward(model, lo: int, hi: int, x: torch.Tensor, first: bool, last: b
 
 
 def main() -> None:
-    out, max_tokens, repeats, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(c) for c in sys.argv[4:]]
+    out, max_tokens, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    clients, overrides = [int(c) for c in sys.argv[4].split(",")], sys.argv[5:]
     comm = pycomm.init()
     torch.set_grad_enabled(False)
-    served = load(None)
+    served = load(None, overrides)
     model, vocab = served.model, served.vocab
     bounds = split_layers(model.n_layer, comm.size)
     lo, hi = bounds[comm.rank]
@@ -50,7 +53,7 @@ def main() -> None:
         idx = torch.tensor([[vocab.index(c) for c in prompt]])
         start, first = time.perf_counter(), None
         for _ in range(max_tokens):
-            x = stage_forward(model, lo, hi, idx, True, comm.size == 1)
+            x = stage_forward(model, lo, hi, idx[:, -model.block_size:], True, comm.size == 1)
             for s in range(1, comm.size):   # through rank 0: to stage s and back
                 comm.send_tensor(x, s)
                 x = comm.recv_tensor(s).tensor

@@ -14,4 +14,5 @@ void register_mpi(pybind11::module_& m);
 void register_nccl(pybind11::module_& m);
 void register_store(pybind11::module_& m);
 void register_settings(pybind11::module_& m);
+void register_trace(pybind11::module_& m);
 }  // namespace pycomm::bind

@@ -28,7 +28,8 @@ void bucket_update_entry(const std::vector<uintptr_t>& ptrs, const std::vector<i
   a.alpha = alpha;
   a.beta = beta;
   a.gamma = gamma;
-  PYCOMM_RUN_KERNEL(bucket_update_cpu, bucket_update_gpu, a, device, stream);
+  PYCOMM_RUN_KERNEL(what, segment_bytes(a.segs, a.tensor_dtype), bucket_update_cpu, bucket_update_gpu, a, device,
+                    stream);
 }
 
 }  // namespace

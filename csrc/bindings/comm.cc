@@ -79,6 +79,9 @@ void register_transport(py::module_& m) {
       .def_property_readonly("local_size", &T::local_size)
       .def_property_readonly("backend", &T::backend)
       .def_property_readonly("oversubscribed", &T::oversubscribed)
+      .def("gather_at_creation", &T::gather_at_creation, py::arg("mine"), py::call_guard<py::gil_scoped_release>(),
+           "Every rank's `mine` (ints), rank by rank, outside the op queue and stats; None on NCCL. Collective.")
+      .def_property_readonly("trace_comm_id", &T::trace_comm_id)
       .def("allreduce",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int op, uintptr_t stream, int bucket, bool waits) {
              return submitted(t, waits, [&] {

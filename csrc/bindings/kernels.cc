@@ -35,6 +35,7 @@ void pack_entry(const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& 
   require_gpu_build(device, what);
   PackArgs a = pack_args(ptrs, offsets, numels, tensor_dtype, bucket, bucket_numel, bucket_dtype, scale, what);
   py::gil_scoped_release nogil;
+  NvtxScope range(what, segment_bytes(a.segs, a.tensor_dtype), device);
 #ifdef PYCOMM_WITH_GPU
   if (device >= 0) return kPack ? pack_gpu(a, device, stream) : unpack_gpu(a, device, stream);
 #endif

@@ -14,4 +14,5 @@ PYBIND11_MODULE(_C, m) {
   pycomm::bind::register_mpi(m);
   pycomm::bind::register_nccl(m);
   pycomm::bind::register_store(m);
+  pycomm::bind::register_trace(m);
 }

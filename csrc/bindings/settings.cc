@@ -9,6 +9,7 @@
 
 #include "bindings/bindings.h"
 #include "common/settings.h"
+#include "diagnostics/trace.h"
 
 namespace py = pybind11;
 
@@ -75,7 +76,11 @@ py::dict to_dict(const Settings& s) {
 }  // namespace
 
 void register_settings(py::module_& m) {
-  m.def("apply_settings", [](const py::dict& d) { apply_settings(from_dict(d)); },
+  m.def("apply_settings", [](const py::dict& d) {
+          Settings s = from_dict(d);
+          apply_settings(s);
+          observe_nvtx(s.nvtx_tool);  // ops are observed while a tool attaches (diagnostics/trace.h)
+        },
         "Hands the core the PYCOMM_* values pycomm.settings parsed (every core setting, by variable name).");
   m.def("settings", [] { return to_dict(settings()); },
         "The PYCOMM_* values the core holds, as apply_settings took them.");

@@ -30,6 +30,7 @@ using gpuEvent_t = hipEvent_t;
 #define gpuHostAllocDefault hipHostMallocDefault
 #define gpuFreeHost hipHostFree
 #define gpuEventQuery hipEventQuery
+#define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDefault hipEventDefault
 #define gpuStreamQuery hipStreamQuery
@@ -68,6 +69,7 @@ using gpuEvent_t = cudaEvent_t;
 #define gpuHostAllocDefault cudaHostAllocDefault
 #define gpuFreeHost cudaFreeHost
 #define gpuEventQuery cudaEventQuery
+#define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventDefault cudaEventDefault
 #define gpuStreamQuery cudaStreamQuery
@@ -90,6 +92,18 @@ using gpuEvent_t = cudaEvent_t;
       throw std::runtime_error(std::string(PYCOMM_GPU_RUNTIME " error in ") + #expr + ": " +   \
                                gpuGetErrorString(err_));                                         \
   } while (0)
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// `v` of the lane (this lane ^ mask) in this thread's group of 32 lanes: a CUDA warp, half an AMD
+// wavefront (width 32). Every lane of the group must call it, in step.
+__device__ inline float gpuShflXor(float v, int mask) {
+#if defined(__HIPCC__)
+  return __shfl_xor(v, mask, 32);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask, 32);
+#endif
+}
+#endif
 
 namespace pycomm {
 // Makes `device` current for the scope (kernels must launch on the tensor's device).

@@ -41,6 +41,7 @@ struct OpInfo {
   int bucket = -1;    // fusion bucket id given by the caller (NVTX, errors), else -1
   double bus_factor = 1.0;  // busbw = bytes * bus_factor / seconds (nccl-tests: 2(n-1)/n for allreduce)
   bool collective = true;   // false for send/recv: PYCOMM_DEBUG only matches collectives
+  const char* algorithm = "";  // the schedule the engine chose ("ring", "rabenseifner", "nccl"; traces, NVTX)
   std::string describe() const;  // "allreduce #12 (count 1024, float32, 4096 bytes, op SUM)"
 };
 
@@ -96,6 +97,13 @@ class Transport {
   // Whether ranks outnumber cores on some node of this transport (agreed by every rank: choices all
   // ranks must make alike key on it, such as the broadcast's schedule); nullopt where nothing does.
   virtual std::optional<bool> oversubscribed() const { return std::nullopt; }
+  // Every rank's `mine` (the same length on every rank), rank by rank: how the settings every rank must
+  // share are compared when a communicator is made (pycomm/rank_agreement.py), before any op is
+  // submitted on it. Outside the op queue, the op check and the stats. Collective. nullopt where the
+  // transport has no channel for it (NCCL); one rank has nothing to gather.
+  virtual std::optional<std::vector<int64_t>> gather_at_creation(const std::vector<int64_t>& mine) {
+    return size() == 1 ? std::optional<std::vector<int64_t>>(mine) : std::nullopt;
+  }
   // A send whose header carries `shape` (at most kMaxP2pDims entries; their product is buf.count).
   virtual std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,
                                             uintptr_t stream, bool caller_waits) {
@@ -116,6 +124,8 @@ class Transport {
   // True when an op submitted with caller_waits may run to completion on the submitting thread
   // (host transports); the bindings then release the GIL around the submission.
   virtual bool may_run_on_caller() const { return false; }
+  // This communicator's id in trace events (diagnostics/trace.h); 0 where its ops are not traced.
+  virtual uint32_t trace_comm_id() const { return 0; }
   virtual std::unique_ptr<Transport> split(int color, int key) = 0;
   // The ranks on this rank's node (MPI_Comm_split_type SHARED), ordered by key.
   virtual std::unique_ptr<Transport> split_shared(int key) = 0;

@@ -12,13 +12,17 @@
 
 #include "common/transport.h"
 #include "diagnostics/peer_progress.h"
+#include "diagnostics/trace.h"
 
 namespace pycomm {
 
 class CommHealth {
  public:
-  explicit CommHealth(std::string label) : label_(std::move(label)) {}
+  // rank, size: this rank's place in the communicator (its trace events name them).
+  CommHealth(std::string label, int rank, int size)
+      : label_(std::move(label)), trace_comm_{trace_new_comm_id(), rank, size} {}
   const std::string& label() const { return label_; }  // "mpi communicator (rank 0 of 2)"
+  const TraceComm& trace_comm() const { return trace_comm_; }
 
   bool broken() const;
   std::string broken_reason() const;
@@ -50,6 +54,7 @@ class CommHealth {
  private:
   using Clock = std::chrono::steady_clock;
   const std::string label_;
+  const TraceComm trace_comm_;
   mutable std::mutex mu_;
   bool broken_ = false;
   bool abandoned_ = false;

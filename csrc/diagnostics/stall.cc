@@ -1,5 +1,6 @@
 #include "diagnostics/stall.h"
 
+#include <atomic>
 #include <cstdio>
 
 #include "common/errors.h"
@@ -19,9 +20,21 @@ std::string stall_message(const OpInfo& waited, double timeout_s, const CommHeal
          "The communicator is now broken.";
 }
 
+namespace {
+std::atomic<StallHook> g_stall_hook{nullptr};
+}
+
+void set_stall_hook(StallHook hook) { g_stall_hook.store(hook); }
+
+std::string stall_hook_suffix(const std::string& message, const CommHealth& health) {
+  StallHook hook = g_stall_hook.load();
+  return hook ? hook(message, health.trace_comm().id) : "";
+}
+
 void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health) {
   std::string msg = stall_message(waited, timeout_s, health);
   health.mark_broken("stall: " + msg);
+  msg += stall_hook_suffix(msg, health);
   throw StallError(msg);
 }
 

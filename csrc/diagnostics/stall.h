@@ -2,6 +2,7 @@
 // its sequence number and sizes, and breaks the communicator, instead of hanging the rank.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "diagnostics/health.h"
@@ -17,5 +18,14 @@ std::string stall_message(const OpInfo& waited, double timeout_s, const CommHeal
 
 // Marks `health` broken and throws StallError for `waited`, which did not complete in timeout_s.
 [[noreturn]] void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health);
+
+// Called with the stall message before StallError is thrown (the flight recorder, pycomm/flight_recorder.py,
+// dumps the ranks' last trace events); what it returns is appended to the message ("" adds nothing).
+// It must not throw. Set once by the bindings; empty: none.
+using StallHook = std::string (*)(const std::string& message, uint32_t comm_id);
+void set_stall_hook(StallHook hook);
+// What the hook appends to stall `message` on `health`'s communicator ("" without a hook): for engines
+// that raise their StallError themselves (NCCL's abort_for_stall).
+std::string stall_hook_suffix(const std::string& message, const CommHealth& health);
 
 }  // namespace pycomm

@@ -17,7 +17,7 @@ void HostTransport::init(int rank, int size, int local_rank, int local_size) {
   local_size_ = local_size;
   inline_max_bytes();  // PYCOMM_INLINE_BYTES is fixed from the first communicator on, before any op
   std::string label = backend() + " communicator (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
-  queue_ = std::make_unique<OpQueue>(std::make_shared<CommHealth>(label));
+  queue_ = std::make_unique<OpQueue>(std::make_shared<CommHealth>(label, rank, size));
 }
 
 std::shared_ptr<Work> HostTransport::submit(std::unique_ptr<QueuedOp> op, bool caller_waits) {

@@ -35,6 +35,7 @@ class HostTransport : public Transport {
   std::optional<P2pMessage> probe(int src, int tag, bool block) override;
   std::shared_ptr<Work> match(const std::string& name, Buffer buf, ReduceOp op) override;
   bool may_run_on_caller() const override { return true; }
+  uint32_t trace_comm_id() const override { return health()->trace_comm().id; }
 
  protected:
   // Subclasses call init() once rank, size and the local placement are known.

@@ -81,23 +81,36 @@ class UniformStream {
   uint32_t hi_ = 0, key_;
 };
 
-// int8 symmetric absmax: scale = max|v| / 127 (0 for an all-zero block). `nonfinite` is the sum of
-// v * 0 over the block: 0, or NaN when the block holds a NaN or an infinity. Such a block gets a
-// NaN scale and q = 0 (int8_nonfinite_block), so it decodes to NaN, never to a wrong finite value.
-constexpr float kInt8Max = 127.0f;
-PYCOMM_HD float int8_scale(float amax, float nonfinite) { return amax / kInt8Max + nonfinite; }
-PYCOMM_HD bool int8_nonfinite_block(float nonfinite) { return nonfinite != 0.0f; }
-PYCOMM_HD float int8_divisor(float scale) { return scale > 0.0f ? scale : 1.0f; }  // all-zero block: q = 0
-// The level q in [-127, 127] of v in a finite block (|v / divisor| <= 127 up to rounding); u = 0
-// rounds to nearest (even), u in [0,1) rounds stochastically. The clamp is on integers: a float
-// clamp next to the int8 narrowing makes GCC select on narrowed masks, several times slower.
-template <bool kStochastic>
-PYCOMM_HD int32_t int8_level(float v, float divisor, float u) {
+// Symmetric absmax levels in [-kMax, kMax] (int8: kMax = 127, int4: kMax = 7): scale = max|v| / kMax per
+// block (0 for an all-zero block). `nonfinite` is the sum of v * 0 over the block: 0, or NaN when the block
+// holds a NaN or an infinity. Such a block gets a NaN scale and level 0 (nonfinite_block), so it decodes to
+// NaN, never to a wrong finite value.
+constexpr int kInt8Max = 127;
+constexpr int kInt4Max = 7;
+template <int kMax>
+PYCOMM_HD float absmax_scale(float amax, float nonfinite) { return amax / static_cast<float>(kMax) + nonfinite; }
+PYCOMM_HD bool nonfinite_block(float nonfinite) { return nonfinite != 0.0f; }
+PYCOMM_HD float level_divisor(float scale) { return scale > 0.0f ? scale : 1.0f; }  // all-zero block: level 0
+// The level in [-kMax, kMax] of v in a finite block (|v / divisor| <= kMax up to rounding); u = 0 rounds
+// to nearest (even), u in [0,1) rounds stochastically. The clamp is on integers: a float clamp next to
+// the int8 narrowing makes GCC select on narrowed masks, several times slower.
+template <int kMax, bool kStochastic>
+PYCOMM_HD int32_t absmax_level(float v, float divisor, float u) {
   const float y = kStochastic ? floor_small(v / divisor + u) : round_half_even(v / divisor);
   int32_t q = static_cast<int32_t>(y);
-  q = q < -127 ? -127 : q;
-  return q > 127 ? 127 : q;
+  q = q < -kMax ? -kMax : q;
+  return q > kMax ? kMax : q;
 }
+
+// int4 storage: two levels per byte, element 2k in the low nibble of byte k and element 2k + 1 in the
+// high nibble, each as a 4-bit two's complement (levels -7..7; the nibble 0x8 never occurs).
+PYCOMM_HD uint8_t int4_pack(int32_t even, int32_t odd) {
+  return static_cast<uint8_t>((static_cast<uint32_t>(even) & 0xFu) | ((static_cast<uint32_t>(odd) & 0xFu) << 4));
+}
+PYCOMM_HD int32_t int4_low(uint32_t byte) { return static_cast<int32_t>((byte & 0xFu) ^ 8u) - 8; }
+PYCOMM_HD int32_t int4_high(uint32_t byte) { return static_cast<int32_t>(((byte >> 4) & 0xFu) ^ 8u) - 8; }
+// The level of element i (its parity picks the nibble) stored in `byte`.
+PYCOMM_HD int32_t int4_unpack(uint32_t byte, int64_t i) { return (i & 1) ? int4_high(byte) : int4_low(byte); }
 
 // 1-bit sign: bit 1 decodes to +scale, bit 0 to -scale.
 PYCOMM_HD float sign_value(bool bit, float scale) { return bit ? scale : -scale; }

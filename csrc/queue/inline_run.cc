@@ -46,7 +46,7 @@ void run_inline(QueuedOp& op, CommHealth& health, double timeout_s, const std::f
   op.on_caller_thread = true;
   bool started = false;
   try {
-    if (poll([&] { return op.prepare(); })) {
+    if (poll([&] { return prepare_op(op); })) {
       note_op_started(op, health);
       started = true;
       op.start();

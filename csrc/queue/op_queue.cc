@@ -6,7 +6,10 @@
 #include <list>
 #include <mutex>
 
+#include <pthread.h>
+
 #include "common/errors.h"
+#include "common/kernel_threads.h"
 #include "diagnostics/stall.h"
 #include "queue/inline_run.h"
 #include "queue/op_lifecycle.h"
@@ -55,6 +58,7 @@ void OpQueue::admit(QueuedOp& op) {
   if (op.info.collective) op.info.collective_index = next_collective_++;
   health_->note_submitted(op.info);  // this rank has reached the op: other ranks' stall errors read it
   op.work = std::make_shared<HostWork>(op.info, health_);
+  note_op_submitted(op, *health_);
 }
 
 std::shared_ptr<HostWork> OpQueue::enqueue(std::unique_ptr<QueuedOp> op) {
@@ -146,6 +150,9 @@ bool OpQueue::stop(double timeout_s) {
 
 namespace {
 
+// "pycomm-progress" in /proc/<pid>/task/*/comm, top -H, perf and gdb (15 characters: the kernel's limit).
+void name_this_thread() { pthread_setname_np(pthread_self(), "pycomm-progress"); }
+
 // A collective over 32 KiB that moves data does not start while another such collective is in flight
 // on this queue (ops run on their callers' threads are not counted). Concurrent large host collectives
 // fight over the cores and the last-level cache instead of overlapping: ResNet-50's gradients as async
@@ -172,7 +179,9 @@ bool held_back(const QueuedOp& next, const std::list<std::unique_ptr<QueuedOp>>&
 void OpQueue::loop(std::shared_ptr<State> st) {
   CommHealth& health = *st->health;
   std::list<std::unique_ptr<QueuedOp>> in_flight;
-  Backoff backoff(/*always_yield=*/true);
+  name_this_thread();
+  kernels_on_this_thread_only = true;  // the rank's own thread computes beside this one
+  Backoff backoff(/*background=*/true);
   while (true) {
     QueuedOp* next = nullptr;
     {
@@ -210,7 +219,7 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         !held_back(*next, in_flight)) {
       std::unique_ptr<QueuedOp> op;
       try {
-        if (next->prepare()) {
+        if (prepare_op(*next)) {
           {
             std::lock_guard<std::mutex> lk(st->mu);
             op = std::move(st->pending.front());

@@ -34,8 +34,13 @@ class QueuedOp {
   std::shared_ptr<HostWork> work;  // set by OpQueue::submit
   std::shared_ptr<P2pMessage> received;  // receives: filled in by the op before it completes
   std::chrono::steady_clock::time_point started;
-  std::unique_ptr<NvtxOpRange> range;
   bool on_caller_thread = false;  // set before start() when it runs on its caller's thread (stats)
+  // Tracing and NVTX (queue/op_lifecycle.h): `observed` is set at submission while something observes
+  // ops, and every later hook of the op tests it alone.
+  bool observed = false;
+  bool check_posted = false;  // observed: prepare() was polled once (this rank's op check went out)
+  TraceComm trace_comm;
+  NvtxOpRanges nvtx;
 };
 
 }  // namespace pycomm

@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -38,17 +39,32 @@ bool node_oversubscribed();
 // all-gather 0.45-0.98x -> 0.98-1.32x there, 64 KiB-1 MiB unchanged, the idle machine unchanged.
 bool machine_crowded();
 
+// More runnable threads on the machine than its CPUs can take beside this node's ranks, each of which may
+// have its compute thread and its progress thread runnable (`note_ranks_on_node`): other jobs, busy loops,
+// data loaders. Read like machine_crowded(). A poller that yields then hands its core round the other
+// jobs' threads and costs its own rank's compute its place (a user's script beside a busy loop per core:
+// AdamW's step 7.8 ms of CPU in 35-42 ms of wall time, against 7.2 ms for DDP, whose gloo threads sleep).
+void note_ranks_on_node(int ranks);
+bool cores_contended();
+
 // Polling a transport: spin while progress is likely (yielding the core on an oversubscribed node),
 // then sleep. An irecv that waits minutes for its sender must not burn a core.
 class Backoff {
  public:
-  // `always_yield`: the progress thread's polls, which yield on any node: the core is better spent on
+  // `background`: the progress thread's polls, which yield on any node: the core is better spent on
   // the rank's own thread (packing the next bucket, the backward pass) than on waiting for the network.
   // ResNet-50's 161 gradients, allreduce_coalesced (async) on 2 ranks of 2 cores, 4 alternating runs
-  // each: 0.74-0.77x flat mpi4py's time without, 0.67-0.73x with. Callers' threads keep their core
-  // unless ranks outnumber cores (a yield there hands it to a busy neighbour for a whole time slice).
-  explicit Backoff(bool always_yield = false) : always_yield_(always_yield) {}
-  void progressed() { spins_ = 0; }
+  // each: 0.74-0.77x flat mpi4py's time without, 0.67-0.73x with. Past kBackgroundYields without
+  // progress, and at once where the cores are contended, they nap instead (kFirstNap doubling up to
+  // kLongestNap, reset by progress): a sleeping poller leaves the core to the compute of its rank
+  // rather than to whichever job the scheduler picks next.
+  // Callers' threads keep their core unless ranks outnumber cores (a yield there hands it to a busy
+  // neighbour for a whole time slice).
+  explicit Backoff(bool background = false) : background_(background) {}
+  void progressed() {
+    spins_ = 0;
+    nap_ = std::chrono::microseconds(0);
+  }
   void idle() {
     if (spins_ < kFreeSpins) {
       if (++spins_ < kFreeSpins) return;
@@ -56,8 +72,17 @@ class Backoff {
       // before it (perf: clock_gettime was 7% of a 1.9 us op, six reads).
       idle_since_ = std::chrono::steady_clock::now();
     }
+    if (background_) {
+      if (cores_contended() || std::chrono::steady_clock::now() - idle_since_ >= kBackgroundYields) {
+        nap_ = nap_.count() == 0 ? kFirstNap : std::min(2 * nap_, kLongestNap);
+        std::this_thread::sleep_for(nap_);
+      } else {
+        sched_yield();
+      }
+      return;
+    }
     if (std::chrono::steady_clock::now() - idle_since_ < std::chrono::seconds(1)) {
-      if (always_yield_ || node_oversubscribed()) sched_yield();
+      if (node_oversubscribed()) sched_yield();
       return;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -65,8 +90,13 @@ class Backoff {
 
  private:
   static constexpr int kFreeSpins = 256;
-  bool always_yield_;
+  static constexpr std::chrono::microseconds kFirstNap{20}, kLongestNap{500};
+  // The progress thread yields for this long without progress (a peer late to a collective, an irecv
+  // whose sender computes), then naps: it no longer holds a core for a whole second per late peer.
+  static constexpr std::chrono::milliseconds kBackgroundYields{50};
+  bool background_;
   std::chrono::steady_clock::time_point idle_since_{};
+  std::chrono::microseconds nap_{0};
   int spins_ = 0;
 };
 

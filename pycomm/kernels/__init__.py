@@ -11,11 +11,13 @@ from pycomm.kernels.elastic import bucket_lerp, elastic_update
 from pycomm.kernels.onebit import (reduce_sign_compress, sign_bytes, sign_compress, sign_decompress,
                                    sign_decompress_accumulate)
 from pycomm.kernels.pack import WIRE_DTYPES, pack, unpack
-from pycomm.kernels.quantize import (dequantize_int8, dequantize_int8_accumulate, quantize_int8,
-                                     reduce_quantize_int8)
+from pycomm.kernels.quantize import (dequantize_int4, dequantize_int4_accumulate, dequantize_int8,
+                                     dequantize_int8_accumulate, int4_bytes, quantize_int4, quantize_int8,
+                                     reduce_quantize_int4, reduce_quantize_int8)
 
 __all__ = [
-    "WIRE_DTYPES", "averaging_apply", "bucket_lerp", "bucket_offsets", "bucket_update", "dequantize_int8",
-    "dequantize_int8_accumulate", "elastic_update", "num_blocks", "pack", "quantize_int8", "reduce_quantize_int8",
+    "WIRE_DTYPES", "averaging_apply", "bucket_lerp", "bucket_offsets", "bucket_update", "dequantize_int4",
+    "dequantize_int4_accumulate", "dequantize_int8", "dequantize_int8_accumulate", "elastic_update", "int4_bytes",
+    "num_blocks", "pack", "quantize_int4", "quantize_int8", "reduce_quantize_int4", "reduce_quantize_int8",
     "reduce_sign_compress", "sign_bytes", "sign_compress", "sign_decompress", "sign_decompress_accumulate", "unpack",
 ]

@@ -57,13 +57,15 @@ def check_seed(seed: int, what: str) -> int:
 
 def decode_call(entry, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int,
                 accumulate: bool, data_dtype: torch.dtype, data_numel: int, block_multiple: int,
-                what: str, out_name: str = "out") -> torch.Tensor:
+                what: str, out_name: str = "out", data_name: str | None = None) -> torch.Tensor:
     """Checks and runs a blockwise decode kernel `entry` of pycomm._C: out (+)= decode(data, scales);
-    `out_name` is the caller's name for `out` (e.g. "acc")."""
+    `out_name` and `data_name` are the caller's names for `out` (e.g. "acc") and `data` (default: q for
+    int8 levels, bits otherwise)."""
     check_block(block, what, multiple=block_multiple)
     out = check_tensor(out, f"{what}: {out_name}", FLOAT_DTYPES)
     n = out.numel()
-    check_buffer(data, f"{what}: {'q' if data_dtype == torch.int8 else 'bits'}", (data_dtype,), data_numel)
+    data_name = data_name or ("q" if data_dtype == torch.int8 else "bits")
+    check_buffer(data, f"{what}: {data_name}", (data_dtype,), data_numel)
     check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))
     place = place_of([data, scales, out], what)
     entry(ptr(data), ptr(scales), n, block, ptr(out), _dtypes.code(out.dtype, what), accumulate, place.device,

@@ -31,4 +31,14 @@ RULES: dict[str, tuple[str, dict[str, Any], str, bool, bool]] = {
                    "momentum", False, False),
     "lsgd+": ("lsgd+", {"comm_period": 3, "dist_pulling_strength": 0.5, "local_pulling_strength": 0.3},
               "momentum", False, False),
+    # DiLoCo with its defaults (outer SGD lr 0.7, Nesterov momentum 0.9) around AdamW
+    "diloco-adamw": ("diloco", {"inner_steps": 3}, "adamw", False, False),
+    # streaming: 2 fragments over the 3 layers (Linear, BatchNorm, Linear), rounds of fragment 1 at t = 2 mod 4,
+    # applied 2 steps later (in flight across the resume test's cut), mixed half-half
+    "diloco-stream": ("diloco", {"inner_steps": 4, "fragments": 2, "sync_delay": 2, "mixing": 0.5, "outer_lr": 0.5,
+                                 "outer_momentum": 0.8}, "momentum", True, False),
+    # QSR's period per fragment from the decaying rate, another outer optimizer
+    "diloco-qsr": ("diloco", {"inner_steps": "qsr", "h_base": 2, "alpha": 0.2, "h_min": 2, "total_steps": STEPS,
+                              "fragments": 2, "sync_delay": 1, "outer_optimizer": "Adam", "outer_lr": 0.05},
+                   "momentum", False, True),
 }

@@ -99,21 +99,21 @@ def plsgd(sim: Simulation, o: dict[str, Any]):
     return rule
 
 
-def qsr(sim: Simulation, o: dict[str, Any]):
+def qsr_period(sim: Simulation, o: dict[str, Any], t: int) -> int:
+    """QSR's H chosen with t steps taken, from the rate of step t + 1 (0-based index t)."""
     h_base, alpha, gamma = o["h_base"], o.get("alpha", 0.0175), o.get("gamma", 2.0)
     h_min, warmup, total = o.get("h_min", h_base), o.get("warmup_steps", 0), o.get("total_steps")
+    if t < warmup or alpha == 0:
+        return h_base
+    eta = lr_at(t, sim.base_lr) if sim.schedule else sim.base_lr
+    h = max(math.floor((alpha / eta) ** gamma), h_min)
+    if total is not None:
+        h = min(h, total - t)
+    return max(h, 1)
 
-    def period(t: int) -> int:
-        """H chosen with t steps taken, from the rate of step t + 1 (0-based index t)."""
-        if t < warmup or alpha == 0:
-            return h_base
-        eta = lr_at(t, sim.base_lr) if sim.schedule else sim.base_lr
-        h = max(math.floor((alpha / eta) ** gamma), h_min)
-        if total is not None:
-            h = min(h, total - t)
-        return max(h, 1)
 
-    next_round = [period(0)]
+def qsr(sim: Simulation, o: dict[str, Any]):
+    next_round = [qsr_period(sim, o, 0)]
 
     def rule(t: int, losses: list[float]) -> None:
         sim.step_all()
@@ -126,7 +126,71 @@ def qsr(sim: Simulation, o: dict[str, Any]):
                 if on:
                     tensors[-1] = tensors[-1] + [sim.opts[i].state[p][key] for p in sim.models[i].parameters()]
         sim.average(tensors)
-        next_round[0] = t + period(t)
+        next_round[0] = t + qsr_period(sim, o, t)
+    return rule
+
+
+def diloco(sim: Simulation, o: dict[str, Any]):
+    """ALGORITHMS.md's DiLoCo / Streaming DiLoCo: fragment f (layers f, f+F, ... of the model's children)
+    starts a round at the steps t with t mod H = f*H/F (QSR: its own clock); Delta = mean_i (X - x_i) then,
+    applied tau steps later: outer step on X, x_i <- alpha x_i + (1 - alpha) X. Buffers averaged at
+    fragment 0's round starts."""
+    count, tau, alpha = o.get("fragments", 1), o.get("sync_delay", 0), o.get("mixing", 0.0)
+    lr, mu, nesterov = o.get("outer_lr", 0.7), o.get("outer_momentum", 0.9), o.get("nesterov", True)
+    sizes = [len(list(c.parameters())) for c in sim.models[0].children()]
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    layers = [list(range(s0, s0 + n)) for s0, n in zip(starts, sizes) if n]
+    frags = [[i for layer in layers[f::count] for i in layer] for f in range(count)]
+    X = [x.clone() for x in sim.x(0)]
+    buf: dict[int, torch.Tensor] = {}
+    adam = None
+    if o.get("outer_optimizer") is not None:   # a torch optimizer class by name, e.g. "Adam", lr only
+        X = [x.requires_grad_() for x in X]
+        adam = [getattr(torch.optim, o["outer_optimizer"])([X[i] for i in frag], lr=lr) for frag in frags]
+    qsr_mode = o.get("inner_steps") == "qsr"
+    clock: list[dict[str, Any]] = [{"next": None, "last": None} for _ in frags]
+    flight: dict[int, tuple[int, list[torch.Tensor]]] = {}   # fragment -> (apply at, Delta)
+
+    def outer_step(f: int, delta: list[torch.Tensor]) -> None:
+        if adam is not None:
+            for i, d in zip(frags[f], delta):
+                X[i].grad = d.clone()
+            adam[f].step()
+            return
+        for i, d in zip(frags[f], delta):
+            g = d
+            if mu:
+                buf[i] = g.clone() if i not in buf else mu * buf[i] + g
+                g = g + mu * buf[i] if nesterov else buf[i]
+            X[i].sub_(lr * g)
+
+    def apply(f: int, delta: list[torch.Tensor]) -> None:
+        outer_step(f, delta)
+        for i in range(sim.n):
+            for k in frags[f]:
+                x = sim.x(i)[k]
+                x.copy_(alpha * x + (1 - alpha) * X[k].detach() if alpha else X[k].detach())
+
+    def rule(t: int, losses: list[float]) -> None:
+        if qsr_mode:   # each clock without a next round gets one from the period starting now (t - 1 taken)
+            h = qsr_period(sim, o, t - 1)
+            for f, c in enumerate(clock):
+                if c["next"] is None:
+                    c["next"] = ((f * h) // count or h) if c["last"] is None else c["last"] + max(h, tau + 1)
+        sim.step_all()
+        for f in sorted(f for f, (due, _) in flight.items() if due == t):
+            apply(f, flight.pop(f)[1])
+        for f in range(count):
+            due = clock[f]["next"] == t if qsr_mode else t % o["inner_steps"] == (f * o["inner_steps"]) // count
+            if not due:
+                continue
+            if f == 0:
+                sim.average([sim.float_buffers(i) for i in range(sim.n)])
+            delta = [_mean([X[k].detach() - sim.x(i)[k] for i in range(sim.n)]) for k in frags[f]]
+            flight[f] = (t + tau, delta)
+            clock[f] = {"next": None, "last": t}
+            if tau == 0:
+                apply(f, flight.pop(f)[1])
     return rule
 
 
@@ -225,5 +289,5 @@ def lsgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
 RULES = {
     "mbsgd": mbsgd, "plsgd": plsgd, "qsr": qsr, "easgd": easgd,
     "easgd+": lambda sim, o: easgd(sim, o, plus=True),
-    "lsgd": lsgd, "lsgd+": lambda sim, o: lsgd(sim, o, plus=True),
+    "lsgd": lsgd, "lsgd+": lambda sim, o: lsgd(sim, o, plus=True), "diloco": diloco,
 }

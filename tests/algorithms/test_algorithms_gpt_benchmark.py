@@ -5,29 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from pathlib import Path
 
 import pytest
 
 from benchmarks import algorithms_gpt
-
-
-def _text(path: Path, chars: int = 20_000) -> None:
-    """A seeded pseudo-text (words over a small alphabet): enough 64-character windows for both splits."""
-    rng = random.Random(0)
-    words = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 7))) for _ in range(200)]
-    text, n = [], 0
-    while n < chars:
-        text.append(rng.choice(words) + rng.choice("  \n,."))
-        n += len(text[-1])
-    path.parent.mkdir(parents=True)
-    path.write_text("".join(text))
+from tests import pseudo_text
 
 
 @pytest.mark.mpi
 def test_algorithms_gpt_benchmark_smoke(tmp_path: Path) -> None:
-    _text(tmp_path / "data" / "tinyshakespeare" / "input.txt")
+    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")   # enough 64-character windows
     out = tmp_path / "results"
     algorithms_gpt.main(["--ranks", "2", "--steps", "3", "--batch", "2", "--repeats", "1", "--cases", "qsr",
                          "--links", "default", "--data-dir", str(tmp_path / "data"), "--results-dir", str(out),

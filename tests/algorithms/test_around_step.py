@@ -1,8 +1,11 @@
 """The user's code around our step, on 2 real ranks, for every algorithm: gradient clipping after
 backward is what step() applies (mbsgd's averaged gradients are final when backward returns),
-GradScaler and LR schedulers take the wrapper, which is a torch.optim.Optimizer; LAP's workers clip
-too. Plus the SDTL seed's constructor."""
+GradScaler and LR schedulers take the wrapper, which is a torch.optim.Optimizer (no false warning that
+the scheduler stepped first; on one rank no bytes counted as communicated); LAP's workers clip too.
+Plus the SDTL seed's constructor."""
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
@@ -52,8 +55,8 @@ def test_every_wrapper_is_a_torch_optimizer(algorithm):
     model = SmallCNN()
     opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm=algorithm, model=model)
     assert isinstance(opt, torch.optim.Optimizer)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
-    assert sched.get_last_lr() == [0.1] * len(opt.param_groups)
+    sched = algorithms.CosineWithWarmup(opt, total_steps=10)   # as apps.train schedules: the wrapper itself
+    assert sched.optimizer is opt and sched.get_last_lr() == [0.1] * len(opt.param_groups)
     calls = []
     opt.register_step_pre_hook(lambda o, args, kwargs: calls.append("pre"))
     opt.register_step_post_hook(lambda o, args, kwargs: calls.append("post"))
@@ -64,6 +67,11 @@ def test_every_wrapper_is_a_torch_optimizer(algorithm):
     loss.backward()
     opt.step(loss=loss)
     assert calls == ["pre", "post"], calls
+    with warnings.catch_warnings():   # ZeRO and ssp step an optimizer of their own: no false order warning
+        warnings.filterwarnings("error", message=r"Detected call of `lr_scheduler.step\(\)`")
+        sched.step()
+    assert sched.get_last_lr()[0] < 0.1
+    assert opt.comm_stats()["bytes"] == 0, opt.comm_stats()   # one rank: nothing leaves it
 
 
 @pytest.mark.mpi

@@ -11,7 +11,7 @@ from torch.utils.data import TensorDataset
 from algorithms.lap.pool import WorkerPool
 from algorithms.lap.shared import MomentumState, SharedCounters
 from algorithms.lap.worker import GroupHyper, HogwildWorker, WorkerSpec
-from tests.algorithms.lap_models import Scale, SmallCNN, failing_loss, linear_loss
+from tests.algorithms.lap_models import Scale, SmallCNN, WideSum, failing_loss, linear_loss, mean_loss
 
 LR = 1.0 / 64   # updates of 1/64 are exact in fp32: a lost or extra update shows as a whole multiple
 
@@ -90,6 +90,7 @@ def test_workers_update_one_gpu_model_through_cuda_ipc():
     model = Scale().cuda()      # one copy in GPU memory; spawned workers map it by CUDA IPC
     steps = 400
     pool, state = make_pool(model, workers=2, steps=steps, momentum=0.5, start_method="spawn", device="cuda")
+    assert all(spec.device == model.w.device for spec in pool.specs)   # "cuda" is the model's GPU, with its index
     run_to_end(pool)
     per_worker = pool.per_worker()
     assert pool.done() == steps and sum(per_worker) == steps and all(n > 0 for n in per_worker), per_worker
@@ -99,6 +100,24 @@ def test_workers_update_one_gpu_model_through_cuda_ipc():
     assert torch.all(got <= expected + 1e-4) and torch.all(got >= 0.9 * expected), (got, expected)
     for w, k in enumerate(per_worker):
         torch.testing.assert_close(state.buffers[w][0].cpu(), torch.full((8,), 2 - 2.0 ** (1 - k)))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm device")
+def test_on_a_gpu_an_update_counted_has_landed():
+    """The main process reads `done` to know how many updates the model holds (averaging rounds, the final
+    synchronous one, checkpoints), but nothing orders its kernels after a worker's: a worker counts an
+    update only once its kernels ran. One worker, no momentum: after each call the model is exactly
+    -LR x the updates counted (w is 128 MiB, so an update still in flight would be seen)."""
+    model = WideSum(1 << 25).cuda()
+    pool, _ = make_pool(model, workers=1, steps=40, start_method="spawn", device="cuda", loss=mean_loss)
+    for target in range(4, 41, 4):
+        pool.begin(target)
+        wait_until(pool.finished, "finished")
+        ends = model.w.detach()[[0, -1]]          # read at once, in this process's own stream
+        assert pool.done() == target and ends.tolist() == [-LR * target] * 2, (target, ends.tolist())
+    pool.close()
+    assert pool.failure() is None
 
 
 def test_each_worker_keeps_its_own_momentum():

@@ -56,12 +56,14 @@ def reference_round_ends(lr: Schedule, steps: int, h_base: int, alpha: float, ga
     return ends
 
 
-def pycomm_round_ends(lr: Schedule, steps: int, **options) -> tuple[list[int], list[tuple[int, int]]]:
-    """Round ends of a real QSR run with a LambdaLR stepped after opt.step(), and (t, current_period)
-    read after each round once the scheduler has moved (what a loop logging H sees)."""
+def pycomm_round_ends(lr: Schedule, steps: int, algorithm: str = "qsr",
+                      **options) -> tuple[list[int], list[tuple[int, int]]]:
+    """Round ends of a real QSR run (or another `algorithm` taking QSR's period rule) with a LambdaLR
+    stepped after opt.step(), and (t, current_period) read after each round once the scheduler has moved
+    (what a loop logging H sees)."""
     peak = max(lr(s) for s in range(steps + 1))
     x = torch.zeros(3, requires_grad=True)
-    opt = algorithms.CommOptimizer(torch.optim.SGD([x], lr=peak), algorithm="qsr", **options)
+    opt = algorithms.CommOptimizer(torch.optim.SGD([x], lr=peak), algorithm=algorithm, **options)
     scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr(s) / peak)
     ends, periods = [], []
     for t in range(1, steps + 1):

@@ -21,7 +21,8 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         directory = str(tmp_path_factory.mktemp(f"{algorithm}-ckpt"))
         for rank, res in enumerate(case("zero_checkpoint", 4, "save", "save", directory, algorithm)):
             assert res["ok"], f"rank {rank}: {res}"
-        assert len(list(Path(directory).glob("shard-*-of-00004.pt"))) == 4
+        written = sorted(p.name for p in (Path(directory) / "shards").iterdir())
+        assert written == ["manifest.json", "sharded_state.pt"] + [f"sharded_state.rank{r}.pt" for r in (1, 2, 3)]
         out[algorithm] = directory
     return out
 

@@ -15,23 +15,34 @@ from pathlib import Path
 import pytest
 import torch
 
+import algorithms
+from algorithms import traits
+from algorithms.checkpointing import Placement, atomic
 from apps import checkpoint
 from apps.checkpoint import CheckpointError, IterState
-from apps.config import AlgorithmConfig, CheckpointConfig
+from apps.config import CheckpointConfig
 from apps.dist import Dist
-from apps.runtime import Checkpointer, per_rank_state
+from apps.runtime import Checkpointer, state_kinds
 from tests.apps import runs
 
 ROOT = Path(__file__).resolve().parents[2]
+ONE = Placement.of(None, 0, 1)
+
+
+PER_RANK = {stem: traits.PER_RANK for stem in checkpoint.STEMS}
 
 
 def _save(directory: Path, step: int, value: float, per_rank: bool = False, kind: str = "",
           elapsed: float = 0.0) -> Path:
-    state = IterState(step=step, epoch=1, segment=2, start_idx=10, end_idx=20, best_loss=0.5, per_rank=per_rank,
+    state = IterState(step=step, epoch=1, segment=2, start_idx=10, end_idx=20, best_loss=0.5,
                       extra={"elapsed": elapsed})
     name = f"ckpt.best.step{step:08d}" if kind == "best" else f"ckpt.step{step:08d}{kind}"
     return checkpoint.save(directory, name, Dist(), state, {"w": torch.full((1 << 16,), value)},
-                           {"opt": value}, {"last_epoch": step})
+                           {"opt": value}, {"last_epoch": step}, PER_RANK if per_rank else None)
+
+
+def _load(path: Path, rank: int = 0, size: int = 1) -> checkpoint.Loaded:
+    return checkpoint.load(path, Placement.of(None, rank, size))
 
 
 def _disk_bytes(*paths: Path) -> int:
@@ -50,11 +61,12 @@ def test_layout_round_trip_and_latest(tmp_path: Path) -> None:
     path = _save(tmp_path, 10, 2.0)
     assert sorted(p.name for p in path.iterdir()) == ["iter_state_dict.pt", "lr_state_dict.pt", "manifest.json",
                                                       "model_state_dict.pt", "optim_state_dict.pt"]
-    state, model, optim, lr = checkpoint.load(path, 0, 1)
+    loaded = _load(path)
+    state = loaded.state
     assert (state.step, state.epoch, state.segment, state.start_idx, state.end_idx, state.best_loss) == \
         (10, 1, 2, 10, 20, 0.5)
-    assert torch.equal(model["w"], torch.full((1 << 16,), 2.0))
-    assert optim == {"opt": 2.0} and lr == {"last_epoch": 10}
+    assert torch.equal(loaded.model["w"], torch.full((1 << 16,), 2.0))
+    assert loaded.optim == {"opt": 2.0} and loaded.lr == {"last_epoch": 10}
     assert checkpoint.resolve("auto", tmp_path, "ckpt") == path
     assert checkpoint.resolve("auto", tmp_path / "none", "ckpt") is None
 
@@ -76,7 +88,7 @@ def test_failure_mid_write_leaves_previous_intact(tmp_path: Path, monkeypatch: p
     monkeypatch.undo()
     assert checkpoint.resolve("auto", tmp_path, "ckpt") == good
     assert not (tmp_path / "ckpt.step00000010").exists()
-    assert torch.equal(checkpoint.load(good, 0, 1)[1]["w"], torch.full((1 << 16,), 1.0))
+    assert torch.equal(_load(good).model["w"], torch.full((1 << 16,), 1.0))
     _save(tmp_path, 15, 3.0)
     checkpoint.prune(tmp_path, "ckpt", keep_last=2)  # the crashed temporary is cleaned up
     assert not list(tmp_path.glob(".*.tmp")) and good.exists()
@@ -102,7 +114,7 @@ def test_process_killed_during_save_leaves_previous_intact(tmp_path: Path) -> No
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert checkpoint.resolve("auto", tmp_path, "ckpt") == good
-    assert checkpoint.load(good, 0, 1)[0].step == 5
+    assert _load(good).state.step == 5
 
 
 def test_corrupt_or_missing_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
@@ -112,19 +124,22 @@ def test_corrupt_or_missing_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
     (newer / "model_state_dict.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match=r"model_state_dict.pt is corrupt: \d+ bytes where manifest.json "
                                               r"says \d+.*older complete checkpoints.*step00000005"):
-        checkpoint.restore("auto", tmp_path, "ckpt", 0, 1)
-    assert checkpoint.load(older, 0, 1)[0].step == 5  # untouched
+        checkpoint.restore("auto", tmp_path, "ckpt", ONE)
+    assert _load(older).state.step == 5  # untouched
     with pytest.raises(CheckpointError, match="no such checkpoint"):
-        checkpoint.restore(str(tmp_path / "missing"), tmp_path, "ckpt", 0, 1)
+        checkpoint.restore(str(tmp_path / "missing"), tmp_path, "ckpt", ONE)
     (older / "manifest.json").unlink()
     with pytest.raises(CheckpointError, match="incomplete"):
-        checkpoint.load(older, 0, 1)
+        _load(older)
 
 
 def test_per_rank_state_needs_the_same_world_size(tmp_path: Path) -> None:
     path = _save(tmp_path, 5, 1.0, per_rank=True)
-    with pytest.raises(CheckpointError, match="per-rank state for 1 ranks; this run has 2"):
-        checkpoint.load(path, 1, 2)
+    with pytest.raises(CheckpointError, match=r"holds model_state_dict per rank \(each rank's differs\) for 1 "
+                                              r"data-parallel rank\(s\); this run has 2 .*resume with 1"):
+        _load(path, 1, 2)
+    identical = _save(tmp_path, 6, 1.0)   # identical state: any number of ranks
+    assert torch.equal(_load(identical, 2, 3).model["w"], torch.full((1 << 16,), 1.0))
 
 
 def test_prune_keeps_newest_periodic_best_and_newer_preempt(tmp_path: Path) -> None:
@@ -147,8 +162,9 @@ def test_collective_save_with_per_rank_state_under_mpirun(tmp_path: Path) -> Non
 
 
 def test_corrupt_per_rank_file_names_the_file_and_the_damage(tmp_path: Path) -> None:
-    state = IterState(step=5, world_size=2, per_rank=["optim_state_dict"])
-    path = checkpoint.save(tmp_path, "ckpt.step00000005", Dist(), state, {"w": torch.ones(8)}, {"opt": 1.0}, {})
+    state = IterState(step=5, world_size=2)
+    path = checkpoint.save(tmp_path, "ckpt.step00000005", Dist(), state, {"w": torch.ones(8)}, {"opt": 1.0}, {},
+                           {"optim_state_dict": traits.PER_RANK}, Placement.of(None, 0, 2))
     good = (path / "optim_state_dict.pt").read_bytes()  # rank 1's copy, as a second rank would write it
     rank_file = path / "optim_state_dict.rank1.pt"
     manifest = json.loads((path / "manifest.json").read_text())
@@ -156,20 +172,20 @@ def test_corrupt_per_rank_file_names_the_file_and_the_damage(tmp_path: Path) -> 
     (path / "manifest.json").write_text(json.dumps(manifest))
     rank_file.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # one bit flipped on disk
     with pytest.raises(CheckpointError, match=r"optim_state_dict.rank1.pt is corrupt: its SHA-256 differs"):
-        checkpoint.load(path, 1, 2)
+        _load(path, 1, 2)
     rank_file.write_bytes(good[:100])
     with pytest.raises(CheckpointError, match=r"optim_state_dict.rank1.pt is corrupt: 100 bytes where"):
-        checkpoint.load(path, 1, 2)
+        _load(path, 1, 2)
     rank_file.unlink()
     with pytest.raises(CheckpointError, match=r"optim_state_dict.rank1.pt is corrupt: it is missing"):
-        checkpoint.load(path, 1, 2)
-    assert checkpoint.load(path, 0, 2)[0].step == 5  # rank 0's files are intact
+        _load(path, 1, 2)
+    assert _load(path, 0, 2).state.step == 5  # rank 0's files are intact
 
 
 def test_resume_names_a_file_or_a_directory_of_checkpoints(tmp_path: Path) -> None:
     path = _save(tmp_path, 5, 1.0)
     assert checkpoint.resolve(str(path / "model_state_dict.pt"), tmp_path, "ckpt") == path  # a file of it: works
-    assert checkpoint.restore(str(path / "manifest.json"), tmp_path, "ckpt", 0, 1)[0] == path
+    assert checkpoint.restore(str(path / "manifest.json"), tmp_path, "ckpt", ONE).path == path
     stray = tmp_path / "model.pt"
     stray.write_bytes(b"x")
     with pytest.raises(CheckpointError, match=r"model.pt is a file, not a checkpoint; expected a checkpoint "
@@ -191,7 +207,7 @@ def test_best_and_periodic_at_one_step_share_their_files(tmp_path: Path) -> None
     one = _disk_bytes(best)
     assert _disk_bytes(best, periodic, preempt) < one + 2 * 4096, (one, _disk_bytes(best, periodic, preempt))
     for p in (best, periodic, preempt):
-        assert torch.equal(checkpoint.load(p, 0, 1)[1]["w"], torch.full((1 << 16,), 2.0))
+        assert torch.equal(_load(p).model["w"], torch.full((1 << 16,), 2.0))
     other = _save(tmp_path, 11, 3.0)
     assert (other / "model_state_dict.pt").stat().st_nlink == 1  # different bytes are never linked
 
@@ -200,12 +216,12 @@ def test_identical_per_rank_copies_are_stored_once(tmp_path: Path) -> None:
     path = _save(tmp_path, 5, 1.0, per_rank=True)  # one process: every rank's copy would be rank 0's
     assert sorted(p.name for p in path.iterdir()) == ["iter_state_dict.pt", "lr_state_dict.pt", "manifest.json",
                                                       "model_state_dict.pt", "optim_state_dict.pt"]
-    assert per_rank_state(AlgorithmConfig("mbsgd", {})) == []
-    assert per_rank_state(AlgorithmConfig("mbsgd", {"codec": "int8"})) == ["optim_state_dict"]
-    assert per_rank_state(AlgorithmConfig("plsgd", {})) == ["model_state_dict", "optim_state_dict"]
-    assert IterState(per_rank=True).per_rank == ["model_state_dict", "optim_state_dict"]  # older checkpoints
-    with pytest.raises(ValueError, match="unknown state"):
-        IterState(per_rank=["lr_state_dict"])
+    identical, per_rank = traits.IDENTICAL, traits.PER_RANK
+    mbsgd, plsgd = algorithms.lookup("mbsgd"), algorithms.lookup("plsgd")
+    assert state_kinds(mbsgd, {}) == {"model_state_dict": identical, "optim_state_dict": identical}
+    assert state_kinds(mbsgd, {"codec": "int8"}) == {"model_state_dict": identical, "optim_state_dict": per_rank}
+    assert state_kinds(plsgd, {}) == {"model_state_dict": per_rank, "optim_state_dict": per_rank}
+    assert state_kinds(None, {}) == {"model_state_dict": identical, "optim_state_dict": identical}   # bare torch
 
 
 def test_keep_last_prunes_old_periodic_but_never_a_kept_checkpoints_files(tmp_path: Path) -> None:
@@ -217,7 +233,7 @@ def test_keep_last_prunes_old_periodic_but_never_a_kept_checkpoints_files(tmp_pa
                                                           "ckpt.step00000005"]
     # the periodic checkpoint the best shared its files with is gone; the best still verifies and loads
     assert (best / "model_state_dict.pt").stat().st_nlink == 1
-    assert torch.equal(checkpoint.load(best, 0, 1)[1]["w"], torch.full((1 << 16,), 2.0))
+    assert torch.equal(_load(best).model["w"], torch.full((1 << 16,), 2.0))
     with pytest.raises(ValueError, match=r"keep_last must be an integer >= 0.*got -1"):
         checkpoint.prune(tmp_path, "ckpt", keep_last=-1)
     with pytest.raises(ValueError, match=r"keep_last must be an integer >= 0.*got -2"):  # before any rank trains
@@ -228,8 +244,8 @@ def test_saving_a_step_again_replaces_it_and_keeps_links_of_others_valid(tmp_pat
     best = _save(tmp_path, 3, 1.0, kind="best")
     first = _save(tmp_path, 3, 1.0)
     again = _save(tmp_path, 3, 1.0, elapsed=9.0)  # after a resume from an older checkpoint
-    assert again == first and checkpoint.load(again, 0, 1)[0].extra["elapsed"] == 9.0
-    assert checkpoint.load(best, 0, 1)[0].step == 3 and not list(tmp_path.glob(".*"))
+    assert again == first and _load(again).state.extra["elapsed"] == 9.0
+    assert _load(best).state.step == 3 and not list(tmp_path.glob(".*"))
 
 
 @pytest.mark.mpi
@@ -269,3 +285,25 @@ def test_mbsgd_with_a_codec_resumes_each_ranks_residuals(tmp_path: Path) -> None
     assert not (preempted / "model_state_dict.rank1.pt").exists()
     runs.run(argv + ["--resume", "auto"], timeout=400)
     runs.assert_same(runs.final_params(tmp_path / "straight"), runs.final_params(tmp_path / "cut"))
+
+
+def test_a_checkpoint_of_the_first_format_still_loads(tmp_path: Path) -> None:
+    """Before algorithms.checkpointing: no layout in the manifest, per-rank stems and the position in steps
+    of the writing world in iter_state_dict.pt."""
+    path = tmp_path / "ckpt.step00000012"
+    path.mkdir()
+    legacy = {"epoch": 1, "segment": 2, "start_idx": 64, "end_idx": 96, "step_in_segment": 3, "step": 12,
+              "best_loss": 0.5, "world_size": 2, "per_rank": ["model_state_dict", "optim_state_dict"],
+              "reshardable": False, "extra": {}}
+    for name, obj in (("iter_state_dict", legacy), ("model_state_dict", {"w": torch.zeros(2)}),
+                      ("model_state_dict.rank1", {"w": torch.ones(2)}), ("optim_state_dict", {"r": 0}),
+                      ("optim_state_dict.rank1", {"r": 1}), ("lr_state_dict", {"last_epoch": 12})):
+        torch.save(obj, path / f"{name}.pt")
+    files = {p.name: {"bytes": p.stat().st_size, "sha256": atomic.sha256(p)} for p in path.iterdir()}
+    (path / "manifest.json").write_text(json.dumps({"step": 12, "world_size": 2, "files": files}))
+    loaded = checkpoint.load(path, Placement.of(None, 1, 2), batch_size=4)
+    assert loaded.kinds["model_state_dict"] == traits.PER_RANK and loaded.optim == {"r": 1}
+    assert torch.equal(loaded.model["w"], torch.ones(2)) and loaded.lr == {"last_epoch": 12}
+    assert (loaded.state.sample_in_segment, loaded.state.step_samples) == (3 * 4 * 2, 4 * 2)
+    with pytest.raises(CheckpointError, match="per rank .* for 2 data-parallel rank"):
+        checkpoint.load(path, Placement.of(None, 0, 1), batch_size=4)

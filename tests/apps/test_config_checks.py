@@ -1,6 +1,6 @@
 """Configurations that would train wrong are refused before launch, with a message naming the key:
 ranges, non-finite numbers, paths outside out_dir, batch sizes over the ranks, a changed optimizer
-on resume, and files that are not YAML."""
+or another algorithm on resume, and files that are not YAML."""
 from __future__ import annotations
 
 import re
@@ -104,6 +104,10 @@ def test_resume_with_a_changed_learning_rate_is_refused(tmp_path: Path, capsys: 
     assert (tmp_path / "r" / "config.yaml").read_text() == recorded  # what ran stays recorded
     assert yaml.safe_load(recorded)["optim"]["lr"] == 0.05
     assert main(argv[2:] + ["-o", "optim.lr=0.2", "--print-config"]) == 0  # a new run may choose any lr
+    assert main(argv[2:] + ["-o", "algorithm.name=plsgd", "--resume", "auto"]) == 2   # another algorithm's
+    err = capsys.readouterr().err
+    assert re.search(r"--resume: checkpoint .*step00000010 was written by algorithm 'none' \(model identical, "
+                     r"optim identical\); this run uses 'plsgd': resume with algorithm.name=none", err), err
 
 
 def test_a_missing_data_file_is_refused_before_launch_with_one_line(tmp_path: Path) -> None:

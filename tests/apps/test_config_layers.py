@@ -1,6 +1,6 @@
 """How a configuration is put together: files layered left to right (positional or --config), the
-embedded default beneath them, a switch of algorithm that drops the old algorithm's options with a
-note, SmolCluster's keys, and the learning-rate schedule's horizon that train.max_steps leaves alone."""
+embedded default beneath them, a switch of algorithm (built in or the user's) that drops the old
+algorithm's options with a note, SmolCluster's keys, and the learning-rate schedule's horizon that train.max_steps leaves alone."""
 from __future__ import annotations
 
 import subprocess
@@ -59,6 +59,35 @@ def test_switching_algorithm_drops_the_options_it_lacks_with_a_note() -> None:
     assert cfg.algorithm.options == {}
     with pytest.raises(ConfigError, match="unknown algorithm.options key 'averaging_freq' for 'easgd'"):
         config_io.load(None, ["algorithm.name=easgd", "algorithm.options.averaging_freq=4"])  # set after: an error
+
+
+@pytest.fixture
+def registry_restored():
+    """The plugin registers its algorithm in this process: leave the registry as other tests expect it."""
+    from algorithms import registry
+    saved = dict(registry._REGISTRY)
+    yield
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)
+    sys.modules.pop("tests.apps.plugins.signsgd", None)
+
+
+def test_a_custom_algorithm_and_a_built_in_follow_one_rule_for_inherited_options(registry_restored) -> None:
+    """Options held over a switch are dropped for a built-in algorithm and for one of the user's alike (its
+    module imported to learn its options, given before or after the name): the embedded default's
+    averaging_freq quietly, one the user set with a note; an option set after the switch is checked."""
+    plugin = ["algorithm.module=tests.apps.plugins.signsgd", "algorithm.name=test-signsgd"]
+    proc = cli("--print-config", "--nproc", "1", *(a for o in plugin for a in ("-o", o)))  # a fresh process
+    assert proc.returncode == 0, proc.stderr
+    assert "name: test-signsgd" in proc.stdout and "options: {}" in proc.stdout and "note:" not in proc.stderr
+    for switch in (plugin, plugin[::-1], ["algorithm.name=easgd"]):
+        quiet = config_io.resolve(None, switch, world_size=1)
+        assert quiet.config.algorithm.options == {} and not quiet.notes, (switch, quiet.notes)
+        noted = config_io.resolve(None, ["algorithm.options.averaging_freq=4", *switch], world_size=1)
+        assert noted.config.algorithm.options == {}, switch
+        assert any("dropped algorithm.options averaging_freq" in n for n in noted.notes), noted.notes
+    with pytest.raises(ConfigError, match="unknown algorithm.options key 'averaging_freq' for 'test-signsgd'"):
+        config_io.load(None, [*plugin, "algorithm.options.averaging_freq=4"], world_size=1)
 
 
 def test_a_later_file_switching_algorithm_drops_an_earlier_files_options(tmp_path: Path) -> None:

@@ -98,21 +98,39 @@ def test_random_tensors_are_a_function_of_the_index() -> None:
 
 
 @pytest.mark.parametrize("n, size, segment", [(103, 1, None), (103, 2, None), (100, 4, 30), (37, 3, 10)])
-def test_shards_are_disjoint_complete_and_deterministic(n: int, size: int, segment: int | None) -> None:
+def test_shards_are_disjoint_equal_and_deterministic(n: int, size: int, segment: int | None) -> None:
     plans = [ShardPlan(n, r, size, batch_size=2, seed=3, segment_size=segment) for r in range(size)]
     for epoch in range(2):
         seen = []
         for s in range(plans[0].num_segments):
             shards = [p.shard(epoch, s) for p in plans]
-            assert max(map(len, shards)) - min(map(len, shards)) <= 1
+            assert len({len(sh) for sh in shards}) == 1
+            start, end = plans[0].bounds(s)
+            assert end - start - sum(map(len, shards)) < size   # a segment's rest of fewer than `size` is left
             seen += [i for sh in shards for i in sh.tolist()]
             assert len({p.steps_in_segment(s) for p in plans}) == 1  # every rank takes the same number of steps
-        assert sorted(seen) == list(range(n))  # disjoint and complete
+        assert len(set(seen)) == len(seen) and n - len(seen) < size * plans[0].num_segments   # disjoint
     assert not torch.equal(plans[0].order(0), plans[0].order(1))
     again = ShardPlan(n, 0, size, batch_size=2, seed=3, segment_size=segment)
     assert torch.equal(again.shard(1, 0), plans[0].shard(1, 0))
     batches = list(plans[0].batches(0, 0))
-    assert [b.tolist() for b in plans[0].batches(0, 0, skip=1)] == [b.tolist() for b in batches[1:]]
+    taken = plans[0].global_batch   # one step of every rank: the position after it, in samples
+    assert [b.tolist() for b in plans[0].batches(0, 0, taken)] == [b.tolist() for b in batches[1:]]
+    assert plans[0].progress(1, 0, taken) == plans[0].steps_per_epoch + 1
+
+
+def test_a_position_in_samples_means_the_same_data_on_other_ranks() -> None:
+    """4 ranks take 2 steps of a segment; 2 ranks resume there (and the reverse): together every sample of
+    the segment once, and the resumed world's progress counts its own steps."""
+    for before, after in ((4, 2), (2, 4)):
+        old = [ShardPlan(96, r, before, batch_size=4, seed=1, segment_size=48) for r in range(before)]
+        new = [ShardPlan(96, r, after, batch_size=4, seed=1, segment_size=48) for r in range(after)]
+        taken = 2 * old[0].global_batch
+        seen = [i for p in old for b in list(p.batches(0, 1))[:2] for i in b.tolist()]
+        seen += [i for p in new for b in p.batches(0, 1, taken) for i in b.tolist()]
+        start, end = new[0].bounds(1)
+        assert sorted(seen) == sorted(new[0].order(0)[start:end].tolist())
+        assert new[0].progress(0, 1, taken) == new[0].steps_in_segment(0) + taken // new[0].global_batch
 
 
 def test_shard_plan_rejects_batches_larger_than_a_shard() -> None:

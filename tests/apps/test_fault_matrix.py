@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from algorithms import CosineWithWarmup
+from benchmarks.benchmark_settings import FAULT_MATRIX_ENV
 from pycomm import settings
 from tests.apps import runs
 
@@ -39,7 +40,7 @@ CELLS = ([(a, c) for a in DETERMINISTIC + HOGWILD for c in ("sigterm", "kill_wor
          + [(a, c) for a in SERVERS + PEERS for c in ("sigterm", "kill_worker", "kill_server")])
 CI_CELLS = {("zero2", "kill_worker"), ("lapsgd", "sigterm"), ("asyncps", "sigterm"), ("asyncps", "kill_server"),
             ("ssp", "sigterm"), ("ssp", "kill_server")}
-FULL = settings.get("PYCOMM_FAULT_MATRIX")
+FULL = settings.get(FAULT_MATRIX_ENV)
 
 
 def argv(out: Path, name: str, algorithm: str, *extra: str) -> list[str]:

@@ -59,7 +59,21 @@ def test_algorithm_quantities_from_a_comm_optimizer_like_object() -> None:
         def comm_stats(self) -> dict:
             return {"bytes": 1024, "seconds": 0.5, "calls": 3}
 
-    assert algorithm_quantities(Opt()) == {"comm_bytes": 1024, "comm_seconds": 0.5, "H": 8, "ranks": 4}
+    assert algorithm_quantities(Opt(), 4) == {"comm_bytes": 1024, "comm_seconds": 0.5, "H": 8, "ranks": 4}
+    Comm.size = 1   # independent processes (asyncps, ssp): each holds a one-rank world; the run has 3 ranks
+    assert algorithm_quantities(Opt(), 3)["ranks"] == 3
+
+    class Split(Opt):   # bytes per mesh dimension, plus a pipeline's: the columns per dimension and their total
+        def comm_stats(self) -> dict:
+            return {"bytes": 1024, "seconds": 0.5, "calls": 3, "bytes_by_dim": {"dp_shard": 1000, "dp": 24}}
+
+    class Pipe:
+        def comm_stats(self) -> dict:
+            return {"bytes": 300, "bytes_by_dim": {"pp": 292, "dp": 8}}
+
+    q = algorithm_quantities(Split(), 4, Pipe())
+    assert (q["comm_bytes"], q["comm_bytes_pp"], q["comm_bytes_dp"], q["comm_bytes_dp_shard"],
+            q["comm_bytes_dp_replicate"]) == (1324, 292, 32, 1000, 0)
 
 
 @pytest.mark.parametrize("module, option", [("tensorboard", {"tensorboard": True}), ("wandb", {"wandb": "offline"})])

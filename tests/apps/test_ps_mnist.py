@@ -2,9 +2,11 @@
 on the embedded MNIST, 3 epochs), on 4 independent processes (1 server + 3 workers, or 3 ssp ranks),
 int8 pushes included, and on 5 with the parameters sharded across 2 servers. asyncps and ssp K = 2 use momentum 0.5: stale gradients act as extra momentum
 (Mitliagkas et al. 2016), and with 0.9 on top these runs stall or diverge (benchmarks/staleness.py shows
-ssp K >= 2 diverging with 0.9)."""
+ssp K >= 2 diverging with 0.9). The logged rows carry the run's ranks and one learning-rate schedule, and
+torch raises no false scheduler-order warning."""
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -36,3 +38,8 @@ def test_mnist_reaches_95_percent(tmp_path, algorithm, nproc, options, extra):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     final = json.loads((tmp_path / "run" / "eval.jsonl").read_text().splitlines()[-1])
     assert final["accuracy"] >= 0.95, final
+    rows = list(csv.DictReader(open(tmp_path / "run" / "train.csv")))
+    assert {int(r["ranks"]) for r in rows} == {nproc}, rows[-1]   # the run's ranks, for plot titles
+    lrs = [float(r["lr"]) for r in rows]   # one schedule (cosine decay), not whichever worker pushed last
+    assert all(b <= a for a, b in zip(lrs, lrs[1:])), lrs
+    assert "lr_scheduler.step()` before `optimizer.step()`" not in proc.stderr, proc.stderr

@@ -73,17 +73,17 @@ def test_intermediate_activations_equal_the_full_forward() -> None:
 def test_sampling_greedy_top1_and_seeds() -> None:
     logits = torch.tensor([[0.1, 2.0, -1.0, 1.9]] * 3)
     s = Sampler(3)
-    assert s.sample(logits, [0, 1, 2], [0.0, 5.0, 5.0], [None, 1, 1]) == [1, 1, 1]   # T=0 and top-1 are argmax
+    assert s.sample(logits, [0, 1, 2], [0.0, 5.0, 5.0], [None, 1, 1], [1.0] * 3) == [1, 1, 1]   # T=0, top-1: argmax
     draws = []
     for _ in range(2):
         s.start(2, 1234)
-        draws.append([s.sample(logits[:1], [2], [1.0], [None])[0] for _ in range(20)])
+        draws.append([s.sample(logits[:1], [2], [1.0], [None], [1.0])[0] for _ in range(20)])
     assert draws[0] == draws[1] and len(set(draws[0])) > 1
 
 
 def test_the_queue_is_bounded_and_cancelled_requests_free_their_place() -> None:
     vocab = Vocabulary("ab")
-    sched = Scheduler(slots=1, queue_limit=2, depth=2)
+    sched = Scheduler(slots=1, queue_limit=2, depth=2, block_size=8, keep=4)
     req = Request([0, 1], 3, 0.0, None, 0)
     gens = [sched.submit(req, vocab.decoder(), lambda e: None) for _ in range(2)]
     with pytest.raises(QueueFull, match="queue is full"):

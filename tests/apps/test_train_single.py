@@ -1,5 +1,5 @@
-"""`python -m apps.train` as one process: a full run, preemption by SIGTERM, and a resume that ends
-with exactly the parameters of an uninterrupted run."""
+"""`python -m apps.train` as one process: a full run, preemption by SIGTERM, a resume that ends with
+exactly the parameters of an uninterrupted run, and a resume of a finished run that says so."""
 from __future__ import annotations
 
 import csv
@@ -27,7 +27,11 @@ def test_run_leaves_metrics_checkpoints_and_plots(tmp_path: Path) -> None:
 
 
 def test_sigterm_saves_preempt_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
-    runs.run(runs.args(tmp_path, "straight", "none", 1))
+    straight = runs.args(tmp_path, "straight", "none", 1)
+    runs.run(straight)
+    again = runs.run(straight + ["--resume", "auto"]).stdout   # resuming a finished run trains nothing
+    assert "already finished: the run resumed at step 60 of 60, so nothing was trained" in again, again
+    assert "done:" not in again, again
     argv = runs.args(tmp_path, "cut", "none", 1)
     out = runs.preempt(argv).stdout
     assert "preempted (signal 15)" in out, out
@@ -76,7 +80,7 @@ def test_vit_on_the_stub_random_tensors_in_segments(tmp_path: Path) -> None:
     rows = list(csv.DictReader(open(tmp_path / "vit" / "train.csv")))
     assert [int(r["segment"]) for r in rows] == [0] * 4 + [1] * 4 + [2] * 4
     state = torch.load(tmp_path / "vit" / "checkpoints" / "ckpt.step00000010" / "iter_state_dict.pt")
-    assert (state["segment"], state["start_idx"], state["end_idx"], state["step_in_segment"]) == (2, 128, 192, 2)
+    assert (state["segment"], state["start_idx"], state["end_idx"], state["sample_in_segment"]) == (2, 128, 192, 32)
 
 
 def test_sigterm_repeated_after_the_preempt_save_still_exits_0(tmp_path: Path) -> None:

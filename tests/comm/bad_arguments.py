@@ -130,16 +130,22 @@ def kernel_cases() -> Iterator[Case]:
                      dict(x=_input_tensor(N), q=_tensor_arg(N, torch.int8, optional=True),
                           scales=_tensor_arg(2, optional=True), block=BAD_INT_POSITIVE, stochastic=BAD_BOOL,
                           seed=BAD_INT_NONNEGATIVE, residual=_tensor_arg(N, optional=True)))
+    yield from _vary("kernels.quantize_int4", kernels.quantize_int4,
+                     lambda: dict(x=f32(), packed=None, scales=None, block=BLOCK, stochastic=False, seed=0, residual=None),
+                     dict(x=_input_tensor(N), packed=_tensor_arg(N // 2, torch.uint8, optional=True),
+                          scales=_tensor_arg(2, optional=True), block=BAD_INT_POSITIVE + [("odd", 255)],
+                          stochastic=BAD_BOOL, seed=BAD_INT_NONNEGATIVE, residual=_tensor_arg(N, optional=True)))
     yield from _vary("kernels.sign_compress", kernels.sign_compress,
                      lambda: dict(x=f32(), bits=None, scales=None, block=BLOCK, residual=None),
                      dict(x=_input_tensor(N), bits=_tensor_arg(38, torch.uint8, optional=True),
                           scales=_tensor_arg(2, optional=True), block=BAD_INT_POSITIVE,
                           residual=_tensor_arg(N, optional=True)))
-    for name, data, dtype, out in (("dequantize_int8", "q", torch.int8, "out"),
-                                   ("dequantize_int8_accumulate", "q", torch.int8, "acc"),
-                                   ("sign_decompress", "bits", torch.uint8, "out"),
-                                   ("sign_decompress_accumulate", "bits", torch.uint8, "acc")):
-        n_data = N if dtype == torch.int8 else 38
+    for name, data, dtype, out, n_data in (("dequantize_int8", "q", torch.int8, "out", N),
+                                           ("dequantize_int8_accumulate", "q", torch.int8, "acc", N),
+                                           ("dequantize_int4", "packed", torch.uint8, "out", N // 2),
+                                           ("dequantize_int4_accumulate", "packed", torch.uint8, "acc", N // 2),
+                                           ("sign_decompress", "bits", torch.uint8, "out", 38),
+                                           ("sign_decompress_accumulate", "bits", torch.uint8, "acc", 38)):
         yield from _vary(f"kernels.{name}", getattr(kernels, name),
                          lambda n_data=n_data, data=data, dtype=dtype, out=out: {
                              data: torch.zeros(n_data, dtype=dtype), "scales": f32(2), out: f32(), "block": BLOCK},
@@ -150,9 +156,11 @@ def kernel_cases() -> Iterator[Case]:
 def codec_cases() -> Iterator[Case]:
     yield from _vary("Int8Codec", pycomm.Int8Codec, lambda: dict(block=BLOCK, stochastic=False, seed=0),
                      dict(block=BAD_INT_POSITIVE, stochastic=BAD_BOOL, seed=BAD_INT_NONNEGATIVE))
+    yield from _vary("Int4Codec", pycomm.Int4Codec, lambda: dict(block=BLOCK, stochastic=False, seed=0),
+                     dict(block=BAD_INT_POSITIVE + [("odd", 255)], stochastic=BAD_BOOL, seed=BAD_INT_NONNEGATIVE))
     yield from _vary("OneBitCodec", pycomm.OneBitCodec, lambda: dict(block=BLOCK),
                      dict(block=BAD_INT_POSITIVE + [("not a multiple of 8", 12)]))
-    for codec in (pycomm.Int8Codec(block=BLOCK), pycomm.OneBitCodec(block=BLOCK)):
+    for codec in (pycomm.Int8Codec(block=BLOCK), pycomm.Int4Codec(block=BLOCK), pycomm.OneBitCodec(block=BLOCK)):
         cls = type(codec).__name__
 
         def enc(codec=codec):

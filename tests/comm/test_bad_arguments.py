@@ -18,5 +18,5 @@ def test_bad_argument_gets_a_clear_error(case: Case):
 def test_the_catalog_covers_the_public_api():
     """Guards the generator itself: every family of callables is there, with many cases each."""
     apis = {c.api.split(".")[0] for c in CASES}
-    assert {"kernels", "Int8Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "Communicator"} <= apis
+    assert {"kernels", "Int8Codec", "Int4Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager", "Communicator"} <= apis
     assert len(CASES) > 700

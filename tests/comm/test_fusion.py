@@ -99,7 +99,7 @@ def test_chunk_numel_is_whole_blocks_covering_the_tensor(numel: int, size: int, 
     assert c == want and c % block == 0 and c * size >= numel
 
 
-@pytest.mark.parametrize("codec", [pycomm.Int8Codec(block=64), pycomm.OneBitCodec(block=8)])
+@pytest.mark.parametrize("codec", [pycomm.Int8Codec(block=64), pycomm.Int4Codec(block=6), pycomm.OneBitCodec(block=8)])
 def test_wire_layout_round_trips_each_slot(codec) -> None:
     chunk, slots = 3 * codec.block, 3
     wire = WireLayout(codec, chunk, slots, torch.device("cpu"))

@@ -22,8 +22,15 @@ from tests.launch import ROOT, have_mpirun, mpirun, worker_env
 
 HAVE_NCCL = pycomm.build_info()["nccl"]
 HAVE_GPU = torch.cuda.is_available()
-needs_gpu = pytest.mark.skipif(not (HAVE_NCCL and HAVE_GPU),
-                               reason="needs a GPU and a build of pycomm with NCCL/RCCL")
+
+
+def needs_gpu(test):
+    """A test that runs only on a GPU with an NCCL/RCCL build; marked gpu (scripts/gpu_check.sh runs them)."""
+    skip = pytest.mark.skipif(not (HAVE_NCCL and HAVE_GPU), reason="needs a GPU and a build of pycomm with NCCL/RCCL")
+    return pytest.mark.gpu(skip(test))
+
+
+SECOND = 2_000_000_000   # torch.cuda._sleep cycles: about a second at the H100's ~2 GHz
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.int8,
           torch.uint8]
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
@@ -117,6 +124,40 @@ def test_ops_see_the_callers_latest_writes_and_results_follow_on_its_stream(comm
         expected = x + 1
     side.synchronize()
     torch.testing.assert_close(out, expected)
+
+
+@needs_gpu
+def test_ops_and_wait_return_while_the_callers_stream_is_still_busy(comm):
+    """Stream semantics, no host sync anywhere: with the caller's stream held by a kernel of about a second, a
+    blocking all-reduce, an async one and its wait() all return while that kernel still runs; work queued on
+    the stream after them sees their results."""
+    stream = torch.cuda.current_stream()
+    t = torch.ones(1 << 20, device="cuda")
+    u = torch.full((1000,), 2.0, device="cuda")
+    torch.cuda._sleep(SECOND)
+    comm.allreduce(t, op=pycomm.SUM)
+    work = comm.allreduce(u, op=pycomm.MAX, async_op=True)
+    work.wait()
+    t.mul_(3)                      # after the all-reduce on this stream, which waited for it
+    assert not stream.query(), "the host waited for the GPU: the stream was already idle"
+    assert not work.is_completed(), "the all-reduce completed before the kernel it must wait for"
+    stream.synchronize()
+    assert work.is_completed() and bool((t == 3).all()) and bool((u == 2).all()), (t[:4], u[:4])
+
+
+@needs_gpu
+def test_quantized_allreduce_follows_the_callers_stream(comm):
+    """allreduce_quantized runs on its helper thread, but on the caller's stream: it sees a write queued
+    there behind half a second of work, and its result is there for what the stream runs next."""
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x = torch.zeros(1 << 20, device="cuda")
+        torch.cuda._sleep(SECOND // 2)
+        x.add_(1.5)
+        comm.allreduce_quantized(x, op=pycomm.SUM).wait()
+        y = x * 2
+    side.synchronize()
+    torch.testing.assert_close(y, torch.full_like(y, 3.0), rtol=0, atol=3.0 / 254)
 
 
 @needs_gpu
@@ -228,6 +269,15 @@ def test_bad_input(comm):
         comm.allgather(torch.ones(3, device="cuda"), torch.ones(4, device="cuda"))
     with pytest.raises(ValueError, match="dst"):
         comm.send(torch.ones(4, device="cuda"), 2)
+    with pytest.raises(TypeError, match="dtype"):
+        comm.allreduce(torch.ones(4, dtype=torch.complex64, device="cuda"))
+    with pytest.raises(ValueError, match="one device"):
+        comm.allgather(torch.ones(4), torch.ones(4, device="cuda"))
+    with pytest.raises(ValueError, match="reduce_scatter"):
+        comm.reduce_scatter(torch.ones(3, device="cuda"), torch.ones(4, device="cuda"))
+    t = torch.ones(4, device="cuda")
+    comm.allreduce(t, op=pycomm.SUM)   # the communicator is unharmed by all of the above
+    assert t.tolist() == [1.0] * 4
     with pytest.raises(ValueError, match="unique id must be 128 bytes"):
         core().nccl_world(b"short", 0, 1, 0)
     with pytest.raises(ValueError, match="device"):
@@ -251,6 +301,20 @@ def test_stall_raises_naming_the_op(mode):
     assert p.returncode == 0 and "stall: allreduce #0" in p.stdout, p.stdout + p.stderr
     if mode == "watchdog":
         assert "pycomm: stall error" in p.stderr, p.stderr
+
+
+@needs_gpu
+@pytest.mark.parametrize("mode", ["exit", "shutdown"])
+def test_abort_with_an_op_in_flight_does_not_wait_for_it(mode):
+    """exit: pycomm.abort() ends the process at once although an all-reduce waits behind a kernel of ten
+    minutes; shutdown: comm.shutdown() aborts the communicator after PYCOMM_TIMEOUT, the stuck op's
+    synchronize() raises, and later ops are refused (tests/comm/workers/nccl_abort.py)."""
+    p = subprocess.run([sys.executable, "-m", "tests.comm.workers.nccl_abort", mode], cwd=ROOT,
+                       env=worker_env({"PYCOMM_TIMEOUT": "2"}), capture_output=True, text=True, timeout=240)
+    if mode == "exit":
+        assert p.returncode == 3 and "deliberate abort with an op in flight" in p.stderr, p.stdout + p.stderr
+    else:
+        assert p.returncode == 0 and "shutdown: ok" in p.stdout, p.stdout + p.stderr
 
 
 # ---- pycomm.init(backend="nccl") in fresh processes ------------------------------------------------

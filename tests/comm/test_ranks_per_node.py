@@ -1,5 +1,5 @@
-"""PYCOMM_RANKS_PER_NODE declares nodes of k consecutive ranks for split_by_node (node-aware code such
-as hybrid ZeRO tested on one machine); a k that does not divide the world is refused."""
+"""PYCOMM_RANKS_PER_NODE declares nodes of k consecutive ranks for split_by_node and pycomm.Mesh (node-aware
+code such as hybrid ZeRO tested on one machine); a k that does not divide the world is refused."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +9,7 @@ from tests.launch import mpirun
 
 
 @pytest.mark.mpi
-def test_split_by_node_uses_declared_node_size() -> None:
+def test_split_by_node_and_mesh_use_declared_node_size() -> None:
     mpirun(4, "tests.comm.workers.ranks_per_node", env={"PYCOMM_RANKS_PER_NODE": "2"}, timeout=120)
 
 

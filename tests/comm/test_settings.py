@@ -1,7 +1,8 @@
-"""pycomm/settings.py is the one place PYCOMM_* variables are read: every one refuses garbage with an
-error naming it, the value and what it accepts (in a fresh `python -c "import pycomm"`, where the
-check happens, and again where each is first used); the compiled core holds exactly the values
-Python parsed; a misspelt variable warns with the closest real name; PYCOMM_TIMEOUT=0 is "no timeout"."""
+"""PYCOMM_* variables are read only through the registry of pycomm/settings.py: every one refuses garbage
+with an error naming it, the value and what it accepts (in a fresh process importing its layer's table,
+where the check happens, and again where each is first used); the compiled core holds exactly the values
+Python parsed; a misspelt variable warns with the closest real name; PYCOMM_TIMEOUT=0 is "no timeout";
+settings every rank must share are compared when a communicator is made."""
 from __future__ import annotations
 
 import math
@@ -12,9 +13,11 @@ import warnings
 import pytest
 
 import pycomm
-from pycomm import settings
+from pycomm import settings, settings_doc
 from pycomm._build import core
-from tests.launch import ROOT, worker_env
+from tests.launch import ROOT, mpirun, worker_env
+
+settings_doc.load_tables((ROOT / settings_doc.DOC).read_text())  # every layer's table, as the docs gather them
 
 # A value each validated setting must refuse; a test below checks that none is missing.
 GARBAGE = {
@@ -28,6 +31,8 @@ GARBAGE = {
     "PYCOMM_MNIST": "/nonexistent/mnist", "PYCOMM_FAULT_MATRIX": "all", "PYCOMM_PS_RANK": "-1", "PYCOMM_PS_WORLD": "0",
     "PYCOMM_PS_ADDRESS": "localhost", "PYCOMM_PS_ADDRESSES": "a:1,,b:2", "PYCOMM_PS_SERVER_RESTARTS": "-1",
     "PYCOMM_PROFILE_STARTUP": "/nonexistent/pycomm-profile/startup.jsonl",
+    "PYCOMM_TRACE": "/nonexistent/pycomm-trace/run", "PYCOMM_TRACE_EVENTS": "8",
+    "PYCOMM_FLIGHT_RECORDER": "/nonexistent/pycomm-flight/run",
 }
 # Valid values other than the defaults, and what each parses to.
 NON_DEFAULT = {
@@ -36,7 +41,7 @@ NON_DEFAULT = {
     "PYCOMM_INLINE_BYTES": ("65536", 65536), "PYCOMM_SPIN_US": ("0", 0), "PYCOMM_MPI_GPU_AWARE": ("1", True),
     "PYCOMM_NCCL_SPLIT": ("init", "init"), "PYCOMM_OVERSUBSCRIBED": ("0", False),
 }
-VALIDATED = [s.name for s in settings.SETTINGS if s.scope in settings.VALIDATED_SCOPES]
+VALIDATED = [s.name for s in settings.BY_NAME.values() if s.scope in settings.VALIDATED_SCOPES]
 CORE = [s.name for s in settings.SETTINGS if s.core]
 
 
@@ -55,8 +60,9 @@ def test_every_validated_setting_has_garbage_and_every_core_one_a_non_default_va
 @pytest.mark.parametrize("name", VALIDATED)
 def test_garbage_fails_import_naming_the_variable_the_value_and_what_it_accepts(name):
     bad = GARBAGE[name]
-    p = python("import pycomm", {name: bad})
-    assert p.returncode != 0, f"import pycomm accepted {name}={bad!r}"
+    table = settings.TABLE_OF[name]
+    p = python("import pycomm" if table == settings.TABLE else f"import pycomm, {table}", {name: bad})
+    assert p.returncode != 0, f"importing {table} accepted {name}={bad!r}"
     accepted = settings.declared(name).kind.accepted
     assert f"pycomm.errors.SettingError: {name}={bad!r} is not valid: expected {accepted}" in p.stderr, p.stderr
 
@@ -128,12 +134,18 @@ def test_a_misspelt_variable_warns_with_the_closest_real_name(misspelt, meant):
         settings.check_environment({misspelt: "1"})
 
 
-def test_import_warns_about_a_misspelling_and_leaves_build_switches_alone():
-    p = python("import pycomm", {"PYCOMM_TIMOUT": "5", "PYCOMM_CUDA": "sometimes", "PYCOMM_APT_UPDATED": "1"})
+def test_import_warns_about_a_misspelling_and_leaves_build_switches_and_other_layers_alone():
+    """`import pycomm` judges pycomm's names only: another layer's variable (its table not loaded yet) is no
+    misspelling, and a misspelling of an apps variable is named once apps' table loads."""
+    p = python("import pycomm\nprint('apps next', flush=True)\nimport apps.apps_settings",
+               {"PYCOMM_TIMOUT": "5", "PYCOMM_CUDA": "sometimes", "PYCOMM_APT_UPDATED": "1",
+                "PYCOMM_APPS_SPAWNED": "1", "PYCOMM_PS_RANK": "0", "PYCOMM_APPS_FAILAT": "1:2"})
     assert p.returncode == 0, p.stderr  # a build switch is CMake's to judge, not import's
     assert "SettingWarning: PYCOMM_TIMOUT is not a pycomm setting and is ignored; did you mean PYCOMM_TIMEOUT?" \
         in p.stderr, p.stderr
-    assert "PYCOMM_CUDA" not in p.stderr and "PYCOMM_APT_UPDATED" not in p.stderr, p.stderr
+    assert "did you mean PYCOMM_APPS_FAIL_AT?" in p.stderr, p.stderr
+    for name in ("PYCOMM_CUDA", "PYCOMM_APT_UPDATED", "PYCOMM_APPS_SPAWNED", "PYCOMM_PS_RANK"):
+        assert name not in p.stderr, p.stderr
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         settings.check_environment({"PYCOMM_TIMEOUT": "5", "PYCOMM_NVTX": "off"})  # no warning for known names
@@ -165,3 +177,19 @@ def test_timeout_out_of_range_or_malformed(raw):
     with pytest.raises(pycomm.SettingError, match=r"PYCOMM_TIMEOUT=.* is not valid: expected a number of seconds "
                                                   r"from 0 to 1e9 \(0: no timeout\); unset or empty, it is 300"):
         settings.get("PYCOMM_TIMEOUT", {"PYCOMM_TIMEOUT": raw})
+
+
+def test_the_registry_refuses_a_variable_declared_twice_or_agreed_outside_pycomm():
+    twice = settings.Setting("PYCOMM_TIMEOUT", settings.Flag(), False, "a second declaration", "nobody")
+    with pytest.raises(ValueError, match="PYCOMM_TIMEOUT is declared by both pycomm.settings and elsewhere"):
+        settings.register("elsewhere", [twice])
+    agreed = settings.Setting("PYCOMM_SOMEWHERE_AGREED", settings.Flag(), False, "x", "nobody", agreed=True)
+    with pytest.raises(ValueError, match="PYCOMM_SOMEWHERE_AGREED is marked agreed"):
+        settings.register("elsewhere", [agreed])
+    assert "elsewhere" not in settings.TABLES and "PYCOMM_SOMEWHERE_AGREED" not in settings.BY_NAME
+
+
+@pytest.mark.mpi
+def test_settings_every_rank_must_share_are_compared_when_a_communicator_is_made():
+    proc = mpirun(2, "tests.comm.workers.agreement")
+    assert proc.stdout.count("agreement ok") == 2, proc.stdout

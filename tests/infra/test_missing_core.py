@@ -63,3 +63,13 @@ def test_installed_package_without_its_core_says_reinstall(tmp_path: Path) -> No
     proc = python(BUILD_INFO, tmp_path, pythonpath=tmp_path / "site")
     assert proc.returncode != 0
     assert "compiled core pycomm._C is missing from" in proc.stderr and "pip install ." in proc.stderr, proc.stderr
+
+
+def test_importing_the_layers_without_a_core_leaves_no_traceback_at_exit(tmp_path: Path) -> None:
+    """Nothing needs the core until a communicator or kernel is used, so `import algorithms` works in an
+    unbuilt checkout; the exit must stay quiet too (pycomm.finalize at exit has nothing to finalise)."""
+    checkout = unbuilt_checkout(tmp_path)
+    shutil.copytree(ROOT / "algorithms", checkout / "algorithms", ignore=shutil.ignore_patterns("__pycache__"))
+    proc = python("import algorithms; print('imported', 'mbsgd' in algorithms.available())", checkout)
+    assert proc.returncode == 0 and "imported" in proc.stdout, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr

@@ -19,6 +19,10 @@ def outputs() -> dict:
             q, s = kernels.quantize_int8(x, block=100, stochastic=stochastic, seed=3, residual=r)
             res[f"q{dtype}{stochastic}"], res[f"s{dtype}{stochastic}"], res[f"r{dtype}{stochastic}"] = q, s, r
             res[f"dq{dtype}{stochastic}"] = kernels.dequantize_int8(q, s, torch.empty(5000, dtype=dtype), block=100)
+            r = e[:4999].clone()   # int4: an odd size ends inside a byte
+            q, s = kernels.quantize_int4(x[:4999], block=100, stochastic=stochastic, seed=3, residual=r)
+            res[f"q4{dtype}{stochastic}"], res[f"s4{dtype}{stochastic}"], res[f"r4{dtype}{stochastic}"] = q, s, r
+            res[f"dq4{dtype}{stochastic}"] = kernels.dequantize_int4(q, s, torch.empty(4999, dtype=dtype), block=100)
         r = e.clone()
         bits, s = kernels.sign_compress(x, block=64, residual=r)
         res[f"bits{dtype}"], res[f"bs{dtype}"], res[f"br{dtype}"] = bits, s, r

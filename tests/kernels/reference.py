@@ -36,9 +36,9 @@ def blocks_of(v: torch.Tensor, block: int) -> torch.Tensor:
     return torch.arange(v.numel()) // block
 
 
-def quantize_int8(x: torch.Tensor, block: int, stochastic: bool = False, seed: int = 0,
-                  residual: torch.Tensor | None = None):
-    """(q int8, scales fp32, new residual or None) for a CPU tensor x."""
+def _absmax_levels(x: torch.Tensor, block: int, max_level: int, stochastic: bool, seed: int,
+                   residual: torch.Tensor | None):
+    """(levels fp32, scales fp32, new residual or None) of symmetric absmax quantization (CPU tensor x)."""
     v = x.reshape(-1).float()
     if residual is not None:
         v = v + residual.reshape(-1)
@@ -46,20 +46,46 @@ def quantize_int8(x: torch.Tensor, block: int, stochastic: bool = False, seed: i
     nb = -(-n // block)
     padded = torch.zeros(nb * block)
     padded[:n] = v.abs()
-    scales = padded.view(nb, block).amax(dim=1) / 127.0 if n else torch.zeros(0)
+    scales = padded.view(nb, block).amax(dim=1) / float(max_level) if n else torch.zeros(0)
     s = scales[blocks_of(v, block)]
     div = torch.where(s > 0, s, torch.ones_like(s))
     if stochastic:
         y = v / div + uniform(seed, np.arange(n))
-        lv = torch.floor(y.clamp(-127.0, 127.0))
+        lv = torch.floor(y.clamp(-float(max_level), float(max_level)))
     else:
-        lv = torch.round((v / div).clamp(-127.0, 127.0))
+        lv = torch.round((v / div).clamp(-float(max_level), float(max_level)))
     new_residual = v - lv * s if residual is not None else None
+    return lv, scales, new_residual
+
+
+def quantize_int8(x: torch.Tensor, block: int, stochastic: bool = False, seed: int = 0,
+                  residual: torch.Tensor | None = None):
+    """(q int8, scales fp32, new residual or None) for a CPU tensor x."""
+    lv, scales, new_residual = _absmax_levels(x, block, 127, stochastic, seed, residual)
     return lv.to(torch.int8), scales, new_residual
 
 
 def dequantize_int8(q: torch.Tensor, scales: torch.Tensor, block: int) -> torch.Tensor:
     return q.reshape(-1).float() * scales[blocks_of(q.reshape(-1), block)]
+
+
+def quantize_int4(x: torch.Tensor, block: int, stochastic: bool = False, seed: int = 0,
+                  residual: torch.Tensor | None = None):
+    """(packed uint8, scales fp32, new residual or None) for a CPU tensor x: levels in [-7, 7], element
+    2k in the low nibble of byte k and 2k + 1 in the high one, as 4-bit two's complement."""
+    lv, scales, new_residual = _absmax_levels(x, block, 7, stochastic, seed, residual)
+    nibbles = lv.to(torch.int64) & 0xF
+    if nibbles.numel() % 2:
+        nibbles = torch.cat([nibbles, torch.zeros(1, dtype=torch.int64)])
+    pairs = nibbles.view(-1, 2)
+    return (pairs[:, 0] | (pairs[:, 1] << 4)).to(torch.uint8), scales, new_residual
+
+
+def dequantize_int4(packed: torch.Tensor, scales: torch.Tensor, n: int, block: int) -> torch.Tensor:
+    b = packed.to(torch.int64)
+    nibbles = torch.stack([b & 0xF, b >> 4], dim=1).reshape(-1)[:n]
+    levels = torch.where(nibbles >= 8, nibbles - 16, nibbles).float()
+    return levels * scales[torch.arange(n) // block]
 
 
 def sign_compress(x: torch.Tensor, block: int, residual: torch.Tensor | None = None):

@@ -1,4 +1,4 @@
-"""pycomm.Int8Codec and pycomm.OneBitCodec: round trip within the stated bound, wire size, slicing."""
+"""pycomm.Int8Codec, pycomm.Int4Codec and pycomm.OneBitCodec: round trip within the stated bound, wire size, slicing."""
 import pytest
 import torch
 
@@ -9,6 +9,8 @@ from tests.kernels.test_quantize import DTYPES, sample
 CODECS = [
     lambda: pycomm.Int8Codec(),
     lambda: pycomm.Int8Codec(block=64, stochastic=True, seed=11),
+    lambda: pycomm.Int4Codec(),
+    lambda: pycomm.Int4Codec(block=32, stochastic=True, seed=3),
     lambda: pycomm.OneBitCodec(),
     lambda: pycomm.OneBitCodec(block=32),
 ]
@@ -42,6 +44,7 @@ def test_int8_bound_is_half_a_level():
 def test_wire_bytes():
     assert pycomm.Int8Codec(block=256).wire_bytes(1000) == 1000 + 4 * 4
     assert pycomm.OneBitCodec(block=256).wire_bytes(1000) == 125 + 4 * 4
+    assert pycomm.Int4Codec(block=128).wire_bytes(1001) == 501 + 4 * 8
     assert pycomm.OneBitCodec(block=64).wire_bytes(0) == 0
 
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/kernel_threads.h"
 #include "kernels/segments.h"
 
 namespace pycomm::cpu {
@@ -16,11 +17,12 @@ constexpr int64_t kParallelThreshold = 1 << 16;
 int num_threads();  // PYCOMM_NUM_THREADS, else OpenMP's default
 
 // run(c) for c in [0, n), over OpenMP threads when the work covers `elems` >= kParallelThreshold
-// elements; below it a plain loop, with no parallel region at all: even an if(false) one enters
-// libgomp (a 1-element AVG scaling cost 0.6 us in one).
+// elements and this thread may spread its kernels (common/kernel_threads.h); else a plain loop, with
+// no parallel region at all: even an if(false) one enters libgomp (a 1-element AVG scaling cost
+// 0.6 us in one).
 template <typename Run>
 void run_chunks(int64_t n, int64_t elems, Run run) {
-  if (elems < kParallelThreshold) {
+  if (elems < kParallelThreshold || kernels_on_this_thread_only) {
     for (int64_t c = 0; c < n; ++c) run(c);
     return;
   }

@@ -7,18 +7,22 @@
 namespace pycomm {
 namespace {
 
+// x[j] = alpha * x[j] + (beta * y[k] + gamma * z[k]): load() computes the new x[j], store() writes it
+// (gpu::segment_kernel).
 template <typename T, typename B, bool kTwoBuckets>
 struct UpdateOp {
   using acc = typename Num<T>::acc;
+  using Value = T;
   const B* y;
   const B* z;
   acc alpha, beta, gamma;
-  __device__ void operator()(void* tensor, int64_t k, int64_t j) const {
-    T* x = static_cast<T*>(tensor);
+  __device__ T load(void* tensor, int64_t k, int64_t j) const {
+    const T* x = static_cast<const T*>(tensor);
     acc t = beta * static_cast<acc>(Num<B>::load(y[k]));
     if (kTwoBuckets) t += gamma * static_cast<acc>(Num<B>::load(z[k]));
-    x[j] = Num<T>::store(alpha * Num<T>::load(x[j]) + t);
+    return Num<T>::store(alpha * Num<T>::load(x[j]) + t);
   }
+  __device__ void store(void* tensor, int64_t k, int64_t j, T v) const { static_cast<T*>(tensor)[j] = v; }
 };
 
 template <typename T, typename B, bool kTwoBuckets>

@@ -1,4 +1,6 @@
 // GPU pack / unpack: the same arithmetic as kernels/cpu/pack.cc, one source for CUDA and HIP.
+#include <type_traits>
+
 #include "common/gpu_compat.h"
 #include "kernels/gpu/segments.cuh"
 #include "kernels/pack.h"
@@ -6,24 +8,33 @@
 namespace pycomm {
 namespace {
 
+// Pack: bucket[k] = cast(t[j] * scale); unpack: t[j] = cast(bucket[k] * scale). load() computes the
+// element's new value, store() writes it (gpu::segment_kernel).
 template <bool kPack, typename T, typename B>
 struct ConvertOp {
+  using Value = typename std::conditional<kPack, B, T>::type;
   B* bucket;
   typename Num<T>::acc scale;
-  __device__ void operator()(void* tensor, int64_t k, int64_t j) const {
-    T* t = static_cast<T*>(tensor);
-    if (kPack) bucket[k] = Num<B>::store(Num<T>::load(t[j]) * scale);
-    else t[j] = Num<T>::store(Num<B>::load(bucket[k]) * scale);
+  __device__ Value load(void* tensor, int64_t k, int64_t j) const {
+    if constexpr (kPack) return Num<B>::store(Num<T>::load(static_cast<const T*>(tensor)[j]) * scale);
+    else return Num<T>::store(Num<B>::load(bucket[k]) * scale);
+  }
+  __device__ void store(void* tensor, int64_t k, int64_t j, Value v) const {
+    if constexpr (kPack) bucket[k] = v;
+    else static_cast<T*>(tensor)[j] = v;
   }
 };
 
 template <bool kPack, typename W>
 struct CopyOp {  // same dtype, unscaled: any element type of W's width
+  using Value = W;
   W* bucket;
-  __device__ void operator()(void* tensor, int64_t k, int64_t j) const {
-    W* t = static_cast<W*>(tensor);
-    if (kPack) bucket[k] = t[j];
-    else t[j] = bucket[k];
+  __device__ W load(void* tensor, int64_t k, int64_t j) const {
+    return kPack ? static_cast<const W*>(tensor)[j] : bucket[k];
+  }
+  __device__ void store(void* tensor, int64_t k, int64_t j, W v) const {
+    if (kPack) bucket[k] = v;
+    else static_cast<W*>(tensor)[j] = v;
   }
 };
 

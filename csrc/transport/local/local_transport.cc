@@ -45,7 +45,9 @@ namespace {
 class ImmediateOp : public QueuedOp {
  public:
   ImmediateOp(OpInfo info, std::function<void()> run, bool may_block = false)
-      : QueuedOp(std::move(info)), run_(std::move(run)), may_block_(may_block) {}
+      : QueuedOp(std::move(info)), run_(std::move(run)), may_block_(may_block) {
+    this->info.algorithm = "local";  // one rank: a copy at most
+  }
   bool can_run_inline() const override { return !may_block_; }
   void start() override { run_(); }
   bool test() override { return true; }
@@ -63,11 +65,13 @@ std::unique_ptr<QueuedOp> copy_op(OpInfo info, Buffer out, Buffer in, uintptr_t 
   }, on_device);
 }
 
+// A send to itself: the message is copied out at once. A device buffer is copied on the caller's stream
+// (what it queued before the send is in the message), as the receive copies into its buffer on its own.
 class SelfSendOp : public QueuedOp {
  public:
   SelfSendOp(OpInfo info, Buffer buf, const std::optional<std::vector<int64_t>>& shape,
-             std::shared_ptr<LocalMailbox> box)
-      : QueuedOp(std::move(info)), buf_(buf), shape_(shape), box_(std::move(box)) {}
+             std::shared_ptr<LocalMailbox> box, uintptr_t stream)
+      : QueuedOp(std::move(info)), buf_(buf), shape_(shape), box_(std::move(box)), stream_(stream) {}
   void start() override {
     P2pMessage m;
     m.source = 0;
@@ -79,7 +83,7 @@ class SelfSendOp : public QueuedOp {
       m.shape = *shape_;
     }
     m.data = std::make_shared<HostBytes>(buf_.bytes());
-    if (buf_.bytes() > 0) copy_bytes(m.data->data(), buf_.ptr, static_cast<size_t>(buf_.bytes()), buf_.device, 0);
+    if (buf_.bytes() > 0) copy_bytes(m.data->data(), buf_.ptr, static_cast<size_t>(buf_.bytes()), buf_.device, stream_);
     std::lock_guard<std::mutex> lk(box_->mu);
     box_->by_tag[info.tag].push_back(std::move(m));
   }
@@ -89,13 +93,14 @@ class SelfSendOp : public QueuedOp {
   Buffer buf_;
   std::optional<std::vector<int64_t>> shape_;
   std::shared_ptr<LocalMailbox> box_;
+  uintptr_t stream_;
 };
 
 // A receive from itself: into `buf`, or (allocate) the message's own memory handed over as is.
 class SelfRecvOp : public QueuedOp {
  public:
-  SelfRecvOp(OpInfo info, Buffer buf, bool allocate, std::shared_ptr<LocalMailbox> box)
-      : QueuedOp(std::move(info)), buf_(buf), allocate_(allocate), box_(std::move(box)) {
+  SelfRecvOp(OpInfo info, Buffer buf, bool allocate, std::shared_ptr<LocalMailbox> box, uintptr_t stream = 0)
+      : QueuedOp(std::move(info)), buf_(buf), allocate_(allocate), box_(std::move(box)), stream_(stream) {
     received = std::make_shared<P2pMessage>();
   }
   void start() override {}
@@ -109,7 +114,8 @@ class SelfRecvOp : public QueuedOp {
                             std::to_string(buf_.bytes()) + " (the send: " + std::to_string(msg->count) + " x " +
                             dtype_name(msg->dtype) + "; the receive: " + std::to_string(buf_.count) + " x " +
                             dtype_name(buf_.dtype) + ")");
-      if (buf_.bytes() > 0) copy_bytes(buf_.ptr, msg->data->data(), static_cast<size_t>(buf_.bytes()), buf_.device, 0);
+      if (buf_.bytes() > 0)
+        copy_bytes(buf_.ptr, msg->data->data(), static_cast<size_t>(buf_.bytes()), buf_.device, stream_);
       msg->data = nullptr;
     }
     info.count = msg->count;  // recv_new: stats count what arrived
@@ -123,6 +129,7 @@ class SelfRecvOp : public QueuedOp {
   Buffer buf_;
   bool allocate_;
   std::shared_ptr<LocalMailbox> box_;
+  uintptr_t stream_;
 };
 
 }  // namespace
@@ -171,12 +178,13 @@ std::unique_ptr<QueuedOp> LocalTransport::make_alltoall(OpInfo info, Buffer out,
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_send(OpInfo info, Buffer buf, int, int,
-                                                    const std::optional<std::vector<int64_t>>& shape, uintptr_t) {
-  return std::make_unique<SelfSendOp>(std::move(info), buf, shape, mailbox_);
+                                                    const std::optional<std::vector<int64_t>>& shape,
+                                                    uintptr_t stream) {
+  return std::make_unique<SelfSendOp>(std::move(info), buf, shape, mailbox_, stream);
 }
 
-std::unique_ptr<QueuedOp> LocalTransport::make_recv(OpInfo info, Buffer buf, int, int, uintptr_t) {
-  return std::make_unique<SelfRecvOp>(std::move(info), buf, false, mailbox_);
+std::unique_ptr<QueuedOp> LocalTransport::make_recv(OpInfo info, Buffer buf, int, int, uintptr_t stream) {
+  return std::make_unique<SelfRecvOp>(std::move(info), buf, false, mailbox_, stream);
 }
 
 std::unique_ptr<QueuedOp> LocalTransport::make_recv_new(OpInfo info, int, int) {

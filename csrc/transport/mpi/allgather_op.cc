@@ -9,6 +9,7 @@ namespace pycomm::mpi {
 P2pAllgatherOp::P2pAllgatherOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer out, Buffer in)
     : P2pCollectiveOp(std::move(info), std::move(comm)), out_(out), in_(in) {
   const int64_t block = block_bytes();
+  this->info.algorithm = fused() ? kInOpMatching : allgather_algorithm(comm_->size);
   if (!fused() || block == 0) return;
   gathered_.assign(static_cast<size_t>(block * comm_->size), 0);
   std::memcpy(gathered_.data() + block * comm_->rank, in_.ptr, static_cast<size_t>(block));

@@ -43,10 +43,16 @@ std::vector<P2pStep> ring_allgather_steps(const std::vector<int64_t>& bounds, in
   return steps;
 }
 
+const char* allgather_algorithm(int size) {
+  if (size == 1) return kNoSchedule;
+  return Pow2Fold(0, size).power_of_two() ? kRecursiveDoubling : kRing;
+}
+
 std::vector<P2pStep> allgather_steps(const std::vector<int64_t>& bounds, int rank, int size, int root) {
-  if (size == 1) return {};
-  return Pow2Fold(rank, size).power_of_two() ? doubling_allgather_steps(bounds, rank, size, root)
-                                             : ring_allgather_steps(bounds, rank, size, root);
+  const char* algorithm = allgather_algorithm(size);
+  if (algorithm == kRecursiveDoubling) return doubling_allgather_steps(bounds, rank, size, root);
+  if (algorithm == kRing) return ring_allgather_steps(bounds, rank, size, root);
+  return {};
 }
 
 }  // namespace pycomm::mpi

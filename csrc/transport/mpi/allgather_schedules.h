@@ -21,5 +21,7 @@ std::vector<P2pStep> doubling_allgather_steps(const std::vector<int64_t>& bounds
 std::vector<P2pStep> ring_allgather_steps(const std::vector<int64_t>& bounds, int rank, int size, int root);
 // Recursive doubling on power-of-two worlds, else the ring.
 std::vector<P2pStep> allgather_steps(const std::vector<int64_t>& bounds, int rank, int size, int root = 0);
+// allgather_steps' choice by name (traces, NVTX): "recursive_doubling", "ring" or "none".
+const char* allgather_algorithm(int size);
 
 }  // namespace pycomm::mpi

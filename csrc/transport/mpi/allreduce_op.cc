@@ -24,6 +24,7 @@ P2pAllreduceOp::P2pAllreduceOp(OpInfo info, std::shared_ptr<CommHandles> comm, B
     : QueuedOp(std::move(info)), comm_(std::move(comm)), buf_(buf), type_(type), op_(op), avg_scale_(avg_scale) {
   if (this->info.bytes <= kFusedAllreduceBytes && buf_.count > 0)
     matching_.fuse(buf_.ptr, buf_.count, type_, op_, this->info.bytes);
+  this->info.algorithm = this->info.bytes <= kFusedAllreduceBytes ? kInOpMatching : allreduce_algorithm(comm_->size);
 }
 
 bool P2pAllreduceOp::prepare() { return matching_.poll(info, *comm_); }

@@ -63,9 +63,16 @@ std::vector<P2pStep> ring_steps(int64_t count, int rank, int size) {
   return steps;
 }
 
+const char* allreduce_algorithm(int size) {
+  if (size == 1) return kNoSchedule;
+  return Pow2Fold(0, size).power_of_two() ? kRabenseifner : kRing;
+}
+
 std::vector<P2pStep> allreduce_steps(int64_t count, int rank, int size) {
-  if (size == 1) return {};
-  return Pow2Fold(rank, size).power_of_two() ? rabenseifner_steps(count, rank, size) : ring_steps(count, rank, size);
+  const char* algorithm = allreduce_algorithm(size);
+  if (algorithm == kRabenseifner) return rabenseifner_steps(count, rank, size);
+  if (algorithm == kRing) return ring_steps(count, rank, size);
+  return {};
 }
 
 }  // namespace pycomm::mpi

@@ -17,7 +17,9 @@ namespace pycomm::mpi {
 
 std::vector<P2pStep> rabenseifner_steps(int64_t count, int rank, int size);  // size: a power of two
 std::vector<P2pStep> ring_steps(int64_t count, int rank, int size);
-// The schedule for `count` elements on `size` ranks.
+// The schedule for `count` elements on `size` ranks, and its name (traces, NVTX): "rabenseifner",
+// "ring", or "none" on one rank.
 std::vector<P2pStep> allreduce_steps(int64_t count, int rank, int size);
+const char* allreduce_algorithm(int size);
 
 }  // namespace pycomm::mpi

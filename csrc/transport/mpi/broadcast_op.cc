@@ -9,6 +9,7 @@ namespace pycomm::mpi {
 P2pBroadcastOp::P2pBroadcastOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer buf, int root)
     : P2pCollectiveOp(std::move(info), std::move(comm)), buf_(buf), root_(root) {
   const int64_t bytes = buf_.count * static_cast<int64_t>(dtype_size(buf_.dtype));
+  this->info.algorithm = fused() ? kInOpMatching : broadcast_algorithm(bytes, comm_->size, comm_->oversubscribed);
   if (!fused() || bytes == 0) return;
   void* mine = buf_.ptr;  // the root's result is its own bytes: in place
   if (comm_->rank != root_) {

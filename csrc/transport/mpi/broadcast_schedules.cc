@@ -48,11 +48,17 @@ std::vector<P2pStep> scatter_allgather_broadcast_steps(int64_t bytes, int rank, 
   return steps;
 }
 
+const char* broadcast_algorithm(int64_t bytes, int size, bool oversubscribed) {
+  if (size == 1) return kNoSchedule;
+  if (size == 2 || oversubscribed || bytes < kBroadcastScatterBytes) return kBinomialTree;
+  return kScatterAllgather;
+}
+
 std::vector<P2pStep> broadcast_steps(int64_t bytes, int rank, int size, int root, bool oversubscribed) {
-  if (size == 1) return {};
-  if (size == 2 || oversubscribed || bytes < kBroadcastScatterBytes)
-    return binomial_broadcast_steps(bytes, rank, size, root);
-  return scatter_allgather_broadcast_steps(bytes, rank, size, root);
+  const char* algorithm = broadcast_algorithm(bytes, size, oversubscribed);
+  if (algorithm == kBinomialTree) return binomial_broadcast_steps(bytes, rank, size, root);
+  if (algorithm == kScatterAllgather) return scatter_allgather_broadcast_steps(bytes, rank, size, root);
+  return {};
 }
 
 }  // namespace pycomm::mpi

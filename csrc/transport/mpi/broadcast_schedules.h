@@ -24,5 +24,7 @@ constexpr int64_t kBroadcastScatterBytes = int64_t{512} << 10;
 std::vector<P2pStep> binomial_broadcast_steps(int64_t bytes, int rank, int size, int root);
 std::vector<P2pStep> scatter_allgather_broadcast_steps(int64_t bytes, int rank, int size, int root);
 std::vector<P2pStep> broadcast_steps(int64_t bytes, int rank, int size, int root, bool oversubscribed);
+// broadcast_steps' choice by name (traces, NVTX): "binomial_tree", "scatter_allgather" or "none".
+const char* broadcast_algorithm(int64_t bytes, int size, bool oversubscribed);
 
 }  // namespace pycomm::mpi

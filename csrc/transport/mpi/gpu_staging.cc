@@ -44,9 +44,15 @@ size_t round_up(size_t b) { return (b + 4095) / 4096 * 4096; }
 
 }  // namespace
 
-GpuStaging::GpuStaging(Buffer in, Buffer out, uintptr_t stream) : in_(in), out_(out) {
+GpuStaging::GpuStaging(Buffer in, Buffer out, uintptr_t stream, bool stage)
+    : in_(in), out_(out), host_in_(in), host_out_(out), stage_(stage) {
   const int device = in.count ? in.device : out.device;
   DeviceGuard guard(device);
+  gpuEvent_t ev;
+  PYCOMM_GPU_CHECK(gpuEventCreateWithFlags(&ev, gpuEventDisableTiming));
+  event_ = ev;
+  PYCOMM_GPU_CHECK(gpuEventRecord(ev, reinterpret_cast<gpuStream_t>(stream)));
+  if (!stage_) return;
   const bool same = in.ptr == out.ptr;
   size_t in_bytes = round_up(static_cast<size_t>(in.bytes()));
   pinned_bytes_ = (same ? 0 : in_bytes) + round_up(static_cast<size_t>(out.bytes()));
@@ -58,10 +64,6 @@ GpuStaging::GpuStaging(Buffer in, Buffer out, uintptr_t stream) : in_(in), out_(
   host_out_ = out;
   host_out_.ptr = same ? pinned_ : static_cast<char*>(pinned_) + in_bytes;
   host_out_.device = -1;
-  gpuEvent_t ev;
-  PYCOMM_GPU_CHECK(gpuEventCreateWithFlags(&ev, gpuEventDisableTiming));
-  PYCOMM_GPU_CHECK(gpuEventRecord(ev, reinterpret_cast<gpuStream_t>(stream)));
-  event_ = ev;
   gpuStream_t s;
   PYCOMM_GPU_CHECK(gpuStreamCreateWithFlags(&s, gpuStreamNonBlocking));
   copy_stream_ = s;
@@ -75,6 +77,10 @@ GpuStaging::~GpuStaging() {
 }
 
 void GpuStaging::to_host() {
+  if (!stage_) {
+    PYCOMM_GPU_CHECK(gpuEventSynchronize(static_cast<gpuEvent_t>(event_)));
+    return;
+  }
   auto s = static_cast<gpuStream_t>(copy_stream_);
   PYCOMM_GPU_CHECK(gpuStreamWaitEvent(s, static_cast<gpuEvent_t>(event_), 0));
   if (in_.count > 0) {
@@ -85,7 +91,7 @@ void GpuStaging::to_host() {
 }
 
 void GpuStaging::to_device() {
-  if (out_.count == 0) return;
+  if (!stage_ || out_.count == 0) return;
   DeviceGuard guard(out_.device);
   auto s = static_cast<gpuStream_t>(copy_stream_);
   PYCOMM_GPU_CHECK(gpuMemcpyAsync(out_.ptr, host_out_.ptr, out_.bytes(), gpuMemcpyDefault, s));
@@ -110,7 +116,7 @@ void scale_device(const Buffer& b, double factor) {
   PYCOMM_GPU_CHECK(gpuStreamDestroy(s));
 }
 #else
-GpuStaging::GpuStaging(Buffer, Buffer, uintptr_t) {
+GpuStaging::GpuStaging(Buffer, Buffer, uintptr_t, bool) {
   throw std::invalid_argument("got a GPU buffer, but this build of pycomm has no CUDA/HIP support");
 }
 GpuStaging::~GpuStaging() {}

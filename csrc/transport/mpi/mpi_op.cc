@@ -45,16 +45,12 @@ bool MpiOp::test() {
   if (!reqs_.empty())
     check(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE), info.name.c_str());
   if (!done) return false;
-  if (staging_) {
-    if (avg_scale_ != 0) {
-      Buffer h = staging_->host_out();
-      scale_host(h.ptr, h.count, h.dtype, avg_scale_);
-    }
-    staging_->to_device();
-  } else if (avg_scale_ != 0) {
-    if (out_.device >= 0) scale_device(out_, avg_scale_);
-    else scale_host(out_.ptr, out_.count, out_.dtype, avg_scale_);
+  if (avg_scale_ != 0) {  // where MPI wrote the sum: pinned host memory, or the device buffer itself
+    Buffer h = staging_ ? staging_->host_out() : out_;
+    if (h.device >= 0) scale_device(h, avg_scale_);
+    else scale_host(h.ptr, h.count, h.dtype, avg_scale_);
   }
+  if (staging_) staging_->to_device();
   return true;
 }
 

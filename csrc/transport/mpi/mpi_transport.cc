@@ -82,6 +82,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   const bool crowded = forced >= 0 ? forced == 1 : detected;
   MPI_Comm_free(&node);
   note_node_oversubscribed(crowded);  // pollers yield only when ranks outnumber the cores (queue/spin.h)
+  note_ranks_on_node(local_size);     // what cores_contended() leaves to this node's own ranks
   int any_crowded = crowded ? 1 : 0;
   check(MPI_Allreduce(MPI_IN_PLACE, &any_crowded, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce (oversubscribed)");
   handles_->oversubscribed = any_crowded != 0;
@@ -98,6 +99,15 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   health()->set_peer_progress(ProgressWindow::create(handles_->check, handles_->rank, handles_->size));
   handles_->label = health()->label();
   register_live(this);
+}
+
+std::optional<std::vector<int64_t>> MpiTransport::gather_at_creation(const std::vector<int64_t>& mine) {
+  // On the op-matching duplicate, which carries nothing else before the first collective.
+  std::vector<int64_t> all(mine.size() * static_cast<size_t>(handles_->size));
+  check(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
+                      static_cast<int>(mine.size()), MPI_INT64_T, handles_->check),
+        "MPI_Allgather (settings every rank must share)");
+  return all;
 }
 
 std::unique_ptr<MpiTransport> MpiTransport::duplicate_of(MPI_Comm comm) {
@@ -132,13 +142,14 @@ void MpiTransport::shutdown() {
 std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post,
                                                 double avg_scale, uintptr_t stream) {
   refuse_if_finalized(info);
+  info.algorithm = "mpi";  // the MPI library's own collective
   return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale,
                                  staging_for(in, out, stream));
 }
 
 std::unique_ptr<GpuStaging> MpiTransport::staging_for(const Buffer& in, const Buffer& out, uintptr_t stream) {
-  if ((in.device >= 0 || out.device >= 0) && !gpu_aware()) return std::make_unique<GpuStaging>(in, out, stream);
-  return nullptr;
+  if (in.device < 0 && out.device < 0) return nullptr;
+  return std::make_unique<GpuStaging>(in, out, stream, /*stage=*/!gpu_aware());
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, ReduceOp op, uintptr_t stream) {
@@ -258,7 +269,9 @@ std::optional<P2pMessage> MpiTransport::try_probe(int src, int tag) {
 std::unique_ptr<QueuedOp> MpiTransport::make_match(OpInfo info) {
   // Nothing but op matching (MpiOp::prepare) under the compound op's own name.
   MpiOp::Post post = [](const Buffer&, const Buffer&, bool, std::vector<MPI_Request>&) {};
-  return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
+  auto op = make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
+  op->info.algorithm = kInOpMatching;  // op matching alone
+  return op;
 }
 
 std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {

@@ -30,6 +30,7 @@ class MpiTransport : public HostTransport, public Shutdownable {
   std::unique_ptr<Transport> dup() override;  // MPI_Comm_dup: same ranks, own queue and matching
   int max_tag() const override { return handles_->tag_ub; }
   std::optional<bool> oversubscribed() const override { return handles_->oversubscribed; }
+  std::optional<std::vector<int64_t>> gather_at_creation(const std::vector<int64_t>& mine) override;
   void shutdown() override;
   bool left_in_flight() const override { return abandoned_; }
 
@@ -51,7 +52,8 @@ class MpiTransport : public HostTransport, public Shutdownable {
  private:
   std::unique_ptr<QueuedOp> make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post, double avg_scale,
                                     uintptr_t stream);
-  // Pinned host copies of GPU buffers when this MPI cannot read device memory, else nullptr.
+  // For GPU buffers: pinned host copies when this MPI cannot read device memory, else the buffers
+  // themselves behind a wait for the caller's stream; nullptr for host buffers.
   static std::unique_ptr<GpuStaging> staging_for(const Buffer& in, const Buffer& out, uintptr_t stream);
   std::unique_ptr<Transport> split_with(const char* name, std::function<void(MPI_Comm*)> make);
 

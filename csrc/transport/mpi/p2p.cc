@@ -37,8 +37,9 @@ OpInfo sender_info(const P2pHeader& h, int source) {
 }
 
 // Takes the next header of (src, tag) from MPI (caller holds comm.p2p_mu and found nothing stashed).
-// `what` names the op in errors. nullopt when no message has arrived.
-std::optional<StashedHeader> read_header(CommHandles& comm, int src, int tag, const std::string& what) {
+// `op` names the receive in errors (nullptr: a probe); named only when one is raised, as a receive
+// polls here until its message comes. nullopt when no message has arrived.
+std::optional<StashedHeader> read_header(CommHandles& comm, int src, int tag, const OpInfo* op) {
   int found = 0;
   MPI_Message msg;
   MPI_Status status;
@@ -46,14 +47,17 @@ std::optional<StashedHeader> read_header(CommHandles& comm, int src, int tag, co
   if (!found) return std::nullopt;
   int bytes = 0;
   MPI_Get_count(&status, MPI_BYTE, &bytes);
-  const std::string from = " from rank " + std::to_string(status.MPI_SOURCE) + " (tag " +
-                           std::to_string(status.MPI_TAG) + ")";
+  // Only an error formats anything: a receive polls here until its message comes.
+  auto error = [&](const std::string& before, const std::string& after) {
+    const std::string what = op ? op->describe() : std::string("probe");
+    return PycommError(what + " on the " + comm.label + before + " from rank " + std::to_string(status.MPI_SOURCE) +
+                       " (tag " + std::to_string(status.MPI_TAG) + ")" + after);
+  };
   if (bytes != kHeaderBytes) {
     std::vector<char> junk(static_cast<size_t>(std::max(bytes, 0)));
     MPI_Mrecv(junk.data(), bytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-    throw PycommError(what + " on the " + comm.label + " got a " + std::to_string(bytes) +
-                      "-byte message without pycomm's header" + from +
-                      " (only pycomm's send/isend/send_tensor may send on a pycomm communicator)");
+    throw error(" got a " + std::to_string(bytes) + "-byte message without pycomm's header",
+                " (only pycomm's send/isend/send_tensor may send on a pycomm communicator)");
   }
   StashedHeader h;
   h.source = status.MPI_SOURCE;
@@ -61,10 +65,9 @@ std::optional<StashedHeader> read_header(CommHandles& comm, int src, int tag, co
   check(MPI_Mrecv(&h.header, kHeaderBytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "recv (header)");
   const P2pHeader& p = h.header;
   if (p.magic != kMagic || p.version != kVersion)
-    throw PycommError(what + " on the " + comm.label + ": a header" + from +
-                      " of another pycomm version or not from pycomm");
+    throw error(": a header", " of another pycomm version or not from pycomm");
   if (!valid_dtype(p.dtype) || p.count < 0 || p.ndim < -1 || p.ndim > kMaxP2pDims)
-    throw PycommError(what + " on the " + comm.label + ": a malformed header" + from);
+    throw error(": a malformed header", "");
   return h;
 }
 
@@ -185,7 +188,7 @@ bool P2pRecvOp::take_header() {
   {
     std::lock_guard<std::mutex> lk(comm_->p2p_mu);  // until the payload receive is posted
     std::optional<StashedHeader> h = comm_->stash.take(want_src_, info.tag);
-    if (!h) h = read_header(*comm_, want_src_, info.tag, info.describe());
+    if (!h) h = read_header(*comm_, want_src_, info.tag, &info);
     if (!h) return false;
     accept(h->header, h->source);
   }
@@ -209,7 +212,7 @@ bool P2pRecvOp::test() {
 std::optional<P2pMessage> probe_header(CommHandles& comm, int src, int tag) {
   std::lock_guard<std::mutex> lk(comm.p2p_mu);
   if (auto s = comm.stash.peek(src, tag)) return message_of(*s);
-  std::optional<StashedHeader> s = read_header(comm, src, tag, "probe");
+  std::optional<StashedHeader> s = read_header(comm, src, tag, nullptr);
   if (!s) return std::nullopt;
   comm.stash.push(*s);  // its receive takes it from here
   return message_of(*s);

@@ -25,6 +25,18 @@ constexpr int64_t kSegmentBytes = int64_t{256} << 10;
 // (mpi4py 48-57 us); on 4 ranks of 2 cores the sweep was too noisy to rank the sizes.
 constexpr int64_t kCopySegmentBytes = int64_t{1} << 20;
 
+// Schedule names: the *_algorithm() functions of the *_schedules.h files return one of these (the
+// *_steps() functions compare the pointers), and ops put them in OpInfo::algorithm for traces.
+inline constexpr const char* kNoSchedule = "none";
+inline constexpr const char* kRing = "ring";
+inline constexpr const char* kRabenseifner = "rabenseifner";
+inline constexpr const char* kRecursiveDoubling = "recursive_doubling";
+inline constexpr const char* kRecursiveHalving = "recursive_halving";
+inline constexpr const char* kBinomialTree = "binomial_tree";
+inline constexpr const char* kScatterAllgather = "scatter_allgather";
+// Small ops whose data rides in op matching's recursive-doubling messages (signature_exchange.h).
+inline constexpr const char* kInOpMatching = "in_op_matching";
+
 struct P2pStep {
   int send_to = -1;  // -1: nothing to send
   int64_t send_begin = 0, send_count = 0;  // elements of the buffer

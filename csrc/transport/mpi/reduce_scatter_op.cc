@@ -12,6 +12,7 @@ P2pReduceScatterOp::P2pReduceScatterOp(OpInfo info, std::shared_ptr<CommHandles>
     : P2pCollectiveOp(std::move(info), std::move(comm)), out_(out), in_(in), type_(type), op_(op),
       avg_scale_(avg_scale) {
   const int64_t bytes = block_bytes() * comm_->size;
+  this->info.algorithm = fused() ? kInOpMatching : reduce_scatter_algorithm(comm_->size);
   if (!fused() || bytes == 0) return;
   reduced_.assign(static_cast<const char*>(in_.ptr), static_cast<const char*>(in_.ptr) + bytes);
   matching_.fuse(reduced_.data(), in_.count, type_, op_, bytes);

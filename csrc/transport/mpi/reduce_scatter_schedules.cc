@@ -61,10 +61,16 @@ std::vector<P2pStep> ring_reduce_scatter_steps(int64_t block, int rank, int size
   return steps;
 }
 
+const char* reduce_scatter_algorithm(int size) {
+  if (size == 1) return kNoSchedule;
+  return Pow2Fold(0, size).power_of_two() ? kRecursiveHalving : kRing;
+}
+
 std::vector<P2pStep> reduce_scatter_steps(int64_t block, int rank, int size) {
-  if (size == 1) return {};
-  return Pow2Fold(rank, size).power_of_two() ? halving_reduce_scatter_steps(block, rank, size)
-                                             : ring_reduce_scatter_steps(block, rank, size);
+  const char* algorithm = reduce_scatter_algorithm(size);
+  if (algorithm == kRecursiveHalving) return halving_reduce_scatter_steps(block, rank, size);
+  if (algorithm == kRing) return ring_reduce_scatter_steps(block, rank, size);
+  return {};
 }
 
 }  // namespace pycomm::mpi

@@ -20,5 +20,7 @@ constexpr int kScatterInput = 0, kScatterWork = 1, kScatterOutput = 2;  // P2pSc
 std::vector<P2pStep> halving_reduce_scatter_steps(int64_t block, int rank, int size);  // size: a power of two
 std::vector<P2pStep> ring_reduce_scatter_steps(int64_t block, int rank, int size);
 std::vector<P2pStep> reduce_scatter_steps(int64_t block, int rank, int size);
+// reduce_scatter_steps' choice by name (traces, NVTX): "recursive_halving", "ring" or "none".
+const char* reduce_scatter_algorithm(int size);
 
 }  // namespace pycomm::mpi

@@ -82,6 +82,7 @@ void NcclComm::abort(const std::string& reason) {
 
 std::string NcclComm::abort_for_stall(const OpInfo& op, double timeout_s) {
   std::string msg = stall_message(op, timeout_s, *health_);
+  msg += stall_hook_suffix(msg, *health_);  // the flight recorder, before the abort ends the peers' ops
   abort(kStallPrefix + msg);
   return msg;
 }

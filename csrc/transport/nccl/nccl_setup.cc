@@ -66,7 +66,7 @@ NcclTransport::NcclTransport(ncclComm_t comm, int device) : device_(device) {
     throw PycommError("nccl: cannot read the rank and size of a new communicator");
   }
   auto health = std::make_shared<CommHealth>("nccl communicator (rank " + std::to_string(rank_) + " of " +
-                                             std::to_string(size_) + ")");
+                                             std::to_string(size_) + ")", rank_, size_);
   comm_ = std::make_shared<NcclComm>(comm, health);  // from here on, comm_ owns (and aborts) comm
   PYCOMM_GPU_CHECK(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking));
   PYCOMM_GPU_CHECK(gpuMalloc(&barrier_buf_, sizeof(int32_t)));

@@ -35,9 +35,13 @@ std::shared_ptr<Work> NcclTransport::launch(OpInfo info, const uintptr_t* caller
   comm_->throw_if_broken(info.name.c_str());
   DeviceGuard on_device(device_);
   info.seq = next_seq_++;
+  info.algorithm = "nccl";
   NvtxScope range("", info);
   if (info.collective && debug_checks_enabled()) debug_check(info);
+  const bool observed = observing();
+  if (observed) trace_op(info, comm_->health().trace_comm(), TracePhase::kQueued, trace_now_ns());
   auto op = std::make_shared<NcclOp>(std::move(info), host_blocking);
+  op->observed = observed;
   if (caller) {
     PYCOMM_GPU_CHECK(gpuEventRecord(op->ready, reinterpret_cast<gpuStream_t>(*caller)));
     PYCOMM_GPU_CHECK(gpuStreamWaitEvent(stream_, op->ready, 0));

@@ -31,6 +31,7 @@ class NcclTransport : public Transport {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
+  uint32_t trace_comm_id() const override { return comm_->health().trace_comm().id; }
   std::string backend() const override { return "nccl"; }
   int device() const { return device_; }
   uintptr_t stream() const { return reinterpret_cast<uintptr_t>(stream_); }

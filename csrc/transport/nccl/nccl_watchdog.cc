@@ -51,6 +51,12 @@ void NcclWatchdog::finish(const Entry& e) {
   float ms = 0;
   if (gpuEventElapsedTime(&ms, e.op->start, e.op->done) != gpuSuccess) ms = 0;
   stats_record(info.name, info.bytes, static_cast<double>(info.bytes) * info.bus_factor, ms * 1e-3);
+  if (e.op->observed) {  // the host learns of the completion up to a poll interval late: the GPU's time places it
+    const int64_t seen = trace_now_ns();
+    const TraceComm& comm = comm_->health().trace_comm();
+    trace_op(info, comm, TracePhase::kWire, seen - static_cast<int64_t>(ms * 1e6));
+    trace_op(info, comm, TracePhase::kDone, seen);
+  }
   comm_->health().note_finished(info.seq);
 }
 

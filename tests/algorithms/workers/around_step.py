@@ -19,7 +19,7 @@ from tests.algorithms.workers.common import max_diff, run_cases, world
 LR, MAX_NORM = 1.0, 1e-3
 QUIET = {"mbsgd": {}, "plsgd": {"averaging_freq": 8}, "qsr": {"h_base": 8, "h_min": 8, "warmup_steps": 100},
          "easgd": {"comm_period": 8}, "easgd+": {"comm_period": 8}, "lsgd": {"comm_period": 8},
-         "lsgd+": {"comm_period": 8}, "zero1": {}}
+         "lsgd+": {"comm_period": 8}, "zero1": {}, "diloco": {"inner_steps": 8}}
 AVERAGED = {"mbsgd", "zero1"}        # p.grad is the mean over ranks when backward returns
 # p.grad is not kept (sharded): the user clips through opt.clip_grad_norm_ and GradScaler cannot see the
 # gradients; tests/algorithms/test_zero.py covers their loop (clipping, LR schedule)

@@ -83,6 +83,10 @@ CASES: dict[str, Callable[[Any], tuple[list, list]]] = {
                                        wrapped(c, "mbsgd", "sgd")),
     "qsr-alpha0==plsgd-Hbase": lambda c: (wrapped(c, "qsr", "momentum", h_base=3, alpha=0.0),
                                           wrapped(c, "plsgd", "momentum", averaging_freq=3)),
+    # X <- X - 1 * mean_i (X - x_i) = mean_i x_i: the outer step of plain SGD at lr 1 is plsgd's average
+    "diloco-outer-sgd-lr1==plsgd": lambda c: (wrapped(c, "diloco", "adamw", inner_steps=3, outer_lr=1.0,
+                                                      outer_momentum=0.0),
+                                              wrapped(c, "plsgd", "adamw", averaging_freq=3)),
     "easgd-zero==local-sgd": lambda c: (wrapped(c, "easgd", "momentum", comm_period=2, dist_pulling_strength=0.0,
                                                 local_pulling_strength=0.0), local_sgd(c, "momentum")),
 }

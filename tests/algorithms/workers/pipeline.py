@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 import torch
 
 import algorithms
+import pycomm
 from tests.algorithms.pipeline_problem import close, make_batch, make_model, reference_step
 from tests.algorithms.workers.common import run_cases, world
 
@@ -28,7 +29,8 @@ def compare(kind: str, schedule: str, m: int, *, split: Optional[list[int]] = No
     def run() -> dict[str, Any]:
         comm = world()
         ref = make_model(kind, seed=1)
-        replica = comm.rank // (comm.size // data_parallel)
+        shape = pycomm.mesh.resolve_shape(comm.size, pp=-1, dp_shard=data_parallel)   # Pipeline's data_parallel mesh
+        replica = pycomm.mesh.coords_of(comm.rank, shape)["dp_shard"]
         # the replicas start from different weights: the pipeline broadcasts replica 0's
         model = make_model(kind, seed=1 + replica)
         pipe = algorithms.Pipeline(model, comm, schedule=schedule, microbatches=m, split=split,

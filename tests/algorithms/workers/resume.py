@@ -11,7 +11,8 @@ from tests.algorithms.configs import RULES, STEPS
 from tests.algorithms.workers.common import build, max_diff, run_cases, train, world
 
 CASES = ["mbsgd-momentum", "plsgd-bn", "qsr-sgd", "qsr-adamw", "easgd", "easgd+", "lsgd-loss", "lsgd-proxy", "lsgd+",
-         "mbsgd-momentum/int8", "plsgd-bn/onebit", "easgd/int8"]   # /codec: error-feedback residuals resume too
+         "diloco-stream", "diloco-qsr",   # diloco-stream: fragment 0's round is in flight at the cut
+         "mbsgd-momentum/int8", "plsgd-bn/onebit", "easgd/int8", "diloco-stream/int4"]   # /codec: residuals resume too
 CUT = 5   # mid-period for every case
 
 

@@ -1,8 +1,8 @@
 """ZeRO checkpoints. argv: OUT_DIR PHASE CKPT_DIR ALGORITHM (zero1-k2: zero1 with staleness_bound=2).
-- save: train 5 steps, write the sharded checkpoint to CKPT_DIR and full_state_dict() to CKPT_DIR/full.pt;
+- save: train 5 steps, write the sharded checkpoint to CKPT_DIR/shards and full_state_dict() to CKPT_DIR/full.pt;
   and same-N resume: state_dict() after 5 steps, 5 more steps == a fresh optimizer loading it, 5 steps,
   bit for bit.
-- load (any number of ranks): load CKPT_DIR's shards; full_state_dict() equal to the saved one exactly;
+- load (any number of ranks): load CKPT_DIR/shards; full_state_dict() equal to the saved one exactly;
   a model with other parameter names is refused naming the first mismatched key."""
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def same(a: Any, b: Any) -> bool:
 def save(comm: Any, directory: str, algorithm: str) -> dict[str, Any]:
     model, opt = build(comm, algorithm)
     train(model, opt, comm.rank, 5)
-    opt.save_sharded_state_dict(directory)
+    opt.save_sharded_state_dict(f"{directory}/shards")
     full = opt.full_state_dict()
     if comm.rank == 0:
         torch.save(full, f"{directory}/full.pt")
@@ -71,7 +71,7 @@ def resume(comm: Any, algorithm: str) -> dict[str, Any]:
 def load(comm: Any, directory: str, algorithm: str) -> dict[str, Any]:
     saved = torch.load(f"{directory}/full.pt", weights_only=False)
     model, opt = build(comm, algorithm)
-    opt.load_sharded_state_dict(directory)
+    opt.load_sharded_state_dict(f"{directory}/shards")
     full = opt.full_state_dict()
     return {"ok": same(full, saved) and opt.steps == 5, "steps": opt.steps,
             "model_diff": max_diff(list(full["model"].values()), list(saved["model"].values()))}
@@ -82,7 +82,7 @@ def other_model(comm: Any, directory: str, algorithm: str) -> dict[str, Any]:
     model.body = torch.nn.Sequential(torch.nn.Linear(6, 10), torch.nn.Tanh(), torch.nn.Linear(10, 4))
     _, opt = build(comm, algorithm, model)
     try:
-        opt.load_sharded_state_dict(directory)
+        opt.load_sharded_state_dict(f"{directory}/shards")
     except ValueError as e:
         return {"ok": "body.2.weight" in str(e), "error_text": str(e)}
     return {"ok": False, "why": "another model's checkpoint loaded"}

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import torch
 
+from algorithms import traits
 from apps import checkpoint
 from apps.checkpoint import CheckpointError, IterState
 from apps.config import CheckpointConfig
 from apps.failure import PeerFailedError
 from apps.dist import Dist
 from apps.runtime import Checkpointer
+
+PER_RANK = {stem: traits.PER_RANK for stem in checkpoint.STEMS}
 
 
 def main() -> None:
@@ -24,9 +27,9 @@ def main() -> None:
     model = torch.nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.StepLR(opt, 10)
-    state = IterState(step=4, world_size=dist.size, per_rank=True)
+    state = IterState(step=4, world_size=dist.size)
     path = checkpoint.save(directory, "ckpt.step00000004", dist, state, model.state_dict(), opt.state_dict(),
-                           sched.state_dict())
+                           sched.state_dict(), PER_RANK)
     bad = path / f"model_state_dict.rank{last}.pt"
     if dist.rank == 0:
         data = bytearray(bad.read_bytes())
@@ -34,7 +37,7 @@ def main() -> None:
         bad.write_bytes(bytes(data))
     dist.barrier()
     try:
-        Checkpointer(CheckpointConfig(), directory, dist, model, opt, sched).restore(str(path))
+        Checkpointer(CheckpointConfig(), directory, dist, model, opt, sched).restore(str(path), batch_size=1)
     except (CheckpointError, PeerFailedError) as e:   # the failing rank's own error; the others stop too
         message, error = str(e), e
     else:

@@ -1,8 +1,10 @@
 """Every op of pycomm.Communicator against a numpy reference on real ranks, for every dtype and sizes
 0, 1, odd and larger; async ops in flight; overlap; split / split_by_node / from_mpi4py; bad input.
 Run under mpirun (or srun --mpi=pmix) with any number of ranks:
-`python -m tests.comm.workers.collectives [backend] [--launcher openmpi|slurm|...]`; --launcher makes the
-worker assert that pycomm.init() read that launcher's environment (tests/comm/test_srun.py uses it)."""
+`python -m tests.comm.workers.collectives [backend] [--launcher openmpi|slurm|...] [--device cuda]`; --launcher
+makes the worker assert that pycomm.init() read that launcher's environment (tests/comm/test_srun.py uses it);
+--device cuda runs every op's checks on CUDA tensors (rank r on GPU r mod the GPUs it sees) instead of host
+ones (tests/comm/test_mpi_cuda.py)."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +19,7 @@ from tests.comm.workers.common import ALL, FLOATS, INTS, as_np, assert_close, ra
 
 SIZES = [0, 1, 7, 1000, 70_001]
 checks = 0
+DEVICE = torch.device("cpu")   # where the ops' tensors live (--device)
 
 
 def ok() -> None:
@@ -25,7 +28,8 @@ def ok() -> None:
 
 
 def inputs(comm, numel, dtype, case):
-    return [rank_input(r, numel, dtype, case) for r in range(comm.size)]
+    """Every rank's input, on DEVICE (each rank computes the reference from all of them)."""
+    return [rank_input(r, numel, dtype, case).to(DEVICE) for r in range(comm.size)]
 
 
 def allreduce_case(comm, dtype: torch.dtype, numel: int, op) -> None:
@@ -77,7 +81,7 @@ def check_allgather(comm) -> None:
     for dtype in ALL:
         for numel in SIZES:
             xs = inputs(comm, numel, dtype, f"ag{numel}")
-            out = torch.full((comm.size * numel,), 99, dtype=dtype)
+            out = torch.full((comm.size * numel,), 99, dtype=dtype, device=DEVICE)
             comm.allgather(out, xs[comm.rank])
             assert_close(out, np.concatenate([as_np(x) for x in xs]), "allgather")
             ok()
@@ -92,7 +96,7 @@ def check_reduce_scatter(comm) -> None:
                 xs = inputs(comm, numel * comm.size, dtype, f"rs{numel}{op}")
                 stack = np.stack([as_np(x) for x in xs])
                 full = {pycomm.SUM: stack.sum(0), pycomm.AVG: stack.sum(0) / comm.size, pycomm.MAX: stack.max(0)}[op]
-                out = torch.zeros(numel, dtype=dtype)
+                out = torch.zeros(numel, dtype=dtype, device=DEVICE)
                 comm.reduce_scatter(out, xs[comm.rank], op=op)
                 exact = op != pycomm.AVG or comm.size in (1, 2, 4)
                 assert_close(out, full[comm.rank * numel:(comm.rank + 1) * numel], f"reduce_scatter {op.name}", exact)
@@ -103,7 +107,7 @@ def check_alltoall(comm) -> None:
     for dtype in ALL:
         for per in (0, 1, 5, 3001):
             xs = inputs(comm, per * comm.size, dtype, f"a2a{per}")
-            out = torch.zeros(per * comm.size, dtype=dtype)
+            out = torch.zeros(per * comm.size, dtype=dtype, device=DEVICE)
             comm.alltoall(out, xs[comm.rank])
             want = np.concatenate([as_np(xs[r])[comm.rank * per:(comm.rank + 1) * per] for r in range(comm.size)])
             assert_close(out, want, "alltoall")
@@ -115,7 +119,7 @@ def check_p2p(comm) -> None:
     for dtype in ALL:
         for numel in SIZES:
             xs = inputs(comm, numel, dtype, f"p2p{numel}")
-            got = torch.zeros(numel, dtype=dtype)
+            got = torch.zeros(numel, dtype=dtype, device=DEVICE)
             # Both directions in flight at once: a rendezvous-sized isend must not block the irecv.
             rw = comm.irecv(got, prv, tag=7)
             sw = comm.isend(xs[comm.rank], nxt, tag=7)
@@ -126,13 +130,13 @@ def check_p2p(comm) -> None:
     # Blocking pair with tags out of order: tag 2 is received first although sent second.
     if comm.size >= 2 and comm.rank < 2:
         peer = 1 - comm.rank
-        a, b = torch.full((3,), 1.0 + comm.rank), torch.full((300_000,), 5.0 + comm.rank)
+        a, b = torch.full((3,), 1.0 + comm.rank, device=DEVICE), torch.full((300_000,), 5.0 + comm.rank, device=DEVICE)
         if comm.rank == 0:
             w1 = comm.isend(a, peer, tag=1)
             comm.send(b, peer, tag=2)
             w1.wait()
         else:
-            ra, rb = torch.zeros(3), torch.zeros(300_000)
+            ra, rb = torch.zeros(3, device=DEVICE), torch.zeros(300_000, device=DEVICE)
             comm.recv(rb, peer, tag=2)
             comm.recv(ra, peer, tag=1)
             assert ra[0] == 1.0 and rb[0] == 5.0 and rb[-1] == 5.0, (ra, rb[:3])
@@ -148,7 +152,8 @@ def check_many_async(comm) -> None:
         tensors.append(t)
         wants.append(np.stack([as_np(x) for x in xs]).sum(0) if numel else np.zeros(0))
         works.append(comm.allreduce(t, op=pycomm.SUM, async_op=True))
-    extra = comm.allgather(torch.zeros(comm.size), torch.tensor([float(comm.rank)]), async_op=True)
+    extra = comm.allgather(torch.zeros(comm.size, device=DEVICE), torch.tensor([float(comm.rank)], device=DEVICE),
+                           async_op=True)
     for w in reversed(works):  # waiting out of order is fine
         w.wait()
         assert w.is_completed()
@@ -301,8 +306,13 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("backend", nargs="?", default="auto")
     parser.add_argument("--launcher", help="assert that pycomm.init() detected this launcher")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where the ops' tensors live")
     args = parser.parse_args()
     comm = pycomm.init(backend=args.backend)
+    if args.device == "cuda":
+        global DEVICE
+        DEVICE = torch.device("cuda", comm.local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(DEVICE)
     t0 = time.perf_counter()
     if args.launcher:
         check_launcher(comm, args.launcher)
@@ -317,6 +327,7 @@ def main() -> int:
     else:
         print(f"rank {comm.rank}: GPU tensor checks skipped (no GPU, or a CPU-only build)", flush=True)
     comm.barrier()
+    print(f"rank {comm.rank}: op tensors on {DEVICE}", flush=True)
     print(f"rank {comm.rank}/{comm.size} ({comm.backend}): {checks} checks passed in "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
     pycomm.finalize()

@@ -22,8 +22,8 @@ def rank_input(rank: int, numel: int, dtype: torch.dtype, case: str) -> torch.Te
 
 
 def as_np(t: torch.Tensor) -> np.ndarray:
-    """float64 numpy view of any tensor (bf16 has no numpy dtype)."""
-    return t.detach().to(torch.float64).numpy()
+    """float64 numpy copy of any tensor, on any device (bf16 has no numpy dtype)."""
+    return t.detach().cpu().to(torch.float64).numpy()
 
 
 def assert_close(got: torch.Tensor, want: np.ndarray, what: str, exact: bool = True) -> None:

@@ -2,9 +2,11 @@
 whose tensor does not fit its send raises MismatchError (gloo itself would abort the process) and the
 communicator stays usable; GPU tensors are refused naming the backend; a collective one rank never
 reaches raises StallError within PYCOMM_TIMEOUT naming the op, and later ops say the communicator is
-unusable. Run: `torchrun --nproc-per-node 2 -m tests.comm.workers.gloo_edges` (PYCOMM_TIMEOUT small)."""
+unusable; a setting every rank must share, set on one rank only, refuses the new communicator on both.
+Run: `torchrun --nproc-per-node 2 -m tests.comm.workers.gloo_edges` (PYCOMM_TIMEOUT small)."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -52,6 +54,13 @@ def main() -> int:
     assert got.tolist() == [float(peer)] * 4, got
     if torch.cuda.is_available():
         expect(pycomm.PycommError, ("backend 'gloo'", "CPU tensors only"), comm.allreduce, torch.ones(1, device="cuda"))
+    # a setting every rank must share, set on rank 1 only: the split is refused on both ranks, then made
+    if comm.rank == 1:
+        os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "4096"
+    expect(pycomm.SettingError, ("PYCOMM_QUANTIZED_SEGMENT must be the same on every rank", "rank 0 has it unset",
+                                 "rank 1 has PYCOMM_QUANTIZED_SEGMENT=4096"), comm.split, 0)
+    os.environ.pop("PYCOMM_QUANTIZED_SEGMENT", None)
+    assert comm.split(0).size == 2
     # rank 1 never reaches this all-reduce: rank 0 stalls, and its communicator is unusable afterwards
     comm.barrier()
     if comm.rank == 0:

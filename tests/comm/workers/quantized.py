@@ -1,4 +1,4 @@
-"""Worker: allreduce_quantized (int8 and 1-bit) against a numpy reference: the error stays within the
+"""Worker: allreduce_quantized (int8, int4 and 1-bit) against a numpy reference: the error stays within the
 bound of its two quantization stages, error feedback carries the loss across steps, and the bytes
 each rank sends are O(S), not O(N S)."""
 from __future__ import annotations
@@ -25,30 +25,31 @@ def blockwise_absmax(v: np.ndarray, block: int) -> np.ndarray:
     return np.repeat(m, block)[: len(v)]
 
 
-def int8_bound(xs: np.ndarray, op: str, block: int) -> np.ndarray:
-    """Stage 1: rank r's element errs by at most absmax_r / 254 (scale / 2); the reduce sums them
-    (and AVG divides by N). Stage 2 re-quantizes the reduced value, whose block absmax is at most
-    that of the exact result plus stage 1's error: another (absmax + e1) / 254."""
-    n = xs.shape[0]
+def absmax_bound(xs: np.ndarray, op: str, block: int, max_level: int = 127) -> np.ndarray:
+    """Stage 1: rank r's element errs by at most absmax_r / (2 max_level) (scale / 2: 254 for int8, 14
+    for int4); the reduce sums them (and AVG divides by N). Stage 2 re-quantizes the reduced value, whose
+    block absmax is at most that of the exact result plus stage 1's error: another (absmax + e1) / 254."""
+    n, half_levels = xs.shape[0], 2 * max_level
     div = n if op == "AVG" else 1
-    e1 = sum(blockwise_absmax(x, block) for x in xs) / 254 / div
+    e1 = sum(blockwise_absmax(x, block) for x in xs) / half_levels / div
     y = xs.sum(0) / div
     e1_block = blockwise_absmax(e1, block)
-    e2 = (blockwise_absmax(y, block) + e1_block) / 254
+    e2 = (blockwise_absmax(y, block) + e1_block) / half_levels
     return (e1 + e2) * (1 + 1e-5) + 1e-6 * (np.abs(xs).sum(0) / div + 1)
 
 
-def check_int8(comm, op: str, dtype: torch.dtype, block: int) -> None:
-    codec = pycomm.Int8Codec(block=block)
+def check_int8(comm, op: str, dtype: torch.dtype, block: int, codec_class: type = pycomm.Int8Codec) -> None:
+    """Within absmax_bound for every size; `codec_class`: Int8Codec or Int4Codec (block even)."""
+    codec = codec_class(block=block)
     for k, n in enumerate(SIZES):
         xs = np.stack([rank_values(k, r, n, torch.float32).to(dtype).double().numpy() for r in range(comm.size)])
         t = torch.from_numpy(xs[comm.rank]).to(dtype)
         comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=codec).wait()
         y = xs.sum(0) / (comm.size if op == "AVG" else 1)
         err = np.abs(t.double().numpy() - y)
-        bound = int8_bound(xs, op, block) + float(torch.finfo(dtype).eps) * np.abs(y)
+        bound = absmax_bound(xs, op, block, codec.max_level) + float(torch.finfo(dtype).eps) * np.abs(y)
         bad = np.nonzero(err > bound)[0]
-        assert bad.size == 0, f"int8 {op} {dtype} n={n}: element {bad[0]} error {err[bad[0]]} > bound {bound[bad[0]]}"
+        assert bad.size == 0, f"{codec!r} {op} {dtype} n={n}: element {bad[0]} error {err[bad[0]]} > bound {bound[bad[0]]}"
         if n >= 1000:
             assert err.max() > 0, "no quantization error at all: was the tensor quantized?"
 
@@ -110,20 +111,21 @@ def check_int8_exact(comm) -> None:
 def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block: int,
                           segment: int) -> list[torch.Tensor]:
     """ALGORITHMS.md's 1-bit all-reduce with error feedback over successive calls, from pycomm's own
-    sign kernels run one after another (the reference's scales sum in another order): every rank's
-    local residual encodes the chunks it sends, the owner spends its own and re-encodes the reduced chunk
-    with its server residual, and everyone decodes that."""
+    sign kernels run one after another (the reference's scales sum in another order), on the inputs' device:
+    every rank's local residual encodes the chunks it sends, the owner spends its own and re-encodes the
+    reduced chunk with its server residual, and everyone decodes that."""
     size, numel = len(xs_per_call[0]), xs_per_call[0][0].numel()
+    dev = xs_per_call[0][0].device
     segs = segments(numel, size, block, segment)
-    local = [torch.zeros(numel) for _ in range(size)]
-    server = [torch.zeros(sum(g.c for g in segs)) for _ in range(size)]
+    local = [torch.zeros(numel, device=dev) for _ in range(size)]
+    server = [torch.zeros(sum(g.c for g in segs), device=dev) for _ in range(size)]
     outs = []
     for xs in xs_per_call:
-        out = torch.empty(numel)
+        out = torch.empty(numel, device=dev)
         for seg in segs:
             for owner in range(size):
                 lo, hi = min(seg.lo + owner * seg.c, seg.hi), min(seg.lo + (owner + 1) * seg.c, seg.hi)
-                pad = lambda v: torch.cat([v[lo:hi], torch.zeros(seg.c - (hi - lo))])   # noqa: E731
+                pad = lambda v: torch.cat([v[lo:hi], torch.zeros(seg.c - (hi - lo), device=dev)])   # noqa: E731
                 acc = pad(xs[owner] + local[owner])
                 local[owner][lo:hi] = 0.0
                 for r in range(size):
@@ -133,10 +135,11 @@ def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block:
                         local[r][lo:hi] = res[: hi - lo]
                         pycomm.kernels.sign_decompress_accumulate(bits, scales, acc, block=block)
                 if op == "AVG":
-                    acc *= torch.tensor(1.0 / size, dtype=torch.float32)
+                    acc *= torch.tensor(1.0 / size, dtype=torch.float32, device=dev)
                 bits, scales = pycomm.kernels.sign_compress(acc, block=block,
                                                             residual=server[owner][seg.mine:seg.mine + seg.c])
-                out[lo:hi] = pycomm.kernels.sign_decompress(bits, scales, torch.empty(seg.c), block=block)[: hi - lo]
+                out[lo:hi] = pycomm.kernels.sign_decompress(bits, scales, torch.empty(seg.c, device=dev),
+                                                            block=block)[: hi - lo]
         outs.append(out)
     return outs
 
@@ -199,7 +202,8 @@ def check_error_feedback(comm) -> None:
 def check_bytes(comm) -> None:
     """Bytes sent per rank ~ 2 (N-1)/N * wire bytes: compare with the fp32 size S, independent of N."""
     n = 1 << 20
-    for codec, limit in ((pycomm.Int8Codec(block=256), 0.3), (pycomm.OneBitCodec(block=256), 0.05)):
+    for codec, limit in ((pycomm.Int8Codec(block=256), 0.3), (pycomm.Int4Codec(block=128), 0.15),
+                         (pycomm.OneBitCodec(block=256), 0.05)):
         t = torch.ones(n)
         before = bytes_sent()
         comm.allreduce_quantized(t, codec=codec).wait()
@@ -263,6 +267,8 @@ def main() -> None:
     for op in ("AVG", "SUM"):
         check_int8(comm, op, torch.float32, 256)
     check_int8(comm, "AVG", torch.bfloat16, 64)
+    check_int8(comm, "AVG", torch.float32, 128, pycomm.Int4Codec)   # the fused int4 reduce (fp32 on the CPU)
+    check_int8(comm, "SUM", torch.bfloat16, 64, pycomm.Int4Codec)   # the kernels one after another
     check_int8_exact(comm)
     check_onebit_exact(comm)
     check_error_feedback(comm)

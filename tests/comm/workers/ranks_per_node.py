@@ -1,11 +1,13 @@
 """split_by_node with PYCOMM_RANKS_PER_NODE=2 on 4 ranks: nodes {0,1} and {2,3}; the inter communicator
-joins the ranks with the same local rank; a sum over each says who is in it."""
+joins the ranks with the same local rank; a sum over each says who is in it. Then pycomm.Mesh on the same
+nodes (tests/comm/workers/mesh.py)."""
 from __future__ import annotations
 
 import torch
 
 import pycomm
 from pycomm import SUM
+from tests.comm.workers import mesh
 
 
 def main() -> None:
@@ -21,6 +23,7 @@ def main() -> None:
     u = torch.tensor([float(comm.rank)])
     inter.allreduce(u, op=SUM)
     assert u.item() == 2 * (comm.rank % 2) + 2, f"rank {comm.rank}: inter sum {u.item()}"  # l + (l + 2)
+    mesh.check(comm)
 
 
 if __name__ == "__main__":

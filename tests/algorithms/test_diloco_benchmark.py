@@ -1,0 +1,38 @@
+"""Smoke test of benchmarks/diloco.py on 2 real ranks: 3 steps of mbsgd and diloco (H = 64, int4) on a
+small generated text and a small GPT, then the JSON it writes (ratios against mbsgd, the goal, bytes sent
+while training: none for diloco before its first round) and the PNG. No timing assertions."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks import diloco
+from tests import pseudo_text
+
+
+@pytest.mark.mpi
+def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
+    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")
+    out = tmp_path / "results"
+    diloco.main(["--ranks", "2", "--steps", "3", "--batch", "2", "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
+                 "--seeds", "1", "--cases", "diloco-h64+int4", "--links", "default",
+                 "--data-dir", str(tmp_path / "data"), "--results-dir", str(out), "--timeout", "300"])
+    doc = json.loads((out / "diloco.json").read_text())
+    assert (out / "diloco.png").stat().st_size > 0
+    assert (doc["ranks"], doc["steps"], doc["seeds"], doc["reference"]) == (2, 3, 1, "mbsgd")
+    assert [r["case"] for r in doc["runs"]] == ["mbsgd", "diloco-h64+int4"] and all("result" in r for r in doc["runs"])
+    rows = {r["case"]: r for r in doc["results"]["default"]}
+    for row in rows.values():
+        assert set(diloco.COLUMNS) - {"goal"} <= set(row), set(diloco.COLUMNS) - set(row)
+        assert math.isfinite(row["eval_loss"]) and row["samples_per_s"] > 0 and row["seeds"] == 1
+    runs = {r["case"]: r["result"] for r in doc["runs"]}
+    assert runs["mbsgd"]["bytes_sent"] == 3 * 4 * runs["mbsgd"]["parameters"]   # fp32 gradients every step
+    assert runs["diloco-h64+int4"]["bytes_sent"] == 0                            # no round in 3 steps
+    assert rows["mbsgd"]["eval_loss_vs_mbsgd"] == 1.0 and "goal" not in rows["mbsgd"]
+    d = rows["diloco-h64+int4"]
+    assert d["eval_loss_vs_mbsgd"] == pytest.approx(d["eval_loss"] / rows["mbsgd"]["eval_loss"])
+    assert d["speedup_vs_mbsgd"] == pytest.approx(d["samples_per_s"] / rows["mbsgd"]["samples_per_s"])
+    assert d["goal"].startswith("loss <= 1.02x, >= 200x fewer bytes: ") and d["goal"].endswith("met")
