@@ -42,9 +42,10 @@ def serve(run: Run) -> bool:
         now = time.time()
         run.metrics.step({"step": state.step, "epoch": state.epoch, "segment": 0,
                           "time": run.elapsed(), "loss": sum(losses) / max(len(losses), 1),
-                          # the workers' schedule at this round's step (each push carries its own worker's
-                          # rate, and workers at different steps have different ones)
-                          "lr": run.lr_sched.rates_at(state.step)[0],
+                          # the rate the workers' schedule gives this round's step (step N is taken at the
+                          # schedule's point N - 1, as apps.train's rows log it; each push carries its own
+                          # worker's rate, and workers at different steps have different ones)
+                          "lr": run.lr_sched.rates_at(state.step - 1)[0],
                           "samples_per_s": workers * cfg.data.batch_size / max(now - tic, 1e-9),
                           "tokens_per_s": None, "mfu": None, **algorithm_quantities(opt, run.dist.size)})
         losses.clear()
