@@ -38,6 +38,17 @@ def non_negative(default: Any) -> Any:
     return bounded(default, (">=", 0))
 
 
+# The largest float32: a learning rate above it overflows inside the optimizer's step (float32 parameters)
+FLOAT32_MAX = 3.4028234663852886e38
+# torch.manual_seed and torch.Generator take seeds up to 2**64 - 1 (larger ones overflow inside the ranks)
+SEED_MAX = 2 ** 64 - 1
+
+
+def rate(default: Any, low: str = ">") -> Any:
+    """A learning rate: > 0 (or >= 0 with low=">=") and representable in float32."""
+    return bounded(default, (low, 0), ("<=", FLOAT32_MAX))
+
+
 @dataclass
 class ModelConfig:
     name: str = "cnn"
@@ -61,7 +72,7 @@ class DataConfig:
 @dataclass
 class OptimConfig:
     name: Literal["sgd", "adamw", "lars"] = "sgd"
-    lr: float = positive(0.05)
+    lr: float = rate(0.05)
     momentum: float = bounded(0.9, (">=", 0), ("<", 1))
     nesterov: bool = False
     weight_decay: float = non_negative(0.0)
@@ -76,8 +87,8 @@ class ScheduleConfig:
     name: Literal["constant", "cosine", "multistep"] = "cosine"
     warmup_epochs: float = non_negative(0.0)
     warmup_steps: Optional[int] = non_negative(None)  # overrides warmup_epochs
-    baseline_lr: float = non_negative(0.0)              # learning rate at the start of the linear warm-up
-    min_lr: float = non_negative(0.0)      # cosine floor
+    baseline_lr: float = rate(0.0, ">=")             # learning rate at the start of the linear warm-up
+    min_lr: float = rate(0.0, ">=")         # cosine floor (at most optim.lr: checked with it)
     milestones: list[float] = bounded(None, (">=", 0), factory=list)  # multistep, in epochs
     gamma: float = positive(0.1)                   # multistep factor
     # The schedule's horizon: total_steps, else total_epochs, else train.epochs (never train.max_steps,
@@ -114,7 +125,7 @@ class ParallelConfig:
 class TrainConfig:
     epochs: float = non_negative(3.0)  # 0 with max_steps: run max_steps steps
     max_steps: Optional[int] = positive(None)  # stop earlier (the schedule's horizon stays: see schedule)
-    seed: int = non_negative(0)
+    seed: int = bounded(0, (">=", 0), ("<=", SEED_MAX))
     device: Literal["auto", "cpu", "cuda"] = "auto"
     dtype: Literal["float32", "bfloat16"] = "float32"  # bfloat16: autocast (no loss scaling needed)
     grad_clip: Optional[float] = positive(None)  # max gradient norm; None: no clipping

@@ -19,8 +19,12 @@ RESUME_FIXED = ("optim", "schedule")  # restored from the checkpoint: a changed 
 
 def world_size_of_launch(cfg: Config) -> int:
     """The ranks this launch will run: launch.nproc when apps.train spawns them, else the launcher's."""
+    from algorithms.ps.layout import from_env
     from apps import launch
 
+    independent = from_env()   # a process of an independent launch (apps.launch, apps.ps) knows its world
+    if independent is not None:
+        return independent.world
     return cfg.launch.nproc if launch.should_spawn(cfg.launch.nproc) else launch.detect().size
 
 
@@ -36,6 +40,7 @@ def check(cfg: Config, world_size: int | None = None, batch_size_given: bool = T
     _check_algorithm(cfg, data_parallel)
     notes = parallel.check(cfg)
     _check_length(cfg)
+    _check_schedule(cfg)
     notes += _derive_batches(cfg, data_parallel, batch_size_given)
     parallel.check_batch(cfg)
     return notes
@@ -75,6 +80,22 @@ def _check_registries(cfg: Config) -> None:
             registry.check_options(section.name, section.options, f"{kind}.options")
         except ValueError as e:
             raise ConfigError(str(e)) from e
+    _check_data_path_given(cfg)
+
+
+def _check_data_path_given(cfg: Config) -> None:
+    """A dataset that cannot load without data.path (text, cifar10, imagefolder) refuses an unset one here,
+    with the dataset's own message, so that `--print-config` fails as the run would. Whether the files
+    are there is check_data_files' (at launch)."""
+    from apps.data import DATASETS, check_source
+
+    path = DATASETS.get(cfg.data.name).parameters().get("path")
+    if cfg.data.path is None and path is not None and path.default is path.empty:
+        try:
+            check_source(cfg.data.name, {**cfg.data.options, "path": None})
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"data: {e}") from e
+        raise ConfigError(f"data.path: data.name={cfg.data.name} needs a path, got none")
 
 
 def check_data_files(cfg: Config) -> None:
@@ -108,6 +129,11 @@ def _check_algorithm(cfg: Config, world: int) -> None:
     except ValueError as e:
         raise ConfigError(f"algorithm.options: {e}" if not str(e).startswith(("algorithm", "unknown")) else str(e)) \
             from e
+    servers = optim.server_ranks(cfg.algorithm)
+    if servers and servers >= world:
+        raise ConfigError(f"algorithm.options.servers={servers} leaves no worker among the {world} ranks of this "
+                          f"launch (ranks 0..{servers - 1} serve); start more ranks (--nproc {servers + 1} or more) "
+                          "or use fewer servers")
     task = MODELS.get(cfg.model.name).meta["task"]
     if optim.owns_loop(cfg.algorithm) and task not in ("classify", "lm"):
         raise ConfigError(f"algorithm.name={name} needs a model with targets (classification or language model); "
@@ -139,6 +165,13 @@ def _check_length(cfg: Config) -> None:
         raise ConfigError(f"schedule.warmup_* is supported with schedule.name=cosine, not {s.name!r}")
     if s.milestones != sorted(s.milestones):
         raise ConfigError(f"schedule.milestones must be increasing, got {s.milestones}")
+
+
+def _check_schedule(cfg: Config) -> None:
+    s, lr = cfg.schedule, cfg.optim.lr
+    if s.name == "cosine" and s.min_lr > lr:
+        raise ConfigError(f"schedule.min_lr={s.min_lr:g} is above optim.lr={lr:g}: the cosine schedule would climb "
+                          f"from optim.lr to it instead of decaying; set schedule.min_lr <= {lr:g}")
 
 
 def _derive_batches(cfg: Config, world: int, batch_size_given: bool) -> list[str]:

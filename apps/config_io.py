@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -238,9 +238,10 @@ class Resolved:
 
 
 def resolve(paths: str | Path | Sequence[str | Path] | None = None, overrides: Iterable[str] = (),
-            world_size: int | None = None) -> Resolved:
+            world_size: int | Callable[[Config], int] | None = None) -> Resolved:
     """The run's configuration: the embedded default, the YAML files layered left to right, then the
-    overrides; checked as a whole for `world_size` ranks (None: as many as this launch will start)."""
+    overrides; checked as a whole for `world_size` ranks (None: as many as this launch will start; a
+    function: the ranks this config runs on, e.g. apps.ps's workers plus the config's servers)."""
     if paths is None:
         paths = []
     elif isinstance(paths, (str, Path)):
@@ -253,6 +254,8 @@ def resolve(paths: str | Path | Sequence[str | Path] | None = None, overrides: I
         layers.add_override(assignment)
     raw = layers.result()
     cfg = config_types.build(Config, raw)
+    if callable(world_size):
+        world_size = world_size(cfg)
     notes = config_check.check(cfg, world_size, batch_size_given="batch_size" in (raw.get("data") or {}))
     return Resolved(cfg, layers.notes + notes)
 

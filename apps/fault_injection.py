@@ -1,7 +1,9 @@
 """PYCOMM_APPS_FAIL_AT=RANK:STEP[:raise|exit|kill], a testing aid (fault injection, as torchft's
 fail_at): that rank of `python -m apps.train` raises InjectedFailure, leaves with
-os._exit(EXIT_INJECTED) and no message, or is killed by SIGKILL (kill), once it has logged optimizer step STEP (or the first chunk
-past it, for lapsgd / lppsgd). Unset, nothing changes and nothing runs per step."""
+os._exit(EXIT_INJECTED) and no message, or is killed by SIGKILL (kill), once it has logged optimizer step
+STEP (or the first chunk past it, for lapsgd / lppsgd; a parameter server: its round of pushes STEP). Any
+role fails: workers, peers and servers. A resumed process (--resume: also a server the launcher restarted
+from its checkpoint) does not fail again. Unset, nothing changes and nothing runs per step."""
 from __future__ import annotations
 
 import os
@@ -25,16 +27,16 @@ def injected_at(env: Mapping[str, str]) -> tuple[int, int, str] | None:
 
 
 def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
-    """Arm PYCOMM_APPS_FAIL_AT on `run_class` (apps.run.Run): its log_step, called once per step,
-    fails on the chosen rank at the chosen step. Nothing changes when the variable is unset."""
+    """Arm PYCOMM_APPS_FAIL_AT on `run_class` (apps.run.Run): its after_step, called once per step by every
+    loop, fails on the chosen rank at the chosen step. Nothing changes when the variable is unset."""
     at = injected_at(os.environ if env is None else env)
     if at is None:
         return
     rank, step, how = at
-    log_step: Callable[..., None] = run_class.log_step
+    after_step: Callable[..., None] = run_class.after_step
 
-    def failing_log_step(run: Any, *args: Any, **kwargs: Any) -> None:
-        log_step(run, *args, **kwargs)
+    def failing_after_step(run: Any) -> None:
+        after_step(run)
         if run.dist.rank == rank and run.state.step >= step:  # lapsgd/lppsgd log once per chunk of steps
             if how == "kill":
                 sys.stdout.flush()
@@ -45,4 +47,4 @@ def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
             raise InjectedFailure(f"{FAIL_AT_ENV}={rank}:{step}:{how}: injected failure on rank {rank} "
                                   f"at step {run.state.step}")
 
-    run_class.log_step = failing_log_step
+    run_class.after_step = failing_after_step

@@ -130,8 +130,9 @@ def spawn_independent(nproc: int, argv: Sequence[str], servers: int = 0) -> int:
     model kills every rank when one dies. Each learns its rank, the world size and rank 0's address from
     PYCOMM_PS_*(algorithms.ps.layout). A rank that dies is reported and the others go on; a server rank
     (ranks 0 .. servers-1) that dies while a worker still runs is restarted from its checkpoint
-    (apps.supervisor). The exit code is rank 0's (a server, or the first peer of a serverless algorithm:
-    it writes the metrics and the model)."""
+    (apps.supervisor). The exit code is rank 0's (a server: it writes the metrics and the model); without a
+    server, where a surviving peer takes the writing over from a dead rank 0, 0 when any rank finished its
+    run (exited 0), else rank 0's."""
     from algorithms.ps import layout
     from apps.supervisor import Supervisor, how
 
@@ -148,6 +149,9 @@ def spawn_independent(nproc: int, argv: Sequence[str], servers: int = 0) -> int:
     codes = Supervisor(start, argv, range(nproc), range(servers), workers_running).wait()
     for r, code in sorted(codes.items()):
         if code != 0:
-            print(f"apps.launch: rank {r} {how(code)}" + ("; the other ranks went on without it" if r else ""),
+            print(f"apps.launch: rank {r} {how(code)}" + ("; the other ranks went on without it"
+                                                          if r >= servers else ""),
                   file=sys.stderr, flush=True)
+    if not servers and any(code == 0 for code in codes.values()):
+        return 0
     return codes[0]

@@ -114,6 +114,7 @@ class Metrics:
     def __init__(self, run_dir: Path, cfg: LoggingConfig, rank: int, total_steps: int, log_every: int,
                  config: dict[str, Any], resumed_at: int | None):
         self.active, self.cfg, self.log_every = rank == 0, cfg, log_every
+        self.run_dir, self.total_steps = run_dir, total_steps
         self._csv: dict[str, tuple[TextIO, csv.DictWriter | None]] = {}
         self._jsonl: dict[str, TextIO] = {}
         self.progress = Progress(total_steps, resumed_at or 0) if self.active and cfg.progress else None
@@ -121,7 +122,6 @@ class Metrics:
         if not self.active:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.run_dir = run_dir
         if resumed_at is not None:
             for name in FILES:
                 _truncate(run_dir / name, resumed_at)
@@ -135,6 +135,15 @@ class Metrics:
             wandb = requirements.require("logging.wandb", cfg.wandb)
             self.wandb = wandb.init(project=cfg.wandb_project, name=run_dir.name, dir=str(run_dir), mode=cfg.wandb,
                                     config=config, tags=cfg.wandb_tags, resume="allow")
+
+    def take_over(self, step: int) -> None:
+        """This rank writes the CSV/JSONL metrics and the progress line from now on, from step `step` (the
+        rank that wrote them was lost: its rows past `step` are dropped). TensorBoard and W&B stay with it."""
+        self.active = True
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for name in FILES:
+            _truncate(self.run_dir / name, step)
+        self.progress = Progress(self.total_steps, step) if self.cfg.progress else None
 
     def _write(self, kind: str, row: dict[str, Any]) -> None:
         if self.cfg.csv:

@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parse(sys.argv[1:] if argv is None else argv)
     targs = train.parse_args(rest)
     try:
-        cfg = config_io.resolve(targs.configs + targs.config, targs.override).config
+        cfg = config_io.resolve(targs.configs + targs.config, targs.override,
+                                lambda c: args.workers + optim.server_ranks(c.algorithm)).config
         if not optim.independent(cfg.algorithm):
             raise ValueError(f"algorithm.name={cfg.algorithm.name} runs as one MPI job: start it with "
                              "`python -m apps.train --nproc N` or mpirun; apps.ps starts fault-tolerant algorithms")

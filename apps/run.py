@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from algorithms.schedules import continue_at
-from apps import bn_stats, config_io, optim, parallel, requirements
+from apps import bn_stats, config_io, optim, parallel, requirements, resume_point
 from apps.budget import Budget
 from apps.checkpoint import IterState
 from apps.config import Config
@@ -22,7 +22,7 @@ from apps.evaluate import evaluate
 from apps.metrics import Metrics, algorithm_quantities
 from apps.models import MODELS
 from apps.preemption import PreemptionFlag
-from apps.runtime import Checkpointer, device_for, peak_flops, step_seed
+from apps.runtime import Checkpointer, device_for, peak_flops, step_seed, writer_rank
 from apps.tasks import TASKS
 from pycomm import startup_profile
 
@@ -43,6 +43,8 @@ class Run:
         self.plan = ShardPlan(len(self.splits.train), index, count, cfg.data.batch_size, cfg.train.seed,
                               cfg.data.segment_size, cfg.data.shuffle)
         self.budget = budget = Budget.from_config(cfg, self.plan.steps_per_epoch)
+        if resume and dist.independent:   # its peers may have left already: never connect to wait for them
+            self._check_something_to_train(resume)
 
         torch.manual_seed(cfg.train.seed)  # identical initial model on every rank
         self.model = MODELS.build(cfg.model.name, cfg.model.options, self.splits.info).to(self.device)
@@ -76,6 +78,10 @@ class Run:
         if resume and getattr(self.opt, "is_server", False):   # a restarted parameter server: its own checkpoint
             self.state.step = max(self.state.step, self.opt.pushes_served() // len(self.opt.workers))   # says how far
             self.state.epoch = self.state.step // budget.steps_per_epoch
+        if resume and getattr(self.opt, "continue_at", None) is not None:   # a worker: where its servers say
+            self.opt.steps = self.opt.continue_at
+            resume_point.place(self.state, self.plan, self.opt.continue_at)
+            continue_at(self.lr_sched, self.lr_sched.state_dict(), self.opt.continue_at + self.budget.schedule_offset)
         self.resumed_at = self.state.step if resume else None
         budget = self.budget   # as _place left it
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
@@ -112,6 +118,19 @@ class Run:
                   f"continues at sample {state.sample_in_segment} of segment {state.segment} of epoch {state.epoch} "
                   f"in steps of {plan.global_batch} samples; {self.budget.describe()}", flush=True)
 
+    def _check_something_to_train(self, resume: str) -> None:
+        ckpt = self.cfg.checkpoint
+        taken = resume_point.steps_taken(resume, Path(ckpt.directory) if ckpt.directory else self.dir / "checkpoints",
+                                         ckpt.prefix, self.dist.rank)
+        if taken is not None and taken[1] >= self.budget.total_steps:
+            raise resume_point.NothingToTrain(f"rank {self.dist.rank}: nothing to train: {taken[0]} says it took "
+                                              f"{taken[1]} of the run's {self.budget.total_steps} steps")
+
+    def writes(self) -> bool:
+        """Whether this rank writes the run's metrics, evaluations and checkpoints: rank 0 (with other ranks
+        collectively, for checkpoints), or among independent processes the one the algorithm names."""
+        return self.dist.rank == writer_rank(self.opt, self.dist)
+
     def elapsed(self) -> float:
         return time.time() - self.start
 
@@ -127,13 +146,18 @@ class Run:
         if not self._first_step_marked:
             self._first_step_marked = True
             startup_profile.mark("first_step")
+        self.after_step()
+
+    def after_step(self) -> None:
+        """Called once per logged step by every loop (a server: per round of pushes); PYCOMM_APPS_FAIL_AT
+        (apps.fault_injection) fails a rank here."""
 
     def evaluate(self, epoch: int) -> dict | None:
         """Score the model on the eval split and log it (None without one); with train.bn_batches,
         BatchNorm statistics are re-estimated on that many training micro-batches first."""
         cfg, state = self.cfg, self.state
-        if self.splits.eval is None or (self.dist.independent and self.dist.rank != 0):
-            return None   # independent processes share no collectives: rank 0 scores its model alone
+        if self.splits.eval is None or (self.dist.independent and not self.writes()):
+            return None   # independent processes share no collectives: the writer scores its model alone
         if self.layout.pipe is not None:   # every rank scores the whole model: the stages' values to all
             self.layout.share_stages(self.opt, self.model)
         if cfg.train.bn_batches:
@@ -157,6 +181,10 @@ class Run:
         """After a step: evaluate, checkpoint, and agree on preemption. True: stop now (saved)."""
         cfg, state, budget = self.cfg, self.state, self.budget
         last = state.step >= budget.total_steps
+        if self.dist.independent and not self.metrics.active and self.writes():   # the writer was lost
+            self.metrics.take_over(state.step)
+            self.metrics.message(f"rank {self.dist.rank} takes over evaluation, metrics and checkpoints at step "
+                                 f"{state.step} (the ranks below it were lost)")
         if self.splits.eval is not None and (state.step % budget.eval_every == 0 or last):
             ev = self.evaluate(epoch)
             if ev is not None and ev["loss"] < state.best_loss:
@@ -165,12 +193,22 @@ class Run:
                     self.ckpt.save(state, "best", self.elapsed())
         if state.step % budget.checkpoint_every == 0 or last:
             self.ckpt.save(state, "periodic", self.elapsed())
-        if state.step % cfg.train.preempt_check_every == 0 and self.dist.any(self.preempt.requested):
+        stop = self.preempt.requested
+        if hasattr(self.opt, "ask_to_stop"):   # a server's worker: its signal is a request to its servers, and it
+            if stop:                           # stops when they say (syncps: every worker after the same round)
+                self.opt.ask_to_stop()
+            stop = self.opt.stop_requested
+        if state.step % cfg.train.preempt_check_every == 0 and self.dist.any(stop):
+            if hasattr(self.opt, "pause"):   # independent processes: the peers stop waiting; nothing left in flight
+                self.opt.pause()
             path = self.ckpt.save(state, "preempt", self.elapsed())
-            self.metrics.message(f"preempted (signal {self.preempt.signal}) at step {state.step}: saved {path}; "
+            self.metrics.message(f"preempted ({self.stop_cause()}) at step {state.step}: saved {path}; "
                                  "continue with --resume auto")
             return True
         return False
+
+    def stop_cause(self) -> str:
+        return f"signal {self.preempt.signal}" if self.preempt.requested else "the server was preempted"
 
     def finish(self, preempted: bool) -> int:
         self.metrics.close()
@@ -182,7 +220,7 @@ class Run:
                                  f"{self.budget.total_steps}, so nothing was trained; raise train.epochs or "
                                  f"train.max_steps to train on, or give a new run another name")
             return 0
-        plotted = self.dist.rank == 0 and self.cfg.logging.plot and self._plot()
+        plotted = self.writes() and self.cfg.logging.plot and self._plot()
         outputs = "metrics, checkpoints and plots" if plotted else "metrics and checkpoints"
         self.metrics.message(f"done: {self.state.step} steps in {self.elapsed():.1f}s; {outputs} in {self.dir}")
         return 0

@@ -65,6 +65,13 @@ def state_kinds(cls: Any, options: Mapping[str, Any], state_dict_type: str = "sh
     return {MODEL: traits.IDENTICAL, OPTIM: traits.IDENTICAL}
 
 
+def writer_rank(opt: Any, dist: Dist) -> int:
+    """The rank that writes the run's metrics, evaluations and the checkpoint files kept once: rank 0, or
+    among independent processes the one the algorithm names (`writer_rank`: ssp's lowest rank not lost),
+    so that these never depend on one rank that may die."""
+    return getattr(opt, "writer_rank", 0) if dist.independent else 0
+
+
 def _is_sharded(opt: Any) -> bool:
     """Whether opt holds a shard of the model's and the optimizer's state (ZeRO; traits.SHARDED)."""
     return getattr(type(opt), "state_layout", None) == traits.SHARDED
@@ -110,16 +117,19 @@ class Checkpointer:
         return stage_checkpoint.model_state(self.layout, self.opt, self.model), optim
 
     def save(self, state: IterState, kind: str, elapsed: float) -> Path | None:
-        if self.dist.independent and self.dist.rank != 0:
-            return None   # independent processes cannot write one checkpoint together: rank 0's model is it
+        writer = writer_rank(self.opt, self.dist)
+        if self.dist.rank != writer and self.dist.independent:
+            return None   # independent processes cannot write one checkpoint together: the writer's model is it
         state.extra["elapsed"] = elapsed
         model_state, optim_state = self._states()   # collective for a sharded algorithm
         pipe = self.layout.pipe
         extra = {PIPELINE: (traits.PER_RANK, pipe.state_dict())} if pipe is not None else {}
-        path = checkpoint.save(self.directory, self.name(state.step, kind), self.dist, state, model_state,
-                               optim_state, self.lr_sched.state_dict(), self.kinds, self.at, self.algorithm,
+        # an independent writer writes alone, as rank 0 of a world of one would (its files are everyone's)
+        comm, at = (Dist(), Placement.of(None, 0, 1)) if self.dist.independent else (self.dist, self.at)
+        path = checkpoint.save(self.directory, self.name(state.step, kind), comm, state, model_state,
+                               optim_state, self.lr_sched.state_dict(), self.kinds, at, self.algorithm,
                                extra, stage_checkpoint.manifest_facts(self.layout))
-        if self.dist.rank == 0:
+        if self.dist.rank == writer:
             checkpoint.prune(self.directory, self.cfg.prefix, self.cfg.keep_last)
         return path
 

@@ -5,7 +5,9 @@ staleness seen, bytes pushed and pulled, the queue depth), evaluates every eval_
 end, and saves the final checkpoint; its own state (parameters, optimizer, version, per-worker clocks)
 is checkpointed atomically by the algorithm (checkpoint_dir), from which a restarted server resumes
 (`--resume auto`; apps.launch restarts a server that dies) and the workers, which reconnect by themselves,
-go on. With servers > 1 server 0 gathers the other shards before each evaluation and at the end; the
+go on. A preemption (SIGTERM/SIGUSR1 to the server, or every worker pausing on its own) ends the run with
+a preempt checkpoint and the workers' step counts, from which `--resume auto` continues. With servers > 1
+server 0 gathers the other shards before each evaluation and at the end; the
 other servers serve their shard and log on stderr."""
 from __future__ import annotations
 
@@ -14,11 +16,14 @@ from typing import Any
 
 from algorithms.ps.server import default_log
 from apps.metrics import algorithm_quantities
+from apps.resume_point import WORKER_STEPS
 from apps.run import Run
 
 
 def serve(run: Run) -> bool:
-    """Serve to the end; returns False (a server is not preempted: its checkpoint is always current)."""
+    """Serve to the end or to a preemption; True when preempted (the server's checkpoint and a preempt
+    checkpoint are saved; the workers paused and continue after `--resume auto` where the server's clocks
+    say)."""
     cfg, opt, state, budget = run.cfg, run.opt, run.state, run.budget
     workers = len(opt.workers)
     losses: list[float] = []
@@ -37,9 +42,10 @@ def serve(run: Run) -> bool:
         now = time.time()
         run.metrics.step({"step": state.step, "epoch": state.epoch, "segment": 0,
                           "time": run.elapsed(), "loss": sum(losses) / max(len(losses), 1),
-                          # the workers' schedule at this round's step (each push carries its own worker's
-                          # rate, and workers at different steps have different ones)
-                          "lr": run.lr_sched.rates_at(state.step)[0],
+                          # the rate the workers' schedule gives this round's step (step N is taken at the
+                          # schedule's point N - 1, as apps.train's rows log it; each push carries its own
+                          # worker's rate, and workers at different steps have different ones)
+                          "lr": run.lr_sched.rates_at(state.step - 1)[0],
                           "samples_per_s": workers * cfg.data.batch_size / max(now - tic, 1e-9),
                           "tokens_per_s": None, "mfu": None, **algorithm_quantities(opt, run.dist.size)})
         losses.clear()
@@ -47,13 +53,23 @@ def serve(run: Run) -> bool:
         if state.step % budget.eval_every == 0:
             opt.pull()   # server 0 gathers the other servers' shards: it scores the whole model
             run.evaluate(state.epoch)
+        run.after_step()
 
     log = run.metrics.message if run.dist.rank == 0 else default_log   # only rank 0 writes the metrics
-    summary = opt.serve(on_push=on_push, log=log)
+    summary = opt.serve(on_push=on_push, log=log, should_stop=lambda: run.preempt.requested)
     lost = ", ".join(f"{w} ({why})" for w, why in sorted(summary["lost"].items())) or "none"
     log(f"server {run.dist.rank}: {summary['version']} versions; workers finished: "
                         f"{', '.join(map(str, summary['finished'])) or 'none'}; lost: {lost}; staleness max "
                         f"{summary['max_staleness']}, mean {summary['mean_staleness']:.2f}; rejected {summary['rejected']}")
+    # where each worker continues after a resume (a finished one: nothing left), as the server's clocks say
+    state.extra[WORKER_STEPS] = {w: c + 1 for w, c in opt.server.clocks.items()}
+    if summary["preempted"]:
+        path = run.ckpt.save(state, "preempt", run.elapsed())
+        cause = run.stop_cause() if run.preempt.requested else "the workers paused"
+        log(f"preempted ({cause}) at step "
+            f"{state.step}: saved {path}; workers paused: {', '.join(map(str, sorted(summary['paused'])))}; "
+            "continue with --resume auto")
+        return True
     evaluated = state.step % budget.eval_every == 0 and state.step >= budget.total_steps
     state.step = max(state.step, budget.total_steps)
     state.epoch = state.step // budget.steps_per_epoch

@@ -25,6 +25,7 @@ from apps import (config_check, config_io, failure, fault_injection, launch, opt
 from apps.command_name import command_name  # noqa: E402
 from apps.config import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
+from apps.resume_point import NothingToTrain  # noqa: E402
 from apps.run import Run  # noqa: E402
 from apps.runtime import step_seed  # noqa: E402
 from apps.tasks import Result  # noqa: E402
@@ -80,7 +81,11 @@ def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: A
 
 
 def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None = None) -> int:
-    run = Run(cfg, resume)
+    try:
+        run = Run(cfg, resume)
+    except NothingToTrain as e:   # a finished rank of independent processes: its peers may be gone
+        print(e, flush=True)
+        return 0
     window = TraceWindow(trace, run.dir, run.dist.comm, run.metrics.message) if trace else None
     if cfg.train.eval_on_start and run.state.step == 0:
         run.evaluate(run.state.epoch)
@@ -165,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         return launch.spawn(cfg.launch.nproc, argv)
     launch.export_rendezvous(launch.detect())
     try:
-        fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
+        if not args.resume:   # a resumed process (a restarted server too) does not fail again
+            fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
         return train(cfg, args.resume, trace)
     except (Exception, KeyboardInterrupt) as e:
         return failure.fail(e)  # one line, one traceback; with other ranks it ends the job at once

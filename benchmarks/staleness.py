@@ -22,9 +22,11 @@ CASES = {
     "ssp K=1": {"algorithm": "ssp", "options": {"staleness_bound": 1, "staleness_correction": "momentum"}},
     "ssp K=2": {"algorithm": "ssp", "options": {"staleness_bound": 2, "staleness_correction": "momentum"}},
     "ssp K=4": {"algorithm": "ssp", "options": {"staleness_bound": 4, "staleness_correction": "momentum"}},
-    "ssp K=2 uncorrected": {"algorithm": "ssp", "options": {"staleness_bound": 2}},
-    "asyncps fp32": {"algorithm": "asyncps", "options": {}, "momentum": 0.5},
-    "asyncps int8": {"algorithm": "asyncps", "options": {"codec": "int8"}, "momentum": 0.5},
+    "ssp K=2 uncorrected": {"algorithm": "ssp", "options": {"staleness_bound": 2, "staleness_correction": None}},
+    # momentum lowered by hand, the plain rule (the default correction would lower it again)
+    "asyncps fp32": {"algorithm": "asyncps", "options": {"staleness_correction": None}, "momentum": 0.5},
+    "asyncps int8": {"algorithm": "asyncps", "options": {"codec": "int8", "staleness_correction": None},
+                     "momentum": 0.5},
     "syncps": {"algorithm": "syncps", "options": {}},
 }
 

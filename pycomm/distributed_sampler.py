@@ -76,7 +76,9 @@ class DistributedSampler(torch.utils.data.Sampler[int]):
         """The epoch's order of all sample indices (the same on every rank)."""
         if not self.shuffle:
             return torch.arange(self.num_samples)
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        # modulo the generator's seed range, so any int seed works (apps' train.seed goes up to 2**64 - 1);
+        # the identity for the usual seeds (torch wraps negative ones the same way)
+        generator = torch.Generator().manual_seed((self.seed * 1_000_003 + epoch) % 2 ** 64)
         return torch.randperm(self.num_samples, generator=generator)
 
     def window(self, epoch: int, start: int, stop: int) -> torch.Tensor:

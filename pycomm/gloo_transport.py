@@ -9,15 +9,17 @@ up: torchrun, srun --mpi=none, RANK/WORLD_SIZE set by hand (pycomm/gloo_backend.
   completes; they are seen here as tensors on the same memory, never copied.
 - Point-to-point messages carry a small header (count, dtype, sender; pycomm/gloo_p2p.py), so a receive
   whose tensor does not fit its send raises MismatchError instead of gloo aborting the process.
-- Not here: PYCOMM_DEBUG's op matching (match() returns None), GPU tensors (use backend "nccl").
-  A collective whose sizes differ between ranks makes gloo abort the process ("Received data size
-  doesn't match expected size")."""
+- Op matching (pycomm/gloo_matching.py): every collective first exchanges its signature on a private
+  gloo group, so ranks that disagree (size, dtype, reduce op, root, kind) get MismatchError naming both
+  ranks' ops, as on MPI, and no data moves (gloo itself would abort the process, or deliver another
+  root's data). Compound ops (allreduce_quantized, allreduce_coalesced) are matched under their own name.
+- Not here: GPU tensors (use backend "nccl")."""
 from __future__ import annotations
 
 import atexit
 import datetime
 import weakref
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import torch
@@ -85,26 +87,30 @@ class GlooTransport:
         from pycomm._build import core
         self.trace_comm_id = core().trace_new_comm_id()
         self._broken: Optional[str] = None
-        from pycomm.gloo_p2p import MAX_TAG, Ordering  # gloo_p2p builds on this module
+        self.label = f"gloo communicator (rank {rank} of {size})"   # as the core names MPI's in its errors
+        from pycomm.gloo_matching import OpMatcher  # they build on this module
+        from pycomm.gloo_p2p import MAX_TAG, Ordering
         self.max_tag = MAX_TAG
         self.p2p_order = Ordering()
+        # the signatures' own group: its keys under this communicator's prefix, apart from the data's
+        self._matching = OpMatcher(self, process_group(PrefixStore(f"{prefix}/matching", store), rank, size,
+                                                       timeout_s, device), timeout_s)
         _OPEN.add(self)
 
     # ---- bookkeeping --------------------------------------------------------------------------
     def _begin(self, name: str, count: int, dtype_code: int, device: int, *, nbytes: Optional[int] = None,
                op: int = -1, peer: int = -1, tag: int = -1, bucket: int = -1) -> dict:
         """The op's info, after checking that this communicator can run it."""
-        if self._broken is not None:
-            raise PycommError(f"{name}: the communicator (rank {self.rank} of {self.size}, backend 'gloo') is "
-                              f"unusable: {self._broken}")
+        self.check_usable(name)
         if device >= 0:
             raise PycommError(f"{name}: backend 'gloo' moves CPU tensors only, got a tensor on GPU {device}; use "
                               f"backend='nccl' for GPU tensors (or move them to the CPU)")
         self._seq += 1
         item = DTYPES[dtype_code].itemsize
         info = {"name": name, "seq": self._seq, "count": count, "dtype": str(DTYPES[dtype_code]).replace("torch.", ""),
-                "bytes": count * item if nbytes is None else nbytes, "peer": peer, "tag": tag, "bucket": bucket,
-                "op": ReduceOp(op).name if op >= 0 else "", "bus_factor": op_stats.bus_factor(name, self.size)}
+                "dtype_code": dtype_code, "bytes": count * item if nbytes is None else nbytes, "peer": peer,
+                "tag": tag, "bucket": bucket, "redop": op, "op": ReduceOp(op).name if op >= 0 else "",
+                "bus_factor": op_stats.bus_factor(name, self.size)}
         info["describe"] = describe(info)
         if tracing.ACTIVE:
             info["trace"] = dict(comm_id=self.trace_comm_id, rank=self.rank, size=self.size, seq=self._seq,
@@ -112,6 +118,14 @@ class GlooTransport:
                                  peer=peer, tag=tag, bucket=bucket, collective=name not in P2P_NAMES)
             tracing.record_phase(name, phase="queued", **info["trace"])
         return info
+
+    def check_usable(self, name: str) -> None:
+        if self._broken is not None:
+            raise PycommError(f"{name}: the {self.label} is broken and unusable: {self._broken}")
+
+    def break_with(self, reason: str) -> None:
+        """Later ops raise PycommError naming `reason` (the first one kept)."""
+        self._broken = self._broken or reason
 
     def fail(self, info: dict, error: Optional[BaseException], timeout_s: float = 0.0) -> PycommError:
         """The error of op `info` (a stall when `error` is None); the communicator is unusable afterwards."""
@@ -122,61 +136,59 @@ class GlooTransport:
             err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
             err = PycommError(f"{info['describe']} failed {where}: {error}")
-        self._broken = self._broken or str(err)
+        self.break_with(str(err))
         return err
 
     def _work(self, info: dict, works: Sequence[Any] = (), keep: tuple = ()) -> GlooWork:
         return GlooWork(self, info, works, keep)
 
+    def _matched(self, info: dict, data_op: Callable[[], Sequence[Any]] = lambda: (), keep: tuple = ()) -> GlooWork:
+        """A collective: `data_op` submits its data once every rank's signature matched (gloo_matching)."""
+        return self._matching.submit(info, data_op, keep)
+
     # ---- collectives (Communicator has checked sizes, dtypes and peers) ----------------------
     def allreduce(self, p: int, n: int, dt: int, dev: int, op: int, stream: int, bucket: int, waits: bool) -> GlooWork:
         info = self._begin("allreduce", n, dt, dev, op=op, bucket=bucket)
-        if n == 0:
-            return self._work(info)
         t = host_tensor(p, n, dt)
         opts = AllreduceOptions()
         opts.reduceOp = TORCH_OPS[ReduceOp(op)]
-        return self._work(info, [self._pg.allreduce([t], opts)], (t,))
+        return self._matched(info, lambda: [self._pg.allreduce([t], opts)] if n else [], (t,))
 
     def broadcast(self, p: int, n: int, dt: int, dev: int, root: int, stream: int, waits: bool) -> GlooWork:
         info = self._begin("broadcast", n, dt, dev, peer=root)
-        if n == 0:
-            return self._work(info)
         t = host_tensor(p, n, dt)
         opts = BroadcastOptions()
         opts.rootRank, opts.rootTensor = root, 0
-        return self._work(info, [self._pg.broadcast([t], opts)], (t,))
+        return self._matched(info, lambda: [self._pg.broadcast([t], opts)] if n else [], (t,))
 
     def allgather(self, po: int, no: int, pi: int, ni: int, dt: int, dev: int, stream: int, waits: bool) -> GlooWork:
         info = self._begin("allgather", ni, dt, dev, nbytes=no * DTYPES[dt].itemsize)
-        if ni == 0:
-            return self._work(info)
         out, t = host_tensor(po, no, dt), host_tensor(pi, ni, dt)
-        return self._work(info, [self._pg._allgather_base(out, t, AllgatherOptions())], (out, t))
+        return self._matched(info, lambda: [self._pg._allgather_base(out, t, AllgatherOptions())] if ni else [],
+                             (out, t))
 
     def reduce_scatter(self, po: int, no: int, pi: int, ni: int, dt: int, dev: int, op: int, stream: int,
                        waits: bool) -> GlooWork:
         info = self._begin("reduce_scatter", ni, dt, dev, op=op)
-        if no == 0:
-            return self._work(info)
         out, t = host_tensor(po, no, dt), host_tensor(pi, ni, dt)
         opts = ReduceScatterOptions()
         opts.reduceOp = TORCH_OPS[ReduceOp(op)]
-        return self._work(info, [self._pg._reduce_scatter_base(out, t, opts)], (out, t))
+        return self._matched(info, lambda: [self._pg._reduce_scatter_base(out, t, opts)] if no else [], (out, t))
 
     def alltoall(self, po: int, no: int, pi: int, ni: int, dt: int, dev: int, stream: int, waits: bool) -> GlooWork:
         info = self._begin("alltoall", ni, dt, dev)
-        if ni == 0:
-            return self._work(info)
         out, t = host_tensor(po, no, dt), host_tensor(pi, ni, dt)
-        return self._work(info, [self._pg.alltoall_base(out, t, [], [])], (out, t))
+        return self._matched(info, lambda: [self._pg.alltoall_base(out, t, [], [])] if ni else [], (out, t))
 
     def barrier(self, waits: bool) -> GlooWork:
         info = self._begin("barrier", 0, CODES[torch.uint8], -1)
-        return self._work(info, [self._pg.barrier()])
+        return self._matched(info, lambda: [self._pg.barrier()])
 
-    def match(self, name: str, n: int, dt: int, op: int) -> None:
-        return None  # PYCOMM_DEBUG's op matching is the core's; gloo checks sizes itself (and aborts)
+    def match(self, name: str, n: int, dt: int, op: int) -> GlooWork:
+        """Op matching alone, under compound op `name`'s own name (its parts are matched again)."""
+        info = self._begin(name, n, dt, -1, op=op)
+        info["bus_factor"] = 0.0   # it moves no data (as the MPI transport counts it): stats' busbw stays the parts'
+        return self._matched(info)
 
     # ---- point to point (framing in pycomm/gloo_p2p.py; the contract in pycomm/p2p.py) ------
     def send(self, p: int, n: int, dt: int, dev: int, dst: int, tag: int, stream: int, waits: bool) -> GlooWork:
@@ -220,7 +232,7 @@ class GlooTransport:
         info = self._begin(name, 4 * self.size, CODES[torch.int64], -1)
         mine = torch.tensor([color, key, self.rank, self._hosts[self.rank]], dtype=torch.int64)
         table = torch.empty(4 * self.size, dtype=torch.int64)
-        work = self._work(info, [self._pg._allgather_base(table, mine, AllgatherOptions())], (table, mine))
+        work = self._matched(info, lambda: [self._pg._allgather_base(table, mine, AllgatherOptions())], (table, mine))
         work.wait(0, self._timeout_s)
         self._splits += 1
         if color < 0:
@@ -238,17 +250,22 @@ class GlooTransport:
         """Later ops raise PycommError. Ops already submitted complete (gloo's thread drains its queue),
         then the group is shut down and released here: a gloo group left to interpreter teardown
         sometimes ends the process in std::terminate (as torch's own does without destroy_process_group)."""
-        self._broken = self._broken or "it was shut down (Communicator.shutdown or pycomm.finalize)"
-        pg, self._pg = self._pg, None
+        pg = self._pg
+        if pg is not None:
+            self._matching.close(drain=self._broken is None)   # queued ops have their data submitted first
+        self.break_with("it was shut down (Communicator.shutdown or pycomm.finalize)")
+        self._pg = None
         if pg is not None:
             _OPEN.discard(self)
             try:
                 pg.shutdown()
             except RuntimeError:  # a peer already gone: nothing left to release cleanly
                 pass
+            self._matching.shutdown()
 
     def abort(self, reason: str) -> None:
         self._broken = f"aborted: {reason}"
+        self._matching.abort()
         try:
             if self._pg is not None:
                 self._pg.abort()

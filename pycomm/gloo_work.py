@@ -48,6 +48,11 @@ class GlooWork:
     def info(self) -> dict:
         return self._info
 
+    def attach(self, works: Sequence[Any]) -> None:
+        """The gloo works of an op whose data movement was submitted after the work was made (op matching:
+        pycomm/gloo_matching.py), before its `done` event is set."""
+        self._works = list(works)
+
     def is_completed(self) -> bool:
         if self._settled:
             return True

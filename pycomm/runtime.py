@@ -8,7 +8,7 @@ import warnings
 import weakref
 from typing import Any, NoReturn, Optional
 
-from pycomm import backends, op_stats, profiling, settings, startup_profile
+from pycomm import backends, fail_fast, op_stats, profiling, settings, startup_profile
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
@@ -23,7 +23,9 @@ _live: "weakref.WeakSet[Communicator]" = weakref.WeakSet()
 def init(backend: str = "auto") -> Communicator:
     """Starts pycomm in this process and returns the world communicator.
 
-    Reads the launcher's environment (pycomm.launch_env). backend: "auto" (see
+    Reads the launcher's environment (pycomm.launch_env). Under a multi-rank launcher an uncaught exception
+    on any rank then ends the whole job at once with that rank's traceback (pycomm/fail_fast.py; opt out
+    with PYCOMM_FAIL_FAST=0). backend: "auto" (see
     pycomm.backends.choose_auto: MPI when built and launched by an MPI launcher, gloo over a TCP
     rendezvous for several ranks MPI cannot join (torchrun, srun --mpi=none), else "local" for one
     process; NCCL/RCCL only when asked for), "mpi", "gloo", "nccl", or "local".
@@ -44,6 +46,8 @@ def init(backend: str = "auto") -> Communicator:
     transport = backends.get(name).create_world(env)
     _env = env
     _world = _track(Communicator(transport, "world"))
+    # an uncaught exception on any rank ends the job at once (pycomm/fail_fast.py; PYCOMM_FAIL_FAST=0: not)
+    fail_fast.install(_world.rank, _world.size, lambda: list(_live))
     profiling.start_from_environment(_world)   # PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER
     startup_profile.mark("init")
     return _world
@@ -78,7 +82,9 @@ def from_mpi4py(comm: Any) -> Communicator:
     if _finalized:
         raise PycommError("from_mpi4py: pycomm.finalize() was already called")
     settings.apply()
-    return _track(Communicator(core().mpi_from_fortran(comm.py2f()), "mpi4py"))
+    made = _track(Communicator(core().mpi_from_fortran(comm.py2f()), "mpi4py"))
+    fail_fast.install(made.rank, made.size, lambda: list(_live))
+    return made
 
 
 def _track(comm: Communicator) -> Communicator:

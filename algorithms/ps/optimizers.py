@@ -37,6 +37,7 @@ from algorithms.ps.client import ServerLink, ServerLostError
 from algorithms.ps.liveness import Heartbeat, release
 from algorithms.ps.rules import AsyncRule, ServerModel, SyncRule
 from algorithms.ps.server import Server, default_log
+from algorithms.ps.stale_steps import ASYNC_CORRECTIONS, DEFAULT_CORRECTION
 from algorithms.ps.stats import StalenessStats
 from algorithms.registry import register
 
@@ -111,6 +112,9 @@ class ParameterServer(CommOptimizer):
         self.server: Server | None = None
         self.workers = list(pycomm.mesh.server_roles(rank, self.layout.world, servers).workers)
         self._closed = False
+        self.stop_requested = False   # a worker: its servers ask it to pause (a preemption)
+        self._asked_to_stop = False   # a worker: its pushes ask the servers to stop the run
+        self.continue_at: int | None = None   # a worker: the step after the last its servers took (their clocks)
         self.links: list[ServerLink] = []  # a worker's to every server; server 0's to the others (gathering)
         timeout = self.options["worker_timeout"]
         if self.is_server:
@@ -128,8 +132,13 @@ class ParameterServer(CommOptimizer):
             return
         self.links = [self._link(s) for s in range(servers)]
         self._heartbeats.append(Heartbeat(self.ctx, rank, list(self.layout.addresses[:servers]), timeout / 4))
+        clocks = []
         for s, link in enumerate(self.links):
-            self._adopt(s, link.hello())
+            welcome = link.hello()
+            self._adopt(s, welcome)
+            clocks.append(welcome.get("clock"))
+        if any(c is not None for c in clocks):   # a push a shard took is a step taken: continue after the latest
+            self.continue_at = max(c for c in clocks if c is not None) + 1
         self.residuals = [torch.zeros(sh.elements[1] - sh.elements[0]) for sh in self.shards] \
             if self.options["codec"] else [None] * servers
 
@@ -152,13 +161,16 @@ class ParameterServer(CommOptimizer):
 
     # -- server --------------------------------------------------------------------------------
     def serve(self, on_push: Callable[[dict[str, Any]], None] | None = None,
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
-        """Run the server until every worker has finished or been lost; returns a summary (versions,
-        finished and lost workers, statistics). `on_push` is called after each push with the worker, its
-        loss and step (apps log and evaluate there)."""
+              log: Callable[[str], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Run the server until every worker has finished, paused or been lost; returns a summary (versions,
+        finished, paused and lost workers, "preempted", statistics). `on_push` is called after each push with
+        the worker, its loss and step (apps log and evaluate there). `should_stop` (polled) preempts the
+        server: the workers are asked to pause at their next step and the run ends as preempted."""
         if self.server is None:
             raise RuntimeError(f"rank {self.rank} is a worker: only ranks < servers={self.options['servers']} serve")
         self.server.on_version = on_push
+        self.server.should_stop = should_stop
         if log is not None:
             self.server.log = log
         try:
@@ -192,7 +204,7 @@ class ParameterServer(CommOptimizer):
         tic = time.perf_counter()
         grad = payload.gradients(self.params)
         common = {"step": self.steps, "loss": loss, "pull": self._pull_now(),
-                  "lrs": [g["lr"] for g in self.optimizer.param_groups]}
+                  "lrs": [g["lr"] for g in self.optimizer.param_groups], "stop": self._asked_to_stop}
         stale: list[int] = []   # shards whose parameters this step did not refresh
         rejected = False
         # every shard's push goes out before any reply is awaited: the servers apply them at once
@@ -205,6 +217,7 @@ class ParameterServer(CommOptimizer):
         for shard, link, header, tensors in pushes:
             reply, resent = link.reply("push", header, tensors, expect=("ack",))
             self.stats.pushed += resent
+            self.stop_requested |= bool(reply.get("stop"))
             if reply.kind == "ack":
                 self.stats.staleness(int(reply.get("staleness", 0)))
                 self.stats.rejected += bool(reply.get("rejected"))
@@ -246,12 +259,25 @@ class ParameterServer(CommOptimizer):
 
     def close(self) -> None:
         """A worker says goodbye (its servers stop waiting for it); idempotent."""
+        self._leave("bye")
+
+    def ask_to_stop(self) -> None:
+        """A worker was preempted: its next push asks the servers to stop the run; every worker (this one
+        too) then pauses when a reply says so (opt.stop_requested), syncps's all after the same round."""
+        self._asked_to_stop = True
+
+    def pause(self) -> None:
+        """A worker stops for a preemption: its servers stop waiting for it but expect it back (their clocks
+        say where it continues after --resume). Every push it made was answered, so nothing is in flight."""
+        self._leave("pause")
+
+    def _leave(self, kind: str) -> None:
         if self._closed:
             return
         self._closed = True
         if self.server is None:
             for link in self.links:
-                link.send("bye", {"step": self.steps})
+                link.send(kind, {"step": self.steps})
         self._release()
 
     def comm_stats(self) -> dict[str, Any]:
@@ -275,15 +301,19 @@ class ParameterServer(CommOptimizer):
 
 @register("asyncps")
 class AsyncPS(ParameterServer):
-    algorithm_options = {**ParameterServer.algorithm_options, "staleness_bound": None}
+    algorithm_options = {**ParameterServer.algorithm_options, "staleness_bound": None,
+                         "staleness_correction": DEFAULT_CORRECTION}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = super()._validate(config)
         config["staleness_bound"] = opts.optional_integer("staleness_bound", config["staleness_bound"], 0)
+        config["staleness_correction"] = opts.choice("staleness_correction", config["staleness_correction"],
+                                                     ASYNC_CORRECTIONS)
         return config
 
     def _rule(self, model: ServerModel) -> AsyncRule:
-        return AsyncRule(model, self.stats, self.options["staleness_bound"], default_log)
+        return AsyncRule(model, self.stats, self.options["staleness_bound"], default_log,
+                         self.options["staleness_correction"])
 
     def _pull_now(self) -> bool:
         return (self.steps + 1) % self.options["pull_every"] == 0

@@ -2,7 +2,8 @@
 the transport: what a push does to the server's model and who gets an answer.
 
 asyncps: each gradient is applied at once, the step scaled by 1 / (1 + s) with s = server version - the
-  version the worker computed it on; with a bound K, s > K is rejected (counted) and the worker is told to
+  version the worker computed it on (with staleness_correction="momentum", the default, the server's
+  momentum lowered by s / (1 + s) for that step: stale_steps.py); with a bound K, s > K is rejected (counted) and the worker is told to
   pull. Each applied gradient is one version.
 syncps: a round waits for one gradient from every live worker (a worker that sends none within
   worker_timeout is named late and the round continues without it), averages them in rank order, steps
@@ -13,12 +14,14 @@ A step uses the learning rates the pushing worker's optimizer had for that step 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
 from algorithms.ps import payload
+from algorithms.ps.stale_steps import momentum_lowered, stale_scale
 from algorithms.ps.stats import StalenessStats
 
 
@@ -65,8 +68,9 @@ def _unknown_version(worker: int, stats: StalenessStats) -> Reply:
 
 
 class AsyncRule:
-    def __init__(self, model: ServerModel, stats: StalenessStats, bound: int | None, log: Callable[[str], None]):
-        self.model, self.stats, self.bound, self.log = model, stats, bound, log
+    def __init__(self, model: ServerModel, stats: StalenessStats, bound: int | None, log: Callable[[str], None],
+                 correction: str | None = None):
+        self.model, self.stats, self.bound, self.log, self.correction = model, stats, bound, log, correction
 
     def push(self, worker: int, header: dict[str, Any], grad: torch.Tensor, live: set[int]) -> list[Reply]:
         s = self.model.version - int(header["version"])
@@ -76,7 +80,9 @@ class AsyncRule:
         if self.bound is not None and s > self.bound:
             self.stats.rejected += 1
             return [Reply(worker, "ack", {"rejected": True, "staleness": s}, True)]
-        self.model.step(grad, header.get("lrs"), 1.0 / (1.0 + s))
+        lowered = momentum_lowered(self.model.optimizer, s) if self.correction == "momentum" else nullcontext()
+        with lowered:
+            self.model.step(grad, header.get("lrs"), stale_scale(s))
         return [Reply(worker, "ack", {"rejected": False, "staleness": s}, bool(header.get("pull")))]
 
     def pending(self, worker: int) -> bool:

@@ -1,7 +1,13 @@
 """The parameter server's loop: one ROUTER socket, one thread. It greets workers (refusing another model's
 shapes), answers pushes through the rule (rules.py), answers pulls, tracks who is alive (liveness.py),
 names the workers it loses, checkpoints its state atomically and resumes from it when restarted. It ends
-when every worker has said goodbye or been lost.
+when every worker has said goodbye, paused or been lost.
+
+Preemption: a worker that stops for a preemption says "pause" (with its step) instead of goodbye; the
+server stops waiting for it but keeps it expected after a resume (its clock says where it continues).
+When `should_stop()` becomes true (the server's own preemption signal) or a push asks for it (a worker's),
+every reply carries "stop", so the workers pause at their next step (syncps: all after the same round); the
+run ends as preempted when a worker paused (summary["preempted"]).
 
 With servers > 1 each server holds one shard (shards.py). The other server ranks given as `peers` may
 greet it, pull its shard and say goodbye without being workers: server 0 gathers the whole model that
@@ -45,6 +51,9 @@ class Server:
         self.refused: dict[int, str] = {}
         self.resumed_from: int | None = None
         self.on_version: Callable[[dict[str, Any]], None] | None = None
+        self.should_stop: Callable[[], bool] | None = None   # polled: a preemption of the server itself
+        self.stopping = False                       # replies ask the workers to pause
+        self.paused: dict[int, int] = {}            # per worker that paused for a preemption: its step count
         self._saved_version = model.version
         self.peers, self.linger = set(peers), linger
         self._peers_left = set(peers)               # peers that have not said goodbye yet
@@ -56,7 +65,8 @@ class Server:
         return {"params": self.model.vector(), "optimizer": self.model.optimizer.state_dict(),
                 "version": self.model.version, "clocks": dict(self.clocks), "stats": self.stats.state_dict(),
                 "rule": self.rule.state_dict(), "signature": self.signature,
-                "finished": sorted(self.liveness.finished), "lost": dict(self.liveness.lost)}
+                "finished": sorted(self.liveness.finished - set(self.paused)), "lost": dict(self.liveness.lost),
+                "paused": dict(self.paused)}
 
     def save(self) -> None:
         if self.checkpoint_path is not None:
@@ -78,7 +88,7 @@ class Server:
         self.stats.load_state_dict(state["stats"])
         self.rule.load_state_dict(state["rule"])
         # a restarted server waits neither for the workers that had finished nor for those it had lost (a
-        # lost one that comes back is welcome)
+        # lost one that comes back is welcome); paused ones (a preemption) are expected back
         self.liveness.finished = set(state.get("finished", ()))
         self.liveness.lost = {int(k): v for k, v in state.get("lost", {}).items()}
         self.resumed_from = self._saved_version = self.model.version
@@ -96,6 +106,9 @@ class Server:
         poller.register(self.sock, zmq.POLLIN)
         interval_ms = max(10, int(self.timeout * 250))
         while self.liveness.live:
+            if not self.stopping and self.should_stop is not None and self.should_stop():
+                self.stopping = True
+                self.log(f"preempted: asking workers {_names(self.liveness.live)} to pause at their next step")
             events = dict(poller.poll(interval_ms))
             depth = 0
             while self.sock in events and self.sock.poll(0, zmq.POLLIN):
@@ -113,10 +126,12 @@ class Server:
                 self.save()
         self.save()
         self._linger()
-        summary = {"version": self.model.version, "finished": sorted(self.liveness.finished),
-                   "lost": dict(self.liveness.lost), "refused": dict(self.refused), **self.stats.as_dict()}
-        self.log(f"done at version {self.model.version}: finished {_names(self.liveness.finished)}, "
-                 f"lost {_names(self.liveness.lost)}")
+        finished = self.liveness.finished - set(self.paused)
+        summary = {"version": self.model.version, "finished": sorted(finished), "lost": dict(self.liveness.lost),
+                   "refused": dict(self.refused), "paused": dict(self.paused), "preempted": bool(self.paused),
+                   **self.stats.as_dict()}
+        self.log(f"{'paused' if self.paused else 'done'} at version {self.model.version}: finished {_names(finished)}, "
+                 f"lost {_names(self.liveness.lost)}" + (f", paused {_names(self.paused)}" if self.paused else ""))
         return summary
 
     def _linger(self) -> None:
@@ -172,6 +187,10 @@ class Server:
                     self._reply(identity, worker, "ack", {"rejected": False, "duplicate": True, "staleness": 0}, True)
                 return
             self.clocks[worker] = step
+            if msg.get("stop") and not self.stopping:   # set before the rule answers: this reply says stop too
+                self.stopping = True
+                self.log(f"worker {worker} was preempted: asking workers {_names(self.liveness.live)} to pause "
+                         "at their next step")
             grad = payload.decode(msg.header, msg.tensors, self.codec)
             self._send_replies(self.rule.push(worker, msg.header, grad, self.liveness.live))
             if self.on_version is not None:
@@ -179,10 +198,14 @@ class Server:
                                  "lr": (msg.get("lrs") or [None])[0]})
         elif msg.kind == "pull":
             self._reply(identity, worker, "params", {}, True)
-        elif msg.kind == "bye":
+        elif msg.kind in ("bye", "pause"):
             self.liveness.finish(worker)
-            self.log(f"worker {worker} finished at step {msg.get('step')}")
+            if msg.kind == "pause":
+                self.paused[worker] = int(msg.get("step", 0))
+            self.log(f"worker {worker} {'finished' if msg.kind == 'bye' else 'paused (preempted)'} at step "
+                     f"{msg.get('step')}")
             self._send_replies(self.rule.lost(worker, self.liveness.live))
+            self.save()   # a server restarted from an older checkpoint would wait for a worker that left
 
     def _peer(self, identity: bytes, peer: int, msg: wire.Message) -> None:
         """Another server rank reading this shard: no liveness, no clock, nothing it sends is applied."""
@@ -205,6 +228,7 @@ class Server:
             return
         if worker in self.liveness.lost:
             self.log(f"worker {worker} reconnected")
+        self.paused.pop(worker, None)
         self.liveness.revive(worker)
         self.identities[worker] = identity
         self._reply(identity, worker, "welcome", {"clock": self.clocks.get(worker)}, True)
@@ -216,8 +240,8 @@ class Server:
 
     def _reply(self, identity: bytes, worker: int, kind: str, header: dict[str, Any], with_params: bool) -> None:
         tensors = [self.model.vector()] if with_params else []
-        sent = wire.send(self.sock, kind, {**header, "version": self.model.version,
-                                           "incarnation": self.incarnation, "rank": self.rank}, tensors, to=identity)
+        sent = wire.send(self.sock, kind, {**header, "version": self.model.version, "incarnation": self.incarnation,
+                                           "rank": self.rank, "stop": self.stopping}, tensors, to=identity)
         if with_params:
             self.stats.pulled += sent
 

@@ -9,13 +9,20 @@ step t is computed on parameters that miss at most the K most recent averaged st
 the staleness reported (0 for every step when K = 0, which is mbsgd).
 
 Stale gradients add implicit momentum (algorithms/ps/stale_steps.py): with momentum 0.9 and K >= 1 the
-plain rule diverges on MNIST (benchmarks/ssp_momentum.py). `staleness_correction="momentum"` lowers each
-step's explicit momentum by the implicit one of that step's mean staleness; "scale" weights each
-contribution by 1/(1+s). The default (None) is the plain rule of ALGORITHMS.md. Every gradient travels
-with its staleness, so every replica takes the same corrected step.
+plain rule diverges on MNIST (benchmarks/ssp_momentum.py). `staleness_correction="momentum"` (the default)
+lowers each step's explicit momentum by the implicit one of that step's mean staleness; "scale" weights each
+contribution by 1/(1+s); None is the plain rule of ALGORITHMS.md. Every gradient travels with its
+staleness, so every replica takes the same corrected step.
 
 A rank that stops being heard for worker_timeout is dropped from the live set (named in the log) and the
-steps it had not sent are completed without it. A rank killed while sending its gradient to its peers can
+steps it had not sent are completed without it. Evaluation and checkpoints are the writer's (`writer_rank`:
+the lowest rank not lost), so when rank 0 dies the next rank takes them over.
+
+Checkpoints and preemption: a state_dict holds, beside the steps applied, the gradients of the steps taken
+but not yet complete (those that arrived); a resumed replica completes those steps with exactly the saved
+gradients and never waits for the rest (their senders restart past them). `pause()` (a preemption) says
+goodbye with this rank's step count, so the peers complete their steps without it, then drains: it applies
+every step this rank took, so the writer's preempt checkpoint holds no step in flight. A rank killed while sending its gradient to its peers can
 leave one peer with that gradient and another without it: their replicas then differ by that one step
 (no server holds the truth); they train on."""
 from __future__ import annotations
@@ -37,7 +44,7 @@ from algorithms.ps.liveness import Heartbeat, Liveness, release
 from algorithms.ps.optimizers import FT_OPTIONS, independent_comm, validate_common
 from algorithms.ps.rules import ServerModel
 from algorithms.ps.server import STARTUP_GRACE
-from algorithms.ps.stale_steps import CORRECTIONS, momentum_lowered, stale_scale
+from algorithms.ps.stale_steps import CORRECTIONS, DEFAULT_CORRECTION, momentum_lowered, stale_scale
 from algorithms.ps.stats import StalenessStats
 from algorithms.registry import register
 
@@ -51,7 +58,8 @@ class SSP(CommOptimizer):
     training = traits.WRAPPER
     state_layout = traits.PER_RANK    # ranks may be up to K steps apart when a checkpoint is written
     independent_processes = True      # a rank's death must not end the others (apps' launch reads this)
-    algorithm_options: dict[str, Any] = {"staleness_bound": 2, "staleness_correction": None, **FT_OPTIONS}
+    algorithm_options: dict[str, Any] = {"staleness_bound": 2, "staleness_correction": DEFAULT_CORRECTION,
+                                         **FT_OPTIONS}
 
     def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None,
                  **kwargs: Any) -> None:
@@ -82,6 +90,7 @@ class SSP(CommOptimizer):
         self.signature = wire.signature(self.params)
         self.pending: dict[int, dict[int, tuple[torch.Tensor, int]]] = {}   # step -> rank -> (gradient, staleness)
         self.final: dict[int, int] = {}                         # rank -> steps it took (said goodbye)
+        self.frozen: dict[int, list[int]] = {}   # restored steps: they average exactly these ranks' saved gradients
         self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
         self._heartbeats.append(Heartbeat(self.ctx, self.rank, [self.layout.addresses[r] for r in self.peers],
                                           self.options["worker_timeout"] / 4))
@@ -92,6 +101,11 @@ class SSP(CommOptimizer):
     def applied(self) -> int:
         """Averaged steps applied to this replica (the next step to complete)."""
         return self.model.version
+
+    @property
+    def writer_rank(self) -> int:
+        """The rank that evaluates and checkpoints, as this rank sees it: the lowest rank not lost."""
+        return min(r for r in range(self.layout.world) if r not in self.liveness.lost)
 
     # -- messages --------------------------------------------------------------------------------
     def _send(self, peer: int, kind: str, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:
@@ -156,8 +170,10 @@ class SSP(CommOptimizer):
 
     def _members(self, step: int) -> list[int]:
         """The ranks whose gradient step `step` averages: this one, the live peers, and the finished ones
-        that took that step."""
-        return sorted({self.rank, *self.liveness.live, *(r for r, n in self.final.items() if n > step)})
+        that took that step (for a step restored from a checkpoint: the ranks whose gradients it saved)."""
+        if step in self.frozen:
+            return self.frozen[step]
+        return sorted({self.rank, *self._needing(step)})
 
     def _complete_ready(self) -> None:
         """Apply every step, in order, whose gradients are all in."""
@@ -167,8 +183,12 @@ class SSP(CommOptimizer):
             members = self._members(t)
             if not all(r in have for r in members):
                 return
-            self._apply([have[r] for r in members])
-            del self.pending[t]
+            if members:
+                self._apply([have[r] for r in members])
+            else:
+                self.model.version += 1
+            self.pending.pop(t, None)
+            self.frozen.pop(t, None)
 
     def _apply(self, contributions: list[tuple[torch.Tensor, int]]) -> None:
         """One averaged step from (gradient, staleness) pairs, corrected as staleness_correction says."""
@@ -191,11 +211,13 @@ class SSP(CommOptimizer):
         fields, tensors = payload.encode(payload.gradients(self.params), self.options["codec"], self.residual)
         mine = payload.decode(fields, tensors, self.options["codec"])   # this rank's part, as its peers decode it
         self.pending.setdefault(t, {})[self.rank] = (mine, stale)
-        for r in sorted(self.liveness.live):
+        for r in self._needing(t):
             self._send(r, "grad", {**fields, "step": t, "staleness": stale}, tensors)
         # step t + 1 may start only once step t + 1 - K - 1 = t - K is complete
         self._wait_until(t + 1 - self.options["staleness_bound"])
         self.stats.seconds += time.perf_counter() - tic
+        # the wrapped optimizer steps K steps later (or at once): tell its LR scheduler that this step took place
+        self.optimizer._opt_called = True  # type: ignore[attr-defined]
 
     def _wait_until(self, applied: int) -> None:
         self._receive(0)
@@ -203,6 +225,17 @@ class SSP(CommOptimizer):
         while self.applied < applied:
             self._receive(self.liveness.timeout / 4)
             self._complete_ready()
+
+    def _needing(self, step: int) -> list[int]:
+        """The peers that average step `step`: the live ones, and those that said goodbye after taking it (a
+        preempted peer says goodbye before it drains its last steps)."""
+        return sorted({*self.liveness.live, *(r for r, n in self.final.items() if n > step)} - set(self.liveness.lost))
+
+    def _goodbye(self) -> None:
+        """To every peer not lost, those that left too (each may still be draining the steps this rank took)."""
+        for r in self.peers:
+            if r not in self.liveness.lost:
+                self._send(r, "bye", {"step": self.steps})
 
     def synchronize(self) -> None:
         """Apply every step this rank has taken (waits for the peers' gradients of them)."""
@@ -214,17 +247,37 @@ class SSP(CommOptimizer):
             return
         self.synchronize()
         self._closed = True
-        for r in sorted(self.liveness.live):
-            self._send(r, "bye", {"step": self.steps})
+        self._goodbye()
+        self._release()
+
+    def pause(self) -> None:
+        """Stop for a preemption: goodbye first (the peers, stopping too, then never wait for this rank's
+        later steps), then apply every step taken (each peer's gradient arrives or its goodbye does)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._goodbye()
+        self.synchronize()
         self._release()
 
     def comm_stats(self) -> dict[str, Any]:
         return self.stats.as_dict()
 
     def _algorithm_state(self) -> dict[str, Any]:
-        return {"applied": self.applied, "stats": self.stats.state_dict(), "residual": self.residual}
+        in_flight = {t: dict(have) for t, have in self.pending.items() if self.applied <= t < self.steps}
+        return {"applied": self.applied, "stats": self.stats.state_dict(), "residual": self.residual,
+                "pending": in_flight}
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         self.model.version = state["applied"]
         self.stats.load_state_dict(state["stats"])
         self.residual = state["residual"]
+        saved = {int(t): dict(have) for t, have in state.get("pending", {}).items()}
+        self.frozen = {t: sorted(have) for t, have in saved.items()}
+        # gradients peers already sent for the steps after the checkpoint (they resumed first) are kept
+        self.pending = {**{t: have for t, have in self.pending.items() if t >= self.steps}, **saved}
+        missing = [t for t in range(self.applied, self.steps) if t not in self.frozen]
+        if missing:   # a checkpoint written before the gradients in flight were saved: those steps are lost
+            _log(self.rank, f"the checkpoint holds no gradient of steps {missing[0]}..{missing[-1]} (taken, not "
+                            "applied): they are skipped")
+            self.frozen.update({t: [] for t in missing})

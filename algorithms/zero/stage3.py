@@ -13,8 +13,12 @@ Autograd keeps a unit's parameters (the leaf tensors) as saved tensors; their st
 
 Units: `units=[modules]`, or the model's top-level children (an nn.Sequential or nn.ModuleList
 child contributing its children: a transformer's blocks); parameters of no unit (the root's own) and
-parameters of several units (tied embeddings) form one more unit around the whole model. Between steps `model.parameters()` are empty tensors: read
-the model through `opt.full_state_dict()`."""
+parameters of several units (tied embeddings) form one more unit around the whole model. As FSDP2 keeps
+the root module's parameters unsharded after forward, that root unit stays gathered from the model's
+forward until its gradients are reduce-scattered in backward (or the step), so a root parameter may be
+used outside the model's forward, between forward and backward: CLIP's `logit_scale` in the loss, an L2
+penalty on a learned scale. Between steps `model.parameters()` are empty tensors: read the model
+through `opt.full_state_dict()`."""
 from __future__ import annotations
 
 import contextlib
@@ -120,8 +124,9 @@ class ZeRO3(ZeroOptimizer):
             self._free(unit)
             m = unit.module
             unit.hooks = [m.register_forward_pre_hook(lambda _m, _a, u=unit: self._gather(u, +1)),
-                          m.register_forward_hook(lambda _m, _a, _o, u=unit: self._free(u)),
                           m.register_full_backward_pre_hook(lambda _m, _g, u=unit: self._gather(u, -1))]
+            if m is not self.model:   # the root unit stays gathered after forward (see the module's docstring)
+                unit.hooks.append(m.register_forward_hook(lambda _m, _a, _o, u=unit: self._free(u)))
 
     # -- gathering and freeing ----------------------------------------------------------------------
     def _start_gather(self, unit: Unit) -> None:
@@ -173,7 +178,7 @@ class ZeRO3(ZeroOptimizer):
         for unit, group in zip(self.units, self.groups):
             if unit.shard is not group.master:
                 unit.shard.copy_(group.master)
-            if unit.gathered:       # gathered outside forward (should not be): refresh it
+            if unit.gathered:       # the root unit after a forward without backward (evaluation): refresh it
                 self._free(unit)
 
     def _end_step(self) -> None:

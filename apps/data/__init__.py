@@ -22,6 +22,6 @@ def check_source(name: str, options: dict) -> None:
     """Raise FileNotFoundError / ValueError when dataset `name` would not find its files."""
     check = DATASETS.get(name).meta.get("check_path")
     if check is not None:
-        check(**options)
+        check(**{"path": None, **options})   # an unset data.path is the dataset's to name, not a TypeError
 
 __all__ = ["DATASETS", "check_source", "Dataset", "Splits", "ShardPlan", "iterate"]

@@ -169,6 +169,35 @@ void register_comm(py::module_& m) {
         "A transport of one rank (no MPI or NCCL needed).");
   m.def("stall_timeout", &stall_timeout_s, "PYCOMM_TIMEOUT in seconds (<= 0: no stall check).");
   m.def("debug_checks", &debug_checks_enabled, "Whether PYCOMM_DEBUG asks for the full op matching.");
+  // Op matching for transports written in Python (pycomm/gloo_transport.py): the same signature and the
+  // same MismatchError as the MPI transport's exchange.
+  m.attr("SIGNATURE_LEN") = kSignatureLen;
+  m.def(
+      "op_signature",
+      [](const std::string& name, int64_t count, int dtype, int peer, int redop, int64_t bytes, uint64_t seq) {
+        OpInfo info;
+        info.name = name;
+        info.count = count;
+        info.dtype = dtype_from_int(dtype, name.c_str());
+        info.peer = peer;
+        info.redop = redop;
+        info.bytes = bytes;
+        info.seq = seq;
+        const OpSignature s = op_signature(info);
+        return std::vector<int64_t>(s.begin(), s.end());
+      },
+      "The op's signature (SIGNATURE_LEN int64: kind, count, dtype, root/peer, reduce op, bytes, seq), as ranks "
+      "exchange it before a collective.");
+  m.def(
+      "check_signatures",
+      [](const std::vector<int64_t>& all, int rank, const std::string& comm_label) {
+        const int64_t size = static_cast<int64_t>(all.size()) / kSignatureLen;
+        if (size * kSignatureLen != static_cast<int64_t>(all.size()) || rank < 0 || rank >= size)
+          throw std::invalid_argument("check_signatures: expected size * SIGNATURE_LEN values and 0 <= rank < size");
+        check_signatures(all.data(), static_cast<int>(size), rank, comm_label);
+      },
+      "Every rank's signature, rank by rank: raises MismatchError naming both ranks' ops where one differs "
+      "from `rank`'s.");
   m.def("stats", [] {
     py::dict d;
     for (const auto& [name, c] : stats_snapshot()) {

@@ -36,6 +36,11 @@ from tests.launch import ROOT, worker_env
     ("checkpoint.prefix=a/b", "checkpoint.prefix must be a plain file name"),
     ("train.epochs=0", "train.epochs must be > 0 (or set train.max_steps)"),
     ("schedule={name: multistep, warmup_steps: 5}", "schedule.warmup_* is supported with schedule.name=cosine"),
+    # issue 32: values that passed and then trained wrong or crashed inside the ranks, naming no field
+    ("schedule.min_lr=5", "schedule.min_lr=5 is above optim.lr=0.05: the cosine schedule would climb"),
+    ("optim.lr=1e300", "optim.lr must be > 0 and <= 3.4028234663852886e+38, got 1e+300"),
+    ("schedule.baseline_lr=1e39", "schedule.baseline_lr must be >= 0 and <= 3.4028234663852886e+38"),
+    (f"train.seed={2 ** 70}", f"train.seed must be >= 0 and <= {2 ** 64 - 1}, got {2 ** 70}"),
 ])
 def test_configs_that_would_train_wrong_are_refused(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -58,6 +63,21 @@ def test_a_binary_file_is_named_in_the_error(tmp_path: Path) -> None:
     (tmp_path / "weights.yaml").write_bytes(b"\x80\x02}q\x00(X\x05\x00\x00\x00")
     with pytest.raises(ConfigError, match=r"weights.yaml: not a text YAML file"):
         config_io.load(tmp_path / "weights.yaml")
+
+
+def test_servers_that_leave_no_worker_are_refused_for_the_launch() -> None:
+    with pytest.raises(ConfigError, match=re.escape("algorithm.options.servers=10 leaves no worker among the 4 "
+                                                    "ranks of this launch (ranks 0..9 serve)")):
+        config_io.load(None, ["algorithm.name=asyncps", "algorithm.options={servers: 10}"], world_size=4)
+    assert config_io.load(None, ["algorithm.name=asyncps", "algorithm.options={servers: 3}"], world_size=4)
+
+
+def test_print_config_refuses_an_unset_data_path_as_the_run_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text dataset needs data.path: --print-config used to print the config, the run to crash."""
+    assert main(["-o", "data.name=text", "-o", "model.name=gpt", "--print-config"]) == 2
+    assert capsys.readouterr().err.strip() == ("config error: data: data.path must name a text file for "
+                                               "data.name=text (e.g. tiny Shakespeare's input.txt)")
+    assert main(["-o", "train.seed=7", "--print-config"]) == 0   # mnist: the embedded copy needs no path
 
 
 def test_total_batch_size_gives_the_per_rank_batch() -> None:

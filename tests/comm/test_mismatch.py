@@ -2,16 +2,19 @@
 in the default mode and under PYCOMM_DEBUG=1, on every path (tests/comm/workers/mismatch.py): the ring
 all-reduce at 40 vs 48 MiB (it used to corrupt the smaller rank's memory), MPI's collectives queued,
 on the caller's thread (PYCOMM_INLINE_BYTES) and nonblocking, point-to-point, allreduce_quantized
-(also against a plain allreduce) and allreduce_coalesced."""
+(also against a plain allreduce) and allreduce_coalesced; and the same collective and compound cases on
+the gloo transport under torchrun (its signature exchange on a private group: a broadcast whose root
+differs used to deliver root 0's data, a size mismatch to abort the process inside gloo)."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from tests.launch import mpirun
+from tests.launch import mpirun, torchrun
 
 CASES = 24  # the cases of tests/comm/workers/mismatch.py
+P2P_CASES = 6   # of them, point to point (MPI only: gloo's are tests/comm/workers/gloo_edges.py's)
 
 
 @pytest.mark.mpi
@@ -29,3 +32,9 @@ def test_ranks_that_agree_hear_of_the_one_that_differs():
     proc = mpirun(3, "tests.comm.workers.mismatch", env={"PYCOMM_TIMEOUT": "60"}, timeout=300)
     passed = re.findall(r"rank (\d): (\d+) mismatch cases passed", proc.stdout)
     assert sorted(passed) == [("0", "1"), ("1", "1"), ("2", "1")], proc.stdout
+
+
+def test_mismatched_collectives_raise_naming_both_on_gloo():
+    proc = torchrun(2, "tests.comm.workers.mismatch", "gloo", env={"PYCOMM_TIMEOUT": "60"}, timeout=600)
+    passed = re.findall(r"rank (\d): (\d+) mismatch cases passed", proc.stdout)
+    assert sorted(passed) == [("0", str(CASES - P2P_CASES)), ("1", str(CASES - P2P_CASES))], proc.stdout

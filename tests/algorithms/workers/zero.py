@@ -9,6 +9,8 @@ from typing import Any, Callable
 import torch
 
 import algorithms
+import pycomm
+from tests.algorithms.problem import loss_on
 from tests.algorithms.workers.common import max_diff, run_cases, world
 from tests.algorithms.zero_problem import TinyScaled, make_inner, train
 
@@ -61,6 +63,43 @@ def zero3_units(comm: Any) -> dict[str, Any]:
     empty = all(p.numel() == 0 for p in model.parameters())
     return {"ok": diff <= TOL and empty and len(opt.units) == 3, "max_diff": diff, "params_empty": empty,
             "units": len(opt.units)}
+
+
+class RootPenalty(TinyScaled):
+    """TinyScaled plus a root parameter used only outside the model's forward, in the loss (as CLIP's
+    logit_scale, or an L2 penalty on a learned scale)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.tiny = torch.nn.Parameter(torch.tensor([0.5, -1.0]))
+
+
+def penalized_loss(model: RootPenalty, rank: int, step: int) -> torch.Tensor:
+    return loss_on(model, rank, step) + (model.tiny ** 2).sum()
+
+
+def zero3_root_outside_forward(comm: Any) -> dict[str, Any]:
+    """zero3 where a root parameter is used outside forward (issue 32: backward failed with "attempting to
+    assign a gradient of size [2] to a tensor of size [0]") equals torch's AdamW stepping the ranks' averaged
+    gradients (comm.allreduce AVG, no algorithm involved)."""
+    ref = RootPenalty(seed=1)        # zero3 starts every rank from rank 0's parameters (seed 1)
+    ref_opt = make_inner("adamw", ref.parameters())
+    for t in range(STEPS):
+        ref_opt.zero_grad()
+        penalized_loss(ref, comm.rank, t).backward()
+        for p in ref.parameters():
+            comm.allreduce(p.grad, op=pycomm.AVG)
+        ref_opt.step()
+    model = RootPenalty(seed=1 + comm.rank)
+    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm="zero3", comm=comm, model=model)
+    for t in range(STEPS):
+        opt.zero_grad()
+        penalized_loss(model, comm.rank, t).backward()
+        opt.step()
+    full, want = opt.full_state_dict()["model"], ref.state_dict()
+    diff = max_diff([full[k] for k in sorted(want)], [want[k] for k in sorted(want)])
+    moved = float((want["tiny"] - torch.tensor([0.5, -1.0])).abs().max())
+    return {"ok": diff <= TOL and moved > 0, "max_diff": diff, "tiny_moved": moved}
 
 
 def tiny_gpt_run(comm: Any, algorithm: str) -> tuple[Any, list[torch.Tensor]]:
@@ -144,6 +183,7 @@ def main() -> None:
         cases.append((f"{algorithm}_bf16", bf16_near_mbsgd(comm, algorithm, hybrid)))
     cases.append(("zero3_units", lambda: zero3_units(comm)))
     cases.append(("zero3_gpt", lambda: zero3_gpt(comm)))
+    cases.append(("zero3_root_outside_forward", lambda: zero3_root_outside_forward(comm)))
     cases += [(f"{a}_no_sync", lambda a=a: accumulation(comm, a)) for a in STAGES]
     cases += [(f"{a}_int8", lambda a=a: int8_near_mbsgd(comm, a)) for a in ("zero2", "zero3")]
     run_cases(comm, cases)
