@@ -22,10 +22,10 @@ def main() -> None:
         comm.allgather(torch.zeros(2), torch.ones(1))
     elif mode == "left_in_flight":
         if comm.rank == 1:
-            comm.allreduce(torch.ones(4), async_op=True)
+            comm.allreduce(torch.ones(4), op=pycomm.SUM, async_op=True)
             return   # leaves without wait()
         time.sleep(120)
-        comm.allreduce(torch.ones(4))
+        comm.allreduce(torch.ones(4), op=pycomm.SUM)
     print(f"MARK rank {comm.rank} got past the collective", flush=True)
 
 
