@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from apps.config import Config
+from apps.config.schema import Config
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from apps.dist import Dist
 from apps.data.sharding import ShardPlan
 
 MODEL, OPTIM, LR, ITER = "model_state_dict", "optim_state_dict", "lr_state_dict", "iter_state_dict"
-STEMS = (MODEL, OPTIM)  # the states whose layout the algorithm decides (apps.runtime.state_kinds)
+STEMS = (MODEL, OPTIM)  # the states whose layout the algorithm decides (apps.loop_support.state_kinds)
 PIPELINE = "pipeline_state_dict"   # a pipeline stage's own state (its byte counters), per rank
 _NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<best>best\.)?step(?P<step>\d+)(?P<preempt>\.preempt)?$")
 

@@ -38,7 +38,7 @@ class PeerFailedError(RuntimeError):
 
 def exit_code_for(exc: BaseException) -> int:
     from apps.checkpoint import CheckpointError
-    from apps.config_io import ConfigError
+    from apps.config.loading import ConfigError
 
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
@@ -50,7 +50,7 @@ def exit_code_for(exc: BaseException) -> int:
 def _explains_itself(exc: BaseException) -> bool:
     """Errors whose message is the whole story (the user's config or checkpoint): no traceback."""
     from apps.checkpoint import CheckpointError
-    from apps.config_io import ConfigError
+    from apps.config.loading import ConfigError
 
     return isinstance(exc, (CheckpointError, ConfigError, KeyboardInterrupt))
 

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from apps import requirements
 from apps.apps_settings import TTY_ENV
-from apps.config import LoggingConfig
+from apps.config.schema import LoggingConfig
 from pycomm import settings
 
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from apps.config import AlgorithmConfig, OptimConfig, epochs_to_steps
+from apps.config.schema import AlgorithmConfig, OptimConfig, epochs_to_steps
 from apps.name_registry import did_you_mean
 
 

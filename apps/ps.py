@@ -16,7 +16,8 @@ import subprocess
 import sys
 from typing import Sequence
 
-from apps import config_io, launch, optim, train
+from apps import launch, optim, train
+from apps.config import loading
 from apps.supervisor import Supervisor
 from algorithms.ps import layout
 
@@ -60,13 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parse(sys.argv[1:] if argv is None else argv)
     targs = train.parse_args(rest)
     try:
-        cfg = config_io.resolve(targs.configs + targs.config, targs.override,
+        cfg = loading.resolve(targs.configs + targs.config, targs.override,
                                 lambda c: args.workers + optim.server_ranks(c.algorithm)).config
         if not optim.independent(cfg.algorithm):
             raise ValueError(f"algorithm.name={cfg.algorithm.name} runs as one MPI job: start it with "
                              "`python -m apps.train --nproc N` or mpirun; apps.ps starts fault-tolerant algorithms")
         env = role_env(args, optim.server_ranks(cfg.algorithm))
-    except (config_io.ConfigError, ValueError) as e:
+    except (loading.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     os.environ.update(env)

@@ -12,17 +12,18 @@ from typing import Any
 import torch
 
 from algorithms.schedules import continue_at
-from apps import bn_stats, config_io, optim, parallel, requirements, resume_point
+from apps import bn_stats, optim, parallel, requirements, resume_point
+from apps.config import loading
 from apps.budget import Budget
 from apps.checkpoint import IterState
-from apps.config import Config
+from apps.config.schema import Config
 from apps.data import DATASETS, ShardPlan, iterate
 from apps.dist import Dist
 from apps.evaluate import evaluate
 from apps.metrics import Metrics, algorithm_quantities
 from apps.models import MODELS
 from apps.preemption import PreemptionFlag
-from apps.runtime import Checkpointer, device_for, peak_flops, step_seed, writer_rank
+from apps.loop_support import Checkpointer, device_for, peak_flops, step_seed, writer_rank
 from apps.tasks import TASKS
 from pycomm import startup_profile
 
@@ -85,14 +86,14 @@ class Run:
         self.resumed_at = self.state.step if resume else None
         budget = self.budget   # as _place left it
         self.metrics = Metrics(self.dir, cfg.logging, dist.rank, budget.total_steps, cfg.train.log_every,
-                               config_io.to_dict(cfg), self.resumed_at)
+                               loading.to_dict(cfg), self.resumed_at)
         self.metrics.message(
             f"{cfg.name}: {cfg.model.name} on {cfg.data.name}, {cfg.algorithm.name} over {dist.size} rank(s)"
             f"{self.layout.describe()} on "
             f"{self.device}, {budget.total_steps} steps ({budget.steps_per_epoch}/epoch) -> {self.dir}; "
             f"{budget.describe()}")
         if dist.rank == 0:
-            (self.dir / "config.yaml").write_text(config_io.dump(cfg))
+            (self.dir / "config.yaml").write_text(loading.dump(cfg))
         self.preempt = PreemptionFlag()
         self.flops_per_token = self.model.flops_per_token() if hasattr(self.model, "flops_per_token") else None
         self.peak = peak_flops(cfg.train.peak_flops, self.device)

@@ -1,6 +1,6 @@
 """Automatic restart of parameter-server processes: a server rank that dies (a signal, a non-zero exit)
 while its job goes on is started again with `--resume auto`, so that it resumes from its latest
-checkpoint (algorithms/ps/checkpoint.py) and its workers, which reconnect by themselves, go on. At most
+checkpoint (algorithms/ps/server_state.py) and its workers, which reconnect by themselves, go on. At most
 PYCOMM_PS_SERVER_RESTARTS restarts per server rank (pycomm/settings.py); each is logged with its cause.
 Used by `--nproc N` (apps.launch.spawn_independent) and by `python -m apps.ps server`."""
 from __future__ import annotations

@@ -20,14 +20,15 @@ import torch  # noqa: E402
 
 _TORCH_IMPORTED = time.time()
 
-from apps import (config_check, config_io, failure, fault_injection, launch, optim, requirements,  # noqa: E402
-                  trace_window)
+from apps import failure, fault_injection, launch, optim, requirements, trace_window
+from apps.config import checks
+from apps.config import loading
 from apps.command_name import command_name  # noqa: E402
-from apps.config import Config  # noqa: E402
+from apps.config.schema import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
 from apps.resume_point import NothingToTrain  # noqa: E402
 from apps.run import Run  # noqa: E402
-from apps.runtime import step_seed  # noqa: E402
+from apps.loop_support import step_seed  # noqa: E402
 from apps.tasks import Result  # noqa: E402
 from apps.trace_window import TraceWindow  # noqa: E402
 from pycomm import startup_profile  # noqa: E402
@@ -142,13 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
-        loaded = config_io.resolve(args.configs + args.config,
+        loaded = loading.resolve(args.configs + args.config,
                                    args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
         requirements.check(loaded.config)  # optional packages the config needs, before any rank starts
         if args.resume:
-            config_check.check_resume(loaded.config, args.resume)
+            checks.check_resume(loaded.config, args.resume)
         trace = trace_window.parse(args.trace) if args.trace else None
-    except (config_io.ConfigError, ValueError) as e:
+    except (loading.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     cfg = loaded.config
@@ -156,11 +157,11 @@ def main(argv: list[str] | None = None) -> int:
         for note in loaded.notes:
             print(f"note: {note}", file=sys.stderr)
     if args.print_config:
-        print(config_io.dump(cfg), end="")
+        print(loading.dump(cfg), end="")
         return 0
     try:
-        config_check.check_data_files(cfg)
-    except config_io.ConfigError as e:
+        checks.check_data_files(cfg)
+    except loading.ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     startup_profile.mark("config_resolved")

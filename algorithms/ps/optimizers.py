@@ -32,7 +32,8 @@ from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.ps.wire import zmq
-from algorithms.ps import checkpoint, layout, payload, shards, wire
+from algorithms.ps import layout, payload, shards, wire
+from algorithms.ps import server_state
 from algorithms.ps.client import ServerLink, ServerLostError
 from algorithms.ps.liveness import Heartbeat, release
 from algorithms.ps.rules import AsyncRule, ServerModel, SyncRule
@@ -122,8 +123,9 @@ class ParameterServer(CommOptimizer):
             model = ServerModel(self.shards[rank].params(self.params), self.optimizer)
             directory = self.options["checkpoint_dir"]
             peers = (0,) if rank > 0 else ()   # shard servers answer server 0's gathering pulls
+            state_path = server_state.path_for(directory, rank) if directory else None
             self.server = Server(sock, rank, self.workers, model, self._rule(model), self.stats, self.signatures[rank],
-                                 self.options["codec"], timeout, checkpoint.path_for(directory, rank) if directory else None,
+                                 self.options["codec"], timeout, state_path,
                                  self.options["checkpoint_every"], resume=self.options["resume"], peers=peers,
                                  linger=self.options["server_timeout"])
             self.versions[rank] = model.version

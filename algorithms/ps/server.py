@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 
 from algorithms.ps.wire import zmq
-from algorithms.ps import checkpoint, payload, wire
+from algorithms.ps import payload, wire
+from algorithms.ps import server_state
 from algorithms.ps.liveness import Liveness
 from algorithms.ps.rules import Reply, ServerModel
 from algorithms.ps.stats import StalenessStats
@@ -70,11 +71,11 @@ class Server:
 
     def save(self) -> None:
         if self.checkpoint_path is not None:
-            checkpoint.save(self.checkpoint_path, self.state_dict())
+            server_state.save(self.checkpoint_path, self.state_dict())
             self._saved_version = self.model.version
 
     def _restore(self) -> None:
-        state = checkpoint.load(self.checkpoint_path) if self.checkpoint_path is not None else None
+        state = server_state.load(self.checkpoint_path) if self.checkpoint_path is not None else None
         if state is None:
             return
         if state["signature"] != self.signature:

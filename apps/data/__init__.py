@@ -9,7 +9,7 @@ from apps.data.sharding import ShardPlan
 from apps.name_registry import Registry
 
 DATASETS: Registry[Splits] = Registry("dataset")
-# check_path: what a dataset needs on disk, checked before any rank starts (config_check)
+# check_path: what a dataset needs on disk, checked before any rank starts (apps/config/checks.py)
 DATASETS.add("mnist", idx.load, check_path=idx.check_path)   # path=None: the embedded MNIST (t10k, 8,000 / 2,000)
 DATASETS.add("fashion_mnist", functools.partial(idx.load, variant="fashion_mnist"), check_path=idx.check_path)
 DATASETS.add("cifar10", cifar.load, check_path=cifar.check_path)

@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     from apps.dist import Dist
-    from apps.serve import model_source, wire
+    from apps.serve import model_source
+    from apps.serve import stage_messages
     from apps.serve.engine import serve_stage
     from apps.serve.stage import Stage
 
@@ -94,10 +95,10 @@ def serve(args: argparse.Namespace) -> int:
     block_size = served.model.block_size
     args.window_keep = block_size // 2 if args.window_keep is None else args.window_keep
     if args.window_keep > block_size:   # on every rank: each stops with this message, none waits on another
-        from apps.config_io import ConfigError
+        from apps.config.loading import ConfigError
         raise ConfigError(f"--window-keep {args.window_keep}: at most the model's block_size {block_size}")
     stage = Stage(served.model, dist.rank, dist.size, args.slots)
-    link = wire.Link(dist.comm, dist.rank, dist.size) if dist.size > 1 else None
+    link = stage_messages.Link(dist.comm, dist.rank, dist.size) if dist.size > 1 else None
     pids = torch.zeros(dist.size, dtype=torch.int64)
     if dist.size > 1:
         dist.comm.allgather(pids, torch.tensor([os.getpid()], dtype=torch.int64))

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import torch
 
 from apps import failure
-from apps.serve import wire
+from apps.serve import stage_messages
 from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.sampling import Sampler
 from apps.serve.scheduler import Generation, Scheduler
@@ -23,36 +23,36 @@ HEARTBEAT_S = 10.0   # an idle pipeline passes a heartbeat this often: blocked r
 FLUSH_S = 3.0        # on a pipeline failure, how long open streams get to send their final error event
 
 
-def _compute(stage: Stage, meta: wire.Meta, inputs: torch.Tensor) -> torch.Tensor:
+def _compute(stage: Stage, meta: stage_messages.Meta, inputs: torch.Tensor) -> torch.Tensor:
     tic = time.perf_counter_ns()
     out = stage.forward(inputs, meta.rows())
     meta.set_stage_ns(stage.index, time.perf_counter_ns() - tic)
     return out
 
 
-def _sample(sampler: Sampler, meta: wire.Meta, logits: torch.Tensor) -> None:
-    slots = meta.column(wire.SLOT).tolist()
-    for slot, new, seed in zip(slots, meta.column(wire.NEW).tolist(), meta.column(wire.SEED).tolist()):
+def _sample(sampler: Sampler, meta: stage_messages.Meta, logits: torch.Tensor) -> None:
+    slots = meta.column(stage_messages.SLOT).tolist()
+    for slot, new, seed in zip(slots, meta.column(stage_messages.NEW).tolist(), meta.column(stage_messages.SEED).tolist()):
         if new:
             sampler.start(slot, seed)
-    meta.column(wire.TOKEN)[:] = torch.tensor(sampler.sample(logits, slots, meta.floats(wire.TEMPERATURE),
-                                                             meta.top_ks(), meta.floats(wire.TOP_P)))
+    meta.column(stage_messages.TOKEN)[:] = torch.tensor(sampler.sample(logits, slots, meta.floats(stage_messages.TEMPERATURE),
+                                                             meta.top_ks(), meta.floats(stage_messages.TOP_P)))
 
 
-def serve_stage(stage: Stage, link: wire.Link) -> None:
+def serve_stage(stage: Stage, link: stage_messages.Link) -> None:
     """Ranks 1..P-1: until STOP. The last stage answers every message to rank 0 (tokens, or the
     control message itself), so rank 0 always has exactly one reply per message it sent."""
     sampler = Sampler(stage.cache.k.shape[1]) if stage.last else None
     while True:
         meta, x = link.recv_forward()
-        out = _compute(stage, meta, x) if meta.kind == wire.BATCH else None
+        out = _compute(stage, meta, x) if meta.kind == stage_messages.BATCH else None
         if not stage.last:
             link.send_forward(meta, out)
         else:
             if out is not None:
                 _sample(sampler, meta, out)
             link.send_back(meta)
-        if meta.kind == wire.STOP:
+        if meta.kind == stage_messages.STOP:
             return
 
 
@@ -60,7 +60,7 @@ class Engine:
     """Rank 0's side. start() runs the loop in a thread; stop() drains in-flight micro-batches,
     stops the other ranks and joins."""
 
-    def __init__(self, stage: Stage, link: wire.Link | None, scheduler: Scheduler, metrics: ServeMetrics):
+    def __init__(self, stage: Stage, link: stage_messages.Link | None, scheduler: Scheduler, metrics: ServeMetrics):
         self.stage, self.link, self.scheduler, self.metrics = stage, link, scheduler, metrics
         self.stages = stage.count
         self.sampler = Sampler(scheduler.slots) if stage.last else None   # one rank: stage 0 samples too
@@ -107,7 +107,7 @@ class Engine:
             if self.in_flight:
                 # nothing more can start until a micro-batch returns (its sequences' next tokens, or
                 # room in the pipeline): block, rather than poll, so the ranks' cores stay free
-                self._returned(wire.Meta(self.link.recv_back()))
+                self._returned(stage_messages.Meta(self.link.recv_back()))
                 idle_since = time.monotonic()
                 continue
             if not self.scheduler.wake.wait(timeout=max(0.0, idle_since + HEARTBEAT_S - time.monotonic())):
@@ -116,7 +116,7 @@ class Engine:
             self.scheduler.wake.clear()
         self.scheduler.abort_all("the server is shutting down")
         if self.link is not None:
-            self.link.send_forward(wire.Meta.control(wire.STOP, self.stages), None)
+            self.link.send_forward(stage_messages.Meta.control(stage_messages.STOP, self.stages), None)
             self.link.recv_back()   # the last stage's acknowledgement: every rank is done
 
     def _launch(self, gens: list[Generation]) -> None:
@@ -127,9 +127,9 @@ class Engine:
         for i, (g, (start, tokens)) in enumerate(zip(gens, inputs)):
             ids[i, :len(tokens)] = torch.tensor(tokens)
             q = g.request
-            specs.append(wire.RowSpec(g.slot, start, len(tokens), q.top_k, q.seed, not g.seeded, q.temperature, q.top_p))
+            specs.append(stage_messages.RowSpec(g.slot, start, len(tokens), q.top_k, q.seed, not g.seeded, q.temperature, q.top_p))
             g.seeded = True
-        meta = wire.Meta.batch(self.stages, width, specs)
+        meta = stage_messages.Meta.batch(self.stages, width, specs)
         out = _compute(self.stage, meta, ids)
         self.in_flight.append(gens)
         self.metrics.in_flight = len(self.in_flight)
@@ -141,18 +141,18 @@ class Engine:
 
     def _heartbeat(self) -> None:
         if self.link is not None:
-            self.link.send_forward(wire.Meta.control(wire.HEARTBEAT, self.stages), None)
+            self.link.send_forward(stage_messages.Meta.control(stage_messages.HEARTBEAT, self.stages), None)
             self.in_flight.append([])
 
-    def _returned(self, meta: wire.Meta) -> None:
+    def _returned(self, meta: stage_messages.Meta) -> None:
         gens = self.in_flight.popleft()
         self.metrics.in_flight = len(self.in_flight)
-        if meta.kind != wire.BATCH:
+        if meta.kind != stage_messages.BATCH:
             return
-        slots = meta.column(wire.SLOT).tolist()
+        slots = meta.column(stage_messages.SLOT).tolist()
         if slots != [g.slot for g in gens]:
             raise RuntimeError(f"pipeline out of order: expected slots {[g.slot for g in gens]}, got {slots}")
-        counted = self.scheduler.returned(gens, meta.column(wire.TOKEN).tolist(), self._finish)
+        counted = self.scheduler.returned(gens, meta.column(stage_messages.TOKEN).tolist(), self._finish)
         self.metrics.record(meta.stage_ns(), len(gens), counted)
 
     @staticmethod

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from apps.serve import wire
+from apps.serve import stage_messages
 from apps.serve.api import Service, create_app
 from apps.serve.engine import Engine, describe_stages
 from apps.serve.serve_metrics import ServeMetrics
@@ -54,7 +54,7 @@ def _uvicorn_server(config: Any) -> Any:
     return Server(config)
 
 
-def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: wire.Link | None, pids: list[int]) -> int:
+def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: stage_messages.Link | None, pids: list[int]) -> int:
     import uvicorn
 
     info = config_info(args, served, stage.count, pids)

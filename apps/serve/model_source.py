@@ -13,8 +13,9 @@ from typing import Sequence
 
 import torch
 
-from apps import checkpoint, config_io
-from apps.config import Config
+from apps import checkpoint
+from apps.config import loading
+from apps.config.schema import Config
 from apps.data.text import vocabulary
 from apps.models import MODELS
 from apps.models.gpt import GPT
@@ -53,7 +54,7 @@ def resolve_checkpoint(arg: str) -> tuple[Path, Path]:
     if not path.exists():
         raise checkpoint.CheckpointError(f"--checkpoint {arg}: no such file or directory")
     if (path / "config.yaml").is_file():   # a run directory: its newest checkpoint, as --resume auto
-        cfg = config_io.load(path / "config.yaml")
+        cfg = loading.load(path / "config.yaml")
         directory = path / "checkpoints"
         if cfg.checkpoint.directory and Path(cfg.checkpoint.directory).is_dir():   # may be relative to elsewhere
             directory = Path(cfg.checkpoint.directory)
@@ -89,7 +90,7 @@ def _build(cfg: Config, vocab: str) -> GPT:
 def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch.dtype = torch.float32) -> Served:
     """The model to serve, in eval mode (no dropout), in `dtype`. `overrides` (key=value) apply to the config."""
     if checkpoint_arg is None:
-        cfg = config_io.load(DEFAULT_CONFIG, overrides)
+        cfg = loading.load(DEFAULT_CONFIG, overrides)
         vocab = _vocab_of_text(cfg)
         notes = ["no --checkpoint: serving a RANDOMLY INITIALISED GPT (its text is noise); train one with "
                  "apps.train and pass --checkpoint runs/<name>"]
@@ -99,7 +100,7 @@ def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch
         model = _build(cfg, vocab)
         return Served(model.to(dtype).eval(), vocab, "random", cfg, notes)
     run_dir, ckpt = resolve_checkpoint(checkpoint_arg)
-    cfg = config_io.load(run_dir / "config.yaml", overrides)
+    cfg = loading.load(run_dir / "config.yaml", overrides)
     vocab = checkpoint_vocab(ckpt) or _vocab_of_text(cfg)
     if vocab is None:
         raise checkpoint.CheckpointError(

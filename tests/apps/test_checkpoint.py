@@ -20,9 +20,9 @@ from algorithms import traits
 from algorithms.checkpointing import Placement, atomic
 from apps import checkpoint
 from apps.checkpoint import CheckpointError, IterState
-from apps.config import CheckpointConfig
+from apps.config.schema import CheckpointConfig
 from apps.dist import Dist
-from apps.runtime import Checkpointer, state_kinds
+from apps.loop_support import Checkpointer, state_kinds
 from tests.apps import runs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apps import config_io
-from apps.config_io import ConfigError
+from apps.config import loading
+from apps.config.loading import ConfigError
 from apps.train import main
 from tests.apps import runs
 from tests.launch import ROOT, worker_env
@@ -44,12 +44,12 @@ from tests.launch import ROOT, worker_env
 ])
 def test_configs_that_would_train_wrong_are_refused(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        config_io.load(None, [override])
+        loading.load(None, [override])
 
 
 def test_max_steps_error_blames_max_steps_not_epochs() -> None:
     with pytest.raises(ConfigError) as e:
-        config_io.load(None, ["train.max_steps=-5"])
+        loading.load(None, ["train.max_steps=-5"])
     assert "train.epochs" not in str(e.value)
 
 
@@ -62,14 +62,14 @@ def test_nproc_zero_is_refused_on_the_command_line(capsys: pytest.CaptureFixture
 def test_a_binary_file_is_named_in_the_error(tmp_path: Path) -> None:
     (tmp_path / "weights.yaml").write_bytes(b"\x80\x02}q\x00(X\x05\x00\x00\x00")
     with pytest.raises(ConfigError, match=r"weights.yaml: not a text YAML file"):
-        config_io.load(tmp_path / "weights.yaml")
+        loading.load(tmp_path / "weights.yaml")
 
 
 def test_servers_that_leave_no_worker_are_refused_for_the_launch() -> None:
     with pytest.raises(ConfigError, match=re.escape("algorithm.options.servers=10 leaves no worker among the 4 "
                                                     "ranks of this launch (ranks 0..9 serve)")):
-        config_io.load(None, ["algorithm.name=asyncps", "algorithm.options={servers: 10}"], world_size=4)
-    assert config_io.load(None, ["algorithm.name=asyncps", "algorithm.options={servers: 3}"], world_size=4)
+        loading.load(None, ["algorithm.name=asyncps", "algorithm.options={servers: 10}"], world_size=4)
+    assert loading.load(None, ["algorithm.name=asyncps", "algorithm.options={servers: 3}"], world_size=4)
 
 
 def test_print_config_refuses_an_unset_data_path_as_the_run_does(capsys: pytest.CaptureFixture[str]) -> None:
@@ -81,17 +81,17 @@ def test_print_config_refuses_an_unset_data_path_as_the_run_does(capsys: pytest.
 
 
 def test_total_batch_size_gives_the_per_rank_batch() -> None:
-    assert config_io.load(None, ["data.total_batch_size=64"], world_size=4).data.batch_size == 16
+    assert loading.load(None, ["data.total_batch_size=64"], world_size=4).data.batch_size == 16
     with pytest.raises(ConfigError, match="total_batch_size=66 is not divisible by the 4 ranks"):
-        config_io.load(None, ["data.total_batch_size=66"], world_size=4)
+        loading.load(None, ["data.total_batch_size=66"], world_size=4)
     with pytest.raises(ConfigError, match=r"disagree on 4 ranks \(64 / 4 = 16\)"):
-        config_io.load(None, ["data.total_batch_size=64", "data.batch_size=32"], world_size=4)
-    cfg = config_io.load(None, ["data.total_batch_size=256", "data.physical_batch_size=32"], world_size=2)
+        loading.load(None, ["data.total_batch_size=64", "data.batch_size=32"], world_size=4)
+    cfg = loading.load(None, ["data.total_batch_size=256", "data.physical_batch_size=32"], world_size=2)
     assert (cfg.data.batch_size, cfg.data.physical_batch_size) == (128, 32)
     with pytest.raises(ConfigError, match="physical_batch_size=48 must divide the per-rank batch"):
-        config_io.load(None, ["data.physical_batch_size=48"])
+        loading.load(None, ["data.physical_batch_size=48"])
     with pytest.raises(ConfigError, match="lppsgd trains in its own worker processes"):
-        config_io.load(None, ["algorithm={name: lppsgd}", "data.physical_batch_size=8"])
+        loading.load(None, ["algorithm={name: lppsgd}", "data.physical_batch_size=8"])
 
 
 def test_resume_with_a_changed_learning_rate_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

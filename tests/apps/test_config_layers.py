@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from apps import config_io
+from apps.config import loading
 from apps.budget import Budget
-from apps.config_io import ConfigError
+from apps.config.loading import ConfigError
 from apps.train import main
 from tests.launch import ROOT, worker_env
 
@@ -31,7 +31,7 @@ def two_files(tmp_path: Path) -> tuple[Path, Path]:
 def test_repeated_config_files_layer_left_to_right(two_files: tuple[Path, Path],
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     a, b = two_files
-    cfg = config_io.load([a, b])
+    cfg = loading.load([a, b])
     assert (cfg.optim.lr, cfg.optim.momentum, cfg.train.epochs) == (0.25, 0.5, 7.0)
     assert main(["--config", str(a), "--config", str(b), "--print-config"]) == 0
     out = capsys.readouterr().out
@@ -52,13 +52,13 @@ def test_switching_algorithm_drops_the_options_it_lacks_with_a_note() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "dropped algorithm.options averaging_freq" in proc.stderr and "'easgd' does not take" in proc.stderr
     assert "name: easgd" in proc.stdout and "options: {}" in proc.stdout
-    cfg = config_io.load("apps/configs/sdtl_lsgd_resnet20_cifar10.yaml", ["algorithm.name=easgd"])
+    cfg = loading.load("apps/configs/sdtl_lsgd_resnet20_cifar10.yaml", ["algorithm.name=easgd"])
     assert set(cfg.algorithm.options) <= {"comm_period", "dist_pulling_strength", "local_pulling_strength"}
     assert cfg.algorithm.options  # the options both take are kept
-    cfg = config_io.load(None, ["algorithm={name: mbsgd}"])  # a whole section replaced: no stale options
+    cfg = loading.load(None, ["algorithm={name: mbsgd}"])  # a whole section replaced: no stale options
     assert cfg.algorithm.options == {}
     with pytest.raises(ConfigError, match="unknown algorithm.options key 'averaging_freq' for 'easgd'"):
-        config_io.load(None, ["algorithm.name=easgd", "algorithm.options.averaging_freq=4"])  # set after: an error
+        loading.load(None, ["algorithm.name=easgd", "algorithm.options.averaging_freq=4"])  # set after: an error
 
 
 @pytest.fixture
@@ -81,18 +81,18 @@ def test_a_custom_algorithm_and_a_built_in_follow_one_rule_for_inherited_options
     assert proc.returncode == 0, proc.stderr
     assert "name: test-signsgd" in proc.stdout and "options: {}" in proc.stdout and "note:" not in proc.stderr
     for switch in (plugin, plugin[::-1], ["algorithm.name=easgd"]):
-        quiet = config_io.resolve(None, switch, world_size=1)
+        quiet = loading.resolve(None, switch, world_size=1)
         assert quiet.config.algorithm.options == {} and not quiet.notes, (switch, quiet.notes)
-        noted = config_io.resolve(None, ["algorithm.options.averaging_freq=4", *switch], world_size=1)
+        noted = loading.resolve(None, ["algorithm.options.averaging_freq=4", *switch], world_size=1)
         assert noted.config.algorithm.options == {}, switch
         assert any("dropped algorithm.options averaging_freq" in n for n in noted.notes), noted.notes
     with pytest.raises(ConfigError, match="unknown algorithm.options key 'averaging_freq' for 'test-signsgd'"):
-        config_io.load(None, [*plugin, "algorithm.options.averaging_freq=4"], world_size=1)
+        loading.load(None, [*plugin, "algorithm.options.averaging_freq=4"], world_size=1)
 
 
 def test_a_later_file_switching_algorithm_drops_an_earlier_files_options(tmp_path: Path) -> None:
     (tmp_path / "easgd.yaml").write_text("algorithm: {name: easgd, options: {comm_period: 2}}\n")
-    resolved = config_io.resolve(["apps/configs/default.yaml", tmp_path / "easgd.yaml"])
+    resolved = loading.resolve(["apps/configs/default.yaml", tmp_path / "easgd.yaml"])
     assert resolved.config.algorithm.options == {"comm_period": 2}
     assert any("averaging_freq" in note for note in resolved.notes)
 
@@ -114,27 +114,27 @@ def test_smolcluster_training_keys_map_to_ours_or_suggest(tmp_path: Path) -> Non
     (tmp_path / "gpt_config.yaml").write_text(
         "training: {batch_size: 16, epochs: 2, learning_rate: 6.0e-4, weight_decay: 0.01, grad_clip_norm: 1.0}\n"
         "lr_schedule: {warmup_iters: 100, min_lr: 6.0e-5}\n")
-    resolved = config_io.resolve(tmp_path / "gpt_config.yaml")
+    resolved = loading.resolve(tmp_path / "gpt_config.yaml")
     cfg = resolved.config
     assert (cfg.data.batch_size, cfg.train.epochs, cfg.optim.lr, cfg.optim.weight_decay, cfg.train.grad_clip) == \
         (16, 2.0, 6e-4, 0.01, 1.0)
     assert (cfg.schedule.warmup_steps, cfg.schedule.min_lr) == (100, 6e-5)
     assert any("'training.learning_rate' is SmolCluster's name for 'optim.lr'" in n for n in resolved.notes)
-    assert config_io.load(None, ["training.batch_size=16"]).data.batch_size == 16  # its --override habit
+    assert loading.load(None, ["training.batch_size=16"]).data.batch_size == 16  # its --override habit
     with pytest.raises(ConfigError, match=r"unknown config key 'training.lr' \(did you mean 'optim.lr'\?\)"):
-        config_io.load(None, ["training.lr=3e-4"])
+        loading.load(None, ["training.lr=3e-4"])
 
 
 def test_max_steps_leaves_the_schedule_horizon_alone() -> None:
-    cfg = config_io.load(None, ["train.epochs=3", "train.max_steps=10"])
+    cfg = loading.load(None, ["train.epochs=3", "train.max_steps=10"])
     budget = Budget.from_config(cfg, 100)
     assert (budget.total_steps, budget.schedule_steps) == (10, 300)
     assert "horizon 300 steps (from train.epochs=3)" in budget.describe() and "stops at step 10" in budget.describe()
-    squeezed = Budget.from_config(config_io.load(None, ["train.max_steps=10", "schedule.total_steps=10"]), 100)
+    squeezed = Budget.from_config(loading.load(None, ["train.max_steps=10", "schedule.total_steps=10"]), 100)
     assert squeezed.schedule_steps == 10 and "schedule.total_steps" in squeezed.describe()
-    by_epochs = Budget.from_config(config_io.load(None, ["train.max_steps=10", "schedule.total_epochs=5"]), 100)
+    by_epochs = Budget.from_config(loading.load(None, ["train.max_steps=10", "schedule.total_epochs=5"]), 100)
     assert by_epochs.schedule_steps == 500
-    only_steps = Budget.from_config(config_io.load(None, ["train.epochs=0", "train.max_steps=10"]), 100)
+    only_steps = Budget.from_config(loading.load(None, ["train.epochs=0", "train.max_steps=10"]), 100)
     assert (only_steps.total_steps, only_steps.schedule_steps) == (10, 10)
 
 
@@ -155,7 +155,7 @@ def test_training_stub_keys_map_to_ours(tmp_path: Path) -> None:
         "lr_scheduler: {total_iterations: 1000000, warmup_iterations: 10}\n"
         "checkpoint: {state_dict_type: full, chkpt_saving_iterations: 100, directory: experiments/chkpts, "
         "prefix: dummy-0.1}\n")
-    resolved = config_io.resolve(tmp_path / "stub.yaml")
+    resolved = loading.resolve(tmp_path / "stub.yaml")
     cfg = resolved.config
     assert (cfg.algorithm.name, cfg.algorithm.options) == ("zero3", {"hybrid": True})
     assert (cfg.train.device, cfg.train.dtype, cfg.launch.backend) == ("cpu", "bfloat16", "mpi")
@@ -163,26 +163,26 @@ def test_training_stub_keys_map_to_ours(tmp_path: Path) -> None:
     assert (cfg.checkpoint.every_steps, cfg.checkpoint.state_dict_type, cfg.checkpoint.directory,
             cfg.checkpoint.prefix) == (100, "full", "experiments/chkpts", "dummy-0.1")
     assert any("'dist.sharding_stage' is the training stub's name for 'algorithm'" in n for n in resolved.notes)
-    zero0 = config_io.load(None, ["dist.sharding_stage=zero0", "dist.cpu_only=false"])
+    zero0 = loading.load(None, ["dist.sharding_stage=zero0", "dist.cpu_only=false"])
     assert (zero0.algorithm.name, zero0.algorithm.options, zero0.train.device) == ("mbsgd", {}, "auto")
-    assert config_io.load(None, ["dist.sharding_stage=zero2_hybrid"]).algorithm.options == {"hybrid": True}
+    assert loading.load(None, ["dist.sharding_stage=zero2_hybrid"]).algorithm.options == {"hybrid": True}
     with pytest.raises(ConfigError, match=r"dist.sharding_stage: expected one of zero0, .*got 'zero4'"):
-        config_io.load(None, ["dist.sharding_stage=zero4"])
+        loading.load(None, ["dist.sharding_stage=zero4"])
     with pytest.raises(ConfigError, match=r"unknown config key 'dist.cpu'"):
-        config_io.load(None, ["dist.cpu=true"])
+        loading.load(None, ["dist.cpu=true"])
     with pytest.raises(ConfigError, match=r"checkpoint.state_dict_type"):
-        config_io.load(None, ["checkpoint.state_dict_type=local"])
+        loading.load(None, ["checkpoint.state_dict_type=local"])
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "apps" / "configs").glob("zero*.yaml")), ids=lambda p: p.name)
 def test_zero_configs_resolve_and_print(path: Path) -> None:
     """Each ZeRO config layers its stage over the base run; --print-config where its optional packages
     are here (the ViT ones need torchvision and wandb, which --print-config checks first)."""
-    cfg = config_io.load(path)
+    cfg = loading.load(path)
     stage = path.name.split("_")[0]
     assert cfg.algorithm.name == stage and cfg.algorithm.options == ({"hybrid": True} if "_hybrid_" in path.name else {})
     assert cfg.checkpoint.state_dict_type == "sharded"
-    base = config_io.load(ROOT / "apps" / "configs" / config_io.read_layers(path)[0][0].rsplit("/", 1)[-1])
+    base = loading.load(ROOT / "apps" / "configs" / loading.read_layers(path)[0][0].rsplit("/", 1)[-1])
     assert (cfg.model, cfg.optim, cfg.data) == (base.model, base.optim, base.data)
     from apps import requirements
     try:

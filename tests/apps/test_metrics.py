@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.config import LoggingConfig
+from apps.config.schema import LoggingConfig
 from apps.metrics import Metrics, Progress, algorithm_quantities
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from apps import config_io
-from apps.config_io import ConfigError
+from apps.config import loading
+from apps.config.loading import ConfigError
 from apps.train import main
 from tests.apps.serving import TINY_GPT
 from tests.launch import ROOT, worker_env
@@ -29,7 +29,7 @@ from tests.launch import ROOT, worker_env
     (["algorithm.name=pipeline"], "algorithm.name=pipeline: pipeline parallelism is the parallel section"),
     (["parallel.pp=2", "model.name=vit_mae", "data.name=random"],
      "model.name=vit_mae cannot be cut into pipeline stages"),
-    (["parallel.pp=4", "model.name=gpt", "data.name=text", "model.options={n_layer: 0}"],
+    (["parallel.pp=4", "model.name=gpt", "data.name=text", "data.path=README.md", "model.options={n_layer: 0}"],
      "model.name=gpt has 3 layers to cut, fewer than the 4 pipeline parts"),
     (["parallel.pp=2", "algorithm.name=lapsgd"], "pipeline x lapsgd"),
     (["parallel.pp=2", "algorithm.name=lsgd", "algorithm.options={leader_metric: proxy}"], "pipeline x lsgd"),
@@ -38,11 +38,11 @@ from tests.launch import ROOT, worker_env
     (["parallel.sharding=plsgd"], "parallel.sharding=plsgd: the method inside dp_shard must be a ZeRO stage"),
     (["parallel.pp=2", "algorithm.name=asyncps"], "asyncps runs its ranks as independent processes"),
     (["parallel.pp=2", "parallel.microbatches=5"], "does not divide into parallel.microbatches=5"),
-    (["parallel.pp=2", "model.name=gpt", "data.name=text", "model.options.tie_weights=true"], "tie_weights=true"),
+    (["parallel.pp=2", "model.name=gpt", "data.name=text", "data.path=README.md", "model.options.tie_weights=true"], "tie_weights=true"),
 ])
 def test_bad_layouts_are_refused_before_launch(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
-        config_io.resolve(overrides=overrides, world_size=4)
+        loading.resolve(overrides=overrides, world_size=4)
 
 
 def test_an_unsupported_pair_fails_before_any_rank_starts(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,7 +52,7 @@ def test_an_unsupported_pair_fails_before_any_rank_starts(capsys: pytest.Capture
 
 
 def test_the_gpt_is_untied_for_stages() -> None:
-    resolved = config_io.resolve("apps/configs/pp2_zero2_gpt_shakespeare_char.yaml", world_size=4)
+    resolved = loading.resolve("apps/configs/pp2_zero2_gpt_shakespeare_char.yaml", world_size=4)
     assert resolved.config.model.options["tie_weights"] is False
     assert any("tie_weights=false" in n for n in resolved.notes)
 

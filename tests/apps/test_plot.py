@@ -1,5 +1,5 @@
 """apps.plot on run directories in the exact format apps.metrics writes (Metrics, config.yaml from
-config_io): titles name the algorithm, its options, ranks and model; bytes on a log axis with human
+apps/config/loading.py): titles name the algorithm, its options, ranks and model; bytes on a log axis with human
 units; loss against bytes a step curve; no accuracy panel without accuracy; runs compared in one figure."""
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.axes import Axes
 
-from apps import config_io, plot
-from apps.config import Config, LoggingConfig
+from apps import plot
+from apps.config import loading
+from apps.config.schema import Config, LoggingConfig
 from apps.metrics import Metrics
 
 
@@ -23,8 +24,8 @@ def _write_run(root: Path, name: str, algorithm: str, options: dict, ranks: int,
     cfg.model.name, cfg.algorithm.name, cfg.algorithm.options = model, algorithm, options
     run_dir = root / name
     run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(config_io.dump(cfg))
-    metrics = Metrics(run_dir, LoggingConfig(progress=False), 0, steps, 10, config_io.to_dict(cfg), None)
+    (run_dir / "config.yaml").write_text(loading.dump(cfg))
+    metrics = Metrics(run_dir, LoggingConfig(progress=False), 0, steps, 10, loading.to_dict(cfg), None)
     sent = 0.0
     for step in range(1, steps + 1):
         if period is None or step % period == 0:

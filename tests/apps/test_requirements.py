@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from apps import config_io, requirements
+from apps import requirements
+from apps.config import loading
 from tests.apps import runs
 from tests.launch import ROOT, worker_env
 
@@ -48,25 +49,25 @@ def test_config_with_missing_packages_fails_before_launch_with_install_lines(tmp
 
 
 def test_check_passes_what_is_installed_and_lists_every_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = config_io.load(None, ["logging.wandb=online", "logging.tensorboard=true"])
+    cfg = loading.load(None, ["logging.wandb=online", "logging.tensorboard=true"])
     monkeypatch.setitem(sys.modules, "wandb", None)
     monkeypatch.setitem(sys.modules, "tensorboard", None)
     with pytest.raises(requirements.MissingDependencyError) as info:
         requirements.check(cfg)
-    assert isinstance(info.value, ImportError) and isinstance(info.value, config_io.ConfigError)
+    assert isinstance(info.value, ImportError) and isinstance(info.value, loading.ConfigError)
     text = str(info.value)
     assert "logging.wandb=online needs wandb" in text and "logging.tensorboard=true needs tensorboard" in text
     assert "pip install tensorboard (or pip install '.[tensorboard]' in the pycomm checkout)" in text, text
-    requirements.check(config_io.load(None, []))  # the default run needs nothing optional but matplotlib
+    requirements.check(loading.load(None, []))  # the default run needs nothing optional but matplotlib
 
 
 def test_missing_matplotlib_only_warns(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    requirements.check(config_io.load(None, []))
+    requirements.check(loading.load(None, []))
     err = capsys.readouterr().err
     assert "warning: logging.plot=true needs matplotlib, which is not installed: pip install matplotlib" in err
     assert "set logging.plot=false" in err
-    requirements.check(config_io.load(None, ["logging.plot=false"]))
+    requirements.check(loading.load(None, ["logging.plot=false"]))
     assert capsys.readouterr().err == ""
 
 
@@ -104,7 +105,7 @@ def test_torchvision_built_for_another_torch_is_refused(monkeypatch: pytest.Monk
     refused = requirements.TORCHVISION.problem()
     assert refused == "is version 0.29.0, built for torch 2.14.0, not the installed torch 2.13.0", refused
     with pytest.raises(requirements.MissingDependencyError, match=r"pip install torchvision==0\.28\.0 --index-url"):
-        requirements.check(config_io.load(None, ["data.name=imagefolder", "data.path=/nowhere"]))
+        requirements.check(loading.load(None, ["data.name=imagefolder", "data.path=/nowhere"]))
     monkeypatch.setattr(importlib.metadata, "requires", lambda name: ["numpy", "torch (==2.13.0)"])
     assert requirements.TORCHVISION.problem() is None
 

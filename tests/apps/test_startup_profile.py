@@ -35,9 +35,10 @@ def test_apps_train_startup_phases(tmp_path: Path) -> None:
 
 PROBE_CHECK = """
 import sys, torch
-from apps import config_io, optim
-from apps.config import OptimConfig
-loaded = config_io.resolve([], ["optim.name=adamw"])
+from apps import optim
+from apps.config import loading
+from apps.config.schema import OptimConfig
+loaded = loading.resolve([], ["optim.name=adamw"])
 assert "torch._dynamo" not in sys.modules, "the config checks imported torch._dynamo"
 fn = torch.optim.Optimizer.add_param_group.__wrapped__
 assert not hasattr(fn, "__dynamo_disable"), "the probe left its shortcut behind"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from apps import config_io
-from apps.config_io import ConfigError
+from apps.config import loading
+from apps.config.loading import ConfigError
 from tests.apps import runs
 
 
@@ -64,9 +64,9 @@ def test_diloco_trains_the_gpt_and_mnist_configs(tmp_path: Path) -> None:
 ])
 def test_diloco_option_errors_are_config_errors(options: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        config_io.load(None, ["algorithm.name=diloco", f"algorithm.options={options}"])
+        loading.load(None, ["algorithm.name=diloco", f"algorithm.options={options}"])
 
 
 def test_switching_to_diloco_drops_plsgd_options() -> None:
-    cfg = config_io.load(None, ["algorithm.name=diloco"])
+    cfg = loading.load(None, ["algorithm.name=diloco"])
     assert cfg.algorithm.name == "diloco" and "averaging_freq" not in cfg.algorithm.options

@@ -12,7 +12,7 @@ import torch
 
 import algorithms
 from algorithms import traits
-from apps.runtime import state_kinds
+from apps.loop_support import state_kinds
 from tests.apps import runs
 from tests.launch import mpirun
 

@@ -12,10 +12,10 @@ import torch
 from algorithms import traits
 from apps import checkpoint
 from apps.checkpoint import CheckpointError, IterState
-from apps.config import CheckpointConfig
+from apps.config.schema import CheckpointConfig
 from apps.failure import PeerFailedError
 from apps.dist import Dist
-from apps.runtime import Checkpointer
+from apps.loop_support import Checkpointer
 
 PER_RANK = {stem: traits.PER_RANK for stem in checkpoint.STEMS}
 

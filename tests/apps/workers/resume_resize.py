@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 import pycomm
-from apps import config_io, stage_checkpoint
+from apps import stage_checkpoint
+from apps.config import loading
 from apps.checkpoint import CheckpointError, complete
 from apps.data import DATASETS
 from apps.data.random_tensors import RandomTensors, load
@@ -73,7 +74,7 @@ def config(out: Path, name: str, algorithm: str, stop_after: int | None, paralle
                  "train.eval_every_epochs=1", "optim.name=sgd", "optim.lr=0.1", "optim.momentum=0.9",
                  "schedule.name=cosine", "schedule.warmup_epochs=0.5", "schedule.min_lr=0.01",
                  "checkpoint.save_best=false", "logging.plot=false", "logging.progress=false"]
-    return config_io.load(None, overrides)
+    return loading.load(None, overrides)
 
 
 def _load(path: Path) -> Any:

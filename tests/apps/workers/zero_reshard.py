@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from apps import config_io
+from apps.config import loading
 from apps.run import Run
 
 
@@ -31,7 +31,7 @@ def _equal(a: object, b: object, where: str) -> None:
 
 def main() -> None:
     out, resume, reference = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    cfg = config_io.load(None, [f"out_dir={out}", *sys.argv[4:]])
+    cfg = loading.load(None, [f"out_dir={out}", *sys.argv[4:]])
     run = Run(cfg, str(resume))
     full = run.opt.full_state_dict()
     _equal(full["model"], torch.load(reference / "model_state_dict.pt", weights_only=True), "model")

@@ -4,7 +4,7 @@ a few minutes): the small CNN on the embedded MNIST with periodic local SGD.
 Options counted in epochs (keys ending in `_epochs`) are converted to optimizer steps once the data
 size is known (apps.train), since algorithms count steps.
 
-Numeric fields declare their valid range (`bounded`); apps.config_io checks it for every value,
+Numeric fields declare their valid range (`bounded`); apps.config.loading checks it for every value,
 list elements included, so a value that would train wrong (a negative clip norm, zero steps) is
 refused before any rank starts. None always passes (the field's "not set")."""
 from __future__ import annotations

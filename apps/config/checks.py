@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from apps.config import Config, ConfigError, epochs_to_steps
+from apps.config.schema import Config, ConfigError, epochs_to_steps
 from apps.name_registry import did_you_mean
 
 RESUME_FIXED = ("optim", "schedule")  # restored from the checkpoint: a changed value would be ignored
@@ -236,7 +236,7 @@ def check_resume(cfg: Config, resume: str) -> None:
         recorded = yaml.safe_load(recorded_file.read_text()) or {}
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
         return  # not ours to judge: the checkpoint's own checks apply
-    from apps.config_io import to_dict
+    from apps.config.loading import to_dict
     now = to_dict(cfg)
     for section in RESUME_FIXED:
         before = recorded.get(section) or {}

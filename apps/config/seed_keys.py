@@ -17,7 +17,7 @@ import difflib
 import typing
 from typing import Any, Callable
 
-from apps.config import Config, ConfigError
+from apps.config.schema import Config, ConfigError
 
 # Seed section -> {seed key: our dotted key}.
 ALIASES: dict[str, dict[str, str]] = {

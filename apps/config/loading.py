@@ -7,7 +7,7 @@ value). Switching `model.name`, `data.name` or `algorithm.name` drops the option
 switch that the new one does not take (with a note for those the user set), whether the algorithm is
 built in or the user's (registered by `algorithm.module`, given before or after the name); options
 set after the switch are checked against it. Values are checked against the field's type and range, then the whole
-against the registries and the world size (apps.config_check): every error before any rank starts.
+against the registries and the world size (apps.config.checks): every error before any rank starts.
 Unknown keys get the closest valid key in the error."""
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
-from apps import config_check, config_compat, config_types
-from apps.config import Config, ConfigError
+from apps.config import checks, seed_keys, typed
+from apps.config.schema import Config, ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # apps/configs
 
 
 def _merge(base: dict, top: Mapping) -> dict:
@@ -114,7 +114,7 @@ NAMED_SECTIONS = ("model", "data", "algorithm")
 
 def _option_names(section: str, name: str) -> set[str] | None:
     """The options `name` takes in that section (epoch forms of *_steps included); None when the
-    name is unknown (apps.config_check then names it)."""
+    name is unknown (apps.config.checks then names it)."""
     if section == "algorithm":
         if name == "none":
             return set()
@@ -181,19 +181,19 @@ class _Layers:
     def _resolve_pending(self) -> None:
         for section, switch in list(self.pending.items()):
             if section == "algorithm" and isinstance(self.raw["algorithm"].get("module"), str):
-                from apps.config import AlgorithmConfig
+                from apps.config.schema import AlgorithmConfig
                 from apps.optim import load_algorithm_module
                 try:
                     load_algorithm_module(AlgorithmConfig(name=switch[1], module=self.raw["algorithm"]["module"]))
                 except ValueError:
-                    continue  # an unimportable module: apps.config_check names it
+                    continue  # an unimportable module: apps.config.checks names it
             valid = _option_names(section, switch[1])
             if valid is not None and isinstance(self.raw[section].get("options"), dict):
                 self._drop(section, valid, *switch)
         self.pending.clear()
 
     def add_file(self, source: str, raw: dict) -> None:
-        raw, notes = config_compat.translate_mapping(raw, source)
+        raw, notes = seed_keys.translate_mapping(raw, source)
         self.notes += notes
         for section in NAMED_SECTIONS:
             part = raw.get(section)
@@ -207,7 +207,7 @@ class _Layers:
     def add_override(self, assignment: str) -> None:
         source = f"--override {assignment}"
         parts, value = _parse_override(assignment)
-        parts, value, note = config_compat.translate(parts, source, value)
+        parts, value, note = seed_keys.translate(parts, source, value)
         if note:
             self.notes.append(note)
         section, rest = parts[0], parts[1:]
@@ -253,10 +253,10 @@ def resolve(paths: str | Path | Sequence[str | Path] | None = None, overrides: I
     for assignment in overrides:
         layers.add_override(assignment)
     raw = layers.result()
-    cfg = config_types.build(Config, raw)
+    cfg = typed.build(Config, raw)
     if callable(world_size):
         world_size = world_size(cfg)
-    notes = config_check.check(cfg, world_size, batch_size_given="batch_size" in (raw.get("data") or {}))
+    notes = checks.check(cfg, world_size, batch_size_given="batch_size" in (raw.get("data") or {}))
     return Resolved(cfg, layers.notes + notes)
 
 

@@ -13,7 +13,7 @@ from algorithms import checkpointing
 from algorithms.checkpointing import Placement
 from apps import checkpoint, failure, stage_checkpoint
 from apps.checkpoint import MODEL, OPTIM, PIPELINE, IterState
-from apps.config import CheckpointConfig, ParallelConfig
+from apps.config.schema import CheckpointConfig, ParallelConfig
 from apps.dist import Dist
 from apps.parallel import Layout
 

@@ -1,5 +1,5 @@
 """A raw configuration mapping -> the typed Config: each value checked against its field's type
-(did-you-mean for unknown keys, finite numbers only) and declared range (apps.config.bounded)."""
+(did-you-mean for unknown keys, finite numbers only) and declared range (apps.config.schema.bounded)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +8,7 @@ import types
 import typing
 from typing import Any
 
-from apps.config import BOUNDS, ConfigError
+from apps.config.schema import BOUNDS, ConfigError
 from apps.name_registry import did_you_mean
 
 

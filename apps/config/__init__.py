@@ -1,0 +1,4 @@
+"""The run configuration of apps.train, apps.ps and apps.serve: the typed fields and their defaults
+(schema.py), a raw mapping checked into them (typed.py), the seed systems' keys mapped to ours
+(seed_keys.py), the checks no single field can make (checks.py), and reading, layering, overriding and
+printing (loading.py). Modules import each other in that order only."""
