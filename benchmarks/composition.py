@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.algorithms import free_port
-from benchmarks.harness import save, table
+from benchmarks.harness import plot_if_matplotlib, save, table
 from benchmarks.workers.composition_run import LAYOUTS
 from benchmarks.run_ranks import mpirun
 
@@ -110,13 +110,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ax.set_title(f"GPT {a.n_layer}x{a.n_embd}, context {a.block}, 4 ranks, AdamW fp32")
         ax.legend(loc="upper left")
         speed.legend(loc="upper right")
-    try:
-        import matplotlib  # noqa: F401
-        drawer = plot
-    except ImportError:
-        drawer = None
     payload = {"config": vars(a) | {"results_dir": str(a.results_dir)}, "rows": rows, "goals": summary}
-    print(save("composition", payload, drawer, results_dir=a.results_dir))
+    print(save("composition", payload, plot_if_matplotlib(plot), results_dir=a.results_dir))
     return payload
 
 

@@ -130,6 +130,16 @@ def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None 
     return out
 
 
+def plot_if_matplotlib(plot: Callable[[Any], None]) -> Callable[[Any], None] | None:
+    """`plot` when matplotlib can be imported, else None: save() then writes the JSON without the PNG,
+    so a benchmark still records its figures on a machine without matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    return plot
+
+
 def draw(path: Path, plot: Callable[[Any], None], panels: int = 1) -> Path:
     """The PNG at `path` drawn by `plot(ax)` (a list of `panels` axes side by side when panels > 1)."""
     import matplotlib

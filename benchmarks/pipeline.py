@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.algorithms import free_port
-from benchmarks.harness import RESULTS, save, table
+from benchmarks.harness import RESULTS, plot_if_matplotlib, save, table
 from benchmarks.run_ranks import mpirun
 
 CASES = ["pycomm_gpipe", "pycomm_1f1b", "pycomm_interleaved_1f1b", "torch_gpipe", "torch_1f1b"]
@@ -84,13 +84,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ax.set_xticks(a.stages)
         ax.set_title(f"MLP {a.layers}x{a.width}, batch {a.batch}, {a.microbatches} micro-batches, CPU fp32")
         ax.legend()
-    try:
-        import matplotlib  # noqa: F401
-        drawer = plot
-    except ImportError:
-        drawer = None
     payload = {"config": vars(a) | {"results_dir": str(a.results_dir)}, "rows": rows, "inference": inference}
-    print(save("pipeline", payload, drawer, results_dir=a.results_dir))
+    print(save("pipeline", payload, plot_if_matplotlib(plot), results_dir=a.results_dir))
     return payload
 
 

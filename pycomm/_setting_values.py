@@ -9,7 +9,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, ClassVar, Mapping, Protocol
 
 
 class ValueKind(Protocol):
@@ -31,17 +31,25 @@ def _number_text(value: float) -> str:
 
 
 @dataclass(frozen=True)
-class Integer:
-    """A whole number (digits only) in [low, high] of `unit`s; `specials` name the values with a meaning."""
-    low: int
-    high: int
+class _Bounded:
+    """A number in [low, high] of `unit`s; `specials` name the values with a meaning. `noun` says
+    which kind of number (Integer and Number differ only in it and in how they parse)."""
+    noun: ClassVar[str]
+    low: float  # an int for Integer
+    high: float
     unit: str
-    specials: Mapping[int, str] = field(default_factory=dict)
+    specials: Mapping[Any, str] = field(default_factory=dict)
 
     @property
     def accepted(self) -> str:
-        return (f"a whole number of {self.unit} from {_number_text(self.low)} to {_number_text(self.high)}"
+        return (f"{self.noun} of {self.unit} from {_number_text(self.low)} to {_number_text(self.high)}"
                 f"{_specials_text(self.specials)}")
+
+
+@dataclass(frozen=True)
+class Integer(_Bounded):
+    """A whole number (digits only) in [low, high] of `unit`s; `specials` name the values with a meaning."""
+    noun: ClassVar[str] = "a whole number"
 
     def parse(self, raw: str) -> int:
         if not re.fullmatch(r"[0-9]+", raw) or not self.low <= int(raw) <= self.high:
@@ -50,17 +58,9 @@ class Integer:
 
 
 @dataclass(frozen=True)
-class Number:
+class Number(_Bounded):
     """A finite decimal number in [low, high] of `unit`s."""
-    low: float
-    high: float
-    unit: str
-    specials: Mapping[float, str] = field(default_factory=dict)
-
-    @property
-    def accepted(self) -> str:
-        return (f"a number of {self.unit} from {_number_text(self.low)} to {_number_text(self.high)}"
-                f"{_specials_text(self.specials)}")
+    noun: ClassVar[str] = "a number"
 
     def parse(self, raw: str) -> float:
         if not re.fullmatch(r"[0-9]*\.?[0-9]*(e[+-]?[0-9]+)?", raw, re.IGNORECASE) or raw.startswith(("e", "E")):

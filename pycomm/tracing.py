@@ -206,12 +206,11 @@ def _text(raw: bytes) -> str:
 
 
 @dataclass
-class Op:
-    """One op of one communicator: its facts and when each phase began (trace clock, ns)."""
+class _RowFacts:
+    """The facts every event of an op or of a span carries (see _row_facts)."""
 
     name: str
     comm_id: int
-    seq: int
     rank: int
     size: int
     count: int
@@ -220,9 +219,24 @@ class Op:
     wire_bytes: int
     redop: str
     algorithm: str
+    bucket: int
+
+
+def _set_facts(out: dict, facts: tuple[tuple[str, Any, Any], ...]) -> dict:
+    """`out` with each (key, value, unset) of `facts` whose value is set: a trace's args leave the unset out."""
+    for key, value, unset in facts:
+        if value != unset:
+            out[key] = value
+    return out
+
+
+@dataclass
+class Op(_RowFacts):
+    """One op of one communicator: its facts and when each phase began (trace clock, ns)."""
+
+    seq: int
     peer: int
     tag: int
-    bucket: int
     collective_index: int
     collective: bool
     phases: dict[str, int] = field(default_factory=dict)   # phase -> start ns, in OP_PHASES order
@@ -253,47 +267,39 @@ class Op:
         """The op's facts as a trace's args show them."""
         out = {"comm_id": self.comm_id, "rank": self.rank, "size": self.size, "seq": self.seq, "count": self.count,
                "dtype": self.dtype, "bytes": self.nbytes, "wire_bytes": self.wire_bytes}
-        for key, value, unset in (("op", self.redop, ""), ("algorithm", self.algorithm, ""), ("peer", self.peer, -1),
-                                  ("tag", self.tag, -1), ("bucket", self.bucket, -1),
-                                  ("collective_index", self.collective_index, -1)):
-            if value != unset:
-                out[key] = value
+        _set_facts(out, (("op", self.redop, ""), ("algorithm", self.algorithm, ""), ("peer", self.peer, -1),
+                         ("tag", self.tag, -1), ("bucket", self.bucket, -1),
+                         ("collective_index", self.collective_index, -1)))
         if self.on_caller:
             out["on_caller_thread"] = True
         return out
 
 
 @dataclass
-class Span:
+class Span(_RowFacts):
     """A range recorded from Python (see span())."""
 
-    name: str
-    comm_id: int
     span_id: int
-    rank: int
-    size: int
-    count: int
-    dtype: str
-    nbytes: int
-    wire_bytes: int
-    redop: str
-    algorithm: str
-    bucket: int
     segment: int
     start: int
     end: Optional[int] = None
 
     def facts(self) -> dict:
         out = {"comm_id": self.comm_id, "count": self.count, "bytes": self.nbytes, "wire_bytes": self.wire_bytes}
-        for key, value, unset in (("dtype", self.dtype, ""), ("op", self.redop, ""), ("algorithm", self.algorithm, ""),
-                                  ("bucket", self.bucket, -1), ("segment", self.segment, -1)):
-            if value != unset:
-                out[key] = value
-        return out
+        return _set_facts(out, (("dtype", self.dtype, ""), ("op", self.redop, ""), ("algorithm", self.algorithm, ""),
+                                ("bucket", self.bucket, -1), ("segment", self.segment, -1)))
 
 
 def _redop(code: int) -> str:
     return ReduceOp(code).name if code >= 0 else ""
+
+
+def _row_facts(e: Any) -> dict[str, Any]:
+    """The _RowFacts of a trace row, as keywords."""
+    return dict(name=_text(e["name"]), comm_id=int(e["comm_id"]), rank=int(e["rank"]), size=int(e["comm_size"]),
+                count=int(e["count"]), dtype=DTYPE_NAMES.get(int(e["dtype"]), ""), nbytes=int(e["bytes"]),
+                wire_bytes=int(e["wire_bytes"]), redop=_redop(int(e["redop"])), algorithm=_text(e["algorithm"]),
+                bucket=int(e["bucket"]))
 
 
 def records(events: Events) -> tuple[list[Op], list[Span]]:
@@ -306,20 +312,15 @@ def records(events: Events) -> tuple[list[Op], list[Span]]:
         if e["span_id"]:
             sid = int(e["span_id"])
             if phase == "span_begin":
-                spans[sid] = Span(_text(e["name"]), int(e["comm_id"]), sid, int(e["rank"]), int(e["comm_size"]),
-                                  int(e["count"]), DTYPE_NAMES.get(int(e["dtype"]), ""), int(e["bytes"]),
-                                  int(e["wire_bytes"]), _redop(int(e["redop"])), _text(e["algorithm"]),
-                                  int(e["bucket"]), int(e["segment"]), int(e["ts_ns"]))
+                spans[sid] = Span(**_row_facts(e), span_id=sid, segment=int(e["segment"]), start=int(e["ts_ns"]))
             elif sid in spans:
                 spans[sid].end = int(e["ts_ns"])
             continue
         key = (int(e["comm_id"]), int(e["seq"]))
         op = ops.get(key)
         if op is None:
-            op = ops[key] = Op(_text(e["name"]), key[0], key[1], int(e["rank"]), int(e["comm_size"]), int(e["count"]),
-                               DTYPE_NAMES.get(int(e["dtype"]), ""), int(e["bytes"]), int(e["wire_bytes"]),
-                               _redop(int(e["redop"])), _text(e["algorithm"]), int(e["peer"]), int(e["tag"]),
-                               int(e["bucket"]), int(e["collective_index"]), bool(e["flags"] & COLLECTIVE))
+            op = ops[key] = Op(**_row_facts(e), seq=key[1], peer=int(e["peer"]), tag=int(e["tag"]),
+                               collective_index=int(e["collective_index"]), collective=bool(e["flags"] & COLLECTIVE))
         op.threads.add(int(tid))
         op.on_caller = op.on_caller or bool(e["flags"] & ON_CALLER)
         if phase in ENDS:

@@ -30,6 +30,7 @@ import pycomm
 from apps.data.text import load
 from apps.models.gpt import GPT
 from benchmarks.mnist_cnn import shard_batches
+from benchmarks.workers.rank0_result import write_result_and_close
 
 BLOCK, SEED, WARMUP, EVAL_WINDOWS = 64, 0, 2, 256
 ADAMW = {"lr": 2e-3, "betas": (0.9, 0.99), "weight_decay": 0.1}
@@ -157,10 +158,7 @@ def main() -> None:
               "setup_seconds": setup, "eval_seconds": t_eval}   # rank 0's: where a launch's time goes
     if comm.rank == 0:
         print(f"{name}: {result['samples_per_s']:.2f} samples/s, eval loss {final:.4f}", flush=True)
-        with open(out, "w") as f:
-            json.dump(result, f)
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    write_result_and_close(comm, out, result)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ workers draw their batches from the rank's strided shard of the same 8,000 train
 r+2, ...) rather than from shard_batches. Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -30,6 +29,7 @@ import algorithms
 import pycomm
 from benchmarks.mnist_cnn import TinyCNN, accuracy, shard_batches, split
 from benchmarks.convergence_cases import BATCH, CASES, SGD, TARGET
+from benchmarks.workers.rank0_result import write_result_and_close
 
 # case -> (algorithm, options): those of the LAP/LPP MNIST test (tests/algorithms/workers/lap_mnist.py), 2
 # workers per rank; and lapsgd with 1 worker per rank (this machine's one core per rank), where no update
@@ -163,10 +163,7 @@ def main() -> None:
     if comm.rank == 0:
         for name, r in results.items():
             print(f"{name}: {r['samples_per_s']:.0f} samples/s, final {r['final_accuracy']:.4f}", flush=True)
-        with open(out, "w") as f:
-            json.dump(results, f)
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    write_result_and_close(comm, out, results)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import json
 import os
 import random
 import sys
@@ -31,6 +30,7 @@ import pycomm
 from algorithms.zero.memory import optimizer_tensors, storage_bytes
 from apps.models.gpt import GPT
 from benchmarks.busy_load import machine_load
+from benchmarks.workers.rank0_result import write_result_and_close
 
 BATCH, VOCAB = 8, 65
 
@@ -158,11 +158,7 @@ def main() -> None:
             runs.append({"repeat": repeat, "case": case, **load, **r})
             if comm.rank == 0:
                 print(f"repeat {repeat} {case}: {r.get('samples_per_s', float('nan')):.1f} samples/s", flush=True)
-    if comm.rank == 0:
-        with open(out, "w") as f:
-            json.dump(runs, f, indent=1)
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    write_result_and_close(comm, out, runs, indent=1)
 
 
 if __name__ == "__main__":

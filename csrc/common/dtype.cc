@@ -41,4 +41,8 @@ void throw_bad_dtype(const char* what, DType got, const char* expected) {
                               expected);
 }
 
+void require_floating(const char* what, DType t) {
+  if (!is_floating(t)) throw_bad_dtype(what, t, kFloatingDtypes);
+}
+
 }  // namespace pycomm

@@ -25,6 +25,12 @@ size_t dtype_size(DType t);
 inline bool is_floating(DType t) {
   return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
 }
+// The floating dtypes, as an error names what was expected.
+constexpr const char* kFloatingDtypes = "float32, float64, float16 or bfloat16";
+// Throws std::invalid_argument naming `what`, `got` and the expected dtypes.
+[[noreturn]] void throw_bad_dtype(const char* what, DType got, const char* expected);
+// Throws (throw_bad_dtype) unless `t` is a floating dtype. Out of line: no ISA variant holds a copy.
+void require_floating(const char* what, DType t);
 
 // 16-bit storage types; arithmetic always happens in float.
 struct bf16_t { uint16_t bits; };
@@ -101,10 +107,6 @@ template <> struct Num<f16_t> {
       case ::pycomm::DType::F64: { using scalar_t = double; return __VA_ARGS__(); }    \
       case ::pycomm::DType::F16: { using scalar_t = ::pycomm::f16_t; return __VA_ARGS__(); } \
       case ::pycomm::DType::BF16: { using scalar_t = ::pycomm::bf16_t; return __VA_ARGS__(); } \
-      default: ::pycomm::throw_bad_dtype(WHAT, DT, "float32, float64, float16 or bfloat16"); \
+      default: ::pycomm::throw_bad_dtype(WHAT, DT, ::pycomm::kFloatingDtypes);          \
     }                                                                                  \
   }()
-
-namespace pycomm {
-[[noreturn]] void throw_bad_dtype(const char* what, DType got, const char* expected);
-}

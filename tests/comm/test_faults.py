@@ -14,6 +14,17 @@ import pytest
 from tests.launch import mpirun
 
 
+def run_stall_on_two_ranks(case: str, env: dict[str, str]) -> tuple[str, float, str]:
+    """The faults worker's `case` on 2 ranks, both of which must get past the stall (MARK done): the
+    output, how long the stalled op waited (s) and the StallError it raised."""
+    proc = mpirun(2, "tests.comm.workers.faults", case, env=env, expect_ok=False, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
+    m = re.search(r"MARK stall after ([\d.]+) s: (.*)", out)
+    assert m, out
+    return out, float(m.group(1)), m.group(2)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("nonblocking,inline_bytes", [("0", "0"), ("1", "0"), ("0", "1048576")],
                          ids=["queued-blocking-collectives", "queued-nonblocking-collectives", "on-caller-thread"])
@@ -22,12 +33,7 @@ def test_skipped_collective_raises_stall_error_within_timeout(nonblocking, inlin
     or nonblocking MPI calls, or on the caller's thread (PYCOMM_INLINE_BYTES allows it there)."""
     t0 = time.perf_counter()
     env = {"PYCOMM_TIMEOUT": "5", "PYCOMM_MPI_NONBLOCKING": nonblocking, "PYCOMM_INLINE_BYTES": inline_bytes}
-    proc = mpirun(2, "tests.comm.workers.faults", "stall", env=env, expect_ok=False, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
-    m = re.search(r"MARK stall after ([\d.]+) s: (.*)", out)
-    assert m, out
-    waited, msg = float(m.group(1)), m.group(2)
+    out, waited, msg = run_stall_on_two_ranks("stall", env)
     assert waited >= 4.9, out  # it waited the timeout, not less
     assert "allreduce #2" in msg and "count 1000" in msg and "4000 bytes" in msg, msg
     assert "PYCOMM_TIMEOUT=5" in msg and "did not complete" in msg, msg
@@ -59,12 +65,7 @@ def test_skipped_quantized_allreduce_raises_after_one_timeout():
     """It used to raise after 2x PYCOMM_TIMEOUT (its pipeline waited for a second transfer after the
     first stalled) and named an internal op."""
     env = {"PYCOMM_TIMEOUT": "5"}
-    proc = mpirun(2, "tests.comm.workers.faults", "quantized_stall", env=env, expect_ok=False, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert "MARK rank 0 done" in out and "MARK rank 1 done" in out, out
-    m = re.search(r"MARK stall after ([\d.]+) s: (.*)", out)
-    assert m, out
-    waited, msg = float(m.group(1)), m.group(2)
+    out, waited, msg = run_stall_on_two_ranks("quantized_stall", env)
     assert 4.9 <= waited < 8.5, out  # one timeout (5 s) plus slack on a loaded machine; 2x would be 10 s
     assert msg.startswith("allreduce_quantized (65536 x torch.float32"), msg
     assert re.search(r"allreduce_quantized #\d+ \(count 65536, float32", msg) and "PYCOMM_TIMEOUT=5" in msg, msg

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -124,21 +125,22 @@ def test_pycomm_trace_traces_an_unmodified_program(tmp_path: Path) -> None:
     assert [e["args"]["bytes"] for e in ops_of(doc)] == [32, 32, 32]
 
 
+def check_traces_and_stall(launcher: Callable[..., Any], ranks: int, tmp_path: Path) -> None:
+    """The tracing worker under `launcher` (mpirun, torchrun): each rank's trace, the merged one, and the
+    flight recorder's report of the stall it ends with."""
+    proc = launcher(ranks, "tests.comm.workers.tracing", str(tmp_path), str(tmp_path / "stall"), timeout=240,
+                    expect_ok=False)
+    for r in range(ranks):
+        check_rank(tmp_path, r, ranks)
+    check_merged(tmp_path, ranks, tmp_path)
+    check_stall(proc.stdout + proc.stderr, tmp_path / "stall", ranks)
+
+
 @pytest.mark.mpi
 def test_traces_of_four_mpi_ranks_and_a_stall(tmp_path: Path) -> None:
     # ranks leave with os._exit (the stalled all-reduce never completes): mpirun reports no MPI_Finalize
-    proc = mpirun(4, "tests.comm.workers.tracing", str(tmp_path), str(tmp_path / "stall"), timeout=240,
-                  expect_ok=False)
-    for r in range(4):
-        check_rank(tmp_path, r, 4)
-    check_merged(tmp_path, 4, tmp_path)
-    check_stall(proc.stdout + proc.stderr, tmp_path / "stall", 4)
+    check_traces_and_stall(mpirun, 4, tmp_path)
 
 
 def test_traces_of_two_gloo_ranks_under_torchrun_and_a_stall(tmp_path: Path) -> None:
-    proc = torchrun(2, "tests.comm.workers.tracing", str(tmp_path), str(tmp_path / "stall"), timeout=240,
-                    expect_ok=False)
-    for r in range(2):
-        check_rank(tmp_path, r, 2)
-    check_merged(tmp_path, 2, tmp_path)
-    check_stall(proc.stdout + proc.stderr, tmp_path / "stall", 2)
+    check_traces_and_stall(torchrun, 2, tmp_path)

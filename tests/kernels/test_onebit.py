@@ -5,7 +5,7 @@ import torch
 from pycomm import kernels
 from tests.kernels import reference as ref
 from tests.kernels.conftest import sync
-from tests.kernels.test_quantize import DTYPES, sample
+from tests.kernels.test_quantize import DTYPES, check_decode_and_accumulate, sample
 
 BLOCK = 256
 SIZES = [0, 1, 7, 8, 9, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK + 77]
@@ -47,13 +47,9 @@ def test_other_blocks_with_residual(device, block):
 def test_decompress_and_accumulate(device, out_dtype, n):
     x = sample(n, torch.float32, device, seed=5)
     bits, scales = kernels.sign_compress(x, block=BLOCK)
-    expect = ref.sign_decompress(bits.cpu(), scales.cpu(), n, BLOCK)
-    out = kernels.sign_decompress(bits, scales, torch.empty(n, dtype=out_dtype, device=device), block=BLOCK)
-    assert torch.equal(out.cpu(), expect.to(out_dtype))
-    acc0 = torch.randn(n).to(out_dtype)
-    acc = kernels.sign_decompress_accumulate(bits, scales, acc0.clone().to(device), block=BLOCK)
-    want = acc0 + expect.double() if out_dtype == torch.float64 else (acc0.float() + expect).to(out_dtype)
-    assert torch.equal(acc.cpu(), want)
+    check_decode_and_accumulate(lambda out: kernels.sign_decompress(bits, scales, out, block=BLOCK),
+                                lambda acc: kernels.sign_decompress_accumulate(bits, scales, acc, block=BLOCK),
+                                ref.sign_decompress(bits.cpu(), scales.cpu(), n, BLOCK), out_dtype, device)
 
 
 def test_padding_bits_are_zero():

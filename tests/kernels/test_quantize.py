@@ -52,6 +52,20 @@ def sample(n: int, dtype: torch.dtype, device: str, seed: int = 0) -> torch.Tens
     return x.to(dtype).to(device)
 
 
+def check_decode_and_accumulate(decode: Callable[[torch.Tensor], torch.Tensor],
+                                accumulate: Callable[[torch.Tensor], torch.Tensor], expect: torch.Tensor,
+                                out_dtype: torch.dtype, device: str) -> None:
+    """decode(out) writes `expect` (a reference decode, fp32) into an `out` of out_dtype; accumulate(acc)
+    adds it to acc in fp32 (fp64 for an fp64 acc) and rounds once to out_dtype."""
+    n = expect.numel()
+    out = decode(torch.empty(n, dtype=out_dtype, device=device))
+    assert torch.equal(out.cpu(), expect.to(out_dtype))
+    acc0 = torch.randn(n).to(out_dtype)
+    acc = accumulate(acc0.clone().to(device))
+    want = acc0 + expect.double() if out_dtype == torch.float64 else (acc0.float() + expect).to(out_dtype)
+    assert torch.equal(acc.cpu(), want)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("stochastic", [False, True])
@@ -82,13 +96,9 @@ def test_quantize_other_blocks(device, fmt):
 def test_dequantize_and_accumulate(device, fmt, out_dtype, n):
     x = sample(n, torch.float32, device, seed=3)
     q, scales = fmt.quantize(x, block=BLOCK)
-    expect = fmt.reference_decode(q.cpu(), scales.cpu(), n, BLOCK)
-    out = fmt.dequantize(q, scales, torch.empty(n, dtype=out_dtype, device=device), block=BLOCK)
-    assert torch.equal(out.cpu(), expect.to(out_dtype))
-    acc0 = torch.randn(n).to(out_dtype)
-    acc = fmt.accumulate(q, scales, acc0.clone().to(device), block=BLOCK)
-    assert torch.equal(acc.cpu(), (acc0.float() + expect).to(out_dtype) if out_dtype != torch.float64
-                       else acc0 + expect.double())
+    check_decode_and_accumulate(lambda out: fmt.dequantize(q, scales, out, block=BLOCK),
+                                lambda acc: fmt.accumulate(q, scales, acc, block=BLOCK),
+                                fmt.reference_decode(q.cpu(), scales.cpu(), n, BLOCK), out_dtype, device)
 
 
 def test_residual_carries_what_was_lost(device, fmt):

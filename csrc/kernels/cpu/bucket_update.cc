@@ -10,8 +10,8 @@ namespace pycomm {
 
 #if PYCOMM_ISA_PRIMARY
 void check_bucket_update(const BucketUpdateArgs& a, const char* what) {
-  if (!is_floating(a.tensor_dtype)) throw_bad_dtype(what, a.tensor_dtype, "float32, float64, float16 or bfloat16");
-  if (!is_floating(a.bucket_dtype)) throw_bad_dtype(what, a.bucket_dtype, "float32, float64, float16 or bfloat16");
+  require_floating(what, a.tensor_dtype);
+  require_floating(what, a.bucket_dtype);
   require(a.segs.empty() || a.y != nullptr, what, "the bucket has a null data pointer");
 }
 

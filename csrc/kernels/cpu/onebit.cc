@@ -32,13 +32,13 @@ void check_block(int64_t block, int64_t numel, const char* what) {
 
 void check_sign_compress(const SignCompressArgs& a, const char* what) {
   check_block(a.block, a.numel, what);
-  if (!is_floating(a.x_dtype)) throw_bad_dtype(what, a.x_dtype, "float32, float64, float16 or bfloat16");
+  require_floating(what, a.x_dtype);
   require(a.numel == 0 || (a.x && a.bits && a.scales), what, "x, bits and scales need data pointers");
 }
 
 void check_sign_decompress(const SignDecompressArgs& a, const char* what) {
   check_block(a.block, a.numel, what);
-  if (!is_floating(a.out_dtype)) throw_bad_dtype(what, a.out_dtype, "float32, float64, float16 or bfloat16");
+  require_floating(what, a.out_dtype);
   require(a.numel == 0 || (a.bits && a.scales && a.out), what, "bits, scales and out need data pointers");
 }
 

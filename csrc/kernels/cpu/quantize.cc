@@ -41,14 +41,14 @@ void check_block(int64_t block, int64_t numel, const char* what) {
 template <typename Data>
 void check_quantize(const AbsmaxQuantizeArgs<Data>& a, const char* what) {
   check_block<Data>(a.block, a.numel, what);
-  if (!is_floating(a.x_dtype)) throw_bad_dtype(what, a.x_dtype, "float32, float64, float16 or bfloat16");
+  require_floating(what, a.x_dtype);
   require(a.numel == 0 || (a.x && a.q && a.scales), what, "x, q and scales need data pointers");
 }
 
 template <typename Data>
 void check_dequantize(const AbsmaxDequantizeArgs<Data>& a, const char* what) {
   check_block<Data>(a.block, a.numel, what);
-  if (!is_floating(a.out_dtype)) throw_bad_dtype(what, a.out_dtype, "float32, float64, float16 or bfloat16");
+  require_floating(what, a.out_dtype);
   require(a.numel == 0 || (a.q && a.scales && a.out), what, "q, scales and out need data pointers");
 }
 

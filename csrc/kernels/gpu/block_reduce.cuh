@@ -54,4 +54,12 @@ void launch_on(int device, uintptr_t stream, int64_t items, Launch launch) {
   PYCOMM_GPU_CHECK(gpuGetLastError());
 }
 
+// launch_on for a kernel that runs for_each_codec_block over `nblocks` codec blocks: one lane group per
+// codec block; no launch when there are none (an empty tensor).
+template <typename Launch>
+void launch_over_codec_blocks(int device, uintptr_t stream, int64_t nblocks, Launch launch) {
+  if (nblocks == 0) return;
+  launch_on(device, stream, thread_blocks_for_codec_blocks(nblocks), launch);
+}
+
 }  // namespace pycomm::gpu

@@ -87,9 +87,7 @@ __global__ void __launch_bounds__(gpu::kThreads) decompress_kernel(SignDecompres
 
 void sign_compress_gpu(const SignCompressArgs& a, int device, uintptr_t stream) {
   check_sign_compress(a, "sign_compress");
-  if (a.numel == 0) return;
-  const int64_t blocks = gpu::thread_blocks_for_codec_blocks(num_blocks(a.numel, a.block));
-  gpu::launch_on(device, stream, blocks, [&](unsigned grid, gpuStream_t s) {
+  gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
       if (a.residual) compress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
       else compress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
@@ -99,9 +97,7 @@ void sign_compress_gpu(const SignCompressArgs& a, int device, uintptr_t stream) 
 
 void sign_decompress_gpu(const SignDecompressArgs& a, int device, uintptr_t stream) {
   check_sign_decompress(a, "sign_decompress");
-  if (a.numel == 0) return;
-  const int64_t blocks = gpu::thread_blocks_for_codec_blocks(num_blocks(a.numel, a.block));
-  gpu::launch_on(device, stream, blocks, [&](unsigned grid, gpuStream_t s) {
+  gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
       if (a.accumulate) decompress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
       else decompress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);

@@ -85,9 +85,7 @@ __global__ void __launch_bounds__(gpu::kThreads) dequantize_kernel(AbsmaxDequant
 template <typename L>
 void quantize_gpu(const AbsmaxQuantizeArgs<typename L::Data>& a, int device, uintptr_t stream, const char* what) {
   check_quantize(a, what);
-  if (a.numel == 0) return;
-  const int64_t blocks = gpu::thread_blocks_for_codec_blocks(num_blocks(a.numel, a.block));
-  gpu::launch_on(device, stream, blocks, [&](unsigned grid, gpuStream_t s) {
+  gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.x_dtype, what, [&] {
       with_flags([&](auto residual, auto stochastic) {
         quantize_kernel<L, scalar_t, decltype(residual)::value, decltype(stochastic)::value>
@@ -100,9 +98,7 @@ void quantize_gpu(const AbsmaxQuantizeArgs<typename L::Data>& a, int device, uin
 template <typename L>
 void dequantize_gpu(const AbsmaxDequantizeArgs<typename L::Data>& a, int device, uintptr_t stream, const char* what) {
   check_dequantize(a, what);
-  if (a.numel == 0) return;
-  const int64_t blocks = gpu::thread_blocks_for_codec_blocks(num_blocks(a.numel, a.block));
-  gpu::launch_on(device, stream, blocks, [&](unsigned grid, gpuStream_t s) {
+  gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.out_dtype, what, [&] {
       if (a.accumulate) dequantize_kernel<L, scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
       else dequantize_kernel<L, scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
