@@ -6,8 +6,12 @@ minibatch `prepassm_steps` on it alternates a full step with a partitioned step 
 into (and updates) only its own block of parameters. `run_worker` is the process entry point."""
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
+import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import torch
@@ -45,6 +49,7 @@ class WorkerSpec:
     threads: int
     errors: Any                         # ctx.SimpleQueue: (worker, traceback) on failure
     max_grad_norm: float | None = None  # clip this step's gradients to this total norm (None: no clipping)
+    parent_pid: int = field(default_factory=os.getpid)   # the rank's process (the spec is made there)
 
 
 def fetch(dataset: Any, indices: torch.Tensor) -> Any:
@@ -166,8 +171,19 @@ class HogwildWorker:
             counters.finish(spec.worker, loss, read_at)
 
 
+def _die_with(parent_pid: int) -> None:
+    """End this worker when its rank's process dies (a kill -9 of the rank, a preemption's SIGKILL): Linux
+    sends the worker SIGKILL then; before, a forked worker outlived its rank, waiting forever."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:   # the rank died before the line above took effect
+        os._exit(1)
+
+
 def run_worker(spec: WorkerSpec) -> None:
     """Process entry point: report any failure to the main process, which stops the run."""
+    _die_with(spec.parent_pid)
     try:
         torch.set_num_threads(spec.threads)
         torch.manual_seed(spec.seed)
