@@ -48,7 +48,7 @@ def test_bad_param_dtype(comm: pycomm.Communicator) -> None:
 def test_hybrid_node_size_must_divide_world(comm: pycomm.Communicator, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "2")          # 1 rank cannot form nodes of 2
     model = torch.nn.Linear(2, 2)
-    with pytest.raises(ValueError, match="PYCOMM_RANKS_PER_NODE=2 does not divide the 1 ranks"):
+    with pytest.raises(ValueError, match="PYCOMM_RANKS_PER_NODE=2 does not divide this communicator's 1 ranks"):
         algorithms.CommOptimizer(adamw(model), algorithm="zero2", comm=comm, model=model, hybrid=True)
 
 

@@ -34,8 +34,10 @@ def cpu_seconds(tasks: list[str]) -> float:
 def main() -> None:
     comm = pycomm.init()
     t = torch.ones(1024)
-    comm.allreduce(t, op=pycomm.AVG)                   # the communicator and its thread are up and have run an op
-    threads = progress_threads()
+    comm.allreduce(t, op=pycomm.AVG, async_op=True).wait()   # through the queue: its thread is up and has run
+    deadline = time.monotonic() + 10                  # the thread names itself once it runs: on a loaded
+    while not (threads := progress_threads()) and time.monotonic() < deadline:   # machine, maybe later
+        time.sleep(0.05)
     assert len(threads) >= 1, "no thread named pycomm-progress in /proc/self/task"
 
     before = cpu_seconds(threads)
