@@ -390,7 +390,8 @@ class Communicator:
         of the reduction over ranks of the tensors' zero-padded concatenation (ZeRO's gradient shard).
         Tensors share one dtype; floating ones travel as wire_dtype, or through `codec` (e.g. "int8" or
         pycomm.Int8Codec(): int8 all-to-all, fp32 accumulation). See pycomm/flat_shards.py."""
-        op, async_op = op_or_old(op, "reduce_scatter_coalesced"), _async(async_or_old(async_op, "reduce_scatter_coalesced"), "reduce_scatter_coalesced")
+        op = op_or_old(op, "reduce_scatter_coalesced")
+        async_op = _async(async_or_old(async_op, "reduce_scatter_coalesced"), "reduce_scatter_coalesced")
         work = flat_shards.reduce_scatter_coalesced(self, shards, tensors, op, bucket_bytes, wire_dtype, codec)
         return _waited(work, async_op)
 
@@ -408,7 +409,8 @@ class Communicator:
         """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256); a name
         such as "int8" or "1bit" is accepted) in the reduce-scatter pattern; error_feedback: None, a
         pycomm.ErrorFeedback or a residual."""
-        op, async_op = op_or_old(op, "allreduce_quantized"), _async(async_or_old(async_op, "allreduce_quantized"), "allreduce_quantized")
+        op = op_or_old(op, "allreduce_quantized")
+        async_op = _async(async_or_old(async_op, "allreduce_quantized"), "allreduce_quantized")
         return _waited(quantized.allreduce_quantized(self, tensor, op, codec, error_feedback), async_op)
 
 

@@ -38,7 +38,8 @@ from tests.launch import ROOT, worker_env
     (["parallel.sharding=plsgd"], "parallel.sharding=plsgd: the method inside dp_shard must be a ZeRO stage"),
     (["parallel.pp=2", "algorithm.name=asyncps"], "asyncps runs its ranks as independent processes"),
     (["parallel.pp=2", "parallel.microbatches=5"], "does not divide into parallel.microbatches=5"),
-    (["parallel.pp=2", "model.name=gpt", "data.name=text", "data.path=README.md", "model.options.tie_weights=true"], "tie_weights=true"),
+    (["parallel.pp=2", "model.name=gpt", "data.name=text", "data.path=README.md", "model.options.tie_weights=true"],
+     "tie_weights=true"),
 ])
 def test_bad_layouts_are_refused_before_launch(overrides: list[str], words: str) -> None:
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
