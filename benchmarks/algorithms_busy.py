@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
+
 from benchmarks.busy_load import busy_cores, machine_load
 from benchmarks.harness import RESULTS, draw, load, save, table
 from benchmarks.run_ranks import ROOT, check, mpirun_argv, worker_env
@@ -40,6 +42,20 @@ NAME = "algorithms_busy"
 def free_port() -> int:
     from benchmarks.algorithms import free_port as port   # algorithms imports this module: not at the top
     return port()
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a launcher, its process group and every descendant: torchrun starts each rank in a session
+    of its own, out of reach of the launcher's group (and the ranks hold its pipes open)."""
+    try:
+        family = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    for p in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
 
 
 def launch(case: str, epochs: int, timeout: float) -> dict[str, Any]:
@@ -61,8 +77,8 @@ def launch(case: str, epochs: int, timeout: float) -> dict[str, Any]:
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        kill_tree(proc.pid)
+        proc.communicate()   # returns once no rank holds the pipes
         raise
     check(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), " ".join(argv))
     return json.loads(out.read_text())

@@ -20,7 +20,9 @@ def _ranks() -> set[int]:
 def test_a_launch_past_its_limit_is_killed_with_its_ranks():
     before = _ranks()   # another benchmark's, on a shared machine
     with pytest.raises(subprocess.TimeoutExpired):
-        algorithms_busy.launch("pycomm-gloo", epochs=1, timeout=12)   # its ranks are up by then
+        # 1000 epochs cannot finish in 12 s on any machine (one takes seconds on an idle 2-core one); the
+        # ranks are up by then
+        algorithms_busy.launch("pycomm-gloo", epochs=1000, timeout=12)
     deadline = time.monotonic() + 10
     while _ranks() - before and time.monotonic() < deadline:
         time.sleep(0.2)
