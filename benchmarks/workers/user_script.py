@@ -13,6 +13,7 @@ of both backends), the final training loss (mean over ranks of the last 20 steps
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import time
@@ -109,6 +110,11 @@ def main(argv: list[str] | None = None) -> None:
         import torch.distributed as dist
         dist.all_reduce(final)
         final /= size
+        # DDP's reducer must not hold the gloo group's last reference: freed at main()'s return, it
+        # would destroy the group holding the GIL, and ~ProcessGroupGloo joins a work thread that waits
+        # for the GIL (pytorch/pytorch#56297): one rank of four idle torchrun runs hung at exit
+        del model
+        gc.collect()   # in case a reference cycle holds it
         dist.destroy_process_group()
     timed = steps - WARMUP_STEPS
     if rank == 0:
