@@ -158,6 +158,7 @@ def main() -> None:
               "setup_seconds": setup, "eval_seconds": t_eval}   # rank 0's: where a launch's time goes
     if comm.rank == 0:
         print(f"{name}: {result['samples_per_s']:.2f} samples/s, eval loss {final:.4f}", flush=True)
+    del module, opt   # DDP's, before the group is destroyed (rank0_result)
     write_result_and_close(comm, out, result)
 
 

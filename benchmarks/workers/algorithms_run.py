@@ -160,6 +160,7 @@ def main() -> None:
     for run in runs:
         run.finish()
         results[run.name] = run.result(mean_over_ranks(comm, accuracy(run.model, xe, ye)))
+    runs = run = None   # their DDP models go before the group is destroyed (rank0_result)
     if comm.rank == 0:
         for name, r in results.items():
             print(f"{name}: {r['samples_per_s']:.0f} samples/s, final {r['final_accuracy']:.4f}", flush=True)
