@@ -7,11 +7,12 @@ into (and updates) only its own block of parameters. `run_worker` is the process
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
@@ -49,7 +50,6 @@ class WorkerSpec:
     threads: int
     errors: Any                         # ctx.SimpleQueue: (worker, traceback) on failure
     max_grad_norm: float | None = None  # clip this step's gradients to this total norm (None: no clipping)
-    parent_pid: int = field(default_factory=os.getpid)   # the rank's process (the spec is made there)
 
 
 def fetch(dataset: Any, indices: torch.Tensor) -> Any:
@@ -171,19 +171,23 @@ class HogwildWorker:
             counters.finish(spec.worker, loss, read_at)
 
 
-def _die_with(parent_pid: int) -> None:
+def _die_with_rank() -> None:
     """End this worker when its rank's process dies (a kill -9 of the rank, a preemption's SIGKILL): Linux
-    sends the worker SIGKILL then; before, a forked worker outlived its rank, waiting forever."""
+    sends the worker SIGKILL then (under forkserver, when the fork server exits with the rank); before, a
+    forked worker outlived its rank, waiting forever."""
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent_pid:   # the rank died before the line above took effect
+    # the rank died before the line above took effect (the rank, not os.getppid(): under forkserver the
+    # parent is the fork server)
+    rank = multiprocessing.parent_process()
+    if rank is not None and not rank.is_alive():
         os._exit(1)
 
 
 def run_worker(spec: WorkerSpec) -> None:
     """Process entry point: report any failure to the main process, which stops the run."""
-    _die_with(spec.parent_pid)
+    _die_with_rank()
     try:
         torch.set_num_threads(spec.threads)
         torch.manual_seed(spec.seed)

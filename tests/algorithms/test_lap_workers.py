@@ -66,7 +66,7 @@ def test_the_pool_sleeps_between_calls_and_continues_with_the_same_workers():
     assert [p.exitcode for p in pool.procs] == [0, 0] and not pool.alive()
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+@pytest.mark.parametrize("start_method", ["fork", "spawn", "forkserver"])
 def test_workers_update_one_shared_model(start_method):
     model = Scale()
     model.share_memory()
