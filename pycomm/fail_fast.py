@@ -1,4 +1,4 @@
-"""Fail fast in any script: under a multi-rank launcher, pycomm.init() installs
+"""Fail fast in any script: under a multi-rank launcher, pycomm.init() (and pycomm.from_mpi4py) installs
 
 - an excepthook: an uncaught exception on any rank prints that rank's traceback (through the hook that
   was installed before, Python's own by default) and a line naming the rank, then ends the whole job at
@@ -41,7 +41,7 @@ def install(rank: int, size: int, live: Callable[[], Iterable[Any]]) -> None:
                EXIT_INTERRUPTED if issubclass(kind, KeyboardInterrupt) else EXIT_UNCAUGHT)
 
     sys.excepthook = hook
-    atexit.register(_complete_in_flight, rank, size, live)   # runs before pycomm.finalize (registered first)
+    atexit.register(_complete_in_flight, rank, size, live)   # runs before pycomm.finalize (registered after it: atexit runs last-in first-out)
 
 
 def _complete_in_flight(rank: int, size: int, live: Callable[[], Iterable[Any]]) -> None:

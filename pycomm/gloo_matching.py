@@ -40,6 +40,7 @@ class _Closed(Exception):
 class OpMatcher:
     def __init__(self, transport: "GlooTransport", group: Any, timeout_s: float) -> None:
         self._t, self._group, self._timeout_s = transport, group, timeout_s
+        self._core = core()   # once: each core() call applies the settings again
         self._closing = False
         self._queue: "queue.SimpleQueue[tuple | None]" = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"pycomm-gloo-matching-{transport.rank}", daemon=True)
@@ -49,7 +50,7 @@ class OpMatcher:
         """Collective `info`: its signature exchange starts now; `data_op` runs once every rank's signature
         agrees with this one. The returned work completes with the data op (or raises the mismatch)."""
         t = self._t
-        mine = torch.tensor(core().op_signature(info["name"], info["count"], info["dtype_code"], info["peer"],
+        mine = torch.tensor(self._core.op_signature(info["name"], info["count"], info["dtype_code"], info["peer"],
                                                 info["redop"], info["bytes"], info["seq"]), dtype=torch.int64)
         table = torch.empty(t.size * mine.numel(), dtype=torch.int64)
         exchange = self._group._allgather_base(table, mine, AllgatherOptions())
@@ -67,7 +68,7 @@ class OpMatcher:
                 # PYCOMM_TIMEOUT for peers that have moved on (the split of allreduce_quantized's first call)
                 self._t.check_usable(info["name"])
                 self._wait(exchange)
-                core().check_signatures(table.tolist(), self._t.rank, self._t.label)
+                self._core.check_signatures(table.tolist(), self._t.rank, self._t.label)
                 self._t.check_usable(info["name"])   # broken meanwhile (the caller's stall): move no data
                 work.attach(data_op())
             except PycommError as e:   # the mismatch (or a broken communicator): every later op fails too

@@ -139,9 +139,6 @@ class GlooTransport:
         self.break_with(str(err))
         return err
 
-    def _work(self, info: dict, works: Sequence[Any] = (), keep: tuple = ()) -> GlooWork:
-        return GlooWork(self, info, works, keep)
-
     def _matched(self, info: dict, data_op: Callable[[], Sequence[Any]] = lambda: (), keep: tuple = ()) -> GlooWork:
         """A collective: `data_op` submits its data once every rank's signature matched (gloo_matching)."""
         return self._matching.submit(info, data_op, keep)

@@ -118,12 +118,12 @@ SETTINGS: tuple[Setting, ...] = (
             "progress thread never spins, it sleeps until an op is queued",
             "the core's waits (csrc/queue/spin.cc)", core=True),
     Setting("PYCOMM_FAIL_FAST", Flag(), True,
-            "`1`: when `pycomm.init()` starts several ranks, an uncaught exception on any rank prints its "
+            "`1`: when `pycomm.init()` or `pycomm.from_mpi4py()` sees several ranks, an uncaught exception on any rank prints its "
             "traceback and ends the whole job within seconds (`pycomm.abort`: `MPI_Abort` under mpirun / srun), "
             "and a rank that exits with ops it never waited for ends the job when one of them fails or stalls; "
             "`0`: Python's own handling (the other ranks then wait in their next collective until "
             "`PYCOMM_TIMEOUT`)",
-            "pycomm.fail_fast, at pycomm.init()"),
+            "pycomm.fail_fast, at pycomm.init() / from_mpi4py()"),
     Setting("PYCOMM_HUGEPAGES", Flag(), True,
             "`1`: large host buffers pycomm allocates (fusion buckets, shard buffers) ask the kernel for "
             "transparent huge pages, and the `--nproc` launchers start their ranks with "

@@ -110,9 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         import torch.distributed as dist
         dist.all_reduce(final)
         final /= size
-        # DDP's reducer must not hold the gloo group's last reference: freed at main()'s return, it
-        # would destroy the group holding the GIL, and ~ProcessGroupGloo joins a work thread that waits
-        # for the GIL (pytorch/pytorch#56297): one rank of four idle torchrun runs hung at exit
+        # the DDP model goes before the group, or a rank can hang at exit (why: workers/rank0_result.py)
         del model
         gc.collect()   # in case a reference cycle holds it
         dist.destroy_process_group()
