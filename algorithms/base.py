@@ -359,6 +359,13 @@ def _check_optimizer_state_shapes(saved: Any, params: list[torch.Tensor]) -> Non
                                  f"the parameter has {tuple(p.shape)}: the state was saved for another model")
 
 
+def mark_stepped(optimizer: torch.optim.Optimizer) -> None:
+    """Tell `optimizer`'s LR scheduler that a step took place where the optimizer itself did not step (a
+    server steps it, or a shard optimizer does): torch's scheduler checks the flag its patched
+    optimizer.step sets, and warns that the scheduler stepped first otherwise."""
+    optimizer._opt_called = True  # type: ignore[attr-defined]
+
+
 def clone_all(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
     return [t.detach().clone() for t in tensors]
 

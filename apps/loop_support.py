@@ -89,7 +89,7 @@ class Checkpointer:
                  lr_sched: Any = None, layout: Any = None):
         self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
         self.layout = layout if layout is not None else Layout(ParallelConfig(), None, None, model)
-        self.directory = Path(cfg.directory) if cfg.directory else run_dir / "checkpoints"
+        self.directory = cfg.directory_in(run_dir)
         checkpoint.check_keep_last(cfg.keep_last)  # on every rank before training, not in rank 0's first prune
         self.at = Placement.of(self.layout.mesh, dist.rank, dist.size)
         self.algorithm = getattr(opt, "name", None) or "none"   # a bare torch optimizer: "none"

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     targs = train.parse_args(rest)
     try:
         cfg = loading.resolve(targs.configs + targs.config, targs.override,
-                                lambda c: args.workers + optim.server_ranks(c.algorithm)).config
+                              lambda c: args.workers + optim.server_ranks(c.algorithm)).config
         if not optim.independent(cfg.algorithm):
             raise ValueError(f"algorithm.name={cfg.algorithm.name} runs as one MPI job: start it with "
                              "`python -m apps.train --nproc N` or mpirun; apps.ps starts fault-tolerant algorithms")

@@ -57,7 +57,7 @@ class Run:
         self.opt = self.layout.wrap(self.local_opt, cfg.algorithm, dist.comm, dist.size, budget.steps_per_epoch,
                                     {"total_steps": budget.schedule_steps, "warmup_steps": budget.warmup_steps,
                                      # for algorithms that keep state of their own on disk (a parameter server)
-                                     "checkpoint_dir": str(cfg.checkpoint.directory or self.dir / "checkpoints"),
+                                     "checkpoint_dir": str(cfg.checkpoint.directory_in(self.dir)),
                                      "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
         self.data_ranks = self.layout.data_parallel or dist.size   # ranks whose batches make the global batch
         startup_profile.mark("algorithm_ready")
@@ -121,8 +121,7 @@ class Run:
 
     def _check_something_to_train(self, resume: str) -> None:
         ckpt = self.cfg.checkpoint
-        taken = resume_point.steps_taken(resume, Path(ckpt.directory) if ckpt.directory else self.dir / "checkpoints",
-                                         ckpt.prefix, self.dist.rank)
+        taken = resume_point.steps_taken(resume, ckpt.directory_in(self.dir), ckpt.prefix, self.dist.rank)
         if taken is not None and taken[1] >= self.budget.total_steps:
             raise resume_point.NothingToTrain(f"rank {self.dist.rank}: nothing to train: {taken[0]} says it took "
                                               f"{taken[1]} of the run's {self.budget.total_steps} steps")
@@ -209,7 +208,11 @@ class Run:
         return False
 
     def stop_cause(self) -> str:
-        return f"signal {self.preempt.signal}" if self.preempt.requested else "the server was preempted"
+        if self.preempt.requested:
+            return f"signal {self.preempt.signal}"
+        if hasattr(self.opt, "ask_to_stop"):   # a server's worker
+            return "the servers asked the workers to stop"
+        return "another rank was preempted"
 
     def finish(self, preempted: bool) -> int:
         self.metrics.close()

@@ -65,7 +65,7 @@ def serve(run: Run) -> bool:
     state.extra[WORKER_STEPS] = {w: c + 1 for w, c in opt.server.clocks.items()}
     if summary["preempted"]:
         path = run.ckpt.save(state, "preempt", run.elapsed())
-        cause = run.stop_cause() if run.preempt.requested else "the workers paused"
+        cause = f"signal {run.preempt.signal}" if run.preempt.requested else "the workers paused"
         log(f"preempted ({cause}) at step "
             f"{state.step}: saved {path}; workers paused: {', '.join(map(str, sorted(summary['paused'])))}; "
             "continue with --resume auto")

@@ -20,9 +20,8 @@ import torch  # noqa: E402
 
 _TORCH_IMPORTED = time.time()
 
-from apps import failure, fault_injection, launch, optim, requirements, trace_window
-from apps.config import checks
-from apps.config import loading
+from apps import failure, fault_injection, launch, optim, requirements, trace_window  # noqa: E402
+from apps.config import checks, loading  # noqa: E402
 from apps.command_name import command_name  # noqa: E402
 from apps.config.schema import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
@@ -144,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         loaded = loading.resolve(args.configs + args.config,
-                                   args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
+                                 args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
         requirements.check(loaded.config)  # optional packages the config needs, before any rank starts
         if args.resume:
             checks.check_resume(loaded.config, args.resume)

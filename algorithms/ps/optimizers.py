@@ -30,10 +30,9 @@ import torch
 import pycomm
 from algorithms import options as opts
 from algorithms import traits
-from algorithms.base import CommOptimizer
+from algorithms.base import CommOptimizer, mark_stepped
 from algorithms.ps.wire import zmq
-from algorithms.ps import layout, payload, shards, wire
-from algorithms.ps import server_state
+from algorithms.ps import layout, payload, server_state, shards, wire
 from algorithms.ps.client import ServerLink, ServerLostError
 from algorithms.ps.liveness import Heartbeat, release
 from algorithms.ps.rules import AsyncRule, ServerModel, SyncRule
@@ -231,9 +230,7 @@ class ParameterServer(CommOptimizer):
                 self._pull_shard(s)
         self.stats.calls += 1
         self.stats.seconds += time.perf_counter() - tic
-        # the wrapped optimizer never steps on a worker (the server steps): tell its LR scheduler that the
-        # step took place, as torch's scheduler checks (it patches optimizer.step to set this flag)
-        self.optimizer._opt_called = True  # type: ignore[attr-defined]
+        mark_stepped(self.optimizer)   # it never steps on a worker: the server steps
 
     def _adopt(self, shard: int, reply: wire.Message) -> bool:
         """Take the shard's parameters a reply carries; whether it carried them."""

@@ -24,8 +24,7 @@ from typing import Any, Callable
 
 
 from algorithms.ps.wire import zmq
-from algorithms.ps import payload, wire
-from algorithms.ps import server_state
+from algorithms.ps import payload, server_state, wire
 from algorithms.ps.liveness import Liveness
 from algorithms.ps.rules import Reply, ServerModel
 from algorithms.ps.stats import StalenessStats

@@ -36,7 +36,7 @@ import torch
 
 from algorithms import options as opts
 from algorithms import traits
-from algorithms.base import CommOptimizer
+from algorithms.base import CommOptimizer, mark_stepped
 from algorithms.ps.wire import zmq
 from algorithms.ps import layout, payload, wire
 from algorithms.ps.client import WorkerRefusedError
@@ -216,8 +216,7 @@ class SSP(CommOptimizer):
         # step t + 1 may start only once step t + 1 - K - 1 = t - K is complete
         self._wait_until(t + 1 - self.options["staleness_bound"])
         self.stats.seconds += time.perf_counter() - tic
-        # the wrapped optimizer steps K steps later (or at once): tell its LR scheduler that this step took place
-        self.optimizer._opt_called = True  # type: ignore[attr-defined]
+        mark_stepped(self.optimizer)   # it steps K steps later (or at once)
 
     def _wait_until(self, applied: int) -> None:
         self._receive(0)

@@ -29,7 +29,7 @@ import torch
 import pycomm
 from algorithms import options as opts
 from algorithms import traits
-from algorithms.base import CommOptimizer
+from algorithms.base import CommOptimizer, mark_stepped
 from algorithms.zero import shard_optimizer
 from algorithms.zero.flat_group import FlatGroup
 from algorithms.channel import codec_wire_bytes
@@ -233,8 +233,7 @@ class ZeroOptimizer(CommOptimizer):
                 piece.grad = group.piece_of(grad, i)
         shard_optimizer.mirror(self.optimizer, self.shard_optimizer)
         self.shard_optimizer.step()
-        self.torch_optimizer._opt_called = True   # type: ignore[attr-defined]  # stepped through its shard: an LR
-        # scheduler on the user's optimizer must not warn that it was never stepped
+        mark_stepped(self.torch_optimizer)   # stepped through its shard
         for group in self.groups:
             for piece in group.shard_params:
                 piece.grad = None

@@ -4,6 +4,7 @@ against the registries (model, data, algorithm, option values included), sizes t
 over the ranks, paths that must stay inside out_dir, and what a resume would silently ignore."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -213,7 +214,7 @@ def check_resume(cfg: Config, resume: str) -> None:
     from apps import checkpoint
 
     run_dir = Path(cfg.out_dir) / cfg.name
-    ckpt_dir = Path(cfg.checkpoint.directory) if cfg.checkpoint.directory else run_dir / "checkpoints"
+    ckpt_dir = cfg.checkpoint.directory_in(run_dir)
     recorded_file = run_dir / "config.yaml"
     try:
         found = checkpoint.resolve(resume, ckpt_dir, cfg.checkpoint.prefix)
@@ -236,8 +237,7 @@ def check_resume(cfg: Config, resume: str) -> None:
         recorded = yaml.safe_load(recorded_file.read_text()) or {}
     except (yaml.YAMLError, UnicodeDecodeError, OSError):
         return  # not ours to judge: the checkpoint's own checks apply
-    from apps.config.loading import to_dict
-    now = to_dict(cfg)
+    now = dataclasses.asdict(cfg)
     for section in RESUME_FIXED:
         before = recorded.get(section) or {}
         for key, value in now[section].items():

@@ -4,13 +4,14 @@ a few minutes): the small CNN on the embedded MNIST with periodic local SGD.
 Options counted in epochs (keys ending in `_epochs`) are converted to optimizer steps once the data
 size is known (apps.train), since algorithms count steps.
 
-Numeric fields declare their valid range (`bounded`); apps.config.loading checks it for every value,
+Numeric fields declare their valid range (`bounded`); apps.config.typed checks it for every value,
 list elements included, so a value that would train wrong (a negative clip norm, zero steps) is
 refused before any rank starts. None always passes (the field's "not set")."""
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 
@@ -148,6 +149,10 @@ class CheckpointConfig:
     # Algorithms that shard their state (ZeRO): sharded = each rank saves its shard (resumable on any number
     # of ranks); full = rank 0 saves the gathered optimizer state. The model file is always the full model.
     state_dict_type: Literal["sharded", "full"] = "sharded"
+
+    def directory_in(self, run_dir: Path) -> Path:
+        """Where the checkpoints of the run in `run_dir` go."""
+        return Path(self.directory) if self.directory else run_dir / "checkpoints"
 
 
 @dataclass

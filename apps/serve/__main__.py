@@ -84,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     from apps.dist import Dist
-    from apps.serve import model_source
-    from apps.serve import stage_messages
+    from apps.serve import model_source, stage_messages
     from apps.serve.engine import serve_stage
     from apps.serve.stage import Stage
 
