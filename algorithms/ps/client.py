@@ -31,6 +31,8 @@ class ServerLink:
         self.reply_timeout, self.server_timeout = reply_timeout, server_timeout
         self.incarnation: str | None = None
         self.restarts = 0      # server restarts seen
+        self.server_lost = False   # no answer for server_timeout: leaving does not wait for one either
+        self.refused = False       # the server refused this worker: it waits for it no more
         self.sock = self._connect()
 
     def _connect(self) -> zmq.Socket:
@@ -44,6 +46,7 @@ class ServerLink:
             reply = self._wait(("welcome", "error"), min(self.reply_timeout, max(0.1, deadline - time.monotonic())))
             if reply is not None:
                 if reply.kind == "error":
+                    self.refused = True
                     raise WorkerRefusedError(f"server {self.server} at {self.address} refused worker {self.rank}: "
                                              f"{reply.get('error')}")
                 if self.incarnation is not None and reply.get("incarnation") != self.incarnation:
@@ -51,6 +54,7 @@ class ServerLink:
                 self.incarnation = reply.get("incarnation")
                 return reply
             if time.monotonic() > deadline:
+                self.server_lost = True
                 raise ServerLostError(f"rank {self.rank}: no answer from server {self.server} at {self.address} "
                                       f"for {self.server_timeout:g} s (server_timeout)")
             self._reconnect()
@@ -80,6 +84,7 @@ class ServerLink:
                 if reply.kind == "error" and reply.get("error") == "say hello first":
                     return self.hello(), sent  # a restarted server that has not met us yet
                 if reply.kind == "error":
+                    self.refused = True
                     raise WorkerRefusedError(f"server {self.server} refused worker {self.rank}'s {kind}: "
                                              f"{reply.get('error')}")
                 return reply, sent
@@ -89,6 +94,26 @@ class ServerLink:
             if welcome.get("incarnation") != before:
                 return welcome, sent
             sent += self.post(kind, header, tensors)
+
+    def leave(self, kind: str, header: dict[str, Any]) -> bool:
+        """Say goodbye ("bye") or pause ("pause") until the server confirms it ("released"), greeting a
+        restarted server and saying it again: a goodbye that died with a killed server would leave its
+        successor waiting for this worker, then counting it lost although it finished. False when no
+        server answered within server_timeout (the goodbye was sent; whether it arrived is unknown)."""
+        if self.server_lost or self.refused:
+            self.send(kind, header)
+            return self.refused   # a refused worker is not waited for: nothing to confirm
+        try:
+            while True:
+                self.post(kind, header, [])
+                reply, _ = self.reply(kind, header, [], expect=("released",))
+                if reply.kind == "released":
+                    return True
+                # a restarted server's welcome: it has not heard this goodbye yet
+        except ServerLostError:
+            return False
+        except WorkerRefusedError:   # refused on greeting a restarted server: it does not wait for us
+            return True
 
     def send(self, kind: str, header: dict[str, Any]) -> None:
         """A message that expects no answer (goodbye)."""

@@ -22,6 +22,7 @@ a push rejected by any shard makes the worker pull every shard. Server 0 gathers
 from __future__ import annotations
 
 import time
+import warnings
 import weakref
 from typing import Any, Callable
 
@@ -276,7 +277,10 @@ class ParameterServer(CommOptimizer):
         self._closed = True
         if self.server is None:
             for link in self.links:
-                link.send(kind, {"step": self.steps})
+                if not link.leave(kind, {"step": self.steps}):
+                    warnings.warn(f"worker {self.rank}: server {link.server} did not confirm its {kind} within "
+                                  f"server_timeout={link.server_timeout:g} s; it may count this worker as lost",
+                                  RuntimeWarning, stacklevel=3)
         self._release()
 
     def comm_stats(self) -> dict[str, Any]:

@@ -199,13 +199,15 @@ class Server:
         elif msg.kind == "pull":
             self._reply(identity, worker, "params", {}, True)
         elif msg.kind in ("bye", "pause"):
-            self.liveness.finish(worker)
-            if msg.kind == "pause":
-                self.paused[worker] = int(msg.get("step", 0))
-            self.log(f"worker {worker} {'finished' if msg.kind == 'bye' else 'paused (preempted)'} at step "
-                     f"{msg.get('step')}")
-            self._send_replies(self.rule.lost(worker, self.liveness.live))
-            self.save()   # a server restarted from an older checkpoint would wait for a worker that left
+            if worker not in self.liveness.finished:   # not a goodbye said again (its receipt was lost)
+                self.liveness.finish(worker)
+                if msg.kind == "pause":
+                    self.paused[worker] = int(msg.get("step", 0))
+                self.log(f"worker {worker} {'finished' if msg.kind == 'bye' else 'paused (preempted)'} at step "
+                         f"{msg.get('step')}")
+                self._send_replies(self.rule.lost(worker, self.liveness.live))
+                self.save()   # a server restarted from an older checkpoint would wait for a worker that left
+            self._reply(identity, worker, "released", {}, False)
 
     def _peer(self, identity: bytes, peer: int, msg: wire.Message) -> None:
         """Another server rank reading this shard: no liveness, no clock, nothing it sends is applied."""

@@ -27,8 +27,10 @@ except ImportError:   # the algorithms still register; building one raises requi
 INSTALL = "pip install pyzmq==27.3.0 (or pip install '.[ps]' in the pycomm checkout)"
 
 # the kinds of message: a worker's greeting and the server's answers, gradients, parameter pulls,
-# liveness, a worker's goodbye or pause (preempted: it comes back with --resume), and a refusal
-KINDS = ("hello", "welcome", "push", "ack", "pull", "params", "heartbeat", "bye", "pause", "error", "grad")
+# liveness, a worker's goodbye or pause (preempted: it comes back with --resume) and the server's receipt of
+# it, and a refusal
+KINDS = ("hello", "welcome", "push", "ack", "pull", "params", "heartbeat", "bye", "pause", "released", "error",
+         "grad")
 
 _DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
                                 torch.uint8, torch.int32, torch.int64)}
