@@ -90,6 +90,9 @@ def _check_data_path_given(cfg: Config) -> None:
     are there is check_data_files' (at launch)."""
     from apps.data import DATASETS, check_source
 
+    if "path" in cfg.data.options:   # one place for it: a path in both would leave which one wins unsaid
+        raise ConfigError(f"data.options.path={cfg.data.options['path']!r}: a dataset's files are named by data.path "
+                          "(-o data.path=...), not by data.options")
     path = DATASETS.get(cfg.data.name).parameters().get("path")
     if cfg.data.path is None and path is not None and path.default is path.empty:
         try:

@@ -80,6 +80,14 @@ def test_print_config_refuses_an_unset_data_path_as_the_run_does(capsys: pytest.
     assert main(["-o", "train.seed=7", "--print-config"]) == 0   # mnist: the embedded copy needs no path
 
 
+def test_a_path_among_the_data_options_is_refused_naming_data_path(capsys: pytest.CaptureFixture[str]) -> None:
+    """data.options.path used to be checked as unset (the wrong error) while the run read it."""
+    assert main(["-o", "data.name=text", "-o", "model.name=gpt", "-o", "data.options.path=/x/input.txt",
+                 "--print-config"]) == 2
+    assert capsys.readouterr().err.strip() == ("config error: data.options.path='/x/input.txt': a dataset's files are "
+                                               "named by data.path (-o data.path=...), not by data.options")
+
+
 def test_total_batch_size_gives_the_per_rank_batch() -> None:
     assert loading.load(None, ["data.total_batch_size=64"], world_size=4).data.batch_size == 16
     with pytest.raises(ConfigError, match="total_batch_size=66 is not divisible by the 4 ranks"):
