@@ -20,9 +20,11 @@ def _fail_at(match: Any) -> tuple[int, int, str]:
 
 SETTINGS = settings.register(__name__, (
     Setting(FAIL_AT_ENV,
-            Pattern(r"(\d+):(\d+)(?::(raise|exit|kill))?", "RANK:STEP[:raise|exit|kill] (e.g. 1:5:raise)", _fail_at),
-            None, "testing aid: that rank raises, leaves with `os._exit(70)` and no message, or is killed by "
-            "SIGKILL (`kill`), after optimizer step STEP (a parameter server: its round of pushes STEP), whatever "
+            Pattern(r"(\d+):(\d+)(?::(raise|exit|kill|hold))?", "RANK:STEP[:raise|exit|kill|hold] (e.g. 1:5:raise)",
+                    _fail_at),
+            None, "testing aid: that rank raises, leaves with `os._exit(70)` and no message, is killed by "
+            "SIGKILL (`kill`), or waits until a signal reaches it (`hold`: a test's preemption lands at that step), "
+            "after optimizer step STEP (a parameter server: its round of pushes STEP), whatever "
             "its role; a resumed process (a server the launcher restarted too) does not fail again (fault "
             "injection as torchft's `fail_at`: `apps/fault_injection.py`, used by `tests/apps/test_failures.py` "
             "and `tests/apps/test_fault_matrix.py`)",

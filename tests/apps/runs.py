@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from apps.apps_settings import FAIL_AT_ENV
 from tests.launch import ROOT, worker_env
 
 # A small run: MLP on the embedded MNIST, segments of 1,000 samples, a checkpoint every 10 steps.
@@ -33,11 +35,20 @@ def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
     return proc
 
 
+def held_at(after_line: str) -> dict[str, str]:
+    """The environment that holds rank 0 at the step of a progress line "step N/" until a signal reaches it
+    (PYCOMM_APPS_FAIL_AT=0:N:hold), so a signal sent on seeing the line lands before the run ends: a 60-step
+    run takes half a second on an idle machine, less than the line takes to come through mpirun."""
+    step = re.fullmatch(r"step (\d+)/", after_line)
+    return {FAIL_AT_ENV: f"0:{step[1]}:hold"} if step else {}
+
+
 def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIGTERM, timeout: float = 300
             ) -> subprocess.CompletedProcess:
-    """Start the run, send `sig` once a progress line containing after_line appears; wait for exit."""
-    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    """Start the run, send `sig` once a progress line containing after_line appears (rank 0 holds there
+    until it arrives: held_at); wait for exit."""
+    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     for line in proc.stdout:
         lines.append(line)
@@ -111,9 +122,10 @@ def preempt_repeatedly(argv: list[str], after_line: str = "step 10/", timeout: f
 
 
 def interrupt(argv: list[str], after_line: str = "step 10/", timeout: float = 300) -> subprocess.CompletedProcess:
-    """Ctrl-C as a terminal sends it (SIGINT to the process group) once after_line appears."""
-    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    """Ctrl-C as a terminal sends it (SIGINT to the process group) once after_line appears (rank 0 holds
+    there until it arrives: held_at)."""
+    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []
     for line in proc.stdout:
         lines.append(line)

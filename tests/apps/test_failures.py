@@ -5,8 +5,10 @@ the pieces: the launcher's verdict, Open MPI's messages held back, the fail-at s
 from __future__ import annotations
 
 import io
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,11 +110,30 @@ def test_a_message_becomes_one_line_and_a_single_process_has_no_rank() -> None:
     assert failure.Failure.of(KeyboardInterrupt(), 1, 2).line() == "rank 1 failed: KeyboardInterrupt: (no message)"
 
 
-@pytest.mark.parametrize("spec", ["1", "a:2", "1:2:crash", "-1:2"])
+@pytest.mark.parametrize("spec", ["1", "a:2", "1:2:crash", "-1:2", "1:2:held"])
 def test_a_bad_fail_at_spec_is_refused_with_the_expected_form(spec: str) -> None:
     with pytest.raises(ValueError, match="RANK:STEP"):
         fault_injection.injected_at({fault_injection.FAIL_AT_ENV: spec})
     assert fault_injection.injected_at({fault_injection.FAIL_AT_ENV: "1:5"}) == (1, 5, "raise")
+
+
+def test_a_hold_keeps_the_rank_at_its_step_until_a_signal_comes(tmp_path: Path) -> None:
+    """PYCOMM_APPS_FAIL_AT=0:5:hold (what runs.preempt and runs.interrupt set): no step after 5 until the
+    SIGTERM, which is then taken at step 5 itself, however fast the run."""
+    proc = subprocess.Popen([sys.executable, "-u", *runs.args(tmp_path, "hold", "none", 1, *FAST)], cwd=ROOT,
+                            env=worker_env(fail_at("0:5:hold")), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "step 5/" in line:
+            break
+    time.sleep(3)   # what a 20-step run needs many times over; held, it logs nothing more
+    assert proc.poll() is None, "".join(lines)
+    proc.send_signal(signal.SIGTERM)
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0 and "step 6/" not in out, out
+    assert "preempted (signal 15) at step 5: saved" in out, out
 
 
 def test_open_mpi_messages_are_held_back_and_summarised() -> None:
