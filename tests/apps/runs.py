@@ -94,9 +94,10 @@ def watch(argv: list[str], mark: str, env: dict[str, str] | None = None, timeout
 def preempt_repeatedly(argv: list[str], after_line: str = "step 10/", timeout: float = 300
                        ) -> subprocess.CompletedProcess:
     """SIGTERM once a progress line containing after_line appears, then again every 0.1 s from the
-    "preempted" message (the save is done) until the process exits, as an impatient scheduler would."""
-    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    "preempted" message (the save is done) until the process exits, as an impatient scheduler would (rank 0
+    holds at after_line until the first arrives: held_at)."""
+    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, saved = [], threading.Event()
 
     def repeat() -> None:
