@@ -77,6 +77,16 @@ BENCHMARKS: dict[str, Benchmark] = {
     "diloco": Benchmark("eval loss against bytes sent per rank for DDP, plsgd, qsr, DiLoCo (H 16, 64; int8, int4), "
                         "streaming DiLoCo on the char GPT, 4 ranks, equal steps and samples", "mbsgd (DDP's rule)",
                         "python -m benchmarks.diloco --lock /tmp/pycomm-bench.lock"),
+    "diloco_batch16": Benchmark("diloco's long run at 4x the batch: mbsgd against DiLoCo H 64 with int8 outer "
+                                "gradients, 1024 steps of 16 sequences per rank (16 outer rounds), char GPT, 4 ranks",
+                                "mbsgd (DDP's rule)",
+                                "python -m benchmarks.diloco --steps 1024 --batch 16 --seeds 1 --links default "
+                                "--cases mbsgd diloco-h64+int8 --name diloco_batch16"),
+    "diloco_long": Benchmark("diloco over 16x the steps: mbsgd against DiLoCo H 64 (fp32, int8, int4 outer "
+                             "gradients), 2048 steps of 4 sequences per rank (32 outer rounds), char GPT, 4 ranks",
+                             "mbsgd (DDP's rule)",
+                             "python -m benchmarks.diloco --steps 2048 --seeds 1 --links default --cases mbsgd "
+                             "diloco-h64 diloco-h64+int8 diloco-h64+int4 --name diloco_long"),
     "hogwild_staleness": Benchmark("what the LAP workers' 0.9 updates of staleness cost in accuracy",
                                    "the same rule without staleness", "python -m benchmarks.hogwild_staleness"),
     "kernels": Benchmark("the CPU kernels (pack, quantize, 1-bit, averaging) in GB/s, one thread",
