@@ -122,11 +122,19 @@ def preempt_repeatedly(argv: list[str], after_line: str = "step 10/", timeout: f
     return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines), "")
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """A terminal's foreground job takes SIGINT's default action. Tests run in the background (`nohup`,
+    `&`) ignore SIGINT, children inherit that, and Python then installs no KeyboardInterrupt: the launcher
+    slept through the Ctrl-C while mpirun, which sets its own handler, stopped the ranks."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt(argv: list[str], after_line: str = "step 10/", timeout: float = 300) -> subprocess.CompletedProcess:
     """Ctrl-C as a terminal sends it (SIGINT to the process group) once after_line appears (rank 0 holds
     there until it arrives: held_at)."""
     proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=_sigint_as_in_a_terminal)
     lines = []
     for line in proc.stdout:
         lines.append(line)
