@@ -10,6 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -38,17 +39,22 @@ def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
 def held_at(after_line: str) -> dict[str, str]:
     """The environment that holds rank 0 at the step of a progress line "step N/" until a signal reaches it
     (PYCOMM_APPS_FAIL_AT=0:N:hold), so a signal sent on seeing the line lands before the run ends: a 60-step
-    run takes half a second on an idle machine, less than the line takes to come through mpirun."""
+    run can end in half a second on an idle machine."""
     step = re.fullmatch(r"step (\d+)/", after_line)
     return {FAIL_AT_ENV: f"0:{step[1]}:hold"} if step else {}
+
+
+def _start_held(argv: list[str], after_line: str, **popen: Any) -> subprocess.Popen:
+    """`python -u argv` with stdout and stderr merged into one text pipe, rank 0 held at after_line."""
+    return subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
 def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIGTERM, timeout: float = 300
             ) -> subprocess.CompletedProcess:
     """Start the run, send `sig` once a progress line containing after_line appears (rank 0 holds there
     until it arrives: held_at); wait for exit."""
-    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = _start_held(argv, after_line)
     lines = []
     for line in proc.stdout:
         lines.append(line)
@@ -96,8 +102,7 @@ def preempt_repeatedly(argv: list[str], after_line: str = "step 10/", timeout: f
     """SIGTERM once a progress line containing after_line appears, then again every 0.1 s from the
     "preempted" message (the save is done) until the process exits, as an impatient scheduler would (rank 0
     holds at after_line until the first arrives: held_at)."""
-    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = _start_held(argv, after_line)
     lines, saved = [], threading.Event()
 
     def repeat() -> None:
@@ -132,9 +137,7 @@ def _sigint_as_in_a_terminal() -> None:
 def interrupt(argv: list[str], after_line: str = "step 10/", timeout: float = 300) -> subprocess.CompletedProcess:
     """Ctrl-C as a terminal sends it (SIGINT to the process group) once after_line appears (rank 0 holds
     there until it arrives: held_at)."""
-    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=_sigint_as_in_a_terminal)
+    proc = _start_held(argv, after_line, start_new_session=True, preexec_fn=_sigint_as_in_a_terminal)
     lines = []
     for line in proc.stdout:
         lines.append(line)
