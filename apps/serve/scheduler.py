@@ -12,8 +12,8 @@ So every token is computed from the tokens since the window start, at positions 
 as the full forward over that window computes it (the GPT's positions are absolute and learned:
 a cache cannot be shifted).
 
-Thread-safety: submit() and cancel() are called from the HTTP server's thread; everything else from
-the engine thread. Events go out through each request's `emit` callback (engine thread)."""
+Thread-safety: submit() and cancel() are called from the HTTP server's thread (submit gives a free
+slot at once, under the lock); everything else from the engine thread. Events go out through each request's `emit` callback (engine thread)."""
 from __future__ import annotations
 
 import math
@@ -101,6 +101,7 @@ class Scheduler:
             gen = Generation(request, decoder, emit, sequence=list(request.prompt_ids),
                              pending=list(request.prompt_ids), stop=StopMatcher(request.stop))
             self.waiting.append(gen)
+            self._fill_free_slots()   # now, not at the engine's next look: a burst of slots + queue fits
         self.wake.set()
         return gen
 
@@ -129,10 +130,14 @@ class Scheduler:
                 self.waiting.remove(gen)
                 self.cancelled_count += 1
                 gen.done = True
-            while self.free and self.waiting:
-                gen = self.waiting.popleft()
-                gen.slot = self.free.pop()
-                self.active.append(gen)
+            self._fill_free_slots()
+
+    def _fill_free_slots(self) -> None:
+        """Waiting requests take free slots, oldest first (the lock is held)."""
+        while self.free and self.waiting:
+            gen = self.waiting.popleft()
+            gen.slot = self.free.pop()
+            self.active.append(gen)
 
     def _release(self, gen: Generation) -> None:
         self.active.remove(gen)
