@@ -11,7 +11,7 @@ from torch.utils.data import TensorDataset
 from algorithms.lap.pool import WorkerPool
 from algorithms.lap.shared import MomentumState, SharedCounters
 from algorithms.lap.worker import GroupHyper, HogwildWorker, WorkerSpec
-from tests.algorithms.lap_models import Scale, SmallCNN, WideSum, failing_loss, linear_loss, mean_loss
+from tests.algorithms.lap_models import Scale, SmallCNN, WideSum, failing_loss, linear_loss, mean_loss, paced_linear_loss
 
 LR = 1.0 / 64   # updates of 1/64 are exact in fp32: a lost or extra update shows as a whole multiple
 
@@ -70,8 +70,8 @@ def test_the_pool_sleeps_between_calls_and_continues_with_the_same_workers():
 def test_workers_update_one_shared_model(start_method):
     model = Scale()
     model.share_memory()
-    steps = 600
-    pool, _ = make_pool(model, workers=2, steps=steps, start_method=start_method)
+    steps = 300   # paced (4 ms a step): one worker cannot take them all before the other wakes
+    pool, _ = make_pool(model, workers=2, steps=steps, start_method=start_method, loss=paced_linear_loss)
     run_to_end(pool)
     per_worker = pool.per_worker()
     assert pool.done() == steps and sum(per_worker) == steps

@@ -46,7 +46,7 @@ FULL = settings.get(FAULT_MATRIX_ENV)
 
 
 def argv(out: Path, name: str, algorithm: str, *extra: str) -> list[str]:
-    options = "{worker_timeout: 3}" if algorithm in SERVERS + PEERS else "{}"
+    options = "{worker_timeout: 6}" if algorithm in SERVERS + PEERS else "{}"   # 6 s: a starved heartbeat is not a loss
     return runs.args(out, name, algorithm, NPROC.get(algorithm, 2), "-o", f"algorithm.options={options}",
                      "-o", f"train.max_steps={STEPS}", "-o", f"schedule.total_steps={STEPS}", "-o", "train.log_every=1",
                      *extra)
