@@ -35,12 +35,16 @@ def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:
     return nproc > 1 and detect(env).launcher == "single" and not settings.get(SPAWNED, env) and settings.get(RANK_ENV, env) is None
 
 
-def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train") -> list[str]:
+def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train", term_grace_s: int = 1) -> list[str]:
+    """mpirun starting `python -m module argv` on nproc ranks. When a rank dies, Open MPI sends the others
+    SIGTERM and, `term_grace_s` seconds later (its default: 1), SIGKILL."""
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise RuntimeError(f"--nproc {nproc} needs mpirun (apt-get install openmpi-bin), or start the ranks "
                            "yourself with srun / torchrun; --nproc 1 runs one process")
     cmd = [mpirun, "-n", str(nproc), "--oversubscribe", "--bind-to", "none"]
+    if term_grace_s != 1:
+        cmd += ["--mca", "odls_base_sigkill_timeout", str(term_grace_s)]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-run-as-root")   # containers often run as root; Open MPI refuses without it
     return cmd + [sys.executable, "-m", module, *argv]
@@ -61,11 +65,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
-          stop_signals: Sequence[int] = STOP_SIGNALS) -> int:
+          stop_signals: Sequence[int] = STOP_SIGNALS, term_grace_s: int = 1) -> int:
     """Run `python -m module argv` on nproc local ranks under mpirun and return its exit code. When a
     rank fails, the last lines say which and why (apps.failure), not Open MPI's banner. `stop_signals`
-    reach the ranks as SIGUSR1 (apps.serve adds SIGINT: a server stops cleanly on Ctrl-C too)."""
-    cmd = mpirun_command(nproc, argv, module)
+    reach the ranks as SIGUSR1 (apps.serve adds SIGINT: a server stops cleanly on Ctrl-C too);
+    `term_grace_s`: mpirun_command's."""
+    cmd = mpirun_command(nproc, argv, module, term_grace_s)
     env = rank_env(nproc)
     env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
     with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures:

@@ -14,6 +14,7 @@ Two ways to learn it:
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -87,12 +88,25 @@ def env_for(rank: int, world: int, address: str) -> dict[str, str]:
     return {RANK_ENV: str(rank), WORLD_ENV: str(world), ADDRESS_ENV: address}
 
 
+def _ephemeral_low(default: int = 32768) -> int:
+    """The lowest port the kernel hands out as a connection's source port."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
 def free_base_port(n: int, host: str = "127.0.0.1") -> int:
-    """A port P such that P .. P + n - 1 are free on this machine now (rank r will listen on P + r)."""
+    """A port P such that P .. P + n - 1 are free on this machine now (rank r will listen on P + r).
+    Taken below the kernel's ephemeral range where it can: a ZeroMQ socket retrying its connect to a rank
+    not listening yet takes a new ephemeral source port each time, and one equal to the destination
+    connects the socket to itself, after which that rank's bind fails."""
     import random
     import socket
+    low = _ephemeral_low()
+    top = low - n if low - n >= 20000 + 1000 else 60000 - n
     for _ in range(200):
-        base = random.randint(20000, 60000 - n)
+        base = random.randint(20000, top)
         socks = []
         try:
             for r in range(n):

@@ -1,8 +1,8 @@
 """Rank 0: the engine thread, the FastAPI app under uvicorn, and a clean stop. SIGINT, SIGTERM or
 SIGUSR1 (what the `--nproc` launcher forwards for SIGINT/SIGTERM): streams in progress end at once
 with an error event, the engine drains the pipeline and sends STOP down it, every rank exits 0.
-When a rank dies, Open MPI sends the others SIGTERM about a second later and SIGKILL a second after
-that: the open streams' final error event goes out in between."""
+When a rank dies, Open MPI sends the others SIGTERM about a second later and SIGKILL 5 s after that
+(apps.serve.__main__.SIGKILL_GRACE_S): the open streams' final error event goes out in between."""
 from __future__ import annotations
 
 import argparse

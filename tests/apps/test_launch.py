@@ -35,6 +35,9 @@ def test_mpirun_command(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ("--allow-run-as-root" in cmd) == (os.geteuid() == 0)
     assert cmd[-4:] == ["-m", "apps.train", "--config", "x.yaml"]
     assert launch.mpirun_command(2, ["--port", "1"], module="apps.serve")[-4:] == ["-m", "apps.serve", "--port", "1"]
+    assert "odls_base_sigkill_timeout" not in cmd   # Open MPI's own 1 s unless asked
+    graced = launch.mpirun_command(2, [], term_grace_s=5)
+    assert graced[graced.index("odls_base_sigkill_timeout") - 1:][:3] == ["--mca", "odls_base_sigkill_timeout", "5"]
     monkeypatch.setattr(launch.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="needs mpirun"):
         launch.mpirun_command(2, [])
