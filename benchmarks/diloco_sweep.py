@@ -26,7 +26,9 @@ VARIANTS: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
     "diloco-h64+int8": ("diloco-h64+int8", lambda steps: {}),
     "diloco-h64+int8 outer_lr 0.4": ("diloco-h64+int8", lambda steps: {"outer_lr": 0.4}),
     "diloco-h64+int8 outer_lr 1.0": ("diloco-h64+int8", lambda steps: {"outer_lr": 1.0}),
-    "diloco-h64+int8 outer_momentum 0.6": ("diloco-h64+int8", lambda steps: {"outer_momentum": 0.6}),
+    # outer lr 1 without momentum is plain periodic averaging (local SGD with AdamW inside)
+    "diloco-h64+int8 outer_lr 1.0 momentum 0": ("diloco-h64+int8", lambda steps: {"outer_lr": 1.0,
+                                                                                  "outer_momentum": 0.0}),
     "diloco-h32+int4": ("diloco-h16+int4", lambda steps: {"inner_steps": 32}),
     # QSR's period: H 16 through the warm-up, then (4 lr_peak / lr)^2 (16 at the peak, growing as the cosine
     # decays): about 63 rounds at 2048 steps, short ones while the lr is high

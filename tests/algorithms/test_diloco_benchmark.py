@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/diloco.py on 2 real ranks: 3 steps of mbsgd and diloco (H = 64, int4) on a
+"""Smoke tests of benchmarks/diloco.py (and its sweep) on 2 real ranks: 3 steps of mbsgd and diloco (H = 64, int4) on a
 small generated text and a small GPT, then the JSON it writes (ratios against mbsgd, the goal, bytes sent
 while training: none for diloco before its first round) and the PNG. No timing assertions."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import diloco
+from benchmarks import diloco, diloco_sweep
 from tests import pseudo_text
 
 
@@ -36,3 +36,25 @@ def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
     assert d["eval_loss_vs_mbsgd"] == pytest.approx(d["eval_loss"] / rows["mbsgd"]["eval_loss"])
     assert d["speedup_vs_mbsgd"] == pytest.approx(d["samples_per_s"] / rows["mbsgd"]["samples_per_s"])
     assert d["goal"].startswith("loss <= 1.02x, >= 200x fewer bytes: ") and d["goal"].endswith("met")
+
+
+@pytest.mark.mpi
+def test_diloco_sweep_smoke(tmp_path: Path) -> None:
+    """benchmarks/diloco_sweep.py's QSR variant reaches the worker: in 20 steps it makes two outer rounds
+    (H 16 through the 2 warm-up steps' period, then the 4 steps left), where the case it overrides (H = 16)
+    makes one; an int4 round sends a little over half a byte per parameter."""
+    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")
+    out = tmp_path / "results"
+    diloco_sweep.main(["--ranks", "2", "--steps", "20", "--batch", "2", "--n-layer", "1", "--n-embd", "32",
+                       "--n-head", "2", "--variants", "diloco-qsr+int4", "--data-dir", str(tmp_path / "data"),
+                       "--results-dir", str(out), "--timeout", "300"])
+    doc = json.loads((out / "diloco_sweep.json").read_text())
+    assert (out / "diloco_sweep.png").stat().st_size > 0
+    runs = {r["case"]: r for r in doc["runs"]}
+    assert list(runs) == ["mbsgd", "diloco-qsr+int4"] and all("result" in r for r in runs.values())
+    assert runs["diloco-qsr+int4"]["options"]["inner_steps"] == "qsr"
+    params = runs["mbsgd"]["result"]["parameters"]
+    assert params < runs["diloco-qsr+int4"]["result"]["bytes_sent"] < 1.5 * params   # two rounds, not one
+    rows = {r["case"]: r for r in doc["results"]}
+    assert rows["diloco-qsr+int4"]["eval_loss_vs_mbsgd"] == pytest.approx(
+        rows["diloco-qsr+int4"]["eval_loss"] / rows["mbsgd"]["eval_loss"])
