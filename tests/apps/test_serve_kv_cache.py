@@ -1,6 +1,6 @@
 """apps.serve's cached incremental forward equals the GPT's full forward (float64), over pipeline
-stages, ragged micro-batches (prefill and decode rows together) and reused slots; and the pieces
-of rank 0's scheduling that need no server: the bounded queue, cancellation, sampling."""
+stages, ragged micro-batches (prefill and decode rows together) and reused slots; sampling and the
+stream decoder (the scheduler's queue and cancellation: tests/apps/test_serve_scheduler.py)."""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +9,6 @@ import torch
 from apps.models.gpt import GPT
 from apps.serve.kv_cache import Rows
 from apps.serve.sampling import Sampler
-from apps.serve.scheduler import QueueFull, Request, Scheduler
 from apps.serve.stage import Stage, split_layers
 from apps.serve.text_codec import Vocabulary
 
@@ -79,25 +78,6 @@ def test_sampling_greedy_top1_and_seeds() -> None:
         s.start(2, 1234)
         draws.append([s.sample(logits[:1], [2], [1.0], [None], [1.0])[0] for _ in range(20)])
     assert draws[0] == draws[1] and len(set(draws[0])) > 1
-
-
-def test_the_queue_is_bounded_and_cancelled_requests_free_their_place() -> None:
-    vocab = Vocabulary("ab")
-    sched = Scheduler(slots=1, queue_limit=2, depth=2, block_size=8, keep=4)
-    req = Request([0, 1], 3, 0.0, None, 0)
-    gens = [sched.submit(req, vocab.decoder(), lambda e: None) for _ in range(2)]
-    with pytest.raises(QueueFull, match="queue is full"):
-        sched.submit(req, vocab.decoder(), lambda e: None)
-    sched.admit()
-    assert sched.counts()["active"] == 1 and sched.counts()["queue_depth"] == 1
-    batch = sched.next_microbatch()
-    assert batch == [gens[0]] and sched.next_microbatch() == []   # in flight: not in a second micro-batch
-    sched.cancel(gens[0])
-    sched.cancel(gens[1])
-    sched.returned(batch, [1], lambda g: None)   # a cancelled sequence's token is dropped, its slot freed
-    sched.admit()
-    counts = sched.counts()
-    assert (counts["active"], counts["queue_depth"], counts["cancelled"]) == (0, 0, 2), counts
 
 
 def test_stream_decoder_never_splits_a_character() -> None:

@@ -29,12 +29,17 @@ def test_a_burst_of_slots_plus_queue_is_taken_before_the_engine_looks() -> None:
     assert scheduler.counts()["rejected"] == 1
 
 
-def test_a_slot_freed_by_a_cancel_goes_to_the_oldest_waiting_request() -> None:
-    scheduler = Scheduler(1, 2, 1, 16, 8)
-    first, second, third = (submit(scheduler, i) for i in range(3))
-    assert (first.slot, second.slot, third.slot) == (0, -1, -1)
-    scheduler.cancel(first)
-    scheduler.admit()   # the engine's look: the cancelled sequence is not in flight, its slot is freed
-    assert (second.slot, third.slot) == (0, -1) and first.done
+def test_cancelled_requests_free_their_place_once_back_from_the_pipeline() -> None:
+    scheduler = Scheduler(1, 2, 2, 8, 4)
+    gens = [submit(scheduler, i) for i in range(3)]   # one slotted, two waiting
+    batch = scheduler.next_microbatch()
+    assert batch == [gens[0]] and scheduler.next_microbatch() == []   # in flight: not in a second micro-batch
+    scheduler.cancel(gens[0])   # in flight: its slot is freed when its micro-batch is back
+    scheduler.cancel(gens[1])   # waiting: it leaves the queue at the engine's next look
+    scheduler.admit()
+    assert gens[2].slot == -1 and scheduler.counts()["active"] == 1
+    scheduler.returned(batch, [1], lambda g: None)   # a cancelled sequence's token is dropped, its slot freed
+    scheduler.admit()
+    assert gens[2].slot == 0 and gens[0].done and gens[1].done
     counts = scheduler.counts()
-    assert (counts["active"], counts["queue_depth"], counts["cancelled"]) == (1, 1, 1), counts
+    assert (counts["active"], counts["queue_depth"], counts["cancelled"]) == (1, 0, 2), counts
