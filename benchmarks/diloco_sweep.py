@@ -20,8 +20,8 @@ from benchmarks.harness import held, save, table
 from benchmarks.workers.algorithms_gpt_run import ADAMW, warmup_steps
 
 # variant -> (the worker's case, overrides of its DiLoCo options); the case's own: outer lr 0.7, momentum 0.9,
-# Nesterov. Every variant sends >= 200x fewer bytes than mbsgd at 2048 steps (32 int8 rounds, or about 64
-# int4 rounds).
+# Nesterov. Every variant sends >= 200x fewer bytes than mbsgd at 2048 steps (32 int8 rounds, about 64
+# int4 rounds, up to 256 1-bit rounds).
 VARIANTS: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
     "diloco-h64+int8": ("diloco-h64+int8", lambda steps: {}),
     "diloco-h64+int8 outer_lr 0.4": ("diloco-h64+int8", lambda steps: {"outer_lr": 0.4}),
@@ -30,6 +30,9 @@ VARIANTS: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
     "diloco-h64+int8 outer_lr 1.0 momentum 0": ("diloco-h64+int8", lambda steps: {"outer_lr": 1.0,
                                                                                   "outer_momentum": 0.0}),
     "diloco-h32+int4": ("diloco-h16+int4", lambda steps: {"inner_steps": 32}),
+    # shorter periods, paid for with 1-bit outer gradients (error feedback per rank): 128 and 256 rounds
+    "diloco-h16+onebit": ("diloco-h16+onebit", lambda steps: {}),
+    "diloco-h8+onebit": ("diloco-h16+onebit", lambda steps: {"inner_steps": 8}),
     # QSR's period: H 16 through the warm-up, then (4 lr_peak / lr)^2 (16 at the peak, growing as the cosine
     # decays): about 63 rounds at 2048 steps, short ones while the lr is high
     "diloco-qsr+int4": ("diloco-h16+int4", lambda steps: {

@@ -87,6 +87,10 @@ BENCHMARKS: dict[str, Benchmark] = {
                              "mbsgd (DDP's rule)",
                              "python -m benchmarks.diloco --steps 2048 --seeds 1 --links default --cases mbsgd "
                              "diloco-h64 diloco-h64+int8 diloco-h64+int4 --name diloco_long"),
+    "diloco_sweep": Benchmark("DiLoCo's outer lr (0.4, 0.7, 1.0), momentum (0.9, 0) and period (H 64 with int8, "
+                              "H 32 and QSR's with int4, H 16 and 8 with 1-bit outer gradients) at diloco_long's "
+                              "setting: 2048 steps of 4 sequences per rank, char GPT, 4 ranks, seed 0",
+                              "mbsgd (DDP's rule)", "python -m benchmarks.diloco_sweep"),
     "hogwild_staleness": Benchmark("what the LAP workers' 0.9 updates of staleness cost in accuracy",
                                    "the same rule without staleness", "python -m benchmarks.hogwild_staleness"),
     "kernels": Benchmark("the CPU kernels (pack, quantize, 1-bit, averaging) in GB/s, one thread",
