@@ -106,18 +106,28 @@ def payload(args: argparse.Namespace, skipped: dict[str, str], results: dict[str
             "shaped_rate": "10gbit", "skipped": skipped, "results": results, "runs": runs}
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.diloco", description=__doc__.split("\n\n")[0])
-    add_launch_arguments(ap, "diloco", 256, "flock this file around each seed's runs on a link")
+def add_model_arguments(ap: argparse.ArgumentParser) -> None:
+    """The GPT's size (this benchmark's and benchmarks/diloco_sweep.py's; model_options reads them)."""
     ap.add_argument("--n-layer", type=int, default=4)
     ap.add_argument("--n-embd", type=int, default=128)
     ap.add_argument("--n-head", type=int, default=4)
+
+
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The worker's overrides of its GPT (settings["model"]), from add_model_arguments' arguments."""
+    return {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "dropout": 0.0}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.diloco", description=__doc__.split("\n\n")[0])
+    add_launch_arguments(ap, "diloco", 256, "flock this file around each seed's runs on a link")
+    add_model_arguments(ap)
     ap.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (initial model and data order)")
     ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
     args = ap.parse_args(argv)
     cases = args.cases if REFERENCE in args.cases else [REFERENCE, *args.cases]
     data, links, skipped = data_and_links(args)
-    model = {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "dropout": 0.0}
+    model = model_options(args)
     runs: list[dict[str, Any]] = []
     results: dict[str, list[dict[str, Any]]] = {}
     total, started = args.seeds * len(links) * len(cases), time.monotonic()

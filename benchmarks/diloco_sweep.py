@@ -15,7 +15,7 @@ import sys
 from typing import Any, Callable
 
 from benchmarks.algorithms_gpt import add_launch_arguments, data_and_links, launch
-from benchmarks.diloco import COLUMNS, REFERENCE, summarise
+from benchmarks.diloco import COLUMNS, REFERENCE, add_model_arguments, model_options, summarise
 from benchmarks.harness import held, save, table
 from benchmarks.workers.algorithms_gpt_run import ADAMW, warmup_steps
 
@@ -57,14 +57,11 @@ def plot_loss_against_bytes(rows: list[dict[str, Any]], args: argparse.Namespace
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.diloco_sweep", description=__doc__.split("\n\n")[0])
     add_launch_arguments(ap, "diloco_sweep", 2048, "flock this file around the whole sweep")
-    ap.add_argument("--n-layer", type=int, default=4)
-    ap.add_argument("--n-embd", type=int, default=128)
-    ap.add_argument("--n-head", type=int, default=4)
+    add_model_arguments(ap)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     args = ap.parse_args(argv)
     data, _, _ = data_and_links(argparse.Namespace(**{**vars(args), "links": ["default"]}))
-    settings = {"seed": 0, "model": {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head,
-                                     "dropout": 0.0}}
+    settings = {"seed": 0, "model": model_options(args)}
     names = [REFERENCE, *args.variants]
     runs: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []

@@ -13,7 +13,8 @@ as the full forward over that window computes it (the GPT's positions are absolu
 a cache cannot be shifted).
 
 Thread-safety: submit() and cancel() are called from the HTTP server's thread (submit gives a free
-slot at once, under the lock); everything else from the engine thread. Events go out through each request's `emit` callback (engine thread)."""
+slot at once, under the lock); everything else from the engine thread. Events go out through each
+request's `emit` callback (engine thread)."""
 from __future__ import annotations
 
 import math
