@@ -132,7 +132,9 @@ def test_a_crash_in_a_pytest_phase_does_not_hide_the_tests_after_it(tmp_path):
     every test, with the output printed before."""
     tests = tmp_path / "test_crashing.py"
     tests.write_text(CRASHING_TESTS)
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=3", "--timeout-method=thread"]
+    # --rootdir: the test ids must not depend on where the checkout lies relative to the temporary folder
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=3", "--timeout-method=thread",
+            f"--rootdir={tmp_path}"]
     xml, log = tmp_path / "phase.xml", tmp_path / "phase.log"
     run = pytest_phase.run(argv, [str(tests)], log, xml, 240, os.environ, ROOT)
     assert (run.rounds, run.returncode) == (3, 1), log.read_text()
@@ -194,12 +196,26 @@ def test_without_a_gpu_the_run_fails_in_setup_and_says_why(tmp_path):
     assert re.search(r"^setup +failed .*nvidia-smi", summary, re.M) and "needs gpu" in summary, summary
 
 
+def has_module(name: str) -> bool:
+    """find_spec of a submodule raises when its parent package is missing: that is "not here" too."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_has_module_says_no_for_a_submodule_of_a_missing_package():
+    assert has_module("json.decoder") and not has_module("json.no_such_module")
+    assert not has_module("no_such_package_pycomm.nccl")
+
+
 def test_dry_run_checks_everything_the_gpu_run_names():
-    """CI has what the check needs: nvcc, NCCL's wheel (scripts/gpu_compile_check.sh installs it), PyPI."""
+    """Needs nvcc, NCCL's wheel and PyPI: README's test command runs it where they are; CI runs it again after
+    scripts/gpu_compile_check.sh has installed the wheel (.ci/run's dry-run step)."""
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
         pytest.skip("no nvcc here: CMake cannot configure the CUDA build")
-    if importlib.util.find_spec("nvidia.nccl") is None:
-        pytest.skip("no nvidia-nccl-cu13 here (pip install nvidia-nccl-cu13; CI installs it)")
+    if not has_module("nvidia.nccl"):
+        pytest.skip("no nvidia-nccl-cu13 here (pip install nvidia-nccl-cu13; scripts/gpu_compile_check.sh does)")
     p = run_script("--dry-run")
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout
