@@ -2,8 +2,6 @@
 one rank, the rest and the head on the next), trained with the 1F1B schedule over 4 micro-batches, and
 ZeRO-2 (AdamW, gradients clipped by the whole model's norm) on each stage's data-parallel ranks.
 
-    mkdir -p data/shakespeare && curl -o data/shakespeare/input.txt \\
-        https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
     mpirun -n 2 python examples/pipeline_gpt.py     # pp=2; from the checkout root (as root add --allow-run-as-root)
     mpirun -n 4 python examples/pipeline_gpt.py     # pp=2 x dp_shard=2: ZeRO-2 shards each stage over 2 ranks
 
@@ -27,14 +25,14 @@ from apps.data import text                    # windows of characters of any tex
 from apps.models.gpt import GPT
 
 parser = argparse.ArgumentParser(description="A char GPT in 2 pipeline stages")
-parser.add_argument("--data", default="data/shakespeare/input.txt", help="a text file (tiny Shakespeare)")
+parser.add_argument("--data", default=None, help="a text file (default: the tiny Shakespeare apps ships)")
 parser.add_argument("--steps", type=int, default=60)
 parser.add_argument("--batch-size", type=int, default=16, help="windows per step and data-parallel rank")
 parser.add_argument("--lr", type=float, default=3e-3)
 parser.add_argument("--log-every", type=int, default=10)
 args = parser.parse_args()
-if not pathlib.Path(args.data).is_file():
-    parser.error(f"--data {args.data}: no such file; fetch tiny Shakespeare as the opening lines show")
+if args.data is not None and not pathlib.Path(args.data).is_file():
+    parser.error(f"--data {args.data}: no such file (leave --data out for the tiny Shakespeare apps ships)")
 
 comm = pycomm.init()
 mesh = pycomm.Mesh(comm, pp=2, dp_shard=-1)   # 2 stages; the other ranks shard each stage

@@ -2,8 +2,6 @@
 state sharded over the ranks, gradients clipped through the optimizer (the global norm over the shards),
 a checkpoint of every rank's shard every --save-every steps, and a resume from the newest one.
 
-    mkdir -p data/shakespeare && curl -o data/shakespeare/input.txt \\
-        https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
     mpirun -n 2 python examples/zero3_gpt.py --steps 50     # from the checkout root; as root add --allow-run-as-root
     mpirun -n 2 python examples/zero3_gpt.py --steps 100    # resumes at step 50 from runs/zero3_gpt
 
@@ -28,7 +26,7 @@ from apps.data import text                    # windows of characters of any tex
 from apps.models.gpt import GPT
 
 parser = argparse.ArgumentParser(description="A char GPT with ZeRO-3, checkpointed and resumed")
-parser.add_argument("--data", default="data/shakespeare/input.txt", help="a text file (tiny Shakespeare)")
+parser.add_argument("--data", default=None, help="a text file (default: the tiny Shakespeare apps ships)")
 parser.add_argument("--steps", type=int, default=100, help="train until this step (a resume counts from where it was)")
 parser.add_argument("--batch-size", type=int, default=16, help="windows per rank and step")
 parser.add_argument("--lr", type=float, default=3e-3)
@@ -36,8 +34,8 @@ parser.add_argument("--save-every", type=int, default=25)
 parser.add_argument("--log-every", type=int, default=10)
 parser.add_argument("--checkpoint-dir", type=pathlib.Path, default=pathlib.Path("runs/zero3_gpt"))
 args = parser.parse_args()
-if not pathlib.Path(args.data).is_file():
-    parser.error(f"--data {args.data}: no such file; fetch tiny Shakespeare as the opening lines show")
+if args.data is not None and not pathlib.Path(args.data).is_file():
+    parser.error(f"--data {args.data}: no such file (leave --data out for the tiny Shakespeare apps ships)")
 
 comm = pycomm.init()
 torch.manual_seed(0)

@@ -26,7 +26,13 @@ Documentation: README.md (getting started), docs/ (settings, diagnostics, perfor
 import sys as _sys
 
 _torch_first = "torch" not in _sys.modules
-import torch as _torch  # noqa: E402,F401  (every module below needs it; first, so the start-up profile can time it)
+try:
+    import torch as _torch  # noqa: E402,F401  (every module below needs it; first, so the start-up profile can time it)
+except ImportError as _e:
+    # pip install . declares no torch (an unpinned one pulls GBs of CUDA wheels): say which one to install
+    raise ImportError("pycomm needs PyTorch, which is not installed. Tested with torch 2.13.0; on a CPU-only "
+                      "machine install its CPU build: pip install torch==2.13.0 --index-url "
+                      "https://download.pytorch.org/whl/cpu (README.md, Install)") from _e
 
 from pycomm import startup_profile  # noqa: E402
 if _torch_first:

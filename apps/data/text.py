@@ -1,4 +1,5 @@
-"""A character-level dataset from any text file (tiny Shakespeare for the GPT)."""
+"""A character-level dataset from any text file; with no path, the embedded tiny Shakespeare (the GPT's
+default, so every GPT config runs on a fresh clone with no download)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,6 +7,8 @@ from pathlib import Path
 import torch
 
 from apps.data.dataset import Splits
+
+EMBEDDED_TEXT = Path(__file__).resolve().parent / "embedded" / "tinyshakespeare.txt"
 
 
 class CharWindows:
@@ -26,12 +29,17 @@ class CharWindows:
         return window[:, :-1], window[:, 1:]
 
 
-def check_path(path: str | Path | None, **options: object) -> None:
+def source(path: str | Path | None) -> Path:
+    """The text file read: `path`, or the embedded tiny Shakespeare when it is unset."""
+    return Path(path) if path else EMBEDDED_TEXT
+
+
+def check_path(path: str | Path | None = None, **options: object) -> None:
     """What load() needs on disk, checked without reading it (before any rank starts)."""
-    if not path:
-        raise ValueError("data.path must name a text file for data.name=text (e.g. tiny Shakespeare's input.txt)")
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"data.path={str(path)!r} is not a file (data.name=text reads one text file)")
+    if not source(path).is_file():
+        raise FileNotFoundError(f"data.path={str(path)!r} is not a file (data.name=text reads one text file; "
+                                "give one with -o data.path=PATH, or leave data.path unset for the embedded "
+                                "tiny Shakespeare)")
 
 
 def vocabulary(text: str) -> str:
@@ -39,9 +47,9 @@ def vocabulary(text: str) -> str:
     return "".join(sorted(set(text)))
 
 
-def load(path: str | Path, block_size: int = 256, stride: int | None = None, eval_fraction: float = 0.1) -> Splits:
+def load(path: str | Path | None = None, block_size: int = 256, stride: int | None = None, eval_fraction: float = 0.1) -> Splits:
     check_path(path)
-    text = Path(path).read_text(encoding="utf-8")
+    text = source(path).read_text(encoding="utf-8")
     vocab = vocabulary(text)
     lookup = {c: i for i, c in enumerate(vocab)}
     tokens = torch.tensor([lookup[c] for c in text], dtype=torch.long)

@@ -16,13 +16,11 @@ import torch
 from apps import checkpoint
 from apps.config import loading
 from apps.config.schema import Config
-from apps.data.text import vocabulary
+from apps.data.text import source, vocabulary
 from apps.models import MODELS
 from apps.models.gpt import GPT
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "gpt_shakespeare_char.yaml"
-# tiny Shakespeare's 65 characters: the vocabulary of a random model when the text file is not there
-SHAKESPEARE_CHARS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 @dataclass
@@ -69,8 +67,8 @@ def resolve_checkpoint(arg: str) -> tuple[Path, Path]:
 
 
 def _vocab_of_text(cfg: Config) -> str | None:
-    path = Path(cfg.data.path) if cfg.data.path else None
-    return vocabulary(path.read_text(encoding="utf-8")) if path is not None and path.is_file() else None
+    path = source(cfg.data.path)   # unset: the embedded tiny Shakespeare, as apps.train read it
+    return vocabulary(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def checkpoint_vocab(ckpt: Path) -> str | None:
@@ -95,8 +93,8 @@ def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch
         notes = ["no --checkpoint: serving a RANDOMLY INITIALISED GPT (its text is noise); train one with "
                  "apps.train and pass --checkpoint runs/<name>"]
         if vocab is None:
-            vocab = SHAKESPEARE_CHARS
-            notes.append(f"vocabulary: tiny Shakespeare's {len(vocab)} characters ({cfg.data.path} not found)")
+            raise FileNotFoundError(f"data.path={cfg.data.path!r} is not a file: its characters are the random "
+                                    "model's vocabulary (leave data.path unset for the embedded tiny Shakespeare)")
         model = _build(cfg, vocab)
         return Served(model.to(dtype).eval(), vocab, "random", cfg, notes)
     run_dir, ckpt = resolve_checkpoint(checkpoint_arg)

@@ -27,6 +27,15 @@ def test_embedded_mnist_parses_and_splits_8000_2000() -> None:
         np.bincount(labels, minlength=10).tolist()  # a partition of the 10,000
 
 
+def test_embedded_tiny_shakespeare_is_the_text_default() -> None:
+    """Every GPT config runs on a fresh clone: data.path unset reads the embedded tiny Shakespeare."""
+    splits = DATASETS.build("text", {"block_size": 256})
+    assert splits.info["vocab_size"] == 65 and len(text.EMBEDDED_TEXT.read_text(encoding="utf-8")) == 1_115_394
+    assert len(splits.train) == len(range(0, int(1_115_394 * 0.9) - 256, 256)) and splits.eval is not None
+    with pytest.raises(FileNotFoundError, match=r"data.path='/no/such.txt' is not a file .*-o data.path=PATH"):
+        DATASETS.build("text", {"path": "/no/such.txt"})
+
+
 def _write_idx(path: Path, array: np.ndarray, compress: bool) -> None:
     header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     (gzip.open if compress else open)(path, "wb").write(header + array.tobytes())

@@ -73,3 +73,11 @@ def test_importing_the_layers_without_a_core_leaves_no_traceback_at_exit(tmp_pat
     proc = python("import algorithms; print('imported', 'mbsgd' in algorithms.available())", checkout)
     assert proc.returncode == 0 and "imported" in proc.stdout, proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_without_torch_the_import_says_which_torch_to_install() -> None:
+    """`pip install .` declares no torch (an unpinned one pulls GBs of CUDA wheels): the import says which."""
+    # sys.modules["torch"] = None: the import fails as it does where torch is not installed
+    p = python("import sys; sys.modules['torch'] = None; import pycomm", cwd=ROOT)
+    assert p.returncode == 1 and "ImportError: pycomm needs PyTorch, which is not installed" in p.stderr, p.stderr
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in p.stderr, p.stderr
