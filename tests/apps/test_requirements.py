@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.metadata
+import operator
 import subprocess
 import sys
 import types
@@ -119,6 +120,11 @@ def test_pyproject_declares_the_extras_with_the_torch_pin() -> None:
     assert extras["vision"] == [f"torchvision=={requirements.torchvision_for(torch_pin)}"], (extras, torch_pin)
     for dep in requirements.DEPENDENCIES:
         assert any(req.split("=")[0] == dep.package for req in extras[dep.extra]), (dep, extras[dep.extra])
+    # what a default config uses is a default dependency, not an extra: logging.plot is on by default
+    defaults = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    default_needs = [need.dependency.package for need in requirements.NEEDS
+                     if need.applies(operator.attrgetter(need.key)(loading.load(None)))]
+    assert default_needs and all(package in defaults for package in default_needs), (default_needs, defaults)
 
 
 @pytest.mark.parametrize("how", ["plotting raises", "matplotlib missing"])
