@@ -75,18 +75,32 @@ def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
     env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
     with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures:
         env[failure.FAILURE_DIR_ENV] = failures
-        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                preexec_fn=_own_process_group_ended_with_us)
         startup_profile.mark("mpirun_started")
         assert proc.stderr is not None
         stderr = MpirunStderr(proc.stderr, sys.stderr)
         with forwarding_stop_signals(proc, stop_signals):
             try:
                 code, interrupted = proc.wait(), False
-            except KeyboardInterrupt:  # the terminal's Ctrl-C reached mpirun too, which stops the ranks
+            except KeyboardInterrupt:  # the terminal's Ctrl-C reached only us: mpirun stops the ranks on it
+                proc.send_signal(signal.SIGINT)
                 code, interrupted = proc.wait(), True
             stderr.join()
             _report(code, failure.read(Path(failures)), stderr, interrupted)
     return code
+
+
+def _own_process_group_ended_with_us() -> None:
+    """Run in mpirun before it starts. A process group of its own: a signal to our whole group (`timeout`,
+    `kill -- -PGID`, a batch system signalling every task, a terminal's Ctrl-C) reaches only this launcher,
+    which forwards it (forwarding_stop_signals, spawn). Open MPI answers a SIGTERM of its own by killing the
+    ranks a second later, mid-save, and the run ended "mpirun exited with code 1". PR_SET_PDEATHSIG: mpirun
+    still gets SIGTERM (and stops the ranks) when this launcher dies, as when it shared our group."""
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)   # 1: PR_SET_PDEATHSIG
 
 
 @contextmanager

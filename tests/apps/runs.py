@@ -50,16 +50,20 @@ def _start_held(argv: list[str], after_line: str, **popen: Any) -> subprocess.Po
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
-def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIGTERM, timeout: float = 300
-            ) -> subprocess.CompletedProcess:
+def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIGTERM, timeout: float = 300,
+            whole_group: bool = False) -> subprocess.CompletedProcess:
     """Start the run, send `sig` once a progress line containing after_line appears (rank 0 holds there
-    until it arrives: held_at); wait for exit."""
-    proc = _start_held(argv, after_line)
+    until it arrives: held_at); wait for exit. whole_group: to the run's whole process group, as `timeout`,
+    `kill -- -PGID` and batch systems do, not to the launcher alone."""
+    proc = _start_held(argv, after_line, start_new_session=whole_group)
     lines = []
     for line in proc.stdout:
         lines.append(line)
         if after_line in line:
-            proc.send_signal(sig)
+            if whole_group:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
             break
     out, _ = proc.communicate(timeout=timeout)
     text = "".join(lines) + out

@@ -37,6 +37,16 @@ def _check_two_rank_run(stdout: str, run_dir: Path, per_rank: bool) -> None:
 
 @pytest.mark.mpi
 @needs_comm
+def test_sigterm_to_the_whole_process_group_is_a_clean_preemption(tmp_path: Path) -> None:
+    """mpirun got the group's SIGTERM too and killed the ranks (mid-save on a large model); the run ended
+    "mpirun exited with code 1". It runs in a group of its own now: only the launcher's forward reaches it."""
+    out = runs.preempt(runs.args(tmp_path, "group", "plsgd", 2), whole_group=True, timeout=400).stdout
+    assert "preempted" in out and "mpirun exited" not in out, out
+    assert len(list((tmp_path / "group" / "checkpoints").glob("*.preempt"))) == 1, out
+
+
+@pytest.mark.mpi
+@needs_comm
 def test_nproc_run_preempted_by_sigterm_resumes_to_the_uninterrupted_parameters(tmp_path: Path) -> None:
     runs.run(runs.args(tmp_path, "straight", "plsgd", 2), timeout=400)
     argv = runs.args(tmp_path, "cut", "plsgd", 2)
