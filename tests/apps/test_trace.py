@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.apps import runs
+from tests.apps import hta_analyses, runs
 from tests.launch import ROOT, worker_env
 
 
@@ -40,6 +40,12 @@ def test_trace_window_of_a_two_rank_run(tmp_path: Path) -> None:
         assert {"allreduce", "queued", "wire"} <= seen, (rank, sorted(seen)[:40])
     steps = analysis.get_profiler_steps()       # of the 3 captured steps, those HTA finds whole on every rank
     assert steps and set(steps) <= {0, 1, 2}, steps
+    ours, torchs = hta_analyses.outcomes(trace_dir / "ranks"), hta_analyses.outcomes(
+        hta_analyses.torch_cpu_trace(tmp_path / "torch_trace"))
+    assert [n for n in torchs if torchs[n] == "ok" and ours[n] != "ok"] == [], (ours, torchs)
+    tracing_doc = (ROOT / "docs" / "tracing.md").read_text()
+    for name, outcome in ours.items():   # the doc says which run on CPU traces and which need GPU kernels
+        assert re.search(rf"`{name}`[^\n]*\| {'runs' if outcome == 'ok' else 'fails'}", tracing_doc), (name, outcome)
     png = tmp_path / "again.png"
     drawn = subprocess.run([sys.executable, "-m", "apps.plot", str(trace_dir / "trace.json"), "--out", str(png)],
                            cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=120)
