@@ -72,10 +72,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                    help="the served weights' and activations' dtype (float64: exact comparisons; default float32)")
     p.add_argument("--api-key", default=os.environ.get(API_KEY_ENV) or None, metavar="KEY",
-                   help=f"require `Authorization: Bearer KEY` on every request but GET /health; better set {API_KEY_ENV} "
-                        "(a command line is visible to other users of the machine); default: no key")
-    p.add_argument("--limit-concurrency", type=_bounded_int(1, 2**20, "connections"), default=1000, metavar="N",
-                   help="connections open at once; one more is answered 503 and closed (default 1000)")
+                   help="require `Authorization: Bearer KEY` on every request but GET /health; better set "
+                        f"{API_KEY_ENV} (a command line is visible to other users of the machine); default: no key")
+    p.add_argument("--limit-concurrency", type=_bounded_int(1, 2**20, "connections"), metavar="N",
+                   help="connections open at once; one more is answered 503 and closed (default 1000, or fewer "
+                        "when the hard limit on open files is lower)")
     p.add_argument("--header-timeout", type=_bounded(float, 0.1, 3600.0, "seconds"), default=10.0, metavar="SECONDS",
                    help="a connection that sends no whole request head within this is closed (default 10)")
     p.add_argument("--keep-alive-timeout", type=_bounded_int(1, 3600, "seconds"), default=5, metavar="SECONDS",
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         requirements.check_serve()
         if not 0 <= args.port <= 65535:
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
+        from apps.serve.connection_limits import ensure_descriptors
+        # here: the ranks that --nproc starts inherit the raised limit
+        args.limit_concurrency = ensure_descriptors(args.limit_concurrency)
     except (requirements.MissingDependencyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -63,8 +63,8 @@ class Access:
         path = scope["path"]
         host = headers.get(b"host")
         if self.check_host and host is not None and host_name(host.decode("latin-1")) not in LOOPBACK_NAMES:
-            response = error_response(path, 400, f"Host: {host.decode('latin-1')!r} is not a name of this server; bound "
-                                                 "to loopback it answers only localhost, 127.0.0.1 and [::1] (a "
+            response = error_response(path, 400, f"Host: {host.decode('latin-1')!r} is not a name of this server; "
+                                                 "bound to loopback it answers only localhost, 127.0.0.1 and [::1] (a "
                                                  "guard against DNS rebinding)", "host", code="invalid_host")
             await response(scope, receive, send)
             return

@@ -23,6 +23,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 # descriptors rank 0 needs besides its connections: MPI, torch, logs, the listening socket
 RESERVED_FDS = 256
+DEFAULT_MAX_CONNECTIONS = 1000
+MIN_CONNECTIONS = 16
 
 
 @dataclass(frozen=True)
@@ -39,16 +41,21 @@ class ConnectionLimits:
                 "timeout_keep_alive": self.keep_alive_s, "h11_max_incomplete_event_size": self.max_header_bytes}
 
 
-def ensure_descriptors(max_connections: int) -> None:
-    """Raises the soft limit on open files as far as needed (up to the hard one), or explains."""
-    need = max_connections + RESERVED_FDS
+def ensure_descriptors(max_connections: int | None) -> int:
+    """The connection limit to use (`None`: the default, lowered to what the hard limit on open files
+    allows); raises the soft limit on open files as far as it needs (up to the hard one), or explains."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max_connections is None:
+        room = DEFAULT_MAX_CONNECTIONS if hard == resource.RLIM_INFINITY else hard - RESERVED_FDS
+        max_connections = max(MIN_CONNECTIONS, min(DEFAULT_MAX_CONNECTIONS, room))
+    need = max_connections + RESERVED_FDS
     if soft != resource.RLIM_INFINITY and soft < need:
         if hard != resource.RLIM_INFINITY and hard < need:
-            raise ValueError(f"--limit-concurrency {max_connections} needs about {need} open files, but this process "
-                             f"may open at most {hard} (ulimit -Hn): lower --limit-concurrency to {hard - RESERVED_FDS} "
-                             "or less, or raise the limit")
+            raise ValueError(f"--limit-concurrency {max_connections} needs about {need} open files, but this "
+                             f"process may open at most {hard} (ulimit -Hn): lower --limit-concurrency to "
+                             f"{hard - RESERVED_FDS} or less, or raise the limit")
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    return max_connections
 
 
 def _refusal(max_connections: int) -> bytes:

@@ -17,8 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 OPENAI_PREFIX = "/v1/"
 OPENAI_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 405: "invalid_request_error",
-                413: "invalid_request_error", 415: "invalid_request_error", 422: "invalid_request_error", 503: "service_unavailable",
-                500: "server_error"}
+                413: "invalid_request_error", 415: "invalid_request_error", 422: "invalid_request_error",
+                503: "service_unavailable", 500: "server_error"}
 
 
 class BadRequest(ValueError):
@@ -71,7 +71,8 @@ def _wrong_content_type(request: Request, exc: RequestValidationError) -> str | 
 def _unparsable(cause: BaseException | None) -> str:
     """Why a body could not be parsed at all (FastAPI's 400 keeps the reason only as the cause)."""
     if isinstance(cause, UnicodeDecodeError):
-        return f"body: not UTF-8 (byte 0x{cause.object[cause.start]:02x} at offset {cause.start}); expected a JSON object in UTF-8"
+        return (f"body: not UTF-8 (byte 0x{cause.object[cause.start]:02x} at offset {cause.start}); expected a JSON "
+                "object in UTF-8")
     digits = re.search(r"value has (\d+) digits", str(cause)) if isinstance(cause, ValueError) else None
     if digits:   # Python refuses to convert longer decimal integers (sys.set_int_max_str_digits)
         return (f"body: an integer with {digits.group(1)} digits exceeds the limit of "

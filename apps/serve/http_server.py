@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from apps.serve import log_limit, stage_messages
 from apps.serve.access import is_loopback
 from apps.serve.api import Service, create_app
-from apps.serve.connection_limits import ConnectionLimits, ensure_descriptors
+from apps.serve.connection_limits import ConnectionLimits
 from apps.serve.engine import Engine, describe_stages
 from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.model_source import Served
@@ -40,7 +40,8 @@ def config_info(args: argparse.Namespace, served: Served, stages: int) -> dict[s
     process id."""
     m = served.model
     return {"model": "gpt", "model_name": model_id(args, served), "source": served.public_source,
-            "random_init": served.random, "notes": served.public_notes, "vocab": served.vocab, "vocab_size": len(served.vocab),
+            "random_init": served.random, "notes": served.public_notes, "vocab": served.vocab,
+            "vocab_size": len(served.vocab),
             "block_size": m.block_size, "n_layer": m.n_layer, "n_head": m.n_head, "n_embd": m.n_embd,
             "dtype": args.dtype, "parameters": sum(p.numel() for p in m.parameters()),
             "stages": describe_stages(stages, m.n_layer), "slots": args.slots, "queue_limit": args.queue,
@@ -74,7 +75,6 @@ def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: stag
     service = Service(engine, scheduler, metrics, limits, info, info["model_name"], pids)
     engine.on_failure = service.end_streams_and_wait
     conn_limits = connection_limits(args)
-    ensure_descriptors(conn_limits.max_connections)
     app = create_app(service, args.max_body_bytes, args.api_key, check_host=is_loopback(args.host))
     server = _uvicorn_server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                            timeout_graceful_shutdown=GRACEFUL_S, lifespan="off",

@@ -183,5 +183,6 @@ def add(app: FastAPI, service: "Service") -> None:
             raise BadRequest("session_ids", "must be a non-empty list")
         for i, s in enumerate(body.session_ids):
             chat_sessions.check_id(s, f"session_ids.{i}")
-        return {"ok": True, "deleted": service.sessions.clear(request.cookies.get(chat_sessions.OWNER_COOKIE), body.session_ids),
+        owner = request.cookies.get(chat_sessions.OWNER_COOKIE)
+        return {"ok": True, "deleted": service.sessions.clear(owner, body.session_ids),
                 "sessions_requested": len(body.session_ids)}

@@ -7,7 +7,10 @@ line says how many were left out."""
 from __future__ import annotations
 
 import logging
+import resource
 import socket
+import subprocess
+import sys
 import time
 
 import httpx
@@ -15,6 +18,7 @@ import pytest
 
 from apps.serve.log_limit import RateLimit
 from tests.apps.serving import RANDOM_GPT, serving
+from tests.launch import ROOT, worker_env
 
 pytestmark = pytest.mark.mpi
 SLOW_CLIENTS = 300
@@ -73,6 +77,20 @@ def test_slow_connections_are_capped_and_timed_out_and_health_still_answers() ->
     assert len(log) < 20_000, log[-4000:]   # one line per kind of message, not one per socket
     assert 1 <= log.count("refused a connection") <= 3, log
     assert 1 <= log.count("sent no whole request head") <= 3, log
+
+
+def test_the_connection_limit_fits_the_open_files_limit() -> None:
+    """In a process that may open 300 files (600 at most): the default limit is lowered to fit the hard
+    limit and the soft one raised to it; a limit that cannot fit is refused, saying what would."""
+    check = ("import resource\nfrom apps.serve.connection_limits import ensure_descriptors\n"
+             "print(ensure_descriptors(None), resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+             "try:\n    ensure_descriptors(1000)\nexcept ValueError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=worker_env(), capture_output=True, text=True,
+                         timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (300, 600)))
+    assert out.returncode == 0, out.stderr
+    fitted, refused = out.stdout.splitlines()
+    assert fitted == "344 (600, 600)", out.stdout   # 600 - 256 for everything but connections
+    assert "--limit-concurrency 1000 needs about 1256 open files" in refused and "to 344 or less" in refused, refused
 
 
 def test_one_line_per_kind_of_message_per_interval() -> None:
