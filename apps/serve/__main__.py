@@ -6,7 +6,7 @@ apps.train's: `--nproc` re-runs itself under mpirun; under srun / mpirun each pr
 Rank 0 runs the HTTP server and stage 0; without --checkpoint the GPT is randomly initialised.
 A run is served from any directory: --checkpoint takes its path (runs/NAME, or one checkpoint in
 it), and the vocabulary comes from the checkpoint itself, not from the run's (relative) data.path.
-API, window rule and limits: apps/serve/README.md."""
+API, window rule, limits and access (the API key: PYCOMM_SERVE_API_KEY): apps/serve/README.md."""
 from __future__ import annotations
 
 import argparse
@@ -22,21 +22,30 @@ from apps.train import _positive_int
 
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+API_KEY_ENV = "PYCOMM_SERVE_API_KEY"   # rather than --api-key: a command line is visible to every user (ps)
 # when a rank dies, rank 0 ends every open stream with an error event between Open MPI's SIGTERM and its
 # SIGKILL: 5 s for that, not Open MPI's 1 s, which a loaded rank 0 can miss
 SIGKILL_GRACE_S = 5
 
 
-def _bounded_int(low: int, high: int, what: str):
-    def parse(text: str) -> int:
+def _bounded(kind: type, low: float, high: float, what: str):
+    """An argparse type: a number of `kind` (int or float) in [low, high]."""
+    def parse(text: str) -> float:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number ({what}), got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected a {'whole number' if kind is int else 'number'} ({what}), "
+                                             f"got {text!r}") from None
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high} ({what}), got {value}")
+            shown = str if kind is int else (lambda v: f"{v:g}")
+            raise argparse.ArgumentTypeError(f"must be between {shown(low)} and {shown(high)} ({what}), "
+                                             f"got {shown(value)}")
         return value
     return parse
+
+
+def _bounded_int(low: int, high: int, what: str):
+    return _bounded(int, low, high, what)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -62,7 +71,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="the model's id in /v1/models and /v1 requests (default: the run's name, or gpt-random)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
                    help="the served weights' and activations' dtype (float64: exact comparisons; default float32)")
-    return p.parse_args(argv)
+    p.add_argument("--api-key", default=os.environ.get(API_KEY_ENV) or None, metavar="KEY",
+                   help="require `Authorization: Bearer KEY` on every request but GET /health; better set "
+                        f"{API_KEY_ENV} (a command line is visible to other users of the machine); default: no key")
+    p.add_argument("--limit-concurrency", type=_bounded_int(1, 2**20, "connections"), metavar="N",
+                   help="connections open at once; one more is answered 503 and closed (default 1000, or fewer "
+                        "when the hard limit on open files is lower)")
+    p.add_argument("--header-timeout", type=_bounded(float, 0.1, 3600.0, "seconds"), default=10.0, metavar="SECONDS",
+                   help="a connection that sends no whole request head within this is closed (default 10)")
+    p.add_argument("--keep-alive-timeout", type=_bounded_int(1, 3600, "seconds"), default=5, metavar="SECONDS",
+                   help="an idle connection between requests is closed after this (default 5)")
+    p.add_argument("--max-header-bytes", type=_bounded_int(1024, 2**20, "bytes"), default=16384, metavar="BYTES",
+                   help="a request head (request line and headers) larger than this gets 400 (default 16384)")
+    args = p.parse_args(argv)
+    if args.api_key is not None and not args.api_key.strip():
+        p.error("--api-key: must not be empty")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         requirements.check_serve()
         if not 0 <= args.port <= 65535:
             raise ValueError(f"--port must be in 0..65535, got {args.port}")
+        from apps.serve.connection_limits import ensure_descriptors
+        # here: the ranks that --nproc starts inherit the raised limit
+        args.limit_concurrency = ensure_descriptors(args.limit_concurrency)
     except (requirements.MissingDependencyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

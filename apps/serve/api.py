@@ -1,7 +1,8 @@
 """The HTTP API (FastAPI) on rank 0: the Service that every endpoint submits generations through,
 and the app: SmolCluster's endpoints (apps.serve.smolcluster_routes), the OpenAI-compatible /v1
 (apps.serve.openai_routes), GET /health, /config, /metrics, and the web page (GET / and /app.js).
-Errors: apps.serve.http_errors (one JSON shape per API); bodies over the limit: apps.serve.body_limit.
+Errors: apps.serve.http_errors (one JSON shape per API); bodies over the limit: apps.serve.body_limit;
+the API key and the Host check: apps.serve.access. No OpenAPI schema or docs pages are served.
 An error after a stream started is its final event, never a dropped connection: also when the
 server stops or the pipeline fails (Service.end_streams)."""
 from __future__ import annotations
@@ -9,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 
-from apps.serve import openai_routes, smolcluster_routes
+from apps.serve import openai_routes, request_checks as checks, smolcluster_routes
+from apps.serve.access import Access
 from apps.serve.body_limit import BodyLimit
 from apps.serve.chat_sessions import SessionStore
 from apps.serve.engine import Engine
@@ -27,7 +29,7 @@ from apps.serve.scheduler import Generation, QueueFull, Request as GenRequest, S
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE = {"/": ("index.html", "text/html"), "/app.js": ("app.js", "text/javascript")}
-POLL_DISCONNECT_S = 0.5   # how often a stream waiting for its next token checks that the client is still there
+POLL_DISCONNECT_S = 0.5   # how often a request checks that its client is still there
 
 
 @dataclass(eq=False)
@@ -46,6 +48,7 @@ class Service:
     limits: Limits
     info: dict[str, Any]   # GET /config
     model_id: str          # /v1/models
+    pids: list[int]        # GET /health: every rank's process (the launcher's tests check they end)
     sessions: SessionStore = field(default_factory=SessionStore)
     open: set[OpenGeneration] = field(default_factory=set)
     open_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -68,34 +71,66 @@ class Service:
             raise BadRequest("queue", str(e), status=503) from None
         return OpenGeneration(gen, events, emit)
 
+    def submit_many(self, req: GenRequest, n: int) -> list[OpenGeneration]:
+        """`n` independent samples of one request (seeds seed, seed+1, ...); all or none are queued."""
+        ogs: list[OpenGeneration] = []
+        try:
+            for i in range(n):
+                ogs.append(self.submit(replace(req, seed=checks.nth_seed(req.seed, i))))
+        except BadRequest:
+            for og in ogs:
+                self.scheduler.cancel(og.gen)
+            raise
+        return ogs
+
     async def events(self, og: OpenGeneration, request: Request) -> AsyncIterator[dict[str, Any]]:
         """The generation's events until the final one; cancels it when the client leaves."""
+        async for _, event in self.merged([og], request):
+            yield event
+
+    async def merged(self, ogs: list[OpenGeneration], request: Request) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+        """(index, event) of every generation's events as they come, until each sent its final one.
+        Every POLL_DISCONNECT_S the client is checked (also while tokens keep coming: a whole answer
+        sends nothing until the end, so only this notices a client that left); when it left, every
+        generation is cancelled and its slot freed."""
         with self.open_lock:
-            self.open.add(og)
+            self.open.update(ogs)
+        waiting = {asyncio.ensure_future(og.events.get()): i for i, og in enumerate(ogs)}
+        next_check = time.monotonic() + POLL_DISCONNECT_S
         try:
-            while True:
-                try:
-                    event = await asyncio.wait_for(og.events.get(), POLL_DISCONNECT_S)
-                except asyncio.TimeoutError:
+            while waiting:
+                done, _ = await asyncio.wait(waiting, timeout=max(0.0, next_check - time.monotonic()),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if time.monotonic() >= next_check:
                     if await request.is_disconnected():
                         return
-                    continue
-                yield event
-                if event.get("done"):
-                    return
+                    next_check = time.monotonic() + POLL_DISCONNECT_S
+                for task in sorted(done, key=waiting.__getitem__):
+                    i = waiting.pop(task)
+                    event = task.result()
+                    yield i, event
+                    if not event.get("done"):
+                        waiting[asyncio.ensure_future(ogs[i].events.get())] = i
         finally:
+            for task in waiting:
+                task.cancel()
             with self.open_lock:
-                self.open.discard(og)
-            self.scheduler.cancel(og.gen)   # nothing when it finished; else its slot is freed
+                self.open.difference_update(ogs)
+            for og in ogs:
+                self.scheduler.cancel(og.gen)   # nothing when it finished; else its slot is freed
+
+    async def finals(self, ogs: list[OpenGeneration], request: Request) -> list[dict[str, Any]]:
+        """The final events of generations answered as a whole; BadRequest (503) when one failed."""
+        last: list[dict[str, Any]] = [{} for _ in ogs]
+        async for i, event in self.merged(ogs, request):
+            last[i] = event
+        for event in last:
+            if "error" in event or not event.get("done"):
+                raise BadRequest("server", event.get("error", "the generation ended without an answer"), status=503)
+        return last
 
     async def final(self, og: OpenGeneration, request: Request) -> dict[str, Any]:
-        """The final event of a generation answered as a whole; BadRequest (503) when it failed."""
-        last: dict[str, Any] = {}
-        async for event in self.events(og, request):
-            last = event
-        if "error" in last or not last.get("done"):
-            raise BadRequest("server", last.get("error", "the generation ended without an answer"), status=503)
-        return last
+        return (await self.finals([og], request))[0]
 
     def end_streams(self, message: str) -> None:
         """Every open generation gets a final error event now (from any thread; e.g. a stop signal
@@ -117,10 +152,12 @@ class Service:
             time.sleep(0.05)
 
 
-def create_app(service: Service, max_body_bytes: int) -> BodyLimit:
-    """The ASGI app uvicorn serves: the FastAPI app behind the body limit."""
+def create_app(service: Service, max_body_bytes: int, api_key: str | None = None, check_host: bool = False) -> Access:
+    """The ASGI app uvicorn serves: the FastAPI app behind the body limit, behind the access checks
+    (`check_host`: answer only loopback names in Host, for a server bound to loopback)."""
 
-    app = FastAPI(title="pycomm apps.serve", docs_url=None, redoc_url=None)
+    # docs off, and the schema with them: it lists every endpoint and field to whoever asks
+    app = FastAPI(title="pycomm apps.serve", docs_url=None, redoc_url=None, openapi_url=None)
     install(app)
     smolcluster_routes.add(app, service)
     openai_routes.add(app, service)
@@ -129,7 +166,7 @@ def create_app(service: Service, max_body_bytes: int) -> BodyLimit:
     async def health() -> JSONResponse:
         ok = service.engine.error is None and service.engine.thread.is_alive() and not service.stop_message
         body = {"status": "ok" if ok else "error", "healthy": ok, "stages": service.engine.stages,
-                "pids": service.info["pids"]}
+                "pids": service.pids}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/config")
@@ -152,4 +189,4 @@ def create_app(service: Service, max_body_bytes: int) -> BodyLimit:
     for route, (name, media_type) in PAGE.items():
         app.add_api_route(route, page_file(name, media_type), methods=["GET"], include_in_schema=False)
 
-    return BodyLimit(app, max_body_bytes)
+    return Access(BodyLimit(app, max_body_bytes), api_key, check_host)

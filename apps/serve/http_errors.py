@@ -6,6 +6,8 @@ its own (404 unknown path, 405 wrong method, 413 body too large), so a client ne
 FastAPI's `{"detail": ...}`."""
 from __future__ import annotations
 
+import re
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,8 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 OPENAI_PREFIX = "/v1/"
 OPENAI_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 405: "invalid_request_error",
-                413: "invalid_request_error", 422: "invalid_request_error", 503: "service_unavailable",
-                500: "server_error"}
+                413: "invalid_request_error", 415: "invalid_request_error", 422: "invalid_request_error",
+                503: "service_unavailable", 500: "server_error"}
 
 
 class BadRequest(ValueError):
@@ -52,6 +54,33 @@ def _validation_field(error: dict[str, Any]) -> str:
     return ".".join(loc) or "body"
 
 
+def _json_content_type(request: Request) -> bool:
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _wrong_content_type(request: Request, exc: RequestValidationError) -> str | None:
+    """FastAPI reads a body as JSON only under a JSON Content-Type; any other body fails validation as
+    raw bytes, with a message about the body's type: name the header instead."""
+    if isinstance(exc.body, (bytes, bytearray)) and exc.body and not _json_content_type(request):
+        got = request.headers.get("content-type") or "no Content-Type header"
+        return f"body: Content-Type must be application/json, got {got}"
+    return None
+
+
+def _unparsable(cause: BaseException | None) -> str:
+    """Why a body could not be parsed at all (FastAPI's 400 keeps the reason only as the cause)."""
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"body: not UTF-8 (byte 0x{cause.object[cause.start]:02x} at offset {cause.start}); expected a JSON "
+                "object in UTF-8")
+    digits = re.search(r"value has (\d+) digits", str(cause)) if isinstance(cause, ValueError) else None
+    if digits:   # Python refuses to convert longer decimal integers (sys.set_int_max_str_digits)
+        return (f"body: an integer with {digits.group(1)} digits exceeds the limit of "
+                f"{sys.get_int_max_str_digits()} digits")
+    reason = f"{type(cause).__name__}: {cause}" if cause is not None else "it could not be parsed"
+    return f"body: {reason}; expected a JSON object in UTF-8"
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -59,6 +88,9 @@ def install(app: FastAPI) -> None:
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         field = _validation_field(first)
         status = 400 if is_openai(request.url.path) else 422   # OpenAI answers a bad field with 400
+        wrong_type = _wrong_content_type(request, exc)
+        if wrong_type is not None:
+            return error_response(request.url.path, 415, wrong_type, "body")
         return error_response(request.url.path, status, f"{field}: {first.get('msg')}", field)
 
     @app.exception_handler(BadRequest)
@@ -77,8 +109,7 @@ def install(app: FastAPI) -> None:
         elif exc.status_code == 413:   # apps.serve.body_limit: its message names the limit
             field, message = "body", str(exc.detail)
         elif exc.status_code == 400:   # FastAPI could not parse the body at all (e.g. not UTF-8)
-            field = "body"
-            message = f"body: {exc.detail}; expected a JSON object in UTF-8"
+            field, message = "body", _unparsable(exc.__cause__)
         else:
             message = str(exc.detail)
         return error_response(path, exc.status_code, message, field, headers=exc.headers)

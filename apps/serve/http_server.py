@@ -12,8 +12,10 @@ import sys
 import time
 from typing import Any, Iterator
 
-from apps.serve import stage_messages
+from apps.serve import log_limit, stage_messages
+from apps.serve.access import is_loopback
 from apps.serve.api import Service, create_app
+from apps.serve.connection_limits import ConnectionLimits
 from apps.serve.engine import Engine, describe_stages
 from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.model_source import Served
@@ -29,16 +31,23 @@ def model_id(args: argparse.Namespace, served: Served) -> str:
     return args.model_name or ("gpt-random" if served.random else served.config.name)
 
 
-def config_info(args: argparse.Namespace, served: Served, stages: int, pids: list[int]) -> dict[str, Any]:
+def connection_limits(args: argparse.Namespace) -> ConnectionLimits:
+    return ConnectionLimits(args.limit_concurrency, args.header_timeout, args.keep_alive_timeout, args.max_header_bytes)
+
+
+def config_info(args: argparse.Namespace, served: Served, stages: int) -> dict[str, Any]:
+    """GET /config: what a client may know; no absolute path (where the server's files are) and no
+    process id."""
     m = served.model
-    return {"model": "gpt", "model_name": model_id(args, served), "source": served.source,
-            "random_init": served.random, "notes": served.notes, "vocab": served.vocab, "vocab_size": len(served.vocab),
+    return {"model": "gpt", "model_name": model_id(args, served), "source": served.public_source,
+            "random_init": served.random, "notes": served.public_notes, "vocab": served.vocab,
+            "vocab_size": len(served.vocab),
             "block_size": m.block_size, "n_layer": m.n_layer, "n_head": m.n_head, "n_embd": m.n_embd,
             "dtype": args.dtype, "parameters": sum(p.numel() for p in m.parameters()),
             "stages": describe_stages(stages, m.n_layer), "slots": args.slots, "queue_limit": args.queue,
             "max_tokens_limit": args.max_tokens_limit, "window_keep": args.window_keep,
-            "max_body_bytes": args.max_body_bytes, "available_worker_ranks": [0], "pids": pids,
-            "created": int(time.time())}
+            "max_body_bytes": args.max_body_bytes, "available_worker_ranks": [0], "created": int(time.time()),
+            "api_key_required": args.api_key is not None, "limit_concurrency": args.limit_concurrency}
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
@@ -57,16 +66,20 @@ def _uvicorn_server(config: Any) -> Any:
 def run_rank0(args: argparse.Namespace, served: Served, stage: Stage, link: stage_messages.Link | None, pids: list[int]) -> int:
     import uvicorn
 
-    info = config_info(args, served, stage.count, pids)
+    info = config_info(args, served, stage.count)
     block_size = served.model.block_size
     scheduler = Scheduler(args.slots, args.queue, stage.count, block_size, args.window_keep)
     metrics = ServeMetrics(info["stages"])
     engine = Engine(stage, link, scheduler, metrics)
     limits = Limits(Vocabulary(served.vocab), block_size, args.max_tokens_limit)
-    service = Service(engine, scheduler, metrics, limits, info, info["model_name"])
+    service = Service(engine, scheduler, metrics, limits, info, info["model_name"], pids)
     engine.on_failure = service.end_streams_and_wait
-    server = _uvicorn_server(uvicorn.Config(create_app(service, args.max_body_bytes), host=args.host, port=args.port,
-                                           log_level="warning", timeout_graceful_shutdown=GRACEFUL_S, lifespan="off"))
+    conn_limits = connection_limits(args)
+    app = create_app(service, args.max_body_bytes, args.api_key, check_host=is_loopback(args.host))
+    server = _uvicorn_server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                           timeout_graceful_shutdown=GRACEFUL_S, lifespan="off",
+                                           **conn_limits.uvicorn_options()))
+    log_limit.install()   # after uvicorn.Config: it configures the loggers the filter goes on
 
     def stop(signum: int, frame: object) -> None:
         # at once: after a rank died, Open MPI's SIGKILL follows its SIGTERM within about a second

@@ -29,7 +29,9 @@ class Served:
     vocab: str              # token i is the character vocab[i]
     source: str             # the checkpoint directory, or "random"
     config: Config
-    notes: list[str]        # what the log and GET /config say about where the model came from
+    notes: list[str]        # what the log says about where the model came from
+    public_source: str      # GET /config's: the run's name and the checkpoint's, no absolute path
+    public_notes: list[str]  # GET /config's notes: file names, no absolute path
 
     @property
     def random(self) -> bool:
@@ -92,11 +94,12 @@ def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch
         vocab = _vocab_of_text(cfg)
         notes = ["no --checkpoint: serving a RANDOMLY INITIALISED GPT (its text is noise); train one with "
                  "apps.train and pass --checkpoint runs/<name>"]
+        public = list(notes)
         if vocab is None:
             raise FileNotFoundError(f"data.path={cfg.data.path!r} is not a file: its characters are the random "
                                     "model's vocabulary (leave data.path unset for the embedded tiny Shakespeare)")
         model = _build(cfg, vocab)
-        return Served(model.to(dtype).eval(), vocab, "random", cfg, notes)
+        return Served(model.to(dtype).eval(), vocab, "random", cfg, notes, "random", public)
     run_dir, ckpt = resolve_checkpoint(checkpoint_arg)
     cfg = loading.load(run_dir / "config.yaml", overrides)
     vocab = checkpoint_vocab(ckpt) or _vocab_of_text(cfg)
@@ -112,4 +115,6 @@ def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch
                                          f"has {len(vocab)} characters; give the run's own text with -o data.path=PATH")
     model = _build(cfg, vocab)
     model.load_state_dict(state)
-    return Served(model.to(dtype).eval(), vocab, str(ckpt), cfg, [f"serving {ckpt} (run {run_dir})"])
+    label = f"{run_dir.resolve().name}/{ckpt.name}"
+    return Served(model.to(dtype).eval(), vocab, str(ckpt), cfg, [f"serving {ckpt} (run {run_dir})"], label,
+                  [f"serving checkpoint {ckpt.name} of run {run_dir.resolve().name}"])

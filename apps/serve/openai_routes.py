@@ -3,7 +3,8 @@
 Server-Sent Events of OpenAI's chunks, then `data: [DONE]`; `stream_options.include_usage` adds a
 last chunk with `usage` and no choices). Fields: `model` (the served id, else 404), `prompt` /
 `messages` (apps.serve.chat_template), `max_tokens` (`max_completion_tokens`), `temperature`,
-`top_p`, `top_k` (vLLM's extension), `n` (1 only), `stop`, `seed`, `user`. Fields this server cannot
+`top_p`, `top_k` (vLLM's extension), `n` (independent samples, as vLLM: seeds seed, seed+1, ...;
+at most request_checks.MAX_N), `stop`, `seed`, `user`. Fields this server cannot
 honour are accepted only at their no-op value (`echo: false`, `best_of: 1`, penalties 0, ...), so no
 answer silently ignores what was asked. Errors: OpenAI's shape (apps.serve.http_errors); an error
 after a stream started is a last `data: {"error": {...}}` chunk before `data: [DONE]`."""
@@ -74,7 +75,7 @@ class ChatBody(Sampling):
 
 
 # field -> the values that ask for nothing this server does not do
-NO_OP = {"n": (1,), "frequency_penalty": (0.0,), "presence_penalty": (0.0,), "logit_bias": ({},), "echo": (False,),
+NO_OP = {"frequency_penalty": (0.0,), "presence_penalty": (0.0,), "logit_bias": ({},), "echo": (False,),
          "best_of": (1,), "logprobs": (False,), "suffix": ("",), "top_logprobs": (0,), "tools": ([],)}
 
 
@@ -82,7 +83,7 @@ def refuse_unsupported(body: BaseModel) -> None:
     for name, fine in NO_OP.items():
         value = getattr(body, name, None)
         if value is not None and value not in fine:
-            raise BadRequest(name, f"{value!r} is not supported by this server (it serves n=1 without penalties, "
+            raise BadRequest(name, f"{value!r} is not supported by this server (it serves no penalties, "
                                    f"logprobs, echo, suffix or tools); leave it out or use {fine[0]!r}")
 
 
@@ -105,34 +106,38 @@ class Openai:
             ids, checks.max_tokens(max_tokens, default, limits, field),
             checks.temperature(body.temperature, DEFAULT_TEMPERATURE), checks.top_k(body.top_k, limits),
             checks.top_p(body.top_p), checks.seed(body.seed), checks.stops(body.stop))
+        self.n = checks.samples(body.n)
         self.service, self.body, self.chat = service, body, chat
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.object = "chat.completion" if chat else "text_completion"
         self.chunk_object = "chat.completion.chunk" if chat else "text_completion"
 
-    def usage(self, final: dict[str, Any]) -> dict[str, int]:
-        prompt, completion = len(self.request.prompt_ids), final.get("num_tokens", 0)
+    def usage(self, finals: list[dict[str, Any]]) -> dict[str, int]:
+        """The prompt once (as vLLM and OpenAI count it), the tokens of every sample."""
+        prompt, completion = len(self.request.prompt_ids), sum(f.get("num_tokens", 0) for f in finals)
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     def _envelope(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.body.model, "choices": choices}
 
-    def whole(self, final: dict[str, Any]) -> dict[str, Any]:
-        reason, text = final["finish_reason"], final["full_text"]
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                   "finish_reason": reason} if self.chat else
-                  {"index": 0, "text": text, "logprobs": None, "finish_reason": reason})
-        return {**self._envelope(self.object, [choice]), "usage": self.usage(final)}
+    def whole(self, finals: list[dict[str, Any]]) -> dict[str, Any]:
+        choices = []
+        for i, final in enumerate(finals):
+            reason, text = final["finish_reason"], final["full_text"]
+            choices.append({"index": i, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                            "finish_reason": reason} if self.chat else
+                           {"index": i, "text": text, "logprobs": None, "finish_reason": reason})
+        return {**self._envelope(self.object, choices), "usage": self.usage(finals)}
 
-    def chunk(self, text: str | None, reason: str | None = None, role: bool = False) -> dict[str, Any]:
+    def chunk(self, index: int, text: str | None, reason: str | None = None, role: bool = False) -> dict[str, Any]:
         if self.chat:
             delta = {} if text is None else {"content": text}
             if role:
                 delta = {"role": "assistant", **delta}
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+            choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": reason}
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}
+            choice = {"index": index, "text": text or "", "logprobs": None, "finish_reason": reason}
         out = self._envelope(self.chunk_object, [choice])
         if self.include_usage:
             out["usage"] = None   # as OpenAI: every chunk has the key, only the last one a value
@@ -143,25 +148,29 @@ class Openai:
         return bool(self.body.stream_options and self.body.stream_options.include_usage)
 
     async def answer(self, request: Request) -> Any:
-        og = self.service.submit(self.request)
+        ogs = self.service.submit_many(self.request, self.n)
         if not self.body.stream:
-            return JSONResponse(self.whole(await self.service.final(og, request)))
+            return JSONResponse(self.whole(await self.service.finals(ogs, request)))
 
         async def stream() -> AsyncIterator[str]:
             def sse(obj: Any) -> str:
                 return f"data: {json.dumps(obj)}\n\n"
             if self.chat:
-                yield sse(self.chunk("", role=True))
-            async for event in self.service.events(og, request):
+                for i in range(self.n):
+                    yield sse(self.chunk(i, "", role=True))
+            finals = []
+            async for i, event in self.service.merged(ogs, request):
                 if "error" in event:
                     yield sse(openai_error_body(503, event["error"]))
                     break
                 if not event["done"]:
-                    yield sse(self.chunk(event["token"]))
+                    yield sse(self.chunk(i, event["token"]))
                     continue
-                yield sse(self.chunk(None if self.chat else "", event["finish_reason"]))
+                finals.append(event)
+                yield sse(self.chunk(i, None if self.chat else "", event["finish_reason"]))
+            else:
                 if self.include_usage:
-                    yield sse({**self._envelope(self.chunk_object, []), "usage": self.usage(event)})
+                    yield sse({**self._envelope(self.chunk_object, []), "usage": self.usage(finals)})
             yield "data: [DONE]\n\n"
         return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 

@@ -18,6 +18,7 @@ JsonFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]   # a JSON
 MAX_TEMPERATURE = 100.0      # softmax at T=100 is already close to uniform over a char vocabulary
 INT64 = 2**63
 MAX_STOPS, MAX_STOP_CHARS = 4, 256   # OpenAI's limit on stop strings; a bound on their length
+MAX_N = 16   # samples of one request (OpenAI's `n`): each takes a slot, so one request cannot fill the server
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,18 @@ def seed(value: Optional[int]) -> int:
     if not -INT64 <= value < INT64:
         raise BadRequest("seed", f"must be a 64-bit integer, got {value}")
     return value
+
+
+def samples(value: Optional[int]) -> int:
+    n = 1 if value is None else value
+    if not 1 <= n <= MAX_N:
+        raise BadRequest("n", f"must be between 1 and {MAX_N} (independent samples of the request), got {n}")
+    return n
+
+
+def nth_seed(value: int, i: int) -> int:
+    """The seed of a request's i-th sample (OpenAI's `n`): value + i, wrapped to stay a 64-bit integer."""
+    return (value + i + INT64) % (2 * INT64) - INT64
 
 
 def stops(value: Union[str, list[str], None]) -> tuple[str, ...]:

@@ -12,6 +12,9 @@ Where this server differs, and why:
 - memory is a bounded per-session history (apps.serve.chat_sessions), used by /chat when the request
   names a `session_id` and `use_memory` is not false: without a session_id a request is stateless
   (SmolCluster's default session is "default"), so a plain prompt's answer depends on nothing else.
+  A session is its caller's: kept under the owner token of a cookie the server sets (a client that
+  uses memory keeps cookies, as browsers and requests.Session / httpx.Client do), so another caller
+  naming the same session_id has a session of its own and never reads this one.
   /query never reads or writes memory (as SmolCluster's)."""
 from __future__ import annotations
 
@@ -130,17 +133,25 @@ def add(app: FastAPI, service: "Service") -> None:
     @app.post("/chat")
     async def chat(body: SmolBody, request: Request) -> StreamingResponse:
         session = session_of(body)
-        req, prompt = generation(service, body, None if session is None else service.sessions.history(session))
+        owner = request.cookies.get(chat_sessions.OWNER_COOKIE) if session else None
+        history = None if session is None else service.sessions.history(owner, session)
+        req, prompt = generation(service, body, history)
         og = service.submit(req)
+        if session and not owner:   # the caller's first session: from now on it is known by this token
+            owner = chat_sessions.new_owner()
 
         async def stream() -> AsyncIterator[str]:
             async for event in service.events(og, request):
                 if event.get("done"):
                     event = {**event, "worker_rank": WORKER_RANK, **({"session_id": session} if session else {})}
                     if session and "error" not in event:
-                        service.sessions.add(session, [("user", prompt.user), ("assistant", event["full_text"])])
+                        service.sessions.add(owner, session, [("user", prompt.user), ("assistant", event["full_text"])])
                 yield f"data: {json.dumps(event)}\n\n"
-        return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+        response = StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+        if owner:
+            response.set_cookie(chat_sessions.OWNER_COOKIE, owner, max_age=chat_sessions.OWNER_COOKIE_MAX_AGE_S,
+                                httponly=True, samesite="strict")
+        return response
 
     @app.post("/query")
     async def query(body: SmolBody, request: Request) -> JSONResponse:
@@ -159,18 +170,19 @@ def add(app: FastAPI, service: "Service") -> None:
                 "max_sessions": s.max_sessions, "max_turns": s.max_turns}
 
     @app.get("/memory/history")
-    async def memory_history(session_id: Annotated[str, Query()],
+    async def memory_history(request: Request, session_id: Annotated[str, Query()],
                              limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> dict[str, Any]:
         chat_sessions.check_id(session_id)
-        turns_kept = service.sessions.history(session_id, limit)
+        turns_kept = service.sessions.history(request.cookies.get(chat_sessions.OWNER_COOKIE), session_id, limit)
         return {"enabled": True, "session_id": session_id,
                 "messages": [{"role": r, "content": c} for r, c in turns_kept]}
 
     @app.post("/memory/clear")
-    async def memory_clear(body: ClearBody) -> dict[str, Any]:
+    async def memory_clear(body: ClearBody, request: Request) -> dict[str, Any]:
         if not body.session_ids:
             raise BadRequest("session_ids", "must be a non-empty list")
         for i, s in enumerate(body.session_ids):
             chat_sessions.check_id(s, f"session_ids.{i}")
-        return {"ok": True, "deleted": service.sessions.clear(body.session_ids),
+        owner = request.cookies.get(chat_sessions.OWNER_COOKIE)
+        return {"ok": True, "deleted": service.sessions.clear(owner, body.session_ids),
                 "sessions_requested": len(body.session_ids)}

@@ -291,7 +291,11 @@ def test_health_config_metrics(server, run_dir: Path) -> None:
         assert c.post("/query", json={"prompt": "to", "max_tokens": 3}).status_code == 200   # work for every stage
         health, config, metrics = (c.get(p).json() for p in ("/health", "/config", "/metrics"))
     assert health["status"] == "ok" and health["stages"] == 2 and len(health["pids"]) == 2
-    assert config["random_init"] is False and Path(config["source"]).parent == run_dir / "checkpoints"
+    run_name, checkpoint_name = config["source"].split("/")   # the run's and the checkpoint's names, no more
+    assert config["random_init"] is False and run_name == run_dir.name, config
+    assert (run_dir / "checkpoints" / checkpoint_name).is_dir(), config
+    # what a client may know: no absolute path of the server's files, no process id
+    assert str(run_dir.parent) not in str(config) and "pids" not in config, config
     # served from another directory than training's: the vocabulary came with the checkpoint
     assert config["vocab"] == "".join(sorted(set((run_dir.parent.parent / "text.txt").read_text())))
     assert [s["layers"] for s in config["stages"]] == [[0, 1], [1, 2]] and config["block_size"] == BLOCK

@@ -67,17 +67,27 @@ def test_chat_template_is_plain_text_in_shakespeare_layout() -> None:
         turns([])
 
 
-def test_session_memory_is_bounded() -> None:
+def test_session_memory_is_bounded_and_kept_per_owner() -> None:
     store = SessionStore(max_sessions=2, max_turns=3)
-    store.add("a", [("user", "1"), ("assistant", "2")])
-    store.add("a", [("user", "3"), ("assistant", "4")])
-    assert store.history("a") == [("assistant", "2"), ("user", "3"), ("assistant", "4")]   # the last 3 turns
-    assert store.history("a", limit=1) == [("assistant", "4")]
-    store.add("b", [("user", "x")])
-    store.history("a")                      # a is now the most recently used
-    store.add("c", [("user", "y")])         # a third session: b, the least recently used, is forgotten
-    assert store.history("b") == [] and store.count() == 2
-    assert store.clear(["a", "nope"]) == 3 and store.history("a") == []
+    store.add("me", "a", [("user", "1"), ("assistant", "2")])
+    store.add("me", "a", [("user", "3"), ("assistant", "4")])
+    assert store.history("me", "a") == [("assistant", "2"), ("user", "3"), ("assistant", "4")]   # the last 3 turns
+    assert store.history("me", "a", limit=1) == [("assistant", "4")]
+    # the same session_id under another owner (or none) is another, empty session; clearing it clears nothing
+    assert store.history("you", "a") == [] and store.history(None, "a") == [] and store.clear("you", ["a"]) == 0
+    store.add("me", "b", [("user", "x")])
+    store.history("me", "a")                      # a is now the most recently used
+    store.add("me", "c", [("user", "y")])         # a third session: b, the least recently used, is forgotten
+    assert store.history("me", "b") == [] and store.count() == 2
+    assert store.clear("me", ["a", "nope"]) == 3 and store.history("me", "a") == []
+
+
+def test_n_samples_are_bounded_and_their_seeds_stay_64_bit() -> None:
+    assert checks.samples(None) == 1 and checks.samples(checks.MAX_N) == checks.MAX_N
+    for bad in (0, -1, checks.MAX_N + 1):
+        with pytest.raises(BadRequest, match=f"^n: must be between 1 and {checks.MAX_N}"):
+            checks.samples(bad)
+    assert checks.nth_seed(5, 2) == 7 and checks.nth_seed(2**63 - 1, 1) == -2**63
 
 
 def test_field_checks_name_the_field_before_the_wire() -> None:
