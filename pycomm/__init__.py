@@ -64,5 +64,7 @@ __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceO
            "Message", "Received", "TensorWork", "DistributedSampler", "profile"]
 __version__ = "0.1.0"
 
+from pycomm import torch_backend  # noqa: E402
+torch_backend.register()  # dist.init_process_group("pycomm") (pycomm/torch_backend)
 settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
 startup_profile.mark("pycomm_imported")
