@@ -51,8 +51,27 @@ class PycommProcessGroup(dist.ProcessGroup):
         super().__init__(comm.rank, comm.size)
         self.comm = comm
         self._waiter = Waiter(comm.name)
+        self._group_name = self._group_desc = ""
 
     # ---- torch's bookkeeping ---------------------------------------------------------------------
+    # torch reads a group's name and description back from its C++ backends, which a Python process group has
+    # none of: kept here (DeviceMesh and the functional collectives look groups up by name)
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+        super()._set_group_name(name)
+
+    def _set_group_desc(self, desc: str) -> None:
+        self._group_desc = desc
+        super()._set_group_desc(desc)
+
+    @property
+    def group_name(self) -> str:
+        return self._group_name
+
+    @property
+    def group_desc(self) -> str:
+        return self._group_desc
+
     def getBackendName(self) -> str:
         return NAME
 
