@@ -22,6 +22,10 @@ reduction during backward), LayerwiseAverager, TCPStore, stats(), build_info(), 
 errors PycommError, StallError (an op past PYCOMM_TIMEOUT), MismatchError (ranks calling different
 ops), SettingError (a bad PYCOMM_* variable: pycomm.settings, `python -m pycomm.settings_doc`).
 
+torch.distributed backend: `import pycomm` registers "pycomm", so `dist.init_process_group("pycomm")` runs
+DDP, FSDP2, pipelining and DeviceMesh code on pycomm unchanged (pycomm/torch_backend); DDP communication
+hooks from the codecs: pycomm.ddp_hooks.
+
 Documentation: README.md (getting started), docs/ (settings, diagnostics, performance), csrc/README.md."""
 import sys as _sys
 
