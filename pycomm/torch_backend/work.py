@@ -61,7 +61,8 @@ class PycommWork(TorchWork):
             deadline = time.monotonic() + seconds
             while not self.is_completed():
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"pycomm backend: {self._name} did not complete within wait(timeout={seconds:g} s)")
+                    raise TimeoutError(f"pycomm backend: {self._name} did not complete within "
+                                       f"wait(timeout={seconds:g} s)")
                 time.sleep(_POLL_S)
         self._complete()
         return True

@@ -4,7 +4,9 @@ Cases (argv[1]): "ddp" (DDP on "pycomm" against DDP on gloo, bit for bit), "mism
 rank 1 broadcast: pycomm's MismatchError on both), "ops" (every supported op against its expected values)."""
 from __future__ import annotations
 
+import datetime
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -90,7 +92,21 @@ def ops() -> None:
         r.wait()
     _expect(got, torch.full((3,), float((rank - 1) % size)), "batch_isend_irecv")
     work = dist.all_reduce(torch.ones(2), async_op=True)
-    assert work.wait(timeout=__import__("datetime").timedelta(seconds=120)) is True
+    assert work.wait(timeout=datetime.timedelta(seconds=120)) is True
+    late = torch.ones(2)
+    if rank == 0:   # rank 1 joins 3 s late: a bounded wait gives up naming the op, the op itself completes later
+        work = dist.all_reduce(late, async_op=True)
+        try:
+            work.wait(timeout=datetime.timedelta(seconds=0.5))
+        except TimeoutError as e:
+            assert "allreduce" in str(e), e
+        else:
+            raise AssertionError("wait(timeout=0.5 s) returned before the late rank joined")
+        work.wait()
+    else:
+        time.sleep(3)
+        dist.all_reduce(late)
+    _expect(late, torch.full((2,), float(size)), "all_reduce after a timed-out wait")
     fut = dist.all_reduce(torch.ones(2), async_op=True).get_future()
     _expect(fut.wait()[0], torch.full((2,), float(size)), "get_future")
     for call, name in ((lambda: dist.all_reduce(torch.ones(1), op=dist._make_nccl_premul_sum(2.0)), "PREMUL_SUM"),
