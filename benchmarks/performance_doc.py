@@ -74,6 +74,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                              "pp2 x mbsgd / zero1-3): samples/s, memory per rank, bytes per step per mesh dimension",
                              "torch DDP, FSDP2 on a 2-D mesh (HSDP), torch.distributed.pipelining 1F1B x DDP (gloo)",
                              "python -m benchmarks.composition --repeats 2"),
+    "ddp_backend": Benchmark("DDP on the tiny MNIST CNN, 2 ranks, on the torch.distributed backend \"pycomm\": "
+                             "samples/s", "DDP on gloo in the same job", "python -m benchmarks.ddp_backend"),
     "diloco": Benchmark("eval loss against bytes sent per rank for DDP, plsgd, qsr, DiLoCo (H 16, 64; int8, int4), "
                         "streaming DiLoCo on the char GPT, 4 ranks, equal steps and samples", "mbsgd (DDP's rule)",
                         "python -m benchmarks.diloco --lock /tmp/pycomm-bench.lock"),

@@ -22,6 +22,10 @@ reduction during backward), LayerwiseAverager, TCPStore, stats(), build_info(), 
 errors PycommError, StallError (an op past PYCOMM_TIMEOUT), MismatchError (ranks calling different
 ops), SettingError (a bad PYCOMM_* variable: pycomm.settings, `python -m pycomm.settings_doc`).
 
+torch.distributed backend: `import pycomm` registers "pycomm", so `dist.init_process_group("pycomm")` runs
+DDP, FSDP2, pipelining and DeviceMesh code on pycomm unchanged (pycomm/torch_backend); DDP communication
+hooks from the codecs: pycomm.ddp_hooks.
+
 Documentation: README.md (getting started), docs/ (settings, diagnostics, performance), csrc/README.md."""
 import sys as _sys
 
@@ -64,5 +68,7 @@ __all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceO
            "Message", "Received", "TensorWork", "DistributedSampler", "profile"]
 __version__ = "0.1.0"
 
+from pycomm import torch_backend  # noqa: E402
+torch_backend.register()  # dist.init_process_group("pycomm") (pycomm/torch_backend)
 settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
 startup_profile.mark("pycomm_imported")

@@ -81,18 +81,23 @@ def rendezvous_store(env: LaunchEnv, timeout_s: float) -> Any:
 
 
 def create_world(env: LaunchEnv) -> Any:
+    return transport_over(rendezvous_store(env, default_timeout()), env.rank, env.size, WORLD_PREFIX)
+
+
+def transport_over(store: Any, rank: int, size: int, prefix: str) -> Any:
+    """A gloo transport of `size` ranks meeting through torch store `store` under key prefix `prefix`
+    (the world's, or a torch.distributed group's own store: pycomm.torch_backend)."""
     from torch._C._distributed_c10d import AllgatherOptions
     from torch.distributed import PrefixStore
 
     from pycomm._build import core
     from pycomm.gloo_transport import GlooTransport, process_group
 
-    store = rendezvous_store(env, default_timeout())
     stall_s = core().stall_timeout()
-    pg = process_group(PrefixStore(WORLD_PREFIX, store), env.rank, env.size, stall_s, device())
-    hosts = torch.empty(env.size, dtype=torch.int64)
+    pg = process_group(PrefixStore(prefix, store), rank, size, stall_s, device())
+    hosts = torch.empty(size, dtype=torch.int64)
     pg._allgather_base(hosts, torch.tensor([host_id()], dtype=torch.int64), AllgatherOptions()).wait()
-    return GlooTransport(store, pg, env.rank, env.size, hosts.tolist(), WORLD_PREFIX, stall_s, device())
+    return GlooTransport(store, pg, rank, size, hosts.tolist(), prefix, stall_s, device())
 
 
 backends.register(backends.Backend("gloo", unavailable_reason, create_world))

@@ -1,0 +1,61 @@
+"""init_process_group's default env:// rendezvous, under an MPI launcher that sets none of torch's variables.
+
+torch's env:// needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; mpirun sets none of them. When they
+are missing and MPI launched this process, pycomm starts its world (MPI), rank 0 serves a torch TCPStore
+on a free port and broadcasts its address over MPI, so `dist.init_process_group("pycomm")` works under
+mpirun unchanged. Everywhere else (torchrun, variables set by hand) torch's own handler runs as before."""
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+from datetime import timedelta
+from typing import Any, Callable, Iterator
+from urllib.parse import urlparse
+
+import torch
+
+from pycomm import launch_env, runtime
+
+_ADDRESS_BYTES = 512
+_TORCH_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _needs_mpi(url: str) -> bool:
+    query = urlparse(url).query
+    return (launch_env.detect().mpi_launched and "rank=" not in query
+            and any(not os.environ.get(v) for v in _TORCH_VARIABLES))
+
+
+def _mpi_store(timeout: timedelta) -> Iterator[tuple[Any, int, int]]:
+    from torch.distributed import TCPStore
+
+    world = runtime.init()
+    address = torch.zeros(_ADDRESS_BYTES, dtype=torch.uint8)
+    server = None
+    if world.rank == 0:
+        server = TCPStore(socket.gethostname(), 0, world.size, is_master=True, timeout=timeout, wait_for_workers=False)
+        text = f"{socket.gethostname()}:{server.port}".encode()
+        address[:len(text)] = torch.tensor(list(text), dtype=torch.uint8)
+    world.broadcast(address, 0)
+    host, port = bytes(address[address > 0].tolist()).decode().rsplit(":", 1)
+    store = server if server is not None else TCPStore(host, int(port), world.size, is_master=False, timeout=timeout)
+    yield store, world.rank, world.size
+    raise RuntimeError("pycomm's MPI rendezvous does not restart (no elastic membership under mpirun)")
+
+
+def install() -> None:
+    """Routes env:// through pycomm's MPI rendezvous where torch's variables are missing under MPI."""
+    # the module (torch.distributed.rendezvous as an attribute is its function of that name)
+    module = importlib.import_module("torch.distributed.rendezvous")
+    handlers: dict[str, Callable[..., Iterator[Any]]] = module._rendezvous_handlers
+    torch_env = handlers.get("env")
+    if torch_env is None or getattr(torch_env, "_pycomm", False):
+        return
+
+    def env_or_mpi(url: str, timeout: timedelta = timedelta(minutes=30), **kwargs: Any) -> Iterator[Any]:
+        if _needs_mpi(url):
+            return _mpi_store(timeout)
+        return torch_env(url, timeout=timeout, **kwargs)
+    env_or_mpi._pycomm = True  # type: ignore[attr-defined]
+    handlers["env"] = env_or_mpi

@@ -1,0 +1,45 @@
+"""Backend "pycomm" of torch.distributed (pycomm/torch_backend): unchanged torch.distributed code on real
+ranks (tests/comm/workers/torch_backend.py) under mpirun, with no torch variables set (pycomm's MPI
+rendezvous), and under torchrun (env://, pycomm's gloo transport): every supported op against expected
+values, DDP bit for bit against DDP on gloo, and a mismatched collective raising pycomm's MismatchError
+(MPI's op check, and the gloo transport's)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.launch import mpirun, torchrun
+
+ENV = {"PYCOMM_TIMEOUT": "60", "PYTHONWARNINGS": "ignore::FutureWarning"}
+
+
+def _passed(stdout: str, what: str) -> list[str]:
+    return sorted(re.findall(rf"rank (\d): {what}", stdout))
+
+
+@pytest.mark.mpi
+def test_ops_under_mpirun():
+    proc = mpirun(2, "tests.comm.workers.torch_backend", "ops", env=ENV)
+    assert _passed(proc.stdout, "ops passed") == ["0", "1"], proc.stdout
+
+
+def test_ops_under_torchrun():
+    proc = torchrun(2, "tests.comm.workers.torch_backend", "ops", env=ENV)
+    assert _passed(proc.stdout, "ops passed") == ["0", "1"], proc.stdout
+
+
+@pytest.mark.mpi
+def test_ddp_on_pycomm_matches_ddp_on_gloo():
+    proc = mpirun(2, "tests.comm.workers.torch_backend", "ddp", env=ENV)
+    assert _passed(proc.stdout, "ddp on pycomm == gloo") == ["0", "1"], proc.stdout
+
+
+@pytest.mark.parametrize("launcher", [pytest.param(mpirun, marks=pytest.mark.mpi), torchrun],
+                         ids=["mpirun", "torchrun"])
+def test_mismatched_collective_raises_mismatch_error(launcher):
+    proc = launcher(2, "tests.comm.workers.torch_backend", "mismatch", env=ENV)
+    assert _passed(proc.stdout, "MismatchError") == ["0", "1"], proc.stdout
+    # each rank's message names both ranks' ops
+    assert proc.stdout.count("rank 0 submitted allreduce #1") == 2, proc.stdout
+    assert proc.stdout.count("rank 1 submitted broadcast #1") == 2, proc.stdout

@@ -1,0 +1,65 @@
+"""Worker of tests/comm/test_torch_backend_hooks.py: DDP with pycomm's quantized communication hooks
+(pycomm/ddp_hooks.py) training the MNIST CNN on 2 ranks, on backend "pycomm" and on a gloo group, against
+plain fp32 DDP: the accuracy each reaches, the bytes the hook counted, and that every rank ends with the
+same parameters."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import pycomm
+from pycomm import ddp_hooks
+from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
+
+STEPS, BATCH = 60, 32
+
+
+def trained(group: Optional[dist.ProcessGroup], state: Optional[ddp_hooks.QuantizedState]) -> float:
+    (x, y), (xe, ye) = DATA
+    torch.manual_seed(0)
+    model = DDP(TinyCNN(), process_group=group)
+    if state is not None:
+        model.register_comm_hook(state, ddp_hooks.quantized_allreduce)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    batches = shard_batches(len(y), dist.get_rank(), dist.get_world_size(), BATCH, epoch=0)[:STEPS]
+    for idx in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    every = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, flat, group=group)
+    assert all(torch.equal(every[0], e) for e in every), "ranks ended with different parameters"
+    return accuracy(model.module, xe, ye)
+
+
+if __name__ == "__main__":
+    dist.init_process_group("pycomm")
+    DATA = split()
+    gloo = dist.new_group(backend="gloo")
+    rank = dist.get_rank()
+    fp32 = trained(None, None)
+    results = {"fp32": fp32}
+    for name, codec, group in (("int8 pycomm", "int8", None), ("int8 gloo", "int8", gloo),
+                               ("int4 pycomm", "int4", None), ("1bit+ef pycomm", "1bit", None),
+                               ("1bit+ef gloo", "1bit", gloo)):
+        before = pycomm.stats().get("alltoall", {}).get("calls", 0)
+        state = ddp_hooks.QuantizedState(codec, process_group=group)
+        results[name] = trained(group, state)
+        alltoalls = pycomm.stats().get("alltoall", {}).get("calls", 0) - before
+        ratio = state.raw_bytes / state.wire_bytes
+        print(f"rank {rank}: {name}: accuracy {results[name]:.3f} (fp32 {fp32:.3f}), fp32/wire bytes {ratio:.2f}, "
+              f"{alltoalls} pycomm all-to-alls", flush=True)
+        assert state.raw_bytes > 0 and ratio > {"int8": 3.5, "int4": 6.5, "1bit": 20}[codec], (name, ratio)
+        assert (alltoalls > 0) == (group is None), f"{name}: {alltoalls} pycomm all-to-alls"
+    assert fp32 > 0.8, f"fp32 DDP reached only {fp32:.3f}"
+    for name in ("int8 pycomm", "int8 gloo"):
+        assert abs(results[name] - fp32) < 0.05, f"{name}: {results[name]:.3f} vs fp32 {fp32:.3f}"
+    for name in ("int4 pycomm", "1bit+ef pycomm", "1bit+ef gloo"):
+        assert results[name] > 0.6, f"{name}: {results[name]:.3f}"
+    print(f"rank {rank}: hooks passed", flush=True)
+    dist.destroy_process_group()
