@@ -69,20 +69,19 @@ class Progress:
 
     def laggards(self, name: str, seq: int, index: int) -> str:
         """Who op `name #seq` (this rank's collective `index`) waits for, from the peers' fresh records
-        (waiting up to ANSWER_WAIT_S for them), as the MPI transport words it."""
-        op = f"{name} #{seq}"
+        (waiting up to ANSWER_WAIT_S for them), as the MPI transport words it. The store is read on a helper
+        thread: a store whose host is stopped would block a read for the store's own timeout."""
         peers = [r for r in range(self.size) if r != self.rank]
-        first = {r: self._read(r) for r in peers}
-        fresh: dict[int, Record] = {}
-        deadline = time.monotonic() + ANSWER_WAIT_S
-        while True:
-            for r in peers:
-                now = self._read(r)
-                if r not in fresh and now is not None and (first[r] is None or now.beat != first[r].beat):
-                    fresh[r] = now
-            if len(fresh) == len(peers) or time.monotonic() >= deadline:
-                break
-            time.sleep(PUBLISH_S / 5)
+        read: dict[str, Any] = {}
+        reader = threading.Thread(target=lambda: read.update(self._collect(peers)), daemon=True,
+                                  name="pycomm-gloo-progress-read")
+        reader.start()
+        reader.join(2 * ANSWER_WAIT_S)
+        if not read:
+            return (f"a rank has not reached it (the store holding the ranks' progress did not answer within "
+                    f"{2 * ANSWER_WAIT_S:g} s)")
+        first, fresh = read["first"], read["fresh"]
+        op = f"{name} #{seq}"
         details, waiting = [], []
         for r in peers:
             record = fresh.get(r) or first[r]
@@ -101,6 +100,20 @@ class Progress:
             return f"every other rank has reached {op} and answers (one may be stuck inside it)"
         return (f"waiting for rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}: "
                 + "; ".join(details))
+
+    def _collect(self, peers: list[int]) -> dict[str, Any]:
+        """The peers' records as first read, and those published since (a beat later), within ANSWER_WAIT_S."""
+        first = {r: self._read(r) for r in peers}
+        fresh: dict[int, Record] = {}
+        deadline = time.monotonic() + ANSWER_WAIT_S
+        while True:
+            for r in peers:
+                now = self._read(r)
+                if r not in fresh and now is not None and (first[r] is None or now.beat != first[r].beat):
+                    fresh[r] = now
+            if len(fresh) == len(peers) or time.monotonic() >= deadline:
+                return {"first": first, "fresh": fresh}
+            time.sleep(PUBLISH_S / 5)
 
 
 def _start() -> None:

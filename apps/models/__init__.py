@@ -20,10 +20,11 @@ MODELS.add("resnet20", CifarResNet, task="classify")
 MODELS.add("resnet50", ResNet, task="classify")
 MODELS.add("resnet152", functools.partial(ResNet, depth=152), task="classify")
 MODELS.add("vit", ViT, task="classify", check=all_of(
-    whole("image_size", "patch_size", "in_channels", "num_classes", "dim", "depth", "heads"), divides("heads", "dim"),
-    fraction("dropout")))
+    whole("image_size", "patch_size", "in_channels", "num_classes", "dim", "heads"), whole("depth", minimum=0),
+    divides("heads", "dim"), fraction("dropout")))
 MODELS.add("gpt", GPT, task="lm", check=all_of(
-    whole("vocab_size", "block_size", "n_layer", "n_head", "n_embd"), divides("n_head", "n_embd"), fraction("dropout")))
+    whole("vocab_size", "block_size", "n_head", "n_embd"), whole("n_layer", minimum=0),   # no block: a bigram model
+    divides("n_head", "n_embd"), fraction("dropout")))
 MODELS.add("vit_mae", vit_mae, task="mae")
 
 __all__ = ["MODELS", "MLP", "SmallCNN", "CifarResNet", "ResNet", "ViT", "GPT", "vit_mae"]

@@ -144,7 +144,7 @@ GPT_TEXT = ["model.name=gpt", "data.name=text", "algorithm.name=mbsgd", "algorit
                                   "head takes n_embd / n_head of the width; choose n_head among [1, 2, 3, 4, 6, 8,"),
     ("model.options={n_embd: 100}", "model.options.n_head=6 does not divide model.options.n_embd=100"),
     ("model.options={dropout: 1.5}", "model.options.dropout=1.5: expected a number >= 0 and < 1"),
-    ("model.options={n_layer: 0}", "model.options.n_layer=0: expected a whole number >= 1"),
+    ("model.options={n_layer: -1}", "model.options.n_layer=-1: expected a whole number >= 0"),
     ("model.options={block_size: 8}", "model.options.block_size=8 is shorter than the data's windows "
                                       "(data.options.block_size=256); set model.options.block_size >= 256"),
 ])
