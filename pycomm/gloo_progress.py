@@ -32,7 +32,8 @@ class Progress:
 
     def __init__(self, store: Any, prefix: str, rank: int, size: int) -> None:
         self._store, self._prefix, self.rank, self.size = store, prefix, rank, size
-        self.submitted, self.latest, self._beat = 0, "", 0
+        self._now: tuple[int, str] = (0, "")   # (collectives submitted, the latest): one tuple, read whole
+        self._beat = 0
         self._closed = False
         if size > 1:
             with _LOCK:
@@ -41,9 +42,9 @@ class Progress:
 
     def collective(self, name: str, seq: int) -> int:
         """A collective was submitted: its index among this communicator's collectives (1-based)."""
-        self.submitted += 1
-        self.latest = f"{name} #{seq}"
-        return self.submitted
+        submitted = self._now[0] + 1
+        self._now = (submitted, f"{name} #{seq}")
+        return submitted
 
     def close(self) -> None:
         self._closed = True
@@ -55,7 +56,8 @@ class Progress:
 
     def publish(self) -> None:
         self._beat += 1
-        self._store.set(self._key(self.rank), f"{self._beat} {self.submitted} {self.latest}")
+        submitted, latest = self._now
+        self._store.set(self._key(self.rank), f"{self._beat} {submitted} {latest}")
 
     def _read(self, rank: int) -> Optional[Record]:
         key = self._key(rank)
