@@ -25,7 +25,7 @@ from apps.apps_settings import FAILURE_DIR_ENV
 from pycomm import settings
 
 _FIRST = "first"
-EXIT_FAILED, EXIT_CONFIG, EXIT_CHECKPOINT, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_FAILED, EXIT_CONFIG, EXIT_CHECKPOINT, EXIT_NONFINITE, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 # how long a rank that stops only because another failed waits before ending the job itself, so that
 # the failing rank's abort (its exit code, its message) is the one the job ends with
 PEER_GRACE_S = 3.0
@@ -39,20 +39,24 @@ class PeerFailedError(RuntimeError):
 def exit_code_for(exc: BaseException) -> int:
     from apps.checkpoint import CheckpointError
     from apps.config.loading import ConfigError
+    from apps.nonfinite import NonFiniteError
 
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     if isinstance(exc, ConfigError):
         return EXIT_CONFIG
+    if isinstance(exc, NonFiniteError):
+        return EXIT_NONFINITE
     return EXIT_CHECKPOINT if isinstance(exc, CheckpointError) else EXIT_FAILED
 
 
 def _explains_itself(exc: BaseException) -> bool:
-    """Errors whose message is the whole story (the user's config or checkpoint): no traceback."""
+    """Errors whose message is the whole story (the user's config or checkpoint, a diverged run): no traceback."""
     from apps.checkpoint import CheckpointError
     from apps.config.loading import ConfigError
+    from apps.nonfinite import NonFiniteError
 
-    return isinstance(exc, (CheckpointError, ConfigError, KeyboardInterrupt))
+    return isinstance(exc, (CheckpointError, ConfigError, NonFiniteError, KeyboardInterrupt))
 
 
 @dataclass(frozen=True)

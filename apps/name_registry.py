@@ -47,10 +47,18 @@ class Registry(Generic[T]):
 
     def check_options(self, name: str, options: Mapping[str, Any], where: str) -> None:
         """Raise on an option the factory does not take, naming the closest one it does."""
-        valid = self.get(name).parameters()
+        entry = self.get(name)
+        valid = entry.parameters()
         for key in options:
             if key not in valid:
                 raise unknown(f"{where} key (for {self.kind} '{name}')", key, valid)
+        rule = entry.meta.get("check")   # the values' own rules (apps.option_rules), with the defaults filled in
+        if rule is not None:
+            rule({**self.defaults(name), **options}, where)
+
+    def defaults(self, name: str) -> dict[str, Any]:
+        """The factory's parameters that have a default, with it."""
+        return {k: p.default for k, p in self.get(name).parameters().items() if p.default is not p.empty}
 
     def build(self, name: str, options: Mapping[str, Any], defaults: Mapping[str, Any] = {}) -> T:
         """Call the factory with options; `defaults` (e.g. sizes read from the data) fill parameters

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from algorithms.schedules import continue_at
-from apps import bn_stats, optim, parallel, requirements, resume_point
+from apps import bn_stats, nonfinite, optim, parallel, requirements, resume_point
 from apps.config import loading
 from apps.budget import Budget
 from apps.checkpoint import IterState
@@ -181,6 +181,9 @@ class Run:
         """After a step: evaluate, checkpoint, and agree on preemption. True: stop now (saved)."""
         cfg, state, budget = self.cfg, self.state, self.budget
         last = state.step >= budget.total_steps
+        if (self.splits.eval is not None and state.step % budget.eval_every == 0) or \
+                state.step % budget.checkpoint_every == 0 or last:   # nothing diverged is scored or saved
+            nonfinite.check_parameters(self.model.named_parameters(), state.step, cfg.train.allow_nonfinite)
         if self.dist.independent and not self.metrics.active and self.writes():   # the writer was lost
             self.metrics.take_over(state.step)
             self.metrics.message(f"rank {self.dist.rank} takes over evaluation, metrics and checkpoints at step "

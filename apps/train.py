@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 _TORCH_IMPORTED = time.time()
 
-from apps import failure, fault_injection, launch, optim, requirements, trace_window  # noqa: E402
+from apps import failure, fault_injection, launch, nonfinite, optim, requirements, trace_window  # noqa: E402
 from apps.config import checks, loading  # noqa: E402
 from apps.command_name import command_name  # noqa: E402
 from apps.config.schema import Config  # noqa: E402
@@ -112,6 +112,7 @@ def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None 
             else:
                 loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
                                            run.amp)
+            nonfinite.check_loss(loss, state.step + 1, cfg.train.allow_nonfinite)
             if cfg.train.grad_clip:   # by the whole model's norm: sharded gradients and stages included
                 layout.clip_grad_norm_(opt, model, cfg.train.grad_clip)
             lr = run.lr_sched.get_last_lr()[0]

@@ -95,6 +95,8 @@ class GlooTransport:
         # the signatures' own group: its keys under this communicator's prefix, apart from the data's
         self._matching = OpMatcher(self, process_group(PrefixStore(f"{prefix}/matching", store), rank, size,
                                                        timeout_s, device), timeout_s)
+        from pycomm.gloo_progress import Progress
+        self._progress = Progress(store, prefix, rank, size)   # where this rank is, for the peers' stall reports
         _OPEN.add(self)
 
     # ---- bookkeeping --------------------------------------------------------------------------
@@ -132,7 +134,9 @@ class GlooTransport:
         where = f"on rank {self.rank} of {self.size} (backend 'gloo')"
         if error is None or "timed out" in str(error).lower():
             limit = f"{timeout_s:g} s" if timeout_s > 0 else f"gloo's timeout ({self._timeout_s:g} s)"
-            msg = f"{info['describe']} did not complete within {limit} {where}: a rank has not reached it (PYCOMM_TIMEOUT)"
+            who = (self._progress.laggards(info["name"], info["seq"], info["collective_index"])
+                   if "collective_index" in info else "a rank has not reached it")
+            msg = f"{info['describe']} did not complete within {limit} {where}: {who} (PYCOMM_TIMEOUT)"
             err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
             err = PycommError(f"{info['describe']} failed {where}: {error}")
@@ -141,6 +145,7 @@ class GlooTransport:
 
     def _matched(self, info: dict, data_op: Callable[[], Sequence[Any]] = lambda: (), keep: tuple = ()) -> GlooWork:
         """A collective: `data_op` submits its data once every rank's signature matched (gloo_matching)."""
+        info["collective_index"] = self._progress.collective(info["name"], info["seq"])
         return self._matching.submit(info, data_op, keep)
 
     # ---- collectives (Communicator has checked sizes, dtypes and peers) ----------------------
@@ -252,6 +257,7 @@ class GlooTransport:
             self._matching.close(drain=self._broken is None)   # queued ops have their data submitted first
         self.break_with("it was shut down (Communicator.shutdown or pycomm.finalize)")
         self._pg = None
+        self._progress.close()
         if pg is not None:
             _OPEN.discard(self)
             try:
@@ -262,6 +268,7 @@ class GlooTransport:
 
     def abort(self, reason: str) -> None:
         self._broken = f"aborted: {reason}"
+        self._progress.close()
         self._matching.abort()
         try:
             if self._pg is not None:

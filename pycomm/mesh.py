@@ -10,7 +10,8 @@ dp_replicate) * dp_shard_size + dp_shard, so a shard group is consecutive ranks 
 under a launcher that places ranks node by node), the replicas of a shard are dp_shard ranks apart and the
 stages of a pipeline dp_replicate x dp_shard ranks apart (pipeline traffic, the lightest per step, is the
 one that crosses nodes first). Every sub-communicator is built once, when the Mesh is made (a collective
-over `comm`: every rank builds the same Mesh at the same point), and groups made of the same ranks share
+over `comm`: every rank builds the same Mesh at the same point; the ranks first agree on its shape, and ranks
+that asked for different ones all get a ValueError naming each rank's), and groups made of the same ranks share
 one communicator (with dp_replicate = 1, mesh["dp"] is mesh["dp_shard"]; a dimension spanning the whole
 communicator is `comm` itself). `repr(mesh)` lists which ranks form which group and whether a group spans
 nodes (nodes: the hosts, or PYCOMM_RANKS_PER_NODE's blocks of consecutive ranks).
@@ -63,6 +64,52 @@ def resolve_shape(world: int, pp: Any = 1, dp_replicate: Any = 1, dp_shard: Any 
         raise ValueError(f"pycomm.Mesh: {shown} = {known} ranks, but the communicator has {world}; choose sizes "
                          f"whose product is {world} (one of them may be -1: the ranks left)")
     return {k: int(v) for k, v in given.items()}
+
+
+_NOT_AN_INT = -(2 ** 63)   # a size that is not an int, in the ranks' exchange of their shapes
+
+
+def agreed_shape(comm: Communicator, pp: Any, dp_replicate: Any, dp_shard: Any) -> dict[str, int]:
+    """resolve_shape's, once every rank of `comm` asked for the same one (one all-gather of 4 numbers over
+    `comm`): a rank that asked for another would leave the ranks in splits that never match, a stall at the
+    first collective. Ranks whose sizes resolve alike agree (dp_shard=-1 and dp_shard=2 on 2 ranks); a
+    difference is a ValueError on every rank naming each rank's shape; bad sizes given alike, resolve_shape's
+    error on every rank."""
+    given = (pp, dp_replicate, dp_shard)
+    try:
+        shape: Optional[dict[str, int]] = resolve_shape(comm.size, *given)
+    except (TypeError, ValueError) as e:
+        shape, error = None, e
+    if comm.size == 1:
+        if shape is None:
+            raise error
+        return shape
+    sizes = list(shape.values()) if shape is not None else \
+        [v if isinstance(v, int) and not isinstance(v, bool) else _NOT_AN_INT for v in given]
+    out = torch.empty(comm.size * 4, dtype=torch.int64)
+    comm.allgather(out, torch.tensor([int(shape is not None), *sizes], dtype=torch.int64))
+    rows = [tuple(row) for row in out.view(comm.size, 4).tolist()]
+    if len(set(rows)) > 1:
+        raise ValueError("pycomm.Mesh: the ranks of the communicator asked for different shapes ("
+                         + "; ".join(_shown(row, ranks) for row, ranks in _grouped(rows).items())
+                         + "); every rank must build the same Mesh at the same point")
+    if shape is None:
+        raise error
+    return shape
+
+
+def _grouped(rows: list[tuple[int, ...]]) -> dict[tuple[int, ...], list[int]]:
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for rank, row in enumerate(rows):
+        groups.setdefault(row, []).append(rank)
+    return groups
+
+
+def _shown(row: tuple[int, ...], ranks: list[int]) -> str:
+    resolved, *sizes = row
+    shape = " x ".join(f"{d}={'(not an int)' if v == _NOT_AN_INT else v}" for d, v in zip(DIMS, sizes))
+    who = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+    return f"{who}: {shape}{'' if resolved else ' (invalid)'}"
 
 
 def coords_of(rank: int, shape: dict[str, int]) -> dict[str, int]:
@@ -139,7 +186,7 @@ class Mesh:
             raise TypeError(f"pycomm.Mesh: comm must be a pycomm.Communicator (or None for pycomm.world()), got "
                             f"{type(comm).__name__}")
         self.comm = comm
-        self._shape = resolve_shape(comm.size, pp, dp_replicate, dp_shard)
+        self._shape = agreed_shape(comm, pp, dp_replicate, dp_shard)
         self._coords = coords_of(comm.rank, self._shape)
         self._nodes = _node_ids(comm)
         self._comms: dict[str, Communicator] = {}

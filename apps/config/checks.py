@@ -82,6 +82,22 @@ def _check_registries(cfg: Config) -> None:
         except ValueError as e:
             raise ConfigError(str(e)) from e
     _check_data_path_given(cfg)
+    _check_block_size(cfg)
+
+
+def _check_block_size(cfg: Config) -> None:
+    """A model whose context (model.options.block_size) is shorter than the data's windows would refuse
+    every batch on the ranks."""
+    from apps.data import DATASETS
+    from apps.models import MODELS
+
+    model = cfg.model.options.get("block_size")
+    data = {**DATASETS.defaults(cfg.data.name), **cfg.data.options}.get("block_size")
+    if "block_size" in MODELS.get(cfg.model.name).parameters() and isinstance(model, int) and \
+            isinstance(data, int) and model < data:
+        raise ConfigError(f"model.options.block_size={model} is shorter than the data's windows "
+                          f"(data.options.block_size={data}); set model.options.block_size >= {data}, or leave it "
+                          "unset (the model then takes the data's)")
 
 
 def _check_data_path_given(cfg: Config) -> None:
@@ -129,7 +145,7 @@ def _check_algorithm(cfg: Config, world: int) -> None:
         return
     try:
         options = optim.algorithm_options(cfg.algorithm, 1, {})  # names (and the algorithm) exist
-        _check_option_values(name, options, cfg)
+        _check_fragments(_check_option_values(name, options, cfg), cfg)
     except ValueError as e:
         raise ConfigError(f"algorithm.options: {e}" if not str(e).startswith(("algorithm", "unknown")) else str(e)) \
             from e
@@ -144,9 +160,10 @@ def _check_algorithm(cfg: Config, world: int) -> None:
                           f"model.name={cfg.model.name} is a {task} model")
 
 
-def _check_option_values(name: str, options: dict[str, Any], cfg: Config) -> None:
+def _check_option_values(name: str, options: dict[str, Any], cfg: Config) -> dict[str, Any]:
     """The algorithm's own checks of its option values (algorithms.options), without a communicator:
-    what CommOptimizer.__init__ checks before it communicates, run on a throwaway instance."""
+    what CommOptimizer.__init__ checks before it communicates, run on a throwaway instance. Returns the
+    options with the algorithm's defaults."""
     from algorithms import options as algo_options
     from algorithms.registry import lookup
     from apps import optim
@@ -158,6 +175,30 @@ def _check_option_values(name: str, options: dict[str, Any], cfg: Config) -> Non
     config["codec"] = algo_options.codec(config["codec"])
     config["bucket_bytes"] = algo_options.optional_integer("bucket_bytes", config["bucket_bytes"], 1)
     probe._validate(config)
+    return config
+
+
+def _check_fragments(options: dict[str, Any], cfg: Config) -> None:
+    """Streaming DiLoCo's `fragments` are strided over the model's layers: no more of them than layers. The
+    model is built on the meta device (no memory, no initialisation) to count them; a pipeline stage's
+    layers are the ranks' to count."""
+    import torch
+
+    from algorithms import fragments
+    from apps.models import MODELS
+
+    wanted = options.get("fragments", 1)
+    if not isinstance(wanted, int) or wanted <= 1 or cfg.parallel.pp > 1:
+        return
+    try:
+        with torch.device("meta"):
+            model = MODELS.build(cfg.model.name, cfg.model.options)
+    except (ImportError, RuntimeError, TypeError, ValueError):
+        return   # a model that needs its data (or a package) to be built: the ranks count its layers
+    count = len(fragments.layers(list(model.parameters()), model))
+    if wanted > count:
+        raise ValueError(f"fragments={wanted} is more than the {count} layers of model.name={cfg.model.name} "
+                         f"(algorithms/fragments.py says what a layer is); choose fragments <= {count}")
 
 
 def _check_length(cfg: Config) -> None:

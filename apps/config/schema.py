@@ -137,6 +137,7 @@ class TrainConfig:
                                        # before each evaluation, averaged over ranks (QSR's --bn-batches)
     preempt_check_every: int = positive(1)      # steps between the ranks' agreement on a pending SIGTERM/SIGUSR1
     peak_flops: Optional[float] = positive(None)  # per device, for MFU (GPT); None: guessed for known GPUs
+    allow_nonfinite: bool = False      # train on when the loss or parameters become inf / nan (apps.nonfinite)
 
 
 @dataclass

@@ -46,6 +46,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             return {}
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        _check_finite(value, where)
         return dict(value)
     if dataclasses.is_dataclass(tp):
         return build(tp, value, where)
@@ -74,6 +75,31 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+
+
+def _non_finite(value: Any) -> bool:
+    """A float that is inf or nan, or a string float() reads as one (an option may be parsed from "inf")."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, str):
+        try:
+            return not math.isfinite(float(value))
+        except ValueError:
+            return False
+    return False
+
+
+def _check_finite(value: Any, where: str) -> None:
+    """Free-form options (algorithm.options, model.options, ...) hold no inf or nan, however deep: no option
+    trains to a finite loss with one, and the ranks would only show it as a nan loss."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_finite(item, f"{where}[{i}]")
+    elif _non_finite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
 
 
 def build(cls: type, raw: Any, where: str = "") -> Any:

@@ -13,7 +13,7 @@ DATASETS: Registry[Splits] = Registry("dataset")
 DATASETS.add("mnist", idx.load, check_path=idx.check_path)   # path=None: the embedded MNIST (t10k, 8,000 / 2,000)
 DATASETS.add("fashion_mnist", functools.partial(idx.load, variant="fashion_mnist"), check_path=idx.check_path)
 DATASETS.add("cifar10", cifar.load, check_path=cifar.check_path)
-DATASETS.add("text", text.load, check_path=text.check_path)
+DATASETS.add("text", text.load, check_path=text.check_path, check=text.check_options)
 DATASETS.add("random", random_tensors.load)   # the training stub's random tensors
 DATASETS.add("imagefolder", imagefolder.load, check_path=imagefolder.check_path)
 

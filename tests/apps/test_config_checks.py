@@ -127,3 +127,57 @@ def test_a_missing_data_file_is_refused_before_launch_with_one_line(tmp_path: Pa
         f"config error: data: data.path='{tmp_path / 'nope.txt'}' is not a file (data.name=text reads one text file; " \
         "give one with -o data.path=PATH, or leave data.path unset for the embedded tiny Shakespeare)"
     assert "Traceback" not in proc.stderr and "rank" not in proc.stdout, proc
+
+
+GPT_TEXT = ["model.name=gpt", "data.name=text", "algorithm.name=mbsgd", "algorithm.options={}"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.options={block_size: 0}", "model.options.block_size=0: expected a whole number >= 1"),
+    ("model.options={block_size: -1}", "model.options.block_size=-1: expected a whole number >= 1"),
+    ("data.options={block_size: 0}", "data.options.block_size=0: expected a whole number >= 1"),
+    ("data.options={block_size: -1}", "data.options.block_size=-1: expected a whole number >= 1"),
+    ("data.options={stride: 0}", "data.options.stride=0: expected a whole number >= 1"),
+    ("data.options={eval_fraction: 1.0}", "data.options.eval_fraction=1.0: expected a number >= 0 and < 1"),
+    ("model.options={n_head: 5}", "model.options.n_head=5 does not divide model.options.n_embd=384: each attention "
+                                  "head takes n_embd / n_head of the width; choose n_head among [1, 2, 3, 4, 6, 8,"),
+    ("model.options={n_embd: 100}", "model.options.n_head=6 does not divide model.options.n_embd=100"),
+    ("model.options={dropout: 1.5}", "model.options.dropout=1.5: expected a number >= 0 and < 1"),
+    ("model.options={n_layer: -1}", "model.options.n_layer=-1: expected a whole number >= 0"),
+    ("model.options={block_size: 8}", "model.options.block_size=8 is shorter than the data's windows "
+                                      "(data.options.block_size=256); set model.options.block_size >= 256"),
+])
+def test_model_and_data_options_the_ranks_could_not_use_are_refused(override: str, message: str) -> None:
+    """They used to fail on every rank inside a constructor (or train with a dropout of 1.5), naming no key."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        loading.load(None, [*GPT_TEXT, "data.path=input.txt", override])
+
+
+def test_vit_heads_must_divide_its_width() -> None:
+    with pytest.raises(ConfigError, match=re.escape("model.options.heads=5 does not divide model.options.dim=192")):
+        loading.load(None, ["model.name=vit", "data.name=cifar10", "data.path=x", "model.options={heads: 5}"])
+
+
+@pytest.mark.parametrize("model, fragments, layers", [("mlp", 4, 3), ("gpt", 6, 5)])
+def test_more_diloco_fragments_than_layers_are_refused(model: str, fragments: int, layers: int) -> None:
+    """The GPT of 2 blocks has 5 layers (token and position embeddings, 2 blocks, the final norm; the head is
+    tied to the token embedding): as many fragments pass, one more is refused before any rank starts."""
+    base = [f"model.name={model}", "model.options={n_layer: 2}" if model == "gpt" else "model.options={}",
+            "algorithm.name=diloco"]
+    with pytest.raises(ConfigError, match=re.escape(f"fragments={fragments} is more than the {layers} layers of "
+                                                    f"model.name={model}")):
+        loading.load(None, [*base, f"algorithm.options={{inner_steps: 64, fragments: {fragments}}}"])
+    loading.load(None, [*base, f"algorithm.options={{inner_steps: 64, fragments: {layers}}}"])
+
+
+def test_a_block_longer_than_the_text_is_refused_before_launch(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Every rank used to fail in the dataset's constructor; now the launcher names the key and the text's length."""
+    text = tmp_path / "t.txt"
+    text.write_text("x" * 100)
+    argv = ["-o", f"out_dir={tmp_path}", *(a for o in GPT_TEXT for a in ("-o", o)), "-o", f"data.path={text}"]
+    assert main([*argv, "-o", "data.options={block_size: 32}"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"config error: data: data.options.block_size=32: the text '{text}' has 100 characters, 90 for training "
+        "and 10 for evaluation (eval_fraction=0.1); each split needs more than block_size: choose block_size < 10")
+    assert main([*argv, "-o", "data.options={block_size: 9}", "--print-config"]) == 0

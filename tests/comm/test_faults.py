@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pycomm
 from tests.comm.test_single_process import run_python
 
 import pytest
 
-from tests.launch import mpirun
+from tests.launch import mpirun, torchrun
 
 
 def run_stall_on_two_ranks(case: str, env: dict[str, str]) -> tuple[str, float, str]:
@@ -113,3 +114,28 @@ def test_abort_alone_exits_with_the_code_and_the_reason():
 def test_abort_rejects_bad_arguments(reason, code, error):
     with pytest.raises(error, match="reason|exit_code"):
         pycomm.abort(reason, code)
+
+
+@pytest.mark.parametrize("case", ["missing", "stopped"])
+def test_gloo_stall_names_the_rank_from_its_peers_progress(case: str, tmp_path: Path) -> None:
+    """3 ranks under torchrun (gloo): rank 2 sleeps instead of calling the all-reduce (`missing`), or submits it
+    and is stopped before its peers call it (`stopped`). Ranks 0 and 1 wait for rank 2 alone and say where it
+    is, from the progress every rank publishes in the store (pycomm/gloo_progress.py). It used to say only
+    `a rank has not reached it`."""
+    proc = torchrun(3, "tests.comm.workers.gloo_stall", case, str(tmp_path), env={"PYCOMM_TIMEOUT": "3"},
+                    expect_ok=False, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert all(f"MARK rank {r} done" in out for r in range(3)), out
+    for r in (0, 1):
+        m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
+        assert m, out
+        msg = m.group(1)
+        assert re.match(r"allreduce #\d+ \(count 1000, float32, 4000 bytes, op SUM\) did not complete", msg), msg
+        waiting = re.search(r"waiting for ranks? ([\d, ]+):", msg)
+        assert waiting and waiting.group(1) == "2", msg   # rank 2, neither rank 0 nor rank 1
+        op = re.match(r"(allreduce #\d+)", msg).group(1)
+        if case == "missing":
+            assert re.search(rf"rank 2 has not reached {op} \(its latest collective is allreduce #\d+\)", msg), msg
+        else:
+            assert re.search(rf"rank 2 did not answer within 2 s \(its latest collective is allreduce #\d+; its "
+                             rf"process is stopped or hung, inside {op}\)", msg), msg

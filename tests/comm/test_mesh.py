@@ -8,6 +8,7 @@ import pytest
 
 import pycomm
 from pycomm.mesh import coords_of, group_ranks, resolve_shape, server_roles
+from tests.launch import mpirun, torchrun
 
 
 @pytest.mark.parametrize("sizes, words", [
@@ -46,3 +47,24 @@ def test_one_rank_mesh_and_roles() -> None:
         pycomm.Mesh(object())
     roles = server_roles(2, 5, servers=2)
     assert (roles.is_server, roles.index, roles.count, roles.workers) == (False, 0, 3, (2, 3, 4))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("launcher", ["mpirun", "torchrun"])
+def test_ranks_that_ask_for_different_shapes_all_hear_each_ranks_shape(launcher: str) -> None:
+    """It used to be accepted on every rank, each with its own shape, and surface only as a stall."""
+    env = {"PYCOMM_TIMEOUT": "60"}
+    if launcher == "mpirun":
+        proc = mpirun(3, "tests.comm.workers.mesh_shapes", "mpi", env=env, timeout=240)
+    else:
+        proc = torchrun(3, "tests.comm.workers.mesh_shapes", "gloo", env=env, timeout=240)
+    out = proc.stdout
+    for r in range(3):
+        assert (f"MARK rank {r} pp: pycomm.Mesh: the ranks of the communicator asked for different shapes (ranks "
+                "0, 1: pp=1 x dp_replicate=1 x dp_shard=3; rank 2: pp=3 x dp_replicate=1 x dp_shard=1); every rank "
+                "must build the same Mesh at the same point") in out, out
+        assert (f"MARK rank {r} invalid: pycomm.Mesh: the ranks of the communicator asked for different shapes "
+                "(ranks 0, 1: pp=1 x dp_replicate=1 x dp_shard=3; rank 2: pp=2 x dp_replicate=1 x dp_shard=-1 "
+                "(invalid))") in out, out
+        assert f"MARK rank {r} alike accepted {{'pp': 1, 'dp_replicate': 1, 'dp_shard': 3}}" in out, out
+        assert f"MARK rank {r} sum 3" in out, out
