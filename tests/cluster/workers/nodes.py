@@ -2,12 +2,13 @@
 its node by its host name (no PYCOMM_RANKS_PER_NODE), split_by_node and pycomm.Mesh put a node in dp_shard
 and the nodes in dp_replicate, and an all-reduce of --bytes over dp_replicate (which crosses the link
 between the nodes) sums right. Prints "rank R/N on nodeK (BACKEND, LAUNCHER): nodes ok"; an AssertionError
-names the failed check."""
+names the failed check. --hold: then all-reduce over the world until killed (for losing a node)."""
 from __future__ import annotations
 
 import argparse
 import os
 import socket
+import time
 
 import torch
 
@@ -19,6 +20,7 @@ from pycomm.launch_env import detect
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bytes", type=int, default=4 << 20)
+    parser.add_argument("--hold", action="store_true")
     args = parser.parse_args()
     assert "PYCOMM_RANKS_PER_NODE" not in os.environ, "the nodes must be found for real, not declared"
     world = pycomm.init()
@@ -42,6 +44,9 @@ def main() -> None:
     assert bool((t == expect).all()), f"rank {r}: all-reduce over the nodes gave {t[:4].tolist()}, expected {expect}"
     world.barrier()
     print(f"rank {r}/{world.size} on {host} ({world.backend}, {detect().launcher}): nodes ok", flush=True)
+    while args.hold:
+        world.allreduce(torch.ones(1024), op=SUM)
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
