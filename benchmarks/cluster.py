@@ -24,6 +24,7 @@ import atexit
 import functools
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -176,6 +177,11 @@ class Cluster:
 
     # ---- making and removing ----
     def up(self) -> "Cluster":
+        """Make the cluster; on any failure remove what was made. A cluster of this name must not exist."""
+        existing = leftovers(self.name)
+        if existing:   # not ours to remove: another process's cluster, or one `up` left for later use
+            raise RuntimeError(f"cluster {self.name!r} exists already ({', '.join(existing)}): remove it with "
+                               f"`python -m benchmarks.cluster down --name {self.name}` or pick another name")
         try:
             self._up()
         except BaseException:
@@ -225,20 +231,32 @@ class Cluster:
         down(self.name)
 
     def __enter__(self) -> "Cluster":
-        atexit.register(self.down)
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                self._old_handlers[sig] = signal.signal(sig, _exit_on_signal)
-        return self.up()
+        self._guard(True)
+        try:
+            return self.up()
+        except BaseException:
+            self._guard(False)
+            raise
 
     def __exit__(self, *exc: object) -> None:
         try:
             self.down()
         finally:
-            atexit.unregister(self.down)
-            for sig, handler in self._old_handlers.items():
-                signal.signal(sig, handler)  # type: ignore[arg-type]
-            self._old_handlers.clear()
+            self._guard(False)
+
+    def _guard(self, on: bool) -> None:
+        """While the cluster is up, interpreter exit and SIGTERM/SIGHUP remove it too (Ctrl-C's
+        KeyboardInterrupt already unwinds through __exit__)."""
+        if on:
+            atexit.register(self.down)
+            if threading.current_thread() is threading.main_thread():
+                for sig in (signal.SIGTERM, signal.SIGHUP):
+                    self._old_handlers[sig] = signal.signal(sig, _exit_on_signal)
+            return
+        atexit.unregister(self.down)
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._old_handlers.clear()
 
 
 def _exit_on_signal(signum: int, frame: Optional[FrameType]) -> None:
@@ -305,11 +323,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rate = None if args.rate.lower() == "none" else args.rate
     cluster = Cluster(args.nodes, args.ranks_per_node, rate, args.name)
     if args.command == "up":
-        cluster.up()
-        print(f"cluster {cluster.name}: {cluster.nodes} nodes x {cluster.ranks_per_node} ranks, {rate or 'unshaped'}")
-        print("on node k:   " + " ".join(cluster.enter(0)).replace("node0", "node<k>").replace("n0 ", "n<k> "))
-        print("mpirun:      " + " ".join(cluster.mpirun_argv()[:7]) + " ... (" + " ".join(cluster.mpirun_argv()[7:]) + ")")
-        print(f"remove:      python -m benchmarks.cluster down --name {cluster.name}")
+        try:
+            cluster.up()
+        except RuntimeError as e:
+            print(f"cluster up: {e}", file=sys.stderr)
+            return 1
+        print(f"cluster {cluster.name}: {cluster.nodes} nodes x {cluster.ranks_per_node} ranks, "
+              f"{rate or 'unshaped'} between nodes ({', '.join(f'{hostname(k)}={address(k)}' for k in range(cluster.nodes))})")
+        print(f"on node 0:  {shlex.join(cluster.enter(0))} COMMAND...")
+        print(f"mpirun:     {shlex.join(cluster.mpirun_argv())} COMMAND...")
+        print(f"remove:     python -m benchmarks.cluster down --name {cluster.name}")
         return 0
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:

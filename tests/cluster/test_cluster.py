@@ -155,6 +155,19 @@ def test_down_runs_on_sigterm_and_again_harmlessly() -> None:
     assert not Path(f"/etc/netns/{name}n0").exists() and not Path(f"/tmp/pycomm-cluster/{name}").exists()
 
 
+def test_up_refuses_a_name_in_use_and_leaves_that_cluster_alone() -> None:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    name = f"pcu{os.getpid() % 100000}"
+    with Cluster(1, 1, None, name=name):
+        made = leftovers(name)
+        with pytest.raises(RuntimeError, match=f"cluster '{name}' exists already .*down --name {name}"):
+            Cluster(1, 1, None, name=name).up()
+        assert leftovers(name) == made
+    assert leftovers(name) == []
+
+
 @pytest.mark.parametrize("kwargs,words", [
     ({"nodes": 0}, "nodes=0: expected a whole number from 1 to 250"),
     ({"ranks_per_node": 0}, "ranks_per_node=0: expected a whole number >= 1"),
