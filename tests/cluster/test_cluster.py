@@ -131,12 +131,14 @@ def test_losing_a_node_ends_the_job_naming_it(cluster: Cluster) -> None:
     assert re.search(r"process rank [23] with PID \d+ on node node1 exited on signal 9", text), text
 
 
-def test_down_runs_on_sigterm_and_again_harmlessly() -> None:
-    """A process holding a cluster gets SIGTERM: nothing of the cluster remains; `down` again is harmless."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["term", "ctrl-c", "hup"])
+def test_down_runs_on_a_stop_signal_and_again_harmlessly(sig: int) -> None:
+    """A process holding a cluster is stopped by a signal: nothing of the cluster remains; `down` again is
+    harmless."""
     reason = unavailable()
     if reason is not None:
         pytest.skip(reason)
-    name = f"pct{os.getpid() % 100000}"
+    name = f"pct{sig}x{os.getpid() % 1000}"    # one per case: a failed case's leftovers stay its own
     code = (f"import time\nfrom benchmarks.cluster import Cluster\nwith Cluster(2, 1, '100mbit', name='{name}'):\n"
             "    print('up', flush=True)\n    time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
@@ -144,8 +146,8 @@ def test_down_runs_on_sigterm_and_again_harmlessly() -> None:
     try:
         assert proc.stdout.readline().strip() == "up"   # type: ignore[union-attr]
         assert len(leftovers(name)) >= 3, leftovers(name)   # 2 namespaces, a bridge, the veths
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) != 0   # SIGTERM/SIGHUP: 128 + the signal; Ctrl-C: KeyboardInterrupt
     finally:
         if proc.poll() is None:
             proc.kill()
