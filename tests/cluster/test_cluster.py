@@ -107,7 +107,7 @@ def test_apps_train_hsdp_zero2_on_two_nodes(cluster: Cluster, tmp_path: Path) ->
 
 @pytest.mark.mpi
 def test_losing_a_node_ends_the_job_naming_it(cluster: Cluster) -> None:
-    """Every rank of node1 killed (SIGKILL) mid-job: mpirun ends the job and names the node and a rank."""
+    """Every rank of node1 killed (SIGKILL) mid-job: the job ends within 60 s, naming node1 (and a rank of it)."""
     proc = subprocess.Popen([*cluster.mpirun_argv(), sys.executable, "-m", WORKER, "--hold"], cwd=ROOT,
                             env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -128,7 +128,10 @@ def test_losing_a_node_ends_the_job_naming_it(cluster: Cluster) -> None:
             proc.wait()
     text = "".join(lines) + out
     assert proc.returncode != 0, text
-    assert re.search(r"process rank [23] with PID \d+ on node node1 exited on signal 9", text), text
+    # mpirun names the killed rank and its node; where a survivor's broken connection is reported first,
+    # Open MPI's TCP transport names the peer's node instead
+    assert (re.search(r"process rank [23] with PID \d+ on node node1 exited on signal 9", text)
+            or re.search(r"Peer host:\s+node1\b", text)), text
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["term", "ctrl-c", "hup"])
