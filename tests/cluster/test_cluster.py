@@ -5,6 +5,7 @@ srun-like launch, apps.train HSDP zero2, and losing a node. Skipped with the rea
 be made (not root, no iproute2, no tc tbf, namespaces refused)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -102,7 +103,9 @@ def test_apps_train_hsdp_zero2_on_two_nodes(cluster: Cluster, tmp_path: Path) ->
     check(proc, "apps.train on the emulated cluster")
     assert "zero2 over 4 rank(s) as pp=1 x dp_replicate=2 x dp_shard=2" in proc.stdout, proc.stdout
     assert "done: 6 steps" in proc.stdout, proc.stdout
-    assert_crossed(cluster, before, 1)
+    last = json.loads((tmp_path / "hsdp" / "train.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == 6 and last["comm_bytes_dp_replicate"] > 0, last
+    assert_crossed(cluster, before, last["comm_bytes_dp_replicate"])   # rank 0's own, to its replica on node1
 
 
 @pytest.mark.mpi
