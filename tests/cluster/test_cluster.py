@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -108,24 +109,33 @@ def test_apps_train_hsdp_zero2_on_two_nodes(cluster: Cluster, tmp_path: Path) ->
     assert_crossed(cluster, before, last["comm_bytes_dp_replicate"])   # rank 0's own, to its replica on node1
 
 
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:   # ended meanwhile
+        return ""
+
+
 @pytest.mark.mpi
 def test_losing_a_node_ends_the_job_naming_it(cluster: Cluster) -> None:
     """Every rank of node1 killed (SIGKILL) mid-job: the job ends within 60 s, naming node1 (and a rank of it)."""
     proc = subprocess.Popen([*cluster.mpirun_argv(), sys.executable, "-m", WORKER, "--hold"], cwd=ROOT,
                             env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(240, proc.kill)   # a job that never gets going fails the test, not CI
+    watchdog.start()
     try:
         lines = []
         for line in proc.stdout:   # type: ignore[union-attr]
             lines.append(line)
-            if sum("nodes ok" in x for x in lines) == 4:
+            if "".join(lines).count("nodes ok") == 4:   # ranks' lines may arrive joined on one line
                 break
-        ranks = [p for p in node_pids(cluster.namespace(1))
-                 if WORKER in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+        ranks = [p for p in node_pids(cluster.namespace(1)) if WORKER in command_line(p)]
         assert len(ranks) == 2, f"node1 runs {ranks}, expected its 2 ranks\n{''.join(lines)}"
         for pid in ranks:
             os.kill(pid, signal.SIGKILL)
         out = proc.communicate(timeout=60)[0]
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
