@@ -68,6 +68,15 @@ def _check_rate(rate: Optional[str]) -> Optional[str]:
     return rate
 
 
+def burst_bytes(rate: str) -> int:
+    """tbf's bucket for `rate`: 1 MiB, or 10 ms of the rate where that is more (a bucket smaller than what
+    the rate sends per kernel tick caps the link below the rate)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate)
+    assert m is not None, rate   # checked by _check_rate
+    bits = float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]]
+    return max(1 << 20, int(bits / 8 / 100))
+
+
 @functools.lru_cache(maxsize=None)
 def unavailable() -> Optional[str]:
     """Why an emulated cluster cannot be made here, or None when it can (tried for real once, a node with a
@@ -207,7 +216,8 @@ class Cluster:
                       f"ip addr add {address(k)}/24 dev nic0 && sysctl -qw net.ipv4.conf.nic0.route_localnet=1 && "
                       f"ip link set nic0 up")
             if self.rate is not None:
-                script += f" && tc qdisc add dev nic0 root tbf rate {self.rate} burst 1mb latency 10ms"
+                script += (f" && tc qdisc add dev nic0 root tbf rate {self.rate} "
+                           f"burst {burst_bytes(self.rate)} latency 10ms")
             _run("ip", "netns", "exec", ns, "/bin/sh", "-c", script)
         self.agent.parent.mkdir(parents=True, exist_ok=True)
         self.agent.write_text(self._agent_script())
