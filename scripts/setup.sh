@@ -2,7 +2,8 @@
 # Sets up everything pycomm needs on a Debian/Ubuntu machine and builds pycomm._C in place.
 # Idempotent: installs only what is missing, rebuilds only what changed. Root or sudo for apt.
 #   scripts/setup.sh          compilers, CMake, Open MPI, Python packages; build; check build_info
-#   scripts/setup.sh --test   also what the tests need: a single-node SLURM (slurmd, slurmctld, munge)
+#   scripts/setup.sh --test   also what the tests need: a single-node SLURM (slurmd, slurmctld, munge),
+#                             iproute2 and util-linux for the emulated cluster (benchmarks/cluster.py)
 # Environment: PYTHON (interpreter to use), and the build switches PYCOMM_CUDA / PYCOMM_HIP /
 # PYCOMM_MPI / PYCOMM_NCCL / PYCOMM_NVTX (auto|on|off), PYCOMM_CUDA_ARCHS, PYCOMM_HIP_ARCHS.
 set -euo pipefail
@@ -44,6 +45,8 @@ if [[ $with_test == 1 ]]; then
   without_service_starts apt_install slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
   # the apps.serve web page is tested in a real browser (Selenium drives Debian's chromium)
   apt_install chromium chromium-driver
+  # the emulated cluster of the multi-node tests (benchmarks/cluster.py): ip/tc, unshare/nsenter
+  apt_install iproute2 util-linux
 fi
 
 section "setup: Python"
