@@ -12,6 +12,7 @@ TTY_ENV = "PYCOMM_APPS_TTY"
 FAILURE_DIR_ENV = "PYCOMM_APPS_FAILURE_DIR"
 SPAWNED = "PYCOMM_APPS_SPAWNED"
 RESTARTS_ENV = "PYCOMM_PS_SERVER_RESTARTS"
+SERVE_API_KEY_ENV = "PYCOMM_SERVE_API_KEY"
 
 
 def _fail_at(match: Any) -> tuple[int, int, str]:
@@ -46,4 +47,9 @@ SETTINGS = settings.register(__name__, (
             "restarts a parameter-server rank that dies while its workers go on; each restart resumes from "
             "the server's latest checkpoint (`--resume auto`)",
             "apps.supervisor", scope=APPS),
+    Setting(SERVE_API_KEY_ENV, Pattern(r"\S+", "a key without spaces", lambda m: m.group(0)), None,
+            "the key `python -m apps.serve` requires of every request but `/health` and the page's files "
+            "(`Authorization: Bearer KEY`, as OpenAI's clients send it); here rather than `--api-key`, which "
+            "every user of the machine sees in `ps` (docs/security.md)",
+            "apps.serve", scope=APPS, default_text="no key: the server answers everyone who reaches it"),
 ))

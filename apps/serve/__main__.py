@@ -17,12 +17,13 @@ import sys
 import torch
 
 from apps import failure, launch, requirements
+from apps.apps_settings import SERVE_API_KEY_ENV
 from apps.command_name import command_name
 from apps.train import _positive_int
 
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-API_KEY_ENV = "PYCOMM_SERVE_API_KEY"   # rather than --api-key: a command line is visible to every user (ps)
+API_KEY_ENV = SERVE_API_KEY_ENV   # rather than --api-key: a command line is visible to every user (ps)
 # when a rank dies, rank 0 ends every open stream with an error event between Open MPI's SIGTERM and its
 # SIGKILL: 5 s for that, not Open MPI's 1 s, which a loaded rank 0 can miss
 SIGKILL_GRACE_S = 5
