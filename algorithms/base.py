@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar
 import torch
 
 import pycomm
-from algorithms import composition
+from algorithms import clipping, composition
 from algorithms import options as opts
 from algorithms import traits
 from algorithms.optimizer_protocol import OptimizerProtocol
@@ -38,8 +38,8 @@ from algorithms.registry import lookup
 
 STATE_VERSION = 1
 # what a method over a ZeRO optimizer forwards to it (see CommOptimizer.__getattr__)
-FROM_INNER = ("no_sync", "clip_grad_norm_", "memory_bytes", "full_state_dict", "full_model_state_dict", "close",
-              "synchronize", "remove_hooks")
+FROM_INNER = ("no_sync", "memory_bytes", "full_state_dict", "full_model_state_dict", "close", "synchronize",
+              "remove_hooks")
 
 # SDTL's DistOptimizer names and the option its scripts rely on implicitly (its LSGD ranks by a proxy
 # score computed from the step, and its loop passes no loss).
@@ -209,6 +209,33 @@ class CommOptimizer(OptimizerProtocol):
             self._inner.publish()
         return loss
 
+    # -- gradient clipping ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                        foreach: bool | None = None) -> torch.Tensor:
+        """torch.nn.utils.clip_grad_norm_ on the gradient this optimizer's step will apply, over the whole
+        model: every rank's shard (ZeRO) and every pipeline stage; returns the total norm. Call it between
+        backward and step, on every rank (a collective where the gradient is spread over ranks).
+
+        Which gradient: a synchronous data-parallel method's (mbsgd, zero1/2/3, hybrid) is the mean over
+        ranks, as DDP clips it; a method whose ranks step locally (plsgd, qsr, easgd, lsgd, diloco's inner
+        steps) and a parameter-server or ssp worker clip the rank's own gradient, as torch's clip_grad_norm_
+        on the model's parameters does there."""
+        if self._inner is not None:   # a method across replicas over ZeRO: the gradient is ZeRO's shard
+            return self._inner.clip_grad_norm_(max_norm, norm_type, error_if_nonfinite, foreach)
+        return clipping.clip_grad_norm_(self._gradients_to_clip(), max_norm, norm_type, error_if_nonfinite, foreach,
+                                        self._norm_comms())
+
+    def _gradients_to_clip(self) -> list[torch.Tensor]:
+        """This rank's part of the gradient step() will apply, reduced where the method reduces it before
+        the step (p.grad of this rank's parameters by default)."""
+        return [p.grad for p in self.params if p.grad is not None]
+
+    def _norm_comms(self) -> list[Any]:
+        """The communicators over which `_gradients_to_clip` holds disjoint parts of the model's gradient:
+        the pipeline's stages (a stage holds its layers)."""
+        return [self.mesh["pp"]] if self.mesh.shape["pp"] > 1 else []
+
     # -- shared helpers ------------------------------------------------------------------------
     def comm_stats(self) -> dict[str, Any]:
         """Bytes and seconds communicated by this optimizer (see algorithms.channel), and calls;
@@ -240,7 +267,7 @@ class CommOptimizer(OptimizerProtocol):
 
     def __getattr__(self, name: str) -> Any:
         # a method across replicas over a ZeRO optimizer offers what the ZeRO optimizer offers around the
-        # step (no_sync, clip_grad_norm_ of the sharded gradients, memory_bytes, the full model)
+        # step (no_sync, memory_bytes, the full model)
         inner = self.__dict__.get("_inner")
         if inner is not None and name in FROM_INNER:
             return getattr(inner, name)
@@ -277,6 +304,8 @@ class CommOptimizer(OptimizerProtocol):
             "algorithm": self.name,
             "rank": self.comm.rank,
             "world_size": self.comm.size,
+            "layout": self.state_layout,
+            "mesh": {"shape": dict(self.mesh.shape), "coords": dict(self.mesh.coords)},
             "steps": self.steps,
             "optimizer": self.optimizer.state_dict(),
             "channel": self.channel.state_dict(),
@@ -291,6 +320,7 @@ class CommOptimizer(OptimizerProtocol):
         resized = state["world_size"] != self.comm.size
         if resized and self.state_layout != traits.IDENTICAL:
             raise ValueError(_resize_refusal(self, state["world_size"]))
+        _check_state_owner(self, state)
         if self._inner is None:   # a wrapped ZeRO optimizer checks its own state
             _check_optimizer_state_shapes(state["optimizer"], self.params)
         self.optimizer.load_state_dict(state["optimizer"])
@@ -341,6 +371,33 @@ def _resize_refusal(opt: CommOptimizer, saved: int) -> str:
                 "reshard to any number of ranks")
     return (f"{head}: {opt.name}'s ranks hold different states (state_layout {opt.state_layout}), which can be "
             f"neither split nor merged; resume with {saved} ranks")
+
+
+def _check_state_owner(opt: CommOptimizer, state: dict[str, Any]) -> None:
+    """A state that differs per rank (a shard, a local model) is refused on any rank but the one (and mesh
+    position: pipeline stage, shard) that saved it: loaded elsewhere it would step another rank's shard
+    or fail inside a later step."""
+    if opt.state_layout == traits.IDENTICAL or opt.independent_processes:
+        return   # independent processes resume from their writer's state, whichever rank that was (ssp)
+    saved_mesh = state.get("mesh") or {}
+    mine = {"shape": dict(opt.mesh.shape), "coords": dict(opt.mesh.coords)}
+    same_rank = state["rank"] == opt.comm.rank
+    same_place = not saved_mesh or saved_mesh == mine      # states written before the mesh was recorded
+    if same_rank and same_place:
+        return
+    what = "this rank's shard" if opt.state_layout == traits.SHARDED else "this rank's own model and optimizer state"
+    where = f"rank {state['rank']} of {state['world_size']}"
+    if saved_mesh:
+        where += f" at mesh {_place(saved_mesh)}"
+    here = f"rank {opt.comm.rank} of {opt.comm.size} at mesh {_place(mine)}"
+    full = (" or save opt.full_state_dict() (on every rank; it is a collective) and load it anywhere with "
+            "opt.load_full_state_dict()" if hasattr(opt, "load_full_state_dict") else "")
+    raise ValueError(f"{opt.name} state_dict() holds {what} (layout {opt.state_layout}); it was saved by {where}, "
+                     f"this is {here}: save state_dict() on every rank and load each rank's own file{full}")
+
+
+def _place(mesh: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}/{mesh['shape'].get(k, '?')}" for k, v in mesh["coords"].items())
 
 
 def _check_optimizer_state_shapes(saved: Any, params: list[torch.Tensor]) -> None:
