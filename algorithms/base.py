@@ -38,8 +38,7 @@ from algorithms.registry import lookup
 
 STATE_VERSION = 1
 # what a method over a ZeRO optimizer forwards to it (see CommOptimizer.__getattr__)
-FROM_INNER = ("no_sync", "memory_bytes", "full_state_dict", "full_model_state_dict", "close", "synchronize",
-              "remove_hooks")
+FROM_INNER = ("no_sync", "memory_bytes", "full_model_state_dict", "close", "synchronize", "remove_hooks")
 
 # SDTL's DistOptimizer names and the option its scripts rely on implicitly (its LSGD ranks by a proxy
 # score computed from the step, and its loop passes no loss).
@@ -69,6 +68,9 @@ class CommOptimizer(OptimizerProtocol):
     mesh_dim: ClassVar[str] = "dp"
     # may wrap a ZeRO optimizer and run across dp_replicate over its master shards (composition.py)
     across_shards: ClassVar[bool] = False
+    # _setup only derives the method's state from the parameters (no hooks, sockets or processes), so
+    # load_full_state_dict restarts that state by running it again
+    setup_from_parameters: ClassVar[bool] = False
 
     def __new__(cls, optimizer: Any = None, algorithm: str | None = None, *args: Any, **kwargs: Any):
         if cls is CommOptimizer:
@@ -117,6 +119,7 @@ class CommOptimizer(OptimizerProtocol):
             self.params = [p for g in optimizer.param_groups for p in g["params"]]
             composition.claim(self.params, self)
         self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
+        self.user_model: torch.nn.Module | None = model   # names the parameters in full_state_dict()
         device = self.params[0].device if self.params else torch.device("cpu")
         self.channel = Channel(self.comm, self.options["codec"], self.options["bucket_bytes"], device)
         self.steps = 0  # optimizer steps taken by this wrapper
@@ -312,6 +315,35 @@ class CommOptimizer(OptimizerProtocol):
             "algorithm_state": self._algorithm_state(),
         }
 
+    def full_state_dict(self) -> dict[str, Any]:
+        """{"model": the model's plain state dict, "optimizer": the torch optimizer's plain state dict}, on CPU,
+        the same on every rank (call it on every rank: per-rank states are averaged over the ranks, see
+        algorithms/full_state.py). Loads with load_full_state_dict on any number of ranks and into any
+        method; its model part into a plain torch model (parameters named as in model=, else param<i>)."""
+        if self._inner is not None:   # the replica's model, gathered from ZeRO's shards
+            return self._inner.full_state_dict()
+        from algorithms import full_state
+        return full_state.full_state_dict(self)
+
+    def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
+        """Load what full_state_dict() returned (any method's, written on any number of ranks); `steps` sets
+        the step counter (None keeps it). The method's own state restarts from the loaded parameters."""
+        if self._inner is not None:
+            self._inner.load_full_state_dict(full, steps)
+        else:
+            from algorithms import full_state
+            full_state.load_full_state_dict(self, full, steps)
+            return
+        if steps is not None:
+            self.steps = steps
+        self._restart_from_parameters()
+
+    def _restart_from_parameters(self) -> None:
+        """After load_full_state_dict: the method's own state (centre, outer optimizer, counters) afresh from
+        the parameters now loaded."""
+        if self.setup_from_parameters:
+            self._setup()
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state_dict written by the same algorithm: on a world of the same size, or, when every
         rank's state is the same (state_layout identical: mbsgd), on any number of ranks; what is kept per
@@ -390,7 +422,7 @@ def _check_state_owner(opt: CommOptimizer, state: dict[str, Any]) -> None:
     if saved_mesh:
         where += f" at mesh {_place(saved_mesh)}"
     here = f"rank {opt.comm.rank} of {opt.comm.size} at mesh {_place(mine)}"
-    full = (" or save opt.full_state_dict() (on every rank; it is a collective) and load it anywhere with "
+    full = (", or save opt.full_state_dict() (on every rank; it is a collective) and load it anywhere with "
             "opt.load_full_state_dict()" if hasattr(opt, "load_full_state_dict") else "")
     raise ValueError(f"{opt.name} state_dict() holds {what} (layout {opt.state_layout}); it was saved by {where}, "
                      f"this is {here}: save state_dict() on every rank and load each rank's own file{full}")
