@@ -7,7 +7,8 @@ steps must equal it, for the 2-, 1- and inf-norm. Local SGD (plsgd) clips each r
 dp2 with mbsgd (over dp_replicate), zero2 and zero3 (over dp_shard) and with a plain torch optimizer (the
 Pipeline's own clip) clip the whole model's gradient summed over the stages. Under zero2/zero3 torch's
 clip_grad_norm_(model.parameters()) raises an error naming opt.clip_grad_norm_ (the training goes on after
-it); under mbsgd it works and returns the same norm."""
+it); under mbsgd it works and returns the same norm. zero2 inside each replica with plsgd across the replicas
+clips the replica's own gradient."""
 from __future__ import annotations
 
 import math
@@ -89,6 +90,29 @@ def local(norm_type: float) -> Callable[[], dict[str, Any]]:
     return run
 
 
+def across_replicas(norm_type: float) -> Callable[[], dict[str, Any]]:
+    """zero2 inside dp_shard2, plsgd across dp_replicate2: each replica clips its own gradient (the mean over
+    its two shard ranks' rows), as torch's clip on that replica's model."""
+    def run() -> dict[str, Any]:
+        comm = world()
+        mesh = pycomm.Mesh(comm, dp_replicate=2, dp_shard=2)
+        model = make_model("mlp", seed=1)
+        opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=LR), algorithm="zero2", mesh=mesh,
+                                       model=model)
+        opt = algorithms.CommOptimizer(opt, algorithm="plsgd", mesh=mesh, model=model, averaging_freq=8)
+        replica, dp = mesh.coords["dp_replicate"], mesh["dp"]
+        norms = []
+        for t in range(STEPS):
+            x, y, loss_fn = make_batch("mlp", t)
+            opt.zero_grad()
+            loss_fn(model(rows(x, dp.rank, 4)), rows(y, dp.rank, 4)).backward()
+            norms.append(float(opt.clip_grad_norm_(MAX_NORM, norm_type)))
+            opt.step()
+        want_norms, want = reference(norm_type, lambda t: rows(t, replica, 2))
+        return verdict(norms, want_norms, current(opt, model), want, FP32_ATOL)
+    return run
+
+
 def pipelined(method: str | None, norm_type: float) -> Callable[[], dict[str, Any]]:
     """pp2 x dp2: `method` on the stages (None: a plain torch optimizer, the Pipeline averaging and clipping)."""
     def run() -> dict[str, Any]:
@@ -154,7 +178,8 @@ def main() -> None:
         cases.append((f"local_plsgd_{name}", local(order)))
     cases += [("dp_zero1_l2", data_parallel("zero1", 2.0)),
               ("dp_zero2_hybrid_l2", data_parallel("zero2", 2.0, {"dp_replicate": 2, "dp_shard": 2})),
-              ("dp_zero2_hybrid_inf", data_parallel("zero2", math.inf, {"dp_replicate": 2, "dp_shard": 2}))]
+              ("dp_zero2_hybrid_inf", data_parallel("zero2", math.inf, {"dp_replicate": 2, "dp_shard": 2})),
+              ("across_zero2_plsgd_l2", across_replicas(2.0))]
     for method in (None, "mbsgd", "zero2", "zero3"):
         for name in ("l2", "inf"):
             cases.append((f"pp_{method or 'torch'}_{name}", pipelined(method, NORMS[name])))
