@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from algorithms import traits
+from algorithms import state_checks, traits
 
 
 def _names(opt: Any) -> list[str]:
@@ -62,13 +62,12 @@ def load_full_state_dict(opt: Any, full: Any, steps: int | None) -> None:
         raise TypeError("load_full_state_dict: expected the {'model': ..., 'optimizer': ...} dict full_state_dict() "
                         f"returns, got {type(full).__name__}" + (f" with keys {sorted(map(str, full))[:6]}"
                                                                  if isinstance(full, dict) else ""))
-    from algorithms.base import _check_optimizer_state_shapes
     names = _names(opt)
     missing = [n for n in names if n not in full["model"]]
     if missing:
         raise ValueError(f"load_full_state_dict: the model state lacks parameter {missing[0]!r}: it was saved for "
                          "another model")
-    _check_optimizer_state_shapes(full["optimizer"], opt.params)
+    state_checks.check_optimizer_shapes(full["optimizer"], opt.params)
     if opt.user_model is not None:
         opt.user_model.load_state_dict(full["model"])
     else:
