@@ -11,10 +11,11 @@ import torch
 import algorithms
 from algorithms import clipping
 from tests.algorithms.runs import case
-from tests.algorithms.workers.clipping import NORMS
+from tests.algorithms.workers.clipping import LOCAL, NORMS
 
 CASES = ([f"dp_{m}_{n}" for n in NORMS for m in ("mbsgd", "zero2", "zero3")] + [f"local_plsgd_{n}" for n in NORMS]
          + ["dp_zero1_l2", "dp_zero2_hybrid_l2", "dp_zero2_hybrid_inf", "across_zero2_plsgd_l2"]
+         + [f"local_{m}_l2" for m in LOCAL]
          + [f"pp_{m}_{n}" for m in ("torch", "mbsgd", "zero2", "zero3") for n in ("l2", "inf")])
 
 

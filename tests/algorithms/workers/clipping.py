@@ -3,7 +3,8 @@
 Synchronous data parallelism (mbsgd, zero1/2/3, zero2 sharded over 2 and replicated over 2) clips the mean
 gradient as DDP does: the reference is the unsplit model on the whole batch (each rank's rows a quarter of
 it, a mean loss), clipped by torch and stepped by SGD; the returned norm and the parameters after two
-steps must equal it, for the 2-, 1- and inf-norm. Local SGD (plsgd) clips each rank's own gradient. pp2 x
+steps must equal it, for the 2-, 1- and inf-norm. Local SGD (plsgd) clips each rank's own gradient, and so
+do qsr, easgd, lsgd and diloco (their norms against torch's on a copy of the rank's model). pp2 x
 dp2 with mbsgd (over dp_replicate), zero2 and zero3 (over dp_shard) and with a plain torch optimizer (the
 Pipeline's own clip) clip the whole model's gradient summed over the stages. Under zero2/zero3 torch's
 clip_grad_norm_(model.parameters()) raises an error naming opt.clip_grad_norm_ (the training goes on after
@@ -11,6 +12,7 @@ it); under mbsgd it works and returns the same norm. zero2 inside each replica w
 clips the replica's own gradient."""
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Callable
 
@@ -19,12 +21,14 @@ import torch
 import algorithms
 import pycomm
 from tests.algorithms.pipeline_problem import make_batch, make_model
+from tests.algorithms.workers.around_step import QUIET
 from tests.algorithms.workers.common import run_cases, world
 from tests.algorithms.workers.composition import current, rows
 
 LR, MAX_NORM, STEPS, M = 0.5, 0.02, 2, 2
 NORMS = {"l2": 2.0, "l1": 1.0, "inf": math.inf}
 FP32_ATOL = 5e-7   # ZeRO's fp32 masters of the float64 model
+LOCAL = ("qsr", "easgd", "lsgd", "diloco")
 
 
 def reference(norm_type: float, data_rows: Callable[[torch.Tensor], torch.Tensor] = lambda t: t
@@ -87,6 +91,29 @@ def local(norm_type: float) -> Callable[[], dict[str, Any]]:
             opt.step()
         want_norms, want = reference(norm_type, lambda t: rows(t, comm.rank, 4))
         return verdict(norms, want_norms, current(opt, model), want, 1e-12)
+    return run
+
+
+def local_norms(method: str) -> Callable[[], dict[str, Any]]:
+    """Another local method (its own rule between rounds): each step's clip norm is torch's on a copy of
+    the rank's model as the method left it, on the rank's rows."""
+    def run() -> dict[str, Any]:
+        comm = world()
+        model = make_model("mlp", seed=1)
+        opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=LR), algorithm=method, comm=comm,
+                                       model=model, **QUIET[method])
+        norms, want_norms = [], []
+        for t in range(STEPS):
+            x, y, loss_fn = make_batch("mlp", t)
+            twin = copy.deepcopy(model)
+            loss_fn(twin(rows(x, comm.rank, 4)), rows(y, comm.rank, 4)).backward()
+            want_norms.append(float(torch.nn.utils.clip_grad_norm_(twin.parameters(), MAX_NORM)))
+            opt.zero_grad()
+            loss = loss_fn(model(rows(x, comm.rank, 4)), rows(y, comm.rank, 4))
+            loss.backward()
+            norms.append(float(opt.clip_grad_norm_(MAX_NORM)))
+            opt.step(loss=loss)
+        return verdict(norms, want_norms, {}, {}, 0.0)
     return run
 
 
@@ -180,6 +207,7 @@ def main() -> None:
               ("dp_zero2_hybrid_l2", data_parallel("zero2", 2.0, {"dp_replicate": 2, "dp_shard": 2})),
               ("dp_zero2_hybrid_inf", data_parallel("zero2", math.inf, {"dp_replicate": 2, "dp_shard": 2})),
               ("across_zero2_plsgd_l2", across_replicas(2.0))]
+    cases += [(f"local_{method}_l2", local_norms(method)) for method in LOCAL]
     for method in (None, "mbsgd", "zero2", "zero3"):
         for name in ("l2", "inf"):
             cases.append((f"pp_{method or 'torch'}_{name}", pipelined(method, NORMS[name])))
