@@ -227,7 +227,7 @@ class CommOptimizer(OptimizerProtocol):
         if self._inner is not None:   # a method across replicas over ZeRO: the gradient is ZeRO's shard
             return self._inner.clip_grad_norm_(max_norm, norm_type, error_if_nonfinite, foreach)
         return clipping.clip_grad_norm_(self._gradients_to_clip(), max_norm, norm_type, error_if_nonfinite, foreach,
-                                        self._norm_comms())
+                                        self._norm_comms(), self.channel.device)
 
     def _gradients_to_clip(self) -> list[torch.Tensor]:
         """This rank's part of the gradient step() will apply, reduced where the method reduces it before

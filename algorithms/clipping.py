@@ -50,11 +50,12 @@ def total_norm(grads: Sequence[torch.Tensor], norm_type: Any = 2.0, comms: Seque
 @torch.no_grad()
 def clip_grad_norm_(grads: Sequence[torch.Tensor], max_norm: float, norm_type: Any = 2.0,
                     error_if_nonfinite: bool = False, foreach: bool | None = None,
-                    comms: Sequence[Any] = ()) -> torch.Tensor:
+                    comms: Sequence[Any] = (), device: torch.device | None = None) -> torch.Tensor:
     """Scale `grads` in place by min(1, max_norm / (total + 1e-6)), total being the norm over all ranks'
-    parts (`total_norm`); returns the total as torch does (0-dim, in the first gradient's dtype)."""
+    parts (`total_norm`); returns the total as torch does (0-dim, in the first gradient's dtype).
+    `device`: where the norm is combined (the communicators' device) when this rank holds no gradient."""
     grads = [g for g in grads if g is not None]
-    total = total_norm(grads, norm_type, comms)
+    total = total_norm(grads, norm_type, comms, device)
     dtype = grads[0].dtype if grads else torch.get_default_dtype()
     if error_if_nonfinite and not bool(torch.isfinite(total)):
         raise RuntimeError(f"The total norm of order {float(norm_type)} for gradients is non-finite, so it cannot be "

@@ -87,7 +87,7 @@ class DelayedSteps:
             w.wait()
         grads = [shard.float() for shard in item.shards]
         if item.clip is not None:   # the global norm exists only now that the step is reduced
-            self.last_norm = clipping.clip_grad_norm_(grads, *item.clip, comms=opt._norm_comms())
+            self.last_norm = clipping.clip_grad_norm_(grads, *item.clip, comms=opt._norm_comms(), device=opt.channel.device)
         for group, grad in zip(opt.groups, grads):
             for i, piece in enumerate(group.shard_params):
                 piece.grad = group.piece_of(grad, i)
