@@ -328,12 +328,11 @@ class CommOptimizer(OptimizerProtocol):
     def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
         """Load what full_state_dict() returned (any method's, written on any number of ranks); `steps` sets
         the step counter (None keeps it). The method's own state restarts from the loaded parameters."""
-        if self._inner is not None:
-            self._inner.load_full_state_dict(full, steps)
-        else:
+        if self._inner is None:
             from algorithms import full_state
-            full_state.load_full_state_dict(self, full, steps)
+            full_state.load_full_state_dict(self, full, steps)   # restarts the method's state too
             return
+        self._inner.load_full_state_dict(full, steps)
         if steps is not None:
             self.steps = steps
         self._restart_from_parameters()

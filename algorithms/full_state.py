@@ -36,11 +36,8 @@ def full_state_dict(opt: Any) -> dict[str, Any]:
     """The full state of `opt` (a CommOptimizer that does not shard); collective for per-rank states."""
     average = opt.state_layout == traits.PER_RANK and opt.comm.size > 1
     model = opt.user_model
-    values: dict[str, torch.Tensor] = {}
-    if model is not None:
-        values = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    else:
-        values = {n: p.detach().clone() for n, p in zip(_names(opt), opt.params)}
+    named = model.state_dict().items() if model is not None else zip(_names(opt), opt.params)
+    values = {k: v.detach().clone() for k, v in named}
     saved = opt.torch_optimizer.state_dict()
     state = {i: {k: (v.detach().clone() if torch.is_tensor(v) else v) for k, v in s.items()}
              for i, s in saved["state"].items()}

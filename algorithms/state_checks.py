@@ -35,7 +35,8 @@ def resize_refusal(opt: Any, saved: int) -> str:
                 "full_state_dict()) and load it with load_sharded_state_dict() (load_full_state_dict()), which "
                 "reshard to any number of ranks")
     return (f"{head}: {opt.name}'s ranks hold different states (state_layout {opt.state_layout}), which can be "
-            f"neither split nor merged; resume with {saved} ranks")
+            f"neither split nor merged; resume with {saved} ranks, or save full_state_dict() (their average) and load "
+            "it with load_full_state_dict() on any number of ranks")
 
 
 def check_owner(opt: Any, state: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """State dicts across ranks (tests/algorithms/workers/full_state.py): opt.full_state_dict() of mbsgd, zero2 and
 zero3 written on 2 (4) ranks loads with load_full_state_dict on 3 (1) ranks into each of them and trains on
 as the unsplit model does, and its model part loads into a plain torch model; a sharded or per-rank
-state_dict() loaded on another rank is refused, naming who saved it and full_state_dict. In-process: a
+state_dict() loaded on another rank is refused, naming who saved it and full_state_dict; plsgd's full state
+is its ranks' mean. In-process: a
 full state that is not one is refused."""
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def test_full_state_loads_on_another_number_of_ranks_and_method(saved_on, loaded
 @pytest.mark.parametrize("method", ["zero2", "zero3", "plsgd"])
 def test_another_ranks_state_is_refused_at_load(method):
     for rank, res in enumerate(case("full_state", 2, f"refuse_{method}", "refuse", tempfile.mkdtemp())):
+        assert res["ok"], (rank, res)
+
+
+@pytest.mark.mpi
+def test_per_rank_full_state_is_the_ranks_mean():
+    for rank, res in enumerate(case("full_state", 2, "average_plsgd", "refuse", tempfile.mkdtemp())):
         assert res["ok"], (rank, res)
 
 

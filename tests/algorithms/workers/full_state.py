@@ -5,7 +5,8 @@ is written by rank 0 to DIR. load: on another number of ranks, each saved state 
 three methods with load_full_state_dict; its model part must load into a plain torch model equal to the
 unsplit model after 2 steps (AdamW on the whole batch, one process), and one more step must equal that
 reference's third step (the optimizer state came along). refuse: rank 0's state_dict() of zero2, zero3 and
-plsgd loaded on rank 1 is refused, naming rank 0 and full_state_dict."""
+plsgd loaded on rank 1 is refused, naming rank 0 and full_state_dict; plsgd's full state is the mean of
+its ranks' models and optimizer states."""
 from __future__ import annotations
 
 import sys
@@ -97,6 +98,28 @@ def refuse(comm: Any, directory: Path, method: str) -> dict[str, Any]:
     return {"ok": named, "message": error}
 
 
+def average(comm: Any) -> dict[str, Any]:
+    """plsgd's ranks hold different models between rounds: its full state is their mean, on every rank."""
+    model = make_model("mlp", seed=1)
+    opt = algorithms.CommOptimizer(adamw(model.parameters()), algorithm="plsgd", comm=comm, model=model,
+                                   averaging_freq=8)
+    train(comm, model, opt, range(1))
+    mine = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    full = opt.full_state_dict()
+    bad = []
+    for name, value in mine.items():
+        mean = value.clone()
+        comm.allreduce(mean, op=pycomm.AVG)
+        spread = value.clone()
+        comm.allreduce(spread, op=pycomm.MAX)
+        if not torch.allclose(full["model"][name], mean) or torch.equal(spread, mean):   # ranks differed, mean given
+            bad.append(name)
+    state = full["optimizer"]["state"][0]["exp_avg"]
+    mean_state = opt.torch_optimizer.state[model[0].weight]["exp_avg"].clone()
+    comm.allreduce(mean_state, op=pycomm.AVG)
+    return {"ok": not bad and torch.allclose(state, mean_state), "bad": bad[:4]}
+
+
 def main() -> None:
     comm = world()
     mode, directory = sys.argv[2], Path(sys.argv[3])
@@ -110,6 +133,7 @@ def main() -> None:
     else:
         for method in ("zero2", "zero3", "plsgd"):
             cases.append((f"refuse_{method}", lambda m=method: refuse(comm, directory, m)))
+        cases.append(("average_plsgd", lambda: average(comm)))
     run_cases(comm, cases)
 
 
