@@ -1,9 +1,13 @@
 """opt.clip_grad_norm_ on every method class, on 4 real ranks (tests/algorithms/workers/clipping.py): equal to
 torch's clip_grad_norm_ on the unsplit model for data parallelism (mbsgd, zero1/2/3, hybrid zero2), to the
 rank's own for local SGD, summed over the stages of a pipeline (pp x mbsgd, pp x zero2/zero3, the Pipeline's
-own); torch's clip on the parameters under zero2/zero3 raises naming opt.clip_grad_norm_. In-process:
+own); torch's clip on the parameters under zero2/zero3 raises naming opt.clip_grad_norm_; syncps's workers
+clip their own gradient and its server refuses (3 ranks). In-process:
 argument checks and the methods that hold no gradient in the user's loop."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +16,7 @@ import algorithms
 from algorithms import clipping
 from tests.algorithms.runs import case
 from tests.algorithms.workers.clipping import LOCAL, NORMS
+from tests.launch import mpirun
 
 CASES = ([f"dp_{m}_{n}" for n in NORMS for m in ("mbsgd", "zero2", "zero3")] + [f"local_plsgd_{n}" for n in NORMS]
          + ["dp_zero1_l2", "dp_zero2_hybrid_l2", "dp_zero2_hybrid_inf", "across_zero2_plsgd_l2"]
@@ -36,6 +41,14 @@ def test_clip_equals_torch_on_the_reference(name: str) -> None:
 @pytest.mark.parametrize("method", ["mbsgd", "zero1", "zero2", "zero3"])
 def test_torch_clip_on_the_parameters_works_or_names_opt_clip(method: str) -> None:
     for rank, res in enumerate(case("clipping", 4, f"torch_clip_{method}")):
+        assert res["ok"], (rank, res)
+
+
+@pytest.mark.mpi
+def test_parameter_server_workers_clip_their_own_gradient(tmp_path: Path) -> None:
+    mpirun(3, "tests.algorithms.workers.ps_clip", str(tmp_path), timeout=300)
+    for rank in range(3):
+        res = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert res["ok"], (rank, res)
 
 
