@@ -28,7 +28,7 @@ class GradientHeldElsewhere(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         holder = next((a.holder for a in args if isinstance(a, GradientHeldElsewhere)), "this algorithm")
-        if isinstance(args[0], (list, tuple)):   # a foreach op takes the gradients as one list
+        if args and isinstance(args[0], (list, tuple)):   # a foreach op takes the gradients as one list
             holder = next((a.holder for a in args[0] if isinstance(a, GradientHeldElsewhere)), holder)
         raise RuntimeError(
             f"{func}: this parameter's .grad is a placeholder: {holder} moved the reduced gradient off the "
