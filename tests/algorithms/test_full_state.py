@@ -16,6 +16,7 @@ from tests.algorithms.runs import case
 from tests.algorithms.workers.full_state import METHODS
 
 SAVED_ON = {2: tempfile.mkdtemp(prefix="full-state-2-"), 4: tempfile.mkdtemp(prefix="full-state-4-")}
+ON_TWO = tempfile.mkdtemp(prefix="full-state-refuse-")   # one run serves every refuse/average case
 
 
 @pytest.fixture(autouse=True)
@@ -38,13 +39,13 @@ def test_full_state_loads_on_another_number_of_ranks_and_method(saved_on, loaded
 @pytest.mark.mpi
 @pytest.mark.parametrize("method", ["zero2", "zero3", "plsgd"])
 def test_another_ranks_state_is_refused_at_load(method):
-    for rank, res in enumerate(case("full_state", 2, f"refuse_{method}", "refuse", tempfile.mkdtemp())):
+    for rank, res in enumerate(case("full_state", 2, f"refuse_{method}", "refuse", ON_TWO)):
         assert res["ok"], (rank, res)
 
 
 @pytest.mark.mpi
 def test_per_rank_full_state_is_the_ranks_mean():
-    for rank, res in enumerate(case("full_state", 2, "average_plsgd", "refuse", tempfile.mkdtemp())):
+    for rank, res in enumerate(case("full_state", 2, "average_plsgd", "refuse", ON_TWO)):
         assert res["ok"], (rank, res)
 
 
