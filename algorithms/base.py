@@ -29,17 +29,16 @@ from typing import Any, Callable, ClassVar
 import torch
 
 import pycomm
-from algorithms import composition
+from algorithms import clipping, composition
 from algorithms import options as opts
-from algorithms import traits
+from algorithms import state_checks, traits
 from algorithms.optimizer_protocol import OptimizerProtocol
 from algorithms.channel import Channel
 from algorithms.registry import lookup
+from algorithms.state_checks import STATE_VERSION
 
-STATE_VERSION = 1
 # what a method over a ZeRO optimizer forwards to it (see CommOptimizer.__getattr__)
-FROM_INNER = ("no_sync", "clip_grad_norm_", "memory_bytes", "full_state_dict", "full_model_state_dict", "close",
-              "synchronize", "remove_hooks")
+FROM_INNER = ("no_sync", "memory_bytes", "full_model_state_dict", "close", "synchronize", "remove_hooks")
 
 # SDTL's DistOptimizer names and the option its scripts rely on implicitly (its LSGD ranks by a proxy
 # score computed from the step, and its loop passes no loss).
@@ -69,6 +68,9 @@ class CommOptimizer(OptimizerProtocol):
     mesh_dim: ClassVar[str] = "dp"
     # may wrap a ZeRO optimizer and run across dp_replicate over its master shards (composition.py)
     across_shards: ClassVar[bool] = False
+    # _setup only derives the method's state from the parameters (no hooks, sockets or processes), so
+    # load_full_state_dict restarts that state by running it again
+    setup_from_parameters: ClassVar[bool] = False
 
     def __new__(cls, optimizer: Any = None, algorithm: str | None = None, *args: Any, **kwargs: Any):
         if cls is CommOptimizer:
@@ -117,6 +119,7 @@ class CommOptimizer(OptimizerProtocol):
             self.params = [p for g in optimizer.param_groups for p in g["params"]]
             composition.claim(self.params, self)
         self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
+        self.user_model: torch.nn.Module | None = model   # names the parameters in full_state_dict()
         device = self.params[0].device if self.params else torch.device("cpu")
         self.channel = Channel(self.comm, self.options["codec"], self.options["bucket_bytes"], device)
         self.steps = 0  # optimizer steps taken by this wrapper
@@ -209,6 +212,33 @@ class CommOptimizer(OptimizerProtocol):
             self._inner.publish()
         return loss
 
+    # -- gradient clipping ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                        foreach: bool | None = None) -> torch.Tensor:
+        """torch.nn.utils.clip_grad_norm_ on the gradient this optimizer's step will apply, over the whole
+        model: every rank's shard (ZeRO) and every pipeline stage; returns the total norm. Call it between
+        backward and step, on every rank (a collective where the gradient is spread over ranks).
+
+        Which gradient: a synchronous data-parallel method's (mbsgd, zero1/2/3, hybrid) is the mean over
+        ranks, as DDP clips it; a method whose ranks step locally (plsgd, qsr, easgd, lsgd, diloco's inner
+        steps) and a parameter-server or ssp worker clip the rank's own gradient, as torch's clip_grad_norm_
+        on the model's parameters does there."""
+        if self._inner is not None:   # a method across replicas over ZeRO: the gradient is ZeRO's shard
+            return self._inner.clip_grad_norm_(max_norm, norm_type, error_if_nonfinite, foreach)
+        return clipping.clip_grad_norm_(self._gradients_to_clip(), max_norm, norm_type, error_if_nonfinite, foreach,
+                                        self._norm_comms(), self.channel.device)
+
+    def _gradients_to_clip(self) -> list[torch.Tensor]:
+        """This rank's part of the gradient step() will apply, reduced where the method reduces it before
+        the step (p.grad of this rank's parameters by default)."""
+        return [p.grad for p in self.params if p.grad is not None]
+
+    def _norm_comms(self) -> list[Any]:
+        """The communicators over which `_gradients_to_clip` holds disjoint parts of the model's gradient:
+        the pipeline's stages (a stage holds its layers)."""
+        return [self.mesh["pp"]] if self.mesh.shape["pp"] > 1 else []
+
     # -- shared helpers ------------------------------------------------------------------------
     def comm_stats(self) -> dict[str, Any]:
         """Bytes and seconds communicated by this optimizer (see algorithms.channel), and calls;
@@ -240,7 +270,7 @@ class CommOptimizer(OptimizerProtocol):
 
     def __getattr__(self, name: str) -> Any:
         # a method across replicas over a ZeRO optimizer offers what the ZeRO optimizer offers around the
-        # step (no_sync, clip_grad_norm_ of the sharded gradients, memory_bytes, the full model)
+        # step (no_sync, memory_bytes, the full model)
         inner = self.__dict__.get("_inner")
         if inner is not None and name in FROM_INNER:
             return getattr(inner, name)
@@ -277,22 +307,53 @@ class CommOptimizer(OptimizerProtocol):
             "algorithm": self.name,
             "rank": self.comm.rank,
             "world_size": self.comm.size,
+            "layout": self.state_layout,
+            "mesh": {"shape": dict(self.mesh.shape), "coords": dict(self.mesh.coords)},
             "steps": self.steps,
             "optimizer": self.optimizer.state_dict(),
             "channel": self.channel.state_dict(),
             "algorithm_state": self._algorithm_state(),
         }
 
+    def full_state_dict(self) -> dict[str, Any]:
+        """{"model": the model's plain state dict, "optimizer": the torch optimizer's plain state dict}, on CPU,
+        the same on every rank (call it on every rank: per-rank states are averaged over the ranks, see
+        algorithms/full_state.py). Loads with load_full_state_dict on any number of ranks and into any
+        method; its model part into a plain torch model (parameters named as in model=, else param<i>)."""
+        if self._inner is not None:   # the replica's model, gathered from ZeRO's shards
+            return self._inner.full_state_dict()
+        from algorithms import full_state
+        return full_state.full_state_dict(self)
+
+    def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
+        """Load what full_state_dict() returned (any method's, written on any number of ranks); `steps` sets
+        the step counter (None keeps it). The method's own state restarts from the loaded parameters."""
+        if self._inner is None:
+            from algorithms import full_state
+            full_state.load_full_state_dict(self, full, steps)   # restarts the method's state too
+            return
+        self._inner.load_full_state_dict(full, steps)
+        if steps is not None:
+            self.steps = steps
+        self._restart_from_parameters()
+
+    def _restart_from_parameters(self) -> None:
+        """After load_full_state_dict: the method's own state (centre, outer optimizer, counters) afresh from
+        the parameters now loaded."""
+        if self.setup_from_parameters:
+            self._setup()
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state_dict written by the same algorithm: on a world of the same size, or, when every
         rank's state is the same (state_layout identical: mbsgd), on any number of ranks; what is kept per
         rank even then (a codec's error-feedback residuals) starts afresh on another number of ranks."""
-        _check_state_source(state, self.name)
+        state_checks.check_source(state, self.name)
         resized = state["world_size"] != self.comm.size
         if resized and self.state_layout != traits.IDENTICAL:
-            raise ValueError(_resize_refusal(self, state["world_size"]))
+            raise ValueError(state_checks.resize_refusal(self, state["world_size"]))
+        state_checks.check_owner(self, state)
         if self._inner is None:   # a wrapped ZeRO optimizer checks its own state
-            _check_optimizer_state_shapes(state["optimizer"], self.params)
+            state_checks.check_optimizer_shapes(state["optimizer"], self.params)
         self.optimizer.load_state_dict(state["optimizer"])
         self.channel.load_state_dict({**state["channel"], "residuals": {}} if resized else state["channel"])
         self.steps = state["steps"]
@@ -315,48 +376,6 @@ def _check_arguments(comm: Any, model: Any, buffers: Any) -> None:
     if buffers is not None:
         if isinstance(buffers, torch.Tensor) or not isinstance(buffers, Iterable):
             raise TypeError(f"buffers must be a list of tensors, got {type(buffers).__name__}")
-
-
-def _check_state_source(state: Any, name: str) -> None:
-    """Refuse a state another algorithm (or another kind of save) wrote, naming what wrote it."""
-    if not isinstance(state, dict):
-        raise ValueError(f"state is not a CommOptimizer state_dict (a dict), got {type(state).__name__}")
-    writer = state.get("algorithm")
-    if writer is not None and writer != name:
-        kind = " as a sharded_state_dict() (load it into that algorithm with load_sharded_state_dict)" \
-            if state.get("format") is not None else ""
-        raise ValueError(f"state was written by algorithm {writer!r}{kind}; this is {name!r}: load it into a "
-                         f"{writer!r} optimizer")
-    if state.get("version") != STATE_VERSION:
-        what = ("a torch optimizer's state_dict (algorithm 'none', or a full_state_dict()['optimizer'])"
-                if {"state", "param_groups"} <= set(state) else f"keys {sorted(map(str, state))[:6]}")
-        raise ValueError(f"state is not a CommOptimizer state_dict of version {STATE_VERSION}: it holds {what}")
-
-
-def _resize_refusal(opt: CommOptimizer, saved: int) -> str:
-    head = f"state was written on {saved} ranks, this world has {opt.comm.size}"
-    if opt.state_layout == traits.SHARDED:
-        return (f"{head}: {opt.name}'s state_dict() holds this rank's shard; save sharded_state_dict() (or "
-                "full_state_dict()) and load it with load_sharded_state_dict() (load_full_state_dict()), which "
-                "reshard to any number of ranks")
-    return (f"{head}: {opt.name}'s ranks hold different states (state_layout {opt.state_layout}), which can be "
-            f"neither split nor merged; resume with {saved} ranks")
-
-
-def _check_optimizer_state_shapes(saved: Any, params: list[torch.Tensor]) -> None:
-    """A torch optimizer loads per-parameter state of the wrong shapes without a word and fails at the next
-    step; refuse another model's state here, naming the first parameter that differs."""
-    groups = saved.get("param_groups", []) if isinstance(saved, dict) else []
-    ids = [i for g in groups for i in g.get("params", [])]
-    if len(ids) != len(params):
-        raise ValueError(f"optimizer state holds {len(ids)} parameters, this optimizer has {len(params)}: it was "
-                         "saved for another model")
-    per_param = saved.get("state", {})
-    for index, (saved_id, p) in enumerate(zip(ids, params)):
-        for key, value in per_param.get(saved_id, {}).items():
-            if torch.is_tensor(value) and value.dim() > 0 and value.shape != p.shape:
-                raise ValueError(f"optimizer state {key!r} of parameter {index} has shape {tuple(value.shape)}, "
-                                 f"the parameter has {tuple(p.shape)}: the state was saved for another model")
 
 
 def mark_stepped(optimizer: torch.optim.Optimizer) -> None:

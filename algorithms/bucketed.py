@@ -1,6 +1,6 @@
 """What every wrapper whose gradients go through pycomm.GradientBuckets (`self._buckets`) offers the
 user's loop: no_sync() for gradient accumulation, a zero_grad() that first finishes a reduction still
-in flight, and remove_hooks(). A mixin: list it before CommOptimizer's subclasses."""
+in flight, remove_hooks(), and clipping of the reduced gradients. A mixin: list it before CommOptimizer's subclasses."""
 from __future__ import annotations
 
 from typing import Any, ContextManager
@@ -18,6 +18,10 @@ class BucketedGradients:
             self._buckets.synchronize()
             self._buckets.reset()
         super().zero_grad(set_to_none)   # type: ignore[misc]
+
+    def _gradients_to_clip(self) -> list[Any]:
+        self._buckets.synchronize()   # the reduced gradients (backward has done it unless grads came otherwise)
+        return super()._gradients_to_clip()   # type: ignore[misc]
 
     def remove_hooks(self) -> None:
         """Detach this optimizer from the parameters' gradient hooks (e.g. before wrapping them again)."""

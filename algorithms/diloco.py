@@ -112,6 +112,8 @@ class DiLoCo(CommOptimizer):
         return config
 
     # -- state ---------------------------------------------------------------------------------
+    setup_from_parameters = True   # _setup derives its state from the parameters alone
+
     def _setup(self) -> None:
         o = self.options
         # over ZeRO's master shards, a piece belongs to the layer of the parameter it is a piece of

@@ -34,6 +34,8 @@ class ElasticBase(CommOptimizer):
         config["local_pulling_strength"] = opts.fraction("local_pulling_strength", config["local_pulling_strength"])
         return config
 
+    setup_from_parameters = True   # _setup derives its state from the parameters alone
+
     def _setup(self) -> None:
         # The centre lives in one flat buffer (self._centre are views of it) when the parameters share a
         # dtype, so that the every-step local pull is one fused pycomm kernel over all parameters.

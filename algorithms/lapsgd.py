@@ -120,6 +120,11 @@ class LAPSGD(CommOptimizer):
                            "not in your loop: call opt.train(model, loss_fn, dataset, steps=... or epochs=..., "
                            "batch_size=...) instead of step()")
 
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                        foreach: bool | None = None) -> torch.Tensor:
+        raise RuntimeError(f"{self.name}'s worker processes compute the gradients, not your loop: give "
+                           f"max_grad_norm={max_norm} to opt.train(...) to clip each worker step's gradients")
+
     def _blocks(self, params: list[torch.Tensor]) -> list[tuple[int, int]] | None:
         return None
 

@@ -18,6 +18,8 @@ from algorithms.base import CommOptimizer, clone_all, copy_into
 
 
 class PeriodicAveraging(CommOptimizer):
+    setup_from_parameters = True   # _setup derives its state from the parameters alone
+
     def _setup(self) -> None:
         self.steps_since_round = 0
         self.rounds = 0

@@ -242,15 +242,17 @@ class Layout:
             return pipe.train_step(x if pipe.is_first else None, y if pipe.is_last else None,
                                    LOSSES[kind] if pipe.is_last else None)
 
-    def clip_grad_norm_(self, opt: Any, model: nn.Module, max_norm: float) -> None:
-        """By the global norm of the whole model's gradient: the optimizer's own where it holds them sharded
-        (ZeRO, summed over the stages too), the pipeline's over its stages, else torch's."""
-        if hasattr(opt, "clip_grad_norm_"):
-            opt.clip_grad_norm_(max_norm)
-        elif self.pipe is not None:
-            self.pipe.clip_grad_norm_(max_norm)
-        else:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    def clip_grad_norm_(self, opt: Any, model: nn.Module, max_norm: float) -> torch.Tensor:
+        """train.grad_clip: through the optimizer's own clip_grad_norm_, which every algorithm has (the norm
+        of the whole model's gradient: ZeRO's shards and the pipeline's stages included; the averaged
+        gradient for synchronous methods, the rank's own for local ones); for a plain torch optimizer
+        (algorithm none) the pipeline's over its stages, else torch's. Returns the norm before clipping."""
+        from algorithms import CommOptimizer
+        if isinstance(opt, CommOptimizer):
+            return opt.clip_grad_norm_(max_norm)
+        if self.pipe is not None:
+            return self.pipe.clip_grad_norm_(max_norm)
+        return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
 
     # -- the whole model on every rank (evaluation) ----------------------------------------------------
     @torch.no_grad()

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 import pycomm
-from algorithms import composition, traits
+from algorithms import clipping, composition, traits
 from algorithms.pipeline import timeline, verdicts
 from algorithms.pipeline.action_lists import SCHEDULES, action_list
 from algorithms.pipeline.executor import StageLinks, StepRecord, run_stage
@@ -190,22 +190,14 @@ class Pipeline:
             self.replica_comm.allreduce(total, op=pycomm.AVG)
         return float(total[0])
 
-    @torch.no_grad()
-    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
-        """Clip the stage's gradients by the global norm of the whole model's (this replica's) gradient,
-        summed over the stages (collective over mesh["pp"]), as torch's clip_grad_norm_ on the unsplit
-        model; returns that norm. For gradients a ZeRO optimizer holds sharded, use its own."""
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                        foreach: bool | None = None) -> torch.Tensor:
+        """torch's clip_grad_norm_ on the whole model's (this replica's) gradient: the stage's gradients
+        clipped by the norm over all stages (collective over mesh["pp"]); returns that norm. For a stage
+        whose gradients a CommOptimizer owns (mbsgd, ZeRO, ...), call that optimizer's clip_grad_norm_."""
         grads = [p.grad for p in self.stage_module.parameters() if p.grad is not None]
-        squares = torch.zeros(1, dtype=torch.float64)
-        for g in grads:
-            squares += g.double().pow(2).sum().cpu()
-        if self.stages > 1:
-            self.pipeline_comm.allreduce(squares, op=pycomm.SUM)
-        total = squares.sqrt()[0]
-        coef = float(max_norm) / (float(total) + 1e-6)
-        if coef < 1.0:
-            torch._foreach_mul_(grads, coef)
-        return total
+        return clipping.clip_grad_norm_(grads, max_norm, norm_type, error_if_nonfinite, foreach,
+                                        [self.pipeline_comm] if self.stages > 1 else [])
 
     def comm_stats(self) -> dict[str, Any]:
         """Bytes this rank handed to communication since the pipeline was made: `bytes_by_dim["pp"]` the

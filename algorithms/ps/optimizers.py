@@ -200,6 +200,14 @@ class ParameterServer(CommOptimizer):
     def _pull_now(self) -> bool:
         raise NotImplementedError
 
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                        foreach: bool | None = None) -> torch.Tensor:
+        """A worker clips the gradient it is about to push: its own (the server averages or applies the
+        pushes as they come), as torch's clip_grad_norm_ on its model's parameters does."""
+        if self.server is not None:
+            raise RuntimeError(f"rank {self.rank} is a server and holds no gradient: clip on the workers")
+        return super().clip_grad_norm_(max_norm, norm_type, error_if_nonfinite, foreach)
+
     def _step(self, loss: float | None) -> None:
         if self.server is not None:
             raise RuntimeError(f"rank {self.rank} is a server: call opt.serve(), not opt.step()")

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 import pycomm
+from algorithms import clipping
 from algorithms.ps.stats import StalenessStats
 from algorithms.zero import shard_optimizer
 
@@ -35,7 +36,7 @@ class _InFlight:
     shards: list[torch.Tensor]         # the averaged gradient shards, once the works are done
     grads: list[torch.Tensor]          # the flat gradient copies the works read
     hyper: list[dict[str, Any]]        # the user's param_groups' hyper-parameters at this step
-    max_norm: float | None             # clip_grad_norm_'s bound for this step's gradient, if called
+    clip: tuple[Any, ...] | None       # clip_grad_norm_'s arguments for this step's gradient, if called
 
 
 class DelayedSteps:
@@ -46,7 +47,7 @@ class DelayedSteps:
         self.queue: list[_InFlight] = []
         self.applied = 0                   # steps whose update the model's parameters hold
         self.stats = StalenessStats()
-        self.clip_next: float | None = None   # set by clip_grad_norm_ between backward and step
+        self.clip_next: tuple[Any, ...] | None = None   # set by clip_grad_norm_ between backward and step
         self.last_norm = torch.tensor(float("nan"))   # the global gradient norm of the latest completed step
 
     @torch.no_grad()
@@ -85,8 +86,8 @@ class DelayedSteps:
         for w in item.works:
             w.wait()
         grads = [shard.float() for shard in item.shards]
-        if item.max_norm is not None:   # the global norm exists only now that the step is reduced
-            self.last_norm = opt._clip_shards(grads, item.max_norm)
+        if item.clip is not None:   # the global norm exists only now that the step is reduced
+            self.last_norm = clipping.clip_grad_norm_(grads, *item.clip, comms=opt._norm_comms(), device=opt.channel.device)
         for group, grad in zip(opt.groups, grads):
             for i, piece in enumerate(group.shard_params):
                 piece.grad = group.piece_of(grad, i)

@@ -7,6 +7,8 @@ from typing import Any, Iterable
 
 import torch
 
+from algorithms.grad_markers import real_grad
+
 
 def storage_bytes(tensors: Iterable[Any], seen: set[int]) -> int:
     """Bytes of the tensors' storages not counted yet (`seen` holds the counted storages' addresses)."""
@@ -29,7 +31,7 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 def count(opt: Any) -> dict[str, int]:
     seen: set[int] = set()
     params = storage_bytes(list(opt.params) + opt.parameter_buffers(), seen)
-    grads = storage_bytes([p.grad for p in opt.params] + opt.gradient_buffers(), seen)
+    grads = storage_bytes([real_grad(p) for p in opt.params] + opt.gradient_buffers(), seen)
     state = storage_bytes([g.master for g in opt.groups] + optimizer_tensors(opt.shard_optimizer)
                           + optimizer_tensors(opt.optimizer), seen)
     return {"params": params, "grads": grads, "optimizer": state, "total": params + grads + state}

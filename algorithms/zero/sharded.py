@@ -17,7 +17,9 @@ wraps the ZeRO optimizer (plsgd across replicas, algorithms/composition.py) take
 
 Gradient clipping: the gradients a ZeRO-2/3 rank keeps are its shard, which torch's
 `clip_grad_norm_(model.parameters(), ...)` cannot see; call `opt.clip_grad_norm_(max_norm)` between
-backward and step instead (the global norm over all shards, as torch computes it unsharded)."""
+backward and step instead (the norm over all shards, and all pipeline stages, as torch computes it
+unsharded). Until the step, each parameter's .grad is a marker (algorithms/grad_markers.py) on which
+torch's clip raises an error naming opt.clip_grad_norm_, instead of returning 0."""
 from __future__ import annotations
 
 
@@ -27,6 +29,7 @@ from typing import Any
 import torch
 
 import pycomm
+from algorithms import grad_markers
 from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer, mark_stepped
@@ -169,7 +172,8 @@ class ZeroOptimizer(CommOptimizer):
         work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, grads, op=pycomm.AVG,
                                                         bucket_bytes=self.options["bucket_bytes"],
                                                         wire_dtype=wire, codec=self.options["codec"], async_op=True)
-        return self._across_replicas(work, bucket.shard)
+        # the full gradients are freed once packed: p.grad holds a marker until the step (grad_markers.py)
+        return grad_markers.PlaceOnWait(self._across_replicas(work, bucket.shard), bucket.params, self.name)
 
     def _across_replicas(self, work: Any, shard: torch.Tensor) -> Any:
         """`work` (this replica's reduction of `shard`), then the shard averaged over the replicas of it
@@ -237,38 +241,22 @@ class ZeroOptimizer(CommOptimizer):
         for group in self.groups:
             for piece in group.shard_params:
                 piece.grad = None
+        grad_markers.clear(self.params)
         self._grad_shards_cache = None
         if not self._publish_deferred:
             self._publish()
         self._end_step()
 
-    @torch.no_grad()
-    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
-        """Clip the gradients by their global norm over all ranks' shards, as
-        torch.nn.utils.clip_grad_norm_ does for unsharded gradients; returns the total norm. Call it
-        between backward and step (torch's own cannot see a sharded gradient)."""
-        if norm_type != 2.0:
-            raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported for sharded gradients, got {norm_type}")
-        return self._clip_shards(self._gradient_shards(), max_norm)
+    def _gradients_to_clip(self) -> list[torch.Tensor]:
+        """The fp32 gradient shards step() applies (clipping scales them in place)."""
+        return self._gradient_shards()
 
-    @torch.no_grad()
-    def _clip_shards(self, shards: list[torch.Tensor], max_norm: float) -> torch.Tensor:
-        """Scale the fp32 gradient shards in place so their global norm is at most max_norm (collective);
-        returns the norm before."""
-        squares = torch.zeros(1, dtype=torch.float32, device=self.groups[0].master.device)
-        for s in shards:
-            squares += s.float().pow(2).sum()
-        self.shard_comm.allreduce(squares, op=pycomm.SUM)      # shards are disjoint (and equal across replicas)
-        if self.mesh.shape["pp"] > 1:                          # a pipeline stage: the whole model's norm
-            self.mesh["pp"].allreduce(squares, op=pycomm.SUM)
-        total = squares.sqrt()[0]
-        coef = float(max_norm) / (float(total) + 1e-6)
-        if coef < 1.0:
-            for s in shards:
-                s.mul_(coef)
-        return total
+    def _norm_comms(self) -> list[Any]:
+        """The shards are disjoint over dp_shard (and equal across replicas); a pipeline stage holds its layers."""
+        return [self.shard_comm] + super()._norm_comms()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        grad_markers.clear(self.params)   # torch's zero_grad(set_to_none=False) would zero a marker
         super().zero_grad(set_to_none)
         self._grad_shards_cache = None
 

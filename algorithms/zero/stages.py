@@ -7,7 +7,7 @@ for the shard only), then the parameters are all-gathered from the shards.
   each rank takes its shard of it.
 - zero2: gradients reduce-scattered per bucket during backward; each rank keeps only its gradient
   shard (the full gradients are freed as soon as their bucket is packed). Clip with
-  `opt.clip_grad_norm_(max_norm)`.
+  `opt.clip_grad_norm_(max_norm)`; until the step p.grad is a marker on which torch's clip raises.
 The flat groups are GradientBuckets' buckets, so a bucket's reduce-scatter lands in exactly the
 shard its master steps. On a Mesh with dp_replicate > 1 (or `hybrid=True`: within a node, replicated across
 nodes) zero2 reduce-scatters in the shard group, then all-reduces the shard across the replicas.
@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 import pycomm
+from algorithms import clipping
 from algorithms import options as opts
 from algorithms.bucketed import BucketedGradients
 from algorithms.registry import register
@@ -111,14 +112,14 @@ class ZeRO1(_GatheredStage):
         """End of training: complete the steps still in flight (staleness_bound > 0); idempotent."""
         self.synchronize()
 
-    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                        foreach: bool | None = None) -> torch.Tensor:
         """With staleness_bound > 0 this step's gradient is reduced K steps later: it is clipped by its
         global norm then, and what returns is the norm of the latest completed step (NaN before one)."""
         if self._delayed is None:
-            return super().clip_grad_norm_(max_norm, norm_type)
-        if norm_type != 2.0:
-            raise ValueError(f"clip_grad_norm_: only norm_type=2.0 is supported for sharded gradients, got {norm_type}")
-        self._delayed.clip_next = float(max_norm)
+            return super().clip_grad_norm_(max_norm, norm_type, error_if_nonfinite, foreach)
+        clipping.total_norm([], norm_type)   # a bad norm_type is refused now, not K steps later
+        self._delayed.clip_next = (float(max_norm), norm_type, error_if_nonfinite, foreach)
         return self._delayed.last_norm
 
     def comm_stats(self) -> dict[str, Any]:

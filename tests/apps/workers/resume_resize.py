@@ -83,7 +83,7 @@ def _load(path: Path) -> Any:
 
 def _optimizer_state(run: Run, source: Path, stage: str) -> tuple[dict[int, dict], dict[int, dict]]:
     """({parameter index: {key: this run's restored value}}, the same from the files), per-element keys."""
-    if not hasattr(run.opt, "full_state_dict"):
+    if not hasattr(run.opt, "load_sharded_state_dict"):   # not sharded: its own state_dict holds the whole
         return run.opt.state_dict()["optimizer"]["state"], _load(source / f"optim_state_dict{stage}.pt")["optimizer"][
             "state"]
     mine = run.opt.full_state_dict()["optimizer"]["state"]
