@@ -133,6 +133,23 @@ def test_corrupt_or_missing_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
         _load(older)
 
 
+def test_a_failed_resume_suggests_only_checkpoints_without_a_copy_of_the_damaged_file(tmp_path: Path) -> None:
+    older = _save(tmp_path, 5, 1.0)
+    best = _save(tmp_path, 10, 2.0, kind="best")
+    periodic = _save(tmp_path, 10, 2.0)
+    preempt = _save(tmp_path, 10, 2.0, kind=".preempt")   # the newest: auto resumes from it
+    with open(preempt / "model_state_dict.pt", "r+b") as f:   # one bit flipped in place: every link sees it
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)[0]
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last ^ 1]))
+    with pytest.raises(CheckpointError, match=r"model_state_dict.pt is corrupt: its SHA-256 differs") as e:
+        checkpoint.restore("auto", tmp_path, "ckpt", ONE)
+    suggested = str(e.value).split("older complete checkpoints (use --resume PATH): ")[1].split(", ")
+    assert suggested == [str(older), str(best)], suggested   # not the periodic one: it holds the same copy
+    assert [_load(Path(p)).state.step for p in suggested] == [5, 10]
+
+
 def test_per_rank_state_needs_the_same_world_size(tmp_path: Path) -> None:
     path = _save(tmp_path, 5, 1.0, per_rank=True)
     with pytest.raises(CheckpointError, match=r"holds model_state_dict per rank \(each rank's differs\) for 1 "
