@@ -293,7 +293,9 @@ def set_aside_incomplete(directory: Path, prefix: str, keep: Path | None = None)
     moved = []
     for p in sorted(directory.iterdir()):
         parsed = parse_name(p)
-        if not parsed or parsed[0] != prefix or not p.is_dir() or (p / MANIFEST).is_file() or p == keep:
+        if not parsed or parsed[0] != prefix or not p.is_dir() or (p / MANIFEST).is_file():
+            continue
+        if keep is not None and p.resolve() == keep.resolve():   # named by --resume: its load says it is incomplete
             continue
         aside = p.with_name(f"{p.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
         try:
