@@ -33,7 +33,7 @@ def _refused(e: pickle.UnpicklingError) -> str:
     """What the weights-only unpickler refused, in a few words (its own message suggests allowing it)."""
     text = str(e)
     if m := re.search(r"GLOBAL (\S+) was not an allowed global", text):
-        return f"a reference to {m[1]}, which only code can be"
+        return f"a reference to {m[1]}: code, not data"
     if m := re.search(r"Unsupported operand (\d+)", text):
         return f"pickle opcode {m[1]}, which no tensor or plain container needs"
     return "something other than tensors and plain containers"
