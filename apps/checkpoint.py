@@ -1,5 +1,6 @@
 """Checkpoints of apps.train in the training stub's layout, written by the one checkpoint writer
-(algorithms.checkpointing: atomic directory, manifest last, hard links for identical files).
+(algorithms.checkpointing: atomic directory, manifest last, hard links for identical files, never
+between a best checkpoint and the others) and read back weights only (tensors and plain containers).
 
 One checkpoint is one directory:
   model_state_dict.pt   optim_state_dict.pt   lr_state_dict.pt   iter_state_dict.pt   manifest.json
@@ -14,8 +15,10 @@ decides which. Names:
 complete one, and older checkpoints are only deleted after a newer one is complete."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -32,7 +35,7 @@ _NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<best>best\.)?step(?P<step>\d+)(?P<pre
 
 __all__ = ["CheckpointError", "IterState", "Loaded", "MANIFEST", "STEMS", "save", "load", "restore", "resolve",
            "complete", "prune", "parse_name", "check_keep_last", "check_algorithm", "iteration_state",
-           "load_model_state"]
+           "load_model_state", "set_aside_incomplete"]
 
 
 @dataclass
@@ -104,8 +107,27 @@ def save(directory: Path, name: str, dist: Dist, state: IterState, model: Any, o
     kinds = {stem: traits.IDENTICAL for stem in STEMS} | dict(kinds or {})
     states = {MODEL: (kinds[MODEL], model), OPTIM: (kinds[OPTIM], optim),
               LR: (traits.IDENTICAL, lr), ITER: (checkpointing.ONCE, asdict(state)), **dict(extra or {})}
-    return checkpointing.save(directory, name, states, dist, at,
-                              meta={**dict(meta or {}), "step": state.step, "algorithm": algorithm})
+    try:
+        return checkpointing.save(directory, name, states, dist, at,
+                                  meta={**dict(meta or {}), "step": state.step, "algorithm": algorithm},
+                                  shares_with=lambda other: _is_best(other) == _is_best(name))
+    except (OSError, RuntimeError) as e:
+        if not checkpointing.atomic.out_of_space(e):
+            raise
+        parsed = parse_name(Path(name))
+        found = complete(Path(directory), parsed[0]) if parsed else []
+        last = (f"the last complete checkpoint is step {parse_name(found[-1])[1]} ({found[-1]})" if found else
+                "there is no complete checkpoint yet")
+        raise CheckpointError(f"no space left on {directory} while writing checkpoint step {state.step}; {last}; "
+                              "free space there (or set checkpoint.directory elsewhere) and resume") from e
+
+
+def _is_best(name: str) -> bool:
+    """A best checkpoint keeps its own copy of every file: it is the run's result, kept when the periodic
+    ones are pruned, and one damaged block must not take both it and the checkpoint a resume goes back to
+    (periodic and preempt ones, the resume chain, share the copies of identical files)."""
+    parsed = parse_name(Path(name))
+    return parsed is not None and parsed[2] == "best"
 
 
 @dataclass
@@ -128,10 +150,10 @@ def _open(path: Path, batch_size: int) -> tuple[checkpointing.Checkpoint, IterSt
     the IterState fields that held it then."""
     ckpt = checkpointing.read_manifest(path)
     if ckpt.layout is not None:
-        raw = checkpointing.read(ckpt, ITER, Placement.of(None, 0, 1), weights_only=True)
+        raw = checkpointing.read(ckpt, ITER, Placement.of(None, 0, 1))
     else:
         checkpointing.verify(ckpt, [f"{ITER}.pt"])
-        raw = checkpointing.load_file(path / f"{ITER}.pt", True)
+        raw = checkpointing.load_file(path / f"{ITER}.pt")
         per_rank = raw.get("per_rank", []) if isinstance(raw, dict) else []
         per_rank = list(STEMS) if per_rank is True else per_rank or []
         sharded = isinstance(raw, dict) and raw.get("reshardable", False)
@@ -162,9 +184,8 @@ def load(path: Path, at: Placement, algorithm: str | None = None, batch_size: in
     ckpt, state = _open(Path(path), batch_size)
     if algorithm is not None:
         check_algorithm(ckpt, algorithm)
-    model, optim = (checkpointing.read(ckpt, stem, at, weights_only=stem == MODEL, resized_ok=stem in resized_ok)
-                    for stem in STEMS)
-    lr = checkpointing.read(ckpt, LR, at, weights_only=True)
+    model, optim = (checkpointing.read(ckpt, stem, at, resized_ok=stem in resized_ok) for stem in STEMS)
+    lr = checkpointing.read(ckpt, LR, at)
     extra = {stem: checkpointing.read(ckpt, stem, at, resized_ok=stem in resized_ok)
              for stem in ckpt.states if stem not in (*STEMS, LR, ITER)}
     return Loaded(Path(path), state, model, optim, lr, dict(ckpt.states), ckpt.meta.get("algorithm"), ckpt.layout,
@@ -241,14 +262,53 @@ def restore(resume: str, directory: Path, prefix: str, at: Placement, algorithm:
             batch_size: int = 1, resized_ok: frozenset[str] = frozenset()) -> Loaded | None:
     """Resolve and load; on a bad checkpoint the error names the older complete ones to use instead."""
     path = resolve(resume, directory, prefix)
+    set_aside_incomplete(directory, prefix, keep=path)
     if path is None:
         return None
     try:
         return load(path, at, algorithm, batch_size, resized_ok)
     except CheckpointError as e:
-        older = [str(p) for p in complete(path.parent, prefix) if p != path]
+        older = [str(p) for p in complete(path.parent, prefix) if p != path and not _holds(p, e.damaged)]
         hint = f"; older complete checkpoints (use --resume PATH): {', '.join(older[-3:])}" if older else ""
-        raise CheckpointError(f"{e}{hint}") from e
+        raise CheckpointError(f"{e}{hint}", e.damaged) from e
+
+
+def _holds(ckpt: Path, damaged: Path | None) -> bool:
+    """Whether checkpoint `ckpt` holds the very copy of the damaged file (a hard link: same inode)."""
+    try:
+        st = damaged.stat() if damaged is not None else None
+    except OSError:   # a missing file: removing a link damages no other
+        return False
+    return st is not None and any((f.stat().st_ino, f.stat().st_dev) == (st.st_ino, st.st_dev)
+                                  for f in ckpt.iterdir() if f.is_file())
+
+
+def set_aside_incomplete(directory: Path, prefix: str, keep: Path | None = None) -> list[Path]:
+    """Rename each checkpoint directory of `prefix` without its manifest (a save that never completed, or
+    one whose manifest was removed) but `keep` to `<name>.incomplete-<time>`, saying so: it is never
+    read, and a save of its step would refuse to replace it. Several ranks may race here: the first
+    rename wins. Returns the new paths of those this process moved."""
+    if not directory.is_dir():
+        return []
+    moved = []
+    for p in sorted(directory.iterdir()):
+        parsed = parse_name(p)
+        if not parsed or parsed[0] != prefix or not p.is_dir() or (p / MANIFEST).is_file():
+            continue
+        if keep is not None and p.resolve() == keep.resolve():   # named by --resume: its load says it is incomplete
+            continue
+        aside = p.with_name(f"{p.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
+        try:
+            os.rename(p, aside)
+        except FileNotFoundError:   # another rank moved it first
+            continue
+        except OSError as e:        # the name taken (a second within the same second) or not movable
+            print(f"{p} has no {MANIFEST} (an incomplete save) and could not be moved aside: {e}", flush=True)
+            continue
+        print(f"{p} has no {MANIFEST}: an incomplete save (the job stopped while writing it, or its manifest was "
+              f"removed); moved it aside to {aside.name}", flush=True)
+        moved.append(aside)
+    return moved
 
 
 def iteration_state(path: Path) -> IterState:
@@ -267,5 +327,5 @@ def load_model_state(path: Path) -> dict:
     for stage in range(stages):
         at = Placement({"pp": stages, "dp_replicate": 1, "dp_shard": 1},
                        {"pp": stage, "dp_replicate": 0, "dp_shard": 0})
-        state.update(checkpointing.read(ckpt, MODEL, at, weights_only=True, resized_ok=True))
+        state.update(checkpointing.read(ckpt, MODEL, at, resized_ok=True))
     return state

@@ -1,7 +1,8 @@
 """Automatic restart of parameter-server processes: a server rank that dies (a signal, a non-zero exit)
 while its job goes on is started again with `--resume auto`, so that it resumes from its latest
 checkpoint (algorithms/ps/server_state.py) and its workers, which reconnect by themselves, go on. At most
-PYCOMM_PS_SERVER_RESTARTS restarts per server rank (pycomm/settings.py); each is logged with its cause.
+PYCOMM_PS_SERVER_RESTARTS restarts per server rank (pycomm/settings.py); each is logged with its cause. A
+server that refused its checkpoint or its configuration (apps.failure's exit codes) is not restarted.
 Used by `--nproc N` (apps.launch.spawn_independent) and by `python -m apps.ps server`."""
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
 from apps.apps_settings import RESTARTS_ENV
+from apps.failure import EXIT_CHECKPOINT, EXIT_CONFIG
 from pycomm import settings
 
 POLL_SECONDS = 0.2
@@ -66,6 +68,11 @@ class Supervisor:
         for r in sorted(self.servers - self.given_up):
             code = self.procs[r].poll()
             if code in (None, 0) or self.stopping or not self.job_goes_on(self.procs):
+                continue
+            if code in (EXIT_CHECKPOINT, EXIT_CONFIG):   # its checkpoint or config refused: a restart reads the same
+                self.given_up.add(r)
+                self.log(f"server rank {r} {how(code)} (its checkpoint or its configuration was refused, see its "
+                         "error); not restarted: --resume auto would read the same")
                 continue
             if self.restarts[r] >= self.limit:
                 self.given_up.add(r)

@@ -5,6 +5,7 @@ checkpoint of several files is a directory committed the same way (algorithms/ch
 checkpointer.py), with its manifest written last."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -25,11 +26,16 @@ def fsync_dir(path: Path) -> None:
 
 def write_durably(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """`write(f)` into `path` itself (a new file inside a directory not yet committed), then flush and
-    fsync it: for files whose atomicity comes from the directory around them."""
-    with open(path, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
+    fsync it: for files whose atomicity comes from the directory around them. On any error the partial
+    file goes (a full disk gets its space back)."""
+    try:
+        with open(path, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def replace_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -46,6 +52,18 @@ def replace_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether a failed write failed for want of space: ENOSPC or a quota somewhere in the exception's
+    chain (torch.save reports a short write as its own RuntimeError, raised while handling the OSError)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def save(path: Path, obj: Any) -> None:

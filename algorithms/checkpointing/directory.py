@@ -1,6 +1,6 @@
 """One checkpoint is one directory, written collectively and committed atomically; every writer of
 checkpoints (apps.train, ZeRO's save_sharded_state_dict) goes through `save`, every reader through
-`read_manifest` and `read`.
+`read_manifest` and `read` (every file through loading.load_file: weights only).
 
 Writing: every rank writes its files (placement.written_by) into a hidden temporary directory, each
 fsync'd; after a barrier, rank 0 writes manifest.json (the layout, each state's layout, the caller's
@@ -9,9 +9,10 @@ and fsyncs the parent. A directory without its manifest, or whose files do not m
 read; the same name saved again replaces the old directory only once the new one is complete.
 
 Disk: before the manifest is written, a file byte-identical to one of a complete checkpoint beside it
-(or to an earlier file of the same one) becomes a hard link to it. Checkpoint files are never modified
-in place, and removing a checkpoint directory only drops its links, so removing one never takes data
-from another."""
+that the caller lets it share with (or to an earlier file of the same one) becomes a hard link to it:
+one copy on disk, so checkpoints that must survive damage to each other's files share none. Checkpoint
+files are never modified in place, and removing a checkpoint directory only drops its links, so
+removing one never takes data from another."""
 from __future__ import annotations
 
 import filecmp
@@ -20,11 +21,10 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
-
-import torch
+from typing import Any, Callable, Mapping
 
 from algorithms.checkpointing import atomic
+from algorithms.checkpointing.loading import load_file
 from algorithms.checkpointing.placement import KINDS, CheckpointError, Placement, to_read, written_by
 from algorithms.traits import SHARDED
 
@@ -33,11 +33,13 @@ FORMAT = 2   # 1 (no "format" key): no layout or state kinds in the manifest; th
 
 
 def save(directory: Path, name: str, states: Mapping[str, tuple[str, Any]], comm: Any, at: Placement | None = None,
-         meta: Mapping[str, Any] | None = None) -> Path:
+         meta: Mapping[str, Any] | None = None, shares_with: Callable[[str], bool] | None = None) -> Path:
     """Write checkpoint `directory/name` collectively: every rank of `comm` (rank, size, barrier())
     calls this with the same stems; `states` maps each stem to (layout, this rank's value), the
     layout one of placement.KINDS (a value this rank does not write may be None). `at` places this
-    rank (default: a plain data-parallel world over comm). Returns the checkpoint's path."""
+    rank (default: a plain data-parallel world over comm). `shares_with(other name)`: whether a
+    complete checkpoint beside it may hold the same copy of an identical file (default: any; a hard
+    link is one copy, so one damaged block damages both). Returns the checkpoint's path."""
     directory, at = Path(directory), at or Placement.of(None, comm.rank, comm.size)
     for stem, (kind, _) in states.items():
         if kind not in KINDS:
@@ -58,7 +60,7 @@ def save(directory: Path, name: str, states: Mapping[str, tuple[str, Any]], comm
     comm.barrier()  # every rank's files are on disk
     if comm.rank == 0:
         files = {p.name: {"bytes": p.stat().st_size, "sha256": atomic.sha256(p)} for p in sorted(tmp.iterdir())}
-        _link_duplicates(tmp, files, directory)
+        _link_duplicates(tmp, files, directory, shares_with or (lambda other: True))
         manifest = {"format": FORMAT, "world_size": comm.size, "layout": dict(at.shape),
                     "states": {stem: kind for stem, (kind, _) in states.items()}, "meta": dict(meta or {}),
                     "files": files}
@@ -79,13 +81,15 @@ def _commit(tmp: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _link_duplicates(tmp: Path, files: dict[str, dict[str, Any]], directory: Path) -> None:
+def _link_duplicates(tmp: Path, files: dict[str, dict[str, Any]], directory: Path,
+                     shares_with: Callable[[str], bool]) -> None:
     """Replace each file of `tmp` that is byte-identical to a file of a complete checkpoint in
-    `directory` (or to an earlier file of `tmp`) by a hard link to it. The digest finds candidates;
-    a byte comparison decides, so a file damaged after its manifest was written is never linked."""
+    `directory` that it `shares_with` (or to an earlier file of `tmp`) by a hard link to it. The digest
+    finds candidates; a byte comparison decides, so a file damaged after its manifest was written is
+    never linked."""
     known: dict[tuple[int, str], Path] = {}
     for ckpt in sorted(directory.iterdir()):
-        if ckpt.name.startswith(".") or not (ckpt / MANIFEST).is_file():
+        if ckpt.name.startswith(".") or not (ckpt / MANIFEST).is_file() or not shares_with(ckpt.name):
             continue
         try:
             listed = json.loads((ckpt / MANIFEST).read_text())["files"]
@@ -149,7 +153,7 @@ def verify(ckpt: Checkpoint, names: list[str]) -> None:
             raise CheckpointError(f"{ckpt.where()} has no {name} (written by {ckpt.world_size} ranks)")
         problem = _mismatch(ckpt.path / name, ckpt.files[name])
         if problem:
-            raise CheckpointError(f"checkpoint file {ckpt.path / name} is corrupt: {problem}")
+            raise CheckpointError(f"checkpoint file {ckpt.path / name} is corrupt: {problem}", ckpt.path / name)
 
 
 def _mismatch(path: Path, expected: dict[str, Any]) -> str | None:
@@ -164,22 +168,15 @@ def _mismatch(path: Path, expected: dict[str, Any]) -> str | None:
     return None
 
 
-def load_file(path: Path, weights_only: bool) -> Any:
-    try:
-        return torch.load(path, map_location="cpu", weights_only=weights_only)
-    except Exception as e:  # a file that matches its hash but does not unpickle is still a clear error
-        raise CheckpointError(f"checkpoint file {path} cannot be read: {e}") from e
-
-
-def read(ckpt: Checkpoint, stem: str, at: Placement, weights_only: bool = False, resized_ok: bool = False) -> Any:
+def read(ckpt: Checkpoint, stem: str, at: Placement, resized_ok: bool = False) -> Any:
     """This rank's value of `stem` (verified): the object, or for a SHARDED state the list of every
     shard of this rank's stage, to be resharded by the algorithm that wrote them. Refuses what the
-    layouts do not allow (placement.to_read). Optimizer state may hold plain Python objects
-    (weights_only=False)."""
+    layouts do not allow (placement.to_read), and a file that holds more than tensors and plain
+    containers (loading.load_file)."""
     if stem not in ckpt.states or ckpt.layout is None:
         raise CheckpointError(f"{ckpt.where()} holds no state {stem!r} (it holds {', '.join(ckpt.states) or 'none'})")
     kind = ckpt.states[stem]
     names = to_read(stem, kind, ckpt.layout, at, ckpt.where(), resized_ok)
     verify(ckpt, names)
-    values = [load_file(ckpt.path / name, weights_only) for name in names]
+    values = [load_file(ckpt.path / name) for name in names]
     return values if kind == SHARDED else values[0]

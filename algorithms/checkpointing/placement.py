@@ -21,6 +21,7 @@ states are cut at the saved stage boundaries."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from algorithms.traits import IDENTICAL, PER_RANK, SHARDED
@@ -31,7 +32,13 @@ DIMS = ("pp", "dp_replicate", "dp_shard")
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be written or read as asked (incomplete, corrupt, another layout)."""
+    """A checkpoint that cannot be written or read as asked (incomplete, corrupt, another layout).
+    `damaged`: the file found damaged (not as its manifest says, or holding what a checkpoint may not),
+    when the error is about one: other checkpoints holding the same copy (hard links) are damaged too."""
+
+    def __init__(self, message: str, damaged: Path | None = None) -> None:
+        super().__init__(message)
+        self.damaged = damaged
 
 
 @dataclass(frozen=True)

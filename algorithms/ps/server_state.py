@@ -7,9 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from algorithms.checkpointing import atomic
+from algorithms.checkpointing import atomic, load_file
 
 FORMAT = 1
 
@@ -23,10 +21,11 @@ def save(path: Path, state: dict[str, Any]) -> None:
 
 
 def load(path: Path) -> dict[str, Any] | None:
-    """The saved state, None when there is none yet."""
+    """The saved state, None when there is none yet; a CheckpointError naming the file when it holds more
+    than tensors and plain containers (refused unrun) or cannot be read."""
     if not path.exists():
         return None
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = load_file(path)   # weights only: a crafted file is refused, never run
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ValueError(f"{path} is not a parameter-server checkpoint of format {FORMAT}")
     return state

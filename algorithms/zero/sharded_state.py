@@ -121,7 +121,7 @@ def _from_directory(directory: Path) -> list[dict[str, Any]]:
     if not (directory / checkpointing.MANIFEST).is_file():
         files = sorted(directory.glob("shard-*-of-*.pt"))
         if files:
-            return [torch.load(f, map_location="cpu", weights_only=False) for f in files]
+            return [checkpointing.load_file(f) for f in files]
     ckpt = checkpointing.read_manifest(directory)
     if SHARD_STEM not in ckpt.states:
         raise ValueError(f"load_sharded_state_dict: {directory} is a checkpoint but not one of "

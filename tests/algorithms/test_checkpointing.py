@@ -2,10 +2,13 @@
 previous sharded checkpoint, stays loadable); file placement over a parallel layout (pp x dp_replicate x
 dp_shard, through a stand-in with a Mesh's .shape and .coords) names each file once and resumes on
 other data-parallel sizes exactly where the state layout allows; a user's own script loads an identical
-state written on another number of ranks, and is told why not for the other layouts."""
+state written on another number of ranks, and is told why not for the other layouts; every file is
+read weights only, through the one loader (tests/checkpoint_payload.py's crafted files are refused unrun)."""
 from __future__ import annotations
 
 import itertools
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +24,7 @@ import pycomm
 from algorithms import checkpointing, traits
 from algorithms.checkpointing import CheckpointError, Placement, atomic
 from algorithms.checkpointing.placement import ONCE, to_read, written_by
+from tests.checkpoint_payload import REFUSED, plant
 from tests.launch import ROOT, mpirun, worker_env
 
 STEMS = {"iter": ONCE, "model": traits.IDENTICAL, "local": traits.PER_RANK, "optim": traits.SHARDED}
@@ -187,3 +191,35 @@ def test_a_users_state_on_another_number_of_ranks(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"state was written by algorithm 'zero2' as a sharded_state_dict\(\)"
                                          r".*this is 'plsgd'"):
         build("plsgd")[1].load_state_dict(sharded)
+
+
+def test_zeros_sharded_checkpoint_refuses_a_crafted_shard_and_runs_none_of_it(tmp_path: Path) -> None:
+    """save_sharded_state_dict's directory (every file it wrote) and the shard-<r>-of-<N>.pt files of before it."""
+    pycomm.init()
+    model = torch.nn.Linear(4, 3)
+    opt = algorithms.CommOptimizer(torch.optim.AdamW(model.parameters()), algorithm="zero2", model=model)
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    opt.save_sharded_state_dict(tmp_path / "saved")
+    marker = tmp_path / "ran"
+    files = [p.name for p in (tmp_path / "saved").iterdir() if p.name != checkpointing.MANIFEST]
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    for directory, name in [(tmp_path / f"crafted-{name}", name) for name in files] + [(legacy, "shard-0-of-1.pt")]:
+        if directory != legacy:
+            shutil.copytree(tmp_path / "saved", directory)
+        plant(directory / name, marker)
+        with pytest.raises(CheckpointError, match=rf"{re.escape(str(directory / name))} {REFUSED}"):
+            opt.load_sharded_state_dict(directory)
+        assert not marker.exists(), f"{directory / name}: the crafted file's code ran"
+    assert files, "save_sharded_state_dict wrote no file"
+
+
+def test_every_checkpoint_read_goes_through_the_weights_only_loader() -> None:
+    """torch.load is called in one place (algorithms/checkpointing/loading.py), so no reader can forget
+    weights_only=True; nothing unpickles with pickle itself."""
+    callers = [f"{path.relative_to(ROOT)}: {line.strip()}" for layer in ("pycomm", "algorithms", "apps")
+               for path in sorted((ROOT / layer).rglob("*.py")) for line in path.read_text().splitlines()
+               if re.search(r"\btorch\.load\(|\bpickle\.loads?\(|weights_only\s*=\s*False", line)]
+    assert callers == ['algorithms/checkpointing/loading.py: return torch.load(path, map_location="cpu", '
+                       'weights_only=True)'], callers

@@ -133,6 +133,23 @@ def test_corrupt_or_missing_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
         _load(older)
 
 
+def test_a_failed_resume_suggests_only_checkpoints_without_a_copy_of_the_damaged_file(tmp_path: Path) -> None:
+    older = _save(tmp_path, 5, 1.0)
+    best = _save(tmp_path, 10, 2.0, kind="best")
+    periodic = _save(tmp_path, 10, 2.0)
+    preempt = _save(tmp_path, 10, 2.0, kind=".preempt")   # the newest: auto resumes from it
+    with open(preempt / "model_state_dict.pt", "r+b") as f:   # one bit flipped in place: every link sees it
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)[0]
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last ^ 1]))
+    with pytest.raises(CheckpointError, match=r"model_state_dict.pt is corrupt: its SHA-256 differs") as e:
+        checkpoint.restore("auto", tmp_path, "ckpt", ONE)
+    suggested = str(e.value).split("older complete checkpoints (use --resume PATH): ")[1].split(", ")
+    assert suggested == [str(older), str(best)], suggested   # not the periodic one: it holds the same copy
+    assert [_load(Path(p)).state.step for p in suggested] == [5, 10]
+
+
 def test_per_rank_state_needs_the_same_world_size(tmp_path: Path) -> None:
     path = _save(tmp_path, 5, 1.0, per_rank=True)
     with pytest.raises(CheckpointError, match=r"holds model_state_dict per rank \(each rank's differs\) for 1 "
@@ -196,16 +213,18 @@ def test_resume_names_a_file_or_a_directory_of_checkpoints(tmp_path: Path) -> No
         checkpoint.resolve(str(tmp_path), tmp_path, "ckpt")
 
 
-def test_best_and_periodic_at_one_step_share_their_files(tmp_path: Path) -> None:
+def test_periodic_and_preempt_at_one_step_share_their_files_and_the_best_keeps_its_own(tmp_path: Path) -> None:
     best = _save(tmp_path, 10, 2.0, kind="best", elapsed=1.0)
     periodic = _save(tmp_path, 10, 2.0, elapsed=2.0)
     preempt = _save(tmp_path, 10, 2.0, kind=".preempt", elapsed=3.0)
     for name in ("model_state_dict.pt", "optim_state_dict.pt", "lr_state_dict.pt"):
-        inodes = {(p / name).stat().st_ino for p in (best, periodic, preempt)}
-        assert len(inodes) == 1 and (periodic / name).stat().st_nlink == 3, name
-    # iter_state_dict.pt differs (elapsed time); the model, 256 KiB, is stored once, not three times
+        inodes = {(p / name).stat().st_ino for p in (periodic, preempt)}
+        assert len(inodes) == 1 and (periodic / name).stat().st_nlink == 2, name
+        # the run's result survives damage to the resume chain's copy, and the other way round
+        assert (best / name).stat().st_ino not in inodes and (best / name).stat().st_nlink == 1, name
+    # iter_state_dict.pt differs (elapsed time); the model, 256 KiB, is stored twice, not three times
     one = _disk_bytes(best)
-    assert _disk_bytes(best, periodic, preempt) < one + 2 * 4096, (one, _disk_bytes(best, periodic, preempt))
+    assert _disk_bytes(best, periodic, preempt) < 2 * one + 2 * 4096, (one, _disk_bytes(best, periodic, preempt))
     for p in (best, periodic, preempt):
         assert torch.equal(_load(p).model["w"], torch.full((1 << 16,), 2.0))
     other = _save(tmp_path, 11, 3.0)
@@ -269,8 +288,8 @@ def test_two_rank_mbsgd_run_writes_the_model_once(tmp_path: Path) -> None:
     best = [p for p in ckpts.iterdir() if p.name.startswith("ckpt.best.")]
     assert len(best) == 1
     twin = ckpts / best[0].name.replace("best.", "")
-    if twin.exists():  # the best was at a periodic step: one copy of the model on disk
-        assert (twin / "model_state_dict.pt").stat().st_ino == (best[0] / "model_state_dict.pt").stat().st_ino
+    if twin.exists():  # the best was at a periodic step: its own copy, apart from the resume chain's
+        assert (twin / "model_state_dict.pt").stat().st_ino != (best[0] / "model_state_dict.pt").stat().st_ino
 
 
 @pytest.mark.mpi
