@@ -91,9 +91,3 @@ class RankAveraging:
             self.averager.poll()
             self.in_flight = bool(self.averager.pending)
         return not self.in_flight
-
-    def finish_round(self) -> None:
-        t0 = time.perf_counter()
-        self.averager.wait()
-        self.in_flight = False
-        self.seconds += time.perf_counter() - t0

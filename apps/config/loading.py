@@ -72,14 +72,6 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> list[tuple[st
     return read_layers(path.parent / base, _seen + (path.resolve(),)) + [(str(path), raw)]
 
 
-def read_yaml(path: str | Path) -> dict:
-    """The file with its `base:` chain deep-merged (no checking)."""
-    merged: dict = {}
-    for _, raw in read_layers(path):
-        merged = _merge(merged, raw)
-    return merged
-
-
 def _parse_override(assignment: str) -> tuple[list[str], Any]:
     if "=" not in assignment:
         raise ConfigError(f"--override {assignment!r}: expected key=value, e.g. optim.lr=0.1")
@@ -101,11 +93,6 @@ def _set(raw: dict, parts: list[str], value: Any) -> None:
             node[part] = {}
         node = node[part]
     node[parts[-1]] = value
-
-
-def apply_override(raw: dict, assignment: str) -> None:
-    """Set `a.b.c=value` in the raw mapping (creating levels), value parsed as YAML."""
-    _set(raw, *_parse_override(assignment))
 
 
 # Sections whose options belong to the chosen name: switching the name drops the options it lacks.
