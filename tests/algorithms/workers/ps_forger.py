@@ -63,7 +63,7 @@ def unsigned(ctx: zmq.Context, address: str, target: int, as_rank: int, signatur
     """Messages without the run's secret; what came back to each (the test expects nothing)."""
     wrong = Seal("w" * 64, target, is_router=False)
     hello = wire.pack("hello", {"rank": as_rank, "signature": signature, "step": 0, "auth": wrong.stamp()})
-    cases = {"json15": [b'{"kind":"pull"}'], "not_an_object": [b"[1, 2, 3]"], "garbage": [os.urandom(64)],
+    cases = {"json15": [b'"fifteen bytes"'], "not_an_object": [b"[1, 2, 3]"], "garbage": [os.urandom(64)],
              "wrong_secret_hello": wrong.sign(hello)}
     out = {}
     for name, frames in cases.items():
