@@ -82,7 +82,8 @@ def resolve(comm: Any, ctx: zmq.Context, listen: bool) -> tuple[Layout, zmq.Sock
     if comm is None:
         import pycomm
         comm = pycomm.world() if pycomm.is_initialized() else pycomm.init()
-    secret = _allgather(comm, settings.get(SECRET_ENV) or auth.new_secret() if comm.rank == 0 else "")[0]
+    given = settings.get(SECRET_ENV)   # read (and checked) on every rank, so a malformed one fails them all alike
+    secret = _allgather(comm, given or auth.new_secret() if comm.rank == 0 else "")[0]
     host = listen_host(comm)   # a collective: every rank takes part, listening or not
     sock, address = wire.router(ctx, comm.rank, secret, host=host) if listen else (None, "")
     return Layout(comm.rank, comm.size, _allgather(comm, address if listen else ""), False, secret), sock
