@@ -152,15 +152,16 @@ def spawn_independent(nproc: int, argv: Sequence[str], servers: int = 0) -> int:
     (apps.supervisor). The exit code is rank 0's (a server: it writes the metrics and the model); without a
     server, where a surviving peer takes the writing over from a dead rank 0, 0 when any rank finished its
     run (exited 0), else rank 0's."""
-    from algorithms.ps import layout
+    from algorithms.ps import auth, layout
     from apps.supervisor import Supervisor, how
 
     base = layout.free_base_port(nproc)
     env = rank_env(nproc)
+    secret = auth.new_secret()   # this launch's: in the ranks' environment, never on their command lines
 
     def start(rank: int, args: Sequence[str]) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "apps.train", *args],
-                                env={**env, **layout.env_for(rank, nproc, f"127.0.0.1:{base}")})
+                                env={**env, **layout.env_for(rank, nproc, f"127.0.0.1:{base}", secret)})
 
     def workers_running(procs: dict[int, subprocess.Popen]) -> bool:
         return any(p.poll() is None for r, p in procs.items() if r >= servers)

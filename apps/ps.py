@@ -5,7 +5,9 @@ the same config everywhere): `server` is rank 0 and listens on HOST:PORT; `worke
 to it. With algorithm option servers=S the servers are ranks 0..S-1 (`server --rank R`, rank r listening on
 PORT + r, or give every rank's address with --addresses) and the workers S..S+N-1. For an algorithm without
 a server (bounded-staleness peers) the N workers are ranks 0..N-1. No MPI is involved: a process that
-dies ends no other. A server runs under a supervisor that restarts it with `--resume auto` when it dies
+dies ends no other. Every process needs the run's secret in PYCOMM_PS_SECRET (the same everywhere; make one
+with `python -c 'import secrets; print(secrets.token_hex(32))'` and pass it through the environment, never
+on a command line): messages not signed with it are dropped (docs/security.md). A server runs under a supervisor that restarts it with `--resume auto` when it dies
 (at most PYCOMM_PS_SERVER_RESTARTS times): it continues from its checkpoint while the workers reconnect.
 Everything after the role's options is passed to `python -m apps.train`."""
 from __future__ import annotations
@@ -20,6 +22,7 @@ from apps import launch, optim, train
 from apps.config import loading
 from apps.supervisor import Supervisor
 from algorithms.ps import layout
+from pycomm import settings
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -51,7 +54,12 @@ def role_env(args: argparse.Namespace, servers: int) -> dict[str, str]:
             raise ValueError(f"worker --rank must be in {first}..{world - 1} for {args.workers} workers, "
                              f"got {args.rank}")
         rank = args.rank
-    env = layout.env_for(rank, world, args.address)
+    secret = settings.get(layout.SECRET_ENV)
+    if secret is None:
+        raise ValueError(f"{layout.SECRET_ENV} is not set: export the same secret on every process of the run "
+                         "(e.g. from `python -c 'import secrets; print(secrets.token_hex(32))'`); it is never "
+                         "given on the command line, where other users of the machine could read it")
+    env = layout.env_for(rank, world, args.address, secret)
     if args.addresses:
         env[layout.ADDRESSES_ENV] = args.addresses
     return env

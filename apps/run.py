@@ -59,6 +59,8 @@ class Run:
                                      # for algorithms that keep state of their own on disk (a parameter server)
                                      "checkpoint_dir": str(cfg.checkpoint.directory_in(self.dir)),
                                      "checkpoint_every": budget.checkpoint_every, "resume": bool(resume)})
+        if optim.independent(cfg.algorithm):   # under a plain mpirun too: once the algorithm has exchanged its
+            dist.independent = True            # addresses, its ranks (a server among them) share no collective
         self.data_ranks = self.layout.data_parallel or dist.size   # ranks whose batches make the global batch
         startup_profile.mark("algorithm_ready")
 
@@ -201,7 +203,8 @@ class Run:
             if stop:                           # stops when they say (syncps: every worker after the same round)
                 self.opt.ask_to_stop()
             stop = self.opt.stop_requested
-        if state.step % cfg.train.preempt_check_every == 0 and self.dist.any(stop):
+        # independent processes (a server never comes here) agree through their messages, not a collective
+        if state.step % cfg.train.preempt_check_every == 0 and (stop if self.dist.independent else self.dist.any(stop)):
             if hasattr(self.opt, "pause"):   # independent processes: the peers stop waiting; nothing left in flight
                 self.opt.pause()
             path = self.ckpt.save(state, "preempt", self.elapsed())

@@ -7,6 +7,7 @@ launcher turns that into a test failure carrying every rank's output."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
+# the secret of the independent processes started from this process (a run's ranks must share one; a rank
+# built in this process for a test gets it with PYCOMM_PS_SECRET)
+SECRET = secrets.token_hex(32)
 
 
 def have_mpirun() -> bool:
@@ -76,12 +80,13 @@ def independent(n: int, module: str, *args: str, env: Mapping[str, str] | None =
                 ranks: Sequence[int] | None = None, base_port: int | None = None) -> list[subprocess.Popen]:
     """Start `python -m module args...` as n independent processes (no MPI: the fault-tolerant algorithms'
     launch), rank r with PYCOMM_PS_RANK=r listening on 127.0.0.1:base_port + r; only `ranks` when given
-    (e.g. to restart one). Output goes to pipes: read it with `finish`."""
+    (e.g. to restart one); every one with the run's secret SECRET in its environment. Output goes to pipes:
+    read it with `finish`."""
     from algorithms.ps import layout
     base = layout.free_base_port(n) if base_port is None else base_port
     procs = []
     for r in (range(n) if ranks is None else ranks):
-        extra = {**layout.env_for(r, n, f"127.0.0.1:{base}"), **(env or {})}
+        extra = {**layout.env_for(r, n, f"127.0.0.1:{base}", SECRET), **(env or {})}
         procs.append(subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT, env=worker_env(extra),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         procs[-1].base_port = base  # type: ignore[attr-defined]

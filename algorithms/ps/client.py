@@ -26,8 +26,10 @@ class WorkerRefusedError(ValueError):
 
 class ServerLink:
     def __init__(self, ctx: zmq.Context, address: str, rank: int, signature: str, reply_timeout: float,
-                 server_timeout: float, server: int = 0) -> None:
+                 server_timeout: float, secret: str, server: int = 0) -> None:
         self.ctx, self.address, self.rank, self.signature, self.server = ctx, address, rank, signature, server
+        self._secret = secret
+        self.step = 0          # the worker's step, said in each greeting (the server bounds its pushes' steps by it)
         self.reply_timeout, self.server_timeout = reply_timeout, server_timeout
         self.incarnation: str | None = None
         self.restarts = 0      # server restarts seen
@@ -36,13 +38,13 @@ class ServerLink:
         self.sock = self._connect()
 
     def _connect(self) -> zmq.Socket:
-        return wire.dealer(self.ctx, self.address, f"w-{self.rank}")
+        return wire.dealer(self.ctx, self.address, f"w-{self.rank}", self._secret, self.server)
 
     def hello(self) -> wire.Message:
         """Greet the server (retrying until it answers or server_timeout passes); returns its welcome."""
         deadline = time.monotonic() + self.server_timeout
         while True:
-            wire.send(self.sock, "hello", {"rank": self.rank, "signature": self.signature})
+            wire.send(self.sock, "hello", {"rank": self.rank, "signature": self.signature, "step": self.step})
             reply = self._wait(("welcome", "error"), min(self.reply_timeout, max(0.1, deadline - time.monotonic())))
             if reply is not None:
                 if reply.kind == "error":
@@ -124,7 +126,10 @@ class ServerLink:
         while (left := deadline - time.monotonic()) > 0:
             if not self.sock.poll(int(left * 1000) + 1, zmq.POLLIN):
                 continue
-            _, msg = wire.recv(self.sock, routed=False)
+            try:
+                _, msg = wire.recv(self.sock, routed=False)
+            except wire.WireError:   # not from our server (unsigned, a replay) or malformed: never acted on
+                continue
             if msg.kind in kinds:
                 return msg
             # an answer to an earlier request (e.g. a welcome after a reconnect raced a late ack): skip it

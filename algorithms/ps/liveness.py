@@ -55,16 +55,17 @@ class Liveness:
 
 
 class Heartbeat:
-    """A daemon thread sending a heartbeat from `rank` to each address every `interval` seconds."""
+    """A daemon thread sending a heartbeat from `rank` to each peer ({rank: address}) every `interval`
+    seconds, signed with the run's `secret`."""
 
-    def __init__(self, ctx: zmq.Context, rank: int, addresses: list[str], interval: float) -> None:
-        self.ctx, self.rank, self.addresses, self.interval = ctx, rank, addresses, interval
+    def __init__(self, ctx: zmq.Context, rank: int, peers: dict[int, str], interval: float, secret: str) -> None:
+        self.ctx, self.rank, self.peers, self.interval, self._secret = ctx, rank, peers, interval, secret
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pycomm-heartbeat-{rank}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        socks = [wire.dealer(self.ctx, a, f"hb-{self.rank}") for a in self.addresses]
+        socks = [wire.dealer(self.ctx, a, f"hb-{self.rank}", self._secret, r) for r, a in self.peers.items()]
         for s in socks:
             s.setsockopt(zmq.SNDHWM, 4)   # heartbeats to a peer that is away are dropped, never queued
         try:

@@ -133,7 +133,8 @@ class ParameterServer(CommOptimizer):
                 self.links = [self._link(s) for s in range(1, servers)]
             return
         self.links = [self._link(s) for s in range(servers)]
-        self._heartbeats.append(Heartbeat(self.ctx, rank, list(self.layout.addresses[:servers]), timeout / 4))
+        self._heartbeats.append(Heartbeat(self.ctx, rank, dict(enumerate(self.layout.addresses[:servers])), timeout / 4,
+                                          self.layout.secret))
         clocks = []
         for s, link in enumerate(self.links):
             welcome = link.hello()
@@ -147,7 +148,7 @@ class ParameterServer(CommOptimizer):
     def _link(self, server: int) -> ServerLink:
         timeout = self.options["worker_timeout"]
         return ServerLink(self.ctx, self.layout.addresses[server], self.rank, self.signatures[server],
-                          2 * timeout + 1.0, self.options["server_timeout"], server)
+                          2 * timeout + 1.0, self.options["server_timeout"], self.layout.secret, server)
 
     @property
     def version(self) -> int:
@@ -220,6 +221,7 @@ class ParameterServer(CommOptimizer):
         # every shard's push goes out before any reply is awaited: the servers apply them at once
         pushes = []
         for shard, link, residual in zip(self.shards, self.links, self.residuals):
+            link.step = self.steps   # said again if it greets a restarted server
             fields, tensors = payload.encode(shard.slice(grad), self.options["codec"], residual)
             header = {**fields, **common, "version": self.versions[shard.index]}
             self.stats.pushed += link.post("push", header, tensors)

@@ -8,6 +8,8 @@ from pycomm.settings import Integer, Pattern, Setting
 
 RANK_ENV, WORLD_ENV, ADDRESS_ENV, ADDRESSES_ENV = ("PYCOMM_PS_RANK", "PYCOMM_PS_WORLD", "PYCOMM_PS_ADDRESS",
                                                    "PYCOMM_PS_ADDRESSES")
+SECRET_ENV, HOST_ENV = "PYCOMM_PS_SECRET", "PYCOMM_PS_HOST"
+SECRET_MIN_CHARS = 32   # 128 bits as hex: a secret an attacker cannot guess (secrets.token_hex(32) gives 64)
 
 SETTINGS = settings.register(__name__, (
     Setting(RANK_ENV, Integer(0, (1 << 31) - 1, "rank"), None,
@@ -22,4 +24,16 @@ SETTINGS = settings.register(__name__, (
                                    lambda m: tuple(m.group(0).split(","))), None,
             "with `PYCOMM_PS_RANK`, instead of `PYCOMM_PS_ADDRESS`: every rank's HOST:PORT (several machines)",
             "algorithms.ps.layout"),
+    Setting(SECRET_ENV, Pattern(rf"\S{{{SECRET_MIN_CHARS},}}", f"at least {SECRET_MIN_CHARS} characters without "
+                                "spaces (e.g. `python -c 'import secrets; print(secrets.token_hex(32))'`)",
+                                lambda m: m.group(0)), None,
+            "the run's secret: every message between its ranks is signed with it (HMAC-SHA256) and one without "
+            "it is dropped; required with `PYCOMM_PS_RANK` (`--nproc` makes one per launch; under mpirun rank 0 "
+            "makes one and hands it over the communicator unless this is set); pass it in the environment, "
+            "never on a command line (docs/security.md)", "algorithms.ps.layout, apps.launch, apps.ps",
+            default_text="none (under mpirun: made by rank 0)"),
+    Setting(HOST_ENV, Pattern(r"[^\s,:]+", "a host name or IP address of this machine", lambda m: m.group(0)), None,
+            "under mpirun: the interface a parameter-server or ssp rank listens on (its peers connect there)",
+            "algorithms.ps.layout",
+            default_text="loopback when every rank is on this host, else the address of this host's name"),
 ))

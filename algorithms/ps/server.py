@@ -9,6 +9,10 @@ When `should_stop()` becomes true (the server's own preemption signal) or a push
 every reply carries "stop", so the workers pause at their next step (syncps: all after the same round); the
 run ends as preempted when a worker paused (summary["preempted"]).
 
+Only messages signed with the run's secret are read (auth.py); one that is not, or is malformed or implausible
+(inbound.py), is dropped, logged once per cause and counted (summary["dropped"]), never answered with
+anything a peer without the secret could use, and never applied. The model's signature is never sent.
+
 With servers > 1 each server holds one shard (shards.py). The other server ranks given as `peers` may
 greet it, pull its shard and say goodbye without being workers: server 0 gathers the whole model that
 way (to evaluate and save it). A server with peers lingers after its workers are done until every peer
@@ -24,7 +28,7 @@ from typing import Any, Callable
 
 
 from algorithms.ps.wire import zmq
-from algorithms.ps import payload, server_state, wire
+from algorithms.ps import inbound, payload, server_state, wire
 from algorithms.ps.liveness import Liveness
 from algorithms.ps.rules import Reply, ServerModel
 from algorithms.ps.stats import StalenessStats
@@ -57,6 +61,9 @@ class Server:
         self._saved_version = model.version
         self.peers, self.linger = set(peers), linger
         self._peers_left = set(peers)               # peers that have not said goodbye yet
+        self.greeted_at: dict[int, int] = {}        # per worker: the step its latest greeting said
+        self.numel = sum(p.numel() for p in model.params)
+        self.drops = inbound.Drops(lambda text: self.log(text))   # self.log may be replaced by serve()
         if resume:
             self._restore()
 
@@ -112,10 +119,8 @@ class Server:
             events = dict(poller.poll(interval_ms))
             depth = 0
             while self.sock in events and self.sock.poll(0, zmq.POLLIN):
-                identity, msg = self._receive()
+                self._take()
                 depth += 1
-                if msg is not None:
-                    self._handle(identity, msg)
             self.stats.queue_depth = depth
             for w in self.liveness.expire():
                 self.log(f"worker {w} lost: {self.liveness.lost[w]}; continuing with "
@@ -129,7 +134,7 @@ class Server:
         finished = self.liveness.finished - set(self.paused)
         summary = {"version": self.model.version, "finished": sorted(finished), "lost": dict(self.liveness.lost),
                    "refused": dict(self.refused), "paused": dict(self.paused), "preempted": bool(self.paused),
-                   **self.stats.as_dict()}
+                   "dropped": dict(self.drops.counts), **self.stats.as_dict()}
         self.log(f"{'paused' if self.paused else 'done'} at version {self.model.version}: finished {_names(finished)}, "
                  f"lost {_names(self.liveness.lost)}" + (f", paused {_names(self.paused)}" if self.paused else ""))
         return summary
@@ -139,28 +144,34 @@ class Server:
         deadline = time.monotonic() + self.linger
         while self._peers_left and time.monotonic() < deadline:
             if self.sock.poll(100, zmq.POLLIN):
-                identity, msg = self._receive()
-                if msg is not None:
-                    self._handle(identity, msg)
+                self._take()
         if self._peers_left:
             self.log(f"server rank(s) {_names(self._peers_left)} did not take the final shard within "
                      f"{self.linger:g} s; stopping")
 
-    def _receive(self) -> tuple[bytes, wire.Message | None]:
-        frames = self.sock.recv_multipart()
+    def _take(self) -> None:
+        """Receive one message and act on it, or drop it (unsigned, malformed, implausible): never a crash."""
         try:
-            return frames[0], wire.unpack(frames[1:])
+            identity, msg = wire.recv(self.sock, routed=True)
+        except wire.Unauthenticated as e:   # answered with nothing: the peer learns nothing
+            self.drops.note("unauthenticated", f"a message from a peer without this run's secret: {e}")
+            return
         except wire.WireError as e:
-            self.log(f"dropped a message from {frames[0]!r}: {e}")
-            return frames[0], None
+            self.drops.note("malformed", f"a malformed message: {e}")
+            return
+        try:
+            self._handle(identity, msg)
+        except wire.WireError as e:
+            self.drops.note(f"invalid {msg.kind}", f"a {msg.kind} message from rank {msg.get('rank')}: {e}")
 
     def _handle(self, identity: bytes, msg: wire.Message) -> None:
         worker = msg.get("rank")
         if worker in self.peers:
             self._peer(identity, worker, msg)
             return
-        if not isinstance(worker, int) or worker not in self.workers:
-            self.log(f"dropped a {msg.kind} message from an unknown rank {worker!r} (workers: {self.workers})")
+        if worker not in self.workers:
+            self.drops.note("unknown rank", f"a {msg.kind} message from rank {worker!r}, not a worker "
+                                            f"(workers: {self.workers})")
             return
         if msg.kind == "heartbeat":
             if worker in self.liveness.last:
@@ -181,17 +192,22 @@ class Server:
         self.identities[worker] = identity
         if msg.kind == "push":
             self.stats.pushed += msg.nbytes
-            step = int(msg.get("step", 0))
+            step = inbound.push_header(msg, max(self.clocks.get(worker, -1), self.greeted_at.get(worker, -1)))
             if step <= self.clocks.get(worker, -1):   # sent again after a reconnect: taken once only
                 if not self.rule.pending(worker):
                     self._reply(identity, worker, "ack", {"rejected": False, "duplicate": True, "staleness": 0}, True)
                 return
+            try:
+                grad = inbound.gradient(msg, self.codec, self.numel)
+            except wire.WireError:   # not applied, its step not taken; the worker takes the parameters, goes on
+                self.stats.rejected += 1
+                self._reply(identity, worker, "ack", {"rejected": True, "staleness": 0}, True)
+                raise
             self.clocks[worker] = step
             if msg.get("stop") and not self.stopping:   # set before the rule answers: this reply says stop too
                 self.stopping = True
                 self.log(f"worker {worker} was preempted: asking workers {_names(self.liveness.live)} to pause "
                          "at their next step")
-            grad = payload.decode(msg.header, msg.tensors, self.codec)
             self._send_replies(self.rule.push(worker, msg.header, grad, self.liveness.live))
             if self.on_version is not None:
                 self.on_version({"worker": worker, "loss": msg.get("loss"), "step": msg.get("step"),
@@ -199,6 +215,7 @@ class Server:
         elif msg.kind == "pull":
             self._reply(identity, worker, "params", {}, True)
         elif msg.kind in ("bye", "pause"):
+            inbound.natural(msg, "step", 0)
             if worker not in self.liveness.finished:   # not a goodbye said again (its receipt was lost)
                 self.liveness.finish(worker)
                 if msg.kind == "pause":
@@ -212,22 +229,25 @@ class Server:
     def _peer(self, identity: bytes, peer: int, msg: wire.Message) -> None:
         """Another server rank reading this shard: no liveness, no clock, nothing it sends is applied."""
         if msg.kind == "hello" and msg.get("signature") != self.signature:
-            self._reply(identity, peer, "error", {"error": f"server rank {peer}'s shard {self.rank} has shapes/dtypes "
-                        f"checksum {msg.get('signature')}, this server's is {self.signature}"}, False)
+            why = f"server rank {peer}'s shard {self.rank} has other shapes/dtypes than this server's"
+            self.log(f"{why} (its checksum {msg.get('signature')!r:.40}, this server's {self.signature})")
+            self._reply(identity, peer, "error", {"error": why}, False)
         elif msg.kind in ("hello", "pull"):
             self._reply(identity, peer, "welcome" if msg.kind == "hello" else "params", {}, True)
         elif msg.kind == "bye":
             self._peers_left.discard(peer)
 
     def _hello(self, identity: bytes, worker: int, msg: wire.Message) -> None:
-        if msg.get("signature") != self.signature:
-            why = (f"worker {worker}'s model has shapes/dtypes checksum {msg.get('signature')}, the server's is "
-                   f"{self.signature}: it was started with another model or optimizer; refused")
-            self.log(why)
+        step = inbound.natural(msg, "step", 0)
+        if msg.get("signature") != self.signature:   # the reply never says the server's signature
+            why = (f"worker {worker}'s model has other shapes/dtypes than the server's: it was started with another "
+                   "model or optimizer; refused")
+            self.log(f"{why} (its checksum {msg.get('signature')!r:.40}, the server's {self.signature})")
             self.refused[worker] = why
             self.liveness.finish(worker)
             self._reply(identity, worker, "error", {"error": why}, False)
             return
+        self.greeted_at[worker] = step
         if worker in self.liveness.lost:
             self.log(f"worker {worker} reconnected")
         self.paused.pop(worker, None)

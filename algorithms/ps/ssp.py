@@ -24,7 +24,11 @@ gradients and never waits for the rest (their senders restart past them). `pause
 goodbye with this rank's step count, so the peers complete their steps without it, then drains: it applies
 every step this rank took, so the writer's preempt checkpoint holds no step in flight. A rank killed while sending its gradient to its peers can
 leave one peer with that gradient and another without it: their replicas then differ by that one step
-(no server holds the truth); they train on."""
+(no server holds the truth); they train on.
+
+Only messages signed with the run's secret are read (auth.py); an unsigned, malformed or implausible one
+(a gradient with NaN, a step outside the window this rank is in) is dropped and logged once per cause
+(inbound.py), never applied and never a crash."""
 from __future__ import annotations
 
 import sys
@@ -38,7 +42,7 @@ from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer, mark_stepped
 from algorithms.ps.wire import zmq
-from algorithms.ps import layout, payload, wire
+from algorithms.ps import inbound, layout, payload, wire
 from algorithms.ps.client import WorkerRefusedError
 from algorithms.ps.liveness import Heartbeat, Liveness, release
 from algorithms.ps.optimizers import FT_OPTIONS, independent_comm, validate_common
@@ -83,7 +87,8 @@ class SSP(CommOptimizer):
         self.layout, self.sock = layout.resolve(self.comm, self.ctx, listen=True)
         self.rank, world = self.layout.rank, self.layout.world
         self.peers = [r for r in range(world) if r != self.rank]
-        self.links = {r: wire.dealer(self.ctx, self.layout.addresses[r], f"ssp-{self.rank}") for r in self.peers}
+        self.links = {r: wire.dealer(self.ctx, self.layout.addresses[r], f"ssp-{self.rank}", self.layout.secret, r)
+                      for r in self.peers}
         self.liveness = Liveness(self.options["worker_timeout"])
         self.stats = StalenessStats()
         self.model = ServerModel(self.params, self.optimizer)   # applies averaged steps, counts them
@@ -92,9 +97,11 @@ class SSP(CommOptimizer):
         self.final: dict[int, int] = {}                         # rank -> steps it took (said goodbye)
         self.frozen: dict[int, list[int]] = {}   # restored steps: they average exactly these ranks' saved gradients
         self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
-        self._heartbeats.append(Heartbeat(self.ctx, self.rank, [self.layout.addresses[r] for r in self.peers],
-                                          self.options["worker_timeout"] / 4))
+        self._heartbeats.append(Heartbeat(self.ctx, self.rank, {r: self.layout.addresses[r] for r in self.peers},
+                                          self.options["worker_timeout"] / 4, self.layout.secret))
         self._closed = False
+        self.numel = sum(p.numel() for p in self.params)
+        self.drops = inbound.Drops(lambda text: _log(self.rank, text))
         self._greet()
 
     @property
@@ -133,9 +140,19 @@ class SSP(CommOptimizer):
             return
         depth = 0
         while self.sock.poll(0, zmq.POLLIN):
-            _, msg = wire.recv(self.sock, routed=True)
             depth += 1
-            self._handle(msg)
+            try:
+                _, msg = wire.recv(self.sock, routed=True)
+            except wire.Unauthenticated as e:   # answered with nothing
+                self.drops.note("unauthenticated", f"a message from a peer without this run's secret: {e}")
+                continue
+            except wire.WireError as e:
+                self.drops.note("malformed", f"a malformed message: {e}")
+                continue
+            try:
+                self._handle(msg)
+            except wire.WireError as e:
+                self.drops.note(f"invalid {msg.kind}", f"a {msg.kind} message from rank {msg.get('rank')}: {e}")
         self.stats.queue_depth = depth
         self._expire()
 
@@ -145,22 +162,31 @@ class SSP(CommOptimizer):
             return
         self.liveness.heard(peer)
         if msg.kind == "hello":
-            if msg.get("signature") != self.signature:
-                why = (f"rank {peer}'s model has shapes/dtypes checksum {msg.get('signature')}, rank {self.rank}'s "
-                       f"is {self.signature}: started with another model")
+            if msg.get("signature") != self.signature:   # the reply never says this rank's signature
+                why = f"rank {peer}'s model has other shapes/dtypes than rank {self.rank}'s: started with another model"
                 self._send(peer, "error", {"error": why})
-                raise WorkerRefusedError(why)
+                raise WorkerRefusedError(f"{why} (its checksum {msg.get('signature')!r:.40}, this rank's "
+                                         f"{self.signature})")
             if peer == 0 and msg.tensors:
-                payload.unflatten_into(msg.tensors[0], self.params)
+                params = inbound.finite_vector("hello", msg.tensors[0].float().reshape(-1), self.numel)
+                payload.unflatten_into(params, self.params)
                 self._greeted = True
         elif msg.kind == "error":
             raise WorkerRefusedError(f"rank {peer} refused rank {self.rank}: {msg.get('error')}")
         elif msg.kind == "grad":
             self.stats.pulled += msg.nbytes
-            grad = payload.decode(msg.header, msg.tensors, self.options["codec"])
-            self.pending.setdefault(int(msg.get("step")), {})[peer] = (grad, int(msg.get("staleness", 0)))
+            step, stale = inbound.natural(msg, "step"), inbound.natural(msg, "staleness", 0)
+            if step < self.applied:   # a step completed without it (as before: never used)
+                return
+            if step > self.steps + self.options["staleness_bound"] + inbound.STEP_AHEAD:
+                raise wire.WireError(f"grad of step {step} while this rank has taken {self.steps} steps: further "
+                                     "ahead than a peer can be")
+            if stale > step:   # a gradient of step t misses at most the t steps before it
+                raise wire.WireError(f"grad of step {step} with staleness {stale}")
+            grad = inbound.gradient(msg, self.options["codec"], self.numel)
+            self.pending.setdefault(step, {})[peer] = (grad, stale)
         elif msg.kind == "bye":
-            self.final[peer] = int(msg.get("step"))
+            self.final[peer] = inbound.natural(msg, "step")
             self.liveness.finish(peer)
 
     def _expire(self) -> None:

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import algorithms
-from algorithms.ps import layout
+from algorithms.ps import layout, wire
 from algorithms.ps.client import WorkerRefusedError
 from tests.algorithms.problem import make_inner, make_model
-from tests.launch import finish, independent
+from tests.launch import SECRET, finish, independent
 
 WORKER = "tests.algorithms.workers.ps_rules"
 
@@ -21,6 +21,7 @@ def _env(monkeypatch, rank: int, world: int, base: int = 29000) -> None:
     monkeypatch.setenv(layout.RANK_ENV, str(rank))
     monkeypatch.setenv(layout.WORLD_ENV, str(world))
     monkeypatch.setenv(layout.ADDRESS_ENV, f"127.0.0.1:{base}")
+    monkeypatch.setenv(layout.SECRET_ENV, SECRET)   # the run's, as tests.launch.independent gives its processes
 
 
 def _build(algorithm: str, model=None, **options):
@@ -82,10 +83,13 @@ def test_worker_with_another_model_is_refused_on_both_sides(tmp_path, monkeypatc
                          ranks=[0])
     _env(monkeypatch, 1, 2, server[0].base_port)
     other = torch.nn.Sequential(torch.nn.Linear(6, 11), torch.nn.Tanh(), torch.nn.Linear(11, 3))
-    with pytest.raises(WorkerRefusedError, match="refused worker 1: worker 1's model has shapes/dtypes checksum"):
+    with pytest.raises(WorkerRefusedError, match="refused worker 1: worker 1's model has other shapes/dtypes than the "
+                                                 "server's") as refused:
         _build("asyncps", model=other, worker_timeout=20)
     (code, _, err), = finish(server)
     assert "started with another model or optimizer; refused" in err
+    # the server's signature is never sent to the refused worker
+    assert "checksum" not in str(refused.value) and wire.signature(list(make_model(seed=1).parameters())) not in str(refused.value)
     assert torch.load(tmp_path / "rank0.pt")["summary"]["refused"].keys() == {1}
 
 
@@ -94,7 +98,7 @@ def test_ssp_peer_with_another_model_is_refused_on_both_sides(tmp_path, monkeypa
     peer = independent(2, WORKER, "ssp", json.dumps({"worker_timeout": 20}), "4", str(tmp_path), "sgd", ranks=[0])
     _env(monkeypatch, 1, 2, peer[0].base_port)
     other = torch.nn.Sequential(torch.nn.Linear(6, 11), torch.nn.Tanh(), torch.nn.Linear(11, 3))
-    with pytest.raises(WorkerRefusedError, match="rank 0's model has shapes/dtypes checksum"):
+    with pytest.raises(WorkerRefusedError, match="rank 0's model has other shapes/dtypes than rank 1's"):
         _build("ssp", model=other, worker_timeout=20)
     (code, _, err), = finish(peer, expect_ok=False)
-    assert code != 0 and "rank 1's model has shapes/dtypes checksum" in err and "started with another model" in err
+    assert code != 0 and "rank 1's model has other shapes/dtypes than rank 0's" in err and "started with another model" in err

@@ -14,7 +14,7 @@ import torch
 import algorithms
 from algorithms.ps import layout
 from tests.algorithms.problem import loss_on, make_inner, make_model
-from tests.launch import finish, independent
+from tests.launch import SECRET, finish, independent
 
 WORKER = "tests.algorithms.workers.ps_rules"
 STEPS = 8
@@ -92,6 +92,7 @@ def _worker(monkeypatch, rank: int, base: int, bound: int):
     monkeypatch.setenv(layout.RANK_ENV, str(rank))
     monkeypatch.setenv(layout.WORLD_ENV, "3")
     monkeypatch.setenv(layout.ADDRESS_ENV, f"127.0.0.1:{base}")
+    monkeypatch.setenv(layout.SECRET_ENV, SECRET)
     model = make_model(seed=7)
     opt = algorithms.CommOptimizer(make_inner("sgd", model.parameters(), lr=0.1), algorithm="asyncps", model=model,
                                    pull_every=1000, staleness_bound=bound, worker_timeout=20)

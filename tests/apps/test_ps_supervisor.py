@@ -62,8 +62,12 @@ def test_a_server_is_not_restarted_once_the_workers_are_done_or_when_it_finished
     assert "restarting" not in capsys.readouterr().err
 
 
-def test_apps_ps_roles_with_several_servers():
+def test_apps_ps_roles_with_several_servers(monkeypatch):
     args, _ = ps.parse(["server", "--address", "127.0.0.1:29500", "--workers", "3", "--rank", "1"])
+    monkeypatch.delenv("PYCOMM_PS_SECRET", raising=False)
+    with pytest.raises(ValueError, match="PYCOMM_PS_SECRET is not set: export the same secret on every process"):
+        ps.role_env(args, 2)   # never taken from a command line
+    monkeypatch.setenv("PYCOMM_PS_SECRET", "s" * 32)
     assert ps.role_env(args, 2)["PYCOMM_PS_RANK"] == "1" and ps.role_env(args, 2)["PYCOMM_PS_WORLD"] == "5"
     args, _ = ps.parse(["server", "--address", "127.0.0.1:29500", "--workers", "3", "--rank", "2"])
     with pytest.raises(ValueError, match="server --rank must be in 0..1 for servers=2, got 2"):

@@ -1,0 +1,139 @@
+"""A forged peer of a fault-tolerant run, in a process of its own: it speaks ZeroMQ to a running server or ssp
+rank at ADDRESS (rank TARGET) and prints, as one JSON line, what came back to each of its messages.
+
+    python -m tests.algorithms.workers.ps_forger server ADDRESS TARGET AS_RANK
+    python -m tests.algorithms.workers.ps_forger ssp ADDRESS TARGET AS_RANK STEP
+
+Without the run's secret (`unsigned`): a 15-byte JSON message, JSON that is not an object, garbage bytes, and
+a well-formed hello signed with a wrong secret. With the secret (PYCOMM_PS_SECRET in the environment, as a
+real rank has it): a signed frame that is not an object, and messages whose content is implausible: a
+server gets a hello from rank 7 (no worker), a hello as worker AS_RANK, a push of NaN, one of step 10^9 and one
+of the wrong size; an ssp rank gets, as rank AS_RANK, a NaN gradient of step STEP and one of step 10^9."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+
+import torch
+import zmq
+
+from algorithms.ps import wire
+from algorithms.ps.auth import Seal
+from tests.algorithms.problem import make_model
+
+ANSWER_S = 3.0   # how long to listen for an answer a server would give at once
+SSP_ANSWER_S = 0.5   # an ssp rank answers nothing ever: listen briefly, so all arrive while the run is under way
+
+
+def answers(sock: zmq.Socket, seconds: float = ANSWER_S) -> list[list[bytes]]:
+    """Every raw multipart message that comes back within `seconds`."""
+    got, deadline = [], time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+            got.append(sock.recv_multipart())
+    return got
+
+
+def wait_listening(address: str, seconds: float = 120.0) -> None:
+    """Until the target accepts TCP connections (a message sent before would wait in this process's queue)."""
+    host, port = wire.split_address(address)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1.0).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def raw_dealer(ctx: zmq.Context, address: str) -> zmq.Socket:
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.connect(f"tcp://{address}")
+    return sock
+
+
+def unsigned(ctx: zmq.Context, address: str, target: int, as_rank: int, signature: str,
+             listen: float = ANSWER_S) -> dict[str, list]:
+    """Messages without the run's secret; what came back to each (the test expects nothing)."""
+    wrong = Seal("w" * 64, target, is_router=False)
+    hello = wire.pack("hello", {"rank": as_rank, "signature": signature, "step": 0, "auth": wrong.stamp()})
+    cases = {"json15": [b'"fifteen bytes"'], "not_an_object": [b"[1, 2, 3]"], "garbage": [os.urandom(64)],
+             "wrong_secret_hello": wrong.sign(hello)}
+    out = {}
+    for name, frames in cases.items():
+        sock = raw_dealer(ctx, address)
+        sock.send_multipart(frames)
+        out[name] = [[bytes(f).decode("latin-1") for f in m] for m in answers(sock, listen)]
+        sock.close()
+    return out
+
+
+def signed(ctx: zmq.Context, address: str, target: int, as_rank: int) -> zmq.Socket:
+    return wire.dealer(ctx, address, f"forger-{os.getpid()}", os.environ["PYCOMM_PS_SECRET"], target)
+
+
+def reply(sock: zmq.Socket) -> dict | None:
+    """The one signed answer that comes back (its header), None when nothing does."""
+    got = answers(sock)
+    if not got:
+        return None
+    msg = wire.unpack(sock.seal.verify(got[0]))
+    return {"kind": msg.kind, **msg.header}
+
+
+def to_server(ctx: zmq.Context, address: str, target: int, as_rank: int) -> dict:
+    model = make_model(seed=1)
+    signature = wire.signature(list(model.parameters()))
+    out: dict = {"unsigned": unsigned(ctx, address, target, as_rank, signature)}
+    sock = signed(ctx, address, target, as_rank)
+    sock.send_multipart(sock.seal.sign([b'"a string"', ]))   # signed, but not a JSON object
+    out["signed_not_an_object"] = answers(sock) != []
+    wire.send(sock, "hello", {"rank": 7, "signature": signature, "step": 0})
+    out["unknown_rank_hello"] = reply(sock)
+    wire.send(sock, "hello", {"rank": as_rank, "signature": signature, "step": 0})
+    out["hello"] = reply(sock)
+    numel = sum(p.numel() for p in model.parameters())
+    push = {"rank": as_rank, "codec": None, "version": 0, "lrs": [0.1], "loss": 1.0, "pull": True, "stop": False}
+    wire.send(sock, "push", {**push, "step": 0}, [torch.full((numel,), float("nan"))])
+    out["nan_push"] = reply(sock)
+    wire.send(sock, "push", {**push, "step": 10 ** 9}, [torch.zeros(numel)])
+    out["far_step_push"] = reply(sock)
+    wire.send(sock, "push", {**push, "step": 0}, [torch.zeros(numel + 5)])
+    out["wrong_size_push"] = reply(sock)
+    sock.close()
+    return out
+
+
+def to_ssp(ctx: zmq.Context, address: str, target: int, as_rank: int, step: int) -> dict:
+    model = make_model(seed=1)
+    numel = sum(p.numel() for p in model.parameters())
+    out: dict = {"unsigned": unsigned(ctx, address, target, as_rank, wire.signature(list(model.parameters())),
+                                      SSP_ANSWER_S)}
+    sock = signed(ctx, address, target, as_rank)
+    sock.send_multipart(sock.seal.sign([b"[]"]))
+    grad = {"rank": as_rank, "codec": None, "staleness": 0}
+    wire.send(sock, "grad", {**grad, "step": step}, [torch.full((numel,), float("nan"))])
+    wire.send(sock, "grad", {**grad, "step": 10 ** 9}, [torch.zeros(numel)])
+    out["signed_answers"] = len(answers(sock, SSP_ANSWER_S))
+    sock.close()
+    return out
+
+
+def main() -> None:
+    mode, address, target, as_rank = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    wait_listening(address)
+    ctx = zmq.Context()
+    out = to_server(ctx, address, target, as_rank) if mode == "server" else \
+        to_ssp(ctx, address, target, as_rank, int(sys.argv[5]))
+    ctx.destroy(linger=2000)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
