@@ -192,11 +192,6 @@ class ParameterServer(CommOptimizer):
         """Pushes this server has taken from its workers (also before a restart: its clocks are checkpointed)."""
         return sum(c + 1 for c in self.server.clocks.values()) if self.server is not None else 0
 
-    def save_server(self) -> None:
-        """Write the server's checkpoint now (atomic; needs checkpoint_dir)."""
-        if self.server is not None:
-            self.server.save()
-
     # -- worker --------------------------------------------------------------------------------
     def _pull_now(self) -> bool:
         raise NotImplementedError
