@@ -116,6 +116,24 @@ def test_abort_rejects_bad_arguments(reason, code, error):
         pycomm.abort(reason, code)
 
 
+@pytest.mark.mpi
+def test_mpi_stall_names_a_rank_stopped_inside_the_op() -> None:
+    """3 ranks under mpirun: rank 2 submits the all-reduce and is stopped (SIGSTOP) before its peers call it.
+    Its progress says it reached the op; its beat, standing still between two reads, says it is stopped or
+    hung inside it. It used to say `every other rank has reached allreduce #N (one may be stuck inside it)`."""
+    proc = mpirun(3, "tests.comm.workers.gloo_stall", "stopped", "/nonexistent", "mpi", env={"PYCOMM_TIMEOUT": "3"},
+                  expect_ok=False, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert all(f"MARK rank {r} done" in out for r in range(3)), out
+    for r in (0, 1):
+        m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
+        assert m, out
+        msg = m.group(1)
+        op = re.match(r"(allreduce #\d+)", msg).group(1)
+        assert re.search(rf"waiting for rank 2: rank 2 stood still for 0.5 s \(its latest collective is "
+                         rf"allreduce #\d+; its process is stopped or hung, inside {op}\)", msg), msg
+
+
 @pytest.mark.parametrize("case", ["missing", "stopped"])
 def test_gloo_stall_names_the_rank_from_its_peers_progress(case: str, tmp_path: Path) -> None:
     """3 ranks under torchrun (gloo): rank 2 sleeps instead of calling the all-reduce (`missing`), or submits it

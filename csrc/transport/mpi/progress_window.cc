@@ -2,12 +2,19 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "diagnostics/op_check.h"
 
 namespace pycomm::mpi {
 namespace {
+
+// The windows whose beat the beating thread counts: never freed (as the windows), so the thread may run
+// until the process ends.
+std::mutex beat_mu;
+std::vector<int64_t*>* beating = nullptr;
 
 std::string join(const std::vector<int>& ranks) {
   std::string s;
@@ -27,7 +34,25 @@ std::shared_ptr<ProgressWindow> ProgressWindow::create(MPI_Comm comm, int rank, 
   MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
   for (int i = 0; i < kSlots; ++i) mine[i] = 0;
   if (MPI_Win_lock_all(MPI_MODE_NOCHECK, win) != MPI_SUCCESS) return nullptr;  // leaked, as every window is
+  beat(mine);
   return std::shared_ptr<ProgressWindow>(new ProgressWindow(win, mine, rank, size));
+}
+
+void ProgressWindow::beat(int64_t* slots) {
+  std::lock_guard<std::mutex> lk(beat_mu);
+  if (beating == nullptr) {
+    beating = new std::vector<int64_t*>();
+    std::thread([] {  // detached: it touches only window memory, which lives until MPI_Finalize's exit
+      for (;;) {
+        {
+          std::lock_guard<std::mutex> inner(beat_mu);
+          for (int64_t* w : *beating) __atomic_add_fetch(&w[kBeat], 1, __ATOMIC_RELAXED);
+        }
+        std::this_thread::sleep_for(std::chrono::duration<double>(kBeatS));
+      }
+    }).detach();
+  }
+  beating->push_back(slots);
 }
 
 void ProgressWindow::publish(const OpInfo& latest) {
@@ -67,23 +92,37 @@ void ProgressWindow::read_peers() {
 std::string ProgressWindow::laggards(const OpInfo& waited) {
   std::lock_guard<std::mutex> lk(read_mu_);
   read_peers();
+  // A second read kBeatWaitS later: a peer whose beat stood still is stopped or hung, not merely slow.
+  std::vector<int64_t> first_beat(static_cast<size_t>(size_), -1);
+  for (int r = 0; r < size_; ++r) {
+    const Read& rd = reads_[static_cast<size_t>(r)];
+    if (rd.answered) first_beat[static_cast<size_t>(r)] = rd.got[kBeat];
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(kBeatWaitS));
+  read_peers();
   const std::string op = waited.name + " #" + std::to_string(waited.seq);
   std::vector<int> waiting;
   std::string details;
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const Read& rd = reads_[static_cast<size_t>(r)];
+    const std::string latest =
+        rd.got[kSubmitted] == 0
+            ? std::string("it has submitted no collective on this communicator")
+            : "its latest collective is " + std::string(op_kind_name(rd.got[kKind])) + " #" + std::to_string(rd.got[kSeq]);
     std::string detail;
     if (!rd.answered) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%g", kAnswerWaitS);
       detail = "rank " + std::to_string(r) + " did not answer within " + secs + " s";
+    } else if (rd.got[kBeat] == first_beat[static_cast<size_t>(r)]) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", kBeatWaitS);
+      detail = "rank " + std::to_string(r) + " stood still for " + secs + " s (" + latest +
+               "; its process is stopped or hung" +
+               (rd.got[kSubmitted] > waited.collective_index ? ", inside " + op : std::string()) + ")";
     } else if (rd.got[kSubmitted] <= waited.collective_index) {
-      detail = "rank " + std::to_string(r) + " has not reached " + op + " (" +
-               (rd.got[kSubmitted] == 0 ? std::string("it has submitted no collective on this communicator")
-                                        : "its latest collective is " + std::string(op_kind_name(rd.got[kKind])) +
-                                              " #" + std::to_string(rd.got[kSeq])) +
-               ")";
+      detail = "rank " + std::to_string(r) + " has not reached " + op + " (" + latest + ")";
     } else {
       continue;
     }

@@ -1,5 +1,5 @@
 """Stall reports on the gloo transport, 3 real ranks under torchrun (its agent serves the store, so a
-stopped rank leaves it up). `missing`: the last rank sleeps instead of calling an all-reduce; the others'
+stopped rank leaves it up), and on MPI under mpirun (argv[3]: the backend, gloo by default). `missing`: the last rank sleeps instead of calling an all-reduce; the others'
 StallError must name it as the rank that has not reached it, with its latest collective. `stopped`: the last
 rank submits the all-reduce and then stops (SIGSTOP) before its peers call it; they must name it as the rank
 that stopped answering, inside the op. argv: the case, a directory for the waiting ranks' flag files. Prints MARK lines tests/comm/test_faults.py checks."""
@@ -74,4 +74,5 @@ def stopped(comm: pycomm.Communicator, flags: Path) -> None:
 
 
 if __name__ == "__main__":
-    {"missing": missing, "stopped": stopped}[sys.argv[1]](pycomm.init(backend="gloo"), Path(sys.argv[2]))
+    backend = sys.argv[3] if len(sys.argv) > 3 else "gloo"
+    {"missing": missing, "stopped": stopped}[sys.argv[1]](pycomm.init(backend=backend), Path(sys.argv[2]))
