@@ -11,10 +11,17 @@
 namespace pycomm::mpi {
 namespace {
 
-// The windows whose beat the beating thread counts: never freed (as the windows), so the thread may run
-// until the process ends.
+// The windows whose beat the beating thread counts. MPI_Finalize frees the windows' memory, whoever calls
+// it (pycomm or mpi4py): it first deletes MPI_COMM_SELF's attributes, and the one set here empties the list
+// and ends the thread, so no beat lands in freed memory.
 std::mutex beat_mu;
 std::vector<int64_t*>* beating = nullptr;
+
+int stop_beating(MPI_Comm, int, void*, void*) {
+  std::lock_guard<std::mutex> lk(beat_mu);
+  if (beating != nullptr) beating->clear();
+  return MPI_SUCCESS;
+}
 
 std::string join(const std::vector<int>& ranks) {
   std::string s;
@@ -41,11 +48,16 @@ std::shared_ptr<ProgressWindow> ProgressWindow::create(MPI_Comm comm, int rank, 
 void ProgressWindow::beat(int64_t* slots) {
   std::lock_guard<std::mutex> lk(beat_mu);
   if (beating == nullptr) {
+    int key = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, stop_beating, &key, nullptr) != MPI_SUCCESS ||
+        MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr) != MPI_SUCCESS)
+      return;  // no beat: a stopped rank is then reported as stuck inside the op, as before
     beating = new std::vector<int64_t*>();
-    std::thread([] {  // detached: it touches only window memory, which lives until MPI_Finalize's exit
+    std::thread([] {  // detached: it ends when MPI_Finalize empties the list (stop_beating)
       for (;;) {
         {
           std::lock_guard<std::mutex> inner(beat_mu);
+          if (beating->empty()) return;
           for (int64_t* w : *beating) __atomic_add_fetch(&w[kBeat], 1, __ATOMIC_RELAXED);
         }
         std::this_thread::sleep_for(std::chrono::duration<double>(kBeatS));
