@@ -116,12 +116,21 @@ def test_abort_rejects_bad_arguments(reason, code, error):
         pycomm.abort(reason, code)
 
 
-@pytest.mark.mpi
-def test_mpi_stall_names_a_rank_stopped_inside_the_op() -> None:
-    """3 ranks under mpirun: rank 2 submits the all-reduce and is stopped (SIGSTOP) before its peers call it.
-    Its progress says it reached the op; its beat, standing still between two reads, says it is stopped or
-    hung inside it. It used to say `every other rank has reached allreduce #N (one may be stuck inside it)`."""
-    proc = mpirun(3, "tests.comm.workers.gloo_stall", "stopped", "/nonexistent", "mpi", env={"PYCOMM_TIMEOUT": "3"},
+# where a rank stopped inside the op shows: gloo's record is not refreshed, MPI's beat stands still
+STOPPED = {"gloo": "did not answer within 2 s", "mpi": "stood still for 0.5 s"}
+
+
+@pytest.mark.parametrize("backend,case", [("gloo", "missing"), ("gloo", "stopped"),
+                                          pytest.param("mpi", "stopped", marks=pytest.mark.mpi)])
+def test_stall_names_the_rank_from_its_peers_progress(backend: str, case: str, tmp_path: Path) -> None:
+    """3 ranks (gloo under torchrun, MPI under mpirun): rank 2 sleeps instead of calling the all-reduce
+    (`missing`), or submits it and is stopped before its peers call it (`stopped`). Ranks 0 and 1 wait for rank
+    2 alone and say where it is, from the progress every rank publishes (gloo: pycomm/gloo_progress.py; MPI:
+    csrc/transport/mpi/progress_window.h). They used to say `a rank has not reached it` (gloo) and `every
+    other rank has reached allreduce #N (one may be stuck inside it)` (MPI). MPI's `missing`:
+    test_stall_error_names_the_rank_that_has_not_reached_the_op."""
+    launch = torchrun if backend == "gloo" else mpirun
+    proc = launch(3, "tests.comm.workers.stall_progress", case, str(tmp_path), backend, env={"PYCOMM_TIMEOUT": "3"},
                   expect_ok=False, timeout=240)
     out = proc.stdout + proc.stderr
     assert all(f"MARK rank {r} done" in out for r in range(3)), out
@@ -129,31 +138,13 @@ def test_mpi_stall_names_a_rank_stopped_inside_the_op() -> None:
         m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
         assert m, out
         msg = m.group(1)
-        op = re.match(r"(allreduce #\d+)", msg).group(1)
-        assert re.search(rf"waiting for rank 2: rank 2 stood still for 0.5 s \(its latest collective is "
-                         rf"allreduce #\d+; its process is stopped or hung, inside {op}\)", msg), msg
-
-
-@pytest.mark.parametrize("case", ["missing", "stopped"])
-def test_gloo_stall_names_the_rank_from_its_peers_progress(case: str, tmp_path: Path) -> None:
-    """3 ranks under torchrun (gloo): rank 2 sleeps instead of calling the all-reduce (`missing`), or submits it
-    and is stopped before its peers call it (`stopped`). Ranks 0 and 1 wait for rank 2 alone and say where it
-    is, from the progress every rank publishes in the store (pycomm/gloo_progress.py). It used to say only
-    `a rank has not reached it`."""
-    proc = torchrun(3, "tests.comm.workers.gloo_stall", case, str(tmp_path), env={"PYCOMM_TIMEOUT": "3"},
-                    expect_ok=False, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert all(f"MARK rank {r} done" in out for r in range(3)), out
-    for r in (0, 1):
-        m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
-        assert m, out
-        msg = m.group(1)
-        assert re.match(r"allreduce #\d+ \(count 1000, float32, 4000 bytes, op SUM\) did not complete", msg), msg
+        assert re.match(r"allreduce #\d+ \(count 1000, float32, 4000 bytes, op SUM\) (on the mpi communicator "
+                        r"\(rank \d of 3\) )?did not complete", msg), msg
         waiting = re.search(r"waiting for ranks? ([\d, ]+):", msg)
         assert waiting and waiting.group(1) == "2", msg   # rank 2, neither rank 0 nor rank 1
         op = re.match(r"(allreduce #\d+)", msg).group(1)
         if case == "missing":
             assert re.search(rf"rank 2 has not reached {op} \(its latest collective is allreduce #\d+\)", msg), msg
         else:
-            assert re.search(rf"rank 2 did not answer within 2 s \(its latest collective is allreduce #\d+; its "
+            assert re.search(rf"rank 2 {STOPPED[backend]} \(its latest collective is allreduce #\d+; its "
                              rf"process is stopped or hung, inside {op}\)", msg), msg

@@ -1,8 +1,10 @@
-"""Stall reports on the gloo transport, 3 real ranks under torchrun (its agent serves the store, so a
-stopped rank leaves it up), and on MPI under mpirun (argv[3]: the backend, gloo by default). `missing`: the last rank sleeps instead of calling an all-reduce; the others'
-StallError must name it as the rank that has not reached it, with its latest collective. `stopped`: the last
-rank submits the all-reduce and then stops (SIGSTOP) before its peers call it; they must name it as the rank
-that stopped answering, inside the op. argv: the case, a directory for the waiting ranks' flag files. Prints MARK lines tests/comm/test_faults.py checks."""
+"""Stall reports from the ranks' progress, 3 real ranks: on gloo under torchrun (its agent serves the store,
+so a stopped rank leaves it up), and on MPI under mpirun. `missing`: the last rank sleeps instead of calling
+an all-reduce; the others' StallError must name it as the rank that has not reached it, with its latest
+collective. `stopped`: the last rank submits the all-reduce and then stops (SIGSTOP) before its peers call
+it; they must name it as the rank that stopped answering, inside the op. argv: the case, a directory for
+the waiting ranks' flag files, the backend (gloo by default). Prints MARK lines tests/comm/test_faults.py
+checks."""
 from __future__ import annotations
 
 import os
