@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from algorithms.ps import payload
+from algorithms.ps import payload, wire
 from algorithms.ps.wire import Message, WireError, is_int
 
 # how far past the last step its server knows of (its clock, or the step its greeting said) a worker's push
@@ -33,6 +33,17 @@ class Drops:
         self.counts[cause] = self.counts.get(cause, 0) + 1
         if self.counts[cause] == 1:
             self.log(f"dropped {detail} ({cause}; later ones are only counted)")
+
+    def receive(self, sock: Any) -> tuple[bytes, Message] | None:
+        """The next routed message on `sock`, or None when it was dropped (unsigned: answered with nothing,
+        so the peer learns nothing; malformed)."""
+        try:
+            return wire.recv(sock, routed=True)
+        except wire.Unauthenticated as e:
+            self.note("unauthenticated", f"a message from a peer without this run's secret: {e}")
+        except WireError as e:
+            self.note("malformed", f"a malformed message: {e}")
+        return None
 
 
 def natural(msg: Message, key: str, default: Any = None) -> int:

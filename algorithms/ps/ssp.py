@@ -141,14 +141,10 @@ class SSP(CommOptimizer):
         depth = 0
         while self.sock.poll(0, zmq.POLLIN):
             depth += 1
-            try:
-                _, msg = wire.recv(self.sock, routed=True)
-            except wire.Unauthenticated as e:   # answered with nothing
-                self.drops.note("unauthenticated", f"a message from a peer without this run's secret: {e}")
+            received = self.drops.receive(self.sock)
+            if received is None:
                 continue
-            except wire.WireError as e:
-                self.drops.note("malformed", f"a malformed message: {e}")
-                continue
+            _, msg = received
             try:
                 self._handle(msg)
             except wire.WireError as e:
