@@ -98,7 +98,7 @@ class ParameterServer(CommOptimizer):
         self.is_server = pycomm.mesh.server_roles(rank, env.world if env else self.comm.size,
                                                   self.options["servers"]).is_server
         wire.require_zmq()
-        self.ctx = zmq.Context()
+        self.ctx = wire.Context()
         self._heartbeats: list[Heartbeat] = []
         self._release = weakref.finalize(self, release, self.ctx, self._heartbeats)
         self.layout, sock = layout.resolve(self.comm, self.ctx, listen=self.is_server)

@@ -81,7 +81,7 @@ class SSP(CommOptimizer):
 
     def _setup(self) -> None:
         wire.require_zmq()
-        self.ctx = zmq.Context()
+        self.ctx = wire.Context()
         self._heartbeats: list[Heartbeat] = []
         self._release = weakref.finalize(self, release, self.ctx, self._heartbeats)
         self.layout, self.sock = layout.resolve(self.comm, self.ctx, listen=True)

@@ -61,6 +61,24 @@ if zmq is not None:
         """A ZeroMQ socket that signs what it sends and checks what it receives (auth.Seal)."""
         seal: Seal | None = None
 
+    class Context(zmq.Context):
+        """A ZeroMQ context that holds its sockets strongly until destroy() closes them. pyzmq's holds them
+        weakly: when an optimizer and its sockets become garbage together, the socket leaves that set before
+        the optimizer's finalizer (liveness.release) destroys the context, unclosed, and ZeroMQ's term then
+        waits for it for ever (a hang in the garbage collector, seen in the test suite)."""
+        _owned: list | None = None
+
+        def _add_socket(self, socket: Any) -> None:
+            super()._add_socket(socket)
+            self._owned = [s for s in self._owned or [] if not s.closed] + [socket]   # closed ones let go
+
+        def destroy(self, linger: int | None = None) -> None:
+            for sock in self._owned or []:
+                if not sock.closed:
+                    sock.close(linger)
+            self._owned = []
+            super().destroy(linger)
+
 
 def signature(tensors: Sequence[torch.Tensor]) -> str:
     """A short checksum of the tensors' shapes and dtypes: two processes with different models (or
