@@ -20,8 +20,9 @@ def test_spawn_only_when_alone_and_asked() -> None:
 
 
 def test_rendezvous_address_from_the_slurm_node_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(key, raising=False)
+    for key in ("MASTER_ADDR", "MASTER_PORT"):   # set first, so that monkeypatch removes what the export writes:
+        monkeypatch.setenv(key, "")                # left behind, it sent the later srun-like tasks of
+        monkeypatch.delenv(key)                    # tests/cluster to rendezvous at frontier00012
     env = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_NODELIST": "frontier[00012-00015,00020]",
            "SLURM_JOB_ID": "1234"}
     launch.export_rendezvous(launch.detect(env))
