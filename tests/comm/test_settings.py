@@ -30,7 +30,7 @@ GARBAGE = {
     "PYCOMM_APPS_FAILURE_DIR": "/nonexistent/pycomm-failures", "PYCOMM_APPS_SPAWNED": "spawned",
     "PYCOMM_MNIST": "/nonexistent/mnist", "PYCOMM_FAULT_MATRIX": "all", "PYCOMM_PS_RANK": "-1", "PYCOMM_PS_WORLD": "0",
     "PYCOMM_PS_ADDRESS": "localhost", "PYCOMM_PS_ADDRESSES": "a:1,,b:2", "PYCOMM_PS_SERVER_RESTARTS": "-1",
-    "PYCOMM_PS_SECRET": "too-short", "PYCOMM_PS_HOST": "host:29500",
+    "PYCOMM_PS_SECRET": "too-short", "PYCOMM_PS_HOST": "host:29500", "PYCOMM_SERVE_API_KEY": "a key with spaces",
     "PYCOMM_PROFILE_STARTUP": "/nonexistent/pycomm-profile/startup.jsonl",
     "PYCOMM_TRACE": "/nonexistent/pycomm-trace/run", "PYCOMM_TRACE_EVENTS": "8",
     "PYCOMM_FLIGHT_RECORDER": "/nonexistent/pycomm-flight/run",
