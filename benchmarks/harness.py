@@ -86,6 +86,8 @@ def environment() -> dict[str, Any]:
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
+        # 1/5/15-minute load averages: whether the figures were measured on an idle or a busy machine.
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
     try:
         import torch
