@@ -51,5 +51,6 @@ SETTINGS = settings.register(__name__, (
             "the key `python -m apps.serve` requires of every request but `/health` and the page's files "
             "(`Authorization: Bearer KEY`, as OpenAI's clients send it); here rather than `--api-key`, which "
             "every user of the machine sees in `ps` (docs/security.md)",
-            "apps.serve", scope=APPS, default_text="no key: the server answers everyone who reaches it"),
+            "apps.serve", scope=APPS, default_text="no key: the server answers everyone who reaches it",
+            secret=True),
 ))

@@ -54,6 +54,11 @@ class Setting:
     core: bool = False                    # handed to the compiled core by apply()
     default_text: Optional[str] = None    # how the default reads, where str(default) would not do
     agreed: bool = False                  # must be the same on every rank: compared when a communicator is made
+    secret: bool = False                  # a key or secret: its value is never printed (errors, listings, logs)
+
+    def shown(self, raw: str) -> str:
+        """`raw` as an error or a listing may print it: a secret's value only as its length."""
+        return f"<hidden, {len(raw)} characters>" if self.secret else repr(raw)
 
     @property
     def default_words(self) -> str:
@@ -70,7 +75,7 @@ class Setting:
         try:
             return self.kind.parse(text)
         except ValueError:
-            raise SettingError(f"{self.name}={raw!r} is not valid: expected {self.kind.accepted}; "
+            raise SettingError(f"{self.name}={self.shown(raw)} is not valid: expected {self.kind.accepted}; "
                                f"unset or empty, it is {self.default_words}") from None
 
 

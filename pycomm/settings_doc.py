@@ -107,7 +107,9 @@ def update(root: Path = ROOT) -> bool:
 
 
 def _current(s: Setting, env: Mapping[str, str]) -> str:
-    return f"{env[s.name]!r} -> {get(s.name, env)!r}" if s.name in env else f"unset -> {s.default_words}"
+    if s.name not in env:
+        return f"unset -> {s.default_words}"
+    return s.shown(env[s.name]) if s.secret else f"{env[s.name]!r} -> {get(s.name, env)!r}"
 
 
 def listing(env: Optional[Mapping[str, str]] = None) -> str:

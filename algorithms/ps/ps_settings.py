@@ -31,7 +31,7 @@ SETTINGS = settings.register(__name__, (
             "it is dropped; required with `PYCOMM_PS_RANK` (`--nproc` makes one per launch; under mpirun rank 0 "
             "makes one and hands it over the communicator unless this is set); pass it in the environment, "
             "never on a command line (docs/security.md)", "algorithms.ps.layout, apps.launch, apps.ps",
-            default_text="none (under mpirun: made by rank 0)"),
+            default_text="none (under mpirun: made by rank 0)", secret=True),
     Setting(HOST_ENV, Pattern(r"[^\s,:]+", "a host name or IP address of this machine", lambda m: m.group(0)), None,
             "under mpirun: the interface a parameter-server or ssp rank listens on (its peers connect there)",
             "algorithms.ps.layout",

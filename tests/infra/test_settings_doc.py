@@ -87,13 +87,16 @@ def test_every_pycomm_name_in_the_sources_is_declared():
 
 def test_the_listing_shows_current_values_and_the_check_passes():
     env = {k: v for k, v in worker_env().items() if not k.startswith("PYCOMM_")}
-    env.update(PYCOMM_SPIN_US="17", PYCOMM_NOT_DECLARED_ANYWHERE="x")
+    secret = "0123456789abcdef" * 4
+    env.update(PYCOMM_SPIN_US="17", PYCOMM_NOT_DECLARED_ANYWHERE="x", PYCOMM_PS_SECRET=secret)
     p = subprocess.run([sys.executable, "-m", "pycomm.settings_doc"], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "PYCOMM_SPIN_US [pycomm.settings, runtime, handed to the core] = '17' -> 17" in p.stdout, p.stdout
     assert "PYCOMM_INLINE_BYTES [pycomm.settings, runtime, handed to the core, agreed]" in p.stdout, p.stdout
     assert "PYCOMM_NOT_DECLARED_ANYWHERE = 'x': declared by no table (ignored)" in p.stdout, p.stdout
+    assert "PYCOMM_PS_SECRET [" in p.stdout and "= <hidden, 64 characters>" in p.stdout, p.stdout
+    assert secret not in p.stdout + p.stderr   # a secret's value is never listed
     assert all(f"{s.name} [" in p.stdout for s in settings.BY_NAME.values()), p.stdout
     check = subprocess.run([sys.executable, "-m", "pycomm.settings_doc", "--check"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=300)
