@@ -61,9 +61,11 @@ def _start(args: tuple[str, ...], log: Path) -> Server:
                                     env=worker_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         deadline = time.monotonic() + START_TIMEOUT_S
+        key = worker_env().get("PYCOMM_SERVE_API_KEY")   # /health names the processes only to a caller with it
+        auth = {"Authorization": f"Bearer {key}"} if key else {}
         while proc.poll() is None:
             try:
-                health = httpx.get(server.url + "/health", timeout=5)
+                health = httpx.get(server.url + "/health", timeout=5, headers=auth)
                 if health.status_code == 200:
                     server.pids = health.json()["pids"]
                     return server

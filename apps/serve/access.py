@@ -68,7 +68,10 @@ class Access:
                                                  "guard against DNS rebinding)", "host", code="invalid_host")
             await response(scope, receive, send)
             return
-        if self.key_digest is not None and path not in OPEN_PATHS and not self._key_ok(headers):
+        authorized = self.key_digest is None or self._key_ok(headers)
+        # GET /health answers everyone, but tells which processes serve only to a caller with the key
+        scope.setdefault("state", {})["authorized"] = authorized
+        if not authorized and path not in OPEN_PATHS:
             message = ("a missing or wrong API key: send the server's key (--api-key or PYCOMM_SERVE_API_KEY) as "
                        "`Authorization: Bearer <key>`")
             response = error_response(path, 401, message, "authorization", code="invalid_api_key",

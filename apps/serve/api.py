@@ -163,10 +163,11 @@ def create_app(service: Service, max_body_bytes: int, api_key: str | None = None
     openai_routes.add(app, service)
 
     @app.get("/health")
-    async def health() -> JSONResponse:
+    async def health(request: Request) -> JSONResponse:
         ok = service.engine.error is None and service.engine.thread.is_alive() and not service.stop_message
-        body = {"status": "ok" if ok else "error", "healthy": ok, "stages": service.engine.stages,
-                "pids": service.pids}
+        body: dict[str, Any] = {"status": "ok" if ok else "error", "healthy": ok, "stages": service.engine.stages}
+        if getattr(request.state, "authorized", True):   # the processes, only to a caller with the key (access.py)
+            body["pids"] = service.pids
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/config")

@@ -2,7 +2,8 @@
 headless, nothing downloaded), against `apps.serve --nproc 2` serving a random GPT (no --checkpoint)
 with a 64-token context: a chat of two turns kept by the server's session (restored on reload,
 forgotten by "New chat"), the first one 200 tokens long (past the context), the statistics of each
-request, the live tokens/s chart and stage table, and a refused request's error."""
+request, the live tokens/s chart and stage table, and a refused request's error; and a server with an
+API key, whose page asks for the key before it chats."""
 from __future__ import annotations
 
 import shutil
@@ -116,3 +117,38 @@ def test_page_chats_streams_past_the_context_and_shows_statistics_and_live_stage
         wait.until(lambda d: d.find_element(By.ID, "stat-status").text == "error")
         assert "top_p" in browser.find_element(By.ID, "error").text
     assert (tmp_path / "apps_serve_page.png").stat().st_size > 0
+
+
+def test_page_asks_for_the_key_of_a_keyed_server_and_then_chats(browser, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server started with an API key: the page shows its key field (no request answered without it),
+    a wrong key is refused with a message, the right one loads the model and chats."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.apps.serving import RANDOM_GPT
+
+    key = "sk-page-0123456789"
+    monkeypatch.setenv("PYCOMM_SERVE_API_KEY", key)   # where the docs advise it, not on the command line
+    with serving("--nproc", "1", *RANDOM_GPT) as server:
+        browser.get(server.url + "/")
+        wait = WebDriverWait(browser, 120)
+        wait.until(lambda d: d.find_element(By.ID, "key-row").is_displayed())
+        assert "requires its API key" in browser.find_element(By.ID, "model").text
+
+        def enter(text: str) -> None:
+            browser.find_element(By.ID, "api-key").send_keys(text)
+            browser.find_element(By.ID, "use-key").click()
+
+        enter("sk-wrong")
+        wait.until(lambda d: "refused this API key" in d.find_element(By.ID, "error").text)
+        assert browser.find_element(By.ID, "key-row").is_displayed()
+        enter(key)
+        wait.until(lambda d: "RANDOMLY INITIALISED" in d.find_element(By.ID, "model").text)
+        assert not browser.find_element(By.ID, "key-row").is_displayed()
+        max_tokens = browser.find_element(By.ID, "max_tokens")
+        max_tokens.clear()
+        max_tokens.send_keys("5")
+        browser.find_element(By.ID, "send").click()
+        wait.until(lambda d: d.find_element(By.ID, "stat-status").text in ("done", "error"))
+        assert browser.find_element(By.ID, "error").text == "" and turns(browser)[1][0] == "assistant"
+        assert browser.find_element(By.ID, "stat-tokens").text == "5"

@@ -52,7 +52,9 @@ def test_the_key_is_required_as_openai_clients_send_it(server) -> None:
             assert e.value.body["type"] == "invalid_request_error", e.value.body
             assert "Authorization: Bearer" in e.value.body["message"], e.value.body
     with server.client() as anyone:
-        assert anyone.get("/health").status_code == 200   # open: for load balancers and the launcher
+        health = anyone.get("/health")
+        assert health.status_code == 200 and health.json()["healthy"], health.text   # open: for load balancers
+        assert "pids" not in health.json(), health.text                            # ... but no process ids
         for method, path in [("GET", "/config"), ("GET", "/metrics"), ("POST", "/query"), ("GET", "/memory/status"),
                              ("GET", "/v1/models")]:
             r = anyone.request(method, path, json={"text": "ROMEO:"} if method == "POST" else None)
@@ -61,6 +63,7 @@ def test_the_key_is_required_as_openai_clients_send_it(server) -> None:
         assert r.status_code == 401 and r.json()["field"] == "authorization", r.text
     with keyed(server) as c:
         assert c.post("/query", json={"text": "ROMEO:", "max_tokens": 2}).status_code == 200
+        assert c.get("/health").json()["pids"] == server.pids   # the launcher's caller, with the key
 
 
 def test_the_key_option_and_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:

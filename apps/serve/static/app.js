@@ -1,7 +1,9 @@
 // The apps.serve page: a chat view over POST /chat (Server-Sent Events read with fetch), the session's
 // turns kept by the server (session_id; GET /memory/history restores them, POST /memory/clear forgets),
 // each request's statistics, and the pipeline live from GET /metrics twice a second: tokens/s over
-// the last minute as a chart, and per stage its busy fraction and micro-batches. No dependencies.
+// the last minute as a chart, and per stage its busy fraction and micro-batches. A server started with
+// an API key answers the page's requests only with it: the page asks for it once and keeps it in this
+// tab (sessionStorage), sending it as OpenAI's clients do. No dependencies.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -15,6 +17,31 @@ function newSessionId() {
 }
 let session = localStorage.getItem("apps.serve.session") || newSessionId();
 localStorage.setItem("apps.serve.session", session);
+
+const KEY_STORE = "apps.serve.key";
+
+class KeyRequired extends Error {}
+
+// fetch with the server's key, when one was given; a 401 shows the key field and throws
+async function call(url, options = {}) {
+  const key = sessionStorage.getItem(KEY_STORE);
+  const headers = {...(options.headers || {}), ...(key ? {Authorization: "Bearer " + key} : {})};
+  const resp = await fetch(url, {...options, headers});
+  if (resp.status === 401) {
+    $("key-row").hidden = false;
+    throw new KeyRequired(key ? "the server refused this API key: enter its key above"
+                              : "this server requires its API key: enter it above");
+  }
+  return resp;
+}
+
+function useKey() {
+  sessionStorage.setItem(KEY_STORE, $("api-key").value.trim());
+  $("api-key").value = "";
+  $("key-row").hidden = true;
+  $("error").textContent = "";
+  start();
+}
 
 function number(id, parse) {
   const text = $(id).value.trim();
@@ -54,7 +81,7 @@ function showSession() {
 async function restoreConversation() {
   $("conversation").innerHTML = "";
   if (!$("memory").checked) return;
-  const r = await fetch("/memory/history?" + new URLSearchParams({session_id: session}));
+  const r = await call("/memory/history?" + new URLSearchParams({session_id: session}));
   if (!r.ok) return;
   for (const m of (await r.json()).messages) addTurn(m.role, m.content);
 }
@@ -104,7 +131,7 @@ async function send() {
   controller = new AbortController();
   let tokens = 0;
   try {
-    const resp = await fetch("/chat", {method: "POST", headers: {"Content-Type": "application/json"},
+    const resp = await call("/chat", {method: "POST", headers: {"Content-Type": "application/json"},
                                        body: JSON.stringify(body), signal: controller.signal});
     if (!resp.ok) {
       const err = await resp.json().catch(() => ({error: resp.statusText}));
@@ -133,7 +160,7 @@ async function send() {
 
 async function newChat() {
   if ($("memory").checked) {
-    await fetch("/memory/clear", {method: "POST", headers: {"Content-Type": "application/json"},
+    await call("/memory/clear", {method: "POST", headers: {"Content-Type": "application/json"},
                                   body: JSON.stringify({session_ids: [session]})});
   }
   session = newSessionId();
@@ -158,7 +185,7 @@ function sparkline(values) {
 
 async function pollMetrics() {
   try {
-    const m = await (await fetch("/metrics")).json();
+    const m = await (await call("/metrics")).json();
     $("server").textContent = `queue ${m.queue_depth}, active ${m.active}/${m.slots}, micro-batches in flight ` +
       `${m.microbatches_in_flight}, ${m.tokens_per_second.toFixed(1)} tokens/s, context restarts ${m.context_restarts}`;
     const history = m.tokens_per_second_history;
@@ -177,7 +204,7 @@ async function pollMetrics() {
 }
 
 async function loadConfig() {
-  config = await (await fetch("/config")).json();
+  config = await (await call("/config")).json();
   $("model").textContent = `${config.random_init ? "RANDOMLY INITIALISED GPT (noise)" : config.source}: ` +
     `${config.parameters.toLocaleString()} parameters, ${config.n_layer} blocks in ${config.stages.length} stage(s), ` +
     `context ${config.block_size} (longer answers restart from their last ${config.window_keep} tokens)`;
@@ -189,7 +216,20 @@ async function loadConfig() {
   $("prompt").value = fits ? DEFAULT_PROMPT : config.vocab.replace(/\s/g, "").slice(0, 4);
 }
 
+async function start() {
+  try {
+    await loadConfig();
+    await restoreConversation();
+  } catch (e) {
+    if (!(e instanceof KeyRequired)) throw e;
+    $("model").textContent = e.message;
+    $("error").textContent = "error: " + e.message;
+  }
+}
+
 $("send").addEventListener("click", send);
+$("use-key").addEventListener("click", useKey);
+$("api-key").addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); useKey(); } });
 $("stop").addEventListener("click", () => controller && controller.abort());
 $("new-chat").addEventListener("click", newChat);
 $("memory").addEventListener("change", () => { showSession(); restoreConversation(); });
@@ -197,6 +237,6 @@ $("prompt").addEventListener("keydown", (e) => {
   if ((e.metaKey || e.ctrlKey) && e.key === "Enter") { e.preventDefault(); send(); }
 });
 showSession();
-loadConfig().then(restoreConversation);
+start();
 pollMetrics();
 setInterval(pollMetrics, 500);
