@@ -26,6 +26,20 @@ def run_stall_on_two_ranks(case: str, env: dict[str, str]) -> tuple[str, float, 
     return out, float(m.group(1)), m.group(2)
 
 
+def stalls_waiting_for_rank_2(out: str) -> list[str]:
+    """A 3-rank job in which rank 2 stalls: every rank got past it (MARK done), and ranks 0 and 1 each
+    reported a stall waiting for rank 2 alone; their messages."""
+    assert all(f"MARK rank {r} done" in out for r in range(3)), out
+    messages = []
+    for r in (0, 1):
+        m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
+        assert m, out
+        waiting = re.search(r"waiting for ranks? ([\d, ]+):", m.group(1))
+        assert waiting and waiting.group(1) == "2", m.group(1)   # rank 2, neither rank 0 nor rank 1
+        messages.append(m.group(1))
+    return messages
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("nonblocking,inline_bytes", [("0", "0"), ("1", "0"), ("0", "1048576")],
                          ids=["queued-blocking-collectives", "queued-nonblocking-collectives", "on-caller-thread"])
@@ -49,15 +63,8 @@ def test_stall_error_names_the_rank_that_has_not_reached_the_op(inline_bytes):
     read where it is (its latest collective, allreduce #1) without its help (transport/mpi/progress_window)."""
     env = {"PYCOMM_TIMEOUT": "2", "PYCOMM_INLINE_BYTES": inline_bytes}
     proc = mpirun(3, "tests.comm.workers.faults", "missing_rank", env=env, expect_ok=False, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert all(f"MARK rank {r} done" in out for r in range(3)), out
-    for r in (0, 1):
-        m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
-        assert m, out
-        msg = m.group(1)
+    for msg in stalls_waiting_for_rank_2(proc.stdout + proc.stderr):
         assert msg.startswith("allreduce #2 (count 1000, float32, 4000 bytes, op SUM)"), msg
-        waiting = re.search(r"waiting for ranks? ([\d, ]+):", msg)
-        assert waiting and waiting.group(1) == "2", msg  # rank 2, neither rank 0 nor rank 1
         assert "rank 2 has not reached allreduce #2 (its latest collective is allreduce #1)" in msg, msg
 
 
@@ -132,16 +139,9 @@ def test_stall_names_the_rank_from_its_peers_progress(backend: str, case: str, t
     launch = torchrun if backend == "gloo" else mpirun
     proc = launch(3, "tests.comm.workers.stall_progress", case, str(tmp_path), backend, env={"PYCOMM_TIMEOUT": "3"},
                   expect_ok=False, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert all(f"MARK rank {r} done" in out for r in range(3)), out
-    for r in (0, 1):
-        m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
-        assert m, out
-        msg = m.group(1)
+    for msg in stalls_waiting_for_rank_2(proc.stdout + proc.stderr):
         assert re.match(r"allreduce #\d+ \(count 1000, float32, 4000 bytes, op SUM\) (on the mpi communicator "
                         r"\(rank \d of 3\) )?did not complete", msg), msg
-        waiting = re.search(r"waiting for ranks? ([\d, ]+):", msg)
-        assert waiting and waiting.group(1) == "2", msg   # rank 2, neither rank 0 nor rank 1
         op = re.match(r"(allreduce #\d+)", msg).group(1)
         if case == "missing":
             assert re.search(rf"rank 2 has not reached {op} \(its latest collective is allreduce #\d+\)", msg), msg
