@@ -16,7 +16,7 @@ Mesh: `mesh_dim` ("dp", the data-parallel group, for every data-parallel method;
 dp_shard and replicates over dp_replicate). Wrapping a ZeRO optimizer in a method that declares
 `across_shards` runs that method across dp_replicate over ZeRO's master shards (algorithms/composition.py).
 
-The SDTL seed's constructor is accepted as it was written there:
+SDTL's constructor (tolgadimli/SDTL) is accepted as its README writes it, so its scripts run unchanged:
 `CommOptimizer(opt, dist_optim_name="EASGD", world_size=N, comm_period=..., dist_pulling_strength=...,
 local_pulling_strength=...)`; `world_size` must equal the communicator's size, and `LSGD` ranks its
 workers by SDTL's proxy score unless `leader_metric` is given.

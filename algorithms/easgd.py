@@ -6,7 +6,7 @@ EASGD round, c_s = dist_pulling_strength, alpha = c_s / N, right-hand sides from
 EASGD+ round, with v_i = 0.9 v_i + 0.1 g_i^2 updated every step:
     m_w = sum_j v_j x_j / sum_j v_j;  delta = c_s (m_w - c);  c += delta;  x_i <- (1 - c_s)(x_i + delta) + c_s c
 Where sum_j v_j is 0 (no rank has ever seen a gradient there) m_w is taken as c, so delta is 0.
-As in SDTL's code (ALGORITHMS.md), the c a round starts from is not the last round's: it restarts as
+As in SDTL's code (docs/algorithms.md, EASGD+), the c a round starts from is not the last round's: it restarts as
 the mean of the workers' parameters right after the previous round (the initial parameters before the
 first), while the local pull between rounds goes to the c the last round computed. That mean is
 computed in the round that ends, from mean_j x_j (one more parameter-sized all-reduce per round, as in

@@ -1,10 +1,10 @@
 """What EASGD and LSGD (and their + variants) share: a centre variable, a local pull toward it every
-step, and a communication round every `comm_period` steps. Order within one `step()` (ALGORITHMS.md):
+step, and a communication round every `comm_period` steps. Order within one `step()` (docs/algorithms.md):
 (1) the wrapped optimizer's step; (2) the local pull x <- (1 - p) x + p c with
 p = local_pulling_strength / comm_period; (3) when this is the comm_period-th step since the last
 round (steps 1..comm_period, so exactly every comm_period steps), the round. The centre starts as the
-initial (broadcast) parameters. The SDTL seed's counter started at 1 and fired every comm_period - 1
-steps; here the counter starts at 0."""
+initial (broadcast) parameters. The counter starts at 0 (SDTL's started at 1, so its rounds came every
+comm_period - 1 steps)."""
 from __future__ import annotations
 
 from typing import Any

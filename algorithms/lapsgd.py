@@ -25,8 +25,8 @@ rank's node minibatch counter, and workers read the new rate at their next step.
 (`scheduler_interval="fractional_epoch"`, the published code's rule) it is set every minibatch to the
 fractional epoch = node minibatch counter / len(loader) through `scheduler.step(epoch)`, so the scheduler
 is written in epochs and must compute its rate from the epoch alone (LambdaLR, MultiStepLR, StepLR,
-CosineAnnealingLR, algorithms.schedules, ...). `"epoch"` steps it at whole epochs only (pycomm's default
-before issue 14); `"step"` once per node minibatch, for schedules written in steps (apps do this). Where
+CosineAnnealingLR, algorithms.schedules, ...). `"epoch"` steps it at whole epochs only (for schedulers
+that need whole epochs); `"step"` once per node minibatch, for schedules written in steps (apps do this). Where
 the rate is a function of the minibatch number alone ("fractional_epoch", or "step" with a closed-form
 scheduler such as algorithms.schedules'), the main process publishes the rates of the next LR_AHEAD
 minibatches and each worker applies the rate of the minibatch it claimed, exactly as the published

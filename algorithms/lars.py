@@ -1,4 +1,4 @@
-"""LARS (You, Gitman, Ginsburg, 2017) as in ALGORITHMS.md, usable alone or under any CommOptimizer:
+"""LARS (You, Gitman, Ginsburg, 2017) as in docs/algorithms.md (MBSGD), usable alone or under any CommOptimizer:
 
     local_lr = eta * ||w|| / (||g|| + wd * ||w||)      (1.0 when ||w|| or ||g|| is 0)
     buf = m * buf + lr * local_lr * (g + wd * w);  w -= buf

@@ -1,5 +1,6 @@
 """Learning-rate schedules as torch LR schedulers, stepped once per optimizer step (or per epoch,
-as the caller counts): cosine with linear warm-up, multistep, constant. Each accepts a torch
+as the caller counts): cosine with linear warm-up, multistep, constant. (A pipeline's schedule of
+micro-batches is another thing: algorithms/pipeline/pipeline_schedules.py.) Each accepts a torch
 optimizer or a CommOptimizer, which is one and shares its wrapped optimizer's param_groups: schedule
 the optimizer the loop steps, so that torch's check that `optimizer.step()` ran before
 `lr_scheduler.step()` watches the right one (a CommOptimizer that steps an optimizer of its own inside,

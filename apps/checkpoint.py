@@ -1,6 +1,7 @@
-"""Checkpoints of apps.train in the training stub's layout, written by the one checkpoint writer
-(algorithms.checkpointing: atomic directory, manifest last, hard links for identical files, never
-between a best checkpoint and the others) and read back weights only (tensors and plain containers).
+"""Checkpoints of apps.train in the layout of maxie's training script (docs/algorithms.md), written by
+the one checkpoint writer (algorithms.checkpointing: atomic directory, manifest last, hard links for
+identical files, never between a best checkpoint and the others) and read back weights only (tensors and
+plain containers).
 
 One checkpoint is one directory:
   model_state_dict.pt   optim_state_dict.pt   lr_state_dict.pt   iter_state_dict.pt   manifest.json

@@ -17,8 +17,6 @@ from torch import nn
 
 from apps.config.schema import AlgorithmConfig, Config, ConfigError, ParallelConfig
 
-PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
-
 
 def trivial(p: ParallelConfig) -> bool:
     """The 1-D layout: no pipeline, no replicas apart from the data-parallel group, no sharding inside."""

@@ -8,7 +8,7 @@ and a PNG.
 
     python -m benchmarks.algorithms --busy [--repeats 3] [--epochs 1] [--loads idle busy] [--cases ...]
 
-Cases: `pycomm-mpi` and `ddp-mpi` under a plain `mpirun -n 2` (the issue's comparison), `pycomm-gloo`
+Cases: `pycomm-mpi` and `ddp-mpi` under a plain `mpirun -n 2` (how a user compares them), `pycomm-gloo`
 and `ddp-torchrun` under `torchrun --nproc-per-node 2` (pycomm's gloo transport). Nothing is tuned:
 no thread counts, no PYCOMM_* or OMP_* variables (the ones already in the environment stay)."""
 from __future__ import annotations

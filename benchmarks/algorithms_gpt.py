@@ -68,7 +68,7 @@ def launch(case: str, link: str, steps: int, batch: int, data: Path, timeout: fl
 
 
 def goal(row: dict[str, Any], rows: dict[str, dict[str, Any]], link: str) -> str:
-    """The issue's goal for this case on this link, met or not ('' where it sets none)."""
+    """The goal for this case on this link, met or not ('' where it sets none)."""
     base, _, codec = row["case"].partition("+")
     if codec:
         if link != "shaped" or base not in rows:
@@ -168,7 +168,7 @@ def add_launch_arguments(ap: argparse.ArgumentParser, name: str, steps: int, loc
     """The arguments of a benchmark that launches the GPT worker per case (this one, benchmarks/diloco.py)."""
     ap.add_argument("--steps", type=int, default=steps, help="optimizer steps of every case")
     ap.add_argument("--batch", type=int, default=4, help="sequences of 64 characters per rank and step")
-    ap.add_argument("--ranks", type=int, default=RANKS, help="ranks of every case (the issue's goals are at 4)")
+    ap.add_argument("--ranks", type=int, default=RANKS, help="ranks of every case (the goals are set at 4)")
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
     ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
     ap.add_argument("--lock", type=Path, default=None, help=lock_help)

@@ -1,8 +1,8 @@
-"""Collectives benchmark (issue 3): `python -m benchmarks.collectives [--ranks 2,4] [--quick]`.
+"""Collectives benchmark: `python -m benchmarks.collectives [--ranks 2,4] [--quick]`.
 
 Launches benchmarks/collectives_ranks.py under mpirun for every rank count and section, merges the
 rows into benchmarks/results/collectives.json, draws busbw against size (a line per peer) and prints
-the tables and the issue's goals as ratios against the peers measured in the same run:
+the tables and the goals (`goals` below) as ratios against the peers measured in the same run:
   (a) busbw of pycomm allreduce vs mpi4py Allreduce vs torch.distributed gloo all_reduce;
   (b) ResNet-50's 161 gradients per tensor (pycomm, gloo), allreduce_coalesced, one flat mpi4py buffer;
   (c) int8 / 1-bit allreduce_quantized vs fp32 on a bandwidth-bound link (--mca btl self,tcp);
@@ -13,7 +13,7 @@ the tables and the issue's goals as ratios against the peers measured in the sam
       `--sections quantized_shaped --name collectives_shaped` (`--ranks 2 --merge`, then `--ranks 4 --merge`
       to split it); stored with its roofline (benchmarks/codec_roofline.py: memory bytes per phase against
       this machine's measured bandwidth, beside the link floor);
-  (f) small: all-reduce, broadcast, all-gather, reduce-scatter vs mpi4py from 4 KiB (issue 16), on the idle
+  (f) small: all-reduce, broadcast, all-gather, reduce-scatter vs mpi4py from 4 KiB, on the idle
       machine, and `small_busy`: the same with one busy-loop process pinned to each core beside the ranks
       (4 ranks on 2 cores are oversubscribed already; samples of at least 0.1 s there); `--sections
       small,small_busy,small_hugepages --name collectives_small`;
@@ -140,7 +140,8 @@ def shard_goals(rows: list[dict]) -> list[dict]:
 
 
 def small_goals(rows: list[dict]) -> list[dict]:
-    """Issue 16: busbw >= 1.0x mpi4py's for all-reduce at every size, the other three from 1 MiB, idle and busy."""
+    """The small-message goal: busbw >= 1.0x mpi4py's for all-reduce at every size, the other three from
+    1 MiB, idle and busy."""
     by = {(r["load"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
     out = []
     for (load, n, op, peer, nbytes), sec in sorted(by.items()):
@@ -169,7 +170,7 @@ def measured_small(rows: dict[str, list[dict]]) -> list[dict]:
 
 
 def goals(rows: dict[str, list[dict]]) -> list[dict]:
-    """The issue's goals as measured ratios (median times of the same run)."""
+    """The goals as measured ratios (median times of the same run)."""
     out = shard_goals(rows["shards"]) if rows.get("shards") else []
     out += small_goals(measured_small(rows))
     out += shaped_goals(rows["quantized_shaped"]) if rows.get("quantized_shaped") else []

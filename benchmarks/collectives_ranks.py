@@ -134,7 +134,7 @@ def section_fusion(peers: Peers, quick: bool) -> list[dict]:
              "per_tensor_gloo": per_tensor_gloo,
              # the default: 4 MiB buckets for host tensors (they stay in the last-level cache)
              "coalesced_pycomm": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM, async_op=True).wait(),
-             # DESIGN's GPU bucket size, for comparison
+             # the GPU default (DDP's bucket size), for comparison
              "coalesced_pycomm_25MiB": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
                                                                         bucket_bytes=25 << 20, async_op=True).wait(),
              "coalesced_pycomm_bf16": lambda: comm.allreduce_coalesced(grads, op=pycomm.SUM,
@@ -193,7 +193,7 @@ def host_zeros(numel: int, pages: str) -> torch.Tensor:
 
 def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5e-3,
                   pages: tuple[str, ...] = ("4k",)) -> list[dict]:
-    """Issue 16's four collectives against mpi4py on the same buffers from 4 KiB, in the same processes:
+    """The four small-message collectives against mpi4py on the same buffers from 4 KiB, in the same processes:
     all-reduce (pycomm's own, on the caller's thread), broadcast, all-gather and reduce-scatter (MPI's,
     on the progress thread). `bytes` is the all-reduce / broadcast buffer and the gathered or scattered
     whole; busbw per nccl-tests. `pages`: the buffers' page kinds, each kind's cases timed interleaved

@@ -10,7 +10,7 @@ shaped 10 Gbit/s link (benchmarks/shaped_link.py; root only, skipped with the re
 Reported per case and link (medians over the seeds of per-seed ratios against mbsgd of the same seed and
 link): eval loss, bytes sent per rank during training (the payload handed to collectives, a codec's
 compressed size; the initial broadcast, the same for all, left out) and how many times fewer than
-mbsgd's, samples/s. The goal (issue 30): eval loss within 2% of mbsgd's while sending >= 200x fewer
+mbsgd's, samples/s. The goal: eval loss within 2% of mbsgd's while sending >= 200x fewer
 bytes. Writes results/diloco.json (rewritten after every run: an interrupted run keeps what it measured)
 and results/diloco.png (eval loss against bytes, log axis; samples/s against mbsgd per link).
 

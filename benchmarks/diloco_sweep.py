@@ -1,5 +1,5 @@
 """DiLoCo's outer step and period swept on the char GPT: does any setting close the loss gap to mbsgd at
->= 200x fewer bytes (issue 30's goal, unmet by the papers' outer step in results/diloco_long.json)?
+>= 200x fewer bytes (benchmarks/diloco.py's goal, unmet by the papers' outer step in results/diloco_long.json)?
 
 `python -m benchmarks.diloco_sweep`: benchmarks/diloco.py's runs (4 ranks, the 0.8M-parameter char GPT,
 AdamW lr 2e-3 with warm-up and cosine to lr/10, 4 sequences x 64 characters per rank and step, default

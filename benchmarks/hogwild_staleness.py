@@ -1,4 +1,4 @@
-"""Where LAP-SGD's accuracy goes (issue 16, item 3), measured: LAP's worker update rule (the real
+"""Where LAP-SGD's accuracy goes, measured: LAP's worker update rule (the real
 algorithms.lap.worker.HogwildWorker, each worker with its own momentum) simulated in one process, so the
 staleness of every update is fixed instead of left to the scheduler: the gradient of node minibatch k is
 computed on the model with the updates of minibatches < k - s applied, then applied after them. Same

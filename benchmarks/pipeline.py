@@ -9,7 +9,7 @@ measured (in slots from the executed order, and from wall-clock compute time) ag
 
 The inference half (tokens/s and time to first token against a single process and a no-cache star) is
 benchmarks/pipeline_inference.py's; `inference_section` folds its latest results/pipeline_inference.json
-into this file's JSON and table, so one document holds both. Goal (issue 11): >= 1.0x torch pipelining."""
+into this file's JSON and table, so one document holds both. Goal: >= 1.0x torch pipelining."""
 from __future__ import annotations
 
 import argparse

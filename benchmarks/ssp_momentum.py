@@ -1,4 +1,4 @@
-"""Why ssp with K >= 1 and momentum 0.9 diverges (issue 12), measured: the ssp rule simulated in one
+"""Why ssp with K >= 1 and momentum 0.9 diverges, measured: the ssp rule simulated in one
 process (no transport, so it is cheap and deterministic) on the staleness benchmark's problem (TinyCNN,
 MNIST, 4 ranks, batch 32, SGD lr 0.05), with the staleness pattern of its straggler case: the three fast
 ranks compute the gradient of step t on the parameters of step t - K (they run K steps ahead), the

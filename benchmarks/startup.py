@@ -1,4 +1,4 @@
-"""Start-up time (issue 16, goal 6), with the phase breakdown of every process (PYCOMM_PROFILE_STARTUP):
+"""Start-up time, with the phase breakdown of every process (PYCOMM_PROFILE_STARTUP):
 
 - `script`: a user's script on 2 ranks under mpirun: `import torch, pycomm`, `pycomm.init()`, one all-reduce;
   peers in the same run: mpi4py (`from mpi4py import MPI`, one Allreduce) under mpirun and torch.distributed

@@ -11,7 +11,7 @@ Writes results/zero.json, a table and a PNG (bytes per rank and backward's peak;
     python -m benchmarks.zero --replot      # zero.png again from zero.json
 
 Sizes (SIZES): small, 4 layers 256 wide, context 128 (3.2M parameters); wide, 6 layers 384 wide,
-context 256 (10.7M, apps' char GPT). Goals (issues 13, 36): zero3 bytes per rank <= (1/N + 10%) of
+context 256 (10.7M, apps' char GPT). Goals: zero3 bytes per rank <= (1/N + 10%) of
 DDP's; zero3 samples/s >= FSDP2's on 2 and 4 ranks, idle and busy, as medians of repeats."""
 from __future__ import annotations
 

@@ -360,7 +360,7 @@ class Communicator:
         tensors travel as wire_dtype when given), large host tensors where they lie; async_op=True returns a
         Work whose wait() unpacks the results, async_op=False blocks (on the caller's thread where the
         transport allows) and returns None. bucket_bytes None: 4 MiB for host tensors (they stay in the
-        last-level cache), DESIGN's 25 MiB for GPU tensors. codec (floating tensors of one dtype and
+        last-level cache), 25 MiB (DDP's default) for GPU tensors. codec (floating tensors of one dtype and
         device): the tensors concatenated and all-reduced through allreduce_quantized. See pycomm/fusion.py."""
         op, async_op = op_or_old(op, "allreduce_coalesced"), async_or_old(async_op, "allreduce_coalesced")
         if codec is not None:

@@ -1,4 +1,4 @@
-"""The one-release shim for Communicator defaults that changed (issue 33: one convention, torch.distributed's):
+"""The one-release shim for Communicator defaults that changed to one convention, torch.distributed's:
 every reducing op defaults to op=SUM, every op to async_op=False. A call that gives neither keeps its old
 behaviour (op AVG; a Work from the compound ops) and warns once per call site with a FutureWarning naming
 the new default; passing the argument explicitly silences it. Remove after one release."""

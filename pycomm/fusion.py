@@ -38,7 +38,7 @@ from pycomm.work import Work
 WIRE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # bucket_bytes=None picks by where the tensors live. Host: buckets that stay in the last-level cache
 # pack, reduce and unpack without a trip to memory (ResNet-50 gradients on 2 ranks: 3.1x per-tensor
-# gloo at 4 MiB against 2.0x at 25 MiB). GPU: DESIGN's 25 MiB (DDP's default), where launches dominate.
+# gloo at 4 MiB against 2.0x at 25 MiB). GPU: 25 MiB (DDP's default), where launches dominate.
 HOST_BUCKET_BYTES = 4 << 20
 DEVICE_BUCKET_BYTES = 25 << 20
 # Host tensors of at least this many bytes (sent in their own dtype) skip the pack: above it one op's

@@ -5,8 +5,8 @@ re-laid-out.
 
 Files: `<stem>[.pp<i>][.rank<d>].pt`. `.pp<i>` names pipeline stage i (only when there are several);
 `.rank<d>` the rank's place d in the stage's data-parallel group (dp_replicate x dp_shard flattened,
-dp_shard innermost), only for d > 0, so a one-stage run's files are those of the training stub
-(`model_state_dict.pt`, `optim_state_dict.rank1.pt`).
+dp_shard innermost), only for d > 0, so a one-stage run's files keep the names of maxie's training
+script (`model_state_dict.pt`, `optim_state_dict.rank1.pt`).
 - ONCE: one copy for the whole job (the iteration and schedule state), written by global rank 0.
 - IDENTICAL: one copy per stage (every data-parallel rank holds the same), written by d = 0; read by
   every rank of that stage, on any number of data-parallel ranks.

@@ -4,8 +4,8 @@ Each check all-reduces (MAX) the 4 counters [done, -last_averaged_at, -finished,
 rank learns max_j minibatches_j, min_j last_averaged_at_j, whether all ranks' workers have finished and
 whether any failed, and all ranks take the same decision from the same numbers. A round is due when
 max(minibatches) - min(last_averaged_at) >= avg_freq, avg_freq = 1 before `pre_post_steps` node
-minibatches (counted by the agreed max), `averaging_freq` after; both count minibatches (the LPP-SGD
-seed documented its flag as seconds, but it counted minibatches). A round runs through
+minibatches (counted by the agreed max), `averaging_freq` after; both count minibatches (LPP-SGD's
+code documented its flag as seconds, but it counted minibatches). A round runs through
 pycomm.LayerwiseAverager: per layer s = snapshot(x), a = allreduce_avg(s), x += a - s, applied as
 each layer's all-reduce finishes while the workers keep training (through the codec, if one is given).
 The counters always travel exactly."""

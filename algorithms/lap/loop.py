@@ -21,7 +21,7 @@ from algorithms.lap.shared import LR_AHEAD
 # "fractional_epoch" (the published code's and the default): every minibatch the scheduler is set to
 # epoch = node minibatch counter / len(loader), a fraction, through torch's step(epoch), so it must
 # compute its rate from last_epoch alone (LambdaLR, MultiStepLR, StepLR, CosineAnnealingLR, LinearLR,
-# algorithms.schedules, ...). "epoch": stepped once per whole epoch (pycomm's default before issue 14).
+# algorithms.schedules, ...). "epoch": stepped once per whole epoch (for schedulers that need whole epochs).
 # "step": one step per node minibatch, for schedules written in steps (apps' schedules); a scheduler
 # with a closed form (torch's `_get_closed_form_lr`, algorithms.schedules) is set to the minibatch number.
 SCHEDULER_INTERVALS = ("fractional_epoch", "epoch", "step")

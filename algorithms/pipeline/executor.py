@@ -1,4 +1,4 @@
-"""Runs one stage's action list (algorithms/pipeline/action_lists.py) for one training step.
+"""Runs one stage's action list (algorithms/pipeline/pipeline_schedules.py) for one training step.
 
 Receives are posted where the list says (ahead of the compute that needs them), sends are asynchronous
 and waited for at the end of the step, so this stage only ever waits for an input it is about to use.
@@ -13,7 +13,7 @@ from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import torch
 
-from algorithms.pipeline.action_lists import B, F, RECV_B, RECV_F, SEND_B, SEND_F, Action
+from algorithms.pipeline.pipeline_schedules import B, F, RECV_B, RECV_F, SEND_B, SEND_F, Action
 from algorithms.pipeline.links import Link, PendingTensor
 
 

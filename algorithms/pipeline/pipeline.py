@@ -25,7 +25,7 @@ from torch import nn
 import pycomm
 from algorithms import clipping, composition, traits
 from algorithms.pipeline import timeline, verdicts
-from algorithms.pipeline.action_lists import SCHEDULES, action_list
+from algorithms.pipeline.pipeline_schedules import SCHEDULES, action_list
 from algorithms.pipeline.executor import StageLinks, StepRecord, run_stage
 from algorithms.pipeline.links import FIRST_CHUNK_TAG, LOSS_TAG, Link
 from algorithms.pipeline.partition import check_untied, layers_of, stage_bounds, stage_module

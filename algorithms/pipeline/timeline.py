@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from algorithms.pipeline.action_lists import B, F, Action
+from algorithms.pipeline.pipeline_schedules import B, F, Action
 
 
 CHUNK = 1 << 20   # codes: chunk * CHUNK + micro-batch + 1, negative for a backward

@@ -1,4 +1,4 @@
-"""The servers' update rules (ALGORITHMS.md "Parameter servers and bounded staleness"), apart from
+"""The servers' update rules (docs/algorithms.md "Parameter servers and bounded staleness"), apart from
 the transport: what a push does to the server's model and who gets an answer.
 
 asyncps: each gradient is applied at once, the step scaled by 1 / (1 + s) with s = server version - the

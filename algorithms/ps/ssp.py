@@ -11,7 +11,7 @@ the staleness reported (0 for every step when K = 0, which is mbsgd).
 Stale gradients add implicit momentum (algorithms/ps/stale_steps.py): with momentum 0.9 and K >= 1 the
 plain rule diverges on MNIST (benchmarks/ssp_momentum.py). `staleness_correction="momentum"` (the default)
 lowers each step's explicit momentum by the implicit one of that step's mean staleness; "scale" weights each
-contribution by 1/(1+s); None is the plain rule of ALGORITHMS.md. Every gradient travels with its
+contribution by 1/(1+s); None is the plain rule of docs/algorithms.md. Every gradient travels with its
 staleness, so every replica takes the same corrected step.
 
 A rank that stops being heard for worker_timeout is dropped from the live set (named in the log) and the

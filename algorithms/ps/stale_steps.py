@@ -1,9 +1,9 @@
-"""How ssp and asyncps correct for staleness (`staleness_correction`; issues 12 and 32, algorithms/README.md).
+"""How ssp and asyncps correct for staleness (`staleness_correction`; algorithms/ps/README.md).
 Stale gradients act like extra momentum: asynchrony with mean staleness s adds an implicit momentum of about
 s / (1 + s) (Mitliagkas et al., "Asynchrony begets momentum", 2016), so an explicit momentum of 0.9 on top
 of it goes past 1 in total and the iterates diverge (benchmarks/ssp_momentum.py measures it: ssp K = 2,
 momentum 0.9, MNIST: 11% with the plain rule, 94% with "momentum"). Hence "momentum" is the default of
-both (None: the plain rule of ALGORITHMS.md). The remedies are the identity when no gradient is stale
+both (None: the plain rule of docs/algorithms.md). The remedies are the identity when no gradient is stale
 (K = 0 stays mbsgd; asyncps with one worker stays SGD):
 
 - "momentum": each averaged step uses the explicit momentum lowered by the implicit one its gradients

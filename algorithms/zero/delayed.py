@@ -1,5 +1,5 @@
-"""zero1 with a staleness bound K (SmolCluster's ZeRO-1 knob; issue 12): the rule of ssp
-(ALGORITHMS.md "bounded staleness"), on pycomm's collectives.
+"""zero1 with a staleness bound K (SmolCluster's ZeRO-1 knob): the rule of ssp (docs/algorithms.md,
+"Parameter servers and bounded staleness"), on pycomm's collectives.
 
 Step t's gradients are copied into one flat buffer per group and their reduce-scatter is issued
 asynchronously; the rank goes on to step t + 1 without waiting for it. At the end of step t, step t - K is

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import yaml
 
-from apps.config import checks, seed_keys, typed
+from apps.config import checks, research_code_keys, typed
 from apps.config.schema import Config, ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # apps/configs
@@ -180,7 +180,7 @@ class _Layers:
         self.pending.clear()
 
     def add_file(self, source: str, raw: dict) -> None:
-        raw, notes = seed_keys.translate_mapping(raw, source)
+        raw, notes = research_code_keys.translate_mapping(raw, source)
         self.notes += notes
         for section in NAMED_SECTIONS:
             part = raw.get(section)
@@ -194,7 +194,7 @@ class _Layers:
     def add_override(self, assignment: str) -> None:
         source = f"--override {assignment}"
         parts, value = _parse_override(assignment)
-        parts, value, note = seed_keys.translate(parts, source, value)
+        parts, value, note = research_code_keys.translate(parts, source, value)
         if note:
             self.notes.append(note)
         section, rest = parts[0], parts[1:]

@@ -64,7 +64,7 @@ class DataConfig:
     total_batch_size: Optional[int] = positive(None)     # global batch over all ranks (QSR's --total-batch-size)
     physical_batch_size: Optional[int] = positive(None)  # samples per backward; smaller: gradient accumulation
     eval_batch_size: int = positive(500)
-    segment_size: Optional[int] = positive(None)  # samples per segment (the stub's unit of progress); None: one epoch
+    segment_size: Optional[int] = positive(None)  # samples per segment (maxie's unit of progress); None: one epoch
     num_workers: int = non_negative(0)
     shuffle: bool = True
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the dataset's loader
@@ -114,6 +114,8 @@ class ParallelConfig:
     pp: int = 1                        # pipeline stages (the model cut into pp parts)
     dp_replicate: int = 1              # replicas
     dp_shard: int = -1                 # shard (ZeRO) ranks; -1: the ranks left
+    # algorithms.pipeline.SCHEDULES, written out so that reading a config imports no algorithm
+    # (tests/apps/test_parallel.py holds the two equal)
     schedule: Literal["gpipe", "1f1b", "interleaved_1f1b"] = "1f1b"
     microbatches: int = positive(4)    # per step, of data.batch_size / microbatches samples each
     chunks: int = bounded(2, (">=", 2))  # model chunks per stage (interleaved_1f1b)

@@ -14,7 +14,7 @@ DATASETS.add("mnist", idx.load, check_path=idx.check_path)   # path=None: the em
 DATASETS.add("fashion_mnist", functools.partial(idx.load, variant="fashion_mnist"), check_path=idx.check_path)
 DATASETS.add("cifar10", cifar.load, check_path=cifar.check_path)
 DATASETS.add("text", text.load, check_path=text.check_path, check=text.check_options)
-DATASETS.add("random", random_tensors.load)   # the training stub's random tensors
+DATASETS.add("random", random_tensors.load)   # maxie's random tensors (pipeline checks without data)
 DATASETS.add("imagefolder", imagefolder.load, check_path=imagefolder.check_path)
 
 

@@ -1,4 +1,4 @@
-"""The training stub's random-tensor dataset: checks the pipeline (data, model, checkpoints, segments)
+"""maxie's random-tensor dataset: checks the pipeline (data, model, checkpoints, segments)
 without real data. Sample i is a pure function of (seed, i), so every rank and every resume agrees."""
 from __future__ import annotations
 

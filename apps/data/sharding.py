@@ -1,5 +1,5 @@
 """Deterministic data order for apps.train: pycomm.DistributedSampler's epoch order and dealing to the
-ranks (drop_last), cut into segments (the training stub's unit of progress) and batches. A position is
+ranks (drop_last), cut into segments (maxie's unit of progress) and batches. A position is
 (epoch, segment, samples of the segment already taken over all ranks), so it means the same samples on
 any number of ranks: a resumed run, on as many ranks or on others, takes exactly the samples an
 uninterrupted run would take next (a segment's last samples that fill no whole step are left, as in

@@ -1,4 +1,4 @@
-"""The training stub's ViT-MAE, through Hugging Face transformers (optional dependency)."""
+"""The ViT-MAE of maxie's training script, through Hugging Face transformers (optional dependency)."""
 from __future__ import annotations
 
 from typing import Any, Mapping

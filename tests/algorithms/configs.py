@@ -5,8 +5,8 @@ from typing import Any
 
 STEPS = 12
 
-# the SDTL rules that pycomm follows since issue 14, also run on 3 ranks (local pulling on)
-SEED_RULES_ON_THREE = ["easgd+", "lsgd-proxy-pull"]
+# SDTL's own rules (EASGD+'s restarted centre, LSGD's proxy score), also run on 3 ranks (local pulling on)
+SDTL_RULES_ON_THREE = ["easgd+", "lsgd-proxy-pull"]
 
 # id -> (algorithm, options, inner optimizer, batchnorm, lr schedule)
 RULES: dict[str, tuple[str, dict[str, Any], str, bool, bool]] = {

@@ -1,4 +1,4 @@
-"""Independent single-process simulation of N workers for every update rule of ALGORITHMS.md.
+"""Independent single-process simulation of N workers for every update rule of docs/algorithms.md.
 
 Written from the rules' text with plain torch (no pycomm, no algorithms.* except the LARS optimizer
 that some configurations wrap), so that the real multi-rank runs can be compared against it."""
@@ -131,7 +131,7 @@ def qsr(sim: Simulation, o: dict[str, Any]):
 
 
 def diloco(sim: Simulation, o: dict[str, Any]):
-    """ALGORITHMS.md's DiLoCo / Streaming DiLoCo: fragment f (layers f, f+F, ... of the model's children)
+    """docs/algorithms.md's DiLoCo / Streaming DiLoCo: fragment f (layers f, f+F, ... of the model's children)
     starts a round at the steps t with t mod H = f*H/F (QSR: its own clock); Delta = mean_i (X - x_i) then,
     applied tau steps later: outer step on X, x_i <- alpha x_i + (1 - alpha) X. Buffers averaged at
     fragment 0's round starts."""

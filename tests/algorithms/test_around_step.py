@@ -2,7 +2,7 @@
 backward is what step() applies (mbsgd's averaged gradients are final when backward returns),
 GradScaler and LR schedulers take the wrapper, which is a torch.optim.Optimizer (no false warning that
 the scheduler stepped first; on one rank no bytes counted as communicated); LAP's workers clip too.
-Plus the SDTL seed's constructor."""
+Plus SDTL's constructor, as SDTL's scripts call it."""
 from __future__ import annotations
 
 import warnings

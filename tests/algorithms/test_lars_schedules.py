@@ -1,4 +1,4 @@
-"""LARS against the formula of ALGORITHMS.md written out by hand; the LR schedules' values."""
+"""LARS against the formula of docs/algorithms.md written out by hand; the LR schedules' values."""
 from __future__ import annotations
 
 import math

@@ -13,7 +13,7 @@ import algorithms
 import pycomm
 from algorithms import traits
 from algorithms.pipeline import action_list, compute_order, expected_bubble, slot_bubble
-from algorithms.pipeline.action_lists import B, F, RECV_B, RECV_F, Action
+from algorithms.pipeline.pipeline_schedules import B, F, RECV_B, RECV_F, Action
 from algorithms.pipeline.partition import balanced_bounds, stage_bounds, layers_of
 from tests.algorithms.pipeline_problem import close, make_batch, make_model, reference_step
 from tests.algorithms.runs import case

@@ -1,6 +1,6 @@
 """A worker's goodbye is confirmed by its server: one sent to a server that is killed before it answers is
-said again to the restarted server, which then counts the worker finished, not lost (issue 32's fault
-matrix: a worker that finished while its server was down was recorded as lost by the successor)."""
+said again to the restarted server, which then counts the worker finished, not lost (tests/apps/test_fault_matrix.py
+found it: a worker that finished while its server was down was recorded as lost by the successor)."""
 from __future__ import annotations
 
 import json

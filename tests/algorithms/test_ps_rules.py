@@ -1,4 +1,4 @@
-"""The fault-tolerant algorithms' rules (ALGORITHMS.md "Parameter servers and bounded staleness") against
+"""The fault-tolerant algorithms' rules (docs/algorithms.md "Parameter servers and bounded staleness") against
 independent simulations written from the rule, on real independent processes talking over ZeroMQ:
 syncps with a = 0 is mbsgd and with a > 0 blends with the period's mean; asyncps with one worker is plain
 SGD; asyncps with a scripted arrival order follows the hand-computed staleness-scaled sequence; ssp with

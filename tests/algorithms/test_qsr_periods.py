@@ -1,5 +1,5 @@
 """QSR's sequence of averaging rounds under real LR schedules, stepped after `opt.step()` as a training
-loop does, against a reference written from ALGORITHMS.md's rule: H is chosen at t = 0 and after each
+loop does, against a reference written from docs/algorithms.md's rule: H is chosen at t = 0 and after each
 round at t steps taken, from the rate of step t + 1 (the published code's scheduler has already
 advanced when it recomputes H)."""
 from __future__ import annotations
@@ -79,7 +79,7 @@ def pycomm_round_ends(lr: Schedule, steps: int, algorithm: str = "qsr",
 
 
 CASES = {
-    # the issue's check: 2000-step warm-up + cosine, no total_steps cap
+    # the published code's figures: 2000-step warm-up + cosine, no total_steps cap
     "warmup-cosine": (warmup_cosine(0.1, 100, 2000), 2000,
                       {"h_base": 4, "alpha": 0.2, "gamma": 2.0, "warmup_steps": 100}),
     "warmup-cosine-capped": (warmup_cosine(0.1, 100, 2000), 2000,
@@ -105,8 +105,8 @@ def test_round_ends_follow_the_rule_with_the_next_steps_rate(name: str) -> None:
         assert t + h in want or t + h > steps, (t, h)
 
 
-def test_issue_figures() -> None:
-    """The issue's 2000-step check: the published code's last round lands at step 1822 (1771 with the
+def test_the_published_codes_figures() -> None:
+    """The 2000-step check: the published code's last round lands at step 1822 (1771 with the
     rate of the step just taken); the first period after warm-up is 4 (rate 0.1 at step 101)."""
     lr, steps, options = CASES["warmup-cosine"]
     ends, _ = pycomm_round_ends(lr, steps, **options)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.algorithms.configs import RULES, SEED_RULES_ON_THREE
+from tests.algorithms.configs import RULES, SDTL_RULES_ON_THREE
 from tests.algorithms.runs import case
 
 TOL = 1e-6
@@ -28,7 +28,7 @@ def test_rule_matches_simulation(name: str, n: int) -> None:
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", SEED_RULES_ON_THREE)
+@pytest.mark.parametrize("name", SDTL_RULES_ON_THREE)
 def test_seed_rule_matches_simulation_on_three_ranks(name: str) -> None:
     """EASGD+'s restarted centre and LSGD's proxy leader, several rounds with local pulling, 3 ranks."""
-    _check(name, 3, *SEED_RULES_ON_THREE)
+    _check(name, 3, *SDTL_RULES_ON_THREE)

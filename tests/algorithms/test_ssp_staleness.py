@@ -1,4 +1,4 @@
-"""ssp's staleness_correction (issue 12; algorithms/ps/stale_steps.py) on real independent processes:
+"""ssp's staleness_correction (algorithms/ps/stale_steps.py) on real independent processes:
 with K = 2 and one rank 3x slower, every replica ends where an independent replay of the rule ends, the
 replay taking each rank's gradient of step t on the parameters its staleness says (as each rank
 reported it) and applying the correction; with K = 0 every correction is mbsgd exactly; bad values are

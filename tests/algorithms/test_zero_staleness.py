@@ -1,4 +1,4 @@
-"""zero1 with staleness_bound K (issue 12) on real ranks (mpirun, 3 ranks): K = 0 is zero1 bit for bit;
+"""zero1 with staleness_bound K on real ranks (mpirun, 3 ranks): K = 0 is zero1 bit for bit;
 K = 2 equals an independent simulation of the delayed rule x_{t+1} = x_t - opt(mean_r g_r(x_{t-K})),
 also with one rank 3x slower; the staleness reported is min(t, K) per step; at most K gradient copies
 stay in flight between steps; a run resumed from a checkpoint (state_dict or sharded files) equals the

@@ -36,7 +36,7 @@ from tests.launch import ROOT, worker_env
     ("checkpoint.prefix=a/b", "checkpoint.prefix must be a plain file name"),
     ("train.epochs=0", "train.epochs must be > 0 (or set train.max_steps)"),
     ("schedule={name: multistep, warmup_steps: 5}", "schedule.warmup_* is supported with schedule.name=cosine"),
-    # issue 32: values that passed and then trained wrong or crashed inside the ranks, naming no field
+    # values that would train wrong or crash inside the ranks, naming no field, unless refused here
     ("schedule.min_lr=5", "schedule.min_lr=5 is above optim.lr=0.05: the cosine schedule would climb"),
     ("optim.lr=1e300", "optim.lr must be > 0 and <= 3.4028234663852886e+38, got 1e+300"),
     ("schedule.baseline_lr=1e39", "schedule.baseline_lr must be >= 0 and <= 3.4028234663852886e+38"),

@@ -162,7 +162,7 @@ def test_training_stub_keys_map_to_ours(tmp_path: Path) -> None:
     assert (cfg.schedule.warmup_steps, cfg.schedule.total_steps) == (10, 1000000)
     assert (cfg.checkpoint.every_steps, cfg.checkpoint.state_dict_type, cfg.checkpoint.directory,
             cfg.checkpoint.prefix) == (100, "full", "experiments/chkpts", "dummy-0.1")
-    assert any("'dist.sharding_stage' is the training stub's name for 'algorithm'" in n for n in resolved.notes)
+    assert any("'dist.sharding_stage' is maxie's name for 'algorithm'" in n for n in resolved.notes)
     zero0 = loading.load(None, ["dist.sharding_stage=zero0", "dist.cpu_only=false"])
     assert (zero0.algorithm.name, zero0.algorithm.options, zero0.train.device) == ("mbsgd", {}, "auto")
     assert loading.load(None, ["dist.sharding_stage=zero2_hybrid"]).algorithm.options == {"hybrid": True}

@@ -1,4 +1,4 @@
-"""The fault matrix of issue 32: every algorithm x (SIGTERM, kill -9 of a worker, kill -9 of a server where
+"""The fault matrix: every algorithm x (SIGTERM, kill -9 of a worker, kill -9 of a server where
 the algorithm claims to survive it) on a small MNIST budget (MLP, 30 steps, a checkpoint every 10), each
 cell with a deadline and assertions on the steps trained and the files written.
 

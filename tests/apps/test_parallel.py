@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,14 @@ def test_an_unsupported_pair_fails_before_any_rank_starts(capsys: pytest.Capture
     assert main(["--nproc", "4", "-o", "parallel.dp_replicate=2", "-o", "parallel.sharding=zero3",
                  "-o", "algorithm.name=easgd+"]) == 2
     assert "config error: parallel: easgd+ over zero3" in capsys.readouterr().err
+
+
+def test_the_config_accepts_exactly_the_pipelines_schedules() -> None:
+    """parallel.schedule's choices are the pipeline's (algorithms/pipeline/pipeline_schedules.py), so a
+    schedule added there is selectable here and none is offered that the pipeline lacks."""
+    from algorithms.pipeline import SCHEDULES
+    from apps.config.schema import ParallelConfig
+    assert typing.get_args(typing.get_type_hints(ParallelConfig)["schedule"]) == SCHEDULES
 
 
 def test_the_gpt_is_untied_for_stages() -> None:

@@ -49,7 +49,7 @@ def test_collectives_benchmark_quick() -> None:
     # bytes are counted, not timed: these hold on any machine
     assert sent["int8"] <= 0.3 * sent["fp32"] and sent["1bit"] <= 0.05 * sent["fp32"]
     assert {g["goal"] for g in payload["goals"]} >= {"int8 bytes <= 0.3x fp32", "busbw vs gloo >= 1"}
-    # issue 16's section: four collectives against mpi4py, idle, with every core busy, and on huge pages
+    # the small-message section: four collectives against mpi4py, idle, with every core busy, and on huge pages
     huge = hugepages.policy() == "madvise"
     loads = ("idle", "busy") + ((collectives.HUGEPAGES_LOAD, collectives.PAIRED_LOAD) if huge else ())
     small = {(r["load"], r["op"], r["peer"]) for s in collectives.SMALL_SECTIONS for r in payload[s]}

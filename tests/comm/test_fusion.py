@@ -150,7 +150,7 @@ def test_segment_size_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_default_bucket_size_follows_where_tensors_live() -> None:
-    # host tensors: cache-sized buckets; device tensors (meta stands in for a GPU here): DESIGN's 25 MiB
+    # host tensors: cache-sized buckets; device tensors (meta stands in for a GPU here): DDP's 25 MiB
     assert bucket_bytes_for(None, [torch.zeros(3)], "x") == HOST_BUCKET_BYTES == 4 << 20
     assert bucket_bytes_for(None, [torch.zeros(3, device="meta")], "x") == DEVICE_BUCKET_BYTES == 25 << 20
     assert bucket_bytes_for(123, [torch.zeros(3)], "x") == 123

@@ -2,7 +2,7 @@
 async, overlap, split, bad input) as tasks of an srun step on the test session's single-node SLURM
 (tests/slurm.py). pycomm.init() must take rank and size from SLURM's environment (the worker asserts
 the launcher is "slurm"). Under `srun --mpi=pmix` the MPI transport is wired up by srun's PMIx, not by
-mpirun; under `srun --mpi=none` (the training-stub seed's way, MASTER_ADDR set) MPI cannot join the
+mpirun; under `srun --mpi=none` (maxie's way on Frontier, MASTER_ADDR set) MPI cannot join the
 tasks and backend="auto" must pick gloo, meeting at the job's default MASTER_PORT."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Python layers point one way (DESIGN.md, section 2): pycomm < algorithms < apps < benchmarks, each
+"""The Python layers point one way (docs/architecture.md, "Layers"): pycomm < algorithms < apps < benchmarks, each
 importing only those before it; tests may import anything, and nothing imports tests (a module run as
 `python -m tests.x` counts as an import). Every top-level folder holding Python must be placed below,
 so the direction is decided when the folder is made, not later. Read from the sources (ast), so

@@ -51,7 +51,7 @@ X = torch.randn(300)
     (lambda: kernels.quantize_int8(X, stochastic=True, seed=-3), ValueError, r"seed must be an int in \[0, 2\*\*64\)"),
     (lambda: kernels.pack(torch.randn(4), torch.empty(4)), TypeError, "tensors must be a sequence"),
     (lambda: kernels.quantize_int8([1.0, 2.0]), TypeError, "expected a torch.Tensor, got list"),
-    # issue 9: once silently accepted (or failing without naming the argument)
+    # each must raise naming the argument, never pass silently
     (lambda: kernels.averaging_apply([torch.randn(4)], torch.randn(4), None), TypeError,
      "averaging_apply: snapshot: expected a torch.Tensor, got NoneType"),  # was x += avg
     (lambda: kernels.pack([torch.randn(4)], torch.empty(8), offsets=[1.5]), TypeError,

@@ -1,4 +1,5 @@
-"""The equivalences of DESIGN.md section 3 on real ranks. Usage: equivalences OUT_DIR"""
+"""The equivalences that must hold exactly (docs/architecture.md, "How it is tested") on real ranks.
+Usage: equivalences OUT_DIR"""
 from __future__ import annotations
 
 from typing import Any, Callable

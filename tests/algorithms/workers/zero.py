@@ -79,7 +79,7 @@ def penalized_loss(model: RootPenalty, rank: int, step: int) -> torch.Tensor:
 
 
 def zero3_root_outside_forward(comm: Any) -> dict[str, Any]:
-    """zero3 where a root parameter is used outside forward (issue 32: backward failed with "attempting to
+    """zero3 where a root parameter is used outside forward (backward must not fail with "attempting to
     assign a gradient of size [2] to a tensor of size [0]") equals torch's AdamW stepping the ranks' averaged
     gradients (comm.allreduce AVG, no algorithm involved)."""
     ref = RootPenalty(seed=1)        # zero3 starts every rank from rank 0's parameters (seed 1)

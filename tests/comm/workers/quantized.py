@@ -57,7 +57,7 @@ def check_int8(comm, op: str, dtype: torch.dtype, block: int, codec_class: type 
 
 
 def expected_int8(xs: list[torch.Tensor], op: str, block: int, segment: int) -> torch.Tensor:
-    """ALGORITHMS.md's int8 all-reduce from the reference kernels, chunk by chunk of every segment:
+    """docs/algorithms.md's int8 all-reduce from the reference kernels, chunk by chunk of every segment:
     the chunk's owner adds the other ranks' decoded encodings in rank order to its exact values (fp32),
     scales by 1/N for AVG, and everyone decodes its re-encoding. `segment`: the default segment."""
     size, numel = len(xs), xs[0].numel()
@@ -112,7 +112,7 @@ def check_int8_exact(comm) -> None:
 
 def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block: int,
                           segment: int) -> list[torch.Tensor]:
-    """ALGORITHMS.md's 1-bit all-reduce with error feedback over successive calls, from pycomm's own
+    """docs/algorithms.md's 1-bit all-reduce with error feedback over successive calls, from pycomm's own
     sign kernels run one after another (the reference's scales sum in another order), on the inputs' device:
     every rank's local residual encodes the chunks it sends, the owner spends its own and re-encodes the
     reduced chunk with its server residual, and everyone decodes that."""

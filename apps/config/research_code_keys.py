@@ -1,10 +1,11 @@
-"""Keys that users of the seed systems write, mapped to ours.
+"""Config keys of the research codes pycomm replaces (docs/algorithms.md lists them), mapped to ours, so
+a config written for one of them runs here.
 
 SmolCluster's GPT config (and its `--override training.batch_size=16`) puts the run's hyperparameters
-under `training:` and `lr_schedule:`. The training stub (test_config_training.yaml) writes `dist:`,
-`lr_scheduler:` and `checkpoint.chkpt_saving_iterations`. Those keys are accepted as aliases of ours,
-each with a note naming our key; any other key under those sections is an error suggesting the
-closest of our keys. Some stub keys map by value (VALUE_MAPS):
+under `training:` and `lr_schedule:`. maxie's training script (its test_config_training.yaml) writes
+`dist:`, `lr_scheduler:` and `checkpoint.chkpt_saving_iterations`. Those keys are accepted as aliases of
+ours, each with a note naming our key; any other key under those sections is an error suggesting the
+closest of our keys. Some of maxie's keys map by value (VALUE_MAPS):
   dist.sharding_stage  zero0 -> algorithm mbsgd (DDP); zero2/zero3 -> algorithm zero2/zero3;
                        zero2_hybrid/zero3_hybrid -> the same with algorithm.options.hybrid=true
   dist.dtype           -> train.dtype (bf16 autocast, fp32 parameters), for every stage; ZeRO's bf16
@@ -19,7 +20,7 @@ from typing import Any, Callable
 
 from apps.config.schema import Config, ConfigError
 
-# Seed section -> {seed key: our dotted key}.
+# Their section -> {their key: our dotted key}.
 ALIASES: dict[str, dict[str, str]] = {
     "training": {"batch_size": "data.batch_size", "epochs": "train.epochs", "learning_rate": "optim.lr",
                  "weight_decay": "optim.weight_decay", "grad_clip_norm": "train.grad_clip"},
@@ -28,7 +29,7 @@ ALIASES: dict[str, dict[str, str]] = {
     "dist": {"sharding_stage": "algorithm", "dtype": "train.dtype", "cpu_only": "train.device",
              "backend": "launch.backend"},
 }
-# Keys of our own sections that the stub names otherwise.
+# Keys of our own sections that maxie names otherwise.
 RENAMED: dict[str, dict[str, str]] = {"checkpoint": {"chkpt_saving_iterations": "checkpoint.every_steps"}}
 STAGES = {"zero0": ("mbsgd", {}), "zero1": ("zero1", {}), "zero2": ("zero2", {}), "zero3": ("zero3", {}),
           "zero2_hybrid": ("zero2", {"hybrid": True}), "zero3_hybrid": ("zero3", {"hybrid": True})}
@@ -63,29 +64,31 @@ def _our_keys(cls: type = Config, prefix: str = "") -> list[str]:
 
 
 def translate(parts: list[str], source: str, value: Any = None) -> tuple[list[str], Any, str | None]:
-    """(our key path, value, note) for a seed key path and its value; other paths unchanged, no note."""
-    seed_key = ".".join(parts)
+    """(our key path, value, note) for a research code's key path and its value; other paths unchanged,
+    no note."""
+    their_key = ".".join(parts)
     if len(parts) == 2 and parts[1] in RENAMED.get(parts[0], {}):
         ours = RENAMED[parts[0]][parts[1]]
-        return ours.split("."), value, f"{source}: '{seed_key}' is the training stub's name for '{ours}'; using {ours}"
+        return ours.split("."), value, f"{source}: '{their_key}' is maxie's name for '{ours}'; using {ours}"
     if not parts or parts[0] not in ALIASES:
         return parts, value, None
     section = ALIASES[parts[0]]
-    who = "SmolCluster" if parts[0] in ("training", "lr_schedule") else "the training stub"
+    who = "SmolCluster" if parts[0] in ("training", "lr_schedule") else "maxie"
     if len(parts) != 2 or parts[1] not in section:
         leaves = {k.rsplit(".", 1)[-1]: k for k in _our_keys()}  # the suggestion names our full key
         match = difflib.get_close_matches(parts[-1], list(leaves), n=1, cutoff=0.6)
         hint = f" (did you mean '{leaves[match[0]]}'?)" if match else ""
-        raise ConfigError(f"{source}: unknown config key '{seed_key}'{hint}; '{parts[0]}.*' keys of "
+        raise ConfigError(f"{source}: unknown config key '{their_key}'{hint}; '{parts[0]}.*' keys of "
                           f"{who} that map to ours: {', '.join(f'{parts[0]}.{k} -> {v}' for k, v in section.items())}")
     ours = section[parts[1]]
-    value = VALUE_MAPS.get(seed_key, lambda v: v)(value)
-    shown = f"{ours}={value}" if seed_key in VALUE_MAPS else ours
-    return ours.split("."), value, f"{source}: '{seed_key}' is {who}'s name for '{ours}'; using {shown}"
+    value = VALUE_MAPS.get(their_key, lambda v: v)(value)
+    shown = f"{ours}={value}" if their_key in VALUE_MAPS else ours
+    return ours.split("."), value, f"{source}: '{their_key}' is {who}'s name for '{ours}'; using {shown}"
 
 
 def translate_mapping(raw: dict, source: str) -> tuple[dict, list[str]]:
-    """A YAML layer with seed sections (and renamed keys) rewritten to our keys, and the notes saying so."""
+    """A YAML layer with a research code's sections (and renamed keys) rewritten to our keys, and the notes
+    saying so."""
     renamed = [(s, k) for s, keys in RENAMED.items() if isinstance(raw.get(s), dict) for k in keys if k in raw[s]]
     if not any(section in raw for section in ALIASES) and not renamed:
         return raw, []
