@@ -10,7 +10,7 @@ from typing import Any
 
 from benchmarks.harness import RESULTS, save
 from benchmarks.reproduce import figure, report, summary
-from benchmarks.reproduce.grid import DATA, METHODS, RANKS, REPO, SEEDS, TASKS, Variant, variants
+from benchmarks.reproduce.grid import METHODS, RANKS, REPO, SEEDS, TASKS, Variant, variants
 from benchmarks.reproduce.runner import RunSpec, finished, run_all
 
 
@@ -22,7 +22,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs-dir", type=Path, help="where the runs go (default runs/reproduce[-quick])")
     ap.add_argument("--results-dir", type=Path, default=RESULTS)
     ap.add_argument("--name", help="results file stem (default reproduce, reproduce_quick with --quick)")
-    ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
+    ap.add_argument("--data-dir", type=Path, help="holds tinyshakespeare/input.txt (default: the copy apps.train embeds)")
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds one run may take")
     ap.add_argument("--summarise-only", action="store_true", help="train nothing; report the finished runs")
     args = ap.parse_args(argv)

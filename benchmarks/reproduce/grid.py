@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = Path("/work/shared/data")   # default; --data-dir overrides (tiny Shakespeare's input.txt under it)
 RANKS = 4
 SEEDS = (0, 1, 2)
 CODECS = (None, "int8")
@@ -138,11 +137,12 @@ def variants(quick: bool, tasks: tuple[str, ...] | None = None) -> list[Variant]
     return out
 
 
-def overrides(variant: Variant, seed: int, quick: bool, runs_dir: Path, data_dir: Path) -> list[str]:
-    """The `-o` values of one run: task, budget, method, codec, seed, where it writes."""
+def overrides(variant: Variant, seed: int, quick: bool, runs_dir: Path, data_dir: Path | None) -> list[str]:
+    """The `-o` values of one run: task, budget, method, codec, seed, where it writes; the GPT reads
+    data_dir/tinyshakespeare/input.txt, or without a data_dir the tiny Shakespeare apps.train embeds."""
     task, budget = variant.task, variant.task.quick if quick else variant.task.full
     out = list(task.overrides) + list(task.quick_overrides if quick else ())
-    if task.key == "gpt":
+    if task.key == "gpt" and data_dir is not None:
         out.append(f"data.path={data_dir / 'tinyshakespeare' / 'input.txt'}")
     out += [f"train.epochs=100", f"train.max_steps={budget.steps}", f"schedule.total_steps={budget.steps}",
             f"train.eval_every_epochs={budget.eval_every_epochs!r}", f"checkpoint.every_steps={budget.steps}",

@@ -38,14 +38,14 @@ def finished(spec: RunSpec, runs_dir: Path) -> bool:
     return bool(steps) and int(steps[-1]) >= spec.steps
 
 
-def command(spec: RunSpec, runs_dir: Path, data_dir: Path) -> list[str]:
+def command(spec: RunSpec, runs_dir: Path, data_dir: Path | None) -> list[str]:
     args = [sys.executable, "-m", "apps.train", *(str(REPO / b) for b in spec.variant.task.base)]
     for value in overrides(spec.variant, spec.seed, spec.quick, runs_dir, data_dir):
         args += ["-o", value]
     return args
 
 
-def run(spec: RunSpec, runs_dir: Path, data_dir: Path, timeout: float) -> str | None:
+def run(spec: RunSpec, runs_dir: Path, data_dir: Path | None, timeout: float) -> str | None:
     """Train one run; None on success, else the reason it failed (its output is in run.log)."""
     directory = spec.directory(runs_dir)
     directory.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,7 @@ def run(spec: RunSpec, runs_dir: Path, data_dir: Path, timeout: float) -> str | 
     return None
 
 
-def run_all(specs: list[RunSpec], runs_dir: Path, data_dir: Path, timeout: float) -> dict[str, str]:
+def run_all(specs: list[RunSpec], runs_dir: Path, data_dir: Path | None, timeout: float) -> dict[str, str]:
     """Train every spec not yet finished, in order; returns {run name: error} of those that failed."""
     errors: dict[str, str] = {}
     todo = [s for s in specs if not finished(s, runs_dir)]
