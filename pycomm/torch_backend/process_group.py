@@ -17,6 +17,7 @@ from pycomm.torch_backend import reduce_ops
 from pycomm.torch_backend.work import PycommWork, Waiter
 
 NAME = "pycomm"
+_MESH_DESC = "mesh_"   # how DeviceMesh describes the group of one of its dimensions ("mesh_" + its name)
 
 
 def _staged(t: torch.Tensor) -> torch.Tensor:
@@ -45,11 +46,13 @@ def _copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[
 
 
 class PycommProcessGroup(dist.ProcessGroup):
-    """torch.distributed's view of the pycomm Communicator `comm` (its rank and size are the group's)."""
+    """torch.distributed's view of the pycomm Communicator `comm` (its rank and size are the group's).
+    `owned`: the group made `comm` for itself (a sub-communicator), so shutting the group down shuts it."""
 
-    def __init__(self, comm: Communicator) -> None:
+    def __init__(self, comm: Communicator, owned: bool = False) -> None:
         super().__init__(comm.rank, comm.size)
         self.comm = comm
+        self._owned = owned
         self._waiter = Waiter(comm.name)
         self._group_name = self._group_desc = ""
 
@@ -62,6 +65,8 @@ class PycommProcessGroup(dist.ProcessGroup):
 
     def _set_group_desc(self, desc: str) -> None:
         self._group_desc = desc
+        if self._owned and desc.startswith(_MESH_DESC):   # a DeviceMesh dimension: traces show its name
+            self.comm.mesh_dim = desc[len(_MESH_DESC):]
         super()._set_group_desc(desc)
 
     @property
@@ -84,6 +89,8 @@ class PycommProcessGroup(dist.ProcessGroup):
 
     def shutdown(self) -> None:
         self._waiter.stop()
+        if self._owned:
+            self.comm.shutdown()
 
     # ---- collectives -----------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> PycommWork:
