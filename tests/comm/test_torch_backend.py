@@ -1,8 +1,8 @@
 """Backend "pycomm" of torch.distributed (pycomm/torch_backend): unchanged torch.distributed code on real
 ranks (tests/comm/workers/torch_backend.py) under mpirun, with no torch variables set (pycomm's MPI
 rendezvous), and under torchrun (env://, pycomm's gloo transport): every supported op against expected
-values, DDP bit for bit against DDP on gloo, and a mismatched collective raising pycomm's MismatchError
-(MPI's op check, and the gloo transport's)."""
+values (all-to-alls with unequal chunks too), DDP against DDP on gloo on 2 and 4 ranks, and a mismatched
+collective raising pycomm's MismatchError (MPI's op check, and the gloo transport's)."""
 from __future__ import annotations
 
 import re
@@ -20,8 +20,8 @@ def _passed(stdout: str, what: str) -> list[str]:
 
 @pytest.mark.mpi
 def test_ops_under_mpirun():
-    proc = mpirun(2, "tests.comm.workers.torch_backend", "ops", env=ENV)
-    assert _passed(proc.stdout, "ops passed") == ["0", "1"], proc.stdout
+    proc = mpirun(4, "tests.comm.workers.torch_backend", "ops", env=ENV)
+    assert _passed(proc.stdout, "ops passed") == ["0", "1", "2", "3"], proc.stdout
 
 
 def test_ops_under_torchrun():
@@ -30,9 +30,10 @@ def test_ops_under_torchrun():
 
 
 @pytest.mark.mpi
-def test_ddp_on_pycomm_matches_ddp_on_gloo():
-    proc = mpirun(2, "tests.comm.workers.torch_backend", "ddp", env=ENV)
-    assert _passed(proc.stdout, "ddp on pycomm == gloo") == ["0", "1"], proc.stdout
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ddp_on_pycomm_matches_ddp_on_gloo(ranks):
+    proc = mpirun(ranks, "tests.comm.workers.torch_backend", "ddp", env=ENV)
+    assert _passed(proc.stdout, "ddp on pycomm == gloo") == [str(r) for r in range(ranks)], proc.stdout
 
 
 @pytest.mark.parametrize("launcher", [pytest.param(mpirun, marks=pytest.mark.mpi), torchrun],

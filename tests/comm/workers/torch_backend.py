@@ -24,7 +24,8 @@ def ddp() -> None:
     on_pycomm = train(DDP(mlp(), bucket_cap_mb=0.001), STEPS)   # small buckets: several all-reduces per step
     calls = pycomm.stats()["allreduce"]["calls"] - before
     on_gloo = train(DDP(mlp(), process_group=gloo, bucket_cap_mb=0.001), STEPS)
-    same(on_pycomm, on_gloo, "DDP on pycomm vs gloo")
+    # 2 ranks: a sum of two is the same in any order, so bit for bit; more may add in another order
+    same(on_pycomm, on_gloo, "DDP on pycomm vs gloo", exact=dist.get_world_size() == 2)
     assert calls >= STEPS, f"expected DDP's all-reduces to run through pycomm, saw {calls}"
     print(f"rank {dist.get_rank()}: ddp on pycomm == gloo after {STEPS} steps ({calls} pycomm all-reduces)",
           flush=True)
@@ -45,6 +46,21 @@ def mismatch() -> None:
 
 def _expect(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     assert torch.equal(got, want), f"{what}: got {got.tolist()}, want {want.tolist()}"
+
+
+def _unequal_all_to_all(rank: int, size: int) -> None:
+    """Rank r sends (r + j) % 3 rows of two (some none) to rank j, and all_to_all's tensors of r + j + 1 elements."""
+    sends = [(rank + j) % 3 for j in range(size)]
+    receives = [(i + rank) % 3 for i in range(size)]
+    inp = torch.cat([torch.full((n, 2), 100.0 * rank + j) for j, n in enumerate(sends)])
+    out = torch.empty(sum(receives), 2)
+    dist.all_to_all_single(out, inp, receives, sends)
+    _expect(out, torch.cat([torch.full((n, 2), 100.0 * i + rank) for i, n in enumerate(receives)]),
+            "all_to_all_single with unequal splits")
+    outs = [torch.empty(i + rank + 1) for i in range(size)]
+    dist.all_to_all(outs, [torch.full((rank + j + 1,), 10.0 * rank + j) for j in range(size)])
+    _expect(torch.cat(outs), torch.cat([torch.full((i + rank + 1,), 10.0 * i + rank) for i in range(size)]),
+            "all_to_all with unequal tensors")
 
 
 def ops() -> None:
@@ -83,6 +99,7 @@ def ops() -> None:
     a2l = [torch.empty(1) for _ in range(size)]
     dist.all_to_all(a2l, [torch.tensor([10.0 * rank + r]) for r in range(size)])
     _expect(torch.cat(a2l), 10 * ranks + rank, "all_to_all")
+    _unequal_all_to_all(rank, size)
     dist.barrier()
     peer = (rank + 1) % size
     got = torch.empty(3)
@@ -110,9 +127,7 @@ def ops() -> None:
     fut = dist.all_reduce(torch.ones(2), async_op=True).get_future()
     _expect(fut.wait()[0], torch.full((2,), float(size)), "get_future")
     for call, name in ((lambda: dist.all_reduce(torch.ones(1), op=dist._make_nccl_premul_sum(2.0)), "PREMUL_SUM"),
-                       (lambda: dist.reduce(torch.ones(1), dst=0), "reduce"),
-                       (lambda: dist.all_to_all_single(torch.empty(3), torch.empty(3), [1, 2] + [0] * (size - 2),
-                                                       [1, 2] + [0] * (size - 2)), "unequal")):
+                       (lambda: dist.reduce(torch.ones(1), dst=0), "reduce")):
         try:
             call()
         except NotImplementedError as e:
