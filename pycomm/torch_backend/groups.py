@@ -1,7 +1,9 @@
 """The creator torch.distributed calls for each "pycomm" process group: the pycomm Communicator it runs on.
 
 - The default group (init_process_group) runs on pycomm's world: pycomm.init() under the launcher (MPI
-  under mpirun / srun --mpi=pmix, pycomm's gloo transport under torchrun), or the world already started.
+  under mpirun / srun --mpi=pmix, pycomm's gloo transport under torchrun), or the world already started;
+  in processes no launcher describes (torch.multiprocessing, ranks given to init_process_group), on
+  pycomm's gloo transport over torch's store.
 - A group of every world rank in world order (new_group() without ranks) is a dup of the world.
 - A group of some ranks (new_group(ranks), new_subgroups, a DeviceMesh's dimensions) is a sub-communicator
   of the world's own transport where it can make one, else of pycomm's gloo transport over the group's own
@@ -12,28 +14,32 @@
   and its own name in traces ("torch group <name>", or the mesh dimension's name)."""
 from __future__ import annotations
 
+import sys
+from types import TracebackType
 from typing import Any, Optional, Sequence
 
-from pycomm import gloo_backend, runtime, settings
+from pycomm import fail_fast, gloo_backend, launch_env, runtime, settings
 from pycomm._build import core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
 from pycomm.torch_backend.process_group import NAME, PycommProcessGroup
 
 GROUP_PREFIX = "pycomm/torch_group"
+WORLD_PREFIX = "pycomm/torch_world"
+_default: Optional[Communicator] = None   # the default group's communicator, once made
 _CREATE_GROUP_TAG = 0x7C0  # MPI_Comm_create_group's tag (creations run one at a time, on the caller's thread)
 
 
 def create(opts: Any, backend_options: Any = None) -> PycommProcessGroup:
     """torch's creator (extended API): `opts` is a _DistributedBackendOptions."""
+    global _default
     rank, size, ranks = opts.group_rank, opts.group_size, list(opts.global_ranks_in_group)
-    world = runtime.init()
     if not ranks:  # the default group: it is pycomm's world
-        if (world.rank, world.size) != (rank, size):
-            raise PycommError(f"init_process_group({NAME!r}): torch's rendezvous says rank {rank} of {size}, but "
-                              f"pycomm's launcher says rank {world.rank} of {world.size} ({world.backend}); launch "
-                              f"with mpirun or torchrun and let both read the same environment")
-        return PycommProcessGroup(world)
+        launched = runtime.is_initialized() or _launcher_size() == size
+        _default = _launched_world(rank, size) if launched else runtime._track(
+            Communicator(gloo_backend.transport_over(opts.store, rank, size, WORLD_PREFIX), "world"))
+        return PycommProcessGroup(_default, owned=not launched)
+    world = _default if _default is not None else runtime.init()
     _check_members(ranks, rank, size, world)
     name = f"torch group {opts.group_id}"
     if ranks == list(range(world.size)):
@@ -43,6 +49,45 @@ def create(opts: Any, backend_options: Any = None) -> PycommProcessGroup:
         comm = _mpi_subgroup(world, ranks, name) or Communicator(
             gloo_backend.transport_over(opts.store, rank, size, GROUP_PREFIX), name)
     return PycommProcessGroup(runtime._track(comm), owned=True)
+
+
+def _launcher_size() -> int:
+    """How many ranks pycomm's launcher sees; 0 when the environment names no consistent launch (e.g.
+    WORLD_SIZE without RANK: torch.multiprocessing's children, ranked by init_process_group's arguments)."""
+    try:
+        return launch_env.detect().size
+    except ValueError:
+        return 0
+
+
+def _launched_world(rank: int, size: int) -> Communicator:
+    """pycomm's world, started by its launcher (mpirun, srun, torchrun), which must agree with torch."""
+    world = runtime.init()
+    if (world.rank, world.size) != (rank, size):
+        raise PycommError(f"init_process_group({NAME!r}): torch's rendezvous says rank {rank} of {size}, but "
+                          f"pycomm's launcher says rank {world.rank} of {world.size} ({world.backend}); launch "
+                          f"with mpirun or torchrun and let both read the same environment")
+    _keep_fail_fast_output(world)
+    return world
+
+
+def _keep_fail_fast_output(world: Communicator) -> None:
+    """init_process_group next wraps sys.excepthook in one that captures stderr while the wrapped hook runs and
+    prints the capture (each line prefixed "[rankN]:") after it returns. The wrapped hook is pycomm's fail-fast
+    one (installed by pycomm.init() just now), which ends the job and never returns: the rank's traceback would
+    be lost. Wrapped here first, it writes to this stderr."""
+    if world.size <= 1 or not settings.get(fail_fast.FAIL_FAST_ENV) or getattr(sys.excepthook, "_pycomm", False):
+        return
+    inner, stream = sys.excepthook, sys.stderr
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Optional[TracebackType]) -> None:
+        captured, sys.stderr = sys.stderr, stream
+        try:
+            inner(kind, value, tb)
+        finally:
+            sys.stderr = captured
+    hook._pycomm = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def _check_members(ranks: Sequence[int], rank: int, size: int, world: Communicator) -> None:

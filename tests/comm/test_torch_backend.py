@@ -44,3 +44,18 @@ def test_mismatched_collective_raises_mismatch_error(launcher):
     # each rank's message names both ranks' ops
     assert proc.stdout.count("rank 0 submitted allreduce #1") == 2, proc.stdout
     assert proc.stdout.count("rank 1 submitted broadcast #1") == 2, proc.stdout
+
+
+@pytest.mark.mpi
+def test_stopped_rank_under_ddp_ends_the_job_with_the_stall_report():
+    # rank 1 stops in the middle of DDP training: rank 0's DDP all-reduce reaches the caller of backward() as
+    # pycomm's StallError naming rank 1 (it used to crash DDP's reducer), and fail-fast ends the job, with
+    # rank 0's traceback shown (torch's excepthook used to swallow it)
+    proc = mpirun(2, "tests.comm.workers.torch_backend", "dead", env={**ENV, "PYCOMM_TIMEOUT": "5"},
+                  expect_ok=False, timeout=240)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "rank 1: stopping at step" in out, out
+    assert "loss.backward()" in out, out
+    assert re.search(r"RuntimeError: .*StallError: allreduce #\d+ .* waiting for rank 1: rank 1 stood still .*its "
+                     r"process is stopped or hung", out), out
+    assert "pycomm: rank 0 of 2 raised an uncaught RuntimeError; ending the job" in out, out

@@ -1,10 +1,13 @@
 """Worker of tests/comm/test_torch_backend.py: torch.distributed code, unchanged, on backend "pycomm".
 
 Cases (argv[1]): "ddp" (DDP on "pycomm" against DDP on gloo, bit for bit), "mismatch" (rank 0 all_reduce,
-rank 1 broadcast: pycomm's MismatchError on both), "ops" (every supported op against its expected values)."""
+rank 1 broadcast: pycomm's MismatchError on both), "ops" (every supported op against its expected values),
+"dead" (the last rank stops in the middle of DDP training; nothing catches the others' error)."""
 from __future__ import annotations
 
 import datetime
+import os
+import signal
 import sys
 import time
 
@@ -13,9 +16,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import pycomm
-from tests.comm.workers.torch_backend_models import mlp, same, train
+from tests.comm.workers.torch_backend_models import batch, mlp, same, train
 
 STEPS = 5
+DEAD_AT = 2   # "dead": the step before whose backward the last rank stops
 
 
 def ddp() -> None:
@@ -29,6 +33,24 @@ def ddp() -> None:
     assert calls >= STEPS, f"expected DDP's all-reduces to run through pycomm, saw {calls}"
     print(f"rank {dist.get_rank()}: ddp on pycomm == gloo after {STEPS} steps ({calls} pycomm all-reduces)",
           flush=True)
+
+
+def dead() -> None:
+    """The last rank stops for good (SIGSTOP: a hung or dead process that its launcher has not noticed) before
+    step DEAD_AT's backward; the others' DDP all-reduce then ends in pycomm's StallError after PYCOMM_TIMEOUT,
+    uncaught, so pycomm's fail-fast ends the job (the stopped rank with it) with the stall report."""
+    model = DDP(mlp())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(2 * DEAD_AT):
+        x, y = batch(step)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if step == DEAD_AT and dist.get_rank() == dist.get_world_size() - 1:
+            print(f"rank {dist.get_rank()}: stopping at step {step}", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    raise AssertionError("DDP went on past a stopped rank")
 
 
 def mismatch() -> None:
@@ -140,6 +162,6 @@ def ops() -> None:
 
 if __name__ == "__main__":
     dist.init_process_group("pycomm")
-    {"ddp": ddp, "mismatch": mismatch, "ops": ops}[sys.argv[1]]()
+    {"ddp": ddp, "mismatch": mismatch, "ops": ops, "dead": dead}[sys.argv[1]]()
     if sys.argv[1] != "mismatch":
         dist.destroy_process_group()
