@@ -17,6 +17,15 @@ os.environ.setdefault("WORLD_SIZE", "2")
 os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="pycomm_c10d_"))
 
 import pycomm  # noqa: E402,F401  (registers the backend, in the spawned processes too)
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+# what the backend has and lacks, declared as torch's tests read it (before their skips are decided)
+DistTestCases.backend_feature["ddp"].add("pycomm")
+DistTestCases.backend_feature["subgroup"].add("pycomm")
+DistTestCases.skip_collective["reduce"].add("pycomm")
+DistTestCases.skip_collective["sendrecv anysource"].add("pycomm")
+DistTestCases.skip_collective["allgather_coalesced"].add("pycomm")
+
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402
 
 
