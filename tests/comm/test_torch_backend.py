@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.launch import mpirun, torchrun
+from tests.launch import mpirun, python, torchrun
 
 ENV = {"PYCOMM_TIMEOUT": "60", "PYTHONWARNINGS": "ignore::FutureWarning"}
 
@@ -59,3 +59,10 @@ def test_stopped_rank_under_ddp_ends_the_job_with_the_stall_report():
     assert re.search(r"RuntimeError: .*StallError: allreduce #\d+ .* waiting for rank 1: rank 1 stood still .*its "
                      r"process is stopped or hung", out), out
     assert "pycomm: rank 0 of 2 raised an uncaught RuntimeError; ending the job" in out, out
+
+
+def test_ranks_spawned_by_torch_multiprocessing():
+    # no launcher pycomm reads: the default group runs on pycomm's gloo transport over torch's store (it used to
+    # fail: pycomm's launcher saw one process)
+    proc = python("tests.comm.workers.torch_backend_spawn", env=ENV, timeout=240)
+    assert _passed(proc.stdout, "spawned ranks on gloo") == ["0", "1", "2"], proc.stdout
