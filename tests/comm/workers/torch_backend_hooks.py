@@ -80,7 +80,8 @@ if __name__ == "__main__":
         print(f"rank {rank}: mbsgd with {codec}: accuracy {reference:.3f}", flush=True)
         for name in names:
             gap = results[name] - reference
-            assert (abs(gap) if codec == "int8" else -gap) < 0.05, f"{name}: {results[name]:.3f} vs mbsgd {reference:.3f}"
+            assert (abs(gap) if codec == "int8" else -gap) < 0.05, \
+                f"{name}: {results[name]:.3f} vs mbsgd {reference:.3f}"
     for name in ("int4 pycomm", "1bit+ef pycomm", "1bit+ef gloo"):
         assert results[name] > 0.6, f"{name}: {results[name]:.3f}"
     print(f"rank {rank}: hooks passed", flush=True)
