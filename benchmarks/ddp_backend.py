@@ -1,13 +1,16 @@
-"""DDP on the torch.distributed backend "pycomm" against DDP on gloo: the tiny MNIST CNN, 2 ranks (mpirun),
-samples/s of the slowest rank, the two alternating repeat by repeat in one job; the figure is the ratio of
-the medians (pycomm / gloo).
+"""DDP and FSDP2 (fully_shard) on the torch.distributed backend "pycomm" against the same on gloo: the tiny MNIST
+CNN, 2 and 4 ranks (mpirun), idle and beside a busy loop per core (benchmarks/busy_load.py), samples/s of the
+slowest rank, the two backends alternating repeat by repeat in one job; the figure is the ratio of the medians
+(pycomm / gloo). Run under `flock /work/bench.lock` on a shared machine: "idle" is then only as idle as the
+machine was (the load averages are recorded beside the figures).
 
-    python -m benchmarks.ddp_backend [--repeats 5] [--steps 60] [--quick]
+    python -m benchmarks.ddp_backend [--repeats 3] [--steps 40] [--ranks 2 4] [--wrappers ddp fsdp2] [--quick]
 
 Writes benchmarks/results/ddp_backend.json and .png."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -15,33 +18,55 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.busy_load import busy_cores, machine_load
 from benchmarks.harness import plot_if_matplotlib, save, table
 from benchmarks.run_ranks import mpirun
 
 
+def measure(wrapper: str, ranks: int, busy: bool, repeats: int, steps: int) -> tuple[dict[str, list[float]],
+                                                                                    dict[str, float]]:
+    """samples/s per repeat of each backend (one mpirun job), and the machine's load as the job ended."""
+    with tempfile.TemporaryDirectory() as tmp, (busy_cores() if busy else contextlib.nullcontext()):
+        out = Path(tmp) / "rows.json"
+        mpirun(ranks, "benchmarks.workers.ddp_backend_run", "--wrapper", wrapper, "--steps", str(steps),
+               "--repeats", str(repeats), "--out", str(out), timeout=1800,
+               env={"PYTHONWARNINGS": "ignore::FutureWarning"})
+        return json.loads(out.read_text()), machine_load()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.ddp_backend", description=__doc__.split("\n\n")[0])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--steps", type=int, default=60, help="timed DDP steps per repeat (after 5 warm-up steps)")
-    p.add_argument("--quick", action="store_true", help="2 repeats of 10 steps (a smoke run)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=40, help="timed steps per repeat (after 5 warm-up steps)")
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--wrappers", nargs="+", choices=("ddp", "fsdp2"), default=["ddp", "fsdp2"])
+    p.add_argument("--loads", nargs="+", choices=("idle", "busy"), default=["idle", "busy"])
+    p.add_argument("--quick", action="store_true", help="2 repeats of 10 steps, DDP on 2 idle ranks (a smoke run)")
     p.add_argument("--results-dir", type=Path, help="where the JSON and PNG go (default benchmarks/results)")
     args = p.parse_args(argv)
     if args.quick:
-        args.repeats, args.steps = 2, 10
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "rows.json"
-        mpirun(2, "benchmarks.workers.ddp_backend_run", "--steps", str(args.steps), "--repeats", str(args.repeats),
-               "--out", str(out), timeout=1800, env={"PYTHONWARNINGS": "ignore::FutureWarning"})
-        samples: dict[str, list[float]] = json.loads(out.read_text())
-    median = {k: statistics.median(v) for k, v in samples.items()}
-    rows = [{"backend": k, "samples_per_s": median[k], "min": min(v), "max": max(v),
-             "ratio": median[k] / median["gloo"]} for k, v in samples.items()]
-    print(table(rows, ["backend", "samples_per_s", "min", "max", "ratio"]))
+        args.repeats, args.steps, args.ranks, args.wrappers, args.loads = 2, 10, [2], ["ddp"], ["idle"]
+    rows: list[dict[str, Any]] = []
+    samples: dict[str, dict[str, list[float]]] = {}
+    for wrapper in args.wrappers:
+        for ranks in args.ranks:
+            for load in args.loads:
+                case = f"{wrapper} {ranks} ranks {load}"
+                got, machine = measure(wrapper, ranks, load == "busy", args.repeats, args.steps)
+                samples[case] = got
+                median = {k: statistics.median(v) for k, v in got.items()}
+                rows += [{"wrapper": wrapper, "ranks": ranks, "load": load, "backend": k, "samples_per_s": median[k],
+                          "min": min(v), "max": max(v), "ratio": median[k] / median["gloo"], **machine}
+                         for k, v in got.items()]
+    print(table(rows, ["wrapper", "ranks", "load", "backend", "samples_per_s", "min", "max", "ratio"]))
 
     def plot(ax: Any) -> None:
-        ax.boxplot([samples[k] for k in samples], tick_labels=list(samples))
-        ax.set_ylabel("samples/s (2 ranks, slowest rank)")
-        ax.set_title("DDP on the MNIST CNN: backend pycomm vs gloo")
+        mine = [r for r in rows if r["backend"] == "pycomm"]
+        ax.bar(range(len(mine)), [r["ratio"] for r in mine])
+        ax.axhline(1.0, color="grey", linestyle="--")
+        ax.set_xticks(range(len(mine)), [f"{r['wrapper']}\n{r['ranks']}r {r['load']}" for r in mine])
+        ax.set_ylabel("samples/s, pycomm / gloo (median of repeats)")
+        ax.set_title("MNIST CNN: backend pycomm vs gloo (a shared, busy 2-core machine)")
 
     save("ddp_backend", {"repeats": args.repeats, "steps": args.steps, "rows": rows, "samples": samples},
          plot_if_matplotlib(plot), args.results_dir)

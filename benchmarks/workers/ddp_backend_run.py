@@ -1,7 +1,8 @@
-"""Worker of benchmarks/ddp_backend.py (mpirun, 2 ranks): DDP on the MNIST CNN with the process group on
-backend "pycomm" and on a gloo group, alternating repeat by repeat; samples/s of the slowest rank.
+"""Worker of benchmarks/ddp_backend.py (mpirun, any number of ranks): DDP or FSDP2 (fully_shard on a 1-D
+mesh) on the MNIST CNN with the process group on backend "pycomm" and on a gloo group, alternating repeat
+by repeat; samples/s of the slowest rank.
 
-    python benchmarks/workers/ddp_backend_run.py --steps 60 --repeats 5 --out rows.json"""
+    python benchmarks/workers/ddp_backend_run.py --wrapper ddp --steps 60 --repeats 5 --out rows.json"""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,8 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import pycomm
@@ -20,9 +23,19 @@ from benchmarks.workers.rank0_result import write_result_and_close
 WARMUP = 5
 
 
-def samples_per_s(group: dist.ProcessGroup, x: torch.Tensor, y: torch.Tensor, batches: list[torch.Tensor]) -> float:
+def wrapped(wrapper: str, group: dist.ProcessGroup) -> torch.nn.Module:
+    """The CNN under DDP, or sharded by FSDP2 over a 1-D mesh of `group`."""
     torch.manual_seed(0)
-    model = DDP(TinyCNN(), process_group=group)
+    if wrapper == "ddp":
+        return DDP(TinyCNN(), process_group=group)
+    model = TinyCNN()
+    fully_shard(model, mesh=DeviceMesh.from_group(group, "cpu"))
+    return model
+
+
+def samples_per_s(wrapper: str, group: dist.ProcessGroup, x: torch.Tensor, y: torch.Tensor,
+                  batches: list[torch.Tensor]) -> float:
+    model = wrapped(wrapper, group)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     def step(idx: torch.Tensor) -> None:
@@ -45,6 +58,7 @@ def samples_per_s(group: dist.ProcessGroup, x: torch.Tensor, y: torch.Tensor, ba
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--wrapper", choices=("ddp", "fsdp2"), default="ddp")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--repeats", type=int, default=5)
@@ -57,8 +71,8 @@ def main() -> None:
     batches = batches[:WARMUP + args.steps]
     rows: dict[str, list[float]] = {"pycomm": [], "gloo": []}
     for _ in range(args.repeats):
-        rows["pycomm"].append(samples_per_s(dist.group.WORLD, x, y, batches))
-        rows["gloo"].append(samples_per_s(gloo, x, y, batches))
+        rows["pycomm"].append(samples_per_s(args.wrapper, dist.group.WORLD, x, y, batches))
+        rows["gloo"].append(samples_per_s(args.wrapper, gloo, x, y, batches))
     write_result_and_close(pycomm.world(), args.out, rows)
 
 

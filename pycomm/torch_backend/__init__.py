@@ -4,10 +4,10 @@ code (DDP, FSDP2's fully_shard, torch.distributed.pipelining, DeviceMesh) runs o
     dist.init_process_group("pycomm")      # under mpirun (no env variables needed) or torchrun
 
 Ops: all_reduce (SUM, AVG, MIN, MAX natively; PRODUCT, BAND, BOR, BXOR via an all-gather), broadcast,
-all_gather(_into_tensor), reduce_scatter(_tensor), all_to_all(_single, equal splits), barrier, send / recv /
+all_gather(_into_tensor), reduce_scatter(_tensor), all_to_all(_single, any split sizes), barrier, send / recv /
 isend / irecv / batch_isend_irecv, with Works (wait(), wait(timeout), get_future()). CPU tensors.
-Others (reduce, gather, scatter, recv from any source, unequal all_to_all splits, PREMUL_SUM) raise
-NotImplementedError naming the op. Files: process_group.py (the ops), work.py, groups.py (which
+Others (reduce, gather, scatter, recv from any source, PREMUL_SUM) raise NotImplementedError naming the op.
+Files: process_group.py (the ops), alltoallv.py (all-to-alls of unequal chunks), work.py, groups.py (which
 communicator a group runs on), reduce_ops.py, rendezvous.py (mpirun without torch's variables)."""
 from __future__ import annotations
 

@@ -13,10 +13,11 @@ import torch
 import torch.distributed as dist
 
 from pycomm.communicator import Communicator
-from pycomm.torch_backend import reduce_ops
+from pycomm.torch_backend import alltoallv, reduce_ops
 from pycomm.torch_backend.work import PycommWork, Waiter
 
 NAME = "pycomm"
+_MESH_DESC = "mesh_"   # how DeviceMesh describes the group of one of its dimensions ("mesh_" + its name)
 
 
 def _staged(t: torch.Tensor) -> torch.Tensor:
@@ -45,11 +46,13 @@ def _copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[
 
 
 class PycommProcessGroup(dist.ProcessGroup):
-    """torch.distributed's view of the pycomm Communicator `comm` (its rank and size are the group's)."""
+    """torch.distributed's view of the pycomm Communicator `comm` (its rank and size are the group's).
+    `owned`: the group made `comm` for itself (a sub-communicator), so shutting the group down shuts it."""
 
-    def __init__(self, comm: Communicator) -> None:
+    def __init__(self, comm: Communicator, owned: bool = False) -> None:
         super().__init__(comm.rank, comm.size)
         self.comm = comm
+        self._owned = owned
         self._waiter = Waiter(comm.name)
         self._group_name = self._group_desc = ""
 
@@ -62,6 +65,8 @@ class PycommProcessGroup(dist.ProcessGroup):
 
     def _set_group_desc(self, desc: str) -> None:
         self._group_desc = desc
+        if self._owned and desc.startswith(_MESH_DESC):   # a DeviceMesh dimension: traces show its name
+            self.comm.mesh_dim = desc[len(_MESH_DESC):]
         super()._set_group_desc(desc)
 
     @property
@@ -84,6 +89,8 @@ class PycommProcessGroup(dist.ProcessGroup):
 
     def shutdown(self) -> None:
         self._waiter.stop()
+        if self._owned:
+            self.comm.shutdown()
 
     # ---- collectives -----------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> PycommWork:
@@ -157,27 +164,35 @@ class PycommProcessGroup(dist.ProcessGroup):
     def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int],
                       input_split_sizes: list[int], opts: Any = None) -> PycommWork:
         n = self.comm.size
-        for name, t, splits in (("output", output, output_split_sizes), ("input", input, input_split_sizes)):
-            if splits and (len(set(splits)) != 1 or sum(splits) != t.shape[0]):
-                raise NotImplementedError(f"pycomm backend: all_to_all_single with unequal {name}_split_sizes "
-                                          f"{list(splits)} is not supported; pycomm's alltoall sends equal chunks "
-                                          f"(leave the split sizes empty, or give {n} equal ones)")
-        out, inp = _staged(output), _staged(input)
-        return self._work("alltoall_base", [self.comm.alltoall(out, inp, async_op=True)], [output],
-                          _copy_back([(output, out)]))
+        if not output_split_sizes and not input_split_sizes and output.numel() == input.numel() \
+                and input.numel() % n == 0:   # equal chunks: pycomm's alltoall as it is
+            out, inp = _staged(output), _staged(input)
+            return self._work("alltoall_base", [self.comm.alltoall(out, inp, async_op=True)], [output],
+                              _copy_back([(output, out)]))
+        row = alltoallv.row_numel(output, input)
+        sends = alltoallv.split_sizes(input, input_split_sizes, n, "input")
+        receives = alltoallv.split_sizes(output, output_split_sizes, n, "output")
+        work, received = alltoallv.exchange(self.comm, _staged(input), sends, output.numel(), receives, row)
+
+        def finish() -> None:
+            output.copy_(torch.cat(received()).view(output.shape))
+        return self._work("alltoall_base", [work], [output], finish)
 
     def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
                  opts: Any = None) -> PycommWork:
         n = self.comm.size
-        sizes = {t.numel() for t in [*output_tensors, *input_tensors]}
-        if len(input_tensors) != n or len(output_tensors) != n or len(sizes) != 1:
-            raise NotImplementedError(f"pycomm backend: all_to_all needs {n} input and {n} output tensors of one "
-                                      f"size (pycomm's alltoall sends equal chunks); got sizes "
-                                      f"{[t.numel() for t in input_tensors]} -> {[t.numel() for t in output_tensors]}")
+        if len(input_tensors) != n or len(output_tensors) != n:
+            raise ValueError(f"pycomm backend: all_to_all takes {n} input and {n} output tensors (one per rank of "
+                             f"the group), got {len(input_tensors)} and {len(output_tensors)}")
         flat_in = torch.cat([t.reshape(-1) for t in input_tensors])
-        flat_out = torch.empty_like(flat_in)
-        work = self.comm.alltoall(flat_out, flat_in, async_op=True)
-        return self._work("alltoall", [work], output_tensors, _copy_back(list(zip(output_tensors, flat_out.chunk(n)))))
+        work, received = alltoallv.exchange(self.comm, flat_in, [t.numel() for t in input_tensors],
+                                           sum(t.numel() for t in output_tensors),
+                                           [t.numel() for t in output_tensors], 1)
+
+        def finish() -> None:
+            for dst, src in zip(output_tensors, received()):
+                dst.copy_(src.view(dst.shape))
+        return self._work("alltoall", [work], output_tensors, finish)
 
     def barrier(self, opts: Any = None) -> PycommWork:
         return self._work("barrier", [self.comm.barrier(async_op=True)], [])

@@ -31,7 +31,7 @@ class PycommWork(TorchWork):
         self._lock = threading.Lock()
         self._done = False
         self._error: Optional[BaseException] = None
-        self._watched = False
+        self._user_future: Optional[torch.futures.Future] = None
 
     def _complete(self) -> None:
         """Waits for the op once (any thread); later calls re-raise its error."""
@@ -85,17 +85,24 @@ class PycommWork(TorchWork):
         return self._result
 
     def get_future(self) -> torch.futures.Future:
-        """A Future completed (with the op's output tensors) when the op is, even if nobody waits."""
-        if not self._watched:
-            self._watched = True
+        """A Future completed (with the op's output tensors) when the op is, even if nobody waits. A failed
+        op fails it with a RuntimeError carrying pycomm's error (wait() raises the error itself): torch's
+        Future.set_exception keeps the error where only Python sees it, and C++ callers (DDP's reducer)
+        would read the exception object as the op's result."""
+        if self._user_future is None:
+            self._user_future = self._future.then(_value)   # a raising callback fails the Future in C++
             self._waiter.watch(self)
-        return self._future
+        return self._user_future
 
     def synchronize(self) -> None:
         self.wait()
 
     def __repr__(self) -> str:
         return f"<pycomm backend Work {self._name} {'completed' if self._done else 'pending'}>"
+
+
+def _value(fut: torch.futures.Future) -> list[torch.Tensor]:
+    return fut.value()   # raises the op's error (set_exception's), so the chained Future fails
 
 
 def done(name: str, result: list[torch.Tensor], waiter: "Waiter") -> PycommWork:

@@ -16,5 +16,6 @@ def test_quick_run_measures_both_backends(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "ddp_backend.json").read_text())
     rows = {r["backend"]: r for r in doc["rows"]}
     assert set(rows) == {"pycomm", "gloo"} and all(r["samples_per_s"] > 0 for r in rows.values())
-    assert rows["gloo"]["ratio"] == 1.0
-    assert len(doc["samples"]["pycomm"]) == len(doc["samples"]["gloo"]) == 2
+    assert rows["gloo"]["ratio"] == 1.0 and rows["pycomm"]["wrapper"] == "ddp" and rows["pycomm"]["ranks"] == 2
+    samples = doc["samples"]["ddp 2 ranks idle"]
+    assert len(samples["pycomm"]) == len(samples["gloo"]) == 2

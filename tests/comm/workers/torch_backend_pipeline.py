@@ -1,5 +1,6 @@
-"""Worker of tests/comm/test_torch_backend_pipeline.py: torch.distributed.pipelining's 1F1B schedule on 2
-ranks, unchanged, on backend "pycomm" (its stages' sends and receives) against the same run on gloo."""
+"""Worker of tests/comm/test_torch_backend_pipeline.py: torch.distributed.pipelining's 1F1B schedule on 2 or 4
+ranks (one stage each), unchanged, on backend "pycomm" (its stages' sends and receives) against the same run on
+gloo."""
 from __future__ import annotations
 
 import torch
@@ -11,25 +12,32 @@ import pycomm
 from tests.comm.workers.torch_backend_models import mlp, same
 
 STEPS, MICROBATCHES = 3, 4
+# where each stage's layers of the MLP (Linear, ReLU, Linear, ReLU, Linear) begin and end, by stage count
+BOUNDS = {2: (0, 2, 5), 4: (0, 1, 3, 4, 5)}
 
 
 def run(group: dist.ProcessGroup) -> list[torch.Tensor]:
-    """This rank's stage (half of the MLP) after STEPS steps of 1F1B over `group`."""
-    rank = dist.get_rank(group)
-    model = mlp()
-    part = model[:2] if rank == 0 else model[2:]
-    stage = PipelineStage(part, rank, 2, torch.device("cpu"), group=group)
+    """This rank's stage (its layers of the MLP) after STEPS steps of 1F1B over `group`."""
+    rank, size = dist.get_rank(group), dist.get_world_size(group)
+    bounds = BOUNDS[size]
+    part = mlp()[bounds[rank]:bounds[rank + 1]]
+    stage = PipelineStage(part, rank, size, torch.device("cpu"), group=group)
     schedule = Schedule1F1B(stage, n_microbatches=MICROBATCHES, loss_fn=nn.functional.cross_entropy)
-    opt = torch.optim.SGD(part.parameters(), lr=0.1)
+    params = list(part.parameters())
+    opt = torch.optim.SGD(params, lr=0.1) if params else None   # a ReLU stage has none
     for step in range(STEPS):
-        g = torch.Generator().manual_seed(step)  # one batch per step, the same on both stages
+        g = torch.Generator().manual_seed(step)  # one batch per step, the same on every stage
         x, y = torch.randn(4 * MICROBATCHES, 16, generator=g), torch.randint(0, 4, (4 * MICROBATCHES,), generator=g)
-        opt.zero_grad()
+        if opt is not None:
+            opt.zero_grad()
         if rank == 0:
             schedule.step(x)
-        else:
+        elif rank == size - 1:
             schedule.step(target=y)
-        opt.step()
+        else:
+            schedule.step()
+        if opt is not None:
+            opt.step()
     return [p.detach().clone() for p in part.parameters()]
 
 
