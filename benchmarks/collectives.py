@@ -22,11 +22,20 @@ the tables and the goals (`goals` below) as ratios against the peers measured in
       see pycomm/hugepages.py), timed interleaved with the same cases on 4 KiB pages, and each peer's time
       on 4 KiB pages over its time on huge ones (`hugepage_speedup`); skipped with the reason unless the
       kernel's transparent-huge-page policy is `madvise`. (f)'s sections run with THP_MEM_ALLOC_ENABLE=0,
-      whatever the caller's environment."""
+      whatever the caller's environment.
+  (h) plain: the four collectives against mpi4py under a plain `mpirun -n N` (Open MPI's default binding,
+      not the launchers' --bind-to none), both call patterns: isolated (a barrier, then one call, as a
+      training step makes it; 200 calls) and back to back (batched), sizes around the eager limit and up
+      to --max-bytes; `--sections plain --name collectives_plain`;
+  (i) eager: (h) from 4 to 64 KiB with pycomm's cases once per PYCOMM_EAGER_BYTES value of EAGER_LIMITS (each
+      on a communicator made with it, all interleaved in the same rounds; broadcast, all-gather and
+      reduce-scatter carry their data in op matching up to it): where the limit should sit;
+      `--sections eager --name collectives_eager`."""
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import subprocess
@@ -41,15 +50,22 @@ from benchmarks.harness import RESULTS, save, table
 from pycomm import hugepages
 from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
 
-SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages")
+SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages",
+            "plain", "eager")
 SMALL_SECTIONS = ("small", "small_busy", "small_hugepages")
 HUGEPAGES_LOAD = "idle, huge pages"
 PAIRED_LOAD = "idle, 4 KiB pages beside huge"   # small_hugepages' own 4 KiB rows: only for hugepage_speedup
 SMALL_PAGES = {hugepages.TORCH_ENV: "0"}   # torch's default: the user's tensors on 4 KiB pages
 SHAPED_RATE = "10gbit"   # our users' CPU clusters and cross-node links run at 10-25 Gbit/s
 SHAPED_BYTES_PER_S = 10e9 / 8
-MIB = 1 << 20
+KIB, MIB = 1 << 10, 1 << 20
 BUSY_SAMPLE_S = 0.1
+PLAIN_LOAD = "plain mpirun"
+PATTERNS = ("isolated", "back_to_back")
+# plain's sizes: every 2x around the eager limit (where op matching carries the data), then every 4x
+PLAIN_SIZES = (4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB)
+PLAIN_QUICK_SIZES = (4 * KIB, 64 * KIB)
+EAGER_LIMITS = (4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB)   # PYCOMM_EAGER_BYTES values the eager section tries
 
 
 def free_port() -> int:
@@ -67,6 +83,13 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
             extra = [] if quick else ["--sample-s", str(BUSY_SAMPLE_S)]
             rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], extra, SMALL_PAGES)
         return [{**r, "load": "busy"} for r in rows]
+    if section == "plain":
+        return _run_plain(ranks, quick, timeout, [b for b in (PLAIN_QUICK_SIZES if quick else PLAIN_SIZES)
+                                                  if b <= max_bytes])
+    if section == "eager":
+        limits = EAGER_LIMITS[:2] if quick else EAGER_LIMITS
+        return _run_plain(ranks, quick, timeout, [b for b in PLAIN_SIZES if b <= max(limits)],
+                          extra=["--eager-limits", ",".join(map(str, limits))])
     if section == "small":
         rows = _run_ranks("small", ranks, quick, max_bytes, timeout, (), [], env=SMALL_PAGES)
         return [{**r, "load": "idle"} for r in rows]
@@ -90,11 +113,19 @@ def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: 
     return _run_ranks(section, ranks, quick, max_bytes, timeout, mca, [])
 
 
+def _run_plain(ranks: int, quick: bool, timeout: float, sizes: list[int], extra: Sequence[str] = ()) -> list[dict]:
+    """The four collectives against mpi4py at `sizes`, both call patterns, under a plain mpirun."""
+    argv = ["--patterns", ",".join(PATTERNS), "--sizes", ",".join(map(str, sizes)), *extra]
+    rows = _run_ranks("small", ranks, quick, max(sizes), timeout, (), [], argv, SMALL_PAGES, bind_to_none=False)
+    return [{**r, "load": PLAIN_LOAD} for r in rows]
+
+
 def _run_ranks(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float, mca: tuple[str, ...],
-               prefix: list[str], extra: Sequence[str] = (), env: dict[str, str] | None = None) -> list[dict]:
+               prefix: list[str], extra: Sequence[str] = (), env: dict[str, str] | None = None,
+               bind_to_none: bool = True) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
-        argv = [*prefix, *mpirun_argv(ranks, mca), sys.executable, "-m", "benchmarks.collectives_ranks",
+        argv = [*prefix, *mpirun_argv(ranks, mca, bind_to_none), sys.executable, "-m", "benchmarks.collectives_ranks",
                 "--section", section, "--out", str(out), "--max-bytes", str(max_bytes),
                 *(["--gloo-port", str(free_port())] if section in ("busbw", "fusion") else []),
                 *(["--quick"] if quick else []), *extra]
@@ -154,6 +185,86 @@ def small_goals(rows: list[dict]) -> list[dict]:
     return out
 
 
+def plain_goals(rows: list[dict]) -> list[dict]:
+    """Under a plain mpirun: every collective >= 0.9x mpi4py's speed at every size, in both call patterns."""
+    by = {(r["pattern"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
+    out = []
+    for (pattern, n, op, peer, nbytes), sec in sorted(by.items()):
+        if peer == "pycomm":
+            ratio = by[(pattern, n, op, "mpi4py", nbytes)] / sec
+            out.append({"goal": f"{op} vs mpi4py >= 0.9 (plain mpirun, {pattern})", "ranks": n, "bytes": nbytes,
+                        "ratio": ratio, "met": ratio >= 0.9})
+    return out
+
+
+EAGER_OPS = ("broadcast", "allgather", "reduce_scatter")   # what PYCOMM_EAGER_BYTES decides for
+
+
+def _ratios(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, float]:
+    """mpi4py's median time over pycomm's, keyed by `keys` of the pycomm row (every other field alike)."""
+    by = {(*(r[k] for k in keys), r["peer"]): r["seconds"]["median"] for r in rows}
+    return {k[:-1]: by[(*k[:-1], "mpi4py")] / sec for k, sec in by.items() if k[-1] == "pycomm"}
+
+
+def eager_summary(rows: list[dict]) -> list[dict]:
+    """Per eager limit, call pattern and rank count: the geometric mean and the lowest of mpi4py time /
+    pycomm time over the collectives the limit decides for and the sizes measured."""
+    ratios = _ratios(rows, ("eager_bytes", "pattern", "ranks", "op", "bytes"))
+    out = []
+    for limit, pattern, n in sorted({k[:3] for k in ratios}):
+        vals = [v for k, v in ratios.items() if k[:3] == (limit, pattern, n) and k[3] in EAGER_OPS]
+        out.append({"eager_bytes": limit, "pattern": pattern, "ranks": n,
+                    "geomean_ratio": math.exp(sum(map(math.log, vals)) / len(vals)), "lowest_ratio": min(vals)})
+    return out
+
+
+def plot_eager(rows: list[dict]):
+    """mpi4py time / pycomm time per size for each eager limit (geometric mean over broadcast, all-gather
+    and reduce-scatter), a panel per call pattern; 2 ranks solid, 4 dashed."""
+    def draw(axes: Any) -> None:
+        ratios = _ratios(rows, ("eager_bytes", "pattern", "ranks", "op", "bytes"))
+        for ax, pattern in zip(axes, PATTERNS):
+            for limit, n in sorted({(k[0], k[2]) for k in ratios if k[1] == pattern}):
+                sizes = sorted({k[4] for k in ratios if k[:3] == (limit, pattern, n)})
+                means = [math.exp(sum(math.log(ratios[(limit, pattern, n, op, b)]) for op in EAGER_OPS) / len(EAGER_OPS))
+                         for b in sizes]
+                ax.plot(sizes, means, marker="o", linestyle="-" if n == 2 else "--",
+                        color=f"C{EAGER_LIMITS.index(limit) if limit in EAGER_LIMITS else 9}",
+                        label=f"limit {limit // KIB} KiB, {n} ranks")
+            ax.axhline(0.9, color="grey", linewidth=1, linestyle=":")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel("mpi4py time / pycomm time (geomean of 3 collectives)")
+            ax.set_title(f"PYCOMM_EAGER_BYTES, {pattern.replace('_', ' ')} calls")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6, ncol=2)
+    draw.panels = len(PATTERNS)  # type: ignore[attr-defined]
+    return draw
+
+
+def plot_plain(rows: list[dict]):
+    """mpi4py time / pycomm time per collective under a plain mpirun: a panel per call pattern."""
+    def draw(axes: Any) -> None:
+        colors = {"allreduce": "tab:blue", "broadcast": "tab:green", "allgather": "tab:red",
+                  "reduce_scatter": "tab:purple"}
+        by = {(r["pattern"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
+        for ax, pattern in zip(axes, PATTERNS):
+            for (n, op) in sorted({(k[1], k[2]) for k in by if k[0] == pattern}):
+                sizes = sorted(k[4] for k in by if k[:4] == (pattern, n, op, "pycomm"))
+                ax.plot(sizes, [by[(pattern, n, op, "mpi4py", b)] / by[(pattern, n, op, "pycomm", b)] for b in sizes],
+                        marker="o", color=colors[op], linestyle="-" if n == 2 else "--", label=f"{op}, {n} ranks")
+            ax.axhline(0.9, color="grey", linewidth=1, linestyle=":")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log", base=2)
+            ax.set_xlabel("message size (bytes)")
+            ax.set_ylabel("mpi4py time / pycomm time (same run)")
+            ax.set_title(f"plain mpirun, {pattern.replace('_', ' ')} calls (goal 0.9)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=6, ncol=2)
+    draw.panels = len(PATTERNS)  # type: ignore[attr-defined]
+    return draw
+
+
 def hugepage_speedup(rows: list[dict]) -> list[dict]:
     """Each peer's time on 4 KiB pages over its time on huge pages, from small_hugepages' rows (both
     kinds timed interleaved in the same rounds)."""
@@ -173,6 +284,7 @@ def goals(rows: dict[str, list[dict]]) -> list[dict]:
     """The goals as measured ratios (median times of the same run)."""
     out = shard_goals(rows["shards"]) if rows.get("shards") else []
     out += small_goals(measured_small(rows))
+    out += plain_goals(rows["plain"]) if rows.get("plain") else []
     out += shaped_goals(rows["quantized_shaped"]) if rows.get("quantized_shaped") else []
     by = {(r["ranks"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows.get("busbw", [])}
     for (n, peer, nbytes), sec in sorted(by.items()):
@@ -313,9 +425,9 @@ def print_report(rows: dict[str, list[dict]], checks: list[dict], roofline: list
     shards = [{**r, "median_s": r["seconds"]["median"]} for r in rows.get("shards", [])]
     if shards:
         print(table(shards, ["ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
-    small = [{**r, "median_s": r["seconds"]["median"]} for s in SMALL_SECTIONS for r in rows[s]]
+    small = [{**r, "median_s": r["seconds"]["median"]} for s in (*SMALL_SECTIONS, "plain", "eager") for r in rows[s]]
     if small:
-        print(table(small, ["load", "ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
+        print(table(small, ["load", "eager_bytes", "pattern", "ranks", "op", "peer", "bytes", "median_s", "busbw_GBs"]))
     if rows["busbw"]:
         busbw = [{**r, "median_s": r["seconds"]["median"]} for r in rows["busbw"]]
         print(table(busbw, ["ranks", "peer", "bytes", "median_s", "busbw_GBs"]))
@@ -376,6 +488,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     payload = {"ranks": ranks, "quick": args.quick, "max_bytes": args.max_bytes,
                "note": "CPU-only 2-core machine; ratios are between peers measured in the same run "
                        "(repeat runs move small-size ratios by about 0.1)", **rows, "goals": checks}
+    if rows["eager"]:
+        payload["eager_summary"] = eager_summary(rows["eager"])
     speedup = hugepage_speedup(rows["small_hugepages"])
     if speedup:
         payload["hugepage_speedup"] = speedup
@@ -388,12 +502,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                "rows": codec_roofline.roofline(rows["quantized_shaped"], bw, SHAPED_BYTES_PER_S)}
     small, ran = measured_small(rows), set(sections)  # the sections run pick the plot
     draw = (plot_busbw(rows["busbw"]) if "busbw" in ran and rows["busbw"]
+            else plot_plain(rows["plain"]) if ran == {"plain"} and rows["plain"]
+            else plot_eager(rows["eager"]) if ran == {"eager"} and rows["eager"]
             else plot_small(small) if ran & set(SMALL_SECTIONS) and small
             else plot_shards(rows["shards"]) if "shards" in ran and rows["shards"]
             else plot_codec_time(rows["quantized_shaped"]) if "quantized_shaped" in ran and rows["quantized_shaped"]
             else None)
-    path = save(args.name, payload, draw)
+    path = save(args.name, payload, draw, panels=getattr(draw, "panels", 1))
     print_report(rows, checks, payload.get("roofline", {}).get("rows", []))
+    if rows["eager"]:
+        print(table(payload["eager_summary"], ["eager_bytes", "pattern", "ranks", "geomean_ratio", "lowest_ratio"]))
     if speedup:
         print("time on 4 KiB pages / time on huge pages (idle)")
         print(table(speedup, ["ranks", "op", "peer", "bytes", "speedup"]))

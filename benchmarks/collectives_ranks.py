@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 import pycomm
@@ -50,6 +52,38 @@ def timed(fns: dict[str, Callable[[], Any]], mpi_comm: Any, repeats: int, warmup
             samples[name].append(sample(fns[name], inner[name]))
     return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "repeats": repeats,
                    "inner": inner[name]} for name, v in samples.items()}
+
+
+def isolated(fns: dict[str, Callable[[], Any]], mpi_comm: Any, calls: int, warmup: int = 2,
+             budget_s: float = 2.0) -> dict[str, dict]:
+    """Seconds of one call of each collective in `fns` as a training step sees it: a barrier, then one
+    call, timed alone (the slowest rank's); `calls` samples of each (fewer where a call is long: about
+    `budget_s` per case), interleaved in a new order every round like `timed`'s."""
+    from mpi4py import MPI
+
+    def sample(fn: Callable[[], Any]) -> float:
+        mpi_comm.Barrier()
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    once = max(mpi_comm.allreduce(sample(fn), op=MPI.MAX) for fn in fns.values())
+    n = max(5, min(calls, int(budget_s / max(once, 1e-7))))
+    mine: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(n):
+        for name in random.Random(r).sample(list(fns), len(fns)):
+            mine[name].append(sample(fns[name]))
+    # the slowest rank's time per call, reduced once at the end (not between the timed calls)
+    slowest = {}
+    for name, v in mine.items():
+        arr = np.asarray(v)
+        mpi_comm.Allreduce(MPI.IN_PLACE, arr, op=MPI.MAX)
+        slowest[name] = arr.tolist()
+    return {name: {"median": statistics.median(v), "min": min(v), "max": max(v), "repeats": n, "inner": 1}
+            for name, v in slowest.items()}
 
 
 def busbw_gbs(op: str, nbytes: int, seconds: float, n: int) -> float:
@@ -192,15 +226,21 @@ def host_zeros(numel: int, pages: str) -> torch.Tensor:
 
 
 def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5e-3,
-                  pages: tuple[str, ...] = ("4k",)) -> list[dict]:
+                  pages: tuple[str, ...] = ("4k",), patterns: tuple[str, ...] = ("back_to_back",),
+                  size_list: list[int] | None = None, eager_limits: tuple[int, ...] = ()) -> list[dict]:
     """The four small-message collectives against mpi4py on the same buffers from 4 KiB, in the same processes:
     all-reduce (pycomm's own, on the caller's thread), broadcast, all-gather and reduce-scatter (MPI's,
     on the progress thread). `bytes` is the all-reduce / broadcast buffer and the gathered or scattered
     whole; busbw per nccl-tests. `pages`: the buffers' page kinds, each kind's cases timed interleaved
-    with the others' in the same rounds; `huge_page_bytes` is what the kernel gave the whole buffer."""
+    with the others' in the same rounds; `huge_page_bytes` is what the kernel gave the whole buffer.
+    `patterns`: "back_to_back" (calls batched, `timed`) and/or "isolated" (a barrier before each call,
+    `isolated`); `size_list`: the sizes instead of `sizes`'. `eager_limits`: pycomm's cases once per
+    PYCOMM_EAGER_BYTES value, each on a communicator made with it, all timed interleaved in the same
+    rounds (rows carry `eager_bytes`; mpi4py's rows are repeated for each)."""
     from mpi4py import MPI
-    comm, n, rows = peers.comm, peers.mpi.size, []
-    for nbytes in sizes(quick, max_bytes):
+    n, rows = peers.mpi.size, []
+    comms = {limit: _with_eager_limit(peers.comm, limit) for limit in eager_limits} or {None: peers.comm}
+    for nbytes in size_list if size_list is not None else sizes(quick, max_bytes):
         numel = nbytes // 4 // n * n
         cases, huge = {}, {}
         for kind in pages:
@@ -208,24 +248,54 @@ def section_small(peers: Peers, quick: bool, max_bytes: int, sample_s: float = 5
             arr, shard_arr = full.numpy(), shard.numpy()
             huge[kind] = hugepages.backed_bytes(full)
             cases.update({
-                ("allreduce", "pycomm", kind): lambda f=full: comm.allreduce(f, op=pycomm.SUM),
                 ("allreduce", "mpi4py", kind): lambda a=arr: peers.mpi.Allreduce(MPI.IN_PLACE, a, op=MPI.SUM),
-                ("broadcast", "pycomm", kind): lambda f=full: comm.broadcast(f, root=0),
                 ("broadcast", "mpi4py", kind): lambda a=arr: peers.mpi.Bcast(a, root=0),
-                ("allgather", "pycomm", kind): lambda f=full, h=shard: comm.allgather(f, h),
                 ("allgather", "mpi4py", kind): lambda a=arr, h=shard_arr: peers.mpi.Allgather(h, a),
-                ("reduce_scatter", "pycomm", kind): lambda f=full, h=shard: comm.reduce_scatter(h, f, op=pycomm.SUM),
                 ("reduce_scatter", "mpi4py", kind):
                     lambda a=arr, h=shard_arr: peers.mpi.Reduce_scatter_block(a, h, op=MPI.SUM),
             })
-        times = timed({"/".join(k): fn for k, fn in cases.items()}, peers.mpi,
-                      3 if quick else (5 if nbytes >= 16 * MIB else 9), warmup=2, sample_s=sample_s)
-        for op, peer, kind in cases:
-            tm = times[f"{op}/{peer}/{kind}"]
-            rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "pages": kind, "seconds": tm,
-                         "busbw_GBs": busbw_gbs(op, numel * 4, tm["median"], n), "huge_page_bytes": huge[kind]})
-        del cases
+            for limit, comm in comms.items():
+                mine = "pycomm" if limit is None else f"pycomm@{limit}"
+                cases.update({
+                    ("allreduce", mine, kind): lambda f=full, c=comm: c.allreduce(f, op=pycomm.SUM),
+                    ("broadcast", mine, kind): lambda f=full, c=comm: c.broadcast(f, root=0),
+                    ("allgather", mine, kind): lambda f=full, h=shard, c=comm: c.allgather(f, h),
+                    ("reduce_scatter", mine, kind):
+                        lambda f=full, h=shard, c=comm: c.reduce_scatter(h, f, op=pycomm.SUM),
+                })
+        named = {"/".join(k): fn for k, fn in cases.items()}
+        for pattern in patterns:
+            if pattern == "isolated":
+                times = isolated(named, peers.mpi, 20 if quick else 200)
+            else:
+                times = timed(named, peers.mpi, 3 if quick else (5 if nbytes >= 16 * MIB else 9), warmup=2,
+                              sample_s=sample_s)
+            for op, peer, kind in cases:
+                tm = times[f"{op}/{peer}/{kind}"]
+                row = {"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "pages": kind, "pattern": pattern,
+                       "seconds": tm, "busbw_GBs": busbw_gbs(op, numel * 4, tm["median"], n),
+                       "huge_page_bytes": huge[kind]}
+                if eager_limits and peer == "mpi4py":
+                    rows += [{**row, "eager_bytes": limit} for limit in eager_limits]
+                elif eager_limits:
+                    rows.append({**row, "peer": "pycomm", "eager_bytes": int(peer.split("@")[1])})
+                else:
+                    rows.append(row)
+        del cases, named
     return rows
+
+
+def _with_eager_limit(world: pycomm.Communicator, limit: int) -> pycomm.Communicator:
+    """A communicator over `world`'s ranks made with PYCOMM_EAGER_BYTES=limit (fixed for it when made)."""
+    before = os.environ.get("PYCOMM_EAGER_BYTES")
+    os.environ["PYCOMM_EAGER_BYTES"] = str(limit)
+    try:
+        return world.dup()
+    finally:
+        if before is None:
+            del os.environ["PYCOMM_EAGER_BYTES"]
+        else:
+            os.environ["PYCOMM_EAGER_BYTES"] = before
 
 
 def _bus_bytes() -> float:
@@ -291,6 +361,10 @@ def main() -> None:
     ap.add_argument("--max-bytes", type=int, default=256 * MIB)
     ap.add_argument("--sample-s", type=float, default=5e-3, help="small: shortest timed sample (calls batched)")
     ap.add_argument("--pages", default="4k", help="small: comma-separated page kinds of the buffers (4k, huge)")
+    ap.add_argument("--patterns", default="back_to_back",
+                    help="small: comma-separated call patterns (back_to_back, isolated)")
+    ap.add_argument("--sizes", help="small: comma-separated byte sizes instead of 4 KiB x4 up to --max-bytes")
+    ap.add_argument("--eager-limits", help="small: comma-separated PYCOMM_EAGER_BYTES values, pycomm's cases on each")
     args = ap.parse_args()
     torch.set_num_threads(1)
     pycomm.init()
@@ -300,7 +374,10 @@ def main() -> None:
     elif args.section == "fusion":
         rows = section_fusion(peers, args.quick)
     elif args.section == "small":
-        rows = section_small(peers, args.quick, args.max_bytes, args.sample_s, tuple(args.pages.split(",")))
+        rows = section_small(peers, args.quick, args.max_bytes, args.sample_s, tuple(args.pages.split(",")),
+                             tuple(args.patterns.split(",")),
+                             [int(b) for b in args.sizes.split(",")] if args.sizes else None,
+                             tuple(int(b) for b in args.eager_limits.split(",")) if args.eager_limits else ())
     elif args.section == "shards":
         rows = section_shards(peers, args.quick, args.max_bytes)
     else:

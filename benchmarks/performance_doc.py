@@ -58,6 +58,14 @@ BENCHMARKS: dict[str, Benchmark] = {
     "collectives_fusion": Benchmark("ResNet-50's 161 gradients all-reduced per tensor, fused, and with defaults",
                                     "flat mpi4py; per-tensor torch gloo",
                                     "python -m benchmarks.collectives --sections fusion --name collectives_fusion"),
+    "collectives_eager": Benchmark("where PYCOMM_EAGER_BYTES should sit: the four collectives from 4 to 64 KiB under "
+                                   "a plain mpirun, isolated and back-to-back calls, once per limit (4-64 KiB)",
+                                   "mpi4py in the same processes",
+                                   "python -m benchmarks.collectives --sections eager --name collectives_eager"),
+    "collectives_plain": Benchmark("all-reduce, broadcast, all-gather, reduce-scatter from 4 KiB under a plain "
+                                   "`mpirun -n N` (Open MPI's default binding): isolated calls (a barrier, then one) "
+                                   "and back-to-back calls, 2 and 4 ranks", "mpi4py in the same processes",
+                                   "python -m benchmarks.collectives --sections plain --name collectives_plain"),
     "collectives_shaped": Benchmark("fp32 / int8 / 1-bit all-reduce on an emulated 10 Gbit/s link (tc tbf in a "
                                     "network namespace; root only), with the codec's roofline",
                                     "fp32 all-reduce; the link floor",

@@ -33,8 +33,10 @@ def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def mpirun_argv(n: int, mca: Sequence[str] = ()) -> list[str]:
-    argv = ["mpirun", "-n", str(n), "--oversubscribe", "--bind-to", "none"]
+def mpirun_argv(n: int, mca: Sequence[str] = (), bind_to_none: bool = True) -> list[str]:
+    """mpirun's argv for n ranks; `bind_to_none=False`: Open MPI's default binding, as a user's plain
+    `mpirun -n N` gets it (a rank per core while there are cores enough)."""
+    argv = ["mpirun", "-n", str(n), "--oversubscribe", *(["--bind-to", "none"] if bind_to_none else [])]
     if os.geteuid() == 0:
         argv.append("--allow-run-as-root")
     for kv in mca:

@@ -118,6 +118,17 @@ SETTINGS: tuple[Setting, ...] = (
             "`pycomm.stats()[op][\"inline_calls\"]` counts the ops that ran on the caller's thread. The same on "
             "every rank because it decides which MPI calls match; fixed from the first communicator on",
             "the host transports' blocking path (csrc/queue/inline_run.cc)", core=True, agreed=True),
+    Setting("PYCOMM_EAGER_BYTES", Integer(0, 1 << 20, "bytes"), 8192,
+            "largest host broadcast, all-gather or reduce-scatter (bytes: the gathered or scattered whole) on MPI "
+            "whose data travels inside op matching's messages (one round of messages in all, like MPI's eager "
+            "protocol) instead of a schedule after it; the data lands in a buffer of pycomm's own and reaches "
+            "your tensor only once every rank's op, size and dtype agreed (a wrong-sized payload is refused with "
+            "`pycomm.MismatchError`). Host all-reduces carry theirs up to 32 KiB whatever it says. Measured in "
+            "docs/performance_notes.md (*The eager limit*): from 16 KiB on 2 ranks the data is faster in a schedule "
+            "after matching; at 8 KiB 4 ranks gain and 2 neither gain nor lose. The same on every rank because it decides which "
+            "messages the ranks exchange; fixed for a communicator when it is made",
+            "the MPI transport, at each communicator's creation (csrc/transport/mpi/p2p_collective_op.cc)",
+            core=True, agreed=True),
     Setting("PYCOMM_SPIN_US", Integer(0, 1_000_000, "microseconds", {0: "no spinning"}), 250,
             "microseconds a waiter on a queued op yield-spins before blocking (fixed at first use); the idle "
             "progress thread never spins, it sleeps until an op is queued",

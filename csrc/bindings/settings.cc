@@ -39,6 +39,7 @@ Settings from_dict(const py::dict& d) {
   s.timeout_s = take<double>(d, "PYCOMM_TIMEOUT", seen);
   s.inline_bytes = take<int64_t>(d, "PYCOMM_INLINE_BYTES", seen);
   s.spin_us = take<int64_t>(d, "PYCOMM_SPIN_US", seen);
+  s.eager_bytes = take<int64_t>(d, "PYCOMM_EAGER_BYTES", seen);
   s.cpu_isa_generic = is_choice(take<std::string>(d, "PYCOMM_CPU_ISA", seen), "PYCOMM_CPU_ISA", "generic", "auto");
   auto threads = take<std::optional<int>>(d, "PYCOMM_NUM_THREADS", seen);
   s.num_threads = threads.value_or(0);
@@ -62,6 +63,7 @@ py::dict to_dict(const Settings& s) {
   d["PYCOMM_TIMEOUT"] = s.timeout_s;
   d["PYCOMM_INLINE_BYTES"] = s.inline_bytes;
   d["PYCOMM_SPIN_US"] = s.spin_us;
+  d["PYCOMM_EAGER_BYTES"] = s.eager_bytes;
   d["PYCOMM_CPU_ISA"] = s.cpu_isa_generic ? "generic" : "auto";
   d["PYCOMM_NUM_THREADS"] = s.num_threads > 0 ? py::object(py::int_(s.num_threads)) : py::object(py::none());
   d["PYCOMM_NCCL_SPLIT"] = s.nccl_split_init ? "init" : "split";

@@ -13,6 +13,7 @@ struct Settings {
   double timeout_s = 0;          // PYCOMM_TIMEOUT: stall timeout in seconds, 0: none
   int64_t inline_bytes = 0;      // PYCOMM_INLINE_BYTES: largest op run on the caller's thread, 0: off
   int64_t spin_us = 0;           // PYCOMM_SPIN_US: yield-spin before blocking
+  int64_t eager_bytes = 4096;    // PYCOMM_EAGER_BYTES: largest MPI broadcast/all-gather/reduce-scatter in op matching
   bool cpu_isa_generic = false;  // PYCOMM_CPU_ISA=generic: baseline x86-64 kernels
   int num_threads = 0;           // PYCOMM_NUM_THREADS, 0: OpenMP's default
   bool nccl_split_init = false;  // PYCOMM_NCCL_SPLIT=init: split with a fresh unique id

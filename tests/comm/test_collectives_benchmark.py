@@ -17,6 +17,12 @@ def _namespaces() -> list[str]:
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
 
 
+def test_plain_mpirun_keeps_open_mpis_default_binding() -> None:
+    assert "--bind-to" not in collectives.mpirun_argv(4, (), bind_to_none=False)
+    launchers = collectives.mpirun_argv(4)    # the launchers' own, as before
+    assert launchers[launchers.index("--bind-to") + 1] == "none"
+
+
 def test_merge_keeps_what_the_run_did_not_measure() -> None:
     old = {"small": [{"ranks": 2, "v": "old"}, {"ranks": 4, "v": "old"}], "fusion": [{"ranks": 2, "v": "old"}]}
     rows = {s: [] for s in collectives.SECTIONS}
@@ -57,6 +63,23 @@ def test_collectives_benchmark_quick() -> None:
                      for op in ("allreduce", "broadcast", "allgather", "reduce_scatter")}
     assert {g["goal"] for g in payload["goals"]} >= {"allreduce busbw vs mpi4py >= 1.0 (busy)"}
     assert not any(collectives.PAIRED_LOAD in g["goal"] for g in payload["goals"])
+    # under a plain mpirun (default binding): both call patterns, every collective against mpi4py, each size
+    plain = {(r["pattern"], r["op"], r["peer"], r["bytes"]) for r in payload["plain"]}
+    assert plain == {(pattern, op, peer, nbytes) for pattern in collectives.PATTERNS for peer in ("pycomm", "mpi4py")
+                     for op in ("allreduce", "broadcast", "allgather", "reduce_scatter")
+                     for nbytes in collectives.PLAIN_QUICK_SIZES}
+    assert all(r["load"] == collectives.PLAIN_LOAD and r["seconds"]["median"] > 0 for r in payload["plain"])
+    isolated = [r for r in payload["plain"] if r["pattern"] == "isolated"]
+    assert all(r["seconds"]["inner"] == 1 and r["seconds"]["repeats"] >= 5 for r in isolated)
+    assert {g["goal"] for g in payload["goals"]} >= {f"{op} vs mpi4py >= 0.9 (plain mpirun, {pattern})"
+                                                      for op in ("allreduce", "broadcast") for pattern in collectives.PATTERNS}
+    # the eager limit's sweep: pycomm on a communicator per PYCOMM_EAGER_BYTES value, mpi4py beside each
+    limits = collectives.EAGER_LIMITS[:2]
+    eager = {(r["eager_bytes"], r["pattern"], r["peer"], r["bytes"]) for r in payload["eager"]}
+    assert eager == {(limit, pattern, peer, nbytes) for limit in limits for pattern in collectives.PATTERNS
+                     for peer in ("pycomm", "mpi4py") for nbytes in limits}
+    assert {(r["eager_bytes"], r["pattern"]) for r in payload["eager_summary"]} == {
+        (limit, pattern) for limit in limits for pattern in collectives.PATTERNS}
     # 4 KiB pages are 4 KiB pages whatever this process's environment (the quick sizes stay below a huge page)
     assert all(r["huge_page_bytes"] == 0 for s in collectives.SMALL_SECTIONS for r in payload[s])
     if huge:

@@ -1,7 +1,8 @@
 """Ranks that disagree on an op get a MismatchError naming both ranks' ops, sequence numbers and sizes,
 in the default mode and under PYCOMM_DEBUG=1, on every path (tests/comm/workers/mismatch.py): the ring
 all-reduce at 40 vs 48 MiB (it used to corrupt the smaller rank's memory), MPI's collectives queued,
-on the caller's thread (PYCOMM_INLINE_BYTES) and nonblocking, point-to-point, allreduce_quantized
+on the caller's thread (PYCOMM_INLINE_BYTES) and nonblocking, with the small collectives' data in op
+matching (PYCOMM_EAGER_BYTES=65536), point-to-point, allreduce_quantized
 (also against a plain allreduce) and allreduce_coalesced; and the same collective and compound cases on
 the gloo transport under torchrun (its signature exchange on a private group: a broadcast whose root
 differs used to deliver root 0's data, a size mismatch to abort the process inside gloo)."""
@@ -19,8 +20,8 @@ P2P_CASES = 6   # of them, point to point (MPI only: gloo's are tests/comm/worke
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("env", [{}, {"PYCOMM_INLINE_BYTES": "1048576"}, {"PYCOMM_MPI_NONBLOCKING": "1"},
-                                 {"PYCOMM_DEBUG": "1"}],
-                         ids=["default", "on-caller-thread", "nonblocking-collectives", "debug"])
+                                 {"PYCOMM_DEBUG": "1"}, {"PYCOMM_EAGER_BYTES": "65536"}],
+                         ids=["default", "on-caller-thread", "nonblocking-collectives", "debug", "data-in-op-matching"])
 def test_mismatched_ops_raise_naming_both(env):
     proc = mpirun(2, "tests.comm.workers.mismatch", env={"PYCOMM_TIMEOUT": "60", **env}, timeout=600)
     passed = re.findall(r"rank (\d): (\d+) mismatch cases passed", proc.stdout)

@@ -1,8 +1,10 @@
 """pycomm's own host broadcast, all-gather and reduce-scatter on MPI point-to-point messages
 (tests/comm/workers/p2p_collectives.py): exact results against numpy on 2, 3, 4 and 5 ranks (3 and 5
 take the ring, 2 and 4 recursive doubling / halving), every root, dtype and reduce op, sizes either
-side of each algorithm switch, async ops mixed with blocking ones, mismatched roots and sizes on the
-scheduled path as MismatchError; and a rank that never calls gives the others StallError naming it,
+side of each algorithm switch (the eager limit, PYCOMM_EAGER_BYTES, at its default and at 16 KiB), async
+ops mixed with blocking ones, mismatched ops, roots and sizes with the data in op matching, on the
+scheduled path and across the eager limit as MismatchError, a peer whose data comes in the wrong size
+refused with MismatchError, the tensor untouched; and a rank that never calls gives the others StallError naming it,
 on both the fused and the scheduled path of each collective. 3 to 5 ranks on a small machine are
 oversubscribed (the broadcast then always takes the binomial tree): PYCOMM_OVERSUBSCRIBED=0 runs its
 scatter + all-gather too."""
@@ -26,6 +28,17 @@ def test_collectives_against_numpy(ranks):
     # mpirun --bind-to none: every rank may run on this process's CPUs, so they are the node's cores
     crowded = ranks > len(os.sched_getaffinity(0))
     assert_agreed_oversubscribed(proc.stdout, ranks, oversubscribed=crowded)
+
+
+@pytest.mark.mpi
+def test_collectives_with_another_eager_limit():
+    """PYCOMM_EAGER_BYTES=16384 on 3 ranks (the fold of recursive doubling in op matching): every dtype and op
+    either side of that limit (the worker reads it), the data riding in op matching up to it, and the
+    mismatches on either side of it."""
+    ranks = 3
+    proc = mpirun(ranks, "tests.comm.workers.p2p_collectives",
+                  env={"PYCOMM_TIMEOUT": "120", "PYCOMM_EAGER_BYTES": "16384"}, timeout=900)
+    assert_every_rank_passed(proc.stdout, "p2p-collective", ranks, at_least=400)
 
 
 @pytest.mark.mpi

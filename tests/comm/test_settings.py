@@ -23,6 +23,7 @@ settings_doc.load_tables((ROOT / settings_doc.DOC).read_text())  # every layer's
 GARBAGE = {
     "PYCOMM_TIMEOUT": "soon", "PYCOMM_DEBUG": "maybe", "PYCOMM_NUM_THREADS": "0", "PYCOMM_CPU_ISA": "avx512",
     "PYCOMM_MPI_NONBLOCKING": "2", "PYCOMM_INLINE_BYTES": "64k", "PYCOMM_SPIN_US": "-1",
+    "PYCOMM_EAGER_BYTES": "2097152",
     "PYCOMM_QUANTIZED_SEGMENT": "1e6", "PYCOMM_MPI_GPU_AWARE": "yes", "PYCOMM_HUGEPAGES": "maybe", "PYCOMM_NCCL_SPLIT": "fresh",
     "PYCOMM_FAIL_FAST": "sometimes",
     "PYCOMM_OVERSUBSCRIBED": "yes",
@@ -41,6 +42,7 @@ NON_DEFAULT = {
     "PYCOMM_CPU_ISA": ("generic", "generic"), "PYCOMM_MPI_NONBLOCKING": ("on", True),
     "PYCOMM_INLINE_BYTES": ("65536", 65536), "PYCOMM_SPIN_US": ("0", 0), "PYCOMM_MPI_GPU_AWARE": ("1", True),
     "PYCOMM_NCCL_SPLIT": ("init", "init"), "PYCOMM_OVERSUBSCRIBED": ("0", False),
+    "PYCOMM_EAGER_BYTES": ("16384", 16384),
 }
 VALIDATED = [s.name for s in settings.BY_NAME.values() if s.scope in settings.VALIDATED_SCOPES]
 CORE = [s.name for s in settings.SETTINGS if s.core]

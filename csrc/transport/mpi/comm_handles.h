@@ -29,6 +29,9 @@ struct CommHandles {
   // Some node of this communicator runs more ranks than the cores they may use (PYCOMM_OVERSUBSCRIBED);
   // the same on every rank, so schedules may key on it.
   bool oversubscribed = false;
+  // PYCOMM_EAGER_BYTES when the communicator was made (agreed by every rank): broadcasts, all-gathers and
+  // reduce-scatters up to it carry their data in op matching (p2p_collective_op.h).
+  int64_t eager_bytes = 4 << 10;
   std::string label;
   // MPI collectives other than host all-reduces (allreduce_op.h: point-to-point, always polled) as
   // blocking calls on the queue thread (Open MPI's tuned algorithms, much faster than its nonblocking

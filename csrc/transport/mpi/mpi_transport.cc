@@ -93,6 +93,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   check(MPI_Comm_dup(comm, &handles_->allreduce), "MPI_Comm_dup (all-reduce)");
   check(MPI_Comm_set_errhandler(handles_->allreduce, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   if (settings().mpi_nonblocking) handles_->blocking = false;
+  handles_->eager_bytes = settings().eager_bytes;
   check(MPI_Comm_dup(comm, &handles_->check), "MPI_Comm_dup (op matching)");
   check(MPI_Comm_set_errhandler(handles_->check, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   init(handles_->rank, handles_->size, local_rank, local_size);

@@ -14,7 +14,7 @@ P2pCollectiveOp::~P2pCollectiveOp() {
   else if (work_) comm_->scratch->give_back(std::move(work_));
 }
 
-bool P2pCollectiveOp::fused() const { return info.bytes <= kFusedCollectiveBytes; }
+bool P2pCollectiveOp::fused() const { return info.bytes <= comm_->eager_bytes; }
 
 void P2pCollectiveOp::run(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type,
                           int64_t elem_size, MPI_Op op, int64_t segment_bytes) {

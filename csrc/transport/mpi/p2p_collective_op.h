@@ -18,12 +18,6 @@
 
 namespace pycomm::mpi {
 
-// Measured (2 ranks, /tmp profile in the p2pcoll report): a 64 KiB broadcast fused into op matching
-// took 30 us (16 pieces through the exchange, a bitwise OR of the whole buffer each step), one
-// scheduled after it 14 us even at 256 KiB; at 4 KiB the fused one is still the faster (one round).
-// Fixed: every rank must choose the same way.
-constexpr int64_t kFusedCollectiveBytes = int64_t{4} << 10;
-
 class P2pCollectiveOp : public QueuedOp {
  public:
   P2pCollectiveOp(OpInfo info, std::shared_ptr<CommHandles> comm);
@@ -33,8 +27,10 @@ class P2pCollectiveOp : public QueuedOp {
   bool test() override;  // polls the schedule, then finish()
 
  protected:
-  // Ops of at most kFusedCollectiveBytes carry their data in op matching (every rank decides alike:
-  // the size is part of the matched signature). The subclass calls matching_.fuse() then.
+  // Ops of at most CommHandles::eager_bytes (PYCOMM_EAGER_BYTES, the same on every rank) carry their data
+  // in op matching (every rank decides alike: the size is part of the matched signature); it lands in a
+  // buffer of the op's own and reaches the caller's only once every signature and size agreed. The
+  // subclass calls matching_.fuse() then.
   bool fused() const;
   // Runs `steps` on `bufs` (P2pStep's buffer indexes) as the op's schedule, once matched (start()).
   // `segment_bytes`: P2pSchedule's (the same on every rank: it depends on the op's kind only).

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
+#include "common/errors.h"
 #include "transport/mpi/mpi_env.h"
 #include "transport/mpi/pow2_fold.h"
 
@@ -126,11 +128,17 @@ void SignatureExchange::take_message(const Phase& ph, int64_t in_bytes, int size
   // The sequence number (last field) is not compared, as in check_signatures.
   for (int64_t r = 0; r < words && clean_; r += kSignatureLen)
     if (known[r] != kUnknown && std::memcmp(known + r, mine_.data(), (kSignatureLen - 1) * 8) != 0) clean_ = false;
-  if (bytes_ == 0 || !clean_) return;
-  if (in_bytes != 8 + words * 8 + bytes_) {  // an equal signature always comes with its data
+  if (!clean_) return;
+  // An equal signature always comes with its data, and an op that carries none with none: a peer that
+  // decided otherwise (another eager limit) is named by poll(). Nothing of its message is used (it is
+  // ours, the caller's buffer untouched).
+  if (in_bytes != 8 + words * 8 + bytes_) {
     clean_ = false;
+    bad_payload_ = "rank " + std::to_string(ph.recv_from) + " sent " + std::to_string(in_bytes - 8 - words * 8) +
+                   " bytes of data with the same op, expected " + std::to_string(bytes_);
     return;
   }
+  if (bytes_ == 0) return;
   void* acc = known + words;
   const void* data = theirs + words;
   if (ph.result) std::memcpy(acc, data, static_cast<size_t>(bytes_));
@@ -159,6 +167,13 @@ bool SignatureExchange::poll(const OpInfo& info, const CommHandles& comm) {
   }
   finished_ = true;
   check_signatures(bufs_->out.data() + 1, comm.size, comm.rank, comm.label);
+  // Every signature agreed but data went missing on the way (a peer that sent a payload of another size,
+  // or stopped sending one): refused, so a partial result never reaches the caller's buffer.
+  if (!clean_)
+    throw MismatchError("op matching on the " + comm.label + " refused " + info.name + "'s data: " +
+                        (bad_payload_.empty() ? std::string("a peer sent none") : bad_payload_) +
+                        " (PYCOMM_EAGER_BYTES differs between ranks?). The caller's buffer is untouched; the "
+                        "communicator is now broken.");
   if (bytes_ > 0) std::memcpy(buf_, bufs_->out.data() + 1 + sig_words(comm.size), static_cast<size_t>(bytes_));
   return true;
 }

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "diagnostics/op_check.h"
@@ -70,6 +71,7 @@ class SignatureExchange {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
   MPI_Op op_ = MPI_OP_NULL;
   bool clean_ = true;
+  std::string bad_payload_;  // a matching signature came with data of another size: who, how much
 };
 
 }  // namespace pycomm::mpi

@@ -1,11 +1,13 @@
 """Worker (2 to 5 ranks): pycomm's own host broadcast, all-gather and reduce-scatter on MPI
 point-to-point messages (csrc/transport/mpi/broadcast_op.h, allgather_op.h, reduce_scatter_op.h)
 against numpy: every root, every dtype (and reduce op), odd counts, counts below the world size, sizes
-either side of each switch (up to 4 KiB the data rides in op matching; then broadcast's binomial
-tree up to 512 KiB, scatter + all-gather above it; recursive doubling / halving on power-of-two worlds,
-the ring on others), reduce-scatter's input left untouched, async ops mixed with blocking ones (the
-queue vs the caller's thread), mismatched roots and sizes on the scheduled path giving MismatchError;
-then with --stall a rank that never calls gives the others StallError naming it. With
+either side of each switch (up to PYCOMM_EAGER_BYTES the data rides in op matching; then broadcast's
+binomial tree up to 512 KiB, scatter + all-gather above it; recursive doubling / halving on power-of-two
+worlds, the ring on others), reduce-scatter's input left untouched, async ops mixed with blocking ones
+(the queue vs the caller's thread), mismatched roots and sizes on the eager and the scheduled path and
+across the eager limit giving MismatchError, and a peer whose core keeps another eager limit (its data
+of the wrong size) refused with MismatchError, the caller's tensor untouched; then with --stall a rank
+that never calls gives the others StallError naming it. With
 P2P_OVERSUBSCRIBED_RANK=r, rank r alone sets PYCOMM_OVERSUBSCRIBED=1 (the others 0). Prints
 "rank R: N p2p-collective checks passed" and the MARK lines tests/comm/test_p2p_collectives.py reads."""
 from __future__ import annotations
@@ -19,10 +21,12 @@ import numpy as np
 import torch
 
 import pycomm
+from pycomm import settings
+from pycomm._build import core
 from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_input, stall_without_last_rank
 from tests.comm.workers.fusion_common import expect_raises
 
-FUSED_BYTES = 4 << 10       # kFusedCollectiveBytes: up to here the data rides in op matching
+FUSED_BYTES = settings.get("PYCOMM_EAGER_BYTES")  # up to here the data rides in op matching
 SCATTER_BYTES = 512 << 10   # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks,
                             # not oversubscribed: PYCOMM_OVERSUBSCRIBED=0 forces it on a small machine)
 checks = 0
@@ -147,21 +151,57 @@ def check_async_then_blocking(comm: pycomm.Communicator) -> None:
         passed()
 
 
-def check_scheduled_mismatches(world: pycomm.Communicator) -> None:
-    """Roots and sizes that differ on the scheduled path (past the fused size): MismatchError on every
-    rank, before any data moves."""
-    def on_fresh(run: Callable[[pycomm.Communicator], object], pattern: str) -> None:
-        sub = world.split(0)
-        expect_raises(pycomm.MismatchError, pattern, lambda: run(sub))
-        sub.shutdown()
-        passed()
+def on_fresh(world: pycomm.Communicator, run: Callable[[pycomm.Communicator], object], pattern: str) -> None:
+    """`run` on a new communicator (a mismatch breaks it) raises MismatchError matching `pattern`."""
+    sub = world.split(0)
+    expect_raises(pycomm.MismatchError, pattern, lambda: run(sub))
+    sub.shutdown()
+    passed()
 
-    r, n = world.rank, (1 << 20) // 4
-    on_fresh(lambda c: c.broadcast(torch.ones(n), root=r), r"roots differ\).*broadcast #\d+")
-    on_fresh(lambda c: c.broadcast(torch.ones(n + r), root=0), r"sizes differ.*broadcast #\d+")
-    on_fresh(lambda c: c.allgather(torch.zeros(c.size * (n + r)), torch.ones(n + r)), r"sizes differ.*allgather #\d+")
-    on_fresh(lambda c: c.reduce_scatter(torch.zeros(n + r), torch.ones(c.size * (n + r))),
+
+def check_mismatches(world: pycomm.Communicator) -> None:
+    """Roots and sizes that differ with the data in op matching (a quarter of the eager limit), on the
+    scheduled path (1 MiB) and either side of the eager limit: MismatchError on every rank, before any
+    data reaches a tensor."""
+    r, size = world.rank, world.size
+    for n in (max(1, FUSED_BYTES // 16 // size), (1 << 20) // 4):
+        on_fresh(world, lambda c: c.broadcast(torch.ones(n), root=r), r"roots differ\).*broadcast #\d+")
+        on_fresh(world, lambda c: c.broadcast(torch.ones(n + r), root=0), r"sizes differ.*broadcast #\d+")
+        on_fresh(world, lambda c: c.allgather(torch.zeros(c.size * (n + r)), torch.ones(n + r)),
+                 r"sizes differ.*allgather #\d+")
+        on_fresh(world, lambda c: c.reduce_scatter(torch.zeros(n + r), torch.ones(c.size * (n + r))),
+                 r"sizes differ.*reduce_scatter #\d+")
+        # different collectives of the same bytes: rank 0 broadcasts, the others all-gather
+        on_fresh(world, lambda c: c.broadcast(torch.ones(size * n), root=0) if r == 0
+                 else c.allgather(torch.zeros(size * n), torch.ones(n)), r"the ops differ\): rank \d submitted")
+    # rank 0 at the limit (data in op matching), the others one element past it (scheduled)
+    at = FUSED_BYTES // 4 // size * size
+    n = at if r == 0 else at + size
+    on_fresh(world, lambda c: c.broadcast(torch.ones(n), root=0), r"sizes differ.*broadcast #\d+")
+    on_fresh(world, lambda c: c.allgather(torch.zeros(n), torch.ones(n // size)), r"sizes differ.*allgather #\d+")
+    on_fresh(world, lambda c: c.reduce_scatter(torch.zeros(n // size), torch.ones(n)),
              r"sizes differ.*reduce_scatter #\d+")
+
+
+def check_wrong_size_payload(world: pycomm.Communicator) -> None:
+    """2 ranks: rank 1's core keeps 4x the eager limit for a new communicator (behind the settings'
+    agreement, which compares the environment): at twice the limit it expects rank 0's broadcast in op
+    matching (and sends zeros of that size), while rank 0 sends none. The ops match, yet both refuse:
+    rank 1 the data it lacks, rank 0 the data it did not expect; no tensor is touched. (On more ranks only the ranks that exchange with a
+    disagreeing one see it; the others would wait in the schedule until PYCOMM_TIMEOUT.)"""
+    c = core()
+    if world.rank == world.size - 1:
+        c.apply_settings({**c.settings(), "PYCOMM_EAGER_BYTES": 4 * FUSED_BYTES})
+    sub = pycomm.Communicator(world._t.split(0, world.rank), "eager-limit-differs")  # no settings.apply()
+    settings.apply()
+    numel = 2 * FUSED_BYTES // 4 // world.size * world.size
+    t = torch.full((numel,), 5.0 + world.rank)
+    sent = numel * 4 if world.rank == 0 else 0
+    expect_raises(pycomm.MismatchError, rf"refused broadcast's data: rank {1 - world.rank} sent {sent} bytes of data "
+                  rf"with the same op, expected {numel * 4 - sent}", lambda: sub.broadcast(t, root=0))
+    assert torch.equal(t, torch.full((numel,), 5.0 + world.rank)), "the refused broadcast wrote the tensor"
+    sub.shutdown()
+    passed()
 
 
 STALLS: dict[str, Callable[[pycomm.Communicator, int], object]] = {
@@ -196,7 +236,9 @@ def main() -> int:
     check_allgather(comm)
     check_reduce_scatter(comm)
     check_async_then_blocking(comm)
-    check_scheduled_mismatches(comm)
+    check_mismatches(comm)
+    if comm.size == 2:
+        check_wrong_size_payload(comm)
     comm.barrier()
     print(f"rank {comm.rank}: {checks} p2p-collective checks passed", flush=True)
     print(f"rank {comm.rank}: oversubscribed {comm.oversubscribed}", flush=True)
