@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import pytest
 
@@ -23,16 +23,6 @@ from tests.launch import ROOT, check, worker_env
 
 WORKER = "tests.cluster.workers.nodes"
 PAYLOAD = 4 << 20   # bytes all-reduced across the nodes
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    reason = unavailable()
-    if reason is not None:
-        pytest.skip(reason)
-    with Cluster(nodes=2, ranks_per_node=2, rate="1gbit") as c:
-        yield c
-    assert leftovers(c.name) == [], "the cluster left namespaces or links behind"
 
 
 def run_all(commands: Sequence[tuple[list[str], dict[str, str]]], timeout: float = 120) -> str:
