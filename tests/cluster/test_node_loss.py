@@ -1,7 +1,8 @@
 """A node lost mid-training on the emulated cluster (2 nodes x 2 ranks): apps.train's mbsgd run loses every
 rank of node1 to SIGKILL; the job ends within 60 s naming node1, and `--resume auto` on node0 alone (2 ranks)
 continues from the last checkpoint at the same point of the data (the checkpoint's position in samples, taken
-in steps of the smaller global batch) and trains to the run's end."""
+in steps of the smaller global batch) and trains to the run's end. Under torchrun (gloo), where the broken
+connection names only the peer's address, the survivors' error names node1 and its ranks."""
 from __future__ import annotations
 
 import json
@@ -57,3 +58,17 @@ def test_losing_node1_mid_training_then_node0_resumes_alone(cluster: Cluster, tm
     assert f"done: {done} steps" in resumed, resumed
     rows = [json.loads(line) for line in (tmp_path / "lose" / "train.jsonl").read_text().splitlines()]
     assert rows[-1]["step"] == done and rows[-1]["ranks"] == 2, rows[-1]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_losing_node1_under_torchrun_names_the_node_and_its_ranks(cluster: Cluster) -> None:
+    worker = "tests.cluster.workers.nodes"
+    node0_argv, node1_argv = cluster.torchrun_argvs(["-m", worker, "--hold"])
+    with job(node0_argv, worker_env()) as node0, job(node1_argv, worker_env()):
+        text = read_until(node0, "nodes ok", 2)
+        assert len(kill_node(cluster, 1, worker)) >= 2, text   # its ranks (and its torchrun: the node is gone)
+        text += node0.communicate(timeout=60)[0]
+    assert node0.returncode != 0, text
+    assert re.search(r"failed on rank [01] of 4 \(backend 'gloo'\): .*\(the peer at 127\.77\.0\.2 is node1: "
+                     r"ranks 2, 3\)", text), text
