@@ -23,6 +23,7 @@ from tests.launch import ROOT, SECRET, check, worker_env
 STEPS = 20          # per worker (under mpirun)
 LONG = 6 * STEPS    # per worker where node1 is lost after 20: worker 1 still trains when the loss is noticed
 TIMEOUT = 2         # worker_timeout, s
+NO_EVAL = ["-o", "train.eval_every_epochs=100"]   # only the final evaluation
 PORT = 29700        # rank r listens on PORT + r on its node (each node is a network namespace of its own)
 
 
@@ -30,7 +31,7 @@ PORT = 29700        # rank r listens on PORT + r on its node (each node is a net
 @pytest.mark.timeout(300)
 def test_a_server_on_node0_trains_workers_on_both_nodes(cluster: Cluster, tmp_path: Path) -> None:
     before = cluster.link_bytes(1)
-    args = train_args(tmp_path, "run", "asyncps", {"worker_timeout": 4}, STEPS) + ["-o", "train.eval_every_epochs=100"]
+    args = train_args(tmp_path, "run", "asyncps", {"worker_timeout": 4}, STEPS) + NO_EVAL
     proc = check(subprocess.run([*cluster.mpirun_argv(), sys.executable, "-m", "apps.train", *args], cwd=ROOT,
                                 env=worker_env(), capture_output=True, text=True, timeout=240), "asyncps on 2 nodes")
     assert f"done at version {3 * STEPS}: finished 1, 2, 3, lost none" in proc.stdout, proc.stdout
@@ -53,7 +54,7 @@ def independent_on_nodes(cluster: Cluster, argv: list[str]) -> list[tuple[list[s
 
 @pytest.mark.timeout(300)
 def test_a_parameter_server_run_survives_losing_a_worker_node(cluster: Cluster, tmp_path: Path) -> None:
-    args = train_args(tmp_path, "run", "asyncps", {"worker_timeout": TIMEOUT}, LONG) + ["-o", "train.eval_every_epochs=100"]
+    args = train_args(tmp_path, "run", "asyncps", {"worker_timeout": TIMEOUT}, LONG) + NO_EVAL
     tasks = independent_on_nodes(cluster, [sys.executable, "-u", "-m", "apps.train", *args])
     with job(*tasks[0]) as server, job(*tasks[1]) as worker:
         others = [subprocess.Popen(a, cwd=ROOT, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -69,8 +70,8 @@ def test_a_parameter_server_run_survives_losing_a_worker_node(cluster: Cluster, 
                 p.wait()
     assert server.returncode == 0 and worker.returncode == 0, text + worker_text
     for w in (2, 3):   # named with the node they ran on
-        assert re.search(rf"worker {w} lost: no message for [\d.]+ s \(worker_timeout={TIMEOUT} s\), on node1; continuing "
-                         r"with 1\b", text), text
+        assert re.search(rf"worker {w} lost: no message for [\d.]+ s \(worker_timeout={TIMEOUT} s\), on node1; "
+                         r"continuing with 1\b", text), text
     lost_at = text.index("lost: no message for")
     finished = text.find(f"worker 1 finished at step {LONG}")
     assert finished > lost_at, text   # the server went on serving worker 1 after losing node1
