@@ -96,6 +96,8 @@ def test_apps_train_hsdp_zero2_on_two_nodes(cluster: Cluster, tmp_path: Path) ->
     assert "done: 6 steps" in proc.stdout, proc.stdout
     last = json.loads((tmp_path / "hsdp" / "train.jsonl").read_text().splitlines()[-1])
     assert last["step"] == 6 and last["comm_bytes_dp_replicate"] > 0, last
+    # dp_shard stays in a node; dp (the initial broadcast) and dp_replicate span both
+    assert last["comm_bytes_across_nodes"] == last["comm_bytes_dp"] + last["comm_bytes_dp_replicate"], last
     assert_crossed(cluster, before, last["comm_bytes_dp_replicate"])   # rank 0's own, to its replica on node1
 
 
