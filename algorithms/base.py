@@ -33,7 +33,7 @@ from algorithms import clipping, composition
 from algorithms import options as opts
 from algorithms import state_checks, traits
 from algorithms.optimizer_protocol import OptimizerProtocol
-from algorithms.channel import Channel
+from algorithms.channel import Channel, bytes_across_nodes
 from algorithms.registry import lookup
 from algorithms.state_checks import STATE_VERSION
 
@@ -243,7 +243,13 @@ class CommOptimizer(OptimizerProtocol):
     def comm_stats(self) -> dict[str, Any]:
         """Bytes and seconds communicated by this optimizer (see algorithms.channel), and calls;
         `bytes_by_dim`: the bytes per mesh dimension they travelled on (a wrapped ZeRO optimizer's
-        included)."""
+        included); `bytes_across_nodes`: those on dimensions whose group spans nodes (channel.bytes_across_nodes)."""
+        stats = self._comm_counts()
+        stats["bytes_across_nodes"] = bytes_across_nodes(self.mesh, stats["bytes_by_dim"])
+        return stats
+
+    def _comm_counts(self) -> dict[str, Any]:
+        """comm_stats without what is derived from the counts (bytes_across_nodes)."""
         stats = self.channel.stats.as_dict()
         stats["bytes_by_dim"] = {"dp_replicate" if self._inner is not None else self.mesh_dim: stats["bytes"]}
         if self._inner is not None:

@@ -37,6 +37,15 @@ def codec_wire_bytes(codec: Any, numel: int) -> int:
     return numel + scales
 
 
+def bytes_across_nodes(mesh: "pycomm.Mesh", bytes_by_dim: dict[str, int]) -> int:
+    """Of `bytes_by_dim` (bytes per mesh dimension), those on dimensions whose group of this rank spans
+    nodes (mesh.spans_nodes): what this rank handed to collectives that reach other nodes. In a node-aware
+    layout (pycomm.Mesh.across_nodes: dp_shard within a node, one rank per node in dp_replicate), an
+    all-reduce over two nodes sends each rank's payload once over the link between them (half in its
+    reduce-scatter, half in its all-gather), so for two nodes this is the bytes the rank sends to the other."""
+    return sum(n for dim, n in bytes_by_dim.items() if n and mesh.spans_nodes(dim))
+
+
 class Pending:
     """An all-reduce in flight; `wait()` completes it (and copies a compressed result back)."""
 

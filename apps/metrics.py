@@ -29,7 +29,8 @@ def algorithm_quantities(opt: Any, ranks: int, pipe: Any = None) -> dict[str, An
     handed to communication (the algorithm's and, with pipeline stages, the activations, their
     gradients and the loss), comm_bytes_<dim> the part on each mesh dimension: pp (between stages), dp
     (a data-parallel method over all replicas of a stage), dp_shard (ZeRO's reduce-scatters and
-    all-gathers), dp_replicate (across the replicas of a shard)."""
+    all-gathers), dp_replicate (across the replicas of a shard); comm_bytes_across_nodes the part on
+    groups that span nodes."""
     out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None),
                            "ranks": ranks}
     stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
@@ -39,6 +40,8 @@ def algorithm_quantities(opt: Any, ranks: int, pipe: Any = None) -> dict[str, An
     if any("bytes_by_dim" in s for s in parts):
         for dim in MESH_DIMS:   # a part without a split by dimension communicates over dp
             out[f"comm_bytes_{dim}"] = sum(s.get("bytes_by_dim", {"dp": s["bytes"]}).get(dim, 0) for s in parts)
+    if any("bytes_across_nodes" in s for s in parts):   # of comm_bytes, those on groups that span nodes
+        out["comm_bytes_across_nodes"] = sum(s.get("bytes_across_nodes", 0) for s in parts)
     out["comm_seconds"] = stats.get("seconds")
     if "staleness" in stats:
         out["staleness"] = stats["staleness"]

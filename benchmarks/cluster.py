@@ -140,12 +140,16 @@ class Cluster:
         return ["ip", "netns", "exec", self.namespace(node), "unshare", "--uts", "/bin/sh", "-c",
                 'hostname "$0" && exec "$@"', hostname(node)]
 
-    def mpirun_argv(self, mca: Sequence[str] = ()) -> list[str]:
-        """mpirun on node 0 over every node's slots, its remote daemons started in their nodes by the rsh
-        agent; vader inside a node, TCP between nodes. `mca`: more "key=value" settings."""
-        hosts = ",".join(f"{hostname(k)}:{self.ranks_per_node}" for k in range(self.nodes))
-        argv = [*self.enter(0), "mpirun", "-n", str(self.size), "--host", hosts, "--map-by", "slot",
-                "--oversubscribe", "--bind-to", "none", "--allow-run-as-root",
+    def mpirun_argv(self, mca: Sequence[str] = (), nodes: Optional[Sequence[int]] = None) -> list[str]:
+        """mpirun on the first of `nodes` (None: every node) over their slots, its remote daemons started in
+        their nodes by the rsh agent; vader inside a node, TCP between nodes. `mca`: more "key=value"
+        settings. nodes=[0]: a job on node 0 alone, e.g. what is left after losing the others."""
+        nodes = list(range(self.nodes)) if nodes is None else list(nodes)
+        if not nodes or any(not 0 <= k < self.nodes for k in nodes):
+            raise ValueError(f"Cluster.mpirun_argv: nodes={nodes!r}: expected some of 0 .. {self.nodes - 1}")
+        hosts = ",".join(f"{hostname(k)}:{self.ranks_per_node}" for k in nodes)
+        argv = [*self.enter(nodes[0]), "mpirun", "-n", str(len(nodes) * self.ranks_per_node), "--host", hosts,
+                "--map-by", "slot", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root",
                 "--mca", "plm_rsh_agent", str(self.agent), "--mca", "btl", "self,vader,tcp",
                 "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET]
         for kv in mca:

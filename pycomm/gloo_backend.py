@@ -13,7 +13,7 @@ import hashlib
 import os
 import socket
 from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -50,9 +50,11 @@ def device() -> Any:
                           f"interface the ranks reach each other on (e.g. eth0, hsn0, lo for one node)") from e
 
 
-def host_id() -> int:
-    """This host, as an int64 that equal host names share on every rank (split_by_node, local ranks)."""
-    return int.from_bytes(hashlib.blake2b(socket.gethostname().encode(), digest_size=7).digest(), "little")
+def host_id(name: Optional[str] = None) -> int:
+    """This host (or the host named `name`), as an int64 that equal host names share on every rank
+    (split_by_node, local ranks)."""
+    name = socket.gethostname() if name is None else name
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=7).digest(), "little")
 
 
 def rendezvous_store(env: LaunchEnv, timeout_s: float) -> Any:

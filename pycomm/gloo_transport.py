@@ -26,7 +26,7 @@ import torch
 from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, BroadcastOptions, ReduceScatterOptions
 from torch.distributed import PrefixStore, ProcessGroupGloo, ReduceOp as TorchReduceOp, Store
 
-from pycomm import flight_recorder, op_stats, tracing
+from pycomm import flight_recorder, op_stats, peer_hosts, tracing
 from pycomm._dtypes import CODES
 from pycomm.errors import PycommError, StallError
 from pycomm.gloo_work import GlooWork, describe
@@ -139,7 +139,9 @@ class GlooTransport:
             msg = f"{info['describe']} did not complete within {limit} {where}: {who} (PYCOMM_TIMEOUT)"
             err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
-            err = PycommError(f"{info['describe']} failed {where}: {error}")
+            from pycomm.gloo_backend import host_id   # imports this module
+            err = PycommError(f"{info['describe']} failed {where}: {error}"
+                              + peer_hosts.describe(str(error), self._hosts, host_id))
         self.break_with(str(err))
         return err
 

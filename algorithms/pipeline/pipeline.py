@@ -24,6 +24,7 @@ from torch import nn
 
 import pycomm
 from algorithms import clipping, composition, traits
+from algorithms.channel import bytes_across_nodes
 from algorithms.pipeline import timeline, verdicts
 from algorithms.pipeline.pipeline_schedules import SCHEDULES, action_list
 from algorithms.pipeline.executor import StageLinks, StepRecord, run_stage
@@ -202,12 +203,14 @@ class Pipeline:
     def comm_stats(self) -> dict[str, Any]:
         """Bytes this rank handed to communication since the pipeline was made: `bytes_by_dim["pp"]` the
         activations, their gradients and the loss it sent to neighbouring stages; `["dp"]` the replicas'
-        gradient and loss all-reduces (those the pipeline makes itself)."""
+        gradient and loss all-reduces (those the pipeline makes itself); `bytes_across_nodes` those on
+        dimensions whose group spans nodes (algorithms.channel.bytes_across_nodes)."""
         sent = [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None]
         pp = self._bytes_before["pp"] + sum(link.sent_bytes for link in
                                             sent + ([self._loss_out] if self._loss_out is not None else []))
         dp = self._bytes_before["dp"] + self.dp_bytes
-        return {"bytes": pp + dp, "bytes_by_dim": {"pp": pp, "dp": dp}}
+        by_dim = {"pp": pp, "dp": dp}
+        return {"bytes": pp + dp, "bytes_by_dim": by_dim, "bytes_across_nodes": bytes_across_nodes(self.mesh, by_dim)}
 
     def state_dict(self) -> dict[str, Any]:
         """The pipeline's own state: its byte counters (a resumed run counts on from them)."""

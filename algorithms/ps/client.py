@@ -7,6 +7,7 @@ after a silence greets it again and adopts its parameters (the server resumed fr
 push that was in flight is dropped (it was computed on parameters the server no longer has)."""
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any, Sequence
 
@@ -44,7 +45,8 @@ class ServerLink:
         """Greet the server (retrying until it answers or server_timeout passes); returns its welcome."""
         deadline = time.monotonic() + self.server_timeout
         while True:
-            wire.send(self.sock, "hello", {"rank": self.rank, "signature": self.signature, "step": self.step})
+            wire.send(self.sock, "hello", {"rank": self.rank, "signature": self.signature, "step": self.step,
+                                           "host": socket.gethostname()})   # named by the server if lost
             reply = self._wait(("welcome", "error"), min(self.reply_timeout, max(0.1, deadline - time.monotonic())))
             if reply is not None:
                 if reply.kind == "error":

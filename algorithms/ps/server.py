@@ -1,7 +1,8 @@
 """The parameter server's loop: one ROUTER socket, one thread. It greets workers (refusing another model's
 shapes), answers pushes through the rule (rules.py), answers pulls, tracks who is alive (liveness.py),
-names the workers it loses, checkpoints its state atomically and resumes from it when restarted. It ends
-when every worker has said goodbye, paused or been lost.
+names the workers it loses (and their host, where the workers run on several), checkpoints its state
+atomically and resumes from it when restarted. It ends when every worker has said goodbye, paused or been
+lost.
 
 Preemption: a worker that stops for a preemption says "pause" (with its step) instead of goodbye; the
 server stops waiting for it but keeps it expected after a resume (its clock says where it continues).
@@ -62,6 +63,7 @@ class Server:
         self.peers, self.linger = set(peers), linger
         self._peers_left = set(peers)               # peers that have not said goodbye yet
         self.greeted_at: dict[int, int] = {}        # per worker: the step its latest greeting said
+        self.hosts: dict[int, str] = {}             # per worker: the host its greeting said it runs on
         self.numel = sum(p.numel() for p in model.params)
         self.drops = inbound.Drops(lambda text: self.log(text))   # self.log may be replaced by serve()
         if resume:
@@ -123,6 +125,8 @@ class Server:
                 depth += 1
             self.stats.queue_depth = depth
             for w in self.liveness.expire():
+                if self._spread_over_hosts():   # which node went: the lost workers' host
+                    self.liveness.lost[w] += f", on {self.hosts.get(w, 'an unknown host')}"
                 self.log(f"worker {w} lost: {self.liveness.lost[w]}; continuing with "
                          f"{_names(self.liveness.live)}")
                 self._send_replies(self.rule.lost(w, self.liveness.live))
@@ -244,12 +248,19 @@ class Server:
             self._reply(identity, worker, "error", {"error": why}, False)
             return
         self.greeted_at[worker] = step
+        host = msg.get("host")
+        if isinstance(host, str) and 0 < len(host) <= 255 and host.isprintable():
+            self.hosts[worker] = host
         if worker in self.liveness.lost:
             self.log(f"worker {worker} reconnected")
         self.paused.pop(worker, None)
         self.liveness.revive(worker)
         self.identities[worker] = identity
         self._reply(identity, worker, "welcome", {"clock": self.clocks.get(worker)}, True)
+
+    def _spread_over_hosts(self) -> bool:
+        """Whether the workers greeted from more than one host (then a lost worker's names its host)."""
+        return len(set(self.hosts.values())) > 1
 
     def _send_replies(self, replies: list[Reply]) -> None:
         for r in replies:

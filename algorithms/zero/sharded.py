@@ -214,10 +214,10 @@ class ZeroOptimizer(CommOptimizer):
         """Make the model's parameters (or their shards) follow the masters."""
         self._publish()
 
-    def comm_stats(self) -> dict[str, Any]:
+    def _comm_counts(self) -> dict[str, Any]:
         """The channel's counters (the initial broadcast over dp) plus every byte of ZeRO's reduce-scatters,
         all-reduces and all-gathers, per mesh dimension in `bytes_by_dim`."""
-        stats = super().comm_stats()
+        stats = super()._comm_counts()
         stats["bytes"] += sum(self.dim_bytes.values())
         for dim, n in self.dim_bytes.items():
             stats["bytes_by_dim"][dim] = stats["bytes_by_dim"].get(dim, 0) + n

@@ -1,0 +1,34 @@
+"""Which node a broken connection led to: gloo names a failed peer by its address only ("Read error
+[10.1.2.3]:4521: Connection reset by peer"); a job spread over nodes wants the node's name and its ranks,
+as mpirun names a lost rank's node. Looked up only when an op has failed, in the host names the machine
+knows (its hosts file, or its resolver)."""
+from __future__ import annotations
+
+import re
+import socket
+from typing import Callable, Sequence
+
+_ADDRESS = re.compile(r"\[([0-9A-Fa-f.:]+)\]:\d+")
+
+
+def _names(address: str) -> set[str]:
+    try:
+        name, aliases, _ = socket.gethostbyaddr(address)
+    except (OSError, UnicodeError):
+        return set()
+    names = {name, *aliases}
+    return names | {n.split(".", 1)[0] for n in names}   # a resolver's FQDN, a rank's short host name
+
+
+def describe(text: str, hosts: Sequence[int], host_id: Callable[[str], int]) -> str:
+    """" (the peer at ADDRESS is HOST: ranks R, ...)" for each address in `text` whose name is the host of
+    some ranks (`hosts`: a host id per rank, `host_id`: a host name's id); "" when none is."""
+    found = []
+    for address in dict.fromkeys(_ADDRESS.findall(text)):
+        for name in sorted(_names(address)):
+            ranks = [r for r, h in enumerate(hosts) if h == host_id(name)]
+            if ranks:
+                found.append(f"the peer at {address} is {name}: rank{'s' if len(ranks) > 1 else ''} "
+                             f"{', '.join(map(str, ranks))}")
+                break
+    return f" ({'; '.join(found)})" if found else ""
