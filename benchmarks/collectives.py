@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from benchmarks import codec_roofline, shaped_link
 from benchmarks.busy_load import busy_cores
 from benchmarks.harness import RESULTS, save, table
 from pycomm import hugepages
-from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, free_port, mpirun_argv, worker_env
 
 SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages")
 SMALL_SECTIONS = ("small", "small_busy", "small_hugepages")
@@ -50,12 +49,6 @@ SHAPED_RATE = "10gbit"   # our users' CPU clusters and cross-node links run at 1
 SHAPED_BYTES_PER_S = 10e9 / 8
 MIB = 1 << 20
 BUSY_SAMPLE_S = 0.1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float) -> list[dict]:
