@@ -1,4 +1,5 @@
-"""Process-wide state: pycomm.init(), world(), from_mpi4py(), finalize() and stats()."""
+"""Process-wide state: pycomm.init(), from_mpi4py(), finalize() and stats(); world(), abort() and the
+communicators they see are pycomm.process_comms' (re-exported here)."""
 from __future__ import annotations
 
 import atexit
