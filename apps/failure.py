@@ -38,7 +38,7 @@ class PeerFailedError(RuntimeError):
 
 def exit_code_for(exc: BaseException) -> int:
     from apps.checkpoint import CheckpointError
-    from apps.config.loading import ConfigError
+    from apps.config.schema import ConfigError
     from apps.nonfinite import NonFiniteError
 
     if isinstance(exc, KeyboardInterrupt):
@@ -53,7 +53,7 @@ def exit_code_for(exc: BaseException) -> int:
 def _explains_itself(exc: BaseException) -> bool:
     """Errors whose message is the whole story (the user's config or checkpoint, a diverged run): no traceback."""
     from apps.checkpoint import CheckpointError
-    from apps.config.loading import ConfigError
+    from apps.config.schema import ConfigError
     from apps.nonfinite import NonFiniteError
 
     return isinstance(exc, (CheckpointError, ConfigError, NonFiniteError, KeyboardInterrupt))

@@ -72,7 +72,7 @@ def check(cfg: Config) -> list[str]:
 def _check_sharding(cfg: Config, outer: Optional[type]) -> None:
     from algorithms import composition, traits
     from algorithms.registry import lookup
-    from apps.config import checks
+    from apps.config import option_values
     p = cfg.parallel
     try:
         inner = lookup(p.sharding)
@@ -82,7 +82,7 @@ def _check_sharding(cfg: Config, outer: Optional[type]) -> None:
         raise ConfigError(f"parallel.sharding={p.sharding}: the method inside dp_shard must be a ZeRO stage (zero1, "
                           f"zero2, zero3); put {p.sharding} in algorithm.name")
     try:
-        checks._check_option_values(p.sharding, p.sharding_options, cfg)
+        option_values.algorithm_option_values(p.sharding, p.sharding_options, cfg)
     except ValueError as e:
         raise ConfigError(f"parallel.sharding_options: {e}") from e
     if outer is not None:

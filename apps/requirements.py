@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
 
-from apps.config.loading import ConfigError
+from apps.config.schema import ConfigError
 
 # The PyPI "pycomm" is an unrelated project: extras are named for a checkout install, `pip install '.[x]'`.
 CHECKOUT_EXTRA = "pip install '.[{extra}]' in the pycomm checkout"

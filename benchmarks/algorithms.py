@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import sys
 import tempfile
@@ -32,18 +31,12 @@ from typing import Any, Callable
 from benchmarks.harness import RESULTS, draw, load, save, table
 from benchmarks.workers.algorithms_run import LAP_CASES
 from benchmarks.convergence_cases import CASES
-from benchmarks.run_ranks import mpirun
+from benchmarks.run_ranks import free_port, mpirun
 
 TRANSPORTS = {"default": (), "tcp": ("btl=self,tcp",)}
 GOALS = {"mbsgd": 1.0, "plsgd": 1.3, "qsr-sgd": 1.3}   # samples/s against DDP
 # lapsgd/lppsgd: >= 1.0x DDP's samples/s at equal accuracy, taken as within EQUAL_POINTS of DDP's final accuracy
 LAP_GOAL, EQUAL_POINTS = 1.0, 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(cases: list[str], epochs: int, mca: tuple[str, ...]) -> dict[str, Any]:
@@ -116,10 +109,10 @@ def main(argv: list[str] | None = None) -> None:
     pick.add_argument("--busy", action="store_true")
     model, rest = pick.parse_known_args(argv)
     if model.busy:
-        from benchmarks import algorithms_busy   # imports this module: not at the top
+        from benchmarks import algorithms_busy   # loaded for its run only (it needs psutil)
         return algorithms_busy.main(rest)
     if model.model == "gpt":
-        from benchmarks import algorithms_gpt   # imports this module: not at the top
+        from benchmarks import algorithms_gpt   # loaded for its run only
         return algorithms_gpt.main(rest)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", choices=("mnist", "gpt"), default="mnist", help="gpt: see benchmarks/algorithms_gpt.py")

@@ -30,18 +30,13 @@ import psutil
 
 from benchmarks.busy_load import busy_cores, machine_load
 from benchmarks.harness import RESULTS, draw, load, save, table
-from benchmarks.run_ranks import ROOT, check, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, check, free_port, mpirun_argv, worker_env
 
 CASES = {"pycomm-mpi": ("mpirun", "pycomm"), "ddp-mpi": ("mpirun", "ddp"),
          "pycomm-gloo": ("torchrun", "pycomm"), "ddp-torchrun": ("torchrun", "ddp")}
 BASELINE = "ddp-mpi"
 GOALS = {("pycomm-mpi", "idle"): 1.0, ("pycomm-mpi", "busy"): 0.9}   # samples/s against DDP under mpirun
 NAME = "algorithms_busy"
-
-
-def free_port() -> int:
-    from benchmarks.algorithms import free_port as port   # algorithms imports this module: not at the top
-    return port()
 
 
 def kill_tree(pid: int) -> None:

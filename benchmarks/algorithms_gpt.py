@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks import shaped_link
-from benchmarks.algorithms import free_port
 from benchmarks.harness import held, save, table
 from benchmarks.reproduce.grid import DATA
-from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, free_port, mpirun_argv, worker_env
 
 RANKS = 4
 SHAPED_RATE = "10gbit"

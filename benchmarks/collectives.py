@@ -37,7 +37,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,7 +47,7 @@ from benchmarks import codec_roofline, shaped_link
 from benchmarks.busy_load import busy_cores
 from benchmarks.harness import RESULTS, save, table
 from pycomm import hugepages
-from benchmarks.run_ranks import ROOT, mpirun_argv, worker_env
+from benchmarks.run_ranks import ROOT, free_port, mpirun_argv, worker_env
 
 SECTIONS = ("busbw", "fusion", "quantized", "shards", "quantized_shaped", "small", "small_busy", "small_hugepages",
             "plain", "eager")
@@ -66,12 +65,6 @@ PATTERNS = ("isolated", "back_to_back")
 PLAIN_SIZES = (4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB)
 PLAIN_QUICK_SIZES = (4 * KIB, 64 * KIB)
 EAGER_LIMITS = (4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB)   # PYCOMM_EAGER_BYTES values the eager section tries
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float) -> list[dict]:

@@ -212,7 +212,7 @@ def section_shards(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
             tm = times[f"{op}/{peer}"]
             rows.append({"ranks": n, "op": op, "peer": peer, "bytes": numel * 4, "seconds": tm,
                          "busbw_GBs": busbw_gbs(op, numel * 4, tm["median"], n)})
-        del flat, tensors, separate, out_flat
+        flat = tensors = separate = out_flat = None   # freed before the next size's (held by the cases too)
     return rows
 
 

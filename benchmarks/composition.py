@@ -27,10 +27,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.algorithms import free_port
 from benchmarks.harness import plot_if_matplotlib, save, table
 from benchmarks.workers.composition_run import LAYOUTS
-from benchmarks.run_ranks import mpirun
+from benchmarks.run_ranks import free_port, mpirun
 
 PEER = {"hsdp_zero2": "torch_fsdp2_hsdp", "hsdp_zero3": "torch_fsdp2_hsdp", "zero3_in_plsgd_across": "torch_fsdp2_hsdp",
         "pp2_mbsgd": "torch_pp2_1f1b_ddp", "pp2_zero1": "torch_pp2_1f1b_ddp", "pp2_zero2": "torch_pp2_1f1b_ddp",

@@ -64,7 +64,7 @@ def _cases(n: int, device: str, block: int = 256) -> list[Case]:
 
     from pycomm import kernels
 
-    f32, bf16, i8, u8 = torch.float32, torch.bfloat16, torch.int8, torch.uint8
+    bf16, i8, u8 = torch.bfloat16, torch.int8, torch.uint8
     sizes = _tensor_sizes(n)
     ts = [torch.randn(s, device=device) for s in sizes]
     x = torch.randn(n, device=device)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,10 @@ def finish(procs: Sequence[subprocess.Popen], timeout: float = 300, expect_ok: b
         text = "\n".join(f"--- process {i} exit {c} ---\n{o}\n{e}" for i, (c, o, e) in enumerate(out))
         raise AssertionError(f"independent processes failed:\n{text}")
     return out
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for a rendezvous the ranks started next will bind."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,16 +16,10 @@ from typing import Iterator
 
 import httpx
 
-from benchmarks.run_ranks import ROOT, worker_env
+from benchmarks.run_ranks import ROOT, free_port, worker_env
 
 START_TIMEOUT_S = 180     # import torch + fastapi on every rank of a loaded 2-core machine
 STOP_TIMEOUT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

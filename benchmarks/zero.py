@@ -23,10 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.algorithms import free_port
 from benchmarks.busy_load import busy_cores
 from benchmarks.harness import RESULTS, draw, load, save, table
-from benchmarks.run_ranks import mpirun
+from benchmarks.run_ranks import free_port, mpirun
 
 CASES = ["ddp", "fsdp2", "mbsgd", "zero1", "zero2", "zero3"]
 SIZES = {"quick": (2, 128, 64), "small": (4, 256, 128), "wide": (6, 384, 256)}   # n_layer, n_embd, block

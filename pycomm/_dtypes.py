@@ -13,6 +13,7 @@ CODES: dict[torch.dtype, int] = {
     torch.int32: 6,
     torch.int64: 7,
 }
+DTYPES: dict[int, torch.dtype] = {code: dtype for dtype, code in CODES.items()}  # code -> dtype
 FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 

@@ -9,17 +9,16 @@ from typing import Any, Optional, Sequence, cast
 
 import torch
 
+from pycomm import flat_shards, fusion, p2p, quantized, rank_agreement, tracing
 from pycomm import _dtypes, settings
 from pycomm._build import core
 from pycomm._tensors import CPU, Place, check_tensor, place_of, ptr
 from pycomm.ops import AVG, SUM, ReduceOp, check_op
 from pycomm.work import Work
 from pycomm._validate import check_bool, check_int
-from pycomm.deprecated_defaults import OLD_ASYNC, OLD_AVG, async_or_old, op_or_old
 from pycomm.errors import PycommError
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1   # MPI's int: colors, keys, bucket labels
-from pycomm import flat_shards, fusion, p2p, quantized, rank_agreement, tracing
 
 REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
              torch.int64)
@@ -142,33 +141,33 @@ class Communicator:
         return out, t, place_of([out, t], what)
 
     # ---- collectives -------------------------------------------------------------------------
-    def allreduce(self, tensor: torch.Tensor, op: ReduceOp = OLD_AVG, async_op: bool = False, *,
+    def allreduce(self, tensor: torch.Tensor, op: ReduceOp = SUM, async_op: bool = False, *,
                   bucket: int = -1) -> Optional[Work]:
-        """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN; the default
-        becomes SUM next release (today: AVG with a FutureWarning; pass op= explicitly).
+        """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
         `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
+        code = None
         if (type(tensor) is torch.Tensor and type(op) is ReduceOp and type(async_op) is bool and type(bucket) is int
-                and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()):
-            # The common call (a plain contiguous host tensor): the same checks as below, each the
-            # cheapest form of itself, inline (every torch attribute read costs 50-100 ns); blocking,
-            # one call into the core that also waits (no Work). 1 rank, 4 bytes: 1.63 -> 1.2 us.
-            dtype = tensor.dtype
-            code = _REDUCIBLE_CODES.get(dtype)
-            wait = self._allreduce_wait
-            if code is not None and wait is not None and (op is not AVG or dtype.is_floating_point):
-                if not async_op:
-                    wait(tensor.data_ptr(), tensor.numel(), code, op, bucket)
-                    return None
-                h = self._t.allreduce(tensor.data_ptr(), tensor.numel(), code, -1, op, 0, bucket, False)
-                return self._submit(h, (tensor,), CPU, True)
-        async_op = check_bool(async_op, "allreduce: async_op")
-        op = check_op(op_or_old(op, "allreduce"), "allreduce")
-        bucket = check_int(bucket, "allreduce: bucket", min_value=-1, max_value=INT32_MAX)
-        t = check_tensor(tensor, "allreduce: tensor", REDUCIBLE)
-        self._reducible(t, op, "allreduce")
-        place = place_of([t], "allreduce")
-        h = self._t.allreduce(ptr(t), t.numel(), _dtypes.code(t.dtype, "allreduce"), place.device, int(op),
-                              place.stream, int(bucket), not async_op)
+                and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()
+                and (op is not AVG or tensor.dtype.is_floating_point)):
+            # The common call (a plain contiguous host tensor): the checks below, each the cheapest form of
+            # itself (every torch attribute read costs 50-100 ns); a dtype without a code takes them all.
+            t, code, place = tensor, _REDUCIBLE_CODES.get(tensor.dtype), CPU
+            data, n = tensor.data_ptr(), tensor.numel()
+        if code is None:
+            async_op = check_bool(async_op, "allreduce: async_op")
+            op = check_op(op, "allreduce")
+            bucket = check_int(bucket, "allreduce: bucket", min_value=-1, max_value=INT32_MAX)
+            t = check_tensor(tensor, "allreduce: tensor", REDUCIBLE)
+            self._reducible(t, op, "allreduce")
+            place = place_of([t], "allreduce")
+            code = _dtypes.code(t.dtype, "allreduce")
+            data, n = ptr(t), t.numel()
+        wait = self._allreduce_wait
+        if not async_op and wait is not None and place is CPU:
+            # Blocking on the host: one call into the core that also waits, no Work (1 rank, 4 bytes: 1.63 -> 1.2 us).
+            wait(data, n, code, op, bucket)
+            return None
+        h = self._t.allreduce(data, n, code, place.device, int(op), place.stream, int(bucket), not async_op)
         return self._submit(h, (t,), place, async_op)
 
     def broadcast(self, tensor: torch.Tensor, root: int = 0, async_op: bool = False) -> Optional[Work]:
@@ -351,18 +350,17 @@ class Communicator:
 
     # ---- coalesced and quantized ops (logic in pycomm/fusion.py, flat_shards.py, quantized.py) ----
     # The convention of every op (docs/api.md): op=SUM, async_op=False (a Work when True), codec= a codec
-    # instance or name. Where a default changed, a call without the argument keeps the old one for a
-    # release, with a FutureWarning (pycomm/deprecated_defaults.py).
-    def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = OLD_AVG,
+    # instance or name. The tensors (and op, root) are positional; every option is keyword-only, in one
+    # order: bucket_bytes, wire_dtype, codec, error_feedback, async_op.
+    def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = SUM, *,
                             bucket_bytes: int | None = None, wire_dtype: Optional[torch.dtype] = None,
-                            async_op: bool = OLD_ASYNC, codec: Any = None) -> Optional[Work]:
+                            codec: Any = None, async_op: bool = False) -> Optional[Work]:
         """All-reduces many tensors in place: small ones through fused buckets (grouped by dtype; floating
         tensors travel as wire_dtype when given), large host tensors where they lie; async_op=True returns a
         Work whose wait() unpacks the results, async_op=False blocks (on the caller's thread where the
         transport allows) and returns None. bucket_bytes None: 4 MiB for host tensors (they stay in the
         last-level cache), 25 MiB (DDP's default) for GPU tensors. codec (floating tensors of one dtype and
         device): the tensors concatenated and all-reduced through allreduce_quantized. See pycomm/fusion.py."""
-        op, async_op = op_or_old(op, "allreduce_coalesced"), async_or_old(async_op, "allreduce_coalesced")
         if codec is not None:
             if wire_dtype is not None:
                 raise ValueError("allreduce_coalesced: give a codec or a wire_dtype, not both (the codec decides "
@@ -370,47 +368,44 @@ class Communicator:
             return quantized.allreduce_coalesced_encoded(self, tensors, op, codec, async_op)
         return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype, async_op)
 
-    def broadcast_coalesced(self, tensors: Sequence[torch.Tensor], root: int = 0,
-                            bucket_bytes: int | None = None, async_op: bool = OLD_ASYNC,
-                            codec: Any = None) -> Optional[Work]:
+    def broadcast_coalesced(self, tensors: Sequence[torch.Tensor], root: int = 0, *,
+                            bucket_bytes: int | None = None, codec: Any = None,
+                            async_op: bool = False) -> Optional[Work]:
         """Broadcasts many tensors (any dtypes) from `root` in place through flat buckets per dtype (large
         host tensors where they lie); async_op=False: blocking, returns None. codec must be None: a
         broadcast copies the root's values exactly (ValueError otherwise)."""
-        async_op = async_or_old(async_op, "broadcast_coalesced")
         _no_codec(codec, "broadcast_coalesced", "a broadcast copies the root's values exactly; a lossy codec "
                                                "would give every other rank different values")
         root = self._peer(root, "broadcast_coalesced", "root")
         return fusion.broadcast_coalesced(self, tensors, root, bucket_bytes, async_op)
 
     def reduce_scatter_coalesced(self, shards: torch.Tensor, tensors: Sequence[torch.Tensor],
-                                 op: ReduceOp = OLD_AVG, bucket_bytes: int | None = None,
+                                 op: ReduceOp = SUM, *, bucket_bytes: int | None = None,
                                  wire_dtype: Optional[torch.dtype] = None, codec: Any = None,
-                                 async_op: bool = OLD_ASYNC) -> Optional[Work]:
+                                 async_op: bool = False) -> Optional[Work]:
         """`shards` (one flat tensor of pycomm.flat_shard_numel(tensors, size) elements) = this rank's shard
         of the reduction over ranks of the tensors' zero-padded concatenation (ZeRO's gradient shard).
         Tensors share one dtype; floating ones travel as wire_dtype, or through `codec` (e.g. "int8" or
         pycomm.Int8Codec(): int8 all-to-all, fp32 accumulation). See pycomm/flat_shards.py."""
-        op = op_or_old(op, "reduce_scatter_coalesced")
-        async_op = _async(async_or_old(async_op, "reduce_scatter_coalesced"), "reduce_scatter_coalesced")
+        async_op = _async(async_op, "reduce_scatter_coalesced")
         work = flat_shards.reduce_scatter_coalesced(self, shards, tensors, op, bucket_bytes, wire_dtype, codec)
         return _waited(work, async_op)
 
-    def allgather_coalesced(self, tensors: Sequence[torch.Tensor], shards: torch.Tensor,
+    def allgather_coalesced(self, tensors: Sequence[torch.Tensor], shards: torch.Tensor, *,
                             bucket_bytes: int | None = None, wire_dtype: Optional[torch.dtype] = None,
-                            codec: Any = None, async_op: bool = OLD_ASYNC) -> Optional[Work]:
+                            codec: Any = None, async_op: bool = False) -> Optional[Work]:
         """The inverse layout: every rank's `shards` (flat, pycomm.flat_shard_numel(tensors, size) elements)
         gathered and written into `tensors` (ZeRO's parameters from their shards); padding is dropped."""
-        async_op = _async(async_or_old(async_op, "allgather_coalesced"), "allgather_coalesced")
+        async_op = _async(async_op, "allgather_coalesced")
         work = flat_shards.allgather_coalesced(self, tensors, shards, bucket_bytes, wire_dtype, codec)
         return _waited(work, async_op)
 
-    def allreduce_quantized(self, tensor: torch.Tensor, op: ReduceOp = OLD_AVG, codec: Any = None,
-                            error_feedback: Any = None, async_op: bool = OLD_ASYNC) -> Optional[Work]:
+    def allreduce_quantized(self, tensor: torch.Tensor, op: ReduceOp = SUM, *, codec: Any = None,
+                            error_feedback: Any = None, async_op: bool = False) -> Optional[Work]:
         """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256); a name
         such as "int8" or "1bit" is accepted) in the reduce-scatter pattern; error_feedback: None, a
         pycomm.ErrorFeedback or a residual."""
-        op = op_or_old(op, "allreduce_quantized")
-        async_op = _async(async_or_old(async_op, "allreduce_quantized"), "allreduce_quantized")
+        async_op = _async(async_op, "allreduce_quantized")
         return _waited(quantized.allreduce_quantized(self, tensor, op, codec, error_feedback), async_op)
 
 

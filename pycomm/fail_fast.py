@@ -57,5 +57,5 @@ def _complete_in_flight(rank: int, size: int, live: Callable[[], Iterable[Any]])
 
 
 def _abort(reason: str, code: int) -> None:
-    from pycomm.runtime import abort
+    from pycomm.process_comms import abort   # the core loads only when a rank aborts
     abort(reason, code)

@@ -148,7 +148,7 @@ class CoalescedWork(Work):
     __slots__ = ("_pending", "num_buckets", "_name", "_matching", "_describe", "span")
 
     def __init__(self, buckets: list[Any], name: str = "allreduce_coalesced", matching: Work | None = None,
-                 describe: str | None = None) -> None:   # noqa: no handle of its own
+                 describe: str | None = None) -> None:   # Work.__init__ not called: no handle of its own
         self._pending = buckets
         self.num_buckets = len(buckets)
         self._name = name

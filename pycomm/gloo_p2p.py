@@ -13,14 +13,16 @@ which header first."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import torch
 
-from pycomm._dtypes import CODES
+from pycomm._dtypes import CODES, DTYPES
 from pycomm.errors import MismatchError
-from pycomm.gloo_transport import DTYPES, GlooTransport
 from pycomm.gloo_work import GlooWork
+
+if TYPE_CHECKING:   # the transport imports this module
+    from pycomm.gloo_transport import GlooTransport
 
 ANY_SOURCE = -1
 MAX_DIMS = 8

@@ -26,14 +26,14 @@ import torch
 from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, BroadcastOptions, ReduceScatterOptions
 from torch.distributed import PrefixStore, ProcessGroupGloo, ReduceOp as TorchReduceOp, Store
 
-from pycomm import flight_recorder, op_stats, peer_hosts, tracing
-from pycomm._dtypes import CODES
+from pycomm import flight_recorder, gloo_p2p, op_stats, peer_hosts, tracing
+from pycomm._dtypes import CODES, DTYPES
 from pycomm.errors import PycommError, StallError
+from pycomm.gloo_matching import OpMatcher
 from pycomm.gloo_work import GlooWork, describe
 from pycomm.ops import ReduceOp
 
 _OPEN: "weakref.WeakSet[GlooTransport]" = weakref.WeakSet()  # shut down at exit (close_all)
-DTYPES: dict[int, torch.dtype] = {code: dtype for dtype, code in CODES.items()}
 TORCH_OPS = {ReduceOp.SUM: TorchReduceOp.SUM, ReduceOp.AVG: TorchReduceOp.AVG, ReduceOp.MAX: TorchReduceOp.MAX,
              ReduceOp.MIN: TorchReduceOp.MIN}
 NO_TIMEOUT = datetime.timedelta(days=365)
@@ -88,10 +88,8 @@ class GlooTransport:
         self.trace_comm_id = core().trace_new_comm_id()
         self._broken: Optional[str] = None
         self.label = f"gloo communicator (rank {rank} of {size})"   # as the core names MPI's in its errors
-        from pycomm.gloo_matching import OpMatcher  # they build on this module
-        from pycomm.gloo_p2p import MAX_TAG, Ordering
-        self.max_tag = MAX_TAG
-        self.p2p_order = Ordering()
+        self.max_tag = gloo_p2p.MAX_TAG
+        self.p2p_order = gloo_p2p.Ordering()
         # the signatures' own group: its keys under this communicator's prefix, apart from the data's
         self._matching = OpMatcher(self, process_group(PrefixStore(f"{prefix}/matching", store), rank, size,
                                                        timeout_s, device), timeout_s)
@@ -197,20 +195,20 @@ class GlooTransport:
     # ---- point to point (framing in pycomm/gloo_p2p.py; the contract in pycomm/p2p.py) ------
     def send(self, p: int, n: int, dt: int, dev: int, dst: int, tag: int, stream: int, waits: bool) -> GlooWork:
         info = self._begin("send", n, dt, dev, peer=dst, tag=tag)
-        return gloo_p2p().send(self, self._pg, info, host_tensor(p, n, dt), dst, tag)
+        return gloo_p2p.send(self, self._pg, info, host_tensor(p, n, dt), dst, tag)
 
     def send_shaped(self, p: int, n: int, dt: int, dev: int, shape: list[int], dst: int, tag: int, stream: int,
                     waits: bool) -> GlooWork:
         info = self._begin("send_tensor", n, dt, dev, peer=dst, tag=tag)
-        return gloo_p2p().send(self, self._pg, info, host_tensor(p, n, dt), dst, tag, shape)
+        return gloo_p2p.send(self, self._pg, info, host_tensor(p, n, dt), dst, tag, shape)
 
     def recv(self, p: int, n: int, dt: int, dev: int, src: int, tag: int, stream: int, waits: bool) -> GlooWork:
         info = self._begin("recv", n, dt, dev, peer=src, tag=tag)
-        return gloo_p2p().recv(self, self._pg, info, host_tensor(p, n, dt), src, tag)
+        return gloo_p2p.recv(self, self._pg, info, host_tensor(p, n, dt), src, tag)
 
     def recv_new(self, src: int, tag: int, waits: bool) -> GlooWork:
         info = self._begin("recv_tensor", 0, CODES[torch.uint8], -1, peer=src, tag=tag)
-        return gloo_p2p().recv_new(self, self._pg, info, src, tag)
+        return gloo_p2p.recv_new(self, self._pg, info, src, tag)
 
     # ---- sub-communicators -------------------------------------------------------------------
     def gather_at_creation(self, mine: Sequence[int]) -> list[int]:
@@ -277,11 +275,6 @@ class GlooTransport:
                 self._pg.abort()
         except RuntimeError:  # not every torch lets a gloo group abort; the process ends right after anyway
             pass
-
-
-def gloo_p2p() -> Any:
-    from pycomm import gloo_p2p as module  # it builds on this module
-    return module
 
 
 @atexit.register

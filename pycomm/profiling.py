@@ -176,7 +176,7 @@ def profile(directory: Union[str, Path], comm: Any = None, torch: Union[bool, di
     merged one hold torch's events and pycomm's on one timeline. `events_per_thread`: the ring budget
     (default PYCOMM_TRACE_EVENTS)."""
     if comm is None:
-        from pycomm.runtime import world
+        from pycomm.process_comms import world
         comm = world()
     return Profile(directory, comm, torch, events_per_thread)
 

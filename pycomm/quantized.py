@@ -80,7 +80,7 @@ class QuantizedWork(Work):
 
     __slots__ = ("_future", "_describe")
 
-    def __init__(self, future: cf.Future, describe: str) -> None:   # noqa: no transport handle of its own
+    def __init__(self, future: cf.Future, describe: str) -> None:   # Work.__init__ not called: no transport handle of its own
         self._future, self._describe = future, describe
 
     def is_completed(self) -> bool:

@@ -1,23 +1,21 @@
-"""Process-wide state: pycomm.init(), world(), from_mpi4py(), finalize() and stats()."""
+"""Process-wide state: pycomm.init(), from_mpi4py(), finalize() and stats(); world(), abort() and the
+communicators they see are pycomm.process_comms' (re-exported here)."""
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import warnings
-import weakref
-from typing import Any, NoReturn, Optional
+from typing import Any
 
 from pycomm import backends, fail_fast, op_stats, profiling, settings, startup_profile
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
-from pycomm.launch_env import LaunchEnv, detect
+from pycomm.launch_env import detect
+from pycomm.process_comms import STATE, abort, is_initialized, launch_env, track, world
 
-_world: Optional[Communicator] = None
-_env: Optional[LaunchEnv] = None
-_finalized = False
-_live: "weakref.WeakSet[Communicator]" = weakref.WeakSet()
+# world, is_initialized, launch_env and abort live in pycomm.process_comms, beside the state they read
+__all__ = ["abort", "finalize", "from_mpi4py", "init", "is_initialized", "launch_env", "stats", "world"]
 
 
 def init(backend: str = "auto") -> Communicator:
@@ -30,46 +28,26 @@ def init(backend: str = "auto") -> Communicator:
     rendezvous for several ranks MPI cannot join (torchrun, srun --mpi=none), else "local" for one
     process; NCCL/RCCL only when asked for), "mpi", "gloo", "nccl", or "local".
     Calling it again with the same (or "auto") backend returns the same world."""
-    global _world, _env
     if not isinstance(backend, str):
         raise TypeError(f"init: backend must be a str, got {type(backend).__name__}")
-    if _finalized:
+    if STATE.finalized:
         raise PycommError("init: pycomm.finalize() was already called in this process; it cannot start again")
-    if _world is not None:
-        if backend not in ("auto", _world.backend):
-            raise PycommError(f"init: pycomm is already initialised with backend {_world.backend!r}; "
+    if STATE.world is not None:
+        if backend not in ("auto", STATE.world.backend):
+            raise PycommError(f"init: pycomm is already initialised with backend {STATE.world.backend!r}; "
                               f"cannot switch to {backend!r}")
-        return _world
+        return STATE.world
     env = detect()
     name = backends.choose_auto(env) if backend == "auto" else backend
     settings.apply()  # PYCOMM_* set after `import pycomm` count from here on
     transport = backends.get(name).create_world(env)
-    _env = env
-    _world = _track(Communicator(transport, "world"))
+    STATE.env = env
+    STATE.world = made = track(Communicator(transport, "world"))
     # an uncaught exception on any rank ends the job at once (pycomm/fail_fast.py; PYCOMM_FAIL_FAST=0: not)
-    fail_fast.install(_world.rank, _world.size, lambda: list(_live))
-    profiling.start_from_environment(_world)   # PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER
+    fail_fast.install(made.rank, made.size, lambda: list(STATE.live))
+    profiling.start_from_environment(made)   # PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER
     startup_profile.mark("init")
-    return _world
-
-
-def is_initialized() -> bool:
-    return _world is not None
-
-
-def world() -> Communicator:
-    """The communicator over all ranks; raises PycommError before pycomm.init()."""
-    if _world is None:
-        raise PycommError("pycomm.world(): pycomm is not initialised; call pycomm.init() first"
-                          + (" (pycomm.finalize() was called)" if _finalized else ""))
-    return _world
-
-
-def launch_env() -> LaunchEnv:
-    """How this process was launched (after init)."""
-    world()
-    assert _env is not None
-    return _env
+    return made
 
 
 def from_mpi4py(comm: Any) -> Communicator:
@@ -79,63 +57,30 @@ def from_mpi4py(comm: Any) -> Communicator:
         raise PycommError("from_mpi4py: this build of pycomm has no MPI (install an MPI library and rebuild)")
     if not hasattr(comm, "py2f"):
         raise TypeError(f"from_mpi4py: expected an mpi4py communicator, got {type(comm).__name__}")
-    if _finalized:
+    if STATE.finalized:
         raise PycommError("from_mpi4py: pycomm.finalize() was already called")
     settings.apply()
-    made = _track(Communicator(core().mpi_from_fortran(comm.py2f()), "mpi4py"))
-    fail_fast.install(made.rank, made.size, lambda: list(_live))
+    made = track(Communicator(core().mpi_from_fortran(comm.py2f()), "mpi4py"))
+    fail_fast.install(made.rank, made.size, lambda: list(STATE.live))
     return made
-
-
-def _track(comm: Communicator) -> Communicator:
-    _live.add(comm)
-    return comm
 
 
 def finalize() -> None:
     """Completes pending ops, shuts every communicator down and finalises MPI if pycomm initialised it.
     Idempotent. Called at interpreter exit when the program did not."""
-    global _world, _finalized
-    if _finalized:
+    if STATE.finalized:
         return
-    _finalized = True
+    STATE.finalized = True
     profiling.stop_from_environment()    # PYCOMM_TRACE's files, while the communicators still work
-    for comm in list(_live):
+    for comm in list(STATE.live):
         comm.shutdown()
-    _world = None
+    STATE.world = None
     if "pycomm._C" not in sys.modules:
         return  # the core never loaded (or cannot: unbuilt): no MPI to finalise, nothing to report at exit
     if build_info()["mpi"]:
         note = core().mpi_finalize()
         if note:
             warnings.warn(f"pycomm.finalize(): {note}", RuntimeWarning, stacklevel=2)
-
-
-def abort(reason: str = "", exit_code: int = 1) -> NoReturn:
-    """Ends this process, and the job with it, because this rank failed: call it instead of raising
-    when the other ranks would otherwise wait in their next collective until PYCOMM_TIMEOUT.
-
-    Writes `reason` (when not empty) to stderr as one line, aborts every live NCCL/RCCL communicator
-    (peers' pending ops then fail instead of hanging), then MPI_Abort(MPI_COMM_WORLD, exit_code) when
-    MPI runs (mpirun / srun end every rank and exit with exit_code), else exits this process with
-    exit_code (torchrun ends the others; srun does with --kill-on-bad-exit=1). Nothing is finalised:
-    pending ops of this rank are abandoned."""
-    if not isinstance(reason, str):
-        raise TypeError(f"abort: reason must be a str, got {type(reason).__name__}")
-    if not isinstance(exit_code, int) or isinstance(exit_code, bool) or not 1 <= exit_code <= 255:
-        raise ValueError(f"abort: exit_code must be an int in [1, 255] (0 would read as success), got {exit_code!r}")
-    if reason:
-        print(reason, file=sys.stderr)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or broken stream must not stop the abort
-            pass
-    for comm in list(_live):
-        comm._t.abort(reason or "pycomm.abort()")
-    if build_info()["mpi"]:
-        core().mpi_abort(exit_code)  # returns only when MPI is not running
-    os._exit(exit_code)
 
 
 def stats(reset: bool = False) -> dict[str, dict[str, float]]:

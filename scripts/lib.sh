@@ -39,3 +39,18 @@ pycomm_python() {
   else echo python3
   fi
 }
+
+# Makes pycomm_python one that pip can install into. A distribution's python3 refuses pip installs
+# (PEP 668): pycomm gets its own venv, .venv, then (the scripts use it from now on). PYTHON, when set, is
+# used as it is.
+ensure_pip_python() {
+  [[ -n "${PYTHON:-}" || -x "$PYCOMM_ROOT/.venv/bin/python" ]] && return 0
+  command -v python3 >/dev/null || apt_install python3 python3-dev python3-venv
+  if python3 -c 'import os, sys, sysconfig
+managed = sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+sys.exit(0 if managed else 1)'; then
+    apt_install python3-dev python3-venv
+    echo "python3 is externally managed: creating .venv (the scripts use it from now on)"
+    python3 -m venv "$PYCOMM_ROOT/.venv"
+  fi
+}

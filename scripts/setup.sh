@@ -50,17 +50,7 @@ if [[ $with_test == 1 ]]; then
 fi
 
 section "setup: Python"
-if [[ -z "${PYTHON:-}" && ! -x .venv/bin/python ]]; then
-  command -v python3 >/dev/null || apt_install python3 python3-dev python3-venv
-  # A distribution's python3 refuses pip installs (PEP 668): give pycomm its own venv then.
-  if python3 -c 'import os, sys, sysconfig
-managed = sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-sys.exit(0 if managed else 1)'; then
-    apt_install python3-dev python3-venv
-    echo "python3 is externally managed: creating .venv (the scripts use it from now on)"
-    python3 -m venv .venv
-  fi
-fi
+ensure_pip_python
 PY="$(pycomm_python)"
 "$PY" -c 'import sys; assert sys.version_info >= (3, 9), sys.version' || die "$PY: pycomm needs Python >= 3.9"
 if ! "$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))'; then

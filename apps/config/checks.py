@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from apps.config.schema import Config, ConfigError, epochs_to_steps
+from apps.config import option_values
+from apps.config.schema import Config, ConfigError
 from apps.name_registry import did_you_mean
 
 RESUME_FIXED = ("optim", "schedule")  # restored from the checkpoint: a changed value would be ignored
@@ -145,7 +146,7 @@ def _check_algorithm(cfg: Config, world: int) -> None:
         return
     try:
         options = optim.algorithm_options(cfg.algorithm, 1, {})  # names (and the algorithm) exist
-        _check_fragments(_check_option_values(name, options, cfg), cfg)
+        _check_fragments(option_values.algorithm_option_values(name, options, cfg), cfg)
     except ValueError as e:
         raise ConfigError(f"algorithm.options: {e}" if not str(e).startswith(("algorithm", "unknown")) else str(e)) \
             from e
@@ -158,24 +159,6 @@ def _check_algorithm(cfg: Config, world: int) -> None:
     if optim.owns_loop(cfg.algorithm) and task not in ("classify", "lm"):
         raise ConfigError(f"algorithm.name={name} needs a model with targets (classification or language model); "
                           f"model.name={cfg.model.name} is a {task} model")
-
-
-def _check_option_values(name: str, options: dict[str, Any], cfg: Config) -> dict[str, Any]:
-    """The algorithm's own checks of its option values (algorithms.options), without a communicator:
-    what CommOptimizer.__init__ checks before it communicates, run on a throwaway instance. Returns the
-    options with the algorithm's defaults."""
-    from algorithms import options as algo_options
-    from algorithms.registry import lookup
-    from apps import optim
-
-    cls = lookup(name)
-    probe = cls.__new__(cls)
-    probe.optimizer = optim.probe_optimizer(cfg.optim)
-    config = algo_options.merge(name, cls.default_options(), epochs_to_steps(options, 1))
-    config["codec"] = algo_options.codec(config["codec"])
-    config["bucket_bytes"] = algo_options.optional_integer("bucket_bytes", config["bucket_bytes"], 1)
-    probe._validate(config)
-    return config
 
 
 def _check_fragments(options: dict[str, Any], cfg: Config) -> None:

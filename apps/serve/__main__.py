@@ -125,7 +125,7 @@ def serve(args: argparse.Namespace) -> int:
     block_size = served.model.block_size
     args.window_keep = block_size // 2 if args.window_keep is None else args.window_keep
     if args.window_keep > block_size:   # on every rank: each stops with this message, none waits on another
-        from apps.config.loading import ConfigError
+        from apps.config.schema import ConfigError
         raise ConfigError(f"--window-keep {args.window_keep}: at most the model's block_size {block_size}")
     stage = Stage(served.model, dist.rank, dist.size, args.slots)
     link = stage_messages.Link(dist.comm, dist.rank, dist.size) if dist.size > 1 else None

@@ -126,10 +126,11 @@ def lsgd_vs_easgd(task: Task, rows: list[dict[str, Any]]) -> dict[str, Any] | No
     pick = {r["algorithm"]: r for r in rows if r["task"] == task.key and r["codec"] == "fp32" and r["seeds_done"]}
     if "lsgd" not in pick or "easgd" not in pick:
         return None
-    l, e = pick["lsgd"], pick["easgd"]
-    diff = l[task.metric]["mean"] - e[task.metric]["mean"]
-    return {"task": task.key, "metric": task.metric, "lsgd_value": l[task.metric]["mean"],
-            "lsgd_std": l[task.metric]["std"], "easgd_value": e[task.metric]["mean"],
-            "easgd_std": e[task.metric]["std"], "lsgd_bytes": l["bytes"]["mean"], "easgd_bytes": e["bytes"]["mean"],
-            "difference": diff, "holds": task.better(l[task.metric]["mean"], e[task.metric]["mean"]),
-            "beyond_seed_spread": _beyond_spread(diff, [l, e], task.metric)}
+    lsgd, easgd = pick["lsgd"], pick["easgd"]
+    diff = lsgd[task.metric]["mean"] - easgd[task.metric]["mean"]
+    return {"task": task.key, "metric": task.metric, "lsgd_value": lsgd[task.metric]["mean"],
+            "lsgd_std": lsgd[task.metric]["std"], "easgd_value": easgd[task.metric]["mean"],
+            "easgd_std": easgd[task.metric]["std"], "lsgd_bytes": lsgd["bytes"]["mean"],
+            "easgd_bytes": easgd["bytes"]["mean"],
+            "difference": diff, "holds": task.better(lsgd[task.metric]["mean"], easgd[task.metric]["mean"]),
+            "beyond_seed_spread": _beyond_spread(diff, [lsgd, easgd], task.metric)}

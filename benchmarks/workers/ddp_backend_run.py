@@ -51,7 +51,7 @@ def samples_per_s(wrapper: str, group: dist.ProcessGroup, x: torch.Tensor, y: to
     elapsed = torch.tensor([time.perf_counter() - t0])
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)   # the slowest rank's time
     n = sum(len(i) for i in batches[WARMUP:]) * dist.get_world_size(group)
-    del model, opt
+    model = opt = None   # this run's model and optimizer (held by step too) freed before the next run
     gc.collect()
     return n / elapsed.item()
 

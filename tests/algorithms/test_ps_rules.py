@@ -117,14 +117,18 @@ def test_asyncps_scripted_arrival_order(tmp_path, monkeypatch):
         return torch.full_like(x, value)
 
     lr = 0.1
-    g = push(w1, m1, 1.0); x = x - lr * g              # v0 -> s = 0, applied: v1
-    g = push(w2, m2, 2.0); x = x - lr / 2 * g          # v0 at server v1: s = 1, step / 2: v2
+    g = push(w1, m1, 1.0)
+    x = x - lr * g  # v0 -> s = 0, applied: v1
+    g = push(w2, m2, 2.0)
+    x = x - lr / 2 * g  # v0 at server v1: s = 1, step / 2: v2
     push(w1, m1, 3.0)                                  # v0 at v2: s = 2 > K: rejected, w1 pulls v2
     torch.testing.assert_close(flat(m1.parameters()), x)
-    g = push(w1, m1, 4.0); x = x - lr * g              # v2 at v2: s = 0: v3
+    g = push(w1, m1, 4.0)
+    x = x - lr * g  # v2 at v2: s = 0: v3
     push(w2, m2, 5.0)                                  # v0 at v3: s = 3: rejected, w2 pulls v3
     torch.testing.assert_close(flat(m2.parameters()), x)
-    g = push(w2, m2, 6.0); x = x - lr * g              # s = 0: v4
+    g = push(w2, m2, 6.0)
+    x = x - lr * g  # s = 0: v4
     assert w1.comm_stats()["rejected"] == 1 and w2.comm_stats()["rejected"] == 1
     w1.close(), w2.close()
     finish(server)

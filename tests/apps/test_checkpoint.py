@@ -136,7 +136,7 @@ def test_corrupt_or_missing_checkpoint_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_failed_resume_suggests_only_checkpoints_without_a_copy_of_the_damaged_file(tmp_path: Path) -> None:
     older = _save(tmp_path, 5, 1.0)
     best = _save(tmp_path, 10, 2.0, kind="best")
-    periodic = _save(tmp_path, 10, 2.0)
+    _save(tmp_path, 10, 2.0)   # a periodic checkpoint: it shares the damaged file, so it is not suggested
     preempt = _save(tmp_path, 10, 2.0, kind=".preempt")   # the newest: auto resumes from it
     with open(preempt / "model_state_dict.pt", "r+b") as f:   # one bit flipped in place: every link sees it
         f.seek(-1, os.SEEK_END)

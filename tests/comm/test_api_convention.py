@@ -1,7 +1,6 @@
-"""Communicator's one convention (docs/api.md): op=SUM and async_op=False as the defaults to be, the
-one-release shim where a default changed (old behaviour, one FutureWarning per call site naming the new
-default), codec names on every compound op that takes a codec and a clear ValueError naming the choices for a
-bad one; the op table the core exports. One process (the local transport) here; the multi-rank checks run in
+"""Communicator's one convention (docs/api.md): op=SUM and async_op=False as the defaults of every op, the
+compound ops' options keyword-only in one order, codec names on every compound op that takes a codec and a
+clear ValueError naming the choices for a bad one; the op table the core exports. One process (the local transport) here; the multi-rank checks run in
 tests/comm/workers/api_convention.py on test_ranks_per_node's 4 ranks."""
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from pycomm.communicator import Communicator
 REDUCING = ("allreduce", "reduce_scatter", "allreduce_coalesced", "reduce_scatter_coalesced", "allreduce_quantized")
 COMPOUND = ("allreduce_coalesced", "broadcast_coalesced", "reduce_scatter_coalesced", "allgather_coalesced",
             "allreduce_quantized")
-DEPRECATED_OP = ("allreduce", "allreduce_coalesced", "reduce_scatter_coalesced", "allreduce_quantized")
+OPTIONS = ("bucket_bytes", "wire_dtype", "codec", "error_feedback", "async_op")   # the compound ops' one order
 
 
 def local() -> Communicator:
@@ -28,34 +27,39 @@ def local() -> Communicator:
 
 
 def test_every_op_takes_op_and_async_op() -> None:
-    """The signature of every collective: op on each reducing op (SUM, or the deprecated AVG), async_op on
-    every op (False, or the deprecated True of the compound ops), codec on every compound op."""
+    """The signature of every collective: op=SUM on each reducing op, async_op=False on every op, codec on
+    every compound op."""
     for name in REDUCING:
-        default = inspect.signature(getattr(Communicator, name)).parameters["op"].default
-        assert default is pycomm.SUM or (name in DEPRECATED_OP and "deprecated" in repr(default)), (name, default)
+        assert inspect.signature(getattr(Communicator, name)).parameters["op"].default is pycomm.SUM, name
     for name in ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "barrier") + COMPOUND:
-        default = inspect.signature(getattr(Communicator, name)).parameters["async_op"].default
-        assert default is False or (name in COMPOUND and "deprecated" in repr(default)), (name, default)
+        assert inspect.signature(getattr(Communicator, name)).parameters["async_op"].default is False, name
     for name in COMPOUND:
         assert "codec" in inspect.signature(getattr(Communicator, name)).parameters, name
 
 
-def test_deprecated_default_warns_once_per_call_site() -> None:
+def test_compound_ops_take_their_options_by_keyword_in_one_order() -> None:
+    """After the tensors (and op, root), every option of a compound op is keyword-only, in OPTIONS' order; an
+    option passed by position is a TypeError, not a silently different argument."""
+    for name in COMPOUND:
+        params = list(inspect.signature(getattr(Communicator, name)).parameters.values())
+        keyword = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        assert keyword == [o for o in OPTIONS if o in keyword], (name, keyword)
+        assert {p.name for p in params} - set(keyword) <= {"self", "tensor", "tensors", "shards", "op", "root"}, name
     c = local()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")          # Python's default for FutureWarning: once per call site
-        for _ in range(3):
-            c.allreduce(torch.ones(2))
-        for _ in range(2):
-            assert isinstance(c.allreduce_quantized(torch.ones(8)), pycomm.Work)   # the old default: a Work
-    got = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
-    assert len(got) == 3, got          # allreduce's op; allreduce_quantized's op and async_op
-    assert all(w.filename == __file__ for w in caught), [w.filename for w in caught]   # the caller's line
-    assert any("allreduce_quantized: called without async_op=" in m and "async_op=False" in m for m in got), got
+    with pytest.raises(TypeError, match="positional"):
+        c.allreduce_coalesced([torch.ones(2)], pycomm.SUM, None)
+
+
+def test_defaults_are_silent_and_block() -> None:
+    """A call that gives no op or async_op gets the defaults, with no warning: the compound ops block and
+    return None, as allreduce does."""
+    c = local()
     with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)   # explicit arguments: silent
-        c.allreduce(torch.ones(2), op=pycomm.AVG)
-        c.allreduce_quantized(torch.ones(8), op=pycomm.SUM, async_op=False)
+        warnings.simplefilter("error")
+        assert c.allreduce(torch.ones(2)) is None
+        assert c.allreduce_quantized(torch.ones(8)) is None
+        assert c.allreduce_coalesced([torch.ones(3)]) is None
+        assert c.broadcast_coalesced([torch.ones(3)]) is None
 
 
 @pytest.mark.parametrize("name", sorted(CODEC_NAMES))

@@ -31,15 +31,17 @@ def _absolute(node: ast.ImportFrom, rel: Path) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imported(path: Path, rel: Path) -> list[tuple[int, str]]:
+def imported(path: Path, rel: Path, names: bool = False) -> list[tuple[int, str]]:
     """(line, module) for each import of the file, importlib/__import__ calls on constants included, and
-    each string that names a module of tests."""
+    each string that names a module of tests. With `names`, `from m import a, b` gives m.a and m.b (either
+    may be a submodule), so a caller resolving them to files sees `from pkg import mod` reach mod."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(errors="replace"), str(rel))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            found.append((node.lineno, _absolute(node, rel)))
+            module = _absolute(node, rel)
+            found += [(node.lineno, f"{module}.{a.name}") for a in node.names] if names else [(node.lineno, module)]
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
                 in ("import_module", "__import__"):

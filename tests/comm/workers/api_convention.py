@@ -1,7 +1,7 @@
 """Communicator's one convention on real ranks (tests/comm/test_api_convention.py, launched from
-tests/comm/workers/ranks_per_node.py to share its 4 ranks): op=SUM where given, the deprecated defaults keep
-their old behaviour (AVG; a Work from the compound ops) with a FutureWarning, async_op=False blocks and
-returns None on every compound op, codec names work on every op that takes a codec."""
+tests/comm/workers/ranks_per_node.py to share its 4 ranks): a call that gives no op sums and one that gives
+no async_op blocks, silently, on allreduce and the compound ops alike; async_op=False blocks and returns
+None on every compound op, codec names work on every op that takes a codec."""
 from __future__ import annotations
 
 import warnings
@@ -22,21 +22,14 @@ def check(comm: pycomm.Communicator) -> None:
     n, r = comm.size, comm.rank
     total = float(sum(range(n)))
 
-    # allreduce without op=: still AVG, warns naming the new default; with op=SUM: the sum, silently.
+    # allreduce and allreduce_coalesced without op= / async_op=: the same defaults, the sum, blocking, silently.
     t = torch.tensor([float(r)])
     got, msgs = _future_warnings(lambda: comm.allreduce(t))
-    assert got is None and t.item() == total / n, t.item()
-    assert len(msgs) == 1 and "changes from pycomm.AVG to pycomm.SUM" in msgs[0] and "op=" in msgs[0], msgs
-    t = torch.tensor([float(r)])
-    _, msgs = _future_warnings(lambda: comm.allreduce(t, op=pycomm.SUM))
-    assert t.item() == total and msgs == [], (t.item(), msgs)
-
-    # allreduce_coalesced without op= / async_op=: a Work, averaging, two warnings.
+    assert got is None and t.item() == total and msgs == [], (got, t.item(), msgs)
     ts = [torch.full((3,), float(r)), torch.full((5,), float(r))]
-    work, msgs = _future_warnings(lambda: comm.allreduce_coalesced(ts))
-    assert isinstance(work, pycomm.Work) and len(msgs) == 2, (work, msgs)
-    work.wait()
-    assert all(torch.equal(x, torch.full_like(x, total / n)) for x in ts), ts
+    got, msgs = _future_warnings(lambda: comm.allreduce_coalesced(ts))
+    assert got is None and msgs == [], (got, msgs)
+    assert all(torch.equal(x, torch.full_like(x, total)) for x in ts), ts
 
     # Every compound op: async_op=False blocks and returns None, with the results in place; no warning.
     def blocking() -> None:
