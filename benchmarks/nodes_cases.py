@@ -30,6 +30,7 @@ class Case:
     peer: bool                                  # a torch method (the peers), not pycomm's
     overrides: Callable[[Cluster], list[str]]   # apps.train's -o options (pycomm); torch peers: the worker's flags
     independent: bool = False                   # every rank alone, no communication at all (a ceiling)
+    torchft: bool = False                       # a peer under torchft: a replica group per node
 
 
 def _algo(name: str, options: str = "{}") -> list[str]:
@@ -46,6 +47,9 @@ def _hsdp(c: Cluster, sharding: str = "") -> list[str]:
 CASES: dict[str, Case] = {c.name: c for c in [
     Case("ddp", True, lambda c: []),
     Case("fsdp2-hsdp", True, lambda c: ["--fsdp2"]),
+    # torchft's DiLoCo and LocalSGD (fp32: its quantization is CUDA-only), against pycomm's with the same settings
+    Case("torchft-diloco", True, lambda c: ["diloco", "24", "--nodes", str(c.nodes)], torchft=True),
+    Case("torchft-localsgd", True, lambda c: ["localsgd", "8", "--nodes", str(c.nodes)], torchft=True),
     Case("mbsgd", False, lambda c: _algo("mbsgd")),
     Case("mbsgd+int8", False, lambda c: _algo("mbsgd", "{codec: int8}")),
     Case("mbsgd+1bit", False, lambda c: _algo("mbsgd", "{codec: onebit}")),
@@ -56,6 +60,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     # Streaming DiLoCo on the master shards: 3 fragments, one step of overlap, 4-bit outer gradients
     Case("hsdp+diloco", False, lambda c: [*_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, "
                                                  "mixing: 0.5, codec: int4}"), *_hsdp(c, "zero2")]),
+    Case("diloco-torchft-settings", False, lambda c: [*_algo("diloco", "{inner_steps: 24, fragments: 3, "
+                                                             "sync_delay: 1, mixing: 0.5}"), *_hsdp(c, "zero2")]),
     Case("qsr", False, lambda c: _algo("qsr")),
     Case("lsgd", False, lambda c: _algo("lsgd")),
 ]}
@@ -117,10 +123,14 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
     before, start = cluster.link_bytes(1), time.perf_counter()
     if case.peer:
         evals = out_dir / f"{case.name}.json"
-        argv = ["-m", "benchmarks.workers.nodes_ddp", str(steps), str(EVAL_EVERY), str(evals),
+        worker = "nodes_torchft" if case.torchft else "nodes_ddp"
+        argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals),
                 *case.overrides(cluster)]
+        argvs = ([[*cluster.enter(k), sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc-per-node", str(cluster.ranks_per_node), *argv] for k in range(cluster.nodes)]
+                 if case.torchft else cluster.torchrun_argvs(argv))   # torchft: each node its own group
         procs = [subprocess.Popen(a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for a in cluster.torchrun_argvs(argv)]
+                                  stderr=subprocess.STDOUT, text=True) for a in argvs]
         codes, text = _communicate(procs, timeout)
     else:
         codes, text = _apps_train(cluster, case, steps, out_dir, timeout)
