@@ -76,6 +76,14 @@ def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"goal": f"{rate}: best pycomm method ({best['case']}) to DDP's loss, time vs DDP",
                         "ratio": best["to_target_vs_ddp"], "target": "<= 0.333",
                         "met": best["to_target_vs_ddp"] <= 1 / 3})
+        ours, theirs = by.get((rate, "diloco-torchft-settings")), by.get((rate, "torchft-diloco"))
+        if ours and theirs:   # one seed has no noise estimate: "the same loss" is taken as within 2%
+            for what, ratio, target, met in (
+                    ("final loss", ours["final_loss"] / theirs["final_loss"], "<= 1.02", lambda r: r <= 1.02),
+                    ("bytes across", ours["bytes_across"] / theirs["bytes_across"], "<= 1.0", lambda r: r <= 1.0),
+                    ("samples/s", ours["samples_per_s"] / theirs["samples_per_s"], ">= 1.0", lambda r: r >= 1.0)):
+                out.append({"goal": f"{rate}: pycomm DiLoCo with torchft's settings, {what} vs torchft's",
+                            "ratio": ratio, "target": target, "met": met(ratio)})
         ceiling = by.get((rate, "mbsgd-nocomm"))
         for case in ("mbsgd+int8", "mbsgd+1bit"):
             if ceiling and (rate, case) in by:
