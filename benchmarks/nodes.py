@@ -96,13 +96,16 @@ def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def panels(curves: dict[str, dict[str, Curve]], title: str) -> Callable[[Any], None]:
     """Eval loss against training seconds, one panel per link, a line per case."""
     def plot(axes: Any) -> None:
+        from matplotlib import colormaps
+        colours = colormaps["tab20"]   # one per case, the same in every panel
         axes = axes if isinstance(axes, list) else [axes]
         for ax, (rate, cases) in zip(axes, curves.items()):
             for case, curve in cases.items():
                 if CASES[case].independent:   # a ceiling of speed, not a training run of the method
                     continue
                 ax.plot([t for _, t, _ in curve], [loss for _, _, loss in curve], marker=".",
-                        linestyle="--" if CASES[case].peer else "-", label=case)
+                        linestyle="--" if CASES[case].peer else "-", label=case,
+                        color=colours(list(CASES).index(case) % 20))
             if PEER in cases:
                 ax.axhline(cases[PEER][-1][2] * TARGET_SLACK, color="grey", linewidth=0.8)
             ax.set_xscale("log")
