@@ -31,6 +31,7 @@ class Case:
     overrides: Callable[[Cluster], list[str]]   # apps.train's -o options (pycomm); torch peers: the worker's flags
     independent: bool = False                   # every rank alone, no communication at all (a ceiling)
     torchft: bool = False                       # a peer under torchft: a replica group per node
+    gloo: bool = False                          # apps.train under torchrun: pycomm's gloo backend, not MPI
 
 
 def _algo(name: str, options: str = "{}") -> list[str]:
@@ -52,6 +53,8 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("torchft-localsgd", True, lambda c: ["localsgd", "8", "--nodes", str(c.nodes)], torchft=True),
     Case("mbsgd", False, lambda c: _algo("mbsgd")),
     Case("mbsgd+int8", False, lambda c: _algo("mbsgd", "{codec: int8}")),
+    Case("mbsgd-gloo", False, lambda c: _algo("mbsgd"), gloo=True),
+    Case("mbsgd+int8-gloo", False, lambda c: _algo("mbsgd", "{codec: int8}"), gloo=True),
     Case("mbsgd+1bit", False, lambda c: _algo("mbsgd", "{codec: onebit}")),
     Case("mbsgd-nocomm", False, lambda c: _algo("mbsgd"), independent=True),
     Case("zero3", False, lambda c: _algo("zero3")),
@@ -92,6 +95,10 @@ def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout
     common = ["-o", f"out_dir={out_dir}", *case.overrides(cluster), "-o", "train.epochs=0",
               "-o", f"train.max_steps={steps}", "-o", "checkpoint.every_steps=0", "-o", "logging.plot=false",
               "-o", f"train.eval_every_epochs={EVAL_EVERY * BATCH * ranks / 8000}"]
+    if case.gloo:   # apps.train joins torchrun's launch over gloo; node 0's writes the run's files
+        argvs = cluster.torchrun_argvs(["-m", "apps.train", "-o", f"name={case.name}", *common])
+        return _communicate([subprocess.Popen(a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True) for a in argvs], timeout)
     if not case.independent:
         argv = [*cluster.mpirun_argv(), sys.executable, "-m", "apps.train", "-o", f"name={case.name}", *common]
         return _communicate([subprocess.Popen(argv, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE,
