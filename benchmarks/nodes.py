@@ -128,12 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=None, help="instead of benchmarks/results")
     ap.add_argument("--merge", action="store_true", help="keep the other links' rows of results/<name>.json")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--runs-log", type=Path, default=None,
+                    help="append each finished run to this JSON-lines file as it ends (a cut-short run keeps them)")
+    ap.add_argument("--from-log", type=Path, default=None, help="write the result from a --runs-log, running nothing")
     args = ap.parse_args(argv)
-    reason = unavailable()
+    reason = None if args.from_log else unavailable()
     if reason is not None:
         print(f"benchmarks.nodes: {reason}", file=sys.stderr)
         return 2
     cases = [PEER, *(c for c in args.cases if c != PEER)]
+    logged = [json.loads(line) for line in args.from_log.read_text().splitlines()] if args.from_log else []
     rows: list[dict[str, Any]] = []
     curves: dict[str, dict[str, Curve]] = {}
     old = (RESULTS if args.results_dir is None else args.results_dir) / f"{args.name}.json"
@@ -144,25 +148,46 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[dict[str, Any]] = []
     for rate in args.rates:
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in cases}
-        with Cluster(args.nodes, args.ranks_per_node, rate) as cluster, tempfile.TemporaryDirectory() as out:
-            for seed in range(args.seeds):    # cases interleaved per seed: load drift hits each alike
-                for case in cases:
-                    try:
-                        got = run_case(cluster, CASES[case], args.steps, Path(out) / f"{seed}", args.timeout)
-                    except (RuntimeError, subprocess.TimeoutExpired) as e:   # the other cases still count
-                        print(f"{rate} seed {seed} {case} FAILED: {e}", file=sys.stderr, flush=True)
-                        failed.append({"rate": rate, "case": case, "seed": seed, "error": str(e)[:300]})
-                        continue
-                    runs[case].append(got)
-                    print(f"{rate} seed {seed} {case}: train {got['train_s']:.1f}s, final loss "
-                          f"{got['curve'][-1][2]:.4f}, {got['bytes_across'] / 1e6:.1f} MB across", file=sys.stderr,
-                          flush=True)
-            size = cluster.size
+        if args.from_log:
+            for r in logged:
+                if r["rate"] == rate and r["case"] in runs:
+                    runs[r["case"]].append(r["run"])
+            size = args.nodes * args.ranks_per_node
+        else:
+            size = _run_rate(args, rate, cases, runs, failed)
         runs = {c: got for c, got in runs.items() if len(got) == args.seeds}   # every seed, or left out
         if PEER not in runs:
             raise SystemExit(f"benchmarks.nodes: the {PEER} peer failed at {rate}: no target to race to")
         rows += summarise(rate, runs, BATCH * size)
         curves[rate] = {c: got[0]["curve"] for c, got in runs.items()}
+    _save(args, rows, curves, failed)
+    return 0
+
+
+def _run_rate(args: argparse.Namespace, rate: str, cases: list[str], runs: dict[str, list[dict[str, Any]]],
+              failed: list[dict[str, Any]]) -> int:
+    """Every case at `rate`, seeds interleaved, into `runs` (failures into `failed`); the cluster's size."""
+    with Cluster(args.nodes, args.ranks_per_node, rate) as cluster, tempfile.TemporaryDirectory() as out:
+        for seed in range(args.seeds):    # cases interleaved per seed: load drift hits each alike
+            for case in cases:
+                try:
+                    got = run_case(cluster, CASES[case], args.steps, Path(out) / f"{seed}", args.timeout)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:   # the other cases still count
+                    print(f"{rate} seed {seed} {case} FAILED: {e}", file=sys.stderr, flush=True)
+                    failed.append({"rate": rate, "case": case, "seed": seed, "error": str(e)[:300]})
+                    continue
+                runs[case].append(got)
+                if args.runs_log:
+                    with args.runs_log.open("a") as log:
+                        log.write(json.dumps({"rate": rate, "case": case, "seed": seed, "run": got}) + "\n")
+                print(f"{rate} seed {seed} {case}: train {got['train_s']:.1f}s, final loss "
+                      f"{got['curve'][-1][2]:.4f}, {got['bytes_across'] / 1e6:.1f} MB across", file=sys.stderr,
+                      flush=True)
+        return cluster.size
+
+
+def _save(args: argparse.Namespace, rows: list[dict[str, Any]], curves: dict[str, dict[str, Curve]],
+          failed: list[dict[str, Any]]) -> None:
     met = goals(rows)
     title = f"MNIST CNN, {args.nodes} nodes x {args.ranks_per_node} rank(s), {args.steps} steps"
     print(f"== {title}")
@@ -175,7 +200,6 @@ def main(argv: list[str] | None = None) -> int:
                             "curves": curves},
                 plot_if_matplotlib(panels(curves, title)), results_dir=args.results_dir, panels=len(curves))
     print(f"wrote {path}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":
