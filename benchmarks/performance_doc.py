@@ -110,6 +110,12 @@ BENCHMARKS: dict[str, Benchmark] = {
                        "HSDP zero2 / plsgd / streaming DiLoCo int4, qsr, lsgd; one seed per link",
                        "torch DDP and FSDP2 as HSDP on a 2-D DeviceMesh (gloo, torchrun per node)",
                        "python -m benchmarks.nodes --rates 100mbit; python -m benchmarks.nodes --rates 1gbit --merge"),
+    "nodes_more": Benchmark("the rest of the nodes benchmark's methods at 100 Mbit/s, in a run of their own (its "
+                            "own DDP): zero3, qsr, lsgd, mbsgd and mbsgd + int8 on pycomm's gloo backend, mbsgd + "
+                            "1-bit, HSDP zero2 (dp_shard 1 at 1 rank per node); torchft LocalSGD (H = 8)",
+                            "torch DDP (gloo, torchrun per node); torchft LocalSGD",
+                            "python -m benchmarks.nodes --rates 100mbit --name nodes_more --cases ddp zero3 qsr lsgd "
+                            "mbsgd-gloo mbsgd+int8-gloo torchft-localsgd mbsgd+1bit hsdp-zero2"),
     "pipeline": Benchmark("Pipeline (gpipe, 1f1b, interleaved 1f1b) on an MLP, 2 and 4 stages",
                           "torch.distributed.pipelining on gloo", "python -m benchmarks.pipeline"),
     "pipeline_inference": Benchmark("apps.serve's tokens/s and time to first token for 1, 4, 16 clients",
