@@ -24,7 +24,8 @@ BEGIN = f"<!-- benchmarks table: generated from benchmarks/results/*.json by `{C
 END = "<!-- end of benchmarks table -->"
 # ratios against a peer, in the keys the benchmarks write (the headline of each result)
 RATIOS = ("speedup_vs_ddp", "vs_ddp_mpi", "speed_vs_fsdp2", "bytes_vs_ddp", "vs torch", "of memcpy", "ratio", "speedup",
-          "speed_vs_star", "speed_vs_single", "vs_link_floor", "measured_ratio", "train_s_vs_ddp")
+          "speed_vs_star", "speed_vs_single", "vs_link_floor", "measured_ratio", "train_s_vs_ddp",
+          "to_target_vs_ddp")
 
 
 @dataclass(frozen=True)
@@ -111,9 +112,18 @@ BENCHMARKS: dict[str, Benchmark] = {
                              "python -m benchmarks.kernels (on the GPU, through bash scripts/gpu_check.sh)"),
     "lap_profile": Benchmark("a LAP worker's step split into fetch / forward / backward / update",
                              "a DDP rank's local step", "python -m benchmarks.lap_profile"),
-    "nodes": Benchmark("the MNIST CNN of apps.train on 2 nodes x 1 rank of the emulated cluster at 100 Mbit/s: "
-                       "training and launch seconds for the same steps, mbsgd, mbsgd + int8, plsgd",
-                       "torch DDP (gloo, torchrun per node)", "python -m benchmarks.nodes"),
+    "nodes": Benchmark("the MNIST CNN of apps.train on 2 nodes x 1 rank of the emulated cluster at 100 Mbit/s and "
+                       "1 Gbit/s: training seconds to DDP's final eval loss (within 1%), samples/s, bytes across the "
+                       "nodes, final loss of mbsgd (fp32, int8, 1-bit, and its no-communication ceiling), zero3, "
+                       "HSDP zero2 / plsgd / streaming DiLoCo int4, qsr, lsgd; one seed per link",
+                       "torch DDP and FSDP2 as HSDP on a 2-D DeviceMesh (gloo, torchrun per node)",
+                       "python -m benchmarks.nodes --rates 100mbit; python -m benchmarks.nodes --rates 1gbit --merge"),
+    "nodes_more": Benchmark("the rest of the nodes benchmark's methods at 100 Mbit/s, in a run of their own (its "
+                            "own DDP): zero3, qsr, lsgd, mbsgd and mbsgd + int8 on pycomm's gloo backend, mbsgd + "
+                            "1-bit, HSDP zero2 (dp_shard 1 at 1 rank per node); torchft LocalSGD (H = 8)",
+                            "torch DDP (gloo, torchrun per node); torchft LocalSGD",
+                            "python -m benchmarks.nodes --rates 100mbit --name nodes_more --cases ddp zero3 qsr lsgd "
+                            "mbsgd-gloo mbsgd+int8-gloo torchft-localsgd mbsgd+1bit hsdp-zero2"),
     "pipeline": Benchmark("Pipeline (gpipe, 1f1b, interleaved 1f1b) on an MLP, 2 and 4 stages",
                           "torch.distributed.pipelining on gloo", "python -m benchmarks.pipeline"),
     "pipeline_inference": Benchmark("apps.serve's tokens/s and time to first token for 1, 4, 16 clients",
