@@ -112,6 +112,7 @@ class ZeRO3(ZeroOptimizer):
             unit = Unit(module, params)
             unit.buckets = pycomm.GradientBuckets(params, comm=self.shard_comm, mode="reduce_scatter",
                                                   bucket_bytes=ONE_BUCKET, free_grads=True,
+                                                  overlap=self.options["overlap_backward"],
                                                   launch=lambda b, u=unit: self._reduce_unit(u, b))
             unit.params = unit.buckets.buckets[0].params          # the bucket's order is the flat order
             self.units.append(unit)
