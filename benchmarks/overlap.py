@@ -27,7 +27,7 @@ from benchmarks.algorithms import free_port
 from benchmarks.harness import plot_if_matplotlib, save, table
 from benchmarks.overlap_trace import backward_overlap
 from benchmarks.run_ranks import mpirun
-from benchmarks.workers.overlap_run import BACKWARD, CASES
+from benchmarks.workers.overlap_run import BACKWARD, CASES, PYCOMM
 
 RANKS = 2
 SUMMED = ("backward_ms", "backward_compute_ms", "comm_ms", "comm_in_backward_ms", "overlapped_ms")
@@ -51,6 +51,16 @@ def case_rows(case: str, directory: Path) -> list[dict[str, Any]]:
         row["overlap_of_backward_per_rank"] = [r["overlap_of_backward"] for r in per_rank]
         row["step_s"] = statistics.median(seconds)
         rows.append(row)
+    return rows
+
+
+def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each overlapping pycomm row's overlap_of_backward against DDP's (overlap_vs_ddp), where DDP was
+    measured (not the _after_backward floors: 0 by construction)."""
+    ddp = next((r["overlap_of_backward"] for r in rows if r["case"] == "torch_ddp"), None)
+    for r in rows:
+        if r["case"] in PYCOMM and ddp:
+            r["overlap_vs_ddp"] = r["overlap_of_backward"] / ddp
     return rows
 
 
@@ -79,14 +89,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--quick", action="store_true", help="2 layers, 128 wide, context 64, 2 sequences, 1 step")
     ap.add_argument("--name", default="overlap", help="results/<name>.json and .png")
     ap.add_argument("--results-dir", type=Path, default=None)
+    ap.add_argument("--traces", type=Path, default=None,
+                    help="analyse the traces a run left in this folder (printed by it) instead of measuring")
     a = ap.parse_args(argv)
     if a.quick:
         a.n_layer, a.n_embd, a.block, a.batch, a.steps = 2, 128, 64, 2, 1
-    out = Path(tempfile.mkdtemp(prefix="bench-overlap-"))
-    mpirun(RANKS, "benchmarks.workers.overlap_run", str(out), str(a.steps), str(a.n_layer), str(a.n_embd),
-           str(a.block), str(a.batch), *a.cases, timeout=1800, env={"BENCH_PORT": str(free_port())})
-    rows = [row for case in a.cases for row in case_rows(case, out / case)]
-    print(table(rows, ["case", "comm", "overlap_of_backward", "overlap_of_comm", "backward_compute_ms",
+    out = a.traces or Path(tempfile.mkdtemp(prefix="bench-overlap-"))
+    if a.traces is None:
+        print(f"traces: {out}")
+        mpirun(RANKS, "benchmarks.workers.overlap_run", str(out), str(a.steps), str(a.n_layer), str(a.n_embd),
+               str(a.block), str(a.batch), *a.cases, timeout=1800, env={"BENCH_PORT": str(free_port())})
+    rows = with_ratios([row for case in a.cases for row in case_rows(case, out / case)])
+    print(table(rows, ["case", "comm", "overlap_of_backward", "overlap_vs_ddp", "overlap_of_comm", "backward_compute_ms",
                        "overlapped_ms", "comm_ms", "comm_in_backward_ms", "backward_ms", "step_s"]))
     summary = goals(rows)
     print(json.dumps(summary, indent=1))

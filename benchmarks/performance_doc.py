@@ -24,7 +24,7 @@ BEGIN = f"<!-- benchmarks table: generated from benchmarks/results/*.json by `{C
 END = "<!-- end of benchmarks table -->"
 # ratios against a peer, in the keys the benchmarks write (the headline of each result)
 RATIOS = ("speedup_vs_ddp", "vs_ddp_mpi", "speed_vs_fsdp2", "bytes_vs_ddp", "vs torch", "of memcpy", "ratio", "speedup",
-          "speed_vs_star", "speed_vs_single", "vs_link_floor", "measured_ratio", "train_s_vs_ddp")
+          "speed_vs_star", "speed_vs_single", "vs_link_floor", "measured_ratio", "train_s_vs_ddp", "overlap_vs_ddp")
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "nodes": Benchmark("the MNIST CNN of apps.train on 2 nodes x 1 rank of the emulated cluster at 100 Mbit/s: "
                        "training and launch seconds for the same steps, mbsgd, mbsgd + int8, plsgd",
                        "torch DDP (gloo, torchrun per node)", "python -m benchmarks.nodes"),
+    "overlap": Benchmark("share of backward's compute time with a gradient reduction in flight, char GPT on 2 ranks "
+                         "(2 cores): mbsgd and zero2, and both with overlap_backward=False (the floor, 0)",
+                         "torch DDP (gloo) profiled in the same run", "python -m benchmarks.overlap"),
     "pipeline": Benchmark("Pipeline (gpipe, 1f1b, interleaved 1f1b) on an MLP, 2 and 4 stages",
                           "torch.distributed.pipelining on gloo", "python -m benchmarks.pipeline"),
     "pipeline_inference": Benchmark("apps.serve's tokens/s and time to first token for 1, 4, 16 clients",
