@@ -74,6 +74,12 @@ BENCHMARKS: dict[str, Benchmark] = {
                              "pp2 x mbsgd / zero1-3): samples/s, memory per rank, bytes per step per mesh dimension",
                              "torch DDP, FSDP2 on a 2-D mesh (HSDP), torch.distributed.pipelining 1F1B x DDP (gloo)",
                              "python -m benchmarks.composition --repeats 2"),
+    "composition_busy": Benchmark("the same, 3 repeats of 4 steps, after zero3 under a pipeline gathers each unit "
+                                  "once per step (pp2 x zero3: 32.6 MB over dp_shard per step, was 76.1), measured "
+                                  "at load average 23-27 (other jobs on the 2 cores): min-max spreads up to 2.6x",
+                                  "as composition, in the same run",
+                                  "python -m benchmarks.composition --repeats 3 --steps 4 (results copied to "
+                                  "composition_busy)"),
     "ddp_backend": Benchmark("DDP on the tiny MNIST CNN, 2 ranks, on the torch.distributed backend \"pycomm\": "
                              "samples/s", "DDP on gloo in the same job", "python -m benchmarks.ddp_backend"),
     "diloco": Benchmark("eval loss against bytes sent per rank for DDP, plsgd, qsr, DiLoCo (H 16, 64; int8, int4), "
