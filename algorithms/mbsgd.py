@@ -7,12 +7,14 @@ final, averaged over ranks, when `loss.backward()` returns, so the user's code a
 clipping, GradScaler.unscale_, logging a gradient norm) reads and changes the averaged gradients and
 `step()` applies exactly what it left. To accumulate gradients over several backward passes, run all
 but the last inside `with opt.no_sync():`. With a codec, each bucket travels compressed with its own
-error-feedback residual."""
+error-feedback residual. `overlap_backward=False` starts every bucket only when backward has
+finished (same results, no overlap: a floor for measuring the overlap)."""
 from __future__ import annotations
 
 from typing import Any
 
 import pycomm
+from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.bucketed import BucketedGradients
@@ -22,12 +24,16 @@ from algorithms.registry import register
 @register("mbsgd")
 class MBSGD(BucketedGradients, CommOptimizer):
     state_layout = traits.IDENTICAL   # averaged gradients, same step everywhere
-    algorithm_options: dict[str, Any] = {}
+    algorithm_options: dict[str, Any] = {"overlap_backward": True}
+
+    def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
+        config["overlap_backward"] = opts.flag("overlap_backward", config["overlap_backward"])
+        return config
 
     def _setup(self) -> None:
         # through the channel, which counts this optimizer's bytes and keeps one residual per bucket
         self._buckets = pycomm.GradientBuckets(
-            self.params, bucket_bytes=self.options["bucket_bytes"],
+            self.params, bucket_bytes=self.options["bucket_bytes"], overlap=self.options["overlap_backward"],
             launch=lambda b: self.channel.allreduce_async(b.grads(), key=f"bucket{b.index}"))
 
     @property

@@ -25,7 +25,7 @@ END = "<!-- end of benchmarks table -->"
 # ratios against a peer, in the keys the benchmarks write (the headline of each result)
 RATIOS = ("speedup_vs_ddp", "vs_ddp_mpi", "speed_vs_fsdp2", "bytes_vs_ddp", "vs torch", "of memcpy", "ratio", "speedup",
           "speed_vs_star", "speed_vs_single", "vs_link_floor", "measured_ratio", "train_s_vs_ddp",
-          "to_target_vs_ddp")
+          "to_target_vs_ddp", "overlap_vs_ddp")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,12 @@ BENCHMARKS: dict[str, Benchmark] = {
                              "pp2 x mbsgd / zero1-3): samples/s, memory per rank, bytes per step per mesh dimension",
                              "torch DDP, FSDP2 on a 2-D mesh (HSDP), torch.distributed.pipelining 1F1B x DDP (gloo)",
                              "python -m benchmarks.composition --repeats 2"),
+    "composition_busy": Benchmark("the same, 3 repeats of 4 steps, after zero3 under a pipeline gathers each unit "
+                                  "once per step (pp2 x zero3: 32.6 MB over dp_shard per step, was 76.1), measured "
+                                  "at load average 23-27 (other jobs on the 2 cores): min-max spreads up to 2.6x",
+                                  "as composition, in the same run",
+                                  "python -m benchmarks.composition --repeats 3 --steps 4 (results copied to "
+                                  "composition_busy)"),
     "ddp_backend": Benchmark("DDP on the tiny MNIST CNN, 2 ranks, on the torch.distributed backend \"pycomm\": "
                              "samples/s", "DDP on gloo in the same job", "python -m benchmarks.ddp_backend"),
     "diloco": Benchmark("eval loss against bytes sent per rank for DDP, plsgd, qsr, DiLoCo (H 16, 64; int8, int4), "
@@ -124,6 +130,9 @@ BENCHMARKS: dict[str, Benchmark] = {
                             "torch DDP (gloo, torchrun per node); torchft LocalSGD",
                             "python -m benchmarks.nodes --rates 100mbit --name nodes_more --cases ddp zero3 qsr lsgd "
                             "mbsgd-gloo mbsgd+int8-gloo torchft-localsgd mbsgd+1bit hsdp-zero2"),
+    "overlap": Benchmark("share of backward's compute time with a gradient reduction in flight, char GPT on 2 ranks "
+                         "(2 cores): mbsgd and zero2, and both with overlap_backward=False (the floor, 0)",
+                         "torch DDP (gloo) profiled in the same run", "python -m benchmarks.overlap"),
     "pipeline": Benchmark("Pipeline (gpipe, 1f1b, interleaved 1f1b) on an MLP, 2 and 4 stages",
                           "torch.distributed.pipelining on gloo", "python -m benchmarks.pipeline"),
     "pipeline_inference": Benchmark("apps.serve's tokens/s and time to first token for 1, 4, 16 clients",

@@ -13,6 +13,9 @@ zeros) are launched and all are waited for: the gradients are final when `loss.b
 - mode "reduce_scatter": each bucket's gradients are reduce-scattered into `bucket.shard`, this rank's
   padded flat shard of the bucket (pycomm.flat_shard_numel), which is what a ZeRO-2/3 rank steps;
   with `free_grads=True` the full gradients are dropped as soon as their bucket is packed.
+- `overlap=False` starts no reduction during backward: all buckets are launched, in the same order, by
+  the callback once backward has produced every gradient (the same collectives on the same values: the
+  same results, without overlap; for measuring what overlap buys).
 - `launch=` replaces the built-in reduction (a callable bucket -> object with wait()), e.g. to count
   bytes; it is called in bucket order with every p.grad of the bucket present.
 Accumulate over several backward passes by running all but the last inside `with buckets.no_sync():`."""
@@ -64,7 +67,7 @@ class GradientBuckets:
     def __init__(self, params: Sequence[torch.Tensor], *, comm: Any = None, mode: str = "allreduce",
                  bucket_bytes: int | None = None, op: Any = AVG, wire_dtype: torch.dtype | None = None,
                  codec: Any = None, free_grads: bool = False,
-                 launch: Callable[[GradBucket], Any] | None = None) -> None:
+                 launch: Callable[[GradBucket], Any] | None = None, overlap: bool = True) -> None:
         if mode not in MODES:
             raise ValueError(f"GradientBuckets: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if launch is None and comm is None:
@@ -73,11 +76,13 @@ class GradientBuckets:
         if free_grads and mode != "reduce_scatter":
             raise ValueError("GradientBuckets: free_grads=True drops the full gradients, which only the "
                              "reduce_scatter mode leaves unused")
+        if not isinstance(overlap, bool):
+            raise TypeError(f"GradientBuckets: overlap must be True or False, got {overlap!r}")
         params = list(params)
         if any(not isinstance(p, torch.Tensor) for p in params):
             raise TypeError("GradientBuckets: params must be tensors (a model's parameters)")
         self.comm, self.mode, self.op, self.wire_dtype, self.codec = comm, mode, op, wire_dtype, codec
-        self.free_grads = free_grads
+        self.free_grads, self.overlap = free_grads, overlap
         self._launch_fn = launch or self.reduce
         bucket_bytes = bucket_bytes_for(bucket_bytes, params, "GradientBuckets")
         self.buckets = [GradBucket(i, ps) for i, ps in enumerate(plan(params, bucket_bytes))]
@@ -144,7 +149,7 @@ class GradientBuckets:
             torch.autograd.Variable._execution_engine.queue_callback(self._finalize_backward)
             self._finalize_queued = True
         bucket.ready += 1
-        while self._next < len(self.buckets) and self.buckets[self._next].ready == len(self.buckets[self._next].params):
+        while self.overlap and self._next < len(self.buckets) and self.buckets[self._next].ready == len(self.buckets[self._next].params):
             self._launch(self.buckets[self._next])
 
     def _finalize_backward(self) -> None:

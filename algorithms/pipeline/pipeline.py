@@ -16,6 +16,8 @@ same mesh) claims them (algorithms/composition.py): the pipeline then leaves the
 and runs every backward but the last inside its no_sync, so its hooks fire once per step."""
 from __future__ import annotations
 
+import contextlib
+
 from collections import OrderedDict
 from typing import Any, Callable, ContextManager, Optional
 
@@ -142,8 +144,11 @@ class Pipeline:
         contexts = self._no_sync_contexts(no_sync)
         if self._buckets is not None:
             self._buckets.reset()
-        loss, rec = run_stage(self.chunk_modules, self._actions, self._links, self.microbatches, inputs, targets,
-                              loss_fn, contexts)
+        # a sharded owner (zero3) keeps its units gathered across the micro-batches of this step
+        gathered = getattr(composition.claimant(list(self.stage_module.parameters())), "gathered_through", None)
+        with gathered() if gathered is not None else contextlib.nullcontext():
+            loss, rec = run_stage(self.chunk_modules, self._actions, self._links, self.microbatches, inputs,
+                                  targets, loss_fn, contexts)
         if self._buckets is not None:
             # backward launched the buckets whose gradients it finished; a bucket of a chunk whose last
             # backward ran inside no_sync (interleaved) is launched here

@@ -53,7 +53,9 @@ def _dtype(name: str, value: Any, optional: bool) -> torch.dtype | None:
 
 class ZeroOptimizer(CommOptimizer):
     state_layout = traits.SHARDED
-    algorithm_options: dict[str, Any] = {"param_dtype": None, "reduce_dtype": torch.float32, "hybrid": False}
+    # overlap_backward=False: gradient reductions start once backward has finished (same results, no overlap)
+    algorithm_options: dict[str, Any] = {"param_dtype": None, "reduce_dtype": torch.float32, "hybrid": False,
+                                         "overlap_backward": True}
 
     def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
                  model: torch.nn.Module | None = None, buffers: Any = None, **options: Any) -> None:
@@ -64,6 +66,7 @@ class ZeroOptimizer(CommOptimizer):
         config["param_dtype"] = _dtype("param_dtype", config["param_dtype"], optional=True)
         config["reduce_dtype"] = _dtype("reduce_dtype", config["reduce_dtype"], optional=False)
         config["hybrid"] = opts.flag("hybrid", config["hybrid"])
+        config["overlap_backward"] = opts.flag("overlap_backward", config["overlap_backward"])
         return config
 
     def _resolve_mesh(self, comm: Any, mesh: Any) -> pycomm.Mesh:

@@ -18,7 +18,12 @@ the root module's parameters unsharded after forward, that root unit stays gathe
 forward until its gradients are reduce-scattered in backward (or the step), so a root parameter may be
 used outside the model's forward, between forward and backward: CLIP's `logit_scale` in the loss, an L2
 penalty on a learned scale. Between steps `model.parameters()` are empty tensors: read the model
-through `opt.full_state_dict()`."""
+through `opt.full_state_dict()`.
+
+Inside `with opt.gathered_through():` (a Pipeline enters it around each train_step) a unit is not freed
+after its forward: it stays gathered from its first forward until its gradients are reduce-scattered, so
+micro-batches gather each unit once per step instead of twice per micro-batch (torch's pipelining keeps
+FSDP modules unsharded between micro-batches alike); the parameters are empty again after the step."""
 from __future__ import annotations
 
 import contextlib
@@ -112,12 +117,14 @@ class ZeRO3(ZeroOptimizer):
             unit = Unit(module, params)
             unit.buckets = pycomm.GradientBuckets(params, comm=self.shard_comm, mode="reduce_scatter",
                                                   bucket_bytes=ONE_BUCKET, free_grads=True,
+                                                  overlap=self.options["overlap_backward"],
                                                   launch=lambda b, u=unit: self._reduce_unit(u, b))
             unit.params = unit.buckets.buckets[0].params          # the bucket's order is the flat order
             self.units.append(unit)
         return [u.params for u in self.units]
 
     def _after_setup(self) -> None:
+        self._keep_gathered = False
         for unit, group in zip(self.units, self.groups):
             dtype = unit.params[0].dtype
             unit.shard = group.master if dtype == torch.float32 else group.master.to(dtype)
@@ -126,7 +133,21 @@ class ZeRO3(ZeroOptimizer):
             unit.hooks = [m.register_forward_pre_hook(lambda _m, _a, u=unit: self._gather(u, +1)),
                           m.register_full_backward_pre_hook(lambda _m, _g, u=unit: self._gather(u, -1))]
             if m is not self.model:   # the root unit stays gathered after forward (see the module's docstring)
-                unit.hooks.append(m.register_forward_hook(lambda _m, _a, _o, u=unit: self._free(u)))
+                unit.hooks.append(m.register_forward_hook(lambda _m, _a, _o, u=unit: self._after_forward(u)))
+
+    @contextlib.contextmanager
+    def gathered_through(self) -> Iterator[None]:
+        """Units gathered inside stay gathered after their forward, until backward reduce-scatters their
+        gradients (outside no_sync) or the step: one all-gather per unit for several micro-batches."""
+        previous, self._keep_gathered = self._keep_gathered, True
+        try:
+            yield
+        finally:
+            self._keep_gathered = previous
+
+    def _after_forward(self, unit: Unit) -> None:
+        if not self._keep_gathered:
+            self._free(unit)
 
     # -- gathering and freeing ----------------------------------------------------------------------
     def _start_gather(self, unit: Unit) -> None:

@@ -73,7 +73,8 @@ class ZeRO1(_GatheredStage):
         dtype = self.params[0].dtype
         buckets = pycomm.GradientBuckets(self.params, comm=comm, mode="allreduce",
                                          bucket_bytes=self.options["bucket_bytes"], wire_dtype=self._wire(dtype),
-                                         codec=self.options["codec"], launch=self._allreduce_bucket)
+                                         codec=self.options["codec"], launch=self._allreduce_bucket,
+                                         overlap=self.options["overlap_backward"])
         if self._stale:   # the reduction is issued at step() and left in flight, not during backward
             buckets.remove_hooks()
         return buckets
@@ -189,7 +190,8 @@ class ZeRO2(_GatheredStage):
         dtype = self.params[0].dtype
         self._buckets = pycomm.GradientBuckets(
             self.params, comm=self.shard_comm, mode="reduce_scatter", bucket_bytes=self.options["bucket_bytes"],
-            wire_dtype=self._wire(dtype), codec=self.options["codec"], free_grads=True, launch=self._reduce_scatter)
+            wire_dtype=self._wire(dtype), codec=self.options["codec"], free_grads=True, launch=self._reduce_scatter,
+            overlap=self.options["overlap_backward"])
         return [b.params for b in self._buckets.buckets]
 
     def _gradient_shard(self, index: int) -> torch.Tensor:

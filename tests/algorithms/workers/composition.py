@@ -189,7 +189,7 @@ def pipeline_case(method: str, replicate: bool, zero_inside: bool = False) -> Ca
             bad += compare(current(opt, pipe.stage_module), want[t] if synchronous else want[t][replica], t,
                            fp32_state(method))
         res: dict[str, Any] = {"ok": not bad, "bad": bad[:4], "stage": pipe.stage}
-        # bytes: the pipeline's activations (stage 0) / their gradients and the loss (stage 1), and ZeRO-2's
+        # bytes: the pipeline's activations (stage 0) / their gradients and the loss (stage 1), and ZeRO-2/3's
         # reduce-scatter (fp32 wire) and all-gather (fp32 masters as float64 parameters) over dp_shard
         pp = pipe.comm_stats()["bytes_by_dim"]["pp"]
         boundary = STEPS * (BATCH // 2) * HIDDEN * 8
@@ -197,8 +197,9 @@ def pipeline_case(method: str, replicate: bool, zero_inside: bool = False) -> Ca
         res["ok"] &= pp == boundary + (STEPS * 8 if pipe.stage == 1 else 0)
         # the optimizer claimed the stage's gradients: the pipeline all-reduced only the loss over dp
         res["ok"] &= pipe.comm_stats()["bytes_by_dim"]["dp"] == STEPS * 8
-        if method == "zero2" and not replicate:
-            numel = sum(p.numel() for p in pipe.stage_module.parameters())
+        # zero3 too: a Pipeline keeps its units gathered across the micro-batches, one all-gather per step
+        if method in ("zero2", "zero3") and not replicate:
+            numel = sum(g.total for g in opt.groups)     # zero3's parameters are empty between steps
             shards = sum(g.shard_numel for g in opt.groups)
             expected = STEPS * (numel * 4 + shards * 8)
             got = opt.comm_stats()["bytes_by_dim"]["dp_shard"]
