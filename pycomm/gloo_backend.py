@@ -20,6 +20,7 @@ import torch
 from pycomm import backends
 from pycomm.errors import PycommError
 from pycomm.launch_env import LaunchEnv
+from pycomm.peer_hosts import host_id
 from pycomm.store import default_timeout
 
 WORLD_PREFIX = "pycomm/gloo/world"
@@ -48,13 +49,6 @@ def device() -> Any:
     except RuntimeError as e:
         raise PycommError(f"backend 'gloo': no network device for gloo ({e}); set GLOO_SOCKET_IFNAME to the "
                           f"interface the ranks reach each other on (e.g. eth0, hsn0, lo for one node)") from e
-
-
-def host_id(name: Optional[str] = None) -> int:
-    """This host (or the host named `name`), as an int64 that equal host names share on every rank
-    (split_by_node, local ranks)."""
-    name = socket.gethostname() if name is None else name
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=7).digest(), "little")
 
 
 def rendezvous_store(env: LaunchEnv, timeout_s: float) -> Any:

@@ -137,9 +137,7 @@ class GlooTransport:
             msg = f"{info['describe']} did not complete within {limit} {where}: {who} (PYCOMM_TIMEOUT)"
             err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
-            from pycomm.gloo_backend import host_id   # imports this module
-            err = PycommError(f"{info['describe']} failed {where}: {error}"
-                              + peer_hosts.describe(str(error), self._hosts, host_id))
+            err = PycommError(f"{info['describe']} failed {where}: {error}" + peer_hosts.describe(str(error), self._hosts))
         self.break_with(str(err))
         return err
 

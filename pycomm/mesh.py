@@ -147,7 +147,7 @@ def _node_ids(comm: Communicator) -> list[int]:
     if per_node is not None or comm.size == 1:
         return [r // (per_node or 1) for r in range(comm.size)]
     if comm not in _NODES:
-        from pycomm.gloo_backend import host_id
+        from pycomm.peer_hosts import host_id
         out = torch.empty(comm.size, dtype=torch.int64)
         comm.allgather(out, torch.tensor([host_id()], dtype=torch.int64))
         first: dict[int, int] = {}
