@@ -31,8 +31,8 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# The interpreter all scripts use: $PYTHON if set, else the repo's .venv when scripts/setup.sh made
-# one (python3 being the distribution's externally managed one), else python3.
+# The interpreter all scripts use: $PYTHON if set, else the repo's .venv (scripts/setup.sh makes it),
+# else python3.
 pycomm_python() {
   if [[ -n "${PYTHON:-}" ]]; then echo "$PYTHON"
   elif [[ -x "$PYCOMM_ROOT/.venv/bin/python" ]]; then echo "$PYCOMM_ROOT/.venv/bin/python"

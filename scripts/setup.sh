@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets up everything pycomm needs on a Debian/Ubuntu machine and builds pycomm._C in place.
 # Idempotent: installs only what is missing, rebuilds only what changed. Root or sudo for apt.
-#   scripts/setup.sh          compilers, CMake, Open MPI, Python packages; build; check build_info
-#   scripts/setup.sh --test   also what the tests need: a single-node SLURM (slurmd, slurmctld, munge),
-#                             iproute2 and util-linux for the emulated cluster (benchmarks/cluster.py)
-# Environment: PYTHON (interpreter to use), and the build switches PYCOMM_CUDA / PYCOMM_HIP /
+#   scripts/setup.sh          compilers, CMake, Open MPI; the Python packages of scripts/requirements.txt in
+#                             .venv (made here); build; check build_info
+#   scripts/setup.sh --test   also what the tests need: the Python packages of scripts/requirements-test.txt,
+#                             a single-node SLURM (slurmd, slurmctld, munge), iproute2 and util-linux for
+#                             the emulated cluster (benchmarks/cluster.py)
+# Environment: PYTHON (interpreter to use instead of .venv), and the build switches PYCOMM_CUDA / PYCOMM_HIP /
 # PYCOMM_MPI / PYCOMM_NCCL / PYCOMM_NVTX (auto|on|off), PYCOMM_CUDA_ARCHS, PYCOMM_HIP_ARCHS.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -50,14 +52,15 @@ if [[ $with_test == 1 ]]; then
 fi
 
 section "setup: Python"
-if [[ -z "${PYTHON:-}" && ! -x .venv/bin/python ]]; then
-  command -v python3 >/dev/null || apt_install python3 python3-dev python3-venv
-  # A distribution's python3 refuses pip installs (PEP 668): give pycomm its own venv then.
-  if python3 -c 'import os, sys, sysconfig
-managed = sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-sys.exit(0 if managed else 1)'; then
-    apt_install python3-dev python3-venv
-    echo "python3 is externally managed: creating .venv (the scripts use it from now on)"
+# pycomm's own virtual environment, .venv: nothing is installed into the system's interpreter (a
+# distribution's python3 refuses it anyway, PEP 668). PYTHON=/path/to/python installs into that one instead.
+if [[ -z "${PYTHON:-}" ]] && ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+  command -v python3 >/dev/null || apt_install python3
+  echo "creating .venv, pycomm's virtual environment (the scripts use it from now on)"
+  rm -rf .venv   # a half-made one (no pip)
+  if ! python3 -m venv .venv; then   # Debian packages venv's pip apart
+    rm -rf .venv
+    apt_install python3-venv
     python3 -m venv .venv
   fi
 fi
@@ -67,7 +70,10 @@ if ! "$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.jo
   apt_install python3-dev
 fi
 echo "python: $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
-"$PY" -m pip install -q -r scripts/requirements.txt
+# The main job's packages; the tests' (pytest, selenium, HolisticTraceAnalysis, ...) with --test only.
+requirements=scripts/requirements.txt
+[[ $with_test == 1 ]] && requirements=scripts/requirements-test.txt
+"$PY" -m pip install -q -r "$requirements"
 
 # mpi4py must use the system Open MPI (the one pycomm links): its wheel loads the system libmpi;
 # where it does not (another MPI first on the library path, an old mpi4py), rebuild it from source.
