@@ -4,14 +4,16 @@ under `mpirun -n N` and supervise it."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import IO, Iterator, Mapping, Sequence
 
 from apps import failure
 from apps.apps_settings import SPAWNED  # set on the ranks we spawn, so they never spawn again
@@ -65,21 +67,22 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
 def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
-          stop_signals: Sequence[int] = STOP_SIGNALS, term_grace_s: int = 1) -> int:
+          stop_signals: Sequence[int] = STOP_SIGNALS, term_grace_s: int = 1, log: Path | None = None) -> int:
     """Run `python -m module argv` on nproc local ranks under mpirun and return its exit code. When a
     rank fails, the last lines say which and why (apps.failure), not Open MPI's banner. `stop_signals`
     reach the ranks as SIGUSR1 (apps.serve adds SIGINT: a server stops cleanly on Ctrl-C too);
-    `term_grace_s`: mpirun_command's."""
+    `term_grace_s`: mpirun_command's. `log`: a file that mpirun's whole stderr is appended to (the ranks'
+    lines and all of Open MPI's messages, those the terminal is spared included)."""
     cmd = mpirun_command(nproc, argv, module, term_grace_s)
     env = rank_env(nproc)
     env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
-    with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures:
+    with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures, _log_file(log, cmd) as log_file:
         env[failure.FAILURE_DIR_ENV] = failures
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 preexec_fn=_own_process_group_ended_with_us)
         startup_profile.mark("mpirun_started")
         assert proc.stderr is not None
-        stderr = MpirunStderr(proc.stderr, sys.stderr)
+        stderr = MpirunStderr(proc.stderr, sys.stderr, log_file)
         with forwarding_stop_signals(proc, stop_signals):
             try:
                 code, interrupted = proc.wait(), False
@@ -87,8 +90,23 @@ def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
                 proc.send_signal(signal.SIGINT)
                 code, interrupted = proc.wait(), True
             stderr.join()
-            _report(code, failure.read(Path(failures)), stderr, interrupted)
+            if log_file is not None:
+                log_file.write(f"==== mpirun exited with code {code} ====\n")
+            _report(code, failure.read(Path(failures)), stderr, interrupted, log)
     return code
+
+
+@contextmanager
+def _log_file(path: Path | None, cmd: Sequence[str]) -> Iterator[IO[str] | None]:
+    """`path` opened for appending (a resumed run's launches follow its earlier ones), headed by the
+    command and the time; None without a path."""
+    if path is None:
+        yield None
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(cmd)} ====\n")
+        yield f
 
 
 def _own_process_group_ended_with_us() -> None:
@@ -127,7 +145,8 @@ def forwarding_stop_signals(proc: subprocess.Popen, signals: Sequence[int] = STO
             signal.signal(s, signal.SIG_IGN if received else handler)
 
 
-def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr, interrupted: bool) -> None:
+def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr, interrupted: bool,
+            log: Path | None = None) -> None:
     """The job's verdict on stderr: the ranks' records, else what Open MPI said about the failure."""
     if code == 0:
         lines = stderr.held  # Open MPI's warnings about a run that went well still matter
@@ -138,7 +157,7 @@ def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr, in
     elif line := stderr.summary():
         lines = [line]
     else:
-        lines = stderr.held or [f"mpirun exited with code {code}"]
+        lines = stderr.held or [f"mpirun exited with code {code}" + (f"; all it printed: {log}" if log else "")]
     for line in lines:
         print(line.rstrip("\n"), file=sys.stderr, flush=True)
 

@@ -21,14 +21,15 @@ POLL_SECONDS = 0.2
 
 
 def resume_argv(argv: Sequence[str]) -> list[str]:
-    """`argv` with its --resume option (if any) replaced by `--resume auto`."""
+    """`argv` with its --resume option (if any) replaced by `--resume auto`, and without --overwrite (the
+    launcher acted on it once)."""
     out, skip = [], False
     for a in argv:
         if skip:
             skip = False
         elif a == "--resume":
             skip = True
-        elif not a.startswith("--resume="):
+        elif not a.startswith("--resume=") and a != "--overwrite":
             out.append(a)
     return [*out, "--resume", "auto"]
 

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 _TORCH_IMPORTED = time.time()
 
-from apps import failure, fault_injection, launch, nonfinite, optim, requirements, trace_window  # noqa: E402
+from apps import failure, fault_injection, launch, nonfinite, optim, requirements, run_dir, trace_window  # noqa: E402
 from apps.config import checks, loading  # noqa: E402
 from apps.command_name import command_name  # noqa: E402
 from apps.config.schema import Config  # noqa: E402
@@ -53,7 +53,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="set a config value, e.g. optim.lr=0.1 (repeatable; applied after the files)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-    p.add_argument("--resume", metavar="auto|PATH", help="continue from the newest checkpoint (auto) or PATH")
+    again = p.add_mutually_exclusive_group()   # what to do with runs/<name>/ of an earlier run
+    again.add_argument("--resume", metavar="auto|PATH", help="continue from the newest checkpoint (auto) or PATH")
+    again.add_argument("--overwrite", action="store_true",
+                       help="replace an earlier run of the same name (its directory is refused otherwise)")
     p.add_argument("--nproc", type=_positive_int, help="ranks to start on this machine (launch.nproc)")
     p.add_argument("--trace", metavar="A:B", help="capture steps A to B-1 with torch.profiler and pycomm's trace on "
                                                   "every rank into RUN_DIR/trace (docs/tracing.md)")
@@ -164,11 +167,19 @@ def main(argv: list[str] | None = None) -> int:
     except loading.ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    if launch.SPAWNED not in os.environ:   # the ranks a launcher starts were checked by it
+        first = launch.detect().rank == 0   # every rank of a job started by mpirun/srun checks; rank 0 says
+        try:                                # why and removes (--overwrite)
+            run_dir.claim(cfg, args.resume, args.overwrite, removes=first)
+        except run_dir.RunExists as e:
+            if first:
+                print(f"error: {e}", file=sys.stderr)
+            return failure.EXIT_CONFIG
     startup_profile.mark("config_resolved")
     if launch.should_spawn(cfg.launch.nproc):
         if optim.independent(cfg.algorithm):   # ranks that must survive a peer's death: no MPI job
             return launch.spawn_independent(cfg.launch.nproc, argv, optim.server_ranks(cfg.algorithm))
-        return launch.spawn(cfg.launch.nproc, argv)
+        return launch.spawn(cfg.launch.nproc, argv, log=run_dir.log_path(cfg))
     launch.export_rendezvous(launch.detect())
     try:
         if not args.resume:   # a resumed process (a restarted server too) does not fail again

@@ -31,8 +31,8 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# The interpreter all scripts use: $PYTHON if set, else the repo's .venv when scripts/setup.sh made
-# one (python3 being the distribution's externally managed one), else python3.
+# The interpreter all scripts use: $PYTHON if set, else the repo's .venv (scripts/setup.sh makes it),
+# else python3.
 pycomm_python() {
   if [[ -n "${PYTHON:-}" ]]; then echo "$PYTHON"
   elif [[ -x "$PYCOMM_ROOT/.venv/bin/python" ]]; then echo "$PYCOMM_ROOT/.venv/bin/python"
@@ -40,17 +40,18 @@ pycomm_python() {
   fi
 }
 
-# Makes pycomm_python one that pip can install into. A distribution's python3 refuses pip installs
-# (PEP 668): pycomm gets its own venv, .venv, then (the scripts use it from now on). PYTHON, when set, is
-# used as it is.
+# Makes pycomm_python one that pip can install into: pycomm's own virtual environment, .venv, so that
+# nothing is installed into the system's interpreter (a distribution's python3 refuses it anyway, PEP 668).
+# PYTHON=/path/to/python, when set, is used as it is.
 ensure_pip_python() {
-  [[ -n "${PYTHON:-}" || -x "$PYCOMM_ROOT/.venv/bin/python" ]] && return 0
-  command -v python3 >/dev/null || apt_install python3 python3-dev python3-venv
-  if python3 -c 'import os, sys, sysconfig
-managed = sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-sys.exit(0 if managed else 1)'; then
-    apt_install python3-dev python3-venv
-    echo "python3 is externally managed: creating .venv (the scripts use it from now on)"
+  [[ -n "${PYTHON:-}" ]] && return 0
+  "$PYCOMM_ROOT/.venv/bin/python" -m pip --version >/dev/null 2>&1 && return 0
+  command -v python3 >/dev/null || apt_install python3
+  echo "creating .venv, pycomm's virtual environment (the scripts use it from now on)"
+  rm -rf "$PYCOMM_ROOT/.venv"   # a half-made one (no pip)
+  if ! python3 -m venv "$PYCOMM_ROOT/.venv"; then   # Debian packages venv's pip apart
+    rm -rf "$PYCOMM_ROOT/.venv"
+    apt_install python3-venv
     python3 -m venv "$PYCOMM_ROOT/.venv"
   fi
 }

@@ -8,8 +8,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$PYCOMM_ROOT"
 
-RUFF_VERSION="$(sed -n 's/^ruff==\([0-9.]*\).*/\1/p' scripts/requirements.txt)"   # the one pin, in requirements.txt
-[[ -n $RUFF_VERSION ]] || die "scripts/requirements.txt pins no ruff (ruff==X.Y.Z)"
+RUFF_VERSION="$(sed -n 's/^ruff==\([0-9.]*\).*/\1/p' scripts/requirements-test.txt)"   # the one pin, in requirements-test.txt
+[[ -n $RUFF_VERSION ]] || die "scripts/requirements-test.txt pins no ruff (ruff==X.Y.Z)"
 ensure_pip_python
 PY="$(pycomm_python)"
 if [[ "$("$PY" -m ruff --version 2>/dev/null)" != "ruff $RUFF_VERSION" ]]; then

@@ -19,6 +19,14 @@ export PYCOMM_BUILD_TYPE="${PYCOMM_BUILD_TYPE:-RelWithDebInfo}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$PY" -m venv --system-site-packages "$tmp/venv"
+# --system-site-packages sees the base interpreter's packages only: when $PY is itself a venv's (.venv,
+# as scripts/setup.sh makes it), a .pth file adds that venv's, after the throwaway venv's own.
+"$tmp/venv/bin/python" - "$("$PY" -c 'import site; print("\n".join(site.getsitepackages()))')" <<'PYEOF'
+import site, sys
+from pathlib import Path
+Path(site.getsitepackages()[0], "outer-venv.pth").write_text(sys.argv[1] + "\n")
+PYEOF
+"$tmp/venv/bin/python" -c 'import torch, mpi4py' || die "the throwaway venv does not see $PY's torch and mpi4py"
 # A copy of the tree, so the build neither sees nor writes this checkout's build/ and pycomm/_C*.so.
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | (mkdir "$tmp/src" && tar -xf - -C "$tmp/src")
 "$tmp/venv/bin/python" -m pip install -q "$tmp/src"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets up everything pycomm needs on a Debian/Ubuntu machine and builds pycomm._C in place.
 # Idempotent: installs only what is missing, rebuilds only what changed. Root or sudo for apt.
-#   scripts/setup.sh          compilers, CMake, Open MPI, Python packages; build; check build_info
-#   scripts/setup.sh --test   also what the tests need: a single-node SLURM (slurmd, slurmctld, munge),
-#                             iproute2 and util-linux for the emulated cluster (benchmarks/cluster.py)
-# Environment: PYTHON (interpreter to use), and the build switches PYCOMM_CUDA / PYCOMM_HIP /
+#   scripts/setup.sh          compilers, CMake, Open MPI; the Python packages of scripts/requirements.txt in
+#                             .venv (made here); build; check build_info
+#   scripts/setup.sh --test   also what the tests need: the Python packages of scripts/requirements-test.txt,
+#                             a single-node SLURM (slurmd, slurmctld, munge), iproute2 and util-linux for
+#                             the emulated cluster (benchmarks/cluster.py)
+# Environment: PYTHON (interpreter to use instead of .venv), and the build switches PYCOMM_CUDA / PYCOMM_HIP /
 # PYCOMM_MPI / PYCOMM_NCCL / PYCOMM_NVTX (auto|on|off), PYCOMM_CUDA_ARCHS, PYCOMM_HIP_ARCHS.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -50,14 +52,17 @@ if [[ $with_test == 1 ]]; then
 fi
 
 section "setup: Python"
-ensure_pip_python
+ensure_pip_python   # .venv unless PYTHON is set (scripts/lib.sh)
 PY="$(pycomm_python)"
 "$PY" -c 'import sys; assert sys.version_info >= (3, 9), sys.version' || die "$PY: pycomm needs Python >= 3.9"
 if ! "$PY" -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))'; then
   apt_install python3-dev
 fi
 echo "python: $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
-"$PY" -m pip install -q -r scripts/requirements.txt
+# The main job's packages; the tests' (pytest, selenium, HolisticTraceAnalysis, ...) with --test only.
+requirements=scripts/requirements.txt
+[[ $with_test == 1 ]] && requirements=scripts/requirements-test.txt
+"$PY" -m pip install -q -r "$requirements"
 
 # mpi4py must use the system Open MPI (the one pycomm links): its wheel loads the system libmpi;
 # where it does not (another MPI first on the library path, an old mpi4py), rebuild it from source.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -48,7 +49,8 @@ def command(spec: RunSpec, runs_dir: Path, data_dir: Path | None) -> list[str]:
 def run(spec: RunSpec, runs_dir: Path, data_dir: Path | None, timeout: float) -> str | None:
     """Train one run; None on success, else the reason it failed (its output is in run.log)."""
     directory = spec.directory(runs_dir)
-    directory.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(directory, ignore_errors=True)   # a killed attempt's files: apps.train refuses to replace them
+    directory.mkdir(parents=True)
     env = dict(os.environ, OMP_NUM_THREADS="1")   # 4 ranks share the cores: no OpenMP oversubscription
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     with open(directory / "run.log", "w") as log:

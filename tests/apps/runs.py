@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -44,18 +44,20 @@ def held_at(after_line: str) -> dict[str, str]:
     return {FAIL_AT_ENV: f"0:{step[1]}:hold"} if step else {}
 
 
-def _start_held(argv: list[str], after_line: str, **popen: Any) -> subprocess.Popen:
-    """`python -u argv` with stdout and stderr merged into one text pipe, rank 0 held at after_line."""
-    return subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
+def _start_held(argv: list[str], after_line: str, via: Sequence[str] = (), **popen: Any) -> subprocess.Popen:
+    """`python -u argv` (run by the command `via`, if any) with stdout and stderr merged into one text
+    pipe, rank 0 held at after_line."""
+    return subprocess.Popen([*via, sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
 
 
 def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIGTERM, timeout: float = 300,
-            whole_group: bool = False) -> subprocess.CompletedProcess:
+            whole_group: bool = False, via: Sequence[str] = ()) -> subprocess.CompletedProcess:
     """Start the run, send `sig` once a progress line containing after_line appears (rank 0 holds there
     until it arrives: held_at); wait for exit. whole_group: to the run's whole process group, as `timeout`,
-    `kill -- -PGID` and batch systems do, not to the launcher alone."""
-    proc = _start_held(argv, after_line, start_new_session=whole_group)
+    `kill -- -PGID` and batch systems do, not to the launcher alone. via: a command that runs the run
+    (`timeout ...`): `sig` goes to it."""
+    proc = _start_held(argv, after_line, via, start_new_session=whole_group)
     lines = []
     for line in proc.stdout:
         lines.append(line)

@@ -19,6 +19,7 @@ def test_resume_argv_replaces_any_resume_option():
     assert resume_argv(["-o", "a=1"]) == ["-o", "a=1", "--resume", "auto"]
     assert resume_argv(["--resume", "/x/ckpt", "-o", "a=1"]) == ["-o", "a=1", "--resume", "auto"]
     assert resume_argv(["--resume=/x/ckpt"]) == ["--resume", "auto"]
+    assert resume_argv(["--overwrite", "-o", "a=1"]) == ["-o", "a=1", "--resume", "auto"]   # the launcher replaced once
 
 
 def starter(tmp_path: Path, server: str, worker: str):

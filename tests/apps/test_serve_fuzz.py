@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st   # test dependencies (scripts/requirements.txt)
+from hypothesis import HealthCheck, given, settings, strategies as st   # test dependencies (scripts/requirements-test.txt)
 
 from tests.apps.serving import RANDOM_GPT, alive, serving, sse_events
 

@@ -13,7 +13,7 @@ import time
 
 import httpx
 
-import openai   # a test dependency (scripts/requirements.txt)
+import openai   # a test dependency (scripts/requirements-test.txt)
 import pytest
 
 from apps.serve.request_checks import MAX_N

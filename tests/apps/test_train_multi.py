@@ -3,6 +3,7 @@ mpirun), and under srun on the test SLURM; preemption of a 2-rank run and an exa
 from __future__ import annotations
 
 import csv
+import signal
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,17 @@ def test_sigterm_to_the_whole_process_group_is_a_clean_preemption(tmp_path: Path
     out = runs.preempt(runs.args(tmp_path, "group", "plsgd", 2), whole_group=True, timeout=400).stdout
     assert "preempted" in out and "mpirun exited" not in out, out
     assert len(list((tmp_path / "group" / "checkpoints").glob("*.preempt"))) == 1, out
+
+
+@pytest.mark.mpi
+@needs_comm
+def test_a_run_whose_timeout_runs_out_is_a_clean_preemption(tmp_path: Path) -> None:
+    """GNU `timeout` signals its command, then its whole process group. A SIGALRM to `timeout` is its own
+    timer running out, so the test waits for no clock; --preserve-status: timeout exits with the run's code."""
+    out = runs.preempt(runs.args(tmp_path, "timeout", "plsgd", 2), sig=signal.SIGALRM,
+                       via=["timeout", "--preserve-status", "1000"], timeout=400).stdout
+    assert "preempted" in out and "mpirun exited" not in out, out
+    assert len(list((tmp_path / "timeout" / "checkpoints").glob("*.preempt"))) == 1, out
 
 
 @pytest.mark.mpi
