@@ -3,6 +3,7 @@ PYCOMM_CUDA, PYCOMM_HIP, PYCOMM_MPI, PYCOMM_NCCL, PYCOMM_NVTX (auto|on|off),
 PYCOMM_CUDA_ARCHS (default "80;90"), PYCOMM_HIP_ARCHS (default "gfx90a"), PYCOMM_BUILD_TYPE.
 PYCOMM_CUDA/PYCOMM_HIP=auto compile GPU kernels only where a GPU is visible or the ARCHS are given
 (cmake/PycommGpuChoice.cmake); `pip install -v .` shows the decision."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,15 @@ from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-OPTIONS = ("PYCOMM_CUDA", "PYCOMM_HIP", "PYCOMM_MPI", "PYCOMM_NCCL", "PYCOMM_NVTX",
-           "PYCOMM_CUDA_ARCHS", "PYCOMM_HIP_ARCHS")
+OPTIONS = (
+    "PYCOMM_CUDA",
+    "PYCOMM_HIP",
+    "PYCOMM_MPI",
+    "PYCOMM_NCCL",
+    "PYCOMM_NVTX",
+    "PYCOMM_CUDA_ARCHS",
+    "PYCOMM_HIP_ARCHS",
+)
 
 
 class CMakeExtension(Extension):
@@ -30,13 +38,15 @@ class CMakeBuild(build_ext):
         build_dir = Path(self.build_temp).resolve() / "cmake"
         build_dir.mkdir(parents=True, exist_ok=True)
         args = [
-            f"-S{ROOT}", f"-B{build_dir}",
+            f"-S{ROOT}",
+            f"-B{build_dir}",
             f"-DPYCOMM_OUTPUT_DIR={out_dir}",
             f"-DPython_EXECUTABLE={sys.executable}",
             f"-DCMAKE_BUILD_TYPE={os.environ.get('PYCOMM_BUILD_TYPE', 'Release')}",
         ]
         try:
             import pybind11
+
             args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
         except ImportError:
             pass

@@ -21,6 +21,7 @@ SDTL's constructor (tolgadimli/SDTL) is accepted as its README writes it, so its
 local_pulling_strength=...)`; `world_size` must equal the communicator's size, and `LSGD` ranks its
 workers by SDTL's proxy score unless `leader_metric` is given.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -29,11 +30,10 @@ from typing import Any, Callable, ClassVar
 import torch
 
 import pycomm
-from algorithms import clipping, composition
+from algorithms import clipping, composition, state_checks, traits
 from algorithms import options as opts
-from algorithms import state_checks, traits
-from algorithms.optimizer_protocol import OptimizerProtocol
 from algorithms.channel import Channel, bytes_across_nodes
+from algorithms.optimizer_protocol import OptimizerProtocol
 from algorithms.registry import lookup
 from algorithms.state_checks import STATE_VERSION
 
@@ -77,14 +77,25 @@ class CommOptimizer(OptimizerProtocol):
             algorithm = _algorithm_name(algorithm, kwargs)
             if algorithm is None:
                 from algorithms.registry import available
-                raise TypeError("CommOptimizer(optimizer, algorithm=NAME, ...) needs an algorithm; available: "
-                                f"{', '.join(available())}")
+
+                raise TypeError(
+                    "CommOptimizer(optimizer, algorithm=NAME, ...) needs an algorithm; available: "
+                    f"{', '.join(available())}"
+                )
             cls = lookup(algorithm)
         return super().__new__(cls)
 
-    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
-                 mesh: pycomm.Mesh | None = None, model: torch.nn.Module | None = None,
-                 buffers: Iterable[torch.Tensor] | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        algorithm: str | None = None,
+        comm: Any = None,
+        *,
+        mesh: pycomm.Mesh | None = None,
+        model: torch.nn.Module | None = None,
+        buffers: Iterable[torch.Tensor] | None = None,
+        **options: Any,
+    ) -> None:
         sdtl = "dist_optim_name" in options
         algorithm = _algorithm_name(algorithm, options)
         options.pop("dist_optim_name", None)
@@ -110,16 +121,18 @@ class CommOptimizer(OptimizerProtocol):
         composition.check_mesh(type(self), self.options, self.mesh)
         self.comm = self.mesh["dp_replicate" if self._inner is not None else self.mesh_dim]
         if world_size is not None and world_size != self.comm.size:
-            raise ValueError(f"world_size={world_size!r} (SDTL's argument) does not match the communicator's "
-                             f"{self.comm.size} ranks; drop it or start {world_size} ranks")
-        if self._inner is not None:   # the method runs on the replica's master shards (views of ZeRO's masters)
+            raise ValueError(
+                f"world_size={world_size!r} (SDTL's argument) does not match the communicator's "
+                f"{self.comm.size} ranks; drop it or start {world_size} ranks"
+            )
+        if self._inner is not None:  # the method runs on the replica's master shards (views of ZeRO's masters)
             self._inner.hand_replicas_over()
             self.params: list[torch.Tensor] = self._inner.master_params()
         else:
             self.params = [p for g in optimizer.param_groups for p in g["params"]]
             composition.claim(self.params, self)
         self.buffers: list[torch.Tensor] = list(model.buffers() if model is not None else (buffers or []))
-        self.user_model: torch.nn.Module | None = model   # names the parameters in full_state_dict()
+        self.user_model: torch.nn.Module | None = model  # names the parameters in full_state_dict()
         device = self.params[0].device if self.params else torch.device("cpu")
         self.channel = Channel(self.comm, self.options["codec"], self.options["bucket_bytes"], device)
         self.steps = 0  # optimizer steps taken by this wrapper
@@ -136,8 +149,10 @@ class CommOptimizer(OptimizerProtocol):
             raise TypeError(f"mesh must be a pycomm.Mesh, got {type(mesh).__name__}")
         if self._inner is not None:
             if comm is not None or (mesh is not None and mesh is not self._inner.mesh):
-                raise TypeError(f"{self.name} over {self._inner.name}: it runs on the mesh of the ZeRO optimizer it "
-                                "wraps; pass that mesh= or none, not another communicator")
+                raise TypeError(
+                    f"{self.name} over {self._inner.name}: it runs on the mesh of the ZeRO optimizer it "
+                    "wraps; pass that mesh= or none, not another communicator"
+                )
             return self._inner.mesh
         return mesh if mesh is not None else self._mesh_for(comm if comm is not None else pycomm.world())
 
@@ -208,14 +223,15 @@ class CommOptimizer(OptimizerProtocol):
         finally:
             self._in_step = False
         self.steps += 1
-        if self._inner is not None:   # the masters moved (ZeRO's step, then this rule): the model follows once
+        if self._inner is not None:  # the masters moved (ZeRO's step, then this rule): the model follows once
             self._inner.publish()
         return loss
 
     # -- gradient clipping ---------------------------------------------------------------------------
     @torch.no_grad()
-    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                        foreach: bool | None = None) -> torch.Tensor:
+    def clip_grad_norm_(
+        self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: bool | None = None
+    ) -> torch.Tensor:
         """torch.nn.utils.clip_grad_norm_ on the gradient this optimizer's step will apply, over the whole
         model: every rank's shard (ZeRO) and every pipeline stage; returns the total norm. Call it between
         backward and step, on every rank (a collective where the gradient is spread over ranks).
@@ -224,10 +240,17 @@ class CommOptimizer(OptimizerProtocol):
         ranks, as DDP clips it; a method whose ranks step locally (plsgd, qsr, easgd, lsgd, diloco's inner
         steps) and a parameter-server or ssp worker clip the rank's own gradient, as torch's clip_grad_norm_
         on the model's parameters does there."""
-        if self._inner is not None:   # a method across replicas over ZeRO: the gradient is ZeRO's shard
+        if self._inner is not None:  # a method across replicas over ZeRO: the gradient is ZeRO's shard
             return self._inner.clip_grad_norm_(max_norm, norm_type, error_if_nonfinite, foreach)
-        return clipping.clip_grad_norm_(self._gradients_to_clip(), max_norm, norm_type, error_if_nonfinite, foreach,
-                                        self._norm_comms(), self.channel.device)
+        return clipping.clip_grad_norm_(
+            self._gradients_to_clip(),
+            max_norm,
+            norm_type,
+            error_if_nonfinite,
+            foreach,
+            self._norm_comms(),
+            self.channel.device,
+        )
 
     def _gradients_to_clip(self) -> list[torch.Tensor]:
         """This rank's part of the gradient step() will apply, reduced where the method reduces it before
@@ -270,7 +293,7 @@ class CommOptimizer(OptimizerProtocol):
 
     @torch.no_grad()
     def _broadcast_initial_state(self) -> None:
-        if self._inner is not None:   # ZeRO broadcast the model over all of dp before it cut the masters
+        if self._inner is not None:  # ZeRO broadcast the model over all of dp before it cut the masters
             return
         self.channel.broadcast([p.data for p in self.params] + self.buffers, root=0)
 
@@ -326,9 +349,10 @@ class CommOptimizer(OptimizerProtocol):
         the same on every rank (call it on every rank: per-rank states are averaged over the ranks, see
         algorithms/full_state.py). Loads with load_full_state_dict on any number of ranks and into any
         method; its model part into a plain torch model (parameters named as in model=, else param<i>)."""
-        if self._inner is not None:   # the replica's model, gathered from ZeRO's shards
+        if self._inner is not None:  # the replica's model, gathered from ZeRO's shards
             return self._inner.full_state_dict()
         from algorithms import full_state
+
         return full_state.full_state_dict(self)
 
     def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
@@ -336,7 +360,8 @@ class CommOptimizer(OptimizerProtocol):
         the step counter (None keeps it). The method's own state restarts from the loaded parameters."""
         if self._inner is None:
             from algorithms import full_state
-            full_state.load_full_state_dict(self, full, steps)   # restarts the method's state too
+
+            full_state.load_full_state_dict(self, full, steps)  # restarts the method's state too
             return
         self._inner.load_full_state_dict(full, steps)
         if steps is not None:
@@ -358,7 +383,7 @@ class CommOptimizer(OptimizerProtocol):
         if resized and self.state_layout != traits.IDENTICAL:
             raise ValueError(state_checks.resize_refusal(self, state["world_size"]))
         state_checks.check_owner(self, state)
-        if self._inner is None:   # a wrapped ZeRO optimizer checks its own state
+        if self._inner is None:  # a wrapped ZeRO optimizer checks its own state
             state_checks.check_optimizer_shapes(state["optimizer"], self.params)
         self.optimizer.load_state_dict(state["optimizer"])
         self.channel.load_state_dict({**state["channel"], "residuals": {}} if resized else state["channel"])
@@ -372,11 +397,14 @@ class CommOptimizer(OptimizerProtocol):
 
 def _check_arguments(comm: Any, model: Any, buffers: Any) -> None:
     if comm is not None and not isinstance(comm, pycomm.Communicator):
-        raise TypeError(f"comm must be a pycomm.Communicator (pycomm.world(), comm.split(...)) or None for "
-                        f"pycomm.world(), got {type(comm).__name__}")
+        raise TypeError(
+            f"comm must be a pycomm.Communicator (pycomm.world(), comm.split(...)) or None for "
+            f"pycomm.world(), got {type(comm).__name__}"
+        )
     if model is not None and not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be the torch.nn.Module whose parameters the optimizer holds, got "
-                        f"{type(model).__name__}")
+        raise TypeError(
+            f"model must be the torch.nn.Module whose parameters the optimizer holds, got {type(model).__name__}"
+        )
     if model is not None and buffers is not None:
         raise ValueError("pass model= or buffers=, not both")
     if buffers is not None:

@@ -4,6 +4,7 @@ bytes and seconds it spends, so that `comm_stats()` reports this optimizer alone
 Bytes are the payload this rank hands to collectives in its wire format (a compressed payload counts
 its compressed size), none on a communicator of one rank (nothing leaves it); seconds are host time spent launching and waiting on them (time hidden behind
 backward by an overlapped all-reduce is not counted)."""
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,8 @@ class Pending:
 class Channel:
     comm: Any
     codec: Any = None
-    bucket_bytes: int | None = None   # None: pycomm's default for where the tensors live
-    device: torch.device = torch.device("cpu")   # where small control tensors (leader scores) live
+    bucket_bytes: int | None = None  # None: pycomm's default for where the tensors live
+    device: torch.device = torch.device("cpu")  # where small control tensors (leader scores) live
     stats: CommStats = field(default_factory=CommStats)
     # error-feedback state (pycomm.ErrorFeedback) of compressed all-reduces, one per call site (key)
     residuals: dict[str, Any] = field(default_factory=dict)
@@ -78,8 +79,9 @@ class Channel:
             self.stats.bytes += nbytes
 
     # -- all-reduce -------------------------------------------------------------------------
-    def allreduce_async(self, tensors: Sequence[torch.Tensor], op: Any = None, key: str = "",
-                        compress: bool = True) -> Pending:
+    def allreduce_async(
+        self, tensors: Sequence[torch.Tensor], op: Any = None, key: str = "", compress: bool = True
+    ) -> Pending:
         """Start an in-place all-reduce (AVG by default) of `tensors`; compressed through the codec
         when there is one and `compress` (error feedback keyed by `key`)."""
         tensors = [t for t in tensors if t.numel() > 0]
@@ -97,12 +99,12 @@ class Channel:
         self.stats.seconds += time.perf_counter() - t0
         return pending
 
-    def allreduce(self, tensors: Sequence[torch.Tensor], op: Any = None, key: str = "",
-                  compress: bool = True) -> None:
+    def allreduce(self, tensors: Sequence[torch.Tensor], op: Any = None, key: str = "", compress: bool = True) -> None:
         self.allreduce_async(tensors, op, key, compress).wait()
 
-    def average_relative(self, tensors: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
-                         key: str) -> list[torch.Tensor]:
+    def average_relative(
+        self, tensors: Sequence[torch.Tensor], reference: Sequence[torch.Tensor], key: str
+    ) -> list[torch.Tensor]:
         """mean_j x_j (new tensors; `tensors` untouched), sent as x - reference through the codec
         (pycomm.relative): `reference` must be identical on every rank."""
         delta = pycomm.relative.to_relative(tensors, reference)
@@ -121,8 +123,9 @@ class Channel:
         def unflatten() -> None:
             offset = 0
             for t in tensors:
-                t.copy_(flat[offset:offset + t.numel()].view_as(t))
+                t.copy_(flat[offset : offset + t.numel()].view_as(t))
                 offset += t.numel()
+
         return Pending(self, work, unflatten)
 
     # -- other collectives ------------------------------------------------------------------
@@ -149,9 +152,13 @@ class Channel:
 
     # -- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"stats": self.stats.as_dict(),
-                "residuals": {k: {name: None if t is None else t.clone() for name, t in ef.state_dict().items()}
-                              for k, ef in self.residuals.items()}}
+        return {
+            "stats": self.stats.as_dict(),
+            "residuals": {
+                k: {name: None if t is None else t.clone() for name, t in ef.state_dict().items()}
+                for k, ef in self.residuals.items()
+            },
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.stats = CommStats(**state["stats"])

@@ -4,6 +4,7 @@ stage's layers) and the parts' norms are combined over the communicators that sp
 p-th powers; max for the inf-norm). Every CommOptimizer's `clip_grad_norm_` and the Pipeline's come here.
 
 Called with no communicators (a rank that holds the whole gradient) it is torch's clip_grad_norm_."""
+
 from __future__ import annotations
 
 import math
@@ -22,13 +23,15 @@ def _norm_order(norm_type: Any) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"clip_grad_norm_: norm_type must be a number > 0 or inf, got {norm_type!r}") from None
     if not order > 0:
-        raise ValueError(f"clip_grad_norm_: norm_type must be > 0 or inf (a norm over the parts the ranks hold), "
-                         f"got {norm_type!r}")
+        raise ValueError(
+            f"clip_grad_norm_: norm_type must be > 0 or inf (a norm over the parts the ranks hold), got {norm_type!r}"
+        )
     return order
 
 
-def total_norm(grads: Sequence[torch.Tensor], norm_type: Any = 2.0, comms: Sequence[Any] = (),
-               device: torch.device | None = None) -> torch.Tensor:
+def total_norm(
+    grads: Sequence[torch.Tensor], norm_type: Any = 2.0, comms: Sequence[Any] = (), device: torch.device | None = None
+) -> torch.Tensor:
     """The norm of all ranks' `grads` together (collective over each of `comms`, which must split the
     gradient into disjoint parts): a 0-dim float64 tensor. Every rank must call it, with or without grads."""
     order = _norm_order(norm_type)
@@ -48,9 +51,15 @@ def total_norm(grads: Sequence[torch.Tensor], norm_type: Any = 2.0, comms: Seque
 
 
 @torch.no_grad()
-def clip_grad_norm_(grads: Sequence[torch.Tensor], max_norm: float, norm_type: Any = 2.0,
-                    error_if_nonfinite: bool = False, foreach: bool | None = None,
-                    comms: Sequence[Any] = (), device: torch.device | None = None) -> torch.Tensor:
+def clip_grad_norm_(
+    grads: Sequence[torch.Tensor],
+    max_norm: float,
+    norm_type: Any = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+    comms: Sequence[Any] = (),
+    device: torch.device | None = None,
+) -> torch.Tensor:
     """Scale `grads` in place by min(1, max_norm / (total + 1e-6)), total being the norm over all ranks'
     parts (`total_norm`); returns the total as torch does (0-dim, in the first gradient's dtype).
     `device`: where the norm is combined (the communicators' device) when this rank holds no gradient."""
@@ -58,9 +67,11 @@ def clip_grad_norm_(grads: Sequence[torch.Tensor], max_norm: float, norm_type: A
     total = total_norm(grads, norm_type, comms, device)
     dtype = grads[0].dtype if grads else torch.get_default_dtype()
     if error_if_nonfinite and not bool(torch.isfinite(total)):
-        raise RuntimeError(f"The total norm of order {float(norm_type)} for gradients is non-finite, so it cannot be "
-                           "clipped. To disable this error and scale the gradients by the non-finite norm anyway, "
-                           "set `error_if_nonfinite=False`")
+        raise RuntimeError(
+            f"The total norm of order {float(norm_type)} for gradients is non-finite, so it cannot be "
+            "clipped. To disable this error and scale the gradients by the non-finite norm anyway, "
+            "set `error_if_nonfinite=False`"
+        )
     coef = torch.clamp(float(max_norm) / (total + 1e-6), max=1.0)
     by_type: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
     for g in grads:

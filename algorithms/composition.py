@@ -16,6 +16,7 @@ composes (or is refused) by what it declares. The table, with the reasons, is do
 A CommOptimizer built over some parameters also *claims* them (`claim`, `claimant`): it owns their
 data-parallel communication, so a Pipeline stage holding them does not average their gradients itself
 and runs all but its last backward inside the claimant's `no_sync` (when it has one)."""
+
 from __future__ import annotations
 
 import weakref
@@ -55,8 +56,10 @@ def _name(cls: type) -> str:
 def check_nesting(outer: type, inner: Any) -> None:
     """`outer` wrapping the CommOptimizer `inner` (ZeRO inside dp_shard, `outer` across dp_replicate)."""
     if not hasattr(inner, "master_params"):
-        raise CompositionError(f"{_name(outer)} over {_name(type(inner))}: only a ZeRO optimizer (zero1, zero2, zero3) "
-                               f"may be wrapped by another algorithm; wrap the torch optimizer once")
+        raise CompositionError(
+            f"{_name(outer)} over {_name(type(inner))}: only a ZeRO optimizer (zero1, zero2, zero3) "
+            f"may be wrapped by another algorithm; wrap the torch optimizer once"
+        )
     check_nesting_classes(outer, type(inner), getattr(inner, "options", {}))
 
 
@@ -64,20 +67,28 @@ def check_nesting_classes(outer: type, inner: type, inner_options: dict[str, Any
     """The same, from the classes and the inner one's options (apps check it before launch)."""
     pair = f"{_name(outer)} over {_name(inner)}"
     if getattr(inner, "state_layout", None) != traits.SHARDED:
-        raise CompositionError(f"{pair}: only a ZeRO optimizer (zero1, zero2, zero3) may be wrapped by another "
-                               f"algorithm; wrap the torch optimizer once")
+        raise CompositionError(
+            f"{pair}: only a ZeRO optimizer (zero1, zero2, zero3) may be wrapped by another "
+            f"algorithm; wrap the torch optimizer once"
+        )
     if _name(outer) == "mbsgd":
-        raise CompositionError(f"{pair}: averaging gradients across dp_replicate is what {_name(inner)} itself does "
-                               "on a Mesh with dp_replicate > 1 (hybrid sharding): use it alone")
+        raise CompositionError(
+            f"{pair}: averaging gradients across dp_replicate is what {_name(inner)} itself does "
+            "on a Mesh with dp_replicate > 1 (hybrid sharding): use it alone"
+        )
     if getattr(outer, "state_layout", None) == traits.SHARDED:
         raise CompositionError(f"{pair}: two sharding stages do not nest; use one ZeRO stage")
     if not getattr(outer, "across_shards", False):
-        raise CompositionError(f"{pair}: {_name(outer)} cannot run across replicas over ZeRO's master shards "
-                               f"({_why_not_across(outer)}); supported across a ZeRO stage: "
-                               f"{', '.join(across_shard_methods())}")
+        raise CompositionError(
+            f"{pair}: {_name(outer)} cannot run across replicas over ZeRO's master shards "
+            f"({_why_not_across(outer)}); supported across a ZeRO stage: "
+            f"{', '.join(across_shard_methods())}"
+        )
     if inner_options.get("staleness_bound", 0):
-        raise CompositionError(f"{pair}: zero1's staleness_bound leaves steps in flight, which a periodic rule "
-                               "across replicas would average half-applied; use staleness_bound=0")
+        raise CompositionError(
+            f"{pair}: zero1's staleness_bound leaves steps in flight, which a periodic rule "
+            "across replicas would average half-applied; use staleness_bound=0"
+        )
 
 
 def _why_not_across(cls: type) -> str:
@@ -88,6 +99,7 @@ def _why_not_across(cls: type) -> str:
 
 def across_shard_methods() -> list[str]:
     from algorithms.registry import _REGISTRY
+
     return sorted(name for name, cls in _REGISTRY.items() if getattr(cls, "across_shards", False))
 
 
@@ -95,13 +107,17 @@ def check_pipeline(cls: type, options: dict[str, Any]) -> None:
     """An algorithm of class `cls` with `options` on the stages of a pipeline (mesh pp > 1)."""
     pair = f"pipeline x {_name(cls)}"
     if getattr(cls, "training", None) != traits.WRAPPER or getattr(cls, "independent_processes", False):
-        raise CompositionError(f"{pair}: {_name(cls)} {_why_not_across(cls).replace('it trains', 'trains')}, "
-                               "which cannot run the pipeline's schedule; use a data-parallel method (mbsgd, plsgd, "
-                               "qsr, easgd, lsgd with leader_metric=loss) or ZeRO on the stages")
+        raise CompositionError(
+            f"{pair}: {_name(cls)} {_why_not_across(cls).replace('it trains', 'trains')}, "
+            "which cannot run the pipeline's schedule; use a data-parallel method (mbsgd, plsgd, "
+            "qsr, easgd, lsgd with leader_metric=loss) or ZeRO on the stages"
+        )
     if options.get("leader_metric") == "proxy":
-        raise CompositionError(f"{pair}: leader_metric='proxy' scores each stage by its own parameters, so the "
-                               "stages would follow different leaders; use leader_metric='loss' (the replica's "
-                               "loss, the same on all its stages)")
+        raise CompositionError(
+            f"{pair}: leader_metric='proxy' scores each stage by its own parameters, so the "
+            "stages would follow different leaders; use leader_metric='loss' (the replica's "
+            "loss, the same on all its stages)"
+        )
 
 
 def check_mesh(cls: type, options: dict[str, Any], mesh: Any) -> None:

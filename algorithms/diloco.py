@@ -28,6 +28,7 @@ Wrapping a ZeRO optimizer (HSDP + DiLoCo, as torchft runs it) runs it across dp_
 master shards: each rank keeps the global copy, the pseudo-gradient and the outer state of its shard only,
 the all-reduce goes over the ranks holding the same shard index, and the inner steps are ZeRO's over
 dp_shard (algorithms/composition.py)."""
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -47,31 +48,52 @@ def outer_optimizer_class(value: Any) -> type:
     if value is None:
         return torch.optim.SGD
     if isinstance(value, str):
-        found = {name.lower(): getattr(torch.optim, name) for name in dir(torch.optim)
-                 if isinstance(getattr(torch.optim, name), type)
-                 and issubclass(getattr(torch.optim, name), torch.optim.Optimizer)}
+        found = {
+            name.lower(): getattr(torch.optim, name)
+            for name in dir(torch.optim)
+            if isinstance(getattr(torch.optim, name), type)
+            and issubclass(getattr(torch.optim, name), torch.optim.Optimizer)
+        }
         if value.lower() not in found:
-            raise opts.OptionError(f"outer_optimizer {value!r} is not a torch.optim optimizer; expected one of "
-                                   f"{', '.join(sorted(c.__name__ for c in found.values()))} or a class")
+            raise opts.OptionError(
+                f"outer_optimizer {value!r} is not a torch.optim optimizer; expected one of "
+                f"{', '.join(sorted(c.__name__ for c in found.values()))} or a class"
+            )
         return found[value.lower()]
     if isinstance(value, type) and issubclass(value, torch.optim.Optimizer):
         return value
-    raise opts.OptionError(f"outer_optimizer must be None (SGD), a torch.optim.Optimizer subclass or its name, "
-                           f"got {value!r}")
+    raise opts.OptionError(
+        f"outer_optimizer must be None (SGD), a torch.optim.Optimizer subclass or its name, got {value!r}"
+    )
 
 
 @register("diloco")
 class DiLoCo(CommOptimizer):
-    state_layout = traits.PER_RANK   # local parameters, inner state and error-feedback residuals differ per rank
-    across_shards = True   # elementwise on the parameters, reads no gradient: also over ZeRO's master shards
+    state_layout = traits.PER_RANK  # local parameters, inner state and error-feedback residuals differ per rank
+    across_shards = True  # elementwise on the parameters, reads no gradient: also over ZeRO's master shards
     algorithm_options: dict[str, Any] = {
-        "inner_steps": 64, "outer_lr": 0.7, "outer_momentum": None, "nesterov": None, "outer_optimizer": None,
-        "fragments": 1, "sync_delay": 0, "mixing": 0.0, **qsr.PERIOD_OPTIONS}
+        "inner_steps": 64,
+        "outer_lr": 0.7,
+        "outer_momentum": None,
+        "nesterov": None,
+        "outer_optimizer": None,
+        "fragments": 1,
+        "sync_delay": 0,
+        "mixing": 0.0,
+        **qsr.PERIOD_OPTIONS,
+    }
 
-    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
-                 model: torch.nn.Module | None = None, buffers: Iterable[torch.Tensor] | None = None,
-                 **options: Any) -> None:
-        self._model = model   # names the layers that fragments are strided over
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        algorithm: str | None = None,
+        comm: Any = None,
+        *,
+        model: torch.nn.Module | None = None,
+        buffers: Iterable[torch.Tensor] | None = None,
+        **options: Any,
+    ) -> None:
+        self._model = model  # names the layers that fragments are strided over
         super().__init__(optimizer, algorithm, comm, model=model, buffers=buffers, **options)
 
     # -- options -------------------------------------------------------------------------------
@@ -83,54 +105,64 @@ class DiLoCo(CommOptimizer):
         config["sync_delay"] = opts.integer("sync_delay", config["sync_delay"], 0)
         if h == "qsr":
             if config["sync_delay"] >= config["h_min"]:
-                raise opts.OptionError(f"sync_delay={config['sync_delay']} must be < h_min={config['h_min']}: a "
-                                       "fragment's round is applied before its next one starts")
+                raise opts.OptionError(
+                    f"sync_delay={config['sync_delay']} must be < h_min={config['h_min']}: a "
+                    "fragment's round is applied before its next one starts"
+                )
         else:
             if isinstance(h, str):
                 raise opts.OptionError(f"inner_steps must be an integer >= 1 or 'qsr', got {h!r}")
             h = config["inner_steps"] = opts.integer("inner_steps", h, 1)
             if given_qsr:
-                raise opts.OptionError(f"{', '.join(sorted(given_qsr))} set QSR's period rule, which applies only with "
-                                       f"inner_steps='qsr' (inner_steps is {h})")
+                raise opts.OptionError(
+                    f"{', '.join(sorted(given_qsr))} set QSR's period rule, which applies only with "
+                    f"inner_steps='qsr' (inner_steps is {h})"
+                )
             if config["sync_delay"] >= h:
-                raise opts.OptionError(f"sync_delay={config['sync_delay']} must be < inner_steps={h}: a fragment's "
-                                       "round is applied before its next one starts")
+                raise opts.OptionError(
+                    f"sync_delay={config['sync_delay']} must be < inner_steps={h}: a fragment's "
+                    "round is applied before its next one starts"
+                )
             if config["fragments"] > h:
-                raise opts.OptionError(f"fragments={config['fragments']} must be <= inner_steps={h}: the fragments' "
-                                       "rounds are staggered over the period, at most one per step")
+                raise opts.OptionError(
+                    f"fragments={config['fragments']} must be <= inner_steps={h}: the fragments' "
+                    "rounds are staggered over the period, at most one per step"
+                )
         config["outer_lr"] = opts.number("outer_lr", config["outer_lr"], 0.0)
         config["mixing"] = opts.fraction("mixing", config["mixing"])
         cls = config["outer_optimizer"] = outer_optimizer_class(config["outer_optimizer"])
         momentum, nesterov = config["outer_momentum"], config["nesterov"]
         if not issubclass(cls, torch.optim.SGD):
             if momentum is not None or nesterov is not None:
-                raise opts.OptionError(f"outer_momentum and nesterov configure the default outer SGD; "
-                                       f"outer_optimizer={cls.__name__} takes lr=outer_lr only")
+                raise opts.OptionError(
+                    f"outer_momentum and nesterov configure the default outer SGD; "
+                    f"outer_optimizer={cls.__name__} takes lr=outer_lr only"
+                )
         else:
             config["outer_momentum"] = opts.number("outer_momentum", 0.9 if momentum is None else momentum, 0.0, 1.0)
             config["nesterov"] = opts.flag("nesterov", True if nesterov is None else nesterov)
         return config
 
     # -- state ---------------------------------------------------------------------------------
-    setup_from_parameters = True   # _setup derives its state from the parameters alone
+    setup_from_parameters = True  # _setup derives its state from the parameters alone
 
     def _setup(self) -> None:
         o = self.options
         # over ZeRO's master shards, a piece belongs to the layer of the parameter it is a piece of
         named = self._inner.master_origins() if self._inner is not None else self.params
         self.fragments = fragmenting.strided(fragmenting.layers(named, self._model), o["fragments"])
-        self.global_params = [p.detach().float().clone() for p in self.params]        # X
-        self._delta = [torch.zeros_like(x) for x in self.global_params]             # pseudo-gradients
+        self.global_params = [p.detach().float().clone() for p in self.params]  # X
+        self._delta = [torch.zeros_like(x) for x in self.global_params]  # pseudo-gradients
         self.outer = [self._outer_optimizer([self.global_params[i] for i in frag]) for frag in self.fragments]
-        self.next_round: list[int | None] = [None] * len(self.fragments)   # None: chosen at the next step
-        self.last_round: list[int | None] = [None] * len(self.fragments)   # step of the last round started
-        self._in_flight: dict[int, tuple[int, Pending | None]] = {}         # fragment -> (apply at, its all-reduce)
+        self.next_round: list[int | None] = [None] * len(self.fragments)  # None: chosen at the next step
+        self.last_round: list[int | None] = [None] * len(self.fragments)  # step of the last round started
+        self._in_flight: dict[int, tuple[int, Pending | None]] = {}  # fragment -> (apply at, its all-reduce)
         self.rounds = 0
 
     def _outer_optimizer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
         o, cls = self.options, self.options["outer_optimizer"]
         if issubclass(cls, torch.optim.SGD):
-            momentum = o["outer_momentum"]   # Nesterov without momentum is plain SGD (torch refuses the pair)
+            momentum = o["outer_momentum"]  # Nesterov without momentum is plain SGD (torch refuses the pair)
             return cls(params, lr=o["outer_lr"], momentum=momentum, nesterov=o["nesterov"] and momentum > 0)
         return cls(params, lr=o["outer_lr"])
 
@@ -159,7 +191,7 @@ class DiLoCo(CommOptimizer):
         h, count, delay = self._period(self.steps), len(self.fragments), self.options["sync_delay"]
         for f, last in enumerate(self.last_round):
             if self.next_round[f] is None:
-                first = (f * h) // count or h   # t mod H = f H / F; fragment 0 (and a collision at 0) after H
+                first = (f * h) // count or h  # t mod H = f H / F; fragment 0 (and a collision at 0) after H
                 self.next_round[f] = first if last is None else last + max(h, delay + 1)
 
     # -- the rule ---------------------------------------------------------------------------------
@@ -220,7 +252,7 @@ class DiLoCo(CommOptimizer):
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        self._finish_transfers()   # before the channel's residuals are read: a quantized round updates them
+        self._finish_transfers()  # before the channel's residuals are read: a quantized round updates them
         return super().state_dict()
 
     def _finish_transfers(self) -> None:
@@ -233,20 +265,30 @@ class DiLoCo(CommOptimizer):
 
     def _algorithm_state(self) -> dict[str, Any]:
         self._finish_transfers()
-        return {"global": [x.clone() for x in self.global_params],
-                "outer": [o.state_dict() for o in self.outer],
-                "next_round": list(self.next_round), "last_round": list(self.last_round), "rounds": self.rounds,
-                "in_flight": {f: {"apply_at": due, "mean_delta": [self._delta[i].clone() for i in self.fragments[f]]}
-                              for f, (due, _) in self._in_flight.items()}}
+        return {
+            "global": [x.clone() for x in self.global_params],
+            "outer": [o.state_dict() for o in self.outer],
+            "next_round": list(self.next_round),
+            "last_round": list(self.last_round),
+            "rounds": self.rounds,
+            "in_flight": {
+                f: {"apply_at": due, "mean_delta": [self._delta[i].clone() for i in self.fragments[f]]}
+                for f, (due, _) in self._in_flight.items()
+            },
+        }
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         if len(state["global"]) != len(self.global_params) or len(state["outer"]) != len(self.outer):
-            raise ValueError(f"state holds a global copy of {len(state['global'])} tensors in {len(state['outer'])} "
-                             f"fragments; this optimizer has {len(self.global_params)} in {len(self.outer)}")
+            raise ValueError(
+                f"state holds a global copy of {len(state['global'])} tensors in {len(state['outer'])} "
+                f"fragments; this optimizer has {len(self.global_params)} in {len(self.outer)}"
+            )
         for saved, x in zip(state["global"], self.global_params):
             if saved.shape != x.shape:
-                raise ValueError(f"global copy tensor of shape {tuple(saved.shape)} does not fit a parameter of shape "
-                                 f"{tuple(x.shape)}: the state was saved for another model")
+                raise ValueError(
+                    f"global copy tensor of shape {tuple(saved.shape)} does not fit a parameter of shape "
+                    f"{tuple(x.shape)}: the state was saved for another model"
+                )
         self._finish_transfers()
         copy_into(self.global_params, state["global"])
         for o, saved in zip(self.outer, state["outer"]):

@@ -13,6 +13,7 @@ computed in the round that ends, from mean_j x_j (one more parameter-sized all-r
 SDTL): mean_j x_j' = (1 - c_s)(mean_j x_j + delta) + c_s c. With a codec that mean is the
 compressed one (identical on every rank). Divergence from SDTL kept: SDTL weights by v_j + 1e-8, pycomm
 by v_j exactly (m_w = the round's starting c where sum_j v_j = 0)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +28,8 @@ from algorithms.registry import register
 
 @register("easgd")
 class EASGD(ElasticBase):
-    across_shards = True   # elementwise on the parameters: also over ZeRO's master shards across replicas
+    across_shards = True  # elementwise on the parameters: also over ZeRO's master shards across replicas
+
     def _round(self) -> None:
         c_s = self.options["dist_pulling_strength"]
         mean = self._mean_params()
@@ -63,7 +65,7 @@ class EASGDPlus(ElasticBase):
         copy_into(self._centre, torch._foreach_add(base, delta))
         torch._foreach_add_(self._x, delta)
         elastic_(self._x, self._centre, c_s)
-        torch._foreach_add_(mean, delta)   # the mean of the workers' parameters now
+        torch._foreach_add_(mean, delta)  # the mean of the workers' parameters now
         elastic_(mean, self._centre, c_s)
         copy_into(self._restart, mean)
 
@@ -73,8 +75,10 @@ class EASGDPlus(ElasticBase):
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         super()._load_algorithm_state(state)
         if "restart" not in state:
-            raise ValueError("this easgd+ state has no 'restart' (the centre the next round starts from): it was "
-                             "written before the round restarted its centre from the workers' mean; resume "
-                             "it with the pycomm version that wrote it")
+            raise ValueError(
+                "this easgd+ state has no 'restart' (the centre the next round starts from): it was "
+                "written before the round restarted its centre from the workers' mean; resume "
+                "it with the pycomm version that wrote it"
+            )
         copy_into(self.v, state["v"])
         copy_into(self._restart, state["restart"])

@@ -5,6 +5,7 @@ p = local_pulling_strength / comm_period; (3) when this is the comm_period-th st
 round (steps 1..comm_period, so exactly every comm_period steps), the round. The centre starts as the
 initial (broadcast) parameters. The counter starts at 0 (SDTL's started at 1, so its rounds came every
 comm_period - 1 steps)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,8 +26,7 @@ def elastic_(xs: list[torch.Tensor], targets: list[torch.Tensor], a: float) -> N
 
 
 class ElasticBase(CommOptimizer):
-    algorithm_options: dict[str, Any] = {"comm_period": 4, "dist_pulling_strength": 0.5,
-                                         "local_pulling_strength": 0.0}
+    algorithm_options: dict[str, Any] = {"comm_period": 4, "dist_pulling_strength": 0.5, "local_pulling_strength": 0.0}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config["comm_period"] = opts.integer("comm_period", config["comm_period"], 1)
@@ -34,7 +34,7 @@ class ElasticBase(CommOptimizer):
         config["local_pulling_strength"] = opts.fraction("local_pulling_strength", config["local_pulling_strength"])
         return config
 
-    setup_from_parameters = True   # _setup derives its state from the parameters alone
+    setup_from_parameters = True  # _setup derives its state from the parameters alone
 
     def _setup(self) -> None:
         # The centre lives in one flat buffer (self._centre are views of it) when the parameters share a
@@ -42,8 +42,9 @@ class ElasticBase(CommOptimizer):
         dtypes = {p.dtype for p in self.params}
         if len(dtypes) == 1 and next(iter(dtypes)).is_floating_point:
             self._centre_flat: torch.Tensor | None = torch.cat([p.detach().reshape(-1) for p in self.params])
-            self._centre = [v.view_as(p) for v, p in
-                           zip(self._centre_flat.split([p.numel() for p in self.params]), self.params)]
+            self._centre = [
+                v.view_as(p) for v, p in zip(self._centre_flat.split([p.numel() for p in self.params]), self.params)
+            ]
         else:
             self._centre_flat, self._centre = None, clone_all(self.params)
         self.steps_since_round = 0
@@ -110,8 +111,7 @@ class ElasticBase(CommOptimizer):
             mean = clone_all(self._x)
             self.channel.allreduce(mean, key="params", compress=False)
             return mean
-        return self.channel.average_relative(self._x, self._centre if reference is None else reference,
-                                             key="params")
+        return self.channel.average_relative(self._x, self._centre if reference is None else reference, key="params")
 
     def _algorithm_state(self) -> dict[str, Any]:
         return {"centre": clone_all(self._centre), "steps_since_round": self.steps_since_round, "rounds": self.rounds}

@@ -6,6 +6,7 @@ A layer is the run of parameters that share a module path up to its first numeri
 (`blocks.3.attn.c_attn.weight` and `blocks.3.mlp.fc.bias` are layer `blocks.3`; `tok_emb.weight` is layer
 `tok_emb`; an `nn.Sequential`'s `0.weight` is layer `0`), in the optimizer's parameter order. Without a
 model to name them, or for a parameter the model does not hold, each tensor is its own layer."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -40,6 +41,8 @@ def strided(groups: Sequence[Sequence[int]], fragments: int) -> list[list[int]]:
     """Fragment f = the indices of groups f, f + F, f + 2F, ..., sorted; every fragment non-empty (a
     ValueError naming the layer count when F exceeds it)."""
     if fragments > len(groups):
-        raise ValueError(f"fragments={fragments} is more than the model's {len(groups)} layers "
-                         f"(algorithms/fragments.py says what a layer is); choose fragments <= {len(groups)}")
+        raise ValueError(
+            f"fragments={fragments} is more than the model's {len(groups)} layers "
+            f"(algorithms/fragments.py says what a layer is); choose fragments <= {len(groups)}"
+        )
     return [sorted(i for g in groups[f::fragments] for i in g) for f in range(fragments)]

@@ -9,6 +9,7 @@ into any method, and the model part into a plain torch model (ZeRO's own are alg
   method's ranks (a collective), as an averaging round makes them; counters (Adam's step) are the rank's.
 Loading sets every rank to that state; the method's own state (centre variable, outer optimizer, period
 counters) restarts from the loaded parameters, and a codec's error-feedback residuals start afresh."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -39,16 +40,21 @@ def full_state_dict(opt: Any) -> dict[str, Any]:
     named = model.state_dict().items() if model is not None else zip(_names(opt), opt.params)
     values = {k: v.detach().clone() for k, v in named}
     saved = opt.torch_optimizer.state_dict()
-    state = {i: {k: (v.detach().clone() if torch.is_tensor(v) else v) for k, v in s.items()}
-             for i, s in saved["state"].items()}
+    state = {
+        i: {k: (v.detach().clone() if torch.is_tensor(v) else v) for k, v in s.items()}
+        for i, s in saved["state"].items()
+    }
     if average:
         floats = [v for v in values.values() if v.is_floating_point()]
         floats += [v for s in state.values() for v in s.values() if _per_element(v)]
         opt.channel.allreduce(floats, key="full_state", compress=False)
-    return {"model": {k: v.cpu() for k, v in values.items()},
-            "optimizer": {"state": {i: {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in s.items()}
-                                    for i, s in state.items()},
-                          "param_groups": saved["param_groups"]}}
+    return {
+        "model": {k: v.cpu() for k, v in values.items()},
+        "optimizer": {
+            "state": {i: {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in s.items()} for i, s in state.items()},
+            "param_groups": saved["param_groups"],
+        },
+    }
 
 
 @torch.no_grad()
@@ -56,14 +62,17 @@ def load_full_state_dict(opt: Any, full: Any, steps: int | None) -> None:
     """Set this rank to a full state (of any number of ranks, any method); `steps` the step counter
     (None keeps it)."""
     if not isinstance(full, dict) or not {"model", "optimizer"} <= set(full):
-        raise TypeError("load_full_state_dict: expected the {'model': ..., 'optimizer': ...} dict full_state_dict() "
-                        f"returns, got {type(full).__name__}" + (f" with keys {sorted(map(str, full))[:6]}"
-                                                                 if isinstance(full, dict) else ""))
+        raise TypeError(
+            "load_full_state_dict: expected the {'model': ..., 'optimizer': ...} dict full_state_dict() "
+            f"returns, got {type(full).__name__}"
+            + (f" with keys {sorted(map(str, full))[:6]}" if isinstance(full, dict) else "")
+        )
     names = _names(opt)
     missing = [n for n in names if n not in full["model"]]
     if missing:
-        raise ValueError(f"load_full_state_dict: the model state lacks parameter {missing[0]!r}: it was saved for "
-                         "another model")
+        raise ValueError(
+            f"load_full_state_dict: the model state lacks parameter {missing[0]!r}: it was saved for another model"
+        )
     state_checks.check_optimizer_shapes(full["optimizer"], opt.params)
     if opt.user_model is not None:
         opt.user_model.load_state_dict(full["model"])

@@ -6,6 +6,7 @@ naming the method and `opt.clip_grad_norm_`, so that the first such call fails w
 
 The method places the markers when its reduction of the step is complete and removes them when the step
 consumes the gradient (or at zero_grad), so the next backward accumulates into None as usual."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -28,16 +29,17 @@ class GradientHeldElsewhere(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         holder = next((a.holder for a in args if isinstance(a, GradientHeldElsewhere)), "this algorithm")
-        if args and isinstance(args[0], (list, tuple)):   # a foreach op takes the gradients as one list
+        if args and isinstance(args[0], (list, tuple)):  # a foreach op takes the gradients as one list
             holder = next((a.holder for a in args[0] if isinstance(a, GradientHeldElsewhere)), holder)
         raise RuntimeError(
             f"{func}: this parameter's .grad is a placeholder: {holder} moved the reduced gradient off the "
             f"parameters (each rank keeps its shard). Clip with opt.clip_grad_norm_(max_norm, norm_type) instead "
             f"of torch.nn.utils.clip_grad_norm_(model.parameters(), ...), which would see no gradient and clip "
             f"nothing; read the gradient norm from its return value; call opt.step() or opt.zero_grad() before "
-            f"the next backward")
+            f"the next backward"
+        )
 
-    def __repr__(self, *args: Any, **kwargs: Any) -> str:   # printing must not raise
+    def __repr__(self, *args: Any, **kwargs: Any) -> str:  # printing must not raise
         return f"GradientHeldElsewhere(shape={tuple(self.shape)}, holder={self.holder!r})"
 
 

@@ -34,6 +34,7 @@ code; otherwise workers use the rate last published (the loop polls every `poll_
 spawned (always on GPU; CPU defaults to fork, whose children never touch the communicator). A spawned
 worker re-imports the main module: keep `pycomm.init()` (and any mpi4py import) under
 `if __name__ == "__main__":`, or the worker would join the MPI job as if it were a rank."""
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,8 @@ from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer
 from algorithms.lap.averaging_activity import AveragingPolicy, RankAveraging, layers_of
-from algorithms.lap.loop import LrSync, RankLoop
 from algorithms.lap.blocks import partition_blocks
+from algorithms.lap.loop import LrSync, RankLoop
 from algorithms.lap.pool import WorkerPool
 from algorithms.lap.shared import MomentumState
 from algorithms.lap.worker import GroupHyper
@@ -59,19 +60,19 @@ from algorithms.registry import register
 
 @dataclass
 class LapResult:
-    steps: int               # node minibatches this rank trained in this call
-    per_worker: list[int]    # of which each worker did
-    rounds: int              # averaging rounds in this call (the final synchronous one included)
-    loss: float              # mean of the workers' last training losses
-    seconds: float           # the whole call, worker start-up included
-    startup_seconds: float = 0.0   # of which starting the worker processes (0 when the pool was reused)
-    mean_staleness: float = 0.0    # updates by other workers between a worker's read and its update
+    steps: int  # node minibatches this rank trained in this call
+    per_worker: list[int]  # of which each worker did
+    rounds: int  # averaging rounds in this call (the final synchronous one included)
+    loss: float  # mean of the workers' last training losses
+    seconds: float  # the whole call, worker start-up included
+    startup_seconds: float = 0.0  # of which starting the worker processes (0 when the pool was reused)
+    mean_staleness: float = 0.0  # updates by other workers between a worker's read and its update
 
 
 @dataclass(frozen=True)
 class _PoolKey:
-    objects: tuple    # model, loss_fn, dataset, momentum state: the same objects, not equal ones
-    settings: tuple   # compared by value; the last is the node minibatch count the pool stands at
+    objects: tuple  # model, loss_fn, dataset, momentum state: the same objects, not equal ones
+    settings: tuple  # compared by value; the last is the node minibatch count the pool stands at
 
     def matches(self, other: "_PoolKey") -> bool:
         return all(a is b for a, b in zip(self.objects, other.objects)) and self.settings == other.settings
@@ -79,29 +80,32 @@ class _PoolKey:
 
 def _seed(seed: int, rank: int, worker: int, node_steps: int) -> int:
     """Distinct sampler/torch seeds per (rank, worker, call): no two workers draw the same batches."""
-    return (seed * 1_000_003 + rank * 10_007 + worker * 101 + node_steps) % (2 ** 63)
+    return (seed * 1_000_003 + rank * 10_007 + worker * 101 + node_steps) % (2**63)
 
 
 @register("lapsgd")
 class LAPSGD(CommOptimizer):
-    training = traits.OWN_LOOP   # P Hogwild worker processes per rank: opt.train(...), not step()
+    training = traits.OWN_LOOP  # P Hogwild worker processes per rank: opt.train(...), not step()
     algorithm_options: dict[str, Any] = {"num_processes": 2, "averaging_freq": 8, "pre_post_steps": 0}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config["num_processes"] = opts.integer("num_processes", config["num_processes"], 1)
-        config["averaging_freq"] = opts.integer("averaging_freq (node minibatches, not seconds)",
-                                                config["averaging_freq"], 1)
+        config["averaging_freq"] = opts.integer(
+            "averaging_freq (node minibatches, not seconds)", config["averaging_freq"], 1
+        )
         config["pre_post_steps"] = opts.integer("pre_post_steps", config["pre_post_steps"], 0)
         return config
 
     def _setup(self) -> None:
         if not isinstance(self.optimizer, torch.optim.SGD):
-            raise TypeError(f"{self.name} workers apply torch.optim.SGD's update (p -= lr * d_p with their own "
-                            f"momentum); wrap a torch.optim.SGD, got {type(self.optimizer).__name__}")
+            raise TypeError(
+                f"{self.name} workers apply torch.optim.SGD's update (p -= lr * d_p with their own "
+                f"momentum); wrap a torch.optim.SGD, got {type(self.optimizer).__name__}"
+            )
         if any(g.get("maximize") for g in self.optimizer.param_groups):
             raise ValueError(f"{self.name}: maximize=True is not supported")
-        self.node_steps = 0          # node minibatches trained on this rank (all workers, all calls)
-        self.last_averaged_at = 0    # node_steps when this rank last started an averaging round
+        self.node_steps = 0  # node minibatches trained on this rank (all workers, all calls)
+        self.last_averaged_at = 0  # node_steps when this rank last started an averaging round
         self.rounds = 0
         # (summed staleness, updates) of what this process trained, in all and since comm_stats() last ran;
         # not in checkpoints: statistics of this process, as the channel's bytes are
@@ -116,14 +120,19 @@ class LAPSGD(CommOptimizer):
         return AveragingPolicy(self.options["averaging_freq"], self.options["pre_post_steps"]).freq_at(self.node_steps)
 
     def step(self, closure: Callable[[], Any] | None = None, loss: Any = None) -> Any:
-        raise RuntimeError(f"{self.name} trains in {self.options['num_processes']} Hogwild worker processes, "
-                           "not in your loop: call opt.train(model, loss_fn, dataset, steps=... or epochs=..., "
-                           "batch_size=...) instead of step()")
+        raise RuntimeError(
+            f"{self.name} trains in {self.options['num_processes']} Hogwild worker processes, "
+            "not in your loop: call opt.train(model, loss_fn, dataset, steps=... or epochs=..., "
+            "batch_size=...) instead of step()"
+        )
 
-    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                        foreach: bool | None = None) -> torch.Tensor:
-        raise RuntimeError(f"{self.name}'s worker processes compute the gradients, not your loop: give "
-                           f"max_grad_norm={max_norm} to opt.train(...) to clip each worker step's gradients")
+    def clip_grad_norm_(
+        self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: bool | None = None
+    ) -> torch.Tensor:
+        raise RuntimeError(
+            f"{self.name}'s worker processes compute the gradients, not your loop: give "
+            f"max_grad_norm={max_norm} to opt.train(...) to clip each worker step's gradients"
+        )
 
     def _blocks(self, params: list[torch.Tensor]) -> list[tuple[int, int]] | None:
         return None
@@ -132,12 +141,26 @@ class LAPSGD(CommOptimizer):
         return 0
 
     # -- training --------------------------------------------------------------------------------
-    def train(self, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], dataset: Dataset, *,
-              steps: int | None = None, epochs: float | None = None, batch_size: int = 64,
-              scheduler: Any = None, scheduler_interval: str = "fractional_epoch", seed: int = 0,
-              final_average: bool = True, start_method: str | None = None, threads_per_worker: int = 1,
-              poll_interval: float = 0.01, on_progress: Callable[[dict[str, Any]], None] | None = None,
-              progress_every: int = 50, max_grad_norm: float | None = None) -> LapResult:
+    def train(
+        self,
+        model: torch.nn.Module,
+        loss_fn: Callable[[Any, Any], torch.Tensor],
+        dataset: Dataset,
+        *,
+        steps: int | None = None,
+        epochs: float | None = None,
+        batch_size: int = 64,
+        scheduler: Any = None,
+        scheduler_interval: str = "fractional_epoch",
+        seed: int = 0,
+        final_average: bool = True,
+        start_method: str | None = None,
+        threads_per_worker: int = 1,
+        poll_interval: float = 0.01,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        progress_every: int = 50,
+        max_grad_norm: float | None = None,
+    ) -> LapResult:
         """Train `model` (whose trainable parameters are the wrapped optimizer's) on this rank's shard of
         `dataset` (items (input, target), or a `batch(indices) -> (inputs, targets)` method as apps' datasets
         have; rank r takes items r, r+size, ...) for `steps` node
@@ -166,7 +189,7 @@ class LAPSGD(CommOptimizer):
         if start_method is None:
             start_method = "spawn" if device.type == "cuda" else "fork"
         if device.type == "cpu":
-            model.share_memory()          # in place: the optimizer keeps pointing at the same tensors
+            model.share_memory()  # in place: the optimizer keeps pointing at the same tensors
         if self.node_steps == 0:
             self.channel.broadcast(list(model.buffers()), root=0)
         P = self.options["num_processes"]
@@ -174,20 +197,37 @@ class LAPSGD(CommOptimizer):
             self.momentum = MomentumState.zeros(params, P)
 
         ids = {id(p): g for g, group in enumerate(self.optimizer.param_groups) for p in group["params"]}
-        groups = [GroupHyper(g["momentum"], g["dampening"], g["weight_decay"], g["nesterov"])
-                  for g in self.optimizer.param_groups]
+        groups = [
+            GroupHyper(g["momentum"], g["dampening"], g["weight_decay"], g["nesterov"])
+            for g in self.optimizer.param_groups
+        ]
         # what the running workers were given (objects by identity, settings by value, and where the last
         # call left off): a call that changes none of it continues them
-        key = _PoolKey((model, loss_fn, dataset, self.momentum),
-                       (batch_size, groups, max_grad_norm, start_method, threads_per_worker, seed, self.node_steps))
+        key = _PoolKey(
+            (model, loss_fn, dataset, self.momentum),
+            (batch_size, groups, max_grad_norm, start_method, threads_per_worker, seed, self.node_steps),
+        )
         pool = self._reusable_pool(key)
         if pool is None:
-            pool = WorkerPool(model=model, loss_fn=loss_fn, dataset=dataset, shard=shard, batch_size=batch_size,
-                              groups=groups, group_of=[ids[id(p)] for p in params], momentum=self.momentum,
-                              blocks=self._blocks(params), prepassm_steps=self._prepassm_steps(),
-                              seeds=[_seed(seed, self.comm.rank, w, self.node_steps) for w in range(P)],
-                              device=device, start_method=start_method, threads=threads_per_worker,
-                              first_step=self.node_steps, steps=steps, max_grad_norm=max_grad_norm)
+            pool = WorkerPool(
+                model=model,
+                loss_fn=loss_fn,
+                dataset=dataset,
+                shard=shard,
+                batch_size=batch_size,
+                groups=groups,
+                group_of=[ids[id(p)] for p in params],
+                momentum=self.momentum,
+                blocks=self._blocks(params),
+                prepassm_steps=self._prepassm_steps(),
+                seeds=[_seed(seed, self.comm.rank, w, self.node_steps) for w in range(P)],
+                device=device,
+                start_method=start_method,
+                threads=threads_per_worker,
+                first_step=self.node_steps,
+                steps=steps,
+                max_grad_norm=max_grad_norm,
+            )
             self._pool = pool
             self._pool_finalizer = weakref.finalize(self, pool.close)
         averaging = None
@@ -200,7 +240,7 @@ class LAPSGD(CommOptimizer):
         try:
             pool.begin(self.node_steps + steps)
             loop.run()
-        except BaseException:   # also a failed collective: never leave workers training
+        except BaseException:  # also a failed collective: never leave workers training
             self.close()
             raise
         first = self.node_steps
@@ -226,8 +266,15 @@ class LAPSGD(CommOptimizer):
         self._staleness = (self._staleness[0] + stale, self._staleness[1] + done)
         self._unreported = (self._unreported[0] + stale, self._unreported[1] + done)
         losses = [x for x, n in zip(pool.losses(), per_worker) if n]
-        return LapResult(done, per_worker, rounds, sum(losses) / len(losses) if losses else math.nan,
-                         time.monotonic() - t0, pool.startup_seconds, stale / done if done else 0.0)
+        return LapResult(
+            done,
+            per_worker,
+            rounds,
+            sum(losses) / len(losses) if losses else math.nan,
+            time.monotonic() - t0,
+            pool.startup_seconds,
+            stale / done if done else 0.0,
+        )
 
     def _reusable_pool(self, key: tuple) -> WorkerPool | None:
         """The running pool when it was started for `key` (compared by identity for objects), else None
@@ -255,7 +302,9 @@ class LAPSGD(CommOptimizer):
         if {id(p) for p in params} != {id(p) for p in self.params}:
             raise ValueError("model: its trainable parameters must be exactly those of the wrapped optimizer")
         if len({p.device for p in params}) != 1:
-            raise ValueError(f"model: all parameters must be on one device, got {sorted({str(p.device) for p in params})}")
+            raise ValueError(
+                f"model: all parameters must be on one device, got {sorted({str(p.device) for p in params})}"
+            )
         return params
 
     @staticmethod
@@ -272,16 +321,25 @@ class LAPSGD(CommOptimizer):
         previous call (None when none), as the parameter servers report theirs (apps log both)."""
         (total, count), (stale, updates) = self._staleness, self._unreported
         self._unreported = (0, 0)
-        return {**super().comm_stats(), "mean_staleness": total / count if count else 0.0,
-                "step_metrics": {"staleness_mean": stale / updates if updates else None}}
+        return {
+            **super().comm_stats(),
+            "mean_staleness": total / count if count else 0.0,
+            "step_metrics": {"staleness_mean": stale / updates if updates else None},
+        }
 
     # -- checkpoints ------------------------------------------------------------------------------
     def _algorithm_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"node_steps": self.node_steps, "last_averaged_at": self.last_averaged_at,
-                                 "rounds": self.rounds, "momentum": None}
+        state: dict[str, Any] = {
+            "node_steps": self.node_steps,
+            "last_averaged_at": self.last_averaged_at,
+            "rounds": self.rounds,
+            "momentum": None,
+        }
         if self.momentum is not None:
-            state["momentum"] = {"buffers": [[b.detach().clone() for b in row] for row in self.momentum.buffers],
-                                 "ready": self.momentum.ready.clone()}
+            state["momentum"] = {
+                "buffers": [[b.detach().clone() for b in row] for row in self.momentum.buffers],
+                "ready": self.momentum.ready.clone(),
+            }
         return state
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
@@ -291,8 +349,10 @@ class LAPSGD(CommOptimizer):
         saved = state["momentum"]
         if saved is not None:
             if len(saved["buffers"]) != self.options["num_processes"]:
-                raise ValueError(f"state holds momentum of {len(saved['buffers'])} workers; this optimizer "
-                                 f"has num_processes={self.options['num_processes']}")
+                raise ValueError(
+                    f"state holds momentum of {len(saved['buffers'])} workers; this optimizer "
+                    f"has num_processes={self.options['num_processes']}"
+                )
             device = self.params[0].device
             buffers = [[b.to(device).clone() for b in row] for row in saved["buffers"]]
             self.momentum = MomentumState(buffers, saved["ready"].clone())
@@ -315,8 +375,10 @@ class LPPSGD(LAPSGD):
     def _setup(self) -> None:
         super()._setup()
         if len(self.params) < self.options["num_processes"]:
-            raise opts.OptionError(f"num_processes: lppsgd gives each worker a non-empty block of the "
-                                   f"{len(self.params)} parameter tensors; use at most {len(self.params)} processes")
+            raise opts.OptionError(
+                f"num_processes: lppsgd gives each worker a non-empty block of the "
+                f"{len(self.params)} parameter tensors; use at most {len(self.params)} processes"
+            )
 
     def _blocks(self, params: list[torch.Tensor]) -> list[tuple[int, int]]:
         return partition_blocks([p.numel() for p in params], self.options["num_processes"])

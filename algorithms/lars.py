@@ -6,6 +6,7 @@
 Parameters with one dimension or fewer (biases, normalisation weights) are excluded from the
 adaptation and from weight decay by default (`exclude_bias_and_norm`); a param group may override it
 with its own `exclude_bias_and_norm` key. Nesterov momentum does not apply to LARS."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
@@ -14,8 +15,15 @@ import torch
 
 
 class LARS(torch.optim.Optimizer):
-    def __init__(self, params: Iterable[Any], lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
-                 trust_coefficient: float = 0.001, exclude_bias_and_norm: bool = True) -> None:
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float,
+        momentum: float = 0.9,
+        weight_decay: float = 0.0,
+        trust_coefficient: float = 0.001,
+        exclude_bias_and_norm: bool = True,
+    ) -> None:
         if not lr >= 0.0:
             raise ValueError(f"lr must be >= 0, got {lr}")
         if not 0.0 <= momentum < 1.0:
@@ -24,9 +32,16 @@ class LARS(torch.optim.Optimizer):
             raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
         if not trust_coefficient > 0.0:
             raise ValueError(f"trust_coefficient must be > 0, got {trust_coefficient}")
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay,
-                                      trust_coefficient=trust_coefficient,
-                                      exclude_bias_and_norm=exclude_bias_and_norm))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                weight_decay=weight_decay,
+                trust_coefficient=trust_coefficient,
+                exclude_bias_and_norm=exclude_bias_and_norm,
+            ),
+        )
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

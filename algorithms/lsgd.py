@@ -15,6 +15,7 @@ dp_shard group: comm= is cut by node, pycomm.Mesh.across_nodes; a mesh= is taken
 comm_period steps, and a global leader over all ranks every
 `global_period` steps; when both are due in one step, both pulls use the parameters from before the
 round: x <- x - c_s (x - x_local_leader) - global_pulling_strength (x - x_global_leader)."""
+
 from __future__ import annotations
 
 import collections
@@ -31,8 +32,7 @@ from algorithms.registry import register
 
 
 class _LeaderBase(ElasticBase):
-    algorithm_options: dict[str, Any] = {**ElasticBase.algorithm_options, "leader_metric": "loss",
-                                         "leader_window": 10}
+    algorithm_options: dict[str, Any] = {**ElasticBase.algorithm_options, "leader_metric": "loss", "leader_window": 10}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = super()._validate(config)
@@ -55,9 +55,11 @@ class _LeaderBase(ElasticBase):
         if self._by_proxy:
             self._x_prev = clone_all(self._x)
         elif loss is None:
-            raise ValueError(f"{self.name} ranks workers by their training loss: call step(loss=loss) or "
-                             "step(closure) with a closure that returns the loss (or use leader_metric='proxy', "
-                             "which needs none)")
+            raise ValueError(
+                f"{self.name} ranks workers by their training loss: call step(loss=loss) or "
+                "step(closure) with a closure that returns the loss (or use leader_metric='proxy', "
+                "which needs none)"
+            )
 
     def _after_step(self, loss: float | None) -> None:
         if not self._by_proxy:
@@ -88,21 +90,29 @@ class _LeaderBase(ElasticBase):
         return leader, x_leader
 
     def _algorithm_state(self) -> dict[str, Any]:
-        return {**super()._algorithm_state(), "window": list(self.window), "leader": self.leader,
-                "proxy_score": self.proxy_score}
+        return {
+            **super()._algorithm_state(),
+            "window": list(self.window),
+            "leader": self.leader,
+            "proxy_score": self.proxy_score,
+        }
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         super()._load_algorithm_state(state)
         self.window.clear()
         self.window.extend(state["window"])
         self.leader = state["leader"]
-        self.proxy_score = state.get("proxy_score", 0.0)   # absent in states written before it existed
+        self.proxy_score = state.get("proxy_score", 0.0)  # absent in states written before it existed
 
 
 @register("lsgd")
 class LSGD(_LeaderBase):
-    algorithm_options: dict[str, Any] = {**_LeaderBase.algorithm_options, "multi_leader": False,
-                                         "global_period": 16, "global_pulling_strength": 0.1}
+    algorithm_options: dict[str, Any] = {
+        **_LeaderBase.algorithm_options,
+        "multi_leader": False,
+        "global_period": 16,
+        "global_pulling_strength": 0.1,
+    }
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = super()._validate(config)
@@ -110,21 +120,25 @@ class LSGD(_LeaderBase):
         config["global_period"] = opts.integer("global_period", config["global_period"], 1)
         config["global_pulling_strength"] = opts.fraction("global_pulling_strength", config["global_pulling_strength"])
         if config["codec"] is not None:
-            raise opts.OptionError("lsgd broadcasts the leader's parameters and all-reduces nothing, so a codec has "
-                                   "nothing to compress; use lsgd+ (which averages) or codec=None")
+            raise opts.OptionError(
+                "lsgd broadcasts the leader's parameters and all-reduces nothing, so a codec has "
+                "nothing to compress; use lsgd+ (which averages) or codec=None"
+            )
         return config
 
     def _mesh_for(self, comm: Any) -> Any:
         """comm= with multi_leader: local leaders within each node, the global one over all ranks."""
         import pycomm
+
         return pycomm.Mesh.across_nodes(comm) if self.options["multi_leader"] else pycomm.Mesh(comm)
 
     def _setup(self) -> None:
         super()._setup()
         self._node_channel: Channel | None = None
         if self.options["multi_leader"]:
-            self._node_channel = Channel(self.mesh["dp_shard"], None, self.options["bucket_bytes"], self.channel.device,
-                                         stats=self.channel.stats)
+            self._node_channel = Channel(
+                self.mesh["dp_shard"], None, self.options["bucket_bytes"], self.channel.device, stats=self.channel.stats
+            )
 
     def _communicate(self, round_due: bool) -> None:
         if self._node_channel is None:

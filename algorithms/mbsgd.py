@@ -9,6 +9,7 @@ clipping, GradScaler.unscale_, logging a gradient norm) reads and changes the av
 but the last inside `with opt.no_sync():`. With a codec, each bucket travels compressed with its own
 error-feedback residual. `overlap_backward=False` starts every bucket only when backward has
 finished (same results, no overlap: a floor for measuring the overlap)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,7 +24,7 @@ from algorithms.registry import register
 
 @register("mbsgd")
 class MBSGD(BucketedGradients, CommOptimizer):
-    state_layout = traits.IDENTICAL   # averaged gradients, same step everywhere
+    state_layout = traits.IDENTICAL  # averaged gradients, same step everywhere
     algorithm_options: dict[str, Any] = {"overlap_backward": True}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -33,8 +34,11 @@ class MBSGD(BucketedGradients, CommOptimizer):
     def _setup(self) -> None:
         # through the channel, which counts this optimizer's bytes and keeps one residual per bucket
         self._buckets = pycomm.GradientBuckets(
-            self.params, bucket_bytes=self.options["bucket_bytes"], overlap=self.options["overlap_backward"],
-            launch=lambda b: self.channel.allreduce_async(b.grads(), key=f"bucket{b.index}"))
+            self.params,
+            bucket_bytes=self.options["bucket_bytes"],
+            overlap=self.options["overlap_backward"],
+            launch=lambda b: self.channel.allreduce_async(b.grads(), key=f"bucket{b.index}"),
+        )
 
     @property
     def launched_buckets(self) -> int:

@@ -6,6 +6,7 @@ optimizer's (a scheduler that sets `lr` in a group sets it where the update read
 `torch.optim.Optimizer.__init__` is not called, because it would register the parameter groups a second
 time and bind `param_groups`/`state` as attributes of the wrapper; only its hook registries and step
 profiling are set up, by `_init_optimizer_protocol()`."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -15,9 +16,14 @@ import torch
 
 # The registries torch.optim.Optimizer.__init__ creates; its register_*_hook methods and the profiled
 # step read them.
-_HOOK_REGISTRIES = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks",
-                    "_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
-                    "_optimizer_load_state_dict_pre_hooks", "_optimizer_load_state_dict_post_hooks")
+_HOOK_REGISTRIES = (
+    "_optimizer_step_pre_hooks",
+    "_optimizer_step_post_hooks",
+    "_optimizer_state_dict_pre_hooks",
+    "_optimizer_state_dict_post_hooks",
+    "_optimizer_load_state_dict_pre_hooks",
+    "_optimizer_load_state_dict_post_hooks",
+)
 
 
 class OptimizerProtocol(torch.optim.Optimizer):
@@ -28,7 +34,7 @@ class OptimizerProtocol(torch.optim.Optimizer):
     def _init_optimizer_protocol(self) -> None:
         for name in _HOOK_REGISTRIES:
             setattr(self, name, OrderedDict())
-        self._patch_step_function()   # step pre/post hooks and profiler ranges, as torch optimizers have
+        self._patch_step_function()  # step pre/post hooks and profiler ranges, as torch optimizers have
 
     @property
     def param_groups(self) -> list[dict[str, Any]]:
@@ -55,5 +61,7 @@ class OptimizerProtocol(torch.optim.Optimizer):
         self.optimizer.defaults = defaults
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
-        raise NotImplementedError("a CommOptimizer's parameters are fixed when it wraps the optimizer: "
-                                  "add the group to the torch optimizer before wrapping it")
+        raise NotImplementedError(
+            "a CommOptimizer's parameters are fixed when it wraps the optimizer: "
+            "add the group to the torch optimizer before wrapping it"
+        )

@@ -1,4 +1,5 @@
 """Validation of algorithm options: every bad value raises naming the option and what was expected."""
+
 from __future__ import annotations
 
 import numbers
@@ -15,8 +16,10 @@ def merge(algorithm: str, defaults: Mapping[str, Any], given: Mapping[str, Any])
     """Defaults overridden by `given`; an unknown option name raises listing the valid ones."""
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise OptionError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-                          f"for algorithm {algorithm!r}; valid options: {', '.join(sorted(defaults))}")
+        raise OptionError(
+            f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"for algorithm {algorithm!r}; valid options: {', '.join(sorted(defaults))}"
+        )
     return {**defaults, **given}
 
 
@@ -66,5 +69,7 @@ def codec(value: Any) -> Any:
     except ValueError as e:
         raise OptionError(str(e)) from None
     except TypeError:
-        raise OptionError(f"codec must be None, a codec name ({', '.join(map(repr, pycomm.codecs.CODEC_NAMES))}) "
-                          f"or a pycomm codec instance, got {type(value).__name__}") from None
+        raise OptionError(
+            f"codec must be None, a codec name ({', '.join(map(repr, pycomm.codecs.CODEC_NAMES))}) "
+            f"or a pycomm codec instance, got {type(value).__name__}"
+        ) from None

@@ -8,6 +8,7 @@ last round (identical on every rank).
 H is chosen at the start of the run and after each round, from the state at the start of the NEXT step
 (`_next_period(t)`, t = steps taken): a scheduler stepped after `opt.step()` has moved the learning rate
 by then, so QSR reads the rate of the step about to be taken, as the published code does."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,7 +19,7 @@ from algorithms.base import CommOptimizer, clone_all, copy_into
 
 
 class PeriodicAveraging(CommOptimizer):
-    setup_from_parameters = True   # _setup derives its state from the parameters alone
+    setup_from_parameters = True  # _setup derives its state from the parameters alone
 
     def _setup(self) -> None:
         self.steps_since_round = 0
@@ -59,8 +60,12 @@ class PeriodicAveraging(CommOptimizer):
         self.rounds += 1
 
     def _algorithm_state(self) -> dict[str, Any]:
-        return {"steps_since_round": self.steps_since_round, "rounds": self.rounds, "period": self.period,
-                "last_round": self._last_round}
+        return {
+            "steps_since_round": self.steps_since_round,
+            "rounds": self.rounds,
+            "period": self.period,
+            "last_round": self._last_round,
+        }
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         self.steps_since_round, self.rounds, self.period = state["steps_since_round"], state["rounds"], state["period"]

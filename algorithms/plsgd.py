@@ -1,6 +1,7 @@
 """PLSGD: periodic (post-)local SGD. H = 1 for the first `pre_post_steps` steps, then
 H = `averaging_freq`; every H local steps x_i <- mean_j x_j, floating-point buffers (BatchNorm
 statistics) averaged too. Momentum buffers stay local."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +15,7 @@ from algorithms.registry import register
 
 @register("plsgd")
 class PLSGD(PeriodicAveraging):
-    across_shards = True   # elementwise on the parameters: also over ZeRO's master shards across replicas
+    across_shards = True  # elementwise on the parameters: also over ZeRO's master shards across replicas
     algorithm_options: dict[str, Any] = {"averaging_freq": 8, "pre_post_steps": 0}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:

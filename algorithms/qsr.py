@@ -16,6 +16,7 @@ AdamW's exp_avg / exp_avg_sq; SGD momentum stays local. Buffers are not averaged
 
 The rule and its options live here once (PERIOD_OPTIONS, check_period_options, period): DiLoCo's
 `inner_steps="qsr"` takes its periods from the same function."""
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,14 @@ from algorithms.periodic import PeriodicAveraging
 from algorithms.registry import register
 
 # QSR's period options and their defaults
-PERIOD_OPTIONS: dict[str, Any] = {"h_base": 4, "alpha": 0.0175, "gamma": 2.0, "h_min": None, "warmup_steps": 0,
-                                  "total_steps": None}
+PERIOD_OPTIONS: dict[str, Any] = {
+    "h_base": 4,
+    "alpha": 0.0175,
+    "gamma": 2.0,
+    "h_min": None,
+    "warmup_steps": 0,
+    "total_steps": None,
+}
 
 
 def check_period_options(config: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +66,7 @@ def period(o: Mapping[str, Any], steps: int, lr: float) -> int:
 
 @register("qsr")
 class QSR(PeriodicAveraging):
-    across_shards = True   # elementwise on the parameters (and Adam's moments): also over ZeRO's master shards
+    across_shards = True  # elementwise on the parameters (and Adam's moments): also over ZeRO's master shards
     algorithm_options: dict[str, Any] = {**PERIOD_OPTIONS, "avg_m": False, "avg_v": False}
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -68,8 +75,10 @@ class QSR(PeriodicAveraging):
         config["avg_v"] = opts.flag("avg_v", config["avg_v"])
         adam = isinstance(self.torch_optimizer, (torch.optim.Adam, torch.optim.AdamW))
         if (config["avg_m"] or config["avg_v"]) and not adam:
-            raise opts.OptionError(f"avg_m / avg_v average Adam's exp_avg / exp_avg_sq; the wrapped optimizer is "
-                                   f"{type(self.torch_optimizer).__name__}")
+            raise opts.OptionError(
+                f"avg_m / avg_v average Adam's exp_avg / exp_avg_sq; the wrapped optimizer is "
+                f"{type(self.torch_optimizer).__name__}"
+            )
         return config
 
     def _next_period(self, steps: int) -> int:

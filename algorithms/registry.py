@@ -3,6 +3,7 @@
 An algorithm module registers its class with `@register("name")`; `algorithms/__init__.py` imports the
 module (one line) so that the name is known. Another package or branch adds an algorithm the same way
 without touching this file or the other algorithms."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
@@ -18,8 +19,10 @@ def _key(name: str) -> str:
 
 def register(name: str) -> Callable[[T], T]:
     """Class decorator: make `cls` selectable as `CommOptimizer(opt, algorithm=name)`."""
+
     def decorate(cls: T) -> T:
         from algorithms import traits
+
         traits.check(cls)
         key = _key(name)
         if key in _REGISTRY and _REGISTRY[key] is not cls:
@@ -27,14 +30,17 @@ def register(name: str) -> Callable[[T], T]:
         cls.name = key
         _REGISTRY[key] = cls
         return cls
+
     return decorate
 
 
 def lookup(name: Any) -> type:
     """The class registered as `name`; a clear ValueError listing the available names otherwise."""
     if not isinstance(name, str):
-        raise TypeError(f"algorithm must be a string naming an algorithm, got {type(name).__name__}; "
-                        f"available: {', '.join(sorted(_REGISTRY))}")
+        raise TypeError(
+            f"algorithm must be a string naming an algorithm, got {type(name).__name__}; "
+            f"available: {', '.join(sorted(_REGISTRY))}"
+        )
     try:
         return _REGISTRY[_key(name)]
     except KeyError:

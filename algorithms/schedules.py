@@ -5,6 +5,7 @@ optimizer or a CommOptimizer, which is one and shares its wrapped optimizer's pa
 the optimizer the loop steps, so that torch's check that `optimizer.step()` ran before
 `lr_scheduler.step()` watches the right one (a CommOptimizer that steps an optimizer of its own inside,
 as ZeRO's shard optimizer and ssp do, never calls the wrapped one's step)."""
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,15 @@ class CosineWithWarmup(LRScheduler):
     """Linear warm-up from `baseline_lr` to each group's lr over `warmup_steps`, then cosine decay to
     `min_lr` at `total_steps` (held there afterwards)."""
 
-    def __init__(self, optimizer: Any, total_steps: int, warmup_steps: int = 0, baseline_lr: float = 0.0,
-                 min_lr: float = 0.0, last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Any,
+        total_steps: int,
+        warmup_steps: int = 0,
+        baseline_lr: float = 0.0,
+        min_lr: float = 0.0,
+        last_epoch: int = -1,
+    ) -> None:
         if total_steps < 1:
             raise ValueError(f"total_steps must be >= 1, got {total_steps}")
         if not 0 <= warmup_steps <= total_steps:
@@ -53,7 +61,7 @@ class CosineWithWarmup(LRScheduler):
     def get_lr(self) -> list[float]:
         return self.rates_at(self.last_epoch)
 
-    _get_closed_form_lr = get_lr   # the rate depends on last_epoch alone: step(epoch) may set any point
+    _get_closed_form_lr = get_lr  # the rate depends on last_epoch alone: step(epoch) may set any point
 
 
 class MultiStep(LRScheduler):
@@ -68,7 +76,7 @@ class MultiStep(LRScheduler):
     def rates_at(self, step: int) -> list[float]:
         """Each group's rate at `step`, without moving the schedule."""
         passed = sum(1 for m in self.milestones if m <= step)
-        return [base * self.gamma ** passed for base in self.base_lrs]
+        return [base * self.gamma**passed for base in self.base_lrs]
 
     def get_lr(self) -> list[float]:
         return self.rates_at(self.last_epoch)

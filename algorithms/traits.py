@@ -14,6 +14,7 @@ the checkpoint layout.
 `independent_processes` (bool): the ranks are independent processes talking over a fault-tolerant
 transport (algorithms/ps: ZeroMQ), so one's death ends no other; a launcher must then not start them as
 one MPI job (whose model aborts every rank when one dies)."""
+
 from __future__ import annotations
 
 from typing import Any

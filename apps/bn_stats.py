@@ -2,6 +2,7 @@
 model accumulated while its weights moved describe no single model, and local methods' ranks each
 hold their own. Re-estimating them on a few training micro-batches of the current weights, then
 averaging over ranks, gives every rank the statistics of the model being evaluated."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
@@ -15,8 +16,12 @@ def batchnorms(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
 
 
 @torch.no_grad()
-def reestimate(model: nn.Module, batches: Iterable[tuple[torch.Tensor, ...]],
-               forward: Callable[[nn.Module, tuple[torch.Tensor, ...]], Any], opt: Any = None) -> int:
+def reestimate(
+    model: nn.Module,
+    batches: Iterable[tuple[torch.Tensor, ...]],
+    forward: Callable[[nn.Module, tuple[torch.Tensor, ...]], Any],
+    opt: Any = None,
+) -> int:
     """Reset every BatchNorm's running statistics to the plain average over `batches` (forward
     passes in training mode, no gradients), then average them over ranks with `opt.average_buffers()`
     where the optimizer has it. Returns the batches used (0: the model has no BatchNorm; nothing done).

@@ -1,8 +1,8 @@
 """Epochs -> optimizer steps: the run's length, the schedule's horizon, and the eval/checkpoint cadence."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-
 from typing import Any
 
 import torch
@@ -13,13 +13,13 @@ from apps.config.schema import Config
 @dataclass(frozen=True)
 class Budget:
     steps_per_epoch: int
-    total_steps: int        # steps this run trains for
-    schedule_steps: int     # the learning-rate schedule's horizon (may exceed total_steps)
+    total_steps: int  # steps this run trains for
+    schedule_steps: int  # the learning-rate schedule's horizon (may exceed total_steps)
     warmup_steps: int
     eval_every: int
     checkpoint_every: int
     schedule_source: str = "train.epochs"  # the key the horizon comes from
-    schedule_offset: int = 0   # the schedule's step minus the run's step counter (after a resume on other ranks)
+    schedule_offset: int = 0  # the schedule's step minus the run's step counter (after a resume on other ranks)
 
     @classmethod
     def from_config(cls, cfg: Config, steps_per_epoch: int, step_scale: float = 1.0) -> "Budget":
@@ -47,10 +47,20 @@ class Budget:
             horizon, source = int(round(t.epochs * spe)), f"train.epochs={t.epochs:g}"
         else:
             horizon, source = total, "train.max_steps (train.epochs=0)"
-        warmup = (int(round(sched.warmup_steps * step_scale)) if sched.warmup_steps is not None
-                  else int(round(sched.warmup_epochs * spe)))
-        return cls(spe, total, max(horizon, 1), warmup, max(1, int(round(t.eval_every_epochs * spe))),
-                   cfg.checkpoint.every_steps or spe, source)
+        warmup = (
+            int(round(sched.warmup_steps * step_scale))
+            if sched.warmup_steps is not None
+            else int(round(sched.warmup_epochs * spe))
+        )
+        return cls(
+            spe,
+            total,
+            max(horizon, 1),
+            warmup,
+            max(1, int(round(t.eval_every_epochs * spe))),
+            cfg.checkpoint.every_steps or spe,
+            source,
+        )
 
     def resumed(self, step: int, progress: int) -> "Budget":
         """This budget for a run resumed at optimizer step `step` that stands at `progress` of this
@@ -75,8 +85,9 @@ class Budget:
 
         s = cfg.schedule
         if s.name == "cosine":
-            return CosineWithWarmup(optimizer, self.schedule_steps, min(self.warmup_steps, self.schedule_steps),
-                                    s.baseline_lr, s.min_lr)
+            return CosineWithWarmup(
+                optimizer, self.schedule_steps, min(self.warmup_steps, self.schedule_steps), s.baseline_lr, s.min_lr
+            )
         if self.warmup_steps:
             raise ValueError(f"schedule.warmup_* is supported with schedule.name=cosine, not {s.name!r}")
         if s.name == "multistep":

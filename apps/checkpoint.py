@@ -14,6 +14,7 @@ decides which. Names:
 <prefix>.step<N> (periodic), <prefix>.step<N>.preempt (SIGTERM/SIGUSR1), <prefix>.best.step<N>
 (lowest loss so far). keep_last prunes periodic ones; a checkpoint being written is never taken for a
 complete one, and older checkpoints are only deleted after a newer one is complete."""
+
 from __future__ import annotations
 
 import os
@@ -26,17 +27,33 @@ from typing import Any, Mapping
 
 from algorithms import checkpointing, traits
 from algorithms.checkpointing import MANIFEST, CheckpointError, Placement
-from apps.dist import Dist
 from apps.data.sharding import ShardPlan
+from apps.dist import Dist
 
 MODEL, OPTIM, LR, ITER = "model_state_dict", "optim_state_dict", "lr_state_dict", "iter_state_dict"
 STEMS = (MODEL, OPTIM)  # the states whose layout the algorithm decides (apps.loop_support.state_kinds)
-PIPELINE = "pipeline_state_dict"   # a pipeline stage's own state (its byte counters), per rank
+PIPELINE = "pipeline_state_dict"  # a pipeline stage's own state (its byte counters), per rank
 _NAME = re.compile(r"^(?P<prefix>.+?)\.(?P<best>best\.)?step(?P<step>\d+)(?P<preempt>\.preempt)?$")
 
-__all__ = ["CheckpointError", "IterState", "Loaded", "MANIFEST", "STEMS", "save", "load", "restore", "resolve",
-           "complete", "prune", "parse_name", "check_keep_last", "check_algorithm", "iteration_state",
-           "load_model_state", "set_aside_incomplete"]
+__all__ = [
+    "CheckpointError",
+    "IterState",
+    "Loaded",
+    "MANIFEST",
+    "STEMS",
+    "save",
+    "load",
+    "restore",
+    "resolve",
+    "complete",
+    "prune",
+    "parse_name",
+    "check_keep_last",
+    "check_algorithm",
+    "iteration_state",
+    "load_model_state",
+    "set_aside_incomplete",
+]
 
 
 @dataclass
@@ -44,15 +61,16 @@ class IterState:
     """Where the run is: the next samples to train on, the steps taken, and the best loss so far. The
     position (epoch, segment, sample_in_segment) is counted in samples, so it means the same data on any
     number of ranks."""
+
     epoch: int = 0
     segment: int = 0
-    start_idx: int = 0          # the segment's bounds in the epoch's sample order
+    start_idx: int = 0  # the segment's bounds in the epoch's sample order
     end_idx: int = 0
     sample_in_segment: int = 0  # samples of the segment trained on, over all ranks
-    step: int = 0               # optimizer steps taken
+    step: int = 0  # optimizer steps taken
     best_loss: float = float("inf")
     world_size: int = 1
-    step_samples: int = 0       # samples per step of the world that started the run (the config's step unit)
+    step_samples: int = 0  # samples per step of the world that started the run (the config's step unit)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -97,30 +115,57 @@ class IterState:
         return self.settle(plan)
 
 
-def save(directory: Path, name: str, dist: Dist, state: IterState, model: Any, optim: Any, lr: dict,
-         kinds: Mapping[str, str] | None = None, at: Placement | None = None, algorithm: str = "none",
-         extra: Mapping[str, tuple[str, Any]] | None = None, meta: Mapping[str, Any] | None = None) -> Path:
+def save(
+    directory: Path,
+    name: str,
+    dist: Dist,
+    state: IterState,
+    model: Any,
+    optim: Any,
+    lr: dict,
+    kinds: Mapping[str, str] | None = None,
+    at: Placement | None = None,
+    algorithm: str = "none",
+    extra: Mapping[str, tuple[str, Any]] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> Path:
     """Write one checkpoint collectively (every rank calls this at the same step). `kinds` gives the
     layout of the model and optimizer states (default: identical on every rank), `at` this rank's place
     in the parallel layout (default: a plain data-parallel world). The schedule's state is saved per
     pipeline stage (each stage's optimizer has its own parameter groups), the iteration state once.
     `extra`: more states, stem -> (layout, this rank's value); `meta`: facts for the manifest."""
     kinds = {stem: traits.IDENTICAL for stem in STEMS} | dict(kinds or {})
-    states = {MODEL: (kinds[MODEL], model), OPTIM: (kinds[OPTIM], optim),
-              LR: (traits.IDENTICAL, lr), ITER: (checkpointing.ONCE, asdict(state)), **dict(extra or {})}
+    states = {
+        MODEL: (kinds[MODEL], model),
+        OPTIM: (kinds[OPTIM], optim),
+        LR: (traits.IDENTICAL, lr),
+        ITER: (checkpointing.ONCE, asdict(state)),
+        **dict(extra or {}),
+    }
     try:
-        return checkpointing.save(directory, name, states, dist, at,
-                                  meta={**dict(meta or {}), "step": state.step, "algorithm": algorithm},
-                                  shares_with=lambda other: _is_best(other) == _is_best(name))
+        return checkpointing.save(
+            directory,
+            name,
+            states,
+            dist,
+            at,
+            meta={**dict(meta or {}), "step": state.step, "algorithm": algorithm},
+            shares_with=lambda other: _is_best(other) == _is_best(name),
+        )
     except (OSError, RuntimeError) as e:
         if not checkpointing.atomic.out_of_space(e):
             raise
         parsed = parse_name(Path(name))
         found = complete(Path(directory), parsed[0]) if parsed else []
-        last = (f"the last complete checkpoint is step {parse_name(found[-1])[1]} ({found[-1]})" if found else
-                "there is no complete checkpoint yet")
-        raise CheckpointError(f"no space left on {directory} while writing checkpoint step {state.step}; {last}; "
-                              "free space there (or set checkpoint.directory elsewhere) and resume") from e
+        last = (
+            f"the last complete checkpoint is step {parse_name(found[-1])[1]} ({found[-1]})"
+            if found
+            else "there is no complete checkpoint yet"
+        )
+        raise CheckpointError(
+            f"no space left on {directory} while writing checkpoint step {state.step}; {last}; "
+            "free space there (or set checkpoint.directory elsewhere) and resume"
+        ) from e
 
 
 def _is_best(name: str) -> bool:
@@ -134,16 +179,17 @@ def _is_best(name: str) -> bool:
 @dataclass
 class Loaded:
     """One rank's part of a checkpoint: a sharded state is the list of the stage's shards."""
+
     path: Path
     state: IterState
     model: Any
     optim: Any
     lr: dict
-    kinds: dict[str, str]   # the layout each state was saved with
-    algorithm: str | None   # None: written before checkpoints named their algorithm
-    written_on: Placement   # the writer's parallel layout
-    meta: dict[str, Any] = field(default_factory=dict)    # the manifest's facts (step, algorithm, ...)
-    extra: dict[str, Any] = field(default_factory=dict)   # this rank's value of every other state (save's extra)
+    kinds: dict[str, str]  # the layout each state was saved with
+    algorithm: str | None  # None: written before checkpoints named their algorithm
+    written_on: Placement  # the writer's parallel layout
+    meta: dict[str, Any] = field(default_factory=dict)  # the manifest's facts (step, algorithm, ...)
+    extra: dict[str, Any] = field(default_factory=dict)  # this rank's value of every other state (save's extra)
 
 
 def _open(path: Path, batch_size: int) -> tuple[checkpointing.Checkpoint, IterState]:
@@ -159,8 +205,10 @@ def _open(path: Path, batch_size: int) -> tuple[checkpointing.Checkpoint, IterSt
         per_rank = list(STEMS) if per_rank is True else per_rank or []
         sharded = isinstance(raw, dict) and raw.get("reshardable", False)
         ckpt.layout = Placement.saved({"dp_shard": ckpt.world_size or raw.get("world_size", 1)})
-        ckpt.states = {stem: (traits.SHARDED if sharded else traits.PER_RANK) if stem in per_rank else
-                       traits.IDENTICAL for stem in STEMS} | {LR: traits.IDENTICAL, ITER: checkpointing.ONCE}
+        ckpt.states = {
+            stem: (traits.SHARDED if sharded else traits.PER_RANK) if stem in per_rank else traits.IDENTICAL
+            for stem in STEMS
+        } | {LR: traits.IDENTICAL, ITER: checkpointing.ONCE}
     try:
         return ckpt, IterState.from_saved(raw, batch_size)
     except (TypeError, ValueError, AttributeError) as e:  # fields of another version, or bad values
@@ -172,13 +220,20 @@ def check_algorithm(ckpt: checkpointing.Checkpoint, algorithm: str) -> None:
     written = ckpt.meta.get("algorithm")
     if written is not None and written != algorithm:
         layouts = ", ".join(f"{stem.split('_')[0]} {kind}" for stem, kind in ckpt.states.items() if stem in STEMS)
-        raise CheckpointError(f"checkpoint {ckpt.path} was written by algorithm {written!r} ({layouts}); this run "
-                              f"uses {algorithm!r}: resume with algorithm.name={written}, or start a new run "
-                              "(another name)")
+        raise CheckpointError(
+            f"checkpoint {ckpt.path} was written by algorithm {written!r} ({layouts}); this run "
+            f"uses {algorithm!r}: resume with algorithm.name={written}, or start a new run "
+            "(another name)"
+        )
 
 
-def load(path: Path, at: Placement, algorithm: str | None = None, batch_size: int = 1,
-         resized_ok: frozenset[str] = frozenset()) -> Loaded:
+def load(
+    path: Path,
+    at: Placement,
+    algorithm: str | None = None,
+    batch_size: int = 1,
+    resized_ok: frozenset[str] = frozenset(),
+) -> Loaded:
     """This rank's (iteration, model, optimizer, lr scheduler) states, verified, for a run placed `at`
     and training `algorithm` (None: not checked). `resized_ok`: per-rank states read from the first
     rank's file on another number of data-parallel ranks (placement.to_read)."""
@@ -187,10 +242,23 @@ def load(path: Path, at: Placement, algorithm: str | None = None, batch_size: in
         check_algorithm(ckpt, algorithm)
     model, optim = (checkpointing.read(ckpt, stem, at, resized_ok=stem in resized_ok) for stem in STEMS)
     lr = checkpointing.read(ckpt, LR, at)
-    extra = {stem: checkpointing.read(ckpt, stem, at, resized_ok=stem in resized_ok)
-             for stem in ckpt.states if stem not in (*STEMS, LR, ITER)}
-    return Loaded(Path(path), state, model, optim, lr, dict(ckpt.states), ckpt.meta.get("algorithm"), ckpt.layout,
-                  dict(ckpt.meta), extra)
+    extra = {
+        stem: checkpointing.read(ckpt, stem, at, resized_ok=stem in resized_ok)
+        for stem in ckpt.states
+        if stem not in (*STEMS, LR, ITER)
+    }
+    return Loaded(
+        Path(path),
+        state,
+        model,
+        optim,
+        lr,
+        dict(ckpt.states),
+        ckpt.meta.get("algorithm"),
+        ckpt.layout,
+        dict(ckpt.meta),
+        extra,
+    )
 
 
 def parse_name(path: Path) -> tuple[str, int, str] | None:
@@ -259,8 +327,15 @@ def resolve(resume: str, directory: Path, prefix: str) -> Path | None:
     return path
 
 
-def restore(resume: str, directory: Path, prefix: str, at: Placement, algorithm: str | None = None,
-            batch_size: int = 1, resized_ok: frozenset[str] = frozenset()) -> Loaded | None:
+def restore(
+    resume: str,
+    directory: Path,
+    prefix: str,
+    at: Placement,
+    algorithm: str | None = None,
+    batch_size: int = 1,
+    resized_ok: frozenset[str] = frozenset(),
+) -> Loaded | None:
     """Resolve and load; on a bad checkpoint the error names the older complete ones to use instead."""
     path = resolve(resume, directory, prefix)
     set_aside_incomplete(directory, prefix, keep=path)
@@ -278,10 +353,11 @@ def _holds(ckpt: Path, damaged: Path | None) -> bool:
     """Whether checkpoint `ckpt` holds the very copy of the damaged file (a hard link: same inode)."""
     try:
         st = damaged.stat() if damaged is not None else None
-    except OSError:   # a missing file: removing a link damages no other
+    except OSError:  # a missing file: removing a link damages no other
         return False
-    return st is not None and any((f.stat().st_ino, f.stat().st_dev) == (st.st_ino, st.st_dev)
-                                  for f in ckpt.iterdir() if f.is_file())
+    return st is not None and any(
+        (f.stat().st_ino, f.stat().st_dev) == (st.st_ino, st.st_dev) for f in ckpt.iterdir() if f.is_file()
+    )
 
 
 def set_aside_incomplete(directory: Path, prefix: str, keep: Path | None = None) -> list[Path]:
@@ -296,18 +372,21 @@ def set_aside_incomplete(directory: Path, prefix: str, keep: Path | None = None)
         parsed = parse_name(p)
         if not parsed or parsed[0] != prefix or not p.is_dir() or (p / MANIFEST).is_file():
             continue
-        if keep is not None and p.resolve() == keep.resolve():   # named by --resume: its load says it is incomplete
+        if keep is not None and p.resolve() == keep.resolve():  # named by --resume: its load says it is incomplete
             continue
         aside = p.with_name(f"{p.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
         try:
             os.rename(p, aside)
-        except FileNotFoundError:   # another rank moved it first
+        except FileNotFoundError:  # another rank moved it first
             continue
-        except OSError as e:        # the name taken (a second within the same second) or not movable
+        except OSError as e:  # the name taken (a second within the same second) or not movable
             print(f"{p} has no {MANIFEST} (an incomplete save) and could not be moved aside: {e}", flush=True)
             continue
-        print(f"{p} has no {MANIFEST}: an incomplete save (the job stopped while writing it, or its manifest was "
-              f"removed); moved it aside to {aside.name}", flush=True)
+        print(
+            f"{p} has no {MANIFEST}: an incomplete save (the job stopped while writing it, or its manifest was "
+            f"removed); moved it aside to {aside.name}",
+            flush=True,
+        )
         moved.append(aside)
     return moved
 
@@ -326,7 +405,8 @@ def load_model_state(path: Path) -> dict:
     stages = ckpt.layout.shape["pp"] if ckpt.states.get(MODEL) != checkpointing.ONCE else 1
     state: dict = {}
     for stage in range(stages):
-        at = Placement({"pp": stages, "dp_replicate": 1, "dp_shard": 1},
-                       {"pp": stage, "dp_replicate": 0, "dp_shard": 0})
+        at = Placement(
+            {"pp": stages, "dp_replicate": 1, "dp_shard": 1}, {"pp": stage, "dp_replicate": 0, "dp_shard": 0}
+        )
         state.update(checkpointing.read(ckpt, MODEL, at, resized_ok=True))
     return state

@@ -1,5 +1,6 @@
 """The command a user started, for usage lines and messages: a console script's own name (`pycomm-train`,
 installed by `pip install .`) when it was started by it, else `python -m <module>`."""
+
 from __future__ import annotations
 
 import sys

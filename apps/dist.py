@@ -1,5 +1,6 @@
 """The run's place among the ranks, through pycomm only (apps never re-implements communication).
 Dist() without a communicator is one process on its own (used by tests of single-rank pieces)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ class Dist:
         from algorithms.ps.layout import from_env
 
         layout = from_env()
-        if layout is not None:   # apps.launch.spawn_independent or apps.ps started us: no MPI job
+        if layout is not None:  # apps.launch.spawn_independent or apps.ps started us: no MPI job
             pycomm.init(backend="local")
             return cls(layout.rank, layout.world, 0, None, independent=True)
         comm = pycomm.init(backend=backend)
@@ -38,6 +39,7 @@ class Dist:
         t = torch.tensor(values, dtype=torch.float64)
         if self.comm is not None and self.size > 1:
             import pycomm
+
             self.comm.allreduce(t, op=pycomm.SUM)
         return t.tolist()
 

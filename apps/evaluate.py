@@ -1,10 +1,11 @@
 """Held-out evaluation: each rank scores a disjoint part of the eval set; sums are all-reduced."""
+
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 from torch import nn
-
-from typing import Callable
 
 from apps.data.dataset import Dataset, iterate
 from apps.dist import Dist
@@ -12,11 +13,19 @@ from apps.tasks import Result
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, task: Callable[..., Result], data: Dataset, dist: Dist, batch_size: int,
-             device: torch.device, autocast_dtype: torch.dtype | None, has_accuracy: bool) -> dict[str, float | None]:
+def evaluate(
+    model: nn.Module,
+    task: Callable[..., Result],
+    data: Dataset,
+    dist: Dist,
+    batch_size: int,
+    device: torch.device,
+    autocast_dtype: torch.dtype | None,
+    has_accuracy: bool,
+) -> dict[str, float | None]:
     was_training = model.training
     model.eval()
-    mine = torch.arange(len(data))[dist.rank::dist.size]
+    mine = torch.arange(len(data))[dist.rank :: dist.size]
     chunks = list(mine.split(batch_size))
     # every rank runs as many forwards, since a model's forward may communicate (ZeRO-3 gathers each block):
     # a rank with fewer batches scores a batch again without counting it

@@ -8,6 +8,7 @@ ends every rank with pycomm.abort (MPI_Abort under mpirun / srun). The --nproc l
 (apps.launch.spawn) passes that directory in PYCOMM_APPS_FAILURE_DIR and prints the records as the
 job's verdict; under a launcher of the user's own each failing rank prints its summary line.
 Faults to test this with: apps.fault_injection."""
+
 from __future__ import annotations
 
 import json
@@ -63,10 +64,10 @@ def _explains_itself(exc: BaseException) -> bool:
 class Failure:
     rank: int
     size: int
-    kind: str        # the exception's class name
+    kind: str  # the exception's class name
     message: str
     exit_code: int
-    secondary: bool = False   # stopped because others failed (PeerFailedError): not the cause
+    secondary: bool = False  # stopped because others failed (PeerFailedError): not the cause
 
     @classmethod
     def of(cls, exc: BaseException, rank: int, size: int) -> "Failure":
@@ -87,8 +88,11 @@ def shared_dir(env: Mapping[str, str]) -> Path | None:
         return Path(given)
     if env.get("OMPI_MCA_orte_jobfam_session_dir"):
         return Path(env["OMPI_MCA_orte_jobfam_session_dir"]) / "pycomm-apps-failures"
-    job = (f"slurm{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}" if "SLURM_JOB_ID" in env
-           else env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid") or env.get("TORCHELASTIC_RUN_ID"))
+    job = (
+        f"slurm{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}"
+        if "SLURM_JOB_ID" in env
+        else env.get("PMIX_NAMESPACE") or env.get("OMPI_MCA_ess_base_jobid") or env.get("TORCHELASTIC_RUN_ID")
+    )
     if not job:
         return None
     return Path(tempfile.gettempdir()) / ("pycomm-apps-failures-" + re.sub(r"[^A-Za-z0-9_.-]", "_", job))
@@ -103,7 +107,7 @@ def record(directory: Path, failure: Failure) -> bool:
         tmp.write_text(json.dumps(asdict(failure)))
         os.replace(tmp, directory / f"rank{failure.rank}.json")  # readers never see half a record
         if failure.secondary:
-            return False      # the cause is another rank's: it prints the traceback
+            return False  # the cause is another rank's: it prints the traceback
         fd = os.open(directory / _FIRST, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
@@ -171,7 +175,7 @@ def fail(exc: BaseException, env: Mapping[str, str] | None = None) -> int:
         import pycomm
 
         if failure.secondary:
-            time.sleep(PEER_GRACE_S)   # the failing rank ends the job with its own error meanwhile
+            time.sleep(PEER_GRACE_S)  # the failing rank ends the job with its own error meanwhile
         pycomm.abort(line, failure.exit_code)
     if line:
         print(line, file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ reaches it (at most HOLD_LIMIT_S), so that a test's preemption or Ctrl-C sent wh
 line lands before the run ends, however fast the machine. A resumed process (--resume: also a server the
 launcher restarted from its checkpoint) does not fail again. Unset, nothing changes and nothing runs per
 step."""
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ from apps.apps_settings import FAIL_AT_ENV
 from pycomm import settings
 
 EXIT_INJECTED = 70
-HOLD_LIMIT_S = 120.0   # a hold whose signal never comes ends: the run goes on (the test then fails on its own)
+HOLD_LIMIT_S = 120.0  # a hold whose signal never comes ends: the run goes on (the test then fails on its own)
 
 
 class InjectedFailure(RuntimeError):
@@ -48,7 +49,7 @@ def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
             if how == "hold":
                 deadline = time.monotonic() + HOLD_LIMIT_S
                 while not held and not run.preempt.requested and time.monotonic() < deadline:
-                    time.sleep(0.02)   # SIGINT raises KeyboardInterrupt here; SIGTERM sets the flag
+                    time.sleep(0.02)  # SIGINT raises KeyboardInterrupt here; SIGTERM sets the flag
                 held = True
                 return
             if how == "kill":
@@ -57,7 +58,8 @@ def inject(run_class: Any, env: Mapping[str, str] | None = None) -> None:
             if how == "exit":
                 sys.stdout.flush()
                 os._exit(EXIT_INJECTED)
-            raise InjectedFailure(f"{FAIL_AT_ENV}={rank}:{step}:{how}: injected failure on rank {rank} "
-                                  f"at step {run.state.step}")
+            raise InjectedFailure(
+                f"{FAIL_AT_ENV}={rank}:{step}:{how}: injected failure on rank {rank} at step {run.state.step}"
+            )
 
     run_class.after_step = failing_after_step

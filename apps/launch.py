@@ -1,6 +1,7 @@
 """Launching: which launcher started us (pycomm.launch_env reads Open MPI, MPICH/PMI, torchrun and
 srun), MASTER_ADDR/MASTER_PORT for TCP rendezvous, and `--nproc N` on one machine: re-run ourselves
 under `mpirun -n N` and supervise it."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,14 @@ def export_rendezvous(launch: LaunchEnv) -> None:
 
 def should_spawn(nproc: int, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
-    from algorithms.ps.layout import RANK_ENV   # a process of an independent launch is one rank already
-    return nproc > 1 and detect(env).launcher == "single" and not settings.get(SPAWNED, env) and settings.get(RANK_ENV, env) is None
+    from algorithms.ps.layout import RANK_ENV  # a process of an independent launch is one rank already
+
+    return (
+        nproc > 1
+        and detect(env).launcher == "single"
+        and not settings.get(SPAWNED, env)
+        and settings.get(RANK_ENV, env) is None
+    )
 
 
 def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train", term_grace_s: int = 1) -> list[str]:
@@ -42,13 +49,15 @@ def mpirun_command(nproc: int, argv: Sequence[str], module: str = "apps.train", 
     SIGTERM and, `term_grace_s` seconds later (its default: 1), SIGKILL."""
     mpirun = shutil.which("mpirun")
     if mpirun is None:
-        raise RuntimeError(f"--nproc {nproc} needs mpirun (apt-get install openmpi-bin), or start the ranks "
-                           "yourself with srun / torchrun; --nproc 1 runs one process")
+        raise RuntimeError(
+            f"--nproc {nproc} needs mpirun (apt-get install openmpi-bin), or start the ranks "
+            "yourself with srun / torchrun; --nproc 1 runs one process"
+        )
     cmd = [mpirun, "-n", str(nproc), "--oversubscribe", "--bind-to", "none"]
     if term_grace_s != 1:
         cmd += ["--mca", "odls_base_sigkill_timeout", str(term_grace_s)]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")   # containers often run as root; Open MPI refuses without it
+        cmd.append("--allow-run-as-root")  # containers often run as root; Open MPI refuses without it
     return cmd + [sys.executable, "-m", module, *argv]
 
 
@@ -66,8 +75,14 @@ def rank_env(nproc: int) -> dict[str, str]:
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
-def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
-          stop_signals: Sequence[int] = STOP_SIGNALS, term_grace_s: int = 1, log: Path | None = None) -> int:
+def spawn(
+    nproc: int,
+    argv: Sequence[str],
+    module: str = "apps.train",
+    stop_signals: Sequence[int] = STOP_SIGNALS,
+    term_grace_s: int = 1,
+    log: Path | None = None,
+) -> int:
     """Run `python -m module argv` on nproc local ranks under mpirun and return its exit code. When a
     rank fails, the last lines say which and why (apps.failure), not Open MPI's banner. `stop_signals`
     reach the ranks as SIGUSR1 (apps.serve adds SIGINT: a server stops cleanly on Ctrl-C too);
@@ -78,8 +93,9 @@ def spawn(nproc: int, argv: Sequence[str], module: str = "apps.train",
     env.setdefault("PYCOMM_APPS_TTY", "1" if sys.stdout.isatty() else "0")  # see apps.metrics.Progress
     with tempfile.TemporaryDirectory(prefix="pycomm-apps-failures-") as failures, _log_file(log, cmd) as log_file:
         env[failure.FAILURE_DIR_ENV] = failures
-        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                preexec_fn=_own_process_group_ended_with_us)
+        proc = subprocess.Popen(
+            cmd, env=env, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, preexec_fn=_own_process_group_ended_with_us
+        )
         startup_profile.mark("mpirun_started")
         assert proc.stderr is not None
         stderr = MpirunStderr(proc.stderr, sys.stderr, log_file)
@@ -118,7 +134,8 @@ def _own_process_group_ended_with_us() -> None:
     os.setpgid(0, 0)
     if sys.platform.startswith("linux"):
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)   # 1: PR_SET_PDEATHSIG
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
 
 
 @contextmanager
@@ -134,8 +151,11 @@ def forwarding_stop_signals(proc: subprocess.Popen, signals: Sequence[int] = STO
         if len(received) == 1:
             proc.send_signal(signal.SIGUSR1)
         elif len(received) == 2:  # os.write: a print here could re-enter one in progress
-            os.write(2, f"apps.launch: signal {signum} ignored: the ranks were already asked to save and stop; "
-                        f"Ctrl-C (SIGINT) or SIGKILL stop the job\n".encode())
+            os.write(
+                2,
+                f"apps.launch: signal {signum} ignored: the ranks were already asked to save and stop; "
+                f"Ctrl-C (SIGINT) or SIGKILL stop the job\n".encode(),
+            )
 
     previous = {s: signal.signal(s, forward) for s in signals}
     try:
@@ -145,8 +165,9 @@ def forwarding_stop_signals(proc: subprocess.Popen, signals: Sequence[int] = STO
             signal.signal(s, signal.SIG_IGN if received else handler)
 
 
-def _report(code: int, failures: list[failure.Failure], stderr: MpirunStderr, interrupted: bool,
-            log: Path | None = None) -> None:
+def _report(
+    code: int, failures: list[failure.Failure], stderr: MpirunStderr, interrupted: bool, log: Path | None = None
+) -> None:
     """The job's verdict on stderr: the ranks' records, else what Open MPI said about the failure."""
     if code == 0:
         lines = stderr.held  # Open MPI's warnings about a run that went well still matter
@@ -176,11 +197,13 @@ def spawn_independent(nproc: int, argv: Sequence[str], servers: int = 0) -> int:
 
     base = layout.free_base_port(nproc)
     env = rank_env(nproc)
-    secret = auth.new_secret()   # this launch's: in the ranks' environment, never on their command lines
+    secret = auth.new_secret()  # this launch's: in the ranks' environment, never on their command lines
 
     def start(rank: int, args: Sequence[str]) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "apps.train", *args],
-                                env={**env, **layout.env_for(rank, nproc, f"127.0.0.1:{base}", secret)})
+        return subprocess.Popen(
+            [sys.executable, "-m", "apps.train", *args],
+            env={**env, **layout.env_for(rank, nproc, f"127.0.0.1:{base}", secret)},
+        )
 
     def workers_running(procs: dict[int, subprocess.Popen]) -> bool:
         return any(p.poll() is None for r, p in procs.items() if r >= servers)
@@ -188,9 +211,11 @@ def spawn_independent(nproc: int, argv: Sequence[str], servers: int = 0) -> int:
     codes = Supervisor(start, argv, range(nproc), range(servers), workers_running).wait()
     for r, code in sorted(codes.items()):
         if code != 0:
-            print(f"apps.launch: rank {r} {how(code)}" + ("; the other ranks went on without it"
-                                                          if r >= servers else ""),
-                  file=sys.stderr, flush=True)
+            print(
+                f"apps.launch: rank {r} {how(code)}" + ("; the other ranks went on without it" if r >= servers else ""),
+                file=sys.stderr,
+                flush=True,
+            )
     if not servers and any(code == 0 for code in codes.values()):
         return 0
     return codes[0]

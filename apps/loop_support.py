@@ -1,5 +1,6 @@
 """Small pieces of the training loop's machinery: device choice, per-step seeds, peak FLOPs for MFU,
 and the checkpointer that ties model, algorithm and scheduler state to the checkpoint files."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +10,6 @@ import torch
 from torch import nn
 
 from algorithms import traits
-from algorithms import checkpointing
 from algorithms.checkpointing import Placement
 from apps import checkpoint, failure, stage_checkpoint
 from apps.checkpoint import MODEL, OPTIM, PIPELINE, IterState
@@ -18,8 +18,15 @@ from apps.dist import Dist
 from apps.parallel import Layout
 
 # Dense bf16 peak per device (one GCD for the MI250X), for MFU when train.peak_flops is not set.
-PEAK_BF16 = {"H200": 989e12, "H100": 989e12, "A100": 312e12, "MI250X": 191.5e12, "MI300X": 1307e12,
-             "V100": 125e12, "L40S": 362e12}
+PEAK_BF16 = {
+    "H200": 989e12,
+    "H100": 989e12,
+    "A100": 312e12,
+    "MI250X": 191.5e12,
+    "MI300X": 1307e12,
+    "V100": 125e12,
+    "L40S": 362e12,
+}
 
 
 def device_for(choice: str, local_rank: int) -> torch.device:
@@ -35,7 +42,7 @@ def device_for(choice: str, local_rank: int) -> torch.device:
 def step_seed(seed: int, rank: int, step: int) -> int:
     """The RNG seed of one step on one rank: randomness is a function of the position, so a resumed
     run draws exactly what the uninterrupted one drew (no RNG state to save)."""
-    return (seed * 1_000_003 + rank * 7_919 + step) % (2 ** 63)
+    return (seed * 1_000_003 + rank * 7_919 + step) % (2**63)
 
 
 def peak_flops(configured: float | None, device: torch.device) -> float | None:
@@ -55,11 +62,11 @@ def state_kinds(cls: Any, options: Mapping[str, Any], state_dict_type: str = "sh
     one shard per rank (resharded on resume); with full, gathered, once."""
     layout = getattr(cls, "state_layout", traits.IDENTICAL)
     if getattr(cls, "independent_processes", False):
-        return {MODEL: traits.IDENTICAL, OPTIM: traits.IDENTICAL}   # rank 0 alone saves (a server's model)
+        return {MODEL: traits.IDENTICAL, OPTIM: traits.IDENTICAL}  # rank 0 alone saves (a server's model)
     if layout == traits.SHARDED:
         return {MODEL: traits.IDENTICAL, OPTIM: traits.SHARDED if state_dict_type == "sharded" else traits.IDENTICAL}
     if layout == traits.PER_RANK:
-        return {MODEL: traits.PER_RANK, OPTIM: traits.PER_RANK}   # local models and their optimizer states
+        return {MODEL: traits.PER_RANK, OPTIM: traits.PER_RANK}  # local models and their optimizer states
     if options.get("codec") is not None:
         return {MODEL: traits.IDENTICAL, OPTIM: traits.PER_RANK}  # one model; each rank's error-feedback residuals
     return {MODEL: traits.IDENTICAL, OPTIM: traits.IDENTICAL}
@@ -85,15 +92,23 @@ class Checkpointer:
     part of the whole model's state dict, so a run resumes on any dp_replicate x dp_shard its states
     allow (algorithms/checkpointing/placement.py) with the same pp and the same cut of the layers."""
 
-    def __init__(self, cfg: CheckpointConfig, run_dir: Path, dist: Dist, model: nn.Module, opt: Any,
-                 lr_sched: Any = None, layout: Any = None):
+    def __init__(
+        self,
+        cfg: CheckpointConfig,
+        run_dir: Path,
+        dist: Dist,
+        model: nn.Module,
+        opt: Any,
+        lr_sched: Any = None,
+        layout: Any = None,
+    ):
         self.cfg, self.dist, self.model, self.opt, self.lr_sched = cfg, dist, model, opt, lr_sched
         self.layout = layout if layout is not None else Layout(ParallelConfig(), None, None, model)
         self.directory = cfg.directory_in(run_dir)
         checkpoint.check_keep_last(cfg.keep_last)  # on every rank before training, not in rank 0's first prune
         self.at = Placement.of(self.layout.mesh, dist.rank, dist.size)
-        self.algorithm = getattr(opt, "name", None) or "none"   # a bare torch optimizer: "none"
-        options = opt.options if isinstance(getattr(opt, "options", None), dict) else {}   # a CommOptimizer's
+        self.algorithm = getattr(opt, "name", None) or "none"  # a bare torch optimizer: "none"
+        options = opt.options if isinstance(getattr(opt, "options", None), dict) else {}  # a CommOptimizer's
         self.kinds = state_kinds(type(opt), options, cfg.state_dict_type)
         identical = getattr(type(opt), "state_layout", traits.IDENTICAL) == traits.IDENTICAL
         # an identical algorithm's per-rank extras (residuals) start afresh on another number of ranks, and a
@@ -102,8 +117,11 @@ class Checkpointer:
 
     def name(self, step: int, kind: str) -> str:
         p = self.cfg.prefix
-        return {"periodic": f"{p}.step{step:08d}", "preempt": f"{p}.step{step:08d}.preempt",
-                "best": f"{p}.best.step{step:08d}"}[kind]
+        return {
+            "periodic": f"{p}.step{step:08d}",
+            "preempt": f"{p}.step{step:08d}.preempt",
+            "best": f"{p}.best.step{step:08d}",
+        }[kind]
 
     def _states(self) -> tuple[dict, Any]:
         """(model state, optimizer state) this rank saves. The model state is this rank's stage's part of
@@ -119,16 +137,27 @@ class Checkpointer:
     def save(self, state: IterState, kind: str, elapsed: float) -> Path | None:
         writer = writer_rank(self.opt, self.dist)
         if self.dist.rank != writer and self.dist.independent:
-            return None   # independent processes cannot write one checkpoint together: the writer's model is it
+            return None  # independent processes cannot write one checkpoint together: the writer's model is it
         state.extra["elapsed"] = elapsed
-        model_state, optim_state = self._states()   # collective for a sharded algorithm
+        model_state, optim_state = self._states()  # collective for a sharded algorithm
         pipe = self.layout.pipe
         extra = {PIPELINE: (traits.PER_RANK, pipe.state_dict())} if pipe is not None else {}
         # an independent writer writes alone, as rank 0 of a world of one would (its files are everyone's)
         comm, at = (Dist(), Placement.of(None, 0, 1)) if self.dist.independent else (self.dist, self.at)
-        path = checkpoint.save(self.directory, self.name(state.step, kind), comm, state, model_state,
-                               optim_state, self.lr_sched.state_dict(), self.kinds, at, self.algorithm,
-                               extra, stage_checkpoint.manifest_facts(self.layout))
+        path = checkpoint.save(
+            self.directory,
+            self.name(state.step, kind),
+            comm,
+            state,
+            model_state,
+            optim_state,
+            self.lr_sched.state_dict(),
+            self.kinds,
+            at,
+            self.algorithm,
+            extra,
+            stage_checkpoint.manifest_facts(self.layout),
+        )
         if self.dist.rank == writer:
             checkpoint.prune(self.directory, self.cfg.prefix, self.cfg.keep_last)
         return path
@@ -146,16 +175,19 @@ class Checkpointer:
         if error is not None:
             raise error
         if failed:
-            raise failure.PeerFailedError(f"--resume {resume}: rank(s) {', '.join(map(str, failed))} could not load their "
-                                  "part of the checkpoint (their error names the file); this rank stops too")
+            raise failure.PeerFailedError(
+                f"--resume {resume}: rank(s) {', '.join(map(str, failed))} could not load their "
+                "part of the checkpoint (their error names the file); this rank stops too"
+            )
         if found is not None and self.dist.rank == 0:
             s = found.state
             print(f"resumed from {found.path} at step {s.step} (epoch {s.epoch}, segment {s.segment})", flush=True)
         return found
 
     def _load(self, resume: str, batch_size: int) -> checkpoint.Loaded | None:
-        loaded = checkpoint.restore(resume, self.directory, self.cfg.prefix, self.at, self.algorithm, batch_size,
-                                    self.resized_ok)
+        loaded = checkpoint.restore(
+            resume, self.directory, self.cfg.prefix, self.at, self.algorithm, batch_size, self.resized_ok
+        )
         if loaded is None:
             return None
         stage_checkpoint.check_resume(self.layout, loaded.written_on, loaded.meta)
@@ -171,10 +203,10 @@ class Checkpointer:
     def _load_sharded(self, loaded: checkpoint.Loaded) -> None:
         """A sharded algorithm's checkpoint, written on any number of ranks: the parameters from the
         optimizer state (each rank keeps its shard; collective), the buffers from the model file."""
-        if loaded.kinds[OPTIM] == traits.SHARDED:   # every shard of the stage: ZeRO reshards
+        if loaded.kinds[OPTIM] == traits.SHARDED:  # every shard of the stage: ZeRO reshards
             self.opt.load_sharded_state_dict(loaded.optim)
         else:
-            model = stage_checkpoint.module_state(self.layout, self.model, loaded.model)   # under the stage's names
+            model = stage_checkpoint.module_state(self.layout, self.model, loaded.model)  # under the stage's names
             self.opt.load_full_state_dict({"model": model, "optimizer": loaded.optim}, steps=loaded.state.step)
         stage_checkpoint.load_model(self.layout, self.model, loaded.model, parameters=False)
 

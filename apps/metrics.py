@@ -1,5 +1,6 @@
 """Per-step and per-evaluation metrics, written by rank 0: a plain-text progress line on the console,
 CSV and JSONL files in the run directory, TensorBoard and W&B when installed and asked for."""
+
 from __future__ import annotations
 
 import csv
@@ -19,7 +20,7 @@ from pycomm import settings
 FILES = ("train.csv", "train.jsonl", "eval.csv", "eval.jsonl")
 
 
-MESH_DIMS = ("pp", "dp", "dp_replicate", "dp_shard")   # comm_bytes_<dim>: where the bytes travelled
+MESH_DIMS = ("pp", "dp", "dp_replicate", "dp_shard")  # comm_bytes_<dim>: where the bytes travelled
 
 
 def algorithm_quantities(opt: Any, ranks: int, pipe: Any = None) -> dict[str, Any]:
@@ -31,21 +32,25 @@ def algorithm_quantities(opt: Any, ranks: int, pipe: Any = None) -> dict[str, An
     (a data-parallel method over all replicas of a stage), dp_shard (ZeRO's reduce-scatters and
     all-gathers), dp_replicate (across the replicas of a shard); comm_bytes_across_nodes the part on
     groups that span nodes."""
-    out: dict[str, Any] = {"comm_bytes": None, "comm_seconds": None, "H": getattr(opt, "current_period", None),
-                           "ranks": ranks}
+    out: dict[str, Any] = {
+        "comm_bytes": None,
+        "comm_seconds": None,
+        "H": getattr(opt, "current_period", None),
+        "ranks": ranks,
+    }
     stats = opt.comm_stats() if hasattr(opt, "comm_stats") else {}
     parts = [s for s in (stats, pipe.comm_stats() if pipe is not None else None) if s and s.get("bytes") is not None]
     if parts:
         out["comm_bytes"] = sum(s["bytes"] for s in parts)
     if any("bytes_by_dim" in s for s in parts):
-        for dim in MESH_DIMS:   # a part without a split by dimension communicates over dp
+        for dim in MESH_DIMS:  # a part without a split by dimension communicates over dp
             out[f"comm_bytes_{dim}"] = sum(s.get("bytes_by_dim", {"dp": s["bytes"]}).get(dim, 0) for s in parts)
-    if any("bytes_across_nodes" in s for s in parts):   # of comm_bytes, those on groups that span nodes
+    if any("bytes_across_nodes" in s for s in parts):  # of comm_bytes, those on groups that span nodes
         out["comm_bytes_across_nodes"] = sum(s.get("bytes_across_nodes", 0) for s in parts)
     out["comm_seconds"] = stats.get("seconds")
     if "staleness" in stats:
         out["staleness"] = stats["staleness"]
-    out.update(stats.get("step_metrics", {}))   # e.g. a parameter server's staleness and bytes of this step
+    out.update(stats.get("step_metrics", {}))  # e.g. a parameter server's staleness and bytes of this step
     return out
 
 
@@ -93,15 +98,20 @@ class Progress:
         done = step / self.total
         bar = "#" * int(done * self.width) + "." * (self.width - int(done * self.width))
         rate = (step - self.first_step) / max(time.time() - self.start, 1e-9)
-        parts = [f"step {step}/{self.total} [{bar}] {100 * done:3.0f}%", f"ep {row['epoch']}",
-                 f"loss {row['loss']:.4f}", f"lr {row['lr']:.3g}", f"{row['samples_per_s']:.0f} samples/s"]
+        parts = [
+            f"step {step}/{self.total} [{bar}] {100 * done:3.0f}%",
+            f"ep {row['epoch']}",
+            f"loss {row['loss']:.4f}",
+            f"lr {row['lr']:.3g}",
+            f"{row['samples_per_s']:.0f} samples/s",
+        ]
         if row.get("tokens_per_s") is not None:
             parts.append(f"{row['tokens_per_s']:.0f} tok/s")
         if row.get("mfu") is not None:
             parts.append(f"mfu {100 * row['mfu']:.1f}%")
         if row.get("H") is not None:
             parts.append(f"H {row['H']}")
-        if row.get("comm_bytes"):   # nothing communicated (one rank, or none yet): no figure
+        if row.get("comm_bytes"):  # nothing communicated (one rank, or none yet): no figure
             parts.append(f"comm {_fmt_bytes(row['comm_bytes'])}")
         parts.append(f"eta {_fmt_time((self.total - step) / rate if rate > 0 else 0)}")
         line = " | ".join(parts)
@@ -114,8 +124,16 @@ class Progress:
 
 
 class Metrics:
-    def __init__(self, run_dir: Path, cfg: LoggingConfig, rank: int, total_steps: int, log_every: int,
-                 config: dict[str, Any], resumed_at: int | None):
+    def __init__(
+        self,
+        run_dir: Path,
+        cfg: LoggingConfig,
+        rank: int,
+        total_steps: int,
+        log_every: int,
+        config: dict[str, Any],
+        resumed_at: int | None,
+    ):
         self.active, self.cfg, self.log_every = rank == 0, cfg, log_every
         self.run_dir, self.total_steps = run_dir, total_steps
         self._csv: dict[str, tuple[TextIO, csv.DictWriter | None]] = {}
@@ -136,8 +154,15 @@ class Metrics:
             self.tb = tensorboard.SummaryWriter(str(run_dir / "tensorboard"))
         if cfg.wandb != "disabled":
             wandb = requirements.require("logging.wandb", cfg.wandb)
-            self.wandb = wandb.init(project=cfg.wandb_project, name=run_dir.name, dir=str(run_dir), mode=cfg.wandb,
-                                    config=config, tags=cfg.wandb_tags, resume="allow")
+            self.wandb = wandb.init(
+                project=cfg.wandb_project,
+                name=run_dir.name,
+                dir=str(run_dir),
+                mode=cfg.wandb,
+                config=config,
+                tags=cfg.wandb_tags,
+                resume="allow",
+            )
 
     def take_over(self, step: int) -> None:
         """This rank writes the CSV/JSONL metrics and the progress line from now on, from step `step` (the
@@ -171,8 +196,11 @@ class Metrics:
             self._jsonl[kind].flush()
 
     def _points(self, prefix: str, row: dict[str, Any]) -> None:
-        numbers = {f"{prefix}/{k}": v for k, v in row.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and k != "step"}
+        numbers = {
+            f"{prefix}/{k}": v
+            for k, v in row.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and k != "step"
+        }
         if self.tb is not None:
             for k, v in numbers.items():
                 self.tb.add_scalar(k, v, row["step"])

@@ -7,6 +7,7 @@ left a record (it was killed, crashed, or left by os._exit) they are the only wi
 (ORTE_ERROR_LOG lines such as "Data unpack would read past end of buffer", the "A system call failed
 during shared memory initialization" block) is never shown. Everything, noise included, goes to the
 run's log file when one is given."""
+
 from __future__ import annotations
 
 import re
@@ -18,9 +19,11 @@ _NOTE = re.compile(r"^\[[^\]]*\] \d+ more process(es)? ha(s|ve) sent help messag
 # Open MPI's runtime logging its own internal errors, e.g. "[vm:27970] [[444,0],0] ORTE_ERROR_LOG: Data unpack
 # would read past end of buffer in file ../../../orte/util/show_help.c at line 513" (a help message lost as its
 # rank exited), and a help block about shared memory segments already removed as the job ended
-_NOISE_LINE = re.compile(r"^\[[^\]]*\] .*ORTE_ERROR_LOG: |"
-                         r"^\[[^\]]*\] \d+ more process(es)? ha(s|ve) sent help message help-opal-shmem|"
-                         r"^(\[[^\]]*\] )?Set MCA parameter \"orte_base_help_aggregate\"")   # a hint of those notes
+_NOISE_LINE = re.compile(
+    r"^\[[^\]]*\] .*ORTE_ERROR_LOG: |"
+    r"^\[[^\]]*\] \d+ more process(es)? ha(s|ve) sent help message help-opal-shmem|"
+    r"^(\[[^\]]*\] )?Set MCA parameter \"orte_base_help_aggregate\""
+)  # a hint of those notes
 _NOISE_BLOCK = re.compile(r"A system call failed during shared memory initialization")
 _SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)(?: \(([^)]*)\))?")
 _EXITED = re.compile(r"Process name:\s+\[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+)")

@@ -1,4 +1,5 @@
 """Name -> factory registries with option checking that suggests the closest valid name (difflib)."""
+
 from __future__ import annotations
 
 import difflib
@@ -25,8 +26,11 @@ class Entry(Generic[T]):
     meta: Mapping[str, Any]
 
     def parameters(self) -> dict[str, inspect.Parameter]:
-        return {k: p for k, p in inspect.signature(self.factory).parameters.items()
-                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        return {
+            k: p
+            for k, p in inspect.signature(self.factory).parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
 
 
 class Registry(Generic[T]):
@@ -52,7 +56,7 @@ class Registry(Generic[T]):
         for key in options:
             if key not in valid:
                 raise unknown(f"{where} key (for {self.kind} '{name}')", key, valid)
-        rule = entry.meta.get("check")   # the values' own rules (apps.option_rules), with the defaults filled in
+        rule = entry.meta.get("check")  # the values' own rules (apps.option_rules), with the defaults filled in
         if rule is not None:
             rule({**self.defaults(name), **options}, where)
 

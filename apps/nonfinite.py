@@ -2,6 +2,7 @@
 training on to `loss nan` and `done` (exit code failure.EXIT_NONFINITE). The loss is checked every step (a
 number the loop has anyway), the parameters where an evaluation or a checkpoint is due (one pass over
 them). `train.allow_nonfinite: true` trains on regardless."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,10 @@ class NonFiniteError(RuntimeError):
 def check_loss(loss: float, step: int, allowed: bool) -> None:
     """Raise NonFiniteError when `loss` (the loss of optimizer step `step`, counted from 1) is inf or nan."""
     if not allowed and not math.isfinite(loss):
-        raise NonFiniteError(f"the loss is {loss} at step {step}: training diverged (lower optim.lr or the "
-                             "algorithm's step sizes, or set train.grad_clip); train.allow_nonfinite=true trains on")
+        raise NonFiniteError(
+            f"the loss is {loss} at step {step}: training diverged (lower optim.lr or the "
+            "algorithm's step sizes, or set train.grad_clip); train.allow_nonfinite=true trains on"
+        )
 
 
 def check_parameters(named: Iterable[tuple[str, torch.Tensor]], step: int, allowed: bool) -> None:
@@ -27,6 +30,8 @@ def check_parameters(named: Iterable[tuple[str, torch.Tensor]], step: int, allow
         return
     for name, p in named:
         if p.numel() and not bool(torch.isfinite(p.detach()).all()):
-            raise NonFiniteError(f"parameter {name} holds inf or nan after step {step}: training diverged (lower "
-                                 "optim.lr or the algorithm's step sizes, or set train.grad_clip); "
-                                 "train.allow_nonfinite=true trains on")
+            raise NonFiniteError(
+                f"parameter {name} holds inf or nan after step {step}: training diverged (lower "
+                "optim.lr or the algorithm's step sizes, or set train.grad_clip); "
+                "train.allow_nonfinite=true trains on"
+            )

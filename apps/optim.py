@@ -1,4 +1,5 @@
 """The local optimizer (SGD, AdamW, LARS) and its wrapping by a pycomm training algorithm."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,10 @@ def load_algorithm_module(cfg: AlgorithmConfig) -> None:
     try:
         importlib.import_module(cfg.module)
     except ImportError as e:
-        raise ValueError(f"algorithm.module: cannot import {cfg.module!r} ({e}); give an importable module "
-                         "(on PYTHONPATH) that registers the algorithm with @algorithms.register") from e
+        raise ValueError(
+            f"algorithm.module: cannot import {cfg.module!r} ({e}); give an importable module "
+            "(on PYTHONPATH) that registers the algorithm with @algorithms.register"
+        ) from e
 
 
 def algorithm_class(cfg: AlgorithmConfig) -> type | None:
@@ -84,8 +87,11 @@ def param_groups(model: nn.Module, weight_decay: float, exclude_bias_and_norm: b
     for p in model.parameters():
         if p.requires_grad:
             (plain if p.ndim <= 1 else decay).append(p)
-    return [g for g in ({"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0})
-            if g["params"]]
+    return [
+        g
+        for g in ({"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0})
+        if g["params"]
+    ]
 
 
 def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer:
@@ -95,8 +101,14 @@ def build_optimizer(cfg: OptimConfig, model: nn.Module) -> torch.optim.Optimizer
     if cfg.name == "adamw":
         return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps)
     import algorithms  # LARS is part of the algorithms package
-    return algorithms.LARS(groups, lr=cfg.lr, momentum=cfg.momentum, trust_coefficient=cfg.trust_coefficient,
-                           exclude_bias_and_norm=cfg.exclude_bias_and_norm)
+
+    return algorithms.LARS(
+        groups,
+        lr=cfg.lr,
+        momentum=cfg.momentum,
+        trust_coefficient=cfg.trust_coefficient,
+        exclude_bias_and_norm=cfg.exclude_bias_and_norm,
+    )
 
 
 def probe_optimizer(cfg: OptimConfig) -> torch.optim.Optimizer:
@@ -121,7 +133,7 @@ def _without_dynamo_import() -> Iterator[None]:
     try:
         yield
     finally:
-        delattr(fn, "__dynamo_disable")   # later optimizers take torch's path: the import, then the real wrapper
+        delattr(fn, "__dynamo_disable")  # later optimizers take torch's path: the import, then the real wrapper
 
 
 def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -132,14 +144,17 @@ def algorithm_options(cfg: AlgorithmConfig, steps_per_epoch: int, defaults: dict
     valid = _valid_options(cfg.name)
     for key in options:
         if key not in valid:
-            epochs = [k[:-len("_steps")] + "_epochs" for k in valid if k.endswith("_steps")]
-            raise ValueError(f"unknown algorithm.options key '{key}' for '{cfg.name}'"
-                             f"{did_you_mean(key, [*valid, *epochs])}; valid: {', '.join(sorted(valid))}")
+            epochs = [k[: -len("_steps")] + "_epochs" for k in valid if k.endswith("_steps")]
+            raise ValueError(
+                f"unknown algorithm.options key '{key}' for '{cfg.name}'"
+                f"{did_you_mean(key, [*valid, *epochs])}; valid: {', '.join(sorted(valid))}"
+            )
     return {**{k: v for k, v in defaults.items() if k in valid}, **options}
 
 
 def _algorithms() -> Any:
     import algorithms
+
     return algorithms
 
 
@@ -147,19 +162,31 @@ def _valid_options(name: str) -> set[str]:
     algorithms = _algorithms()
     listing = algorithms.available()
     if name not in listing:
-        raise ValueError(f"algorithm.name: unknown algorithm '{name}'{did_you_mean(name, listing)}; "
-                         f"valid: none, {', '.join(sorted(listing))}")
+        raise ValueError(
+            f"algorithm.name: unknown algorithm '{name}'{did_you_mean(name, listing)}; "
+            f"valid: none, {', '.join(sorted(listing))}"
+        )
     return set(listing[name])
 
 
-def wrap(optimizer: torch.optim.Optimizer, model: nn.Module, cfg: AlgorithmConfig, comm: Any, world_size: int,
-         steps_per_epoch: int, defaults: dict[str, Any], mesh: Any = None) -> Any:
+def wrap(
+    optimizer: torch.optim.Optimizer,
+    model: nn.Module,
+    cfg: AlgorithmConfig,
+    comm: Any,
+    world_size: int,
+    steps_per_epoch: int,
+    defaults: dict[str, Any],
+    mesh: Any = None,
+) -> Any:
     """The training algorithm around the local optimizer (on `mesh` where given, else on `comm`); 'none'
     (one data-parallel rank only) leaves it bare."""
     if cfg.name == "none":
         if world_size > 1:
-            raise ValueError("algorithm.name=none trains one process; with several ranks choose an algorithm "
-                             "(e.g. mbsgd for synchronous data parallelism)")
+            raise ValueError(
+                "algorithm.name=none trains one process; with several ranks choose an algorithm "
+                "(e.g. mbsgd for synchronous data parallelism)"
+            )
         if cfg.options:
             raise ValueError(f"algorithm.name=none takes no options, got {sorted(cfg.options)}")
         return optimizer

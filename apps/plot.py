@@ -7,6 +7,7 @@ Writes `training.png` (every panel that has data, titled with the algorithm, its
 and the model read from each run's config.yaml and metrics) and one PNG per panel. Bytes are on a
 log axis in decimal units (kB, MB, GB), so compressed runs are not squashed against the axis; loss
 against bytes is a step curve (the loss between two communications), not one spike per step."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,7 @@ from apps import requirements
 from apps.command_name import command_name
 
 try:
-    requirements.require("logging.plot", True)   # matplotlib, or the line that installs it
+    requirements.require("logging.plot", True)  # matplotlib, or the line that installs it
 except requirements.MissingDependencyError as e:
     if __name__ == "__main__":
         raise SystemExit(f"python -m apps.plot: {e}") from None
@@ -47,7 +48,7 @@ def read_csv(path: Path) -> Columns:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     columns: Columns = {}
-    for key in (rows[0] if rows else {}):
+    for key in rows[0] if rows else {}:
         try:
             columns[key] = [float(r[key]) if r[key] not in ("", None) else float("nan") for r in rows]
         except ValueError:
@@ -62,6 +63,7 @@ def _finite(values: list[float]) -> list[float]:
 @dataclass
 class RunData:
     """One run directory of apps.train: its metrics and its resolved config."""
+
     path: Path
     train: Columns
     eval: Columns
@@ -108,6 +110,7 @@ def load_run(path: Path) -> RunData:
 
 
 # -- labels -------------------------------------------------------------------------------------------
+
 
 def _ranks_text(ranks: int | None) -> str:
     return "" if ranks is None else f"{ranks} rank" + ("s" if ranks != 1 else "")
@@ -169,10 +172,11 @@ def _between_communications(xs: list[float], ys: list[float]) -> tuple[list[floa
 
 # -- panels -------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Panel:
     file: str
-    source: str        # "train" or "eval"
+    source: str  # "train" or "eval"
     x: str
     y: str
     xlabel: str
@@ -223,8 +227,9 @@ def draw(ax: Axes, panel: Panel, runs: list[RunData], labels: list[str]) -> None
             style.update(marker="o", markersize=3)
         ax.plot([x / scale for x in xs], ys, **style)
     ax.set_xlabel(f"{panel.xlabel} ({unit})" if unit else panel.xlabel)
-    ax.set_ylabel(f"{panel.ylabel} (mean of {window} steps)" if window > 1 and panel.x != "comm_bytes"
-                  else panel.ylabel)
+    ax.set_ylabel(
+        f"{panel.ylabel} (mean of {window} steps)" if window > 1 and panel.x != "comm_bytes" else panel.ylabel
+    )
     if panel.x == "comm_bytes":
         ax.set_xscale("log")
         bytes_axis(ax.xaxis, all_x)
@@ -252,17 +257,19 @@ def figure(runs: list[RunData], panels: list[Panel] | None = None) -> Figure:
     labels, title = labels_and_title(runs)
     ncols = 1 if len(panels) == 1 else 2 if len(panels) in (2, 4) else 3
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows + 0.6), layout="constrained",
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(4.6 * ncols, 3.4 * nrows + 0.6), layout="constrained", squeeze=False
+    )
     for ax, panel in zip(axes.flat, panels):
         draw(ax, panel, runs, labels)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         fig.delaxes(ax)
     fig.suptitle(title, fontsize=12)
     if len(runs) > 1:
         handles = {label: h for ax in fig.axes for h, label in zip(*ax.get_legend_handles_labels())}
-        fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), ncols),
-                   frameon=False)
+        fig.legend(
+            handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), ncols), frameon=False
+        )
     return fig
 
 
@@ -272,7 +279,7 @@ def plot_runs(run_dirs: list[Path], out: Path) -> list[Path]:
     runs = [load_run(Path(d)) for d in run_dirs]
     panels = panels_with_data(runs)
     written = []
-    for name, chosen in ([("training.png", panels)] + [(p.file, [p]) for p in panels] if panels else []):
+    for name, chosen in [("training.png", panels)] + [(p.file, [p]) for p in panels] if panels else []:
         out.mkdir(parents=True, exist_ok=True)
         fig = figure(runs, chosen)
         fig.savefig(out / name, dpi=150)
@@ -282,11 +289,14 @@ def plot_runs(run_dirs: list[Path], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=command_name("apps.plot", "pycomm-plot"),
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command_name("apps.plot", "pycomm-plot"), description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path, help="run directories (runs/<name>), compared in one figure")
-    p.add_argument("--out", type=Path, help="where the PNGs go (default: the run directory, or "
-                                            "<parent of the first run>/compare when several runs are given)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="where the PNGs go (default: the run directory, or "
+        "<parent of the first run>/compare when several runs are given)",
+    )
     args = p.parse_args(argv)
     if len(args.runs) == 1 and args.runs[0].suffix == ".json" and args.runs[0].is_file():
         return _timeline(args.runs[0], args.out)
@@ -306,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _timeline(trace: Path, out: Path | None) -> int:
     import json
+
     from apps.plot_timeline import draw_timeline
+
     try:
         events = json.loads(trace.read_text())["traceEvents"]
         png = draw_timeline(events, out or trace.with_suffix(".png"), title=trace.name)

@@ -1,5 +1,6 @@
 """Axis formatting for apps.plot (and benchmarks.reproduce): log axes of bytes or plain numbers labelled
 so that every span, from under a decade to many, gets readable round ticks, and a time unit per span."""
+
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """The `pycomm-plot` command: apps.plot's main, with a missing matplotlib reported as one line and exit 2
 (apps.plot imports matplotlib when it is imported, before its main could catch anything)."""
+
 from __future__ import annotations
 
 import sys

@@ -1,6 +1,7 @@
 """SIGTERM / SIGUSR1 (what SLURM sends before a time limit) only set a flag; the training loop saves a
 `.preempt` checkpoint at the next step boundary and exits 0. Nothing is saved inside the handler:
 a step half-applied or a collective half-done must never reach a checkpoint."""
+
 from __future__ import annotations
 
 import signal

@@ -10,6 +10,7 @@ with `python -c 'import secrets; print(secrets.token_hex(32))'` and pass it thro
 on a command line): messages not signed with it are dropped (docs/security.md). A server runs under a supervisor that restarts it with `--resume auto` when it dies
 (at most PYCOMM_PS_SERVER_RESTARTS times): it continues from its checkpoint while the workers reconnect.
 Everything after the role's options is passed to `python -m apps.train`."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,10 +19,10 @@ import subprocess
 import sys
 from typing import Sequence
 
+from algorithms.ps import layout
 from apps import launch, optim, train
 from apps.config import loading
 from apps.supervisor import Supervisor
-from algorithms.ps import layout
 from pycomm import settings
 
 
@@ -30,9 +31,12 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("role", choices=("server", "worker"))
     p.add_argument("--address", required=True, help="HOST:PORT of rank 0 (the server)")
     p.add_argument("--workers", type=int, required=True, help="how many workers the run has")
-    p.add_argument("--rank", type=int, help="this process's rank (servers 0..S-1, then the workers; 0..N-1 "
-                                             "without a server)")
-    p.add_argument("--addresses", help="HOST:PORT of every rank, comma-separated (serverless peers on several machines)")
+    p.add_argument(
+        "--rank", type=int, help="this process's rank (servers 0..S-1, then the workers; 0..N-1 without a server)"
+    )
+    p.add_argument(
+        "--addresses", help="HOST:PORT of every rank, comma-separated (serverless peers on several machines)"
+    )
     return p.parse_known_args(argv)
 
 
@@ -51,14 +55,17 @@ def role_env(args: argparse.Namespace, servers: int) -> dict[str, str]:
     else:
         first = servers
         if args.rank is None or not first <= args.rank < world:
-            raise ValueError(f"worker --rank must be in {first}..{world - 1} for {args.workers} workers, "
-                             f"got {args.rank}")
+            raise ValueError(
+                f"worker --rank must be in {first}..{world - 1} for {args.workers} workers, got {args.rank}"
+            )
         rank = args.rank
     secret = settings.get(layout.SECRET_ENV)
     if secret is None:
-        raise ValueError(f"{layout.SECRET_ENV} is not set: export the same secret on every process of the run "
-                         "(e.g. from `python -c 'import secrets; print(secrets.token_hex(32))'`); it is never "
-                         "given on the command line, where other users of the machine could read it")
+        raise ValueError(
+            f"{layout.SECRET_ENV} is not set: export the same secret on every process of the run "
+            "(e.g. from `python -c 'import secrets; print(secrets.token_hex(32))'`); it is never "
+            "given on the command line, where other users of the machine could read it"
+        )
     env = layout.env_for(rank, world, args.address, secret)
     if args.addresses:
         env[layout.ADDRESSES_ENV] = args.addresses
@@ -69,18 +76,21 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parse(sys.argv[1:] if argv is None else argv)
     targs = train.parse_args(rest)
     try:
-        cfg = loading.resolve(targs.configs + targs.config, targs.override,
-                              lambda c: args.workers + optim.server_ranks(c.algorithm)).config
+        cfg = loading.resolve(
+            targs.configs + targs.config, targs.override, lambda c: args.workers + optim.server_ranks(c.algorithm)
+        ).config
         if not optim.independent(cfg.algorithm):
-            raise ValueError(f"algorithm.name={cfg.algorithm.name} runs as one MPI job: start it with "
-                             "`python -m apps.train --nproc N` or mpirun; apps.ps starts fault-tolerant algorithms")
+            raise ValueError(
+                f"algorithm.name={cfg.algorithm.name} runs as one MPI job: start it with "
+                "`python -m apps.train --nproc N` or mpirun; apps.ps starts fault-tolerant algorithms"
+            )
         env = role_env(args, optim.server_ranks(cfg.algorithm))
     except (loading.ConfigError, ValueError) as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
     os.environ.update(env)
-    os.environ[launch.SPAWNED] = "1"   # this process is one rank: apps.train must not spawn others
-    if args.role == "server":   # in a child process, restarted from its checkpoint when it dies
+    os.environ[launch.SPAWNED] = "1"  # this process is one rank: apps.train must not spawn others
+    if args.role == "server":  # in a child process, restarted from its checkpoint when it dies
         rank = int(env[layout.RANK_ENV])
         return Supervisor(_start, rest, [rank], [rank], lambda procs: True, prefix="apps.ps").wait()[rank]
     return train.main(rest)

@@ -1,12 +1,12 @@
 """Optional packages a config needs (pyproject.toml's extras), checked before any rank starts, with the
 exact install line for what is missing: a run must not fail after MPI started, or after training, on
 a missing wandb or matplotlib. Plots are a by-product, so a missing matplotlib only warns."""
+
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
 import importlib.util
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -27,9 +27,9 @@ class MissingDependencyError(ImportError, ConfigError):
 
 @dataclass(frozen=True)
 class Dependency:
-    module: str   # import name
+    module: str  # import name
     package: str  # pip name
-    extra: str    # pyproject.toml's extra that provides it
+    extra: str  # pyproject.toml's extra that provides it
 
     def install_line(self) -> str:
         return f"pip install {self.package} (or {CHECKOUT_EXTRA.format(extra=self.extra)})"
@@ -91,7 +91,7 @@ TRANSFORMERS = Dependency("transformers", "transformers", "hf")
 TORCHVISION = TorchVision("torchvision", "torchvision", "vision")
 FASTAPI = Dependency("fastapi", "fastapi", "serve")
 UVICORN = Dependency("uvicorn", "uvicorn", "serve")
-SERVE = (FASTAPI, UVICORN)   # python -m apps.serve (checked by serve_problems before any rank starts)
+SERVE = (FASTAPI, UVICORN)  # python -m apps.serve (checked by serve_problems before any rank starts)
 PYZMQ = Dependency("zmq", "pyzmq", "ps")
 DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION, *SERVE, PYZMQ)
 
@@ -99,19 +99,20 @@ DEPENDENCIES = (MATPLOTLIB, TENSORBOARD, WANDB, TRANSFORMERS, TORCHVISION, *SERV
 def _independent_processes(name: Any) -> bool:
     """Whether the algorithm runs as independent processes over ZeroMQ (its class declares it)."""
     import algorithms
+
     try:
         return bool(getattr(algorithms.lookup(name), "independent_processes", False))
     except (TypeError, ValueError):
-        return False   # an unknown name is reported by the config checks
+        return False  # an unknown name is reported by the config checks
 
 
 @dataclass(frozen=True)
 class Need:
-    key: str                          # the config key that asks for the package
-    applies: Callable[[Any], bool]    # of the key's value
+    key: str  # the config key that asks for the package
+    applies: Callable[[Any], bool]  # of the key's value
     dependency: Dependency
-    instead: str                      # how to do without it
-    fatal: bool = True                # False: the run goes on without what it gives (a warning)
+    instead: str  # how to do without it
+    fatal: bool = True  # False: the run goes on without what it gives (a warning)
 
 
 NEEDS = (
@@ -168,6 +169,7 @@ def _announcer() -> bool:
     """The process that speaks for the job: the one `--nproc` spawned from, or rank 0 of a launcher."""
     from apps.launch import SPAWNED, detect
     from pycomm import settings
+
     return not settings.get(SPAWNED) and detect().rank == 0
 
 

@@ -3,6 +3,7 @@ own position is not its own: a parameter-server worker continues after the last 
 (their clocks), since the checkpoint is the server's; and whether such a rank has anything left to
 train, so that `--resume auto` of a finished run ends at once instead of waiting for peers that already
 left."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """A new run does not silently replace an earlier one: `out_dir/name` (and the checkpoints it writes, when
 checkpoint.directory puts them elsewhere) holding an earlier run's files is refused before any rank starts,
 unless the command continues it (`--resume`) or asks to replace it (`--overwrite`)."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,8 +9,7 @@ from pathlib import Path
 
 from apps.config.schema import Config
 
-
-LOG = "mpirun.log"   # the --nproc launcher appends all that mpirun printed on stderr to it (apps.launch.spawn)
+LOG = "mpirun.log"  # the --nproc launcher appends all that mpirun printed on stderr to it (apps.launch.spawn)
 
 
 def log_path(cfg: Config) -> Path:
@@ -43,10 +43,12 @@ def claim(cfg: Config, resume: str | None, overwrite: bool, removes: bool = True
     run_dir = Path(cfg.out_dir) / cfg.name
     if not overwrite:
         shown = [str(p.relative_to(run_dir)) if p.is_relative_to(run_dir) else str(p) for p in earlier]
-        raise RunExists(f"{run_dir} already holds a run named {cfg.name!r} ({', '.join(shown[:3])}"
-                        f"{', ...' if len(shown) > 3 else ''}): add --resume auto to continue it, -o name=NEW to "
-                        "start another beside it, or --overwrite to replace it")
-    if removes:   # the whole run directory (metrics, plots, traces) and its checkpoints wherever they are
+        raise RunExists(
+            f"{run_dir} already holds a run named {cfg.name!r} ({', '.join(shown[:3])}"
+            f"{', ...' if len(shown) > 3 else ''}): add --resume auto to continue it, -o name=NEW to "
+            "start another beside it, or --overwrite to replace it"
+        )
+    if removes:  # the whole run directory (metrics, plots, traces) and its checkpoints wherever they are
         for path in [run_dir, *earlier]:
             if path.is_dir():
                 shutil.rmtree(path)

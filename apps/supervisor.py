@@ -4,6 +4,7 @@ checkpoint (algorithms/ps/server_state.py) and its workers, which reconnect by t
 PYCOMM_PS_SERVER_RESTARTS restarts per server rank (pycomm/settings.py); each is logged with its cause. A
 server that refused its checkpoint or its configuration (apps.failure's exit codes) is not restarted.
 Used by `--nproc N` (apps.launch.spawn_independent) and by `python -m apps.ps server`."""
+
 from __future__ import annotations
 
 import signal
@@ -44,9 +45,15 @@ class Supervisor:
     Stop signals (SIGTERM, SIGUSR1, SIGINT) are forwarded to the live processes (SIGTERM as SIGUSR1: the
     apps' ranks save and stop on it) and end the restarting."""
 
-    def __init__(self, start: Callable[[int, Sequence[str]], subprocess.Popen], argv: Sequence[str],
-                 ranks: Sequence[int], servers: Sequence[int], job_goes_on: Callable[[dict[int, subprocess.Popen]], bool],
-                 prefix: str = "apps.launch") -> None:
+    def __init__(
+        self,
+        start: Callable[[int, Sequence[str]], subprocess.Popen],
+        argv: Sequence[str],
+        ranks: Sequence[int],
+        servers: Sequence[int],
+        job_goes_on: Callable[[dict[int, subprocess.Popen]], bool],
+        prefix: str = "apps.launch",
+    ) -> None:
         self.start, self.argv, self.servers, self.job_goes_on = start, list(argv), set(servers), job_goes_on
         self.prefix = prefix
         self.limit: int = settings.get(RESTARTS_ENV)
@@ -70,19 +77,25 @@ class Supervisor:
             code = self.procs[r].poll()
             if code in (None, 0) or self.stopping or not self.job_goes_on(self.procs):
                 continue
-            if code in (EXIT_CHECKPOINT, EXIT_CONFIG):   # its checkpoint or config refused: a restart reads the same
+            if code in (EXIT_CHECKPOINT, EXIT_CONFIG):  # its checkpoint or config refused: a restart reads the same
                 self.given_up.add(r)
-                self.log(f"server rank {r} {how(code)} (its checkpoint or its configuration was refused, see its "
-                         "error); not restarted: --resume auto would read the same")
+                self.log(
+                    f"server rank {r} {how(code)} (its checkpoint or its configuration was refused, see its "
+                    "error); not restarted: --resume auto would read the same"
+                )
                 continue
             if self.restarts[r] >= self.limit:
                 self.given_up.add(r)
-                self.log(f"server rank {r} {how(code)}; not restarted: it was restarted {self.limit} times "
-                         f"already ({RESTARTS_ENV}={self.limit})")
+                self.log(
+                    f"server rank {r} {how(code)}; not restarted: it was restarted {self.limit} times "
+                    f"already ({RESTARTS_ENV}={self.limit})"
+                )
                 continue
             self.restarts[r] += 1
-            self.log(f"server rank {r} {how(code)}; restarting it from its latest checkpoint (--resume auto), "
-                     f"restart {self.restarts[r]} of {self.limit} ({RESTARTS_ENV})")
+            self.log(
+                f"server rank {r} {how(code)}; restarting it from its latest checkpoint (--resume auto), "
+                f"restart {self.restarts[r]} of {self.limit} ({RESTARTS_ENV})"
+            )
             self.procs[r] = self.start(r, resume_argv(self.argv))
 
     def log(self, text: str) -> None:

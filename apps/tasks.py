@@ -1,4 +1,5 @@
 """How a batch becomes a loss, per task: classification, language modelling, masked autoencoding."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,9 +11,9 @@ from torch import nn
 
 @dataclass
 class Result:
-    loss: torch.Tensor   # mean loss over the batch (the one to backpropagate)
-    correct: int         # correct predictions (0 where accuracy has no meaning)
-    count: int           # predictions made (samples, or tokens for the LM)
+    loss: torch.Tensor  # mean loss over the batch (the one to backpropagate)
+    correct: int  # correct predictions (0 where accuracy has no meaning)
+    count: int  # predictions made (samples, or tokens for the LM)
 
 
 def classify(model: nn.Module, batch: tuple[torch.Tensor, ...]) -> Result:

@@ -2,6 +2,7 @@
 every rank (pycomm.profile(..., torch=True)), written to RUN_DIR/trace/ (trace.json merged on rank 0's
 clock, ranks/rank<R>.json per rank: the directory Holistic Trace Analysis reads), and on rank 0 the
 communication/computation overlap and the top ops in the run's output, and timeline.png."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ from pycomm import trace_analysis
 
 
 def parse(text: str) -> tuple[int, int]:
-    """"A:B" -> (A, B): the steps A <= step < B (0-based optimizer steps)."""
+    """ "A:B" -> (A, B): the steps A <= step < B (0-based optimizer steps)."""
     try:
         a, b = (int(x) for x in text.split(":"))
     except ValueError:
@@ -43,7 +44,7 @@ class TraceWindow:
             if step + 1 >= self.end:
                 self.close()
             else:
-                self.profile.step()     # ProfilerStep#N: N = step - first
+                self.profile.step()  # ProfilerStep#N: N = step - first
 
     def close(self) -> None:
         """Ends the capture (collective); rank 0 reports it and draws the timeline."""
@@ -55,15 +56,20 @@ class TraceWindow:
         if profile.merged_path is None:
             return
         events = json.loads(profile.merged_path.read_text())["traceEvents"]
-        self.message(f"trace of steps {self.first}-{self.end - 1}: {profile.merged_path} (per rank: "
-                     f"{profile.rank_path.parent})")
+        self.message(
+            f"trace of steps {self.first}-{self.end - 1}: {profile.merged_path} (per rank: {profile.rank_path.parent})"
+        )
         for line in trace_analysis.describe(events):
             self.message(f"  {line}")
         try:
             from apps.plot_timeline import draw_timeline
-            png = draw_timeline(events, self.directory / "timeline.png",
-                                title=f"steps {self.first}-{self.end - 1}")
+
+            png = draw_timeline(events, self.directory / "timeline.png", title=f"steps {self.first}-{self.end - 1}")
             self.message(f"  timeline: {png}")
         except Exception as e:  # noqa: BLE001  (a figure is a by-product: the trace stands)
-            print(f"warning: the timeline was not drawn ({type(e).__name__}: {e}); draw it with "
-                  f"`python -m apps.plot {profile.merged_path}`", file=sys.stderr, flush=True)
+            print(
+                f"warning: the timeline was not drawn ({type(e).__name__}: {e}); draw it with "
+                f"`python -m apps.plot {profile.merged_path}`",
+                file=sys.stderr,
+                flush=True,
+            )

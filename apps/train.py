@@ -4,6 +4,7 @@ Trains a reference model with a pycomm training algorithm. With no arguments: th
 (small CNN, embedded MNIST, periodic local SGD on 2 CPU ranks, a few minutes). Started without a
 launcher and with launch.nproc > 1 it re-runs itself under `mpirun -n N`; under srun, mpirun or
 torchrun each process is one rank."""
+
 from __future__ import annotations
 
 import time
@@ -21,13 +22,13 @@ import torch  # noqa: E402
 _TORCH_IMPORTED = time.time()
 
 from apps import failure, fault_injection, launch, nonfinite, optim, requirements, run_dir, trace_window  # noqa: E402
-from apps.config import checks, loading  # noqa: E402
 from apps.command_name import command_name  # noqa: E402
+from apps.config import checks, loading  # noqa: E402
 from apps.config.schema import Config  # noqa: E402
 from apps.data import iterate  # noqa: E402
+from apps.loop_support import step_seed  # noqa: E402
 from apps.resume_point import NothingToTrain  # noqa: E402
 from apps.run import Run  # noqa: E402
-from apps.loop_support import step_seed  # noqa: E402
 from apps.tasks import Result  # noqa: E402
 from apps.trace_window import TraceWindow  # noqa: E402
 from pycomm import startup_profile  # noqa: E402
@@ -44,27 +45,50 @@ def _positive_int(text: str) -> int:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=command_name("apps.train", "pycomm-train"),
-                                description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(prog=command_name("apps.train", "pycomm-train"), description=__doc__.split("\n\n")[1])
     p.add_argument("configs", nargs="*", metavar="CONFIG", help="YAML file(s), like --config (layered first)")
-    p.add_argument("--config", action="append", default=[], metavar="FILE",
-                   help="YAML file (default: the embedded default run); repeatable: later files layer over "
-                        "earlier ones")
-    p.add_argument("--override", "-o", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a config value, e.g. optim.lr=0.1 (repeatable; applied after the files)")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="YAML file (default: the embedded default run); repeatable: later files layer over earlier ones",
+    )
+    p.add_argument(
+        "--override",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config value, e.g. optim.lr=0.1 (repeatable; applied after the files)",
+    )
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-    again = p.add_mutually_exclusive_group()   # what to do with runs/<name>/ of an earlier run
+    again = p.add_mutually_exclusive_group()  # what to do with runs/<name>/ of an earlier run
     again.add_argument("--resume", metavar="auto|PATH", help="continue from the newest checkpoint (auto) or PATH")
-    again.add_argument("--overwrite", action="store_true",
-                       help="replace an earlier run of the same name (its directory is refused otherwise)")
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run of the same name (its directory is refused otherwise)",
+    )
     p.add_argument("--nproc", type=_positive_int, help="ranks to start on this machine (launch.nproc)")
-    p.add_argument("--trace", metavar="A:B", help="capture steps A to B-1 with torch.profiler and pycomm's trace on "
-                                                  "every rank into RUN_DIR/trace (docs/tracing.md)")
+    p.add_argument(
+        "--trace",
+        metavar="A:B",
+        help="capture steps A to B-1 with torch.profiler and pycomm's trace on "
+        "every rank into RUN_DIR/trace (docs/tracing.md)",
+    )
     return p.parse_args(argv)
 
 
-def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: Any, batch: tuple[torch.Tensor, ...],
-                     micro_batch: int | None, device_type: str, amp: torch.dtype | None) -> tuple[float, int]:
+def forward_backward(
+    task: Callable[..., Result],
+    model: torch.nn.Module,
+    opt: Any,
+    batch: tuple[torch.Tensor, ...],
+    micro_batch: int | None,
+    device_type: str,
+    amp: torch.dtype | None,
+) -> tuple[float, int]:
     """Forward and backward over the step's micro-batches of `micro_batch` samples (data.physical_batch_size;
     None: one), each loss weighted by its share of the batch so the gradients are the whole batch's mean.
     All but the last backward run inside `opt.no_sync()` where the algorithm has it (no communication
@@ -74,7 +98,7 @@ def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: A
     loss = 0.0
     for i, chunk in enumerate(chunks):
         last = i == len(chunks) - 1
-        with (contextlib.nullcontext() if last or not hasattr(opt, "no_sync") else opt.no_sync()):
+        with contextlib.nullcontext() if last or not hasattr(opt, "no_sync") else opt.no_sync():
             with torch.autocast(device_type, dtype=amp or torch.float32, enabled=amp is not None):
                 result = task(model, chunk)
             share = chunk[0].shape[0] / n
@@ -86,37 +110,41 @@ def forward_backward(task: Callable[..., Result], model: torch.nn.Module, opt: A
 def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None = None) -> int:
     try:
         run = Run(cfg, resume)
-    except NothingToTrain as e:   # a finished rank of independent processes: its peers may be gone
+    except NothingToTrain as e:  # a finished rank of independent processes: its peers may be gone
         print(e, flush=True)
         return 0
     window = TraceWindow(trace, run.dir, run.dist.comm, run.metrics.message) if trace else None
     if cfg.train.eval_on_start and run.state.step == 0:
         run.evaluate(run.state.epoch)
-    if optim.owns_loop(cfg.algorithm):   # e.g. Hogwild worker processes: the algorithm's opt.train(...)
+    if optim.owns_loop(cfg.algorithm):  # e.g. Hogwild worker processes: the algorithm's opt.train(...)
         from apps.own_loop import train_own_loop
+
         return run.finish(train_own_loop(run))
-    if optim.serves(cfg.algorithm) and run.opt.is_server:   # a parameter server's server rank
+    if optim.serves(cfg.algorithm) and run.opt.is_server:  # a parameter server's server rank
         from apps.server_loop import serve
+
         return run.finish(serve(run))
     model, opt, state, plan, layout = run.model, run.opt, run.state, run.plan, run.layout
     bare = opt is run.local_opt  # algorithm "none": a plain torch optimizer takes no loss=
     while state.step < run.budget.total_steps:
         model.train()
-        for batch in iterate(run.splits.train, plan.batches(state.epoch, state.segment, state.sample_in_segment),
-                             cfg.data.num_workers):
+        for batch in iterate(
+            run.splits.train, plan.batches(state.epoch, state.segment, state.sample_in_segment), cfg.data.num_workers
+        ):
             if window:
                 window.before_step(state.step)
             tic = time.time()
             torch.manual_seed(step_seed(cfg.train.seed, run.dist.rank, state.step))  # dropout, augmentation
             batch = tuple(b.to(run.device, non_blocking=True) for b in batch)
             opt.zero_grad(set_to_none=True)
-            if layout.pipe is not None:   # pipeline stages: the schedule runs the micro-batches' forwards and backwards
+            if layout.pipe is not None:  # pipeline stages: the schedule runs the micro-batches' forwards and backwards
                 loss = layout.pipeline_step(batch, run.kind, run.device.type, run.amp)
             else:
-                loss, _ = forward_backward(run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type,
-                                           run.amp)
+                loss, _ = forward_backward(
+                    run.task, model, opt, batch, cfg.data.physical_batch_size, run.device.type, run.amp
+                )
             nonfinite.check_loss(loss, state.step + 1, cfg.train.allow_nonfinite)
-            if cfg.train.grad_clip:   # by the whole model's norm: sharded gradients and stages included
+            if cfg.train.grad_clip:  # by the whole model's norm: sharded gradients and stages included
                 layout.clip_grad_norm_(opt, model, cfg.train.grad_clip)
             lr = run.lr_sched.get_last_lr()[0]
             # the replica's own loss for methods that rank replicas by it (lsgd); the logged one is the mean
@@ -124,8 +152,9 @@ def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None 
             run.lr_sched.step()
             epoch, segment = state.epoch, state.segment
             segment_done = state.advance(plan)
-            run.log_step(epoch, segment, loss, lr, 1, time.time() - tic,
-                         batch[0].shape[1] if run.kind == "lm" else None)
+            run.log_step(
+                epoch, segment, loss, lr, 1, time.time() - tic, batch[0].shape[1] if run.kind == "lm" else None
+            )
             if window:
                 window.after_step(state.step - 1)
             if run.boundary(epoch):
@@ -133,8 +162,8 @@ def train(cfg: Config, resume: str | None = None, trace: tuple[int, int] | None 
             if segment_done or state.step >= run.budget.total_steps:
                 break
     if window:
-        window.close()   # the run ended inside the window
-    if hasattr(opt, "close"):   # independent processes say goodbye to their server / peers
+        window.close()  # the run ended inside the window
+    if hasattr(opt, "close"):  # independent processes say goodbye to their server / peers
         opt.close()
     return run.finish(preempted=False)
 
@@ -146,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     try:
-        loaded = loading.resolve(args.configs + args.config,
-                                 args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else []))
+        loaded = loading.resolve(
+            args.configs + args.config, args.override + ([f"launch.nproc={args.nproc}"] if args.nproc else [])
+        )
         requirements.check(loaded.config)  # optional packages the config needs, before any rank starts
         if args.resume:
             checks.check_resume(loaded.config, args.resume)
@@ -167,9 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     except loading.ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
-    if launch.SPAWNED not in os.environ:   # the ranks a launcher starts were checked by it
-        first = launch.detect().rank == 0   # every rank of a job started by mpirun/srun checks; rank 0 says
-        try:                                # why and removes (--overwrite)
+    if launch.SPAWNED not in os.environ:  # the ranks a launcher starts were checked by it
+        first = launch.detect().rank == 0  # every rank of a job started by mpirun/srun checks; rank 0 says
+        try:  # why and removes (--overwrite)
             run_dir.claim(cfg, args.resume, args.overwrite, removes=first)
         except run_dir.RunExists as e:
             if first:
@@ -177,12 +207,12 @@ def main(argv: list[str] | None = None) -> int:
             return failure.EXIT_CONFIG
     startup_profile.mark("config_resolved")
     if launch.should_spawn(cfg.launch.nproc):
-        if optim.independent(cfg.algorithm):   # ranks that must survive a peer's death: no MPI job
+        if optim.independent(cfg.algorithm):  # ranks that must survive a peer's death: no MPI job
             return launch.spawn_independent(cfg.launch.nproc, argv, optim.server_ranks(cfg.algorithm))
         return launch.spawn(cfg.launch.nproc, argv, log=run_dir.log_path(cfg))
     launch.export_rendezvous(launch.detect())
     try:
-        if not args.resume:   # a resumed process (a restarted server too) does not fail again
+        if not args.resume:  # a resumed process (a restarted server too) does not fail again
             fault_injection.inject(Run)  # PYCOMM_APPS_FAIL_AT, a testing aid; nothing when unset
         return train(cfg, args.resume, trace)
     except (Exception, KeyboardInterrupt) as e:

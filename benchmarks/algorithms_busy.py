@@ -11,6 +11,7 @@ and a PNG.
 Cases: `pycomm-mpi` and `ddp-mpi` under a plain `mpirun -n 2` (how a user compares them), `pycomm-gloo`
 and `ddp-torchrun` under `torchrun --nproc-per-node 2` (pycomm's gloo transport). Nothing is tuned:
 no thread counts, no PYCOMM_* or OMP_* variables (the ones already in the environment stay)."""
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,14 @@ from benchmarks.busy_load import busy_cores, machine_load
 from benchmarks.harness import RESULTS, draw, load, save, table
 from benchmarks.run_ranks import ROOT, check, free_port, mpirun_argv, worker_env
 
-CASES = {"pycomm-mpi": ("mpirun", "pycomm"), "ddp-mpi": ("mpirun", "ddp"),
-         "pycomm-gloo": ("torchrun", "pycomm"), "ddp-torchrun": ("torchrun", "ddp")}
+CASES = {
+    "pycomm-mpi": ("mpirun", "pycomm"),
+    "ddp-mpi": ("mpirun", "ddp"),
+    "pycomm-gloo": ("torchrun", "pycomm"),
+    "ddp-torchrun": ("torchrun", "ddp"),
+}
 BASELINE = "ddp-mpi"
-GOALS = {("pycomm-mpi", "idle"): 1.0, ("pycomm-mpi", "busy"): 0.9}   # samples/s against DDP under mpirun
+GOALS = {("pycomm-mpi", "idle"): 1.0, ("pycomm-mpi", "busy"): 0.9}  # samples/s against DDP under mpirun
 NAME = "algorithms_busy"
 
 
@@ -64,23 +69,25 @@ def launch(case: str, epochs: int, timeout: float) -> dict[str, Any]:
     else:
         argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", *script]
     env = worker_env({"MASTER_PORT": port})
-    for name in ("OMP_NUM_THREADS", "PYCOMM_TIMEOUT"):   # worker_env's defaults for tests: not a user's
+    for name in ("OMP_NUM_THREADS", "PYCOMM_TIMEOUT"):  # worker_env's defaults for tests: not a user's
         if name not in os.environ:
             env.pop(name, None)
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)   # a hung launch is killed with every rank it started
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )  # a hung launch is killed with every rank it started
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_tree(proc.pid)
-        proc.communicate()   # returns once no rank holds the pipes
+        proc.communicate()  # returns once no rank holds the pipes
         raise
     check(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), " ".join(argv))
     return json.loads(out.read_text())
 
 
-def measure(cases: list[str], loads: list[str], repeats: int, epochs: int, seed: int,
-            timeout: float) -> list[dict[str, Any]]:
+def measure(
+    cases: list[str], loads: list[str], repeats: int, epochs: int, seed: int, timeout: float
+) -> list[dict[str, Any]]:
     """Every run's figures, (load, case) pairs shuffled within each repeat."""
     runs, rng = [], random.Random(seed)
     for repeat in range(repeats):
@@ -91,15 +98,25 @@ def measure(cases: list[str], loads: list[str], repeats: int, epochs: int, seed:
                 before = machine_load()
                 try:
                     r = launch(case, epochs, timeout)
-                except (subprocess.TimeoutExpired, AssertionError) as e:   # one hung or failed launch loses
+                except (subprocess.TimeoutExpired, AssertionError) as e:  # one hung or failed launch loses
                     # only its own run, recorded as such, not the others' figures
-                    runs.append({"repeat": repeat, "load": load_name, "case": case, **before,
-                                 "failed": str(e).splitlines()[0][:300]})
+                    runs.append(
+                        {
+                            "repeat": repeat,
+                            "load": load_name,
+                            "case": case,
+                            **before,
+                            "failed": str(e).splitlines()[0][:300],
+                        }
+                    )
                     print(f"repeat {repeat} {load_name:4s} {case:12s} FAILED: {runs[-1]['failed']}", flush=True)
                     continue
             runs.append({"repeat": repeat, "load": load_name, "case": case, **before, **r})
-            print(f"repeat {repeat} {load_name:4s} {case:12s} {r['samples_per_s']:7.1f} samples/s  "
-                  f"loss {r['final_loss']:.4f}  load {before['loadavg_1m']:.1f}", flush=True)
+            print(
+                f"repeat {repeat} {load_name:4s} {case:12s} {r['samples_per_s']:7.1f} samples/s  "
+                f"loss {r['final_loss']:.4f}  load {before['loadavg_1m']:.1f}",
+                flush=True,
+            )
     return runs
 
 
@@ -117,11 +134,17 @@ def summarise(runs: list[dict[str, Any]], cases: list[str], loads: list[str]) ->
             if not mine:
                 continue
             speed = [r["samples_per_s"] for r in mine]
-            row = {"load": load_name, "case": case, "samples_per_s": statistics.median(speed),
-                   "samples_per_s_min": min(speed), "samples_per_s_max": max(speed), "repeats": len(mine),
-                   "final_loss": statistics.median(r["final_loss"] for r in mine),
-                   "loadavg_1m": statistics.median(r["loadavg_1m"] for r in mine),
-                   "failed_runs": sum(r["load"] == load_name and r["case"] == case for r in failed)}
+            row = {
+                "load": load_name,
+                "case": case,
+                "samples_per_s": statistics.median(speed),
+                "samples_per_s_min": min(speed),
+                "samples_per_s_max": max(speed),
+                "repeats": len(mine),
+                "final_loss": statistics.median(r["final_loss"] for r in mine),
+                "loadavg_1m": statistics.median(r["loadavg_1m"] for r in mine),
+                "failed_runs": sum(r["load"] == load_name and r["case"] == case for r in failed),
+            }
             if base:
                 row["vs_ddp_mpi"] = row["samples_per_s"] / statistics.median(base.values())
                 paired = [r["samples_per_s"] / base[r["repeat"]] for r in mine if r["repeat"] in base]
@@ -135,6 +158,7 @@ def summarise(runs: list[dict[str, Any]], cases: list[str], loads: list[str]) ->
 
 def bars(rows: list[dict[str, Any]]) -> Callable[[Any], None]:
     """The PNG: samples/s per case (median, min-max whiskers), idle and busy side by side."""
+
     def plot(ax: Any) -> None:
         loads = list(dict.fromkeys(r["load"] for r in rows))
         cases = list(dict.fromkeys(r["case"] for r in rows))
@@ -143,14 +167,23 @@ def bars(rows: list[dict[str, Any]]) -> Callable[[Any], None]:
             got = {r["case"]: r for r in rows if r["load"] == load_name}
             xs = [i + (j - (len(loads) - 1) / 2) * width for i in range(len(cases))]
             med = [got[c]["samples_per_s"] if c in got else 0.0 for c in cases]
-            err = [[m - got[c]["samples_per_s_min"] if c in got else 0.0 for c, m in zip(cases, med)],
-                   [got[c]["samples_per_s_max"] - m if c in got else 0.0 for c, m in zip(cases, med)]]
-            ax.bar(xs, med, width, yerr=err, capsize=3,
-                   label=f"{load_name} (load {statistics.median(r['loadavg_1m'] for r in got.values()):.1f})")
+            err = [
+                [m - got[c]["samples_per_s_min"] if c in got else 0.0 for c, m in zip(cases, med)],
+                [got[c]["samples_per_s_max"] - m if c in got else 0.0 for c, m in zip(cases, med)],
+            ]
+            ax.bar(
+                xs,
+                med,
+                width,
+                yerr=err,
+                capsize=3,
+                label=f"{load_name} (load {statistics.median(r['loadavg_1m'] for r in got.values()):.1f})",
+            )
         ax.set_xticks(range(len(cases)), cases)
         ax.set_ylabel("samples/s (median, min-max)")
         ax.set_title("a user's MNIST script, 2 ranks: idle and one busy process per core")
         ax.legend()
+
     return plot
 
 
@@ -168,7 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--replot", action="store_true", help="draw the PNG again from its JSON; no runs")
     ap.add_argument("--name", default=NAME)
     ap.add_argument("--seed", type=int, default=0, help="of the shuffled order")
-    ap.add_argument("--timeout", type=float, default=400, help="seconds for one run (a run past it is recorded as failed)")
+    ap.add_argument(
+        "--timeout", type=float, default=400, help="seconds for one run (a run past it is recorded as failed)"
+    )
     ap.add_argument("--results-dir", type=Path, default=None)
     a = ap.parse_args(argv)
     if a.replot:
@@ -176,8 +211,24 @@ def main(argv: list[str] | None = None) -> None:
     cases = a.cases if BASELINE in a.cases else [BASELINE, *a.cases]
     runs = measure(cases, a.loads, a.repeats, a.epochs, a.seed, a.timeout)
     rows = summarise(runs, cases, a.loads)
-    print(table(rows, ["load", "case", "samples_per_s", "samples_per_s_min", "samples_per_s_max", "vs_ddp_mpi",
-                       "vs_ddp_mpi_paired", "final_loss", "loadavg_1m", "failed_runs", "goal"]))
+    print(
+        table(
+            rows,
+            [
+                "load",
+                "case",
+                "samples_per_s",
+                "samples_per_s_min",
+                "samples_per_s_max",
+                "vs_ddp_mpi",
+                "vs_ddp_mpi_paired",
+                "final_loss",
+                "loadavg_1m",
+                "failed_runs",
+                "goal",
+            ],
+        )
+    )
     config = {"repeats": a.repeats, "epochs": a.epochs, "loads": a.loads, "cases": cases, "seed": a.seed, "ranks": 2}
     print(save(a.name, {"config": config, "rows": rows, "runs": runs}, bars(rows), results_dir=a.results_dir))
 

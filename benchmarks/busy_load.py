@@ -2,6 +2,7 @@
 busy-loop process pinned to each core while inside `busy_cores()` (started and stopped by the benchmark,
 so a busy figure does not depend on who else happens to use the machine), and `machine_load()`, the load
 average and the runnable threads right now, recorded beside each measurement."""
+
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,8 @@ def _die_with_parent() -> None:
     try:
         import ctypes
         import signal
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
@@ -25,9 +27,12 @@ def _die_with_parent() -> None:
 @contextlib.contextmanager
 def busy_cores() -> Iterator[None]:
     """One busy-loop process pinned to each core for the duration (the ranks' cores fully taken)."""
-    procs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", "while True: pass"],
-                              preexec_fn=_die_with_parent)
-             for c in sorted(os.sched_getaffinity(0))]
+    procs = [
+        subprocess.Popen(
+            ["taskset", "-c", str(c), sys.executable, "-c", "while True: pass"], preexec_fn=_die_with_parent
+        )
+        for c in sorted(os.sched_getaffinity(0))
+    ]
     try:
         yield
     finally:

@@ -17,6 +17,7 @@ errors, on SIGTERM/SIGHUP/Ctrl-C and at interpreter exit.
     python -m benchmarks.cluster up --nodes 2 --ranks-per-node 2 --rate 1gbit   # prints how to launch
     python -m benchmarks.cluster run --nodes 2 -- python -m my.module           # up, mpirun, down
     python -m benchmarks.cluster down                                           # remove it"""
+
 from __future__ import annotations
 
 import atexit
@@ -36,8 +37,8 @@ from benchmarks.run_ranks import worker_env
 
 SUBNET = "127.77.0.0/24"
 RATES = ("10gbit", "1gbit", "100mbit")
-STATE = Path("/tmp/pycomm-cluster")        # <name>/agent: Open MPI's rsh agent for that cluster
-NETNS_ETC = Path("/etc/netns")             # <namespace>/hosts: the nodes' names, seen inside the nodes only
+STATE = Path("/tmp/pycomm-cluster")  # <name>/agent: Open MPI's rsh agent for that cluster
+NETNS_ETC = Path("/etc/netns")  # <namespace>/hosts: the nodes' names, seen inside the nodes only
 DEFAULT_NAME = "pcc"
 
 
@@ -57,7 +58,7 @@ def _run(*argv: str) -> str:
 
 
 def _check_name(name: str) -> str:
-    if not re.fullmatch(r"[a-z][a-z0-9]{0,8}", name):   # link names are at most 15 bytes: <name>br, <name>v<k>
+    if not re.fullmatch(r"[a-z][a-z0-9]{0,8}", name):  # link names are at most 15 bytes: <name>br, <name>v<k>
         raise ValueError(f"cluster name {name!r}: expected 1-9 lower-case letters and digits, starting with a letter")
     return name
 
@@ -72,7 +73,7 @@ def burst_bytes(rate: str) -> int:
     """tbf's bucket for `rate`: 1 MiB, or 10 ms of the rate where that is more (a bucket smaller than what
     the rate sends per kernel tick caps the link below the rate)."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate)
-    assert m is not None, rate   # checked by _check_rate
+    assert m is not None, rate  # checked by _check_rate
     bits = float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]]
     return max(1 << 20, int(bits / 8 / 100))
 
@@ -99,8 +100,9 @@ def unavailable() -> Optional[str]:
 class Cluster:
     """`nodes` namespaces of `ranks_per_node` ranks each, linked at `rate` (see the module's docstring)."""
 
-    def __init__(self, nodes: int = 2, ranks_per_node: int = 1, rate: Optional[str] = "1gbit",
-                 name: Optional[str] = None) -> None:
+    def __init__(
+        self, nodes: int = 2, ranks_per_node: int = 1, rate: Optional[str] = "1gbit", name: Optional[str] = None
+    ) -> None:
         if not isinstance(nodes, int) or not 1 <= nodes <= 250:
             raise ValueError(f"Cluster: nodes={nodes!r}: expected a whole number from 1 to 250")
         if not isinstance(ranks_per_node, int) or ranks_per_node < 1:
@@ -137,8 +139,18 @@ class Cluster:
     # ---- launching ----
     def enter(self, node: int) -> list[str]:
         """The prefix that runs a command on node `node`: in its namespace, under its host name."""
-        return ["ip", "netns", "exec", self.namespace(node), "unshare", "--uts", "/bin/sh", "-c",
-                'hostname "$0" && exec "$@"', hostname(node)]
+        return [
+            "ip",
+            "netns",
+            "exec",
+            self.namespace(node),
+            "unshare",
+            "--uts",
+            "/bin/sh",
+            "-c",
+            'hostname "$0" && exec "$@"',
+            hostname(node),
+        ]
 
     def mpirun_argv(self, mca: Sequence[str] = (), nodes: Optional[Sequence[int]] = None) -> list[str]:
         """mpirun on the first of `nodes` (None: every node) over their slots, its remote daemons started in
@@ -148,10 +160,32 @@ class Cluster:
         if not nodes or any(not 0 <= k < self.nodes for k in nodes):
             raise ValueError(f"Cluster.mpirun_argv: nodes={nodes!r}: expected some of 0 .. {self.nodes - 1}")
         hosts = ",".join(f"{hostname(k)}:{self.ranks_per_node}" for k in nodes)
-        argv = [*self.enter(nodes[0]), "mpirun", "-n", str(len(nodes) * self.ranks_per_node), "--host", hosts,
-                "--map-by", "slot", "--oversubscribe", "--bind-to", "none", "--allow-run-as-root",
-                "--mca", "plm_rsh_agent", str(self.agent), "--mca", "btl", "self,vader,tcp",
-                "--mca", "btl_tcp_if_include", SUBNET, "--mca", "oob_tcp_if_include", SUBNET]
+        argv = [
+            *self.enter(nodes[0]),
+            "mpirun",
+            "-n",
+            str(len(nodes) * self.ranks_per_node),
+            "--host",
+            hosts,
+            "--map-by",
+            "slot",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "--allow-run-as-root",
+            "--mca",
+            "plm_rsh_agent",
+            str(self.agent),
+            "--mca",
+            "btl",
+            "self,vader,tcp",
+            "--mca",
+            "btl_tcp_if_include",
+            SUBNET,
+            "--mca",
+            "oob_tcp_if_include",
+            SUBNET,
+        ]
         for kv in mca:
             key, _, value = kv.partition("=")
             argv += ["--mca", key, value]
@@ -160,29 +194,58 @@ class Cluster:
     def torchrun_argvs(self, args: Sequence[str], port: int = 29400) -> list[list[str]]:
         """One `torchrun --nnodes N --node-rank k` per node, rendezvous on node 0 (static: node k is node k);
         args: what torchrun runs, e.g. ["-m", "my.module"]."""
-        return [[*self.enter(k), sys.executable, "-m", "torch.distributed.run", "--nnodes", str(self.nodes),
-                 "--node-rank", str(k), "--nproc-per-node", str(self.ranks_per_node),
-                 "--rdzv-endpoint", f"{address(0)}:{port}", *args] for k in range(self.nodes)]
+        return [
+            [
+                *self.enter(k),
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                str(self.nodes),
+                "--node-rank",
+                str(k),
+                "--nproc-per-node",
+                str(self.ranks_per_node),
+                "--rdzv-endpoint",
+                f"{address(0)}:{port}",
+                *args,
+            ]
+            for k in range(self.nodes)
+        ]
 
     def nodelist(self) -> str:
         return "node0" if self.nodes == 1 else f"node[0-{self.nodes - 1}]"
 
-    def srun_tasks(self, argv: Sequence[str], job_id: int = 4242,
-                   env: Optional[Mapping[str, str]] = None) -> list[tuple[list[str], dict[str, str]]]:
+    def srun_tasks(
+        self, argv: Sequence[str], job_id: int = 4242, env: Optional[Mapping[str, str]] = None
+    ) -> list[tuple[list[str], dict[str, str]]]:
         """(argv, environment) of every task of an `srun --mpi=none` step, placed node by node (block), with
         the variables slurmstepd gives a task; each argv starts the task on its node."""
         per_node = f"{self.ranks_per_node}(x{self.nodes})" if self.nodes > 1 else str(self.ranks_per_node)
-        common = {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id), "SLURM_STEP_ID": "0",
-                  "SLURM_NTASKS": str(self.size), "SLURM_STEP_NUM_TASKS": str(self.size),
-                  "SLURM_NNODES": str(self.nodes), "SLURM_STEP_NUM_NODES": str(self.nodes),
-                  "SLURM_JOB_NODELIST": self.nodelist(), "SLURM_STEP_NODELIST": self.nodelist(),
-                  "SLURM_TASKS_PER_NODE": per_node, "SLURM_STEP_TASKS_PER_NODE": per_node}
+        common = {
+            "SLURM_JOB_ID": str(job_id),
+            "SLURM_JOBID": str(job_id),
+            "SLURM_STEP_ID": "0",
+            "SLURM_NTASKS": str(self.size),
+            "SLURM_STEP_NUM_TASKS": str(self.size),
+            "SLURM_NNODES": str(self.nodes),
+            "SLURM_STEP_NUM_NODES": str(self.nodes),
+            "SLURM_JOB_NODELIST": self.nodelist(),
+            "SLURM_STEP_NODELIST": self.nodelist(),
+            "SLURM_TASKS_PER_NODE": per_node,
+            "SLURM_STEP_TASKS_PER_NODE": per_node,
+        }
         tasks = []
         for rank in range(self.size):
             node, local = divmod(rank, self.ranks_per_node)
             task_env = {k: v for k, v in worker_env(env).items() if not k.startswith("SLURM_")}
-            task_env.update(common, SLURM_PROCID=str(rank), SLURM_LOCALID=str(local), SLURM_NODEID=str(node),
-                            SLURMD_NODENAME=hostname(node))
+            task_env.update(
+                common,
+                SLURM_PROCID=str(rank),
+                SLURM_LOCALID=str(local),
+                SLURM_NODEID=str(node),
+                SLURMD_NODENAME=hostname(node),
+            )
             tasks.append(([*self.enter(node), *argv], task_env))
         return tasks
 
@@ -190,9 +253,11 @@ class Cluster:
     def up(self) -> "Cluster":
         """Make the cluster; on any failure remove what was made. A cluster of this name must not exist."""
         existing = leftovers(self.name)
-        if existing:   # not ours to remove: another process's cluster, or one `up` left for later use
-            raise RuntimeError(f"cluster {self.name!r} exists already ({', '.join(existing)}): remove it with "
-                               f"`python -m benchmarks.cluster down --name {self.name}` or pick another name")
+        if existing:  # not ours to remove: another process's cluster, or one `up` left for later use
+            raise RuntimeError(
+                f"cluster {self.name!r} exists already ({', '.join(existing)}): remove it with "
+                f"`python -m benchmarks.cluster down --name {self.name}` or pick another name"
+            )
         try:
             self._up()
         except BaseException:
@@ -215,13 +280,16 @@ class Cluster:
             _run("ip", "link", "set", self.veth(k), "master", self.bridge, "up")
             _run("ip", "link", "set", inner, "netns", ns)
             # lo keeps 127.0.0.1 alone (/32): with the usual /8 every 127.x address would be this node's own
-            script = (f"ip link set {inner} name nic0 && ip link set lo up && ip addr del 127.0.0.1/8 dev lo && "
-                      f"ip addr add 127.0.0.1/32 dev lo && sysctl -qw net.ipv4.conf.all.route_localnet=1 && "
-                      f"ip addr add {address(k)}/24 dev nic0 && sysctl -qw net.ipv4.conf.nic0.route_localnet=1 && "
-                      f"ip link set nic0 up")
+            script = (
+                f"ip link set {inner} name nic0 && ip link set lo up && ip addr del 127.0.0.1/8 dev lo && "
+                f"ip addr add 127.0.0.1/32 dev lo && sysctl -qw net.ipv4.conf.all.route_localnet=1 && "
+                f"ip addr add {address(k)}/24 dev nic0 && sysctl -qw net.ipv4.conf.nic0.route_localnet=1 && "
+                f"ip link set nic0 up"
+            )
             if self.rate is not None:
-                script += (f" && tc qdisc add dev nic0 root tbf rate {self.rate} "
-                           f"burst {burst_bytes(self.rate)} latency 10ms")
+                script += (
+                    f" && tc qdisc add dev nic0 root tbf rate {self.rate} burst {burst_bytes(self.rate)} latency 10ms"
+                )
             _run("ip", "netns", "exec", ns, "/bin/sh", "-c", script)
         self.agent.parent.mkdir(parents=True, exist_ok=True)
         self.agent.write_text(self._agent_script())
@@ -230,13 +298,15 @@ class Cluster:
     def _agent_script(self) -> str:
         """Open MPI's rsh agent: `agent HOST COMMAND...` runs the command line on HOST's node, as ssh would
         (words joined, then read by a shell)."""
-        cases = "".join(f'  {hostname(k)}|{address(k)}) ns={self.namespace(k)}; name={hostname(k)};;\n'
-                        for k in range(self.nodes))
-        return ("#!/bin/sh\n# rsh agent of the emulated cluster " + self.name + " (benchmarks/cluster.py)\n"
-                'case "$1" in\n' + cases +
-                '  *) echo "cluster agent: no node named $1" >&2; exit 255;;\nesac\nshift\n'
-                'exec ip netns exec "$ns" unshare --uts /bin/sh -c \'hostname "$1" && exec /bin/sh -c "$2"\' '
-                'sh "$name" "$*"\n')
+        cases = "".join(
+            f"  {hostname(k)}|{address(k)}) ns={self.namespace(k)}; name={hostname(k)};;\n" for k in range(self.nodes)
+        )
+        return (
+            "#!/bin/sh\n# rsh agent of the emulated cluster " + self.name + " (benchmarks/cluster.py)\n"
+            'case "$1" in\n' + cases + '  *) echo "cluster agent: no node named $1" >&2; exit 255;;\nesac\nshift\n'
+            'exec ip netns exec "$ns" unshare --uts /bin/sh -c \'hostname "$1" && exec /bin/sh -c "$2"\' '
+            'sh "$name" "$*"\n'
+        )
 
     def down(self) -> None:
         """Remove everything this cluster (by its name) made; what is already gone is skipped."""
@@ -272,7 +342,7 @@ class Cluster:
 
 
 def _exit_on_signal(signum: int, frame: Optional[FrameType]) -> None:
-    raise SystemExit(128 + signum)   # unwinds through __exit__, which removes the cluster
+    raise SystemExit(128 + signum)  # unwinds through __exit__, which removes the cluster
 
 
 def node_pids(namespace: str) -> list[int]:
@@ -308,10 +378,12 @@ def leftovers(name: str) -> list[str]:
     """What of cluster `name` still exists (namespaces, links): empty after `down`."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return (re.findall(rf"^({name}n\d+)\b", ns, flags=re.M)
-            + re.findall(rf"^\d+: ({name}(?:br|v\d+|p\d+))[@:]", links, flags=re.M))
+    return re.findall(rf"^({name}n\d+)\b", ns, flags=re.M) + re.findall(
+        rf"^\d+: ({name}(?:br|v\d+|p\d+))[@:]", links, flags=re.M
+    )
 
 
 if __name__ == "__main__":
-    from benchmarks.cluster_cli import main   # the command line, apart: this module is the cluster
+    from benchmarks.cluster_cli import main  # the command line, apart: this module is the cluster
+
     sys.exit(main())

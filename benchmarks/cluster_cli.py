@@ -1,6 +1,7 @@
 """`python -m benchmarks.cluster up | run | down`: the emulated cluster of benchmarks/cluster.py from the
 command line (up: make it and print how to launch on it; run: up, mpirun a program on every rank, down;
 down: remove it, idempotent)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,8 +15,9 @@ from benchmarks.run_ranks import ROOT, worker_env
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.cluster", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.cluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for cmd in ("up", "run"):
         p = sub.add_parser(cmd)
@@ -42,8 +44,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"cluster up: {e}", file=sys.stderr)
             return 1
         where = ", ".join(f"{hostname(k)}={address(k)}" for k in range(cluster.nodes))
-        print(f"cluster {cluster.name}: {cluster.nodes} nodes x {cluster.ranks_per_node} ranks, "
-              f"{rate or 'unshaped'} between nodes ({where})")
+        print(
+            f"cluster {cluster.name}: {cluster.nodes} nodes x {cluster.ranks_per_node} ranks, "
+            f"{rate or 'unshaped'} between nodes ({where})"
+        )
         print(f"on node 0:  {shlex.join(cluster.enter(0))} COMMAND...")
         print(f"mpirun:     {shlex.join(cluster.mpirun_argv())} COMMAND...")
         print(f"remove:     python -m benchmarks.cluster down --name {cluster.name}")

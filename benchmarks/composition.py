@@ -19,6 +19,7 @@ Writes results/composition.json, a table and a PNG.
     python -m benchmarks.composition            # the nanoGPT-sized GPT (6 x 384, context 256), 6 steps, 2 repeats
     python -m benchmarks.composition --quick    # 2 layers, 128 wide, context 64, 3 steps, 1 repeat: a smoke run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,19 +29,38 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import plot_if_matplotlib, save, table
-from benchmarks.workers.composition_run import LAYOUTS
 from benchmarks.run_ranks import free_port, mpirun
+from benchmarks.workers.composition_run import LAYOUTS
 
-PEER = {"hsdp_zero2": "torch_fsdp2_hsdp", "hsdp_zero3": "torch_fsdp2_hsdp", "zero3_in_plsgd_across": "torch_fsdp2_hsdp",
-        "pp2_mbsgd": "torch_pp2_1f1b_ddp", "pp2_zero1": "torch_pp2_1f1b_ddp", "pp2_zero2": "torch_pp2_1f1b_ddp",
-        "pp2_zero3": "torch_pp2_1f1b_ddp", "mbsgd": "torch_ddp"}
+PEER = {
+    "hsdp_zero2": "torch_fsdp2_hsdp",
+    "hsdp_zero3": "torch_fsdp2_hsdp",
+    "zero3_in_plsgd_across": "torch_fsdp2_hsdp",
+    "pp2_mbsgd": "torch_pp2_1f1b_ddp",
+    "pp2_zero1": "torch_pp2_1f1b_ddp",
+    "pp2_zero2": "torch_pp2_1f1b_ddp",
+    "pp2_zero3": "torch_pp2_1f1b_ddp",
+    "mbsgd": "torch_ddp",
+}
 
 
 def launch(a: argparse.Namespace) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="bench-composition-")) / "result.json"
-    mpirun(4, "benchmarks.workers.composition_run", str(out), str(a.repeats), str(a.steps), str(a.n_layer),
-           str(a.n_embd), str(a.block), str(a.batch), str(a.microbatches), *a.layouts, timeout=3600,
-           env={"BENCH_PORT": str(free_port())})
+    mpirun(
+        4,
+        "benchmarks.workers.composition_run",
+        str(out),
+        str(a.repeats),
+        str(a.steps),
+        str(a.n_layer),
+        str(a.n_embd),
+        str(a.block),
+        str(a.batch),
+        str(a.microbatches),
+        *a.layouts,
+        timeout=3600,
+        env={"BENCH_PORT": str(free_port())},
+    )
     return json.loads(out.read_text())
 
 
@@ -68,9 +88,13 @@ def goals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     state, peak = (by.get("pp2_zero3", {}).get(k) for k in ("state_vs_ddp", "peak_vs_ddp"))
     speeds = {r["layout"]: r["speed_vs_torch"] for r in rows if "speed_vs_torch" in r}
     # the memory goal read both ways: state alone (activations apart), and state + activations
-    return {"pp2_zero3_state_vs_ddp": state, "pp2_zero3_peak_vs_ddp": peak,
-            "pp2_zero3_memory_goal_met": None if peak is None else {"state": state <= 0.25, "peak": peak <= 0.25},
-            "speed_vs_torch": speeds, "speed_goal_met": {k: v >= 1.0 for k, v in speeds.items()}}
+    return {
+        "pp2_zero3_state_vs_ddp": state,
+        "pp2_zero3_peak_vs_ddp": peak,
+        "pp2_zero3_memory_goal_met": None if peak is None else {"state": state <= 0.25, "peak": peak <= 0.25},
+        "speed_vs_torch": speeds,
+        "speed_goal_met": {k: v >= 1.0 for k, v in speeds.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -90,17 +114,39 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         a.n_layer, a.n_embd, a.block, a.steps, a.repeats = 2, 128, 64, 3, 1
     rows = rows_of(launch(a))
     dims = sorted({k for r in rows for k in r if k.startswith("bytes_per_step_")})
-    print(table(rows, ["layout", "samples_per_s", "samples_per_s_min", "samples_per_s_max", "speed_vs_torch",
-                       "torch_peer", "max_state_bytes", "state_vs_ddp", "peak_vs_ddp", "max_activation_peak_bytes",
-                       "max_peak_bytes", *dims, "error"]))
+    print(
+        table(
+            rows,
+            [
+                "layout",
+                "samples_per_s",
+                "samples_per_s_min",
+                "samples_per_s_max",
+                "speed_vs_torch",
+                "torch_peer",
+                "max_state_bytes",
+                "state_vs_ddp",
+                "peak_vs_ddp",
+                "max_activation_peak_bytes",
+                "max_peak_bytes",
+                *dims,
+                "error",
+            ],
+        )
+    )
     summary = goals(rows)
     print(json.dumps(summary, indent=1))
 
     def plot(ax: Any) -> None:
         ok = [r for r in rows if "samples_per_s" in r]
         names = [r["layout"] for r in ok]
-        ax.bar(names, [r["max_peak_bytes"] / 2 ** 20 for r in ok], color="tab:blue", alpha=0.6,
-               label="peak MiB per rank (state + activations)")
+        ax.bar(
+            names,
+            [r["max_peak_bytes"] / 2**20 for r in ok],
+            color="tab:blue",
+            alpha=0.6,
+            label="peak MiB per rank (state + activations)",
+        )
         ax.set_ylabel("peak MiB per rank")
         ax.tick_params(axis="x", rotation=60)
         speed = ax.twinx()
@@ -109,6 +155,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ax.set_title(f"GPT {a.n_layer}x{a.n_embd}, context {a.block}, 4 ranks, AdamW fp32")
         ax.legend(loc="upper left")
         speed.legend(loc="upper right")
+
     payload = {"config": vars(a) | {"results_dir": str(a.results_dir)}, "rows": rows, "goals": summary}
     print(save("composition", payload, plot_if_matplotlib(plot), results_dir=a.results_dir))
     return payload

@@ -13,6 +13,7 @@ x its codec's size ratio), the number of whole-model collectives per step (mbsgd
 and a collective's latency is 2 log2(n) hops (a tree, as NCCL picks for small messages; 2 at n = 2).
 
     python -m benchmarks.cost_model               # fit to results/nodes.json, print constants and predictions"""
+
 from __future__ import annotations
 
 import json
@@ -29,16 +30,17 @@ from benchmarks.harness import RESULTS
 # bytes sent per fp32 element: the codecs' payload with one fp32 scale per 256-element block
 CODEC_RATIO: dict[str, float] = {"int8": (256 + 4) / 1024, "int4": (128 + 4) / 1024, "onebit": (32 + 4) / 1024}
 CASE_CODEC: dict[str, str] = {"mbsgd+int8": "int8", "mbsgd+1bit": "onebit", "hsdp+diloco": "int4"}
-INDEPENDENT = ("mbsgd-nocomm",)   # no communication: a point of compute alone
+INDEPENDENT = ("mbsgd-nocomm",)  # no communication: a point of compute alone
 
 
 @dataclass(frozen=True)
 class Point:
     """One measured (or synthetic) run: a method on a link."""
+
     case: str
     link: str
-    batch: int                 # samples per rank per step
-    bytes_per_step: float      # bytes one node sends across its link per step
+    batch: int  # samples per rank per step
+    bytes_per_step: float  # bytes one node sends across its link per step
     model_bytes: int
     step_s: float
     nodes: int = 2
@@ -71,20 +73,25 @@ def hops(nodes: int) -> float:
 class Fit:
     compute_s_per_sample: float
     latency_s: float
-    byte_s: dict[str, float]          # per link: seconds per byte (1 / effective bytes per second)
+    byte_s: dict[str, float]  # per link: seconds per byte (1 / effective bytes per second)
     codec_s_per_element: float
 
     def step_s(self, p: Point) -> float:
-        return (self.compute_s_per_sample * p.batch + self.latency_s * p.messages()
-                + self.byte_s[p.link] * p.bytes_per_step + self.codec_s_per_element * p.coded_elements())
+        return (
+            self.compute_s_per_sample * p.batch
+            + self.latency_s * p.messages()
+            + self.byte_s[p.link] * p.bytes_per_step
+            + self.codec_s_per_element * p.coded_elements()
+        )
 
 
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Non-negative least squares (Lawson-Hanson), small and dependency-free: every constant is a cost."""
     try:
         from scipy.optimize import nnls
+
         return nnls(a, b)[0]
-    except ImportError:   # plain least squares, clipped
+    except ImportError:  # plain least squares, clipped
         return np.clip(np.linalg.lstsq(a, b, rcond=None)[0], 0, None)
 
 
@@ -94,8 +101,10 @@ def fit(points: Sequence[Point]) -> Fit:
     if not points:
         raise ValueError("fit: no points to fit")
     links = sorted({p.link for p in points})
-    rows = [[p.batch, p.messages(), *(p.bytes_per_step if p.link == k else 0.0 for k in links), p.coded_elements()]
-            for p in points]
+    rows = [
+        [p.batch, p.messages(), *(p.bytes_per_step if p.link == k else 0.0 for k in links), p.coded_elements()]
+        for p in points
+    ]
     a, b = np.array(rows, dtype=float), np.array([p.step_s for p in points])
     scale = np.abs(a).max(axis=0)
     scale[scale == 0] = 1.0
@@ -106,28 +115,42 @@ def fit(points: Sequence[Point]) -> Fit:
 def points_from_results(doc: Mapping[str, Any], model_bytes: int) -> list[Point]:
     """The points of a benchmarks/nodes.py result: each row's step time and bytes per node per step."""
     steps, nodes, batch = doc["steps"], doc["nodes"], doc["batch_per_rank"]
-    return [Point(r["case"], r["rate"], batch, r["bytes_across"] / 2 / steps, model_bytes, r["train_s"] / steps,
-                  nodes) for r in doc["rows"]]
+    return [
+        Point(r["case"], r["rate"], batch, r["bytes_across"] / 2 / steps, model_bytes, r["train_s"] / steps, nodes)
+        for r in doc["rows"]
+    ]
 
 
 # ---- predicting at scale ----
 @dataclass(frozen=True)
 class System:
     """A machine: its nodes' accelerators and NICs; what is assumed is said in `about`."""
+
     name: str
     gpus_per_node: int
-    node_bytes_per_s: float       # all NICs of a node together
-    latency_s: float              # one inter-node hop, software included
-    flops_per_s: float            # one accelerator's fp32 peak x the fraction a small model reaches
+    node_bytes_per_s: float  # all NICs of a node together
+    latency_s: float  # one inter-node hop, software included
+    flops_per_s: float  # one accelerator's fp32 peak x the fraction a small model reaches
     about: str
 
 
-FRONTIER = System("frontier-like", 8, 4 * 25e9, 5e-6, 23.9e12 * 0.3,
-                  "8 GCDs per node (4 MI250X), 4 x 25 GB/s Slingshot NICs, 5 us per hop, a GCD's 23.9 TFLOP/s "
-                  "fp32 at 30% utilisation")
-S3DF = System("s3df-like", 4, 200e9 / 8, 5e-6, 19.5e12 * 0.3,
-              "4 A100 per node, one 200 Gb/s HDR InfiniBand NIC, 5 us per hop, an A100's 19.5 TFLOP/s fp32 at 30% "
-              "utilisation")
+FRONTIER = System(
+    "frontier-like",
+    8,
+    4 * 25e9,
+    5e-6,
+    23.9e12 * 0.3,
+    "8 GCDs per node (4 MI250X), 4 x 25 GB/s Slingshot NICs, 5 us per hop, a GCD's 23.9 TFLOP/s "
+    "fp32 at 30% utilisation",
+)
+S3DF = System(
+    "s3df-like",
+    4,
+    200e9 / 8,
+    5e-6,
+    19.5e12 * 0.3,
+    "4 A100 per node, one 200 Gb/s HDR InfiniBand NIC, 5 us per hop, an A100's 19.5 TFLOP/s fp32 at 30% utilisation",
+)
 
 
 def predict(system: System, gpus: int, measured: Point, flops_per_sample: float, fitted: Fit) -> dict[str, float]:
@@ -141,8 +164,14 @@ def predict(system: System, gpus: int, measured: Point, flops_per_sample: float,
     comm_bytes = measured.bytes_per_step * share
     comm = system.latency_s * measured.ops * hops(nodes) + comm_bytes / system.node_bytes_per_s
     codec = fitted.codec_s_per_element * measured.coded_elements() / max(speedup, 1.0)
-    return {"gpus": gpus, "nodes": nodes, "compute_s": compute, "comm_s": comm, "codec_s": codec,
-            "step_s": compute + comm + codec}
+    return {
+        "gpus": gpus,
+        "nodes": nodes,
+        "compute_s": compute,
+        "comm_s": comm,
+        "codec_s": codec,
+        "step_s": compute + comm + codec,
+    }
 
 
 def relative_errors(fitted: Fit, points: Iterable[Point]) -> list[float]:
@@ -150,7 +179,7 @@ def relative_errors(fitted: Fit, points: Iterable[Point]) -> list[float]:
 
 
 GPUS = (64, 256, 1024, 4096)
-CNN_FLOPS_PER_SAMPLE = 17.5e6   # SmallCNN forward + backward (torch.utils.flop_counter)
+CNN_FLOPS_PER_SAMPLE = 17.5e6  # SmallCNN forward + backward (torch.utils.flop_counter)
 FIGURE = RESULTS.parent.parent / "docs" / "images" / "scaling.png"
 
 
@@ -163,28 +192,33 @@ def scaling_rows(points: Sequence[Point], fitted: Fit, flops_per_sample: float) 
             continue
         for system in (FRONTIER, S3DF):
             for g in GPUS:
-                rows.append({"system": system.name, "case": p.case,
-                             **predict(system, g, p, flops_per_sample, fitted)})
+                rows.append({"system": system.name, "case": p.case, **predict(system, g, p, flops_per_sample, fitted)})
     return rows
 
 
 def markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     def cell(v: Any) -> str:
         return f"{v:.3g}" if isinstance(v, float) else str(v)
-    return "\n".join(["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-                     + ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in rows])
+
+    return "\n".join(
+        ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+        + ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in rows]
+    )
 
 
 def draw(rows: Sequence[Mapping[str, Any]], points: Sequence[Point], fitted: Fit, path: Path = FIGURE) -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     links = sorted({p.link for p in points})
     for i, link in enumerate(links):
         mine = [p for p in points if p.link == link]
-        axes[0].scatter([p.step_s * 1e3 for p in mine], [fitted.step_s(p) * 1e3 for p in mine], label=link,
-                        color=f"C{i}")
+        axes[0].scatter(
+            [p.step_s * 1e3 for p in mine], [fitted.step_s(p) * 1e3 for p in mine], label=link, color=f"C{i}"
+        )
     top = max(max(p.step_s, fitted.step_s(p)) for p in points) * 1e3 * 1.1
     axes[0].plot([0, top], [0, top], color="grey", linewidth=0.8)
     axes[0].set_xlabel("measured step (ms)")
@@ -194,8 +228,14 @@ def draw(rows: Sequence[Mapping[str, Any]], points: Sequence[Point], fitted: Fit
     for ax, system in zip(axes[1:], (FRONTIER, S3DF)):
         for j, case in enumerate(dict.fromkeys(r["case"] for r in rows)):
             mine = [r for r in rows if r["system"] == system.name and r["case"] == case]
-            ax.plot([r["gpus"] for r in mine], [r["step_s"] * 1e3 for r in mine], marker="o", label=case,
-                    color=f"C{j % 10}", linestyle="-" if j < 10 else "--")
+            ax.plot(
+                [r["gpus"] for r in mine],
+                [r["step_s"] * 1e3 for r in mine],
+                marker="o",
+                label=case,
+                color=f"C{j % 10}",
+                linestyle="-" if j < 10 else "--",
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("accelerators")
@@ -223,7 +263,9 @@ def fill(text: str, section: str, body: str) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import argparse
+
     from apps.models import SmallCNN
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", type=Path, default=RESULTS / "nodes.json")
     ap.add_argument("--doc", type=Path, default=SCALING_DOC, help="the document whose generated sections to write")
@@ -233,24 +275,37 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     model_bytes = sum(p.numel() * 4 for p in SmallCNN().parameters())
     points = points_from_results(doc, model_bytes)
     fitted = fit(points)
-    constants = (f"compute {fitted.compute_s_per_sample * 1e3:.4g} ms per sample, latency {fitted.latency_s * 1e3:.4g} "
-                 f"ms per hop, codec {fitted.codec_s_per_element * 1e9:.4g} ns per element, link bandwidths " +
-                 ", ".join(f"{k} {1 / v / 1e6 if v else float('inf'):.4g} MB/s" for k, v in fitted.byte_s.items()))
-    measured = [{"link": p.link, "case": p.case, "ops": p.ops, "measured_ms": p.step_s * 1e3,
-                 "model_ms": fitted.step_s(p) * 1e3, "error": err}
-                for p, err in zip(points, relative_errors(fitted, points))]
+    constants = (
+        f"compute {fitted.compute_s_per_sample * 1e3:.4g} ms per sample, latency {fitted.latency_s * 1e3:.4g} "
+        f"ms per hop, codec {fitted.codec_s_per_element * 1e9:.4g} ns per element, link bandwidths "
+        + ", ".join(f"{k} {1 / v / 1e6 if v else float('inf'):.4g} MB/s" for k, v in fitted.byte_s.items())
+    )
+    measured = [
+        {
+            "link": p.link,
+            "case": p.case,
+            "ops": p.ops,
+            "measured_ms": p.step_s * 1e3,
+            "model_ms": fitted.step_s(p) * 1e3,
+            "error": err,
+        }
+        for p, err in zip(points, relative_errors(fitted, points))
+    ]
     errors = sorted(m["error"] for m in measured)
-    fitted_md = (f"Fitted to {len(points)} runs of `benchmarks/results/nodes.json` ({doc['environment']['date']}, "
-                 f"load average {doc['environment'].get('load_average')}): {constants}. Median error "
-                 f"{errors[len(errors) // 2]:.0%}, worst {errors[-1]:.0%} (tests/infra/test_cost_model.py holds "
-                 f"the fit to a median of 25% and a worst of 80% on these runs, and to 1e-6 on synthetic points).\n\n"
-                 + markdown(measured, ["link", "case", "ops", "measured_ms", "model_ms", "error"])
-                 + "\n\n![scaling](images/scaling.png)")
+    fitted_md = (
+        f"Fitted to {len(points)} runs of `benchmarks/results/nodes.json` ({doc['environment']['date']}, "
+        f"load average {doc['environment'].get('load_average')}): {constants}. Median error "
+        f"{errors[len(errors) // 2]:.0%}, worst {errors[-1]:.0%} (tests/infra/test_cost_model.py holds "
+        f"the fit to a median of 25% and a worst of 80% on these runs, and to 1e-6 on synthetic points).\n\n"
+        + markdown(measured, ["link", "case", "ops", "measured_ms", "model_ms", "error"])
+        + "\n\n![scaling](images/scaling.png)"
+    )
     rows = scaling_rows(points, fitted, CNN_FLOPS_PER_SAMPLE)
     for r in rows:
         r["step_ms"], r["comm_ms"] = r["step_s"] * 1e3, r["comm_s"] * 1e3
-    predicted_md = markdown([r for r in rows if r["gpus"] in (64, 4096)],
-                            ["system", "case", "gpus", "nodes", "step_ms", "comm_ms"])
+    predicted_md = markdown(
+        [r for r in rows if r["gpus"] in (64, 4096)], ["system", "case", "gpus", "nodes", "step_ms", "comm_ms"]
+    )
     print(constants)
     print(fitted_md)
     print(predicted_md)

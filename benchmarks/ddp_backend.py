@@ -7,6 +7,7 @@ machine was (the load averages are recorded beside the figures).
     python -m benchmarks.ddp_backend [--repeats 3] [--steps 40] [--ranks 2 4] [--wrappers ddp fsdp2] [--quick]
 
 Writes benchmarks/results/ddp_backend.json and .png."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,14 +24,26 @@ from benchmarks.harness import plot_if_matplotlib, save, table
 from benchmarks.run_ranks import mpirun
 
 
-def measure(wrapper: str, ranks: int, busy: bool, repeats: int, steps: int) -> tuple[dict[str, list[float]],
-                                                                                    dict[str, float]]:
+def measure(
+    wrapper: str, ranks: int, busy: bool, repeats: int, steps: int
+) -> tuple[dict[str, list[float]], dict[str, float]]:
     """samples/s per repeat of each backend (one mpirun job), and the machine's load as the job ended."""
-    with tempfile.TemporaryDirectory() as tmp, (busy_cores() if busy else contextlib.nullcontext()):
+    with tempfile.TemporaryDirectory() as tmp, busy_cores() if busy else contextlib.nullcontext():
         out = Path(tmp) / "rows.json"
-        mpirun(ranks, "benchmarks.workers.ddp_backend_run", "--wrapper", wrapper, "--steps", str(steps),
-               "--repeats", str(repeats), "--out", str(out), timeout=1800,
-               env={"PYTHONWARNINGS": "ignore::FutureWarning"})
+        mpirun(
+            ranks,
+            "benchmarks.workers.ddp_backend_run",
+            "--wrapper",
+            wrapper,
+            "--steps",
+            str(steps),
+            "--repeats",
+            str(repeats),
+            "--out",
+            str(out),
+            timeout=1800,
+            env={"PYTHONWARNINGS": "ignore::FutureWarning"},
+        )
         return json.loads(out.read_text()), machine_load()
 
 
@@ -55,9 +68,20 @@ def main(argv: list[str] | None = None) -> int:
                 got, machine = measure(wrapper, ranks, load == "busy", args.repeats, args.steps)
                 samples[case] = got
                 median = {k: statistics.median(v) for k, v in got.items()}
-                rows += [{"wrapper": wrapper, "ranks": ranks, "load": load, "backend": k, "samples_per_s": median[k],
-                          "min": min(v), "max": max(v), "ratio": median[k] / median["gloo"], **machine}
-                         for k, v in got.items()]
+                rows += [
+                    {
+                        "wrapper": wrapper,
+                        "ranks": ranks,
+                        "load": load,
+                        "backend": k,
+                        "samples_per_s": median[k],
+                        "min": min(v),
+                        "max": max(v),
+                        "ratio": median[k] / median["gloo"],
+                        **machine,
+                    }
+                    for k, v in got.items()
+                ]
     print(table(rows, ["wrapper", "ranks", "load", "backend", "samples_per_s", "min", "max", "ratio"]))
 
     def plot(ax: Any) -> None:
@@ -68,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         ax.set_ylabel("samples/s, pycomm / gloo (median of repeats)")
         ax.set_title("MNIST CNN: backend pycomm vs gloo (a shared, busy 2-core machine)")
 
-    save("ddp_backend", {"repeats": args.repeats, "steps": args.steps, "rows": rows, "samples": samples},
-         plot_if_matplotlib(plot), args.results_dir)
+    save(
+        "ddp_backend",
+        {"repeats": args.repeats, "steps": args.steps, "rows": rows, "samples": samples},
+        plot_if_matplotlib(plot),
+        args.results_dir,
+    )
     return 0
 
 

@@ -19,6 +19,7 @@ steps of 4 sequences x 64 characters per rank, 3 seeds, both links: 48 runs) is 
 about 45 minutes on an idle 2-core machine (each run prints the pace and the time left);
 --steps / --batch / --n-layer / --n-embd / --seeds / --links / --cases change it (`--steps 4 --seeds 1
 --links default` checks that it runs end to end in a few minutes)."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,18 @@ from benchmarks.harness import held, save, table
 
 CASES = ["mbsgd", "plsgd", "qsr", "diloco-h16", "diloco-h64", "diloco-h64+int8", "diloco-h64+int4", "streaming-f4"]
 REFERENCE = "mbsgd"
-LOSS_GOAL, BYTES_GOAL = 1.02, 200.0   # eval loss <= 1.02x the reference's, >= 200x fewer bytes
-COLUMNS = ["case", "eval_loss", "eval_loss_vs_mbsgd", "bytes_sent", "fewer_bytes_than_mbsgd", "samples_per_s",
-           "speedup_vs_mbsgd", "seeds", "goal"]
+LOSS_GOAL, BYTES_GOAL = 1.02, 200.0  # eval loss <= 1.02x the reference's, >= 200x fewer bytes
+COLUMNS = [
+    "case",
+    "eval_loss",
+    "eval_loss_vs_mbsgd",
+    "bytes_sent",
+    "fewer_bytes_than_mbsgd",
+    "samples_per_s",
+    "speedup_vs_mbsgd",
+    "seeds",
+    "goal",
+]
 
 
 def summarise(runs: list[dict[str, Any]], link: str, cases: list[str]) -> list[dict[str, Any]]:
@@ -47,9 +57,14 @@ def summarise(runs: list[dict[str, Any]], link: str, cases: list[str]) -> list[d
         if not mine:
             continue
         med = lambda key: statistics.median(r[key] for r in mine.values())  # noqa: E731
-        row: dict[str, Any] = {"case": case, "eval_loss": med("eval_loss"), "bytes_sent": med("bytes_sent"),
-                               "samples_per_s": med("samples_per_s"), "seeds": len(mine),
-                               "eval_loss_per_seed": [mine[s]["eval_loss"] for s in sorted(mine)]}
+        row: dict[str, Any] = {
+            "case": case,
+            "eval_loss": med("eval_loss"),
+            "bytes_sent": med("bytes_sent"),
+            "samples_per_s": med("samples_per_s"),
+            "seeds": len(mine),
+            "eval_loss_per_seed": [mine[s]["eval_loss"] for s in sorted(mine)],
+        }
         refs = {s: done[(s, REFERENCE)] for s in mine if (s, REFERENCE) in done}
         if refs:
             ratio = lambda f: statistics.median(f(mine[s], refs[s]) for s in refs)  # noqa: E731
@@ -58,8 +73,7 @@ def summarise(runs: list[dict[str, Any]], link: str, cases: list[str]) -> list[d
             row["fewer_bytes_than_mbsgd"] = ratio(lambda r, d: d["bytes_sent"] / max(r["bytes_sent"], 1))
             if case.startswith(("diloco", "streaming")):
                 met = row["eval_loss_vs_mbsgd"] <= LOSS_GOAL and row["fewer_bytes_than_mbsgd"] >= BYTES_GOAL
-                row["goal"] = (f"loss <= {LOSS_GOAL:g}x, >= {BYTES_GOAL:g}x fewer bytes: "
-                               f"{'met' if met else 'NOT met'}")
+                row["goal"] = f"loss <= {LOSS_GOAL:g}x, >= {BYTES_GOAL:g}x fewer bytes: {'met' if met else 'NOT met'}"
         rows.append(row)
     return rows
 
@@ -67,6 +81,7 @@ def summarise(runs: list[dict[str, Any]], link: str, cases: list[str]) -> list[d
 def plot_loss_and_speed(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> Callable[[Any], None]:
     """Left: eval loss against bytes sent per rank (log axis), one point per case with its seeds' range.
     Right: samples/s against mbsgd per case, one bar per link."""
+
     def plot(ax: Any) -> None:
         fig = ax.figure
         fig.set_size_inches(13, 5)
@@ -75,8 +90,14 @@ def plot_loss_and_speed(results: dict[str, list[dict[str, Any]]], args: argparse
         first = next((rows for rows in results.values() if rows), [])
         for i, row in enumerate(first):
             losses = row["eval_loss_per_seed"]
-            left.errorbar([max(row["bytes_sent"], 1)], [row["eval_loss"]], fmt="os"[i >= 10], ms=6,
-                          yerr=[[row["eval_loss"] - min(losses)], [max(losses) - row["eval_loss"]]], label=row["case"])
+            left.errorbar(
+                [max(row["bytes_sent"], 1)],
+                [row["eval_loss"]],
+                fmt="os"[i >= 10],
+                ms=6,
+                yerr=[[row["eval_loss"] - min(losses)], [max(losses) - row["eval_loss"]]],
+                label=row["case"],
+            )
         left.set_xscale("log")
         left.set_xlabel("bytes sent per rank during training")
         left.set_ylabel(f"eval loss (median of {args.seeds} seeds, range)")
@@ -86,24 +107,43 @@ def plot_loss_and_speed(results: dict[str, list[dict[str, Any]]], args: argparse
         width = 0.8 / max(len(links), 1)
         for k, link in enumerate(links):
             rows = [r for r in results[link] if "speedup_vs_mbsgd" in r]
-            right.bar([shown.index(r["case"]) + k * width for r in rows], [r["speedup_vs_mbsgd"] for r in rows], width,
-                      label=f"link: {link}")
+            right.bar(
+                [shown.index(r["case"]) + k * width for r in rows],
+                [r["speedup_vs_mbsgd"] for r in rows],
+                width,
+                label=f"link: {link}",
+            )
         right.set_xticks([i + 0.4 - width / 2 for i in range(len(shown))], shown, fontsize=7, rotation=30)
         right.axhline(1.0, color="grey", lw=0.5)
         right.set_ylabel("samples/s / mbsgd's (same seed and link)")
         right.legend(fontsize=7)
-        fig.suptitle(f"char GPT {args.n_layer}x{args.n_embd} on tiny Shakespeare, {args.ranks} ranks, "
-                     f"{args.steps} steps x {args.batch} x 64 characters per rank")
+        fig.suptitle(
+            f"char GPT {args.n_layer}x{args.n_embd} on tiny Shakespeare, {args.ranks} ranks, "
+            f"{args.steps} steps x {args.batch} x 64 characters per rank"
+        )
+
     return plot
 
 
-def payload(args: argparse.Namespace, skipped: dict[str, str], results: dict[str, list[dict[str, Any]]],
-            runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"model": {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "context": 64},
-            "ranks": args.ranks, "steps": args.steps, "batch_per_rank": args.batch, "seeds": args.seeds,
-            "reference": REFERENCE,
-            "goal": {"eval_loss_vs_mbsgd_at_most": LOSS_GOAL, "fewer_bytes_at_least": BYTES_GOAL},
-            "shaped_rate": "10gbit", "skipped": skipped, "results": results, "runs": runs}
+def payload(
+    args: argparse.Namespace,
+    skipped: dict[str, str],
+    results: dict[str, list[dict[str, Any]]],
+    runs: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "model": {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "context": 64},
+        "ranks": args.ranks,
+        "steps": args.steps,
+        "batch_per_rank": args.batch,
+        "seeds": args.seeds,
+        "reference": REFERENCE,
+        "goal": {"eval_loss_vs_mbsgd_at_most": LOSS_GOAL, "fewer_bytes_at_least": BYTES_GOAL},
+        "shaped_rate": "10gbit",
+        "skipped": skipped,
+        "results": results,
+        "runs": runs,
+    }
 
 
 def add_model_arguments(ap: argparse.ArgumentParser) -> None:
@@ -133,26 +173,39 @@ def main(argv: list[str] | None = None) -> None:
     total, started = args.seeds * len(links) * len(cases), time.monotonic()
     for seed in range(args.seeds):
         for link in links:
-            with held(args.lock):   # one seed's cases on one link back to back: the same load for all
+            with held(args.lock):  # one seed's cases on one link back to back: the same load for all
                 for i in range(len(cases)):
-                    case = cases[(i + seed) % len(cases)]   # rotated: no case always follows another
+                    case = cases[(i + seed) % len(cases)]  # rotated: no case always follows another
                     try:
-                        result = launch(case, link, args.steps, args.batch, data, args.timeout, ranks=args.ranks,
-                                        settings={"seed": seed, "model": model})
-                    except (RuntimeError, subprocess.TimeoutExpired) as e:   # recorded; the others go on
+                        result = launch(
+                            case,
+                            link,
+                            args.steps,
+                            args.batch,
+                            data,
+                            args.timeout,
+                            ranks=args.ranks,
+                            settings={"seed": seed, "model": model},
+                        )
+                    except (RuntimeError, subprocess.TimeoutExpired) as e:  # recorded; the others go on
                         print(f"seed {seed} {link} {case} FAILED: {e}", flush=True)
                         runs.append({"seed": seed, "link": link, "case": case, "error": str(e)[-4000:]})
                         continue
                     pace = (time.monotonic() - started) / (len(runs) + 1)
-                    print(f"seed {seed} {link} {case}: eval loss {result['eval_loss']:.4f}, {result['bytes_sent']:.3g} "
-                          f"bytes sent, {result['samples_per_s']:.1f} samples/s ({pace:.0f} s per run, about "
-                          f"{pace * (total - len(runs) - 1) / 60:.0f} min left)", flush=True)
+                    print(
+                        f"seed {seed} {link} {case}: eval loss {result['eval_loss']:.4f}, {result['bytes_sent']:.3g} "
+                        f"bytes sent, {result['samples_per_s']:.1f} samples/s ({pace:.0f} s per run, about "
+                        f"{pace * (total - len(runs) - 1) / 60:.0f} min left)",
+                        flush=True,
+                    )
                     runs.append({"seed": seed, "link": link, "case": case, "result": result})
                     results = {lk: summarise(runs, lk, cases) for lk in links}
                     save(args.name, payload(args, skipped, results, runs), results_dir=args.results_dir)
     for link in links:
-        print(f"\n== link: {link} ({args.ranks} ranks, {args.steps} steps x {args.batch} x 64 characters per rank, "
-              f"median of {args.seeds} seeds)")
+        print(
+            f"\n== link: {link} ({args.ranks} ranks, {args.steps} steps x {args.batch} x 64 characters per rank, "
+            f"median of {args.seeds} seeds)"
+        )
         print(table(results.get(link, []), COLUMNS))
     path = save(args.name, payload(args, skipped, results, runs), plot_loss_and_speed(results, args), args.results_dir)
     print(f"\nwrote {path}", file=sys.stderr)

@@ -7,6 +7,7 @@ link), 2048 steps and seed 0 as in diloco_long, mbsgd once and each VARIANT once
 deterministic for a seed (the same data order and initial model in every run), so one run per variant
 measures it; samples/s is reported but not the point here. Writes results/diloco_sweep.json and .png (eval
 loss against bytes sent, log axis). `--steps 8 --variants diloco-h64+int8` checks it end to end."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,17 +28,26 @@ VARIANTS: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
     "diloco-h64+int8 outer_lr 0.4": ("diloco-h64+int8", lambda steps: {"outer_lr": 0.4}),
     "diloco-h64+int8 outer_lr 1.0": ("diloco-h64+int8", lambda steps: {"outer_lr": 1.0}),
     # outer lr 1 without momentum is plain periodic averaging (local SGD with AdamW inside)
-    "diloco-h64+int8 outer_lr 1.0 momentum 0": ("diloco-h64+int8", lambda steps: {"outer_lr": 1.0,
-                                                                                  "outer_momentum": 0.0}),
+    "diloco-h64+int8 outer_lr 1.0 momentum 0": (
+        "diloco-h64+int8",
+        lambda steps: {"outer_lr": 1.0, "outer_momentum": 0.0},
+    ),
     "diloco-h32+int4": ("diloco-h16+int4", lambda steps: {"inner_steps": 32}),
     # shorter periods, paid for with 1-bit outer gradients (error feedback per rank): 128 and 256 rounds
     "diloco-h16+onebit": ("diloco-h16+onebit", lambda steps: {}),
     "diloco-h8+onebit": ("diloco-h16+onebit", lambda steps: {"inner_steps": 8}),
     # QSR's period: H 16 through the warm-up, then (4 lr_peak / lr)^2 (16 at the peak, growing as the cosine
     # decays): about 63 rounds at 2048 steps, short ones while the lr is high
-    "diloco-qsr+int4": ("diloco-h16+int4", lambda steps: {
-        "inner_steps": "qsr", "h_base": 16, "alpha": 4 * ADAMW["lr"], "total_steps": steps,
-        "warmup_steps": warmup_steps(steps)}),
+    "diloco-qsr+int4": (
+        "diloco-h16+int4",
+        lambda steps: {
+            "inner_steps": "qsr",
+            "h_base": 16,
+            "alpha": 4 * ADAMW["lr"],
+            "total_steps": steps,
+            "warmup_steps": warmup_steps(steps),
+        },
+    ),
 }
 
 
@@ -49,8 +59,12 @@ def plot_loss_against_bytes(rows: list[dict[str, Any]], args: argparse.Namespace
         ax.set_xlabel("bytes sent per rank during training")
         ax.set_ylabel("eval loss (seed 0)")
         ax.legend(fontsize=7)
-        ax.set_title(f"DiLoCo settings, char GPT {args.n_layer}x{args.n_embd}, {args.ranks} ranks, {args.steps} "
-                     f"steps x {args.batch} x 64 characters per rank", fontsize=9)
+        ax.set_title(
+            f"DiLoCo settings, char GPT {args.n_layer}x{args.n_embd}, {args.ranks} ranks, {args.steps} "
+            f"steps x {args.batch} x 64 characters per rank",
+            fontsize=9,
+        )
+
     return plot
 
 
@@ -70,9 +84,10 @@ def main(argv: list[str] | None = None) -> None:
             case, overrides = VARIANTS[name] if name in VARIANTS else (name, lambda steps: {})
             options = overrides(args.steps)
             try:
-                result = launch(case, "default", args.steps, args.batch, data, args.timeout, options, args.ranks,
-                                settings)
-            except (RuntimeError, subprocess.TimeoutExpired) as e:   # recorded; the others go on
+                result = launch(
+                    case, "default", args.steps, args.batch, data, args.timeout, options, args.ranks, settings
+                )
+            except (RuntimeError, subprocess.TimeoutExpired) as e:  # recorded; the others go on
                 print(f"{name} FAILED: {e}", flush=True)
                 runs.append({"seed": 0, "link": "default", "case": name, "options": options, "error": str(e)[-4000:]})
                 continue
@@ -86,9 +101,16 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def payload(args: argparse.Namespace, rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"model": {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "context": 64},
-            "ranks": args.ranks, "steps": args.steps, "batch_per_rank": args.batch, "seed": 0,
-            "reference": REFERENCE, "results": rows, "runs": runs}
+    return {
+        "model": {"n_layer": args.n_layer, "n_embd": args.n_embd, "n_head": args.n_head, "context": 64},
+        "ranks": args.ranks,
+        "steps": args.steps,
+        "batch_per_rank": args.batch,
+        "seed": 0,
+        "reference": REFERENCE,
+        "results": rows,
+        "runs": runs,
+    }
 
 
 if __name__ == "__main__":

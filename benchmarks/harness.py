@@ -1,5 +1,6 @@
 """Shared measurement harness: every benchmark times with `measure`, reports ratios against a peer
 measured in the same run, and writes benchmarks/results/<name>.json and a PNG through `save`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,9 @@ class Timing:
     samples: list[float] = field(default_factory=list, repr=False)
 
 
-def measure(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2, inner: int = 1,
-            sync: Callable[[], Any] | None = None) -> Timing:
+def measure(
+    fn: Callable[[], Any], repeats: int = 7, warmup: int = 2, inner: int = 1, sync: Callable[[], Any] | None = None
+) -> Timing:
     """Median/min/max seconds of one call of `fn`. `inner` calls are timed together and divided
     (for calls too short for the clock); `sync` (e.g. torch.cuda.synchronize) runs before each stop."""
     for _ in range(warmup):
@@ -47,27 +49,32 @@ def measure(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2, inner: int
     return Timing(statistics.median(samples), min(samples), max(samples), repeats, samples)
 
 
-def measure_gpu(fn: Callable[[], Any], repeats: int = 7, warmup: int = 2,
-                before: Callable[[], Any] | None = None) -> Timing:
+def measure_gpu(
+    fn: Callable[[], Any], repeats: int = 7, warmup: int = 2, before: Callable[[], Any] | None = None
+) -> Timing:
     """Median/min/max seconds the GPU spends on one call of `fn`: CUDA events around the call, which is
     queued behind a sleep kernel so that the host's launch overhead is not timed (the sleep doubles until
     it outlasts the queuing). `before` (untimed) runs ahead of each call, e.g. to evict the L2 cache."""
     import torch
+
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    cycles, samples = 1 << 22, []   # ~2 ms at 2 GHz
+    cycles, samples = 1 << 22, []  # ~2 ms at 2 GHz
     while len(samples) < repeats:
         if before is not None:
             before()
-        start, end, slept = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
-                             torch.cuda.Event())
+        start, end, slept = (
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(enable_timing=True),
+            torch.cuda.Event(),
+        )
         torch.cuda._sleep(cycles)
         slept.record()
         start.record()
         fn()
         end.record()
-        hidden = not slept.query()   # still asleep once everything was queued: no launch gap was timed
+        hidden = not slept.query()  # still asleep once everything was queued: no launch gap was timed
         end.synchronize()
         if hidden:
             samples.append(start.elapsed_time(end) / 1e3)
@@ -91,6 +98,7 @@ def environment() -> dict[str, Any]:
     }
     try:
         import torch
+
         env["torch"] = torch.__version__
         if torch.cuda.is_available():
             env["gpu"] = torch.cuda.get_device_name(0)
@@ -98,6 +106,7 @@ def environment() -> dict[str, Any]:
         pass
     try:
         import pycomm
+
         env["pycomm_build"] = pycomm.build_info()
     except ImportError:
         pass
@@ -106,8 +115,10 @@ def environment() -> dict[str, Any]:
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     """A fixed-width text table of `rows` (floats to 4 significant digits)."""
+
     def fmt(v: Any) -> str:
         return f"{v:.4g}" if isinstance(v, float) else str(v)
+
     cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
@@ -115,8 +126,13 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None = None,
-         results_dir: Path | None = None, panels: int = 1) -> Path:
+def save(
+    name: str,
+    payload: dict[str, Any],
+    plot: Callable[[Any], None] | None = None,
+    results_dir: Path | None = None,
+    panels: int = 1,
+) -> Path:
     """Write results/<name>.json (payload + environment) and, with `plot(ax)`, results/<name>.png
     (into `results_dir` instead when given, e.g. a temporary folder for smoke tests). With panels > 1,
     `plot` gets that many axes side by side."""
@@ -125,7 +141,9 @@ def save(name: str, payload: dict[str, Any], plot: Callable[[Any], None] | None 
     out = where / f"{name}.json"
     doc = {"benchmark": name, "environment": environment(), **payload}
     tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o)))
+    tmp.write_text(
+        json.dumps(doc, indent=2, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o))
+    )
     os.replace(tmp, out)
     if plot is not None:
         draw(where / f"{name}.png", plot, panels)
@@ -145,8 +163,10 @@ def plot_if_matplotlib(plot: Callable[[Any], None]) -> Callable[[Any], None] | N
 def draw(path: Path, plot: Callable[[Any], None], panels: int = 1) -> Path:
     """The PNG at `path` drawn by `plot(ax)` (a list of `panels` axes side by side when panels > 1)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, panels, figsize=(8 if panels == 1 else 6.5 * panels, 5))
     plot(list(axes) if panels > 1 else axes)
     fig.tight_layout()

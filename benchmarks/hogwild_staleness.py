@@ -10,6 +10,7 @@ differ); P = 2 at s = 1, about the mean staleness benchmarks.algorithms measures
 (LapResult.mean_staleness 0.9, a spread of 0, 1, 2, ...); P = 3 at s = 2; and s = 1 with lowered
 momentum, where asynchrony adds the implicit momentum s / (1 + s) (Mitliagkas et al. 2016).
 Usage: python -m benchmarks.hogwild_staleness [--passes 2] [--seeds 4]."""
+
 from __future__ import annotations
 
 import argparse
@@ -44,12 +45,29 @@ def workers_for(model: torch.nn.Module, P: int, momentum: float) -> list[Hogwild
     params = list(model.parameters())
     counters = SharedCounters.create(torch.multiprocessing.get_context("fork"), P, 1, 0, 0)
     state = MomentumState.zeros(params, P)
-    return [HogwildWorker(WorkerSpec(worker=w, model=model, loss_fn=torch.nn.functional.cross_entropy,
-                                     dataset=None, shard=None, batch_size=BATCH, seed=w, device=torch.device("cpu"),
-                                     groups=[GroupHyper(momentum, 0.0, 0.0, False)], group_of=[0] * len(params),
-                                     momentum=state, counters=counters, block=None, prepassm_steps=0, threads=1,
-                                     errors=None))
-            for w in range(P)]
+    return [
+        HogwildWorker(
+            WorkerSpec(
+                worker=w,
+                model=model,
+                loss_fn=torch.nn.functional.cross_entropy,
+                dataset=None,
+                shard=None,
+                batch_size=BATCH,
+                seed=w,
+                device=torch.device("cpu"),
+                groups=[GroupHyper(momentum, 0.0, 0.0, False)],
+                group_of=[0] * len(params),
+                momentum=state,
+                counters=counters,
+                block=None,
+                prepassm_steps=0,
+                threads=1,
+                errors=None,
+            )
+        )
+        for w in range(P)
+    ]
 
 
 def batch_order(n: int, steps: int, seed: int) -> list[torch.Tensor]:
@@ -58,11 +76,11 @@ def batch_order(n: int, steps: int, seed: int) -> list[torch.Tensor]:
     order: list[torch.Tensor] = []
     while len(order) < steps:
         perm = torch.randperm(n, generator=gen)
-        order += [perm[i * BATCH:(i + 1) * BATCH] for i in range(per_pass)]
+        order += [perm[i * BATCH : (i + 1) * BATCH] for i in range(per_pass)]
     return order[:steps]
 
 
-Data = tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]   # tests' split()
+Data = tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # tests' split()
 
 
 def train(P: int, staleness: int, lr: float, momentum: float, steps: int, seed: int, data: Data) -> torch.nn.Module:
@@ -75,9 +93,13 @@ def train(P: int, staleness: int, lr: float, momentum: float, steps: int, seed: 
     torch.manual_seed(seed)
     model = TinyCNN()
     workers = workers_for(model, P, momentum)
-    sched = CosineWithWarmup(torch.optim.SGD(model.parameters(), lr=lr),
-                             total_steps=SCHEDULE_PASSES * (len(yt) // BATCH), warmup_steps=WARMUP, baseline_lr=lr / 10)
-    pending: deque[tuple[HogwildWorker, range, tuple[torch.Tensor, ...], float]] = deque()   # computed, not applied
+    sched = CosineWithWarmup(
+        torch.optim.SGD(model.parameters(), lr=lr),
+        total_steps=SCHEDULE_PASSES * (len(yt) // BATCH),
+        warmup_steps=WARMUP,
+        baseline_lr=lr / 10,
+    )
+    pending: deque[tuple[HogwildWorker, range, tuple[torch.Tensor, ...], float]] = deque()  # computed, not applied
     for k, idx in enumerate(batch_order(len(yt), steps, seed)):
         worker = workers[k % P]
         _, chosen, grads = worker.gradients((xt[idx], yt[idx]), k)
@@ -99,24 +121,42 @@ def main(argv: list[str] | None = None) -> None:
     for label, P, s, lr, m in CASES:
         steps = args.passes * (len(data[0][1]) // BATCH)
         accs = [accuracy(train(P, s, lr, m, steps, seed, data), *data[1]) for seed in range(args.seeds)]
-        rows.append({"case": label, "workers": P, "staleness": s, "lr": lr, "momentum": m,
-                     "accuracy": statistics.mean(accs), "accuracy_min": min(accs), "accuracy_max": max(accs),
-                     "accuracies": accs})
-        print(harness.table([rows[-1]], ["case", "lr", "momentum", "accuracy", "accuracy_min", "accuracy_max"]),
-              flush=True)
+        rows.append(
+            {
+                "case": label,
+                "workers": P,
+                "staleness": s,
+                "lr": lr,
+                "momentum": m,
+                "accuracy": statistics.mean(accs),
+                "accuracy_min": min(accs),
+                "accuracy_max": max(accs),
+                "accuracies": accs,
+            }
+        )
+        print(
+            harness.table([rows[-1]], ["case", "lr", "momentum", "accuracy", "accuracy_min", "accuracy_max"]),
+            flush=True,
+        )
     print(harness.table(rows, ["case", "lr", "momentum", "accuracy", "accuracy_min", "accuracy_max"]))
 
     def plot(ax: Any) -> None:
         means = [r["accuracy"] for r in rows]
-        ax.bar(range(len(rows)), means, yerr=[[m - r["accuracy_min"] for m, r in zip(means, rows)],
-                                              [r["accuracy_max"] - m for m, r in zip(means, rows)]], capsize=4)
+        ax.bar(
+            range(len(rows)),
+            means,
+            yerr=[
+                [m - r["accuracy_min"] for m, r in zip(means, rows)],
+                [r["accuracy_max"] - m for m, r in zip(means, rows)],
+            ],
+            capsize=4,
+        )
         ax.set_xticks(range(len(rows)), [r["case"] for r in rows], rotation=20, ha="right", fontsize=8)
         ax.set_ylim(min(r["accuracy_min"] for r in rows) - 0.01, 1.0)
         ax.set_ylabel(f"held-out accuracy after {args.passes} passes (mean, min-max of {args.seeds} seeds)")
         ax.set_title("LAP's update rule at fixed staleness (TinyCNN, MNIST)", fontsize=9)
 
-    harness.save("hogwild_staleness", {"passes": args.passes, "seeds": args.seeds, "batch": BATCH, "runs": rows},
-                 plot)
+    harness.save("hogwild_staleness", {"passes": args.passes, "seeds": args.seeds, "batch": BATCH, "runs": rows}, plot)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ follow from these: DDP adds its gradient all-reduce per step, LAP runs P workers
 rank's share of the cores plus the main process that averages.
 
     python -m benchmarks.lap_profile [--repeats 200]"""
+
 from __future__ import annotations
 
 import argparse
@@ -20,20 +21,33 @@ from torch.utils.data import TensorDataset
 
 from algorithms.lap.shared import MomentumState, SharedCounters
 from algorithms.lap.worker import GroupHyper, HogwildWorker, WorkerSpec, fetch
+from benchmarks.convergence_cases import BATCH, SGD
 from benchmarks.harness import measure, save, table
 from benchmarks.mnist_cnn import TinyCNN, split
-from benchmarks.convergence_cases import BATCH, SGD
 
 
 def worker(model: torch.nn.Module, data: TensorDataset) -> HogwildWorker:
     params = list(model.parameters())
     counters = SharedCounters.create(torch.multiprocessing.get_context("fork"), 1, 1, 0, 1 << 40)
     counters.lrs[:] = [SGD["lr"]]
-    spec = WorkerSpec(worker=0, model=model, loss_fn=F.cross_entropy, dataset=data, shard=torch.arange(len(data)),
-                      batch_size=BATCH, seed=0, device=torch.device("cpu"),
-                      groups=[GroupHyper(SGD["momentum"], 0.0, 0.0, False)], group_of=[0] * len(params),
-                      momentum=MomentumState.zeros(params, 1), counters=counters, block=None, prepassm_steps=0,
-                      threads=1, errors=None)
+    spec = WorkerSpec(
+        worker=0,
+        model=model,
+        loss_fn=F.cross_entropy,
+        dataset=data,
+        shard=torch.arange(len(data)),
+        batch_size=BATCH,
+        seed=0,
+        device=torch.device("cpu"),
+        groups=[GroupHyper(SGD["momentum"], 0.0, 0.0, False)],
+        group_of=[0] * len(params),
+        momentum=MomentumState.zeros(params, 1),
+        counters=counters,
+        block=None,
+        prepassm_steps=0,
+        threads=1,
+        errors=None,
+    )
     return HogwildWorker(spec)
 
 
@@ -62,31 +76,39 @@ def profile(repeats: int) -> list[dict[str, Any]]:
         opt.zero_grad()
         F.cross_entropy(model(xt[idx]), yt[idx]).backward()
         opt.step()
+
     add("ddp rank", "whole local step", ddp_step)
 
     hog = worker(TinyCNN(), data)
     params, counters = hog.params, hog.spec.counters
     add("lap worker", "fetch (TensorDataset)", lambda: fetch(data, idx))
     add("lap worker", "forward", lambda: F.cross_entropy(hog.spec.model(x), y))
-    add("lap worker", "forward+autograd.grad", lambda: torch.autograd.grad(F.cross_entropy(hog.spec.model(x), y), params))
+    add(
+        "lap worker",
+        "forward+autograd.grad",
+        lambda: torch.autograd.grad(F.cross_entropy(hog.spec.model(x), y), params),
+    )
     grads = torch.autograd.grad(F.cross_entropy(hog.spec.model(x), y), params)
 
     def update() -> None:
         with torch.no_grad():
             for i, g in enumerate(grads):
                 hog._apply(i, g, SGD["lr"])
+
     add("lap worker", "update (per-parameter SGD rule)", update)
 
     def bookkeeping() -> None:
         step = counters.claim()
         counters.lrs_for(step)
         counters.finish(0, 0.0)
+
     add("lap worker", "shared counters (claim, rates, finish)", bookkeeping)
 
     def worker_step() -> None:
         step = counters.claim()
         hog.step(fetch(data, idx), step, counters.lrs_for(step))
         counters.finish(0, 0.0)
+
     add("lap worker", "whole worker step", worker_step)
     del loss
     return rows

@@ -8,6 +8,7 @@ same script with no communication: every rank alone). Needs root (the cluster); 
 
     python -m benchmarks.nodes [--rates 100mbit 1gbit] [--ranks-per-node 1] [--steps 300] [--seeds 1]
     python -m benchmarks.nodes --rates 10gbit --merge     # add a link to results/nodes.json"""
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,19 @@ from benchmarks.cluster import Cluster, unavailable
 from benchmarks.harness import RESULTS, plot_if_matplotlib, save, table
 from benchmarks.nodes_cases import BATCH, CASES, Curve, run_case
 
-TARGET_SLACK = 1.01     # "DDP's final loss within 1%"
+TARGET_SLACK = 1.01  # "DDP's final loss within 1%"
 PEER = "ddp"
-COLUMNS = ["rate", "case", "final_loss", "to_target_s", "to_target_vs_ddp", "train_s", "samples_per_s",
-           "bytes_across", "bytes_vs_ddp"]
+COLUMNS = [
+    "rate",
+    "case",
+    "final_loss",
+    "to_target_s",
+    "to_target_vs_ddp",
+    "train_s",
+    "samples_per_s",
+    "bytes_across",
+    "bytes_vs_ddp",
+]
 
 
 def time_to(curve: Curve, target: float) -> Optional[float]:
@@ -46,7 +56,9 @@ def summarise(rate: str, runs: dict[str, list[dict[str, Any]]], samples_per_step
         reached = [p for p in per_seed if p[0] is not None]
         steps = got[0]["curve"][-1][0]
         row: dict[str, Any] = {
-            "rate": rate, "case": case, "seeds": len(got),
+            "rate": rate,
+            "case": case,
+            "seeds": len(got),
             "final_loss": statistics.median(g["curve"][-1][2] for g in got),
             "to_target_s": statistics.median(p[0] for p in reached) if reached else None,
             "to_target_vs_ddp": statistics.median(p[1] for p in reached) if reached else None,
@@ -69,43 +81,74 @@ def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     by = {(r["rate"], r["case"]): r for r in rows}
     for rate in dict.fromkeys(r["rate"] for r in rows):
-        pycomm = [r for r in rows if r["rate"] == rate and not CASES[r["case"]].peer
-                  and not CASES[r["case"]].independent and r["to_target_vs_ddp"] is not None]
+        pycomm = [
+            r
+            for r in rows
+            if r["rate"] == rate
+            and not CASES[r["case"]].peer
+            and not CASES[r["case"]].independent
+            and r["to_target_vs_ddp"] is not None
+        ]
         if rate == "100mbit" and pycomm:
             best = min(pycomm, key=lambda r: r["to_target_vs_ddp"])
-            out.append({"goal": f"{rate}: best pycomm method ({best['case']}) to DDP's loss, time vs DDP",
-                        "ratio": best["to_target_vs_ddp"], "target": "<= 0.333",
-                        "met": best["to_target_vs_ddp"] <= 1 / 3})
+            out.append(
+                {
+                    "goal": f"{rate}: best pycomm method ({best['case']}) to DDP's loss, time vs DDP",
+                    "ratio": best["to_target_vs_ddp"],
+                    "target": "<= 0.333",
+                    "met": best["to_target_vs_ddp"] <= 1 / 3,
+                }
+            )
         ours, theirs = by.get((rate, "diloco-torchft-settings")), by.get((rate, "torchft-diloco"))
-        if ours and theirs:   # one seed has no noise estimate: "the same loss" is taken as within 2%
+        if ours and theirs:  # one seed has no noise estimate: "the same loss" is taken as within 2%
             for what, ratio, target, met in (
-                    ("final loss", ours["final_loss"] / theirs["final_loss"], "<= 1.02", lambda r: r <= 1.02),
-                    ("bytes across", ours["bytes_across"] / theirs["bytes_across"], "<= 1.0", lambda r: r <= 1.0),
-                    ("samples/s", ours["samples_per_s"] / theirs["samples_per_s"], ">= 1.0", lambda r: r >= 1.0)):
-                out.append({"goal": f"{rate}: pycomm DiLoCo with torchft's settings, {what} vs torchft's",
-                            "ratio": ratio, "target": target, "met": met(ratio)})
+                ("final loss", ours["final_loss"] / theirs["final_loss"], "<= 1.02", lambda r: r <= 1.02),
+                ("bytes across", ours["bytes_across"] / theirs["bytes_across"], "<= 1.0", lambda r: r <= 1.0),
+                ("samples/s", ours["samples_per_s"] / theirs["samples_per_s"], ">= 1.0", lambda r: r >= 1.0),
+            ):
+                out.append(
+                    {
+                        "goal": f"{rate}: pycomm DiLoCo with torchft's settings, {what} vs torchft's",
+                        "ratio": ratio,
+                        "target": target,
+                        "met": met(ratio),
+                    }
+                )
         ceiling = by.get((rate, "mbsgd-nocomm"))
         for case in ("mbsgd+int8", "mbsgd+1bit"):
             if ceiling and (rate, case) in by:
                 ratio = by[(rate, case)]["samples_per_s"] / ceiling["samples_per_s"]
-                out.append({"goal": f"{rate}: {case} samples/s vs its ceiling (no communication)",
-                            "ratio": ratio, "target": ">= 0.9", "met": ratio >= 0.9})
+                out.append(
+                    {
+                        "goal": f"{rate}: {case} samples/s vs its ceiling (no communication)",
+                        "ratio": ratio,
+                        "target": ">= 0.9",
+                        "met": ratio >= 0.9,
+                    }
+                )
     return out
 
 
 def panels(curves: dict[str, dict[str, Curve]], title: str) -> Callable[[Any], None]:
     """Eval loss against training seconds, one panel per link, a line per case."""
+
     def plot(axes: Any) -> None:
         from matplotlib import colormaps
-        colours = colormaps["tab20"]   # one per case, the same in every panel
+
+        colours = colormaps["tab20"]  # one per case, the same in every panel
         axes = axes if isinstance(axes, list) else [axes]
         for ax, (rate, cases) in zip(axes, curves.items()):
             for case, curve in cases.items():
-                if CASES[case].independent:   # a ceiling of speed, not a training run of the method
+                if CASES[case].independent:  # a ceiling of speed, not a training run of the method
                     continue
-                ax.plot([t for _, t, _ in curve], [loss for _, _, loss in curve], marker=".",
-                        linestyle="--" if CASES[case].peer else "-", label=case,
-                        color=colours(list(CASES).index(case) % 20))
+                ax.plot(
+                    [t for _, t, _ in curve],
+                    [loss for _, _, loss in curve],
+                    marker=".",
+                    linestyle="--" if CASES[case].peer else "-",
+                    label=case,
+                    color=colours(list(CASES).index(case) % 20),
+                )
             if PEER in cases:
                 ax.axhline(cases[PEER][-1][2] * TARGET_SLACK, color="grey", linewidth=0.8)
             ax.set_xscale("log")
@@ -113,6 +156,7 @@ def panels(curves: dict[str, dict[str, Curve]], title: str) -> Callable[[Any], N
             ax.set_ylabel("eval loss")
             ax.set_title(f"{title} at {rate}", fontsize=9)
         axes[0].legend(fontsize=7)
+
     return plot
 
 
@@ -128,8 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=None, help="instead of benchmarks/results")
     ap.add_argument("--merge", action="store_true", help="keep the other links' rows of results/<name>.json")
     ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--runs-log", type=Path, default=None,
-                    help="append each finished run to this JSON-lines file as it ends (a cut-short run keeps them)")
+    ap.add_argument(
+        "--runs-log",
+        type=Path,
+        default=None,
+        help="append each finished run to this JSON-lines file as it ends (a cut-short run keeps them)",
+    )
     ap.add_argument("--from-log", type=Path, default=None, help="write the result from a --runs-log, running nothing")
     args = ap.parse_args(argv)
     reason = None if args.from_log else unavailable()
@@ -155,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             size = args.nodes * args.ranks_per_node
         else:
             size = _run_rate(args, rate, cases, runs, failed)
-        runs = {c: got for c, got in runs.items() if len(got) == args.seeds}   # every seed, or left out
+        runs = {c: got for c, got in runs.items() if len(got) == args.seeds}  # every seed, or left out
         if PEER not in runs:
             raise SystemExit(f"benchmarks.nodes: the {PEER} peer failed at {rate}: no target to race to")
         rows += summarise(rate, runs, BATCH * size)
@@ -164,15 +212,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run_rate(args: argparse.Namespace, rate: str, cases: list[str], runs: dict[str, list[dict[str, Any]]],
-              failed: list[dict[str, Any]]) -> int:
+def _run_rate(
+    args: argparse.Namespace,
+    rate: str,
+    cases: list[str],
+    runs: dict[str, list[dict[str, Any]]],
+    failed: list[dict[str, Any]],
+) -> int:
     """Every case at `rate`, seeds interleaved, into `runs` (failures into `failed`); the cluster's size."""
     with Cluster(args.nodes, args.ranks_per_node, rate) as cluster, tempfile.TemporaryDirectory() as out:
-        for seed in range(args.seeds):    # cases interleaved per seed: load drift hits each alike
+        for seed in range(args.seeds):  # cases interleaved per seed: load drift hits each alike
             for case in cases:
                 try:
                     got = run_case(cluster, CASES[case], args.steps, Path(out) / f"{seed}", args.timeout)
-                except (RuntimeError, subprocess.TimeoutExpired) as e:   # the other cases still count
+                except (RuntimeError, subprocess.TimeoutExpired) as e:  # the other cases still count
                     print(f"{rate} seed {seed} {case} FAILED: {e}", file=sys.stderr, flush=True)
                     failed.append({"rate": rate, "case": case, "seed": seed, "error": str(e)[:300]})
                     continue
@@ -180,25 +233,45 @@ def _run_rate(args: argparse.Namespace, rate: str, cases: list[str], runs: dict[
                 if args.runs_log:
                     with args.runs_log.open("a") as log:
                         log.write(json.dumps({"rate": rate, "case": case, "seed": seed, "run": got}) + "\n")
-                print(f"{rate} seed {seed} {case}: train {got['train_s']:.1f}s, final loss "
-                      f"{got['curve'][-1][2]:.4f}, {got['bytes_across'] / 1e6:.1f} MB across", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"{rate} seed {seed} {case}: train {got['train_s']:.1f}s, final loss "
+                    f"{got['curve'][-1][2]:.4f}, {got['bytes_across'] / 1e6:.1f} MB across",
+                    file=sys.stderr,
+                    flush=True,
+                )
         return cluster.size
 
 
-def _save(args: argparse.Namespace, rows: list[dict[str, Any]], curves: dict[str, dict[str, Curve]],
-          failed: list[dict[str, Any]]) -> None:
+def _save(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    curves: dict[str, dict[str, Curve]],
+    failed: list[dict[str, Any]],
+) -> None:
     met = goals(rows)
     title = f"MNIST CNN, {args.nodes} nodes x {args.ranks_per_node} rank(s), {args.steps} steps"
     print(f"== {title}")
     print(table(rows, COLUMNS))
     print(table(met, ["goal", "ratio", "target", "met"]))
-    path = save(args.name, {"model": "mnist-cnn", "steps": args.steps, "seeds": args.seeds, "nodes": args.nodes,
-                            "ranks_per_node": args.ranks_per_node, "batch_per_rank": BATCH,
-                            "target": f"DDP's final eval loss x {TARGET_SLACK}", "rows": rows, "goals": met,
-                            "failed": failed,
-                            "curves": curves},
-                plot_if_matplotlib(panels(curves, title)), results_dir=args.results_dir, panels=len(curves))
+    path = save(
+        args.name,
+        {
+            "model": "mnist-cnn",
+            "steps": args.steps,
+            "seeds": args.seeds,
+            "nodes": args.nodes,
+            "ranks_per_node": args.ranks_per_node,
+            "batch_per_rank": BATCH,
+            "target": f"DDP's final eval loss x {TARGET_SLACK}",
+            "rows": rows,
+            "goals": met,
+            "failed": failed,
+            "curves": curves,
+        },
+        plot_if_matplotlib(panels(curves, title)),
+        results_dir=args.results_dir,
+        panels=len(curves),
+    )
     print(f"wrote {path}", file=sys.stderr)
 
 

@@ -3,6 +3,7 @@ back: every case trains the same problem (apps.train's embedded default: SmallCN
 32 per rank, SGD lr 0.05 momentum 0.9, cosine over the run's steps) and is scored on the same eval split at the
 same steps. Its curve is [(step, seconds, eval loss)] where seconds is the training clock with the evaluations
 taken out (they cost every case the same and are no part of the method)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,8 @@ from typing import Callable
 from benchmarks.cluster import Cluster
 from benchmarks.run_ranks import ROOT, worker_env
 
-BATCH = 32          # per rank, apps.train's default problem
-EVAL_EVERY = 25     # steps between evaluations, every case
+BATCH = 32  # per rank, apps.train's default problem
+EVAL_EVERY = 25  # steps between evaluations, every case
 DONE = re.compile(r"done: (\d+) steps in ([\d.]+)s")
 Curve = list[tuple[int, float, float]]
 
@@ -27,11 +28,11 @@ Curve = list[tuple[int, float, float]]
 @dataclass(frozen=True)
 class Case:
     name: str
-    peer: bool                                  # a torch method (the peers), not pycomm's
-    overrides: Callable[[Cluster], list[str]]   # apps.train's -o options (pycomm); torch peers: the worker's flags
-    independent: bool = False                   # every rank alone, no communication at all (a ceiling)
-    torchft: bool = False                       # a peer under torchft: a replica group per node
-    gloo: bool = False                          # apps.train under torchrun: pycomm's gloo backend, not MPI
+    peer: bool  # a torch method (the peers), not pycomm's
+    overrides: Callable[[Cluster], list[str]]  # apps.train's -o options (pycomm); torch peers: the worker's flags
+    independent: bool = False  # every rank alone, no communication at all (a ceiling)
+    torchft: bool = False  # a peer under torchft: a replica group per node
+    gloo: bool = False  # apps.train under torchrun: pycomm's gloo backend, not MPI
 
 
 def _algo(name: str, options: str = "{}") -> list[str]:
@@ -41,33 +42,53 @@ def _algo(name: str, options: str = "{}") -> list[str]:
 def _hsdp(c: Cluster, sharding: str = "") -> list[str]:
     """Replicas across the nodes (dp_replicate: the slow link), shards within a node (dp_shard); `sharding`: the
     ZeRO stage under a method that is not one itself."""
-    return ["-o", f"parallel.dp_replicate={c.nodes}", "-o", f"parallel.dp_shard={c.ranks_per_node}",
-            *(["-o", f"parallel.sharding={sharding}"] if sharding else [])]
+    return [
+        "-o",
+        f"parallel.dp_replicate={c.nodes}",
+        "-o",
+        f"parallel.dp_shard={c.ranks_per_node}",
+        *(["-o", f"parallel.sharding={sharding}"] if sharding else []),
+    ]
 
 
-CASES: dict[str, Case] = {c.name: c for c in [
-    Case("ddp", True, lambda c: []),
-    Case("fsdp2-hsdp", True, lambda c: ["--fsdp2"]),
-    # torchft's DiLoCo and LocalSGD (fp32: its quantization is CUDA-only), against pycomm's with the same settings
-    Case("torchft-diloco", True, lambda c: ["diloco", "24", "--nodes", str(c.nodes)], torchft=True),
-    Case("torchft-localsgd", True, lambda c: ["localsgd", "8", "--nodes", str(c.nodes)], torchft=True),
-    Case("mbsgd", False, lambda c: _algo("mbsgd")),
-    Case("mbsgd+int8", False, lambda c: _algo("mbsgd", "{codec: int8}")),
-    Case("mbsgd-gloo", False, lambda c: _algo("mbsgd"), gloo=True),
-    Case("mbsgd+int8-gloo", False, lambda c: _algo("mbsgd", "{codec: int8}"), gloo=True),
-    Case("mbsgd+1bit", False, lambda c: _algo("mbsgd", "{codec: onebit}")),
-    Case("mbsgd-nocomm", False, lambda c: _algo("mbsgd"), independent=True),
-    Case("zero3", False, lambda c: _algo("zero3")),
-    Case("hsdp-zero2", False, lambda c: [*_algo("zero2"), *_hsdp(c)]),
-    Case("hsdp+plsgd", False, lambda c: [*_algo("plsgd", "{averaging_freq: 8}"), *_hsdp(c, "zero3")]),
-    # Streaming DiLoCo on the master shards: 3 fragments, one step of overlap, 4-bit outer gradients
-    Case("hsdp+diloco", False, lambda c: [*_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, "
-                                                 "mixing: 0.5, codec: int4}"), *_hsdp(c, "zero2")]),
-    Case("diloco-torchft-settings", False, lambda c: [*_algo("diloco", "{inner_steps: 24, fragments: 3, "
-                                                             "sync_delay: 1, mixing: 0.5}"), *_hsdp(c, "zero2")]),
-    Case("qsr", False, lambda c: _algo("qsr")),
-    Case("lsgd", False, lambda c: _algo("lsgd")),
-]}
+CASES: dict[str, Case] = {
+    c.name: c
+    for c in [
+        Case("ddp", True, lambda c: []),
+        Case("fsdp2-hsdp", True, lambda c: ["--fsdp2"]),
+        # torchft's DiLoCo and LocalSGD (fp32: its quantization is CUDA-only), against pycomm's with the same settings
+        Case("torchft-diloco", True, lambda c: ["diloco", "24", "--nodes", str(c.nodes)], torchft=True),
+        Case("torchft-localsgd", True, lambda c: ["localsgd", "8", "--nodes", str(c.nodes)], torchft=True),
+        Case("mbsgd", False, lambda c: _algo("mbsgd")),
+        Case("mbsgd+int8", False, lambda c: _algo("mbsgd", "{codec: int8}")),
+        Case("mbsgd-gloo", False, lambda c: _algo("mbsgd"), gloo=True),
+        Case("mbsgd+int8-gloo", False, lambda c: _algo("mbsgd", "{codec: int8}"), gloo=True),
+        Case("mbsgd+1bit", False, lambda c: _algo("mbsgd", "{codec: onebit}")),
+        Case("mbsgd-nocomm", False, lambda c: _algo("mbsgd"), independent=True),
+        Case("zero3", False, lambda c: _algo("zero3")),
+        Case("hsdp-zero2", False, lambda c: [*_algo("zero2"), *_hsdp(c)]),
+        Case("hsdp+plsgd", False, lambda c: [*_algo("plsgd", "{averaging_freq: 8}"), *_hsdp(c, "zero3")]),
+        # Streaming DiLoCo on the master shards: 3 fragments, one step of overlap, 4-bit outer gradients
+        Case(
+            "hsdp+diloco",
+            False,
+            lambda c: [
+                *_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5, codec: int4}"),
+                *_hsdp(c, "zero2"),
+            ],
+        ),
+        Case(
+            "diloco-torchft-settings",
+            False,
+            lambda c: [
+                *_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+                *_hsdp(c, "zero2"),
+            ],
+        ),
+        Case("qsr", False, lambda c: _algo("qsr")),
+        Case("lsgd", False, lambda c: _algo("lsgd")),
+    ]
+}
 
 
 def launch_env(cluster: Cluster) -> dict[str, str]:
@@ -91,24 +112,65 @@ def _communicate(procs: list[subprocess.Popen], timeout: float) -> tuple[list[in
 
 
 def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: float) -> tuple[list[int], str]:
-    ranks = 1 if case.independent else cluster.size    # an epoch is 8,000 samples, in steps of ranks x BATCH
-    common = ["-o", f"out_dir={out_dir}", *case.overrides(cluster), "-o", "train.epochs=0",
-              "-o", f"train.max_steps={steps}", "-o", "checkpoint.every_steps=0", "-o", "logging.plot=false",
-              "-o", f"train.eval_every_epochs={EVAL_EVERY * BATCH * ranks / 8000}"]
-    if case.gloo:   # apps.train joins torchrun's launch over gloo; node 0's writes the run's files
+    ranks = 1 if case.independent else cluster.size  # an epoch is 8,000 samples, in steps of ranks x BATCH
+    common = [
+        "-o",
+        f"out_dir={out_dir}",
+        *case.overrides(cluster),
+        "-o",
+        "train.epochs=0",
+        "-o",
+        f"train.max_steps={steps}",
+        "-o",
+        "checkpoint.every_steps=0",
+        "-o",
+        "logging.plot=false",
+        "-o",
+        f"train.eval_every_epochs={EVAL_EVERY * BATCH * ranks / 8000}",
+    ]
+    if case.gloo:  # apps.train joins torchrun's launch over gloo; node 0's writes the run's files
         argvs = cluster.torchrun_argvs(["-m", "apps.train", "-o", f"name={case.name}", *common])
-        return _communicate([subprocess.Popen(a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE,
-                                              stderr=subprocess.STDOUT, text=True) for a in argvs], timeout)
+        return _communicate(
+            [
+                subprocess.Popen(
+                    a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                )
+                for a in argvs
+            ],
+            timeout,
+        )
     if not case.independent:
         argv = [*cluster.mpirun_argv(), sys.executable, "-m", "apps.train", "-o", f"name={case.name}", *common]
-        return _communicate([subprocess.Popen(argv, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE,
-                                              stderr=subprocess.STDOUT, text=True)], timeout)
+        return _communicate(
+            [
+                subprocess.Popen(
+                    argv, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+                )
+            ],
+            timeout,
+        )
     # one lone rank per node slot, all at once: the same script and compute with no communication
-    procs = [subprocess.Popen([*cluster.enter(k // cluster.ranks_per_node), sys.executable, "-m", "apps.train",
-                               "--nproc", "1", "-o", f"name={case.name}{'' if k == 0 else k}", *common],
-                              cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
-             for k in range(cluster.size)]
+    procs = [
+        subprocess.Popen(
+            [
+                *cluster.enter(k // cluster.ranks_per_node),
+                sys.executable,
+                "-m",
+                "apps.train",
+                "--nproc",
+                "1",
+                "-o",
+                f"name={case.name}{'' if k == 0 else k}",
+                *common,
+            ],
+            cwd=ROOT,
+            env=launch_env(cluster),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for k in range(cluster.size)
+    ]
     return _communicate(procs, timeout)
 
 
@@ -131,13 +193,30 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
     if case.peer:
         evals = out_dir / f"{case.name}.json"
         worker = "nodes_torchft" if case.torchft else "nodes_ddp"
-        argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals),
-                *case.overrides(cluster)]
-        argvs = ([[*cluster.enter(k), sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc-per-node", str(cluster.ranks_per_node), *argv] for k in range(cluster.nodes)]
-                 if case.torchft else cluster.torchrun_argvs(argv))   # torchft: each node its own group
-        procs = [subprocess.Popen(a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for a in argvs]
+        argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals), *case.overrides(cluster)]
+        argvs = (
+            [
+                [
+                    *cluster.enter(k),
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc-per-node",
+                    str(cluster.ranks_per_node),
+                    *argv,
+                ]
+                for k in range(cluster.nodes)
+            ]
+            if case.torchft
+            else cluster.torchrun_argvs(argv)
+        )  # torchft: each node its own group
+        procs = [
+            subprocess.Popen(
+                a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            for a in argvs
+        ]
         codes, text = _communicate(procs, timeout)
     else:
         codes, text = _apps_train(cluster, case, steps, out_dir, timeout)

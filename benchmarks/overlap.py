@@ -14,6 +14,7 @@ Writes results/overlap.json, a table and a PNG.
     python -m benchmarks.overlap             # 6 x 384, context 256, 8 sequences per rank, 3 profiled steps
     python -m benchmarks.overlap --quick     # 2 x 128, context 64, 2 sequences, 1 step: a smoke run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,7 @@ def case_rows(case: str, directory: Path) -> list[dict[str, Any]]:
     rows = []
     for source in sources(case):
         per_rank = [backward_overlap(t, BACKWARD, source) for t in traces]
-        row: dict[str, Any] = {"case": case, "comm": source,
-                               **{k: sum(r[k] for r in per_rank) for k in SUMMED}}
+        row: dict[str, Any] = {"case": case, "comm": source, **{k: sum(r[k] for r in per_rank) for k in SUMMED}}
         row["overlap_of_backward"] = row["overlapped_ms"] / row["backward_compute_ms"]
         row["overlap_of_comm"] = row["overlapped_ms"] / row["comm_ms"] if row["comm_ms"] else 0.0
         row["overlap_of_backward_per_rank"] = [r["overlap_of_backward"] for r in per_rank]
@@ -89,19 +89,50 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--quick", action="store_true", help="2 layers, 128 wide, context 64, 2 sequences, 1 step")
     ap.add_argument("--name", default="overlap", help="results/<name>.json and .png")
     ap.add_argument("--results-dir", type=Path, default=None)
-    ap.add_argument("--traces", type=Path, default=None,
-                    help="analyse the traces a run left in this folder (printed by it) instead of measuring")
+    ap.add_argument(
+        "--traces",
+        type=Path,
+        default=None,
+        help="analyse the traces a run left in this folder (printed by it) instead of measuring",
+    )
     a = ap.parse_args(argv)
     if a.quick:
         a.n_layer, a.n_embd, a.block, a.batch, a.steps = 2, 128, 64, 2, 1
     out = a.traces or Path(tempfile.mkdtemp(prefix="bench-overlap-"))
     if a.traces is None:
         print(f"traces: {out}")
-        mpirun(RANKS, "benchmarks.workers.overlap_run", str(out), str(a.steps), str(a.n_layer), str(a.n_embd),
-               str(a.block), str(a.batch), *a.cases, timeout=1800, env={"BENCH_PORT": str(free_port())})
+        mpirun(
+            RANKS,
+            "benchmarks.workers.overlap_run",
+            str(out),
+            str(a.steps),
+            str(a.n_layer),
+            str(a.n_embd),
+            str(a.block),
+            str(a.batch),
+            *a.cases,
+            timeout=1800,
+            env={"BENCH_PORT": str(free_port())},
+        )
     rows = with_ratios([row for case in a.cases for row in case_rows(case, out / case)])
-    print(table(rows, ["case", "comm", "overlap_of_backward", "overlap_vs_ddp", "overlap_of_comm", "backward_compute_ms",
-                       "overlapped_ms", "comm_ms", "comm_in_backward_ms", "backward_ms", "step_s"]))
+    print(
+        table(
+            rows,
+            [
+                "case",
+                "comm",
+                "overlap_of_backward",
+                "overlap_vs_ddp",
+                "overlap_of_comm",
+                "backward_compute_ms",
+                "overlapped_ms",
+                "comm_ms",
+                "comm_in_backward_ms",
+                "backward_ms",
+                "step_s",
+            ],
+        )
+    )
     summary = goals(rows)
     print(json.dumps(summary, indent=1))
 
@@ -114,10 +145,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         step.plot(names, [r["step_s"] for r in rows], "o", color="tab:red", label="seconds per step (median)")
         step.set_ylabel("seconds per step")
         step.legend(loc="upper right")
-        ax.set_title(f"GPT {a.n_layer}x{a.n_embd}, context {a.block}, batch {a.batch}, {RANKS} ranks on "
-                     f"{RANKS} cores (busy machine)")
-    payload = {"config": vars(a) | {"results_dir": str(a.results_dir)}, "ranks": RANKS, "rows": rows,
-               "goals": summary}
+        ax.set_title(
+            f"GPT {a.n_layer}x{a.n_embd}, context {a.block}, batch {a.batch}, {RANKS} ranks on "
+            f"{RANKS} cores (busy machine)"
+        )
+
+    payload = {"config": vars(a) | {"results_dir": str(a.results_dir)}, "ranks": RANKS, "rows": rows, "goals": summary}
     print(save(a.name, payload, plot_if_matplotlib(plot), results_dir=a.results_dir))
     return payload
 

@@ -13,6 +13,7 @@ or pycomm.profile(torch=True)'s): the figures of benchmarks/overlap.py.
 overlap_of_backward = |communication n backward computation| / |backward computation|: the share of
 backward's compute time during which gradients were travelling too. overlap_of_comm = the same
 intersection / |communication| (HTA's comm/comp overlap restricted to backward)."""
+
 from __future__ import annotations
 
 import re
@@ -36,8 +37,11 @@ def events_of(trace: Any) -> list[dict]:
 
 
 def spans(events: Iterable[dict], keep: Callable[[dict], bool]) -> list[Interval]:
-    return merge_intervals((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
-                           if e.get("ph") == "X" and "dur" in e and keep(e))
+    return merge_intervals(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in events
+        if e.get("ph") == "X" and "dur" in e and keep(e)
+    )
 
 
 def clipped(x: list[Interval], y: list[Interval]) -> list[Interval]:
@@ -61,12 +65,25 @@ def backward_overlap(trace: Any, backward: str, source: str) -> dict[str, float]
         raise ValueError(f"backward_overlap: the trace has no {backward!r} annotation (no backward to measure)")
     threads = {(e.get("pid"), e.get("tid")) for e in marks}
     bw = spans(marks, lambda e: True)
-    compute = clipped(spans(events, lambda e: e.get("cat") == "cpu_op" and BACKWARD_FUNCTION.match(str(e.get("name", "")))
-                            is not None and (e.get("pid"), e.get("tid")) in threads), bw)
+    compute = clipped(
+        spans(
+            events,
+            lambda e: (
+                e.get("cat") == "cpu_op"
+                and BACKWARD_FUNCTION.match(str(e.get("name", ""))) is not None
+                and (e.get("pid"), e.get("tid")) in threads
+            ),
+        ),
+        bw,
+    )
     comm = spans(events, SOURCES[source])
     both = intersection(comm, compute)
-    return {"backward_ms": total(bw) / 1e3, "backward_compute_ms": total(compute) / 1e3,
-            "comm_ms": total(comm) / 1e3, "comm_in_backward_ms": total(clipped(comm, bw)) / 1e3,
-            "overlapped_ms": both / 1e3,
-            "overlap_of_backward": both / total(compute) if compute else 0.0,
-            "overlap_of_comm": both / total(comm) if comm else 0.0}
+    return {
+        "backward_ms": total(bw) / 1e3,
+        "backward_compute_ms": total(compute) / 1e3,
+        "comm_ms": total(comm) / 1e3,
+        "comm_in_backward_ms": total(clipped(comm, bw)) / 1e3,
+        "overlapped_ms": both / 1e3,
+        "overlap_of_backward": both / total(compute) if compute else 0.0,
+        "overlap_of_comm": both / total(comm) if comm else 0.0,
+    }

@@ -10,6 +10,7 @@ measured (in slots from the executed order, and from wall-clock compute time) ag
 The inference half (tokens/s and time to first token against a single process and a no-cache star) is
 benchmarks/pipeline_inference.py's; `inference_section` folds its latest results/pipeline_inference.json
 into this file's JSON and table, so one document holds both. Goal: >= 1.0x torch pipelining."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,19 @@ CASES = ["pycomm_gpipe", "pycomm_1f1b", "pycomm_interleaved_1f1b", "torch_gpipe"
 
 def launch(p: int, a: argparse.Namespace) -> dict[str, Any]:
     out = Path(tempfile.mkdtemp(prefix="bench-pipeline-")) / "result.json"
-    mpirun(p, "benchmarks.workers.pipeline_train", str(out), str(a.layers), str(a.width), str(a.batch),
-           str(a.microbatches), str(a.repeats), *a.cases, timeout=1800, env={"BENCH_PORT": str(free_port())})
+    mpirun(
+        p,
+        "benchmarks.workers.pipeline_train",
+        str(out),
+        str(a.layers),
+        str(a.width),
+        str(a.batch),
+        str(a.microbatches),
+        str(a.repeats),
+        *a.cases,
+        timeout=1800,
+        env={"BENCH_PORT": str(free_port())},
+    )
     return json.loads(out.read_text())
 
 
@@ -68,8 +80,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.quick:
         a.layers, a.width, a.batch, a.repeats = 8, 128, 32, 5
     rows = [row for p in a.stages for row in rows_of(p, a.microbatches, launch(p, a))]
-    print(table(rows, ["stages", "microbatches", "case", "samples_per_s", "speed_vs_torch", "bubble_slots",
-                       "bubble_expected", "bubble_wall", "peak_live"]))
+    print(
+        table(
+            rows,
+            [
+                "stages",
+                "microbatches",
+                "case",
+                "samples_per_s",
+                "speed_vs_torch",
+                "bubble_slots",
+                "bubble_expected",
+                "bubble_wall",
+                "peak_live",
+            ],
+        )
+    )
     inference = inference_section(a.results_dir)
     if inference is not None and isinstance(inference.get("rows"), list):
         print("inference (benchmarks/pipeline_inference.py):")
@@ -84,6 +110,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ax.set_xticks(a.stages)
         ax.set_title(f"MLP {a.layers}x{a.width}, batch {a.batch}, {a.microbatches} micro-batches, CPU fp32")
         ax.legend()
+
     payload = {"config": vars(a) | {"results_dir": str(a.results_dir)}, "rows": rows, "inference": inference}
     print(save("pipeline", payload, plot_if_matplotlib(plot), results_dir=a.results_dir))
     return payload

@@ -22,6 +22,7 @@ and clients.
 
     python -m benchmarks.pipeline_inference [--max-tokens 32] [--repeats 3] [--clients 1 16 64]
     python -m benchmarks.pipeline_inference --quick      # 2 layers, 128 wide, 1 and 4 clients: a smoke run"""
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,16 @@ from typing import Any
 
 from benchmarks.harness import save, table
 
-PROMPTS = ["ROMEO:", "JULIET:\nO Romeo", "First Citizen:\nBefore we proceed", "KING RICHARD II:\n",
-           "To be, or not to be", "HAMLET:\nWhat a piece of work", "MENENIUS:\nWhy, masters", "LADY MACBETH:\n"]
+PROMPTS = [
+    "ROMEO:",
+    "JULIET:\nO Romeo",
+    "First Citizen:\nBefore we proceed",
+    "KING RICHARD II:\n",
+    "To be, or not to be",
+    "HAMLET:\nWhat a piece of work",
+    "MENENIUS:\nWhy, masters",
+    "LADY MACBETH:\n",
+]
 MODEL = "bench"
 CASES = ("within", "past")
 
@@ -56,13 +65,19 @@ def openai_round(url: str, clients: int, max_tokens: int) -> dict[str, float]:
         try:
             with openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=3600) as c:
                 start.wait()
-                for chunk in c.completions.create(model=MODEL, prompt=PROMPTS[i % len(PROMPTS)], max_tokens=max_tokens,
-                                                  temperature=0, stream=True, stream_options={"include_usage": True}):
+                for chunk in c.completions.create(
+                    model=MODEL,
+                    prompt=PROMPTS[i % len(PROMPTS)],
+                    max_tokens=max_tokens,
+                    temperature=0,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                ):
                     if chunk.choices and chunk.choices[0].text and not ttft[i]:
                         ttft[i] = time.perf_counter() - t0[0]
                     if chunk.usage is not None:
                         tokens[i] = chunk.usage.completion_tokens
-        except BaseException as e:   # reported below: a failed client must not hang the round
+        except BaseException as e:  # reported below: a failed client must not hang the round
             errors.append(e)
             raise
 
@@ -84,7 +99,7 @@ def served(nproc: int, clients: list[int], max_tokens: int, repeats: int, overri
 
     args = ["--nproc", str(nproc), "--slots", str(max(clients)), "--model-name", MODEL]
     with serving(*args, *[a for o in overrides for a in ("-o", o)]) as server:
-        openai_round(server.url, 1, max_tokens)   # warm-up
+        openai_round(server.url, 1, max_tokens)  # warm-up
         return {n: [openai_round(server.url, n, max_tokens) for _ in range(repeats)] for n in clients}
 
 
@@ -92,15 +107,33 @@ def star(clients: list[int], max_tokens: int, repeats: int, overrides: list[str]
     from benchmarks.run_ranks import mpirun
 
     out = Path(tempfile.mkdtemp(prefix="bench-star-")) / "star.json"
-    mpirun(2, "benchmarks.workers.star_inference", str(out), str(max_tokens), str(repeats),
-           ",".join(map(str, clients)), *overrides, timeout=6 * 3600)
+    mpirun(
+        2,
+        "benchmarks.workers.star_inference",
+        str(out),
+        str(max_tokens),
+        str(repeats),
+        ",".join(map(str, clients)),
+        *overrides,
+        timeout=6 * 3600,
+    )
     return {int(k): v for k, v in json.loads(out.read_text()).items()}
 
 
 def summarize(case: str, system: str, rounds: dict[int, list], max_tokens: int, block: int) -> list[dict[str, Any]]:
-    return [{"case": case, "system": system, "clients": n, "max_tokens": max_tokens, "block_size": block,
-             "tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs),
-             "ttft_ms": statistics.median(r["ttft_ms"] for r in rs), "repeats": len(rs)} for n, rs in rounds.items()]
+    return [
+        {
+            "case": case,
+            "system": system,
+            "clients": n,
+            "max_tokens": max_tokens,
+            "block_size": block,
+            "tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs),
+            "ttft_ms": statistics.median(r["ttft_ms"] for r in rs),
+            "repeats": len(rs),
+        }
+        for n, rs in rounds.items()
+    ]
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
@@ -138,6 +171,7 @@ def plot(rows: list[dict[str, Any]]):
             lines, more = ax.get_legend_handles_labels(), twin.get_legend_handles_labels()
             ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper left")
         fig.suptitle("GPT inference: apps.serve pipeline vs single process vs SmolCluster's no-cache star")
+
     return draw
 
 
@@ -145,8 +179,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--max-tokens", type=int, default=32, help="tokens per request within the context")
-    ap.add_argument("--past-block-size", type=int, default=64,
-                    help="the past case serves the same GPT with this context and asks for twice as many tokens")
+    ap.add_argument(
+        "--past-block-size",
+        type=int,
+        default=64,
+        help="the past case serves the same GPT with this context and asks for twice as many tokens",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     systems = ["pipeline", "single", "star"]
     ap.add_argument("--systems", nargs="+", default=systems, choices=systems)
@@ -158,9 +196,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if a.quick:
         a.clients, a.repeats, a.max_tokens = [1, 4], 1, 8
     rows: list[dict[str, Any]] = []
-    load_before = os.getloadavg()   # shared machines: the figures mean little under a high load
+    load_before = os.getloadavg()  # shared machines: the figures mean little under a high load
     for case in a.cases:
-        block = 256 if case == "within" else a.past_block_size   # 256: gpt_shakespeare_char.yaml's context
+        block = 256 if case == "within" else a.past_block_size  # 256: gpt_shakespeare_char.yaml's context
         overrides = base + ([f"data.options.block_size={block}"] if case == "past" else [])
         max_tokens = a.max_tokens if case == "within" else 2 * block
         for system in a.systems:
@@ -170,13 +208,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rounds = served(2 if system == "pipeline" else 1, a.clients, max_tokens, a.repeats, overrides)
             rows += summarize(case, system, rounds, max_tokens, block)
     add_ratios(rows)
-    print(table(rows, ["case", "system", "clients", "max_tokens", "tokens_per_s", "ttft_ms", "speed_vs_star",
-                       "speed_vs_single"]))
+    print(
+        table(
+            rows,
+            ["case", "system", "clients", "max_tokens", "tokens_per_s", "ttft_ms", "speed_vs_star", "speed_vs_single"],
+        )
+    )
     print(f"load average (1 min) before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
-    payload = {"max_tokens": a.max_tokens, "past_block_size": a.past_block_size, "repeats": a.repeats,
-               "quick": a.quick, "rows": rows, "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
-               "model": "apps/configs/gpt_shakespeare_char.yaml GPT (random weights)" if not a.quick else
-               "GPT 2 layers x 128", "note": __doc__}
+    payload = {
+        "max_tokens": a.max_tokens,
+        "past_block_size": a.past_block_size,
+        "repeats": a.repeats,
+        "quick": a.quick,
+        "rows": rows,
+        "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]},
+        "model": "apps/configs/gpt_shakespeare_char.yaml GPT (random weights)" if not a.quick else "GPT 2 layers x 128",
+        "note": __doc__,
+    }
     save("pipeline_inference", payload, plot(rows), a.results_dir)
     return payload
 

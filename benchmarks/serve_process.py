@@ -2,6 +2,7 @@
 ready once /health answers, and stopped the way a user stops it (a signal to the launcher), every rank
 checked gone. (Here rather than in tests/: benchmarks/pipeline_inference.py uses it too, and nothing
 imports tests.)"""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ import httpx
 
 from benchmarks.run_ranks import ROOT, free_port, worker_env
 
-START_TIMEOUT_S = 180     # import torch + fastapi on every rank of a loaded 2-core machine
+START_TIMEOUT_S = 180  # import torch + fastapi on every rank of a loaded 2-core machine
 STOP_TIMEOUT_S = 60
 
 
@@ -39,7 +40,7 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:   # a zombie (exited, not yet reaped by its parent) is gone for our purpose
+    try:  # a zombie (exited, not yet reaped by its parent) is gone for our purpose
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
@@ -50,11 +51,17 @@ def _start(args: tuple[str, ...], log: Path) -> Server:
     for attempt in range(3):
         port = free_port()
         with open(log, "w") as out:
-            proc = subprocess.Popen([sys.executable, "-u", "-m", "apps.serve", *args, "--port", str(port)], cwd=ROOT,
-                                    env=worker_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "apps.serve", *args, "--port", str(port)],
+                cwd=ROOT,
+                env=worker_env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         deadline = time.monotonic() + START_TIMEOUT_S
-        key = worker_env().get("PYCOMM_SERVE_API_KEY")   # /health names the processes only to a caller with it
+        key = worker_env().get("PYCOMM_SERVE_API_KEY")  # /health names the processes only to a caller with it
         auth = {"Authorization": f"Bearer {key}"} if key else {}
         while proc.poll() is None:
             try:

@@ -5,6 +5,7 @@ behind one NIC share its link. Needs root (namespaces and qdiscs); `unavailable(
 
     with shaped_namespace("10gbit") as prefix:      # prefix: ["ip", "netns", "exec", NAME]
         subprocess.run([*prefix, *mpirun_argv(2, TCP_OVER_LOOPBACK), ...])"""
+
 from __future__ import annotations
 
 import functools
@@ -58,8 +59,25 @@ def _namespace(rate: str, burst: str, latency: str) -> Iterator[list[str]]:
     _run("ip", "netns", "add", name)
     try:
         _run("ip", "netns", "exec", name, "ip", "link", "set", "lo", "up")
-        _run("ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate,
-             "burst", burst, "latency", latency)
+        _run(
+            "ip",
+            "netns",
+            "exec",
+            name,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "lo",
+            "root",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            burst,
+            "latency",
+            latency,
+        )
         yield ["ip", "netns", "exec", name]
     finally:
         subprocess.run(["ip", "netns", "del", name], capture_output=True)

@@ -7,6 +7,7 @@ and at 0.9 with the remedies of algorithms/ps/stale_steps.py: `momentum` (ssp's
 staleness_correction="momentum": the explicit momentum lowered by the implicit momentum s/(1+s) of the
 step's mean staleness s, Mitliagkas et al. 2016), `momentum_bound` (the same for s = K) and `scale`
 (each contribution scaled by 1/(1+s)). Usage: python -m benchmarks.ssp_momentum [--steps N]."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,17 +30,19 @@ def simulate(K: int, momentum: float, fix: str | None, steps: int, data) -> dict
     torch.manual_seed(0)
     model, probe = TinyCNN(), TinyCNN()
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=momentum)
-    batches = [[b for epoch in range(100) for b in shard_batches(len(yt), r, WORLD, BATCH, epoch)][:steps]
-               for r in range(WORLD)]
+    batches = [
+        [b for epoch in range(100) for b in shard_batches(len(yt), r, WORLD, BATCH, epoch)][:steps]
+        for r in range(WORLD)
+    ]
     history = [torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()]
     losses = []
     for t in range(steps):
         grads, step_loss = [], 0.0
         stale = [0 if r == STRAGGLER else min(K, t) for r in range(WORLD)]
         mu = momentum
-        if fix == "momentum_bound":          # compensated for the bound K
+        if fix == "momentum_bound":  # compensated for the bound K
             mu = compensated_momentum(momentum, K)
-        if fix == "momentum":                # compensated for the step's mean staleness (ssp's option)
+        if fix == "momentum":  # compensated for the step's mean staleness (ssp's option)
             mu = compensated_momentum(momentum, sum(stale) / WORLD)
         opt.param_groups[0]["momentum"] = mu
         for r, s in enumerate(stale):
@@ -54,13 +57,20 @@ def simulate(K: int, momentum: float, fix: str | None, steps: int, data) -> dict
         mean = torch.stack(grads).mean(0)
         offset = 0
         for p in model.parameters():
-            p.grad = mean[offset:offset + p.numel()].view_as(p).clone()
+            p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
         opt.step()
         history.append(torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone())
     acc = accuracy(model, xe, ye)
-    return {"K": K, "momentum": momentum, "fix": fix or "none", "effective_momentum": mu,
-            "final_loss": sum(losses[-10:]) / 10, "accuracy": acc, "losses": losses}
+    return {
+        "K": K,
+        "momentum": momentum,
+        "fix": fix or "none",
+        "effective_momentum": mu,
+        "final_loss": sum(losses[-10:]) / 10,
+        "accuracy": acc,
+        "losses": losses,
+    }
 
 
 def max_stable_step(momentum: float, K: int) -> float:
@@ -93,12 +103,21 @@ def main() -> None:
     for momentum, fix in FIGURES:
         for K in (0, 1, 2, 4):
             runs.append(simulate(K, momentum, fix, args.steps, data))
-            print(harness.table([runs[-1]], ["K", "momentum", "fix", "effective_momentum", "final_loss", "accuracy"]),
-                  flush=True)
+            print(
+                harness.table([runs[-1]], ["K", "momentum", "fix", "effective_momentum", "final_loss", "accuracy"]),
+                flush=True,
+            )
     print(harness.table(runs, ["K", "momentum", "fix", "effective_momentum", "final_loss", "accuracy"]))
-    stability = [{"momentum": mu, "K": K, "max_stable_eta_lambda": max_stable_step(mu, K),
-                  "max_stable_eta_lambda_compensated_for_K": max_stable_step(compensated_momentum(mu, K), K)}
-                 for mu in (0.0, 0.5, 0.9) for K in (0, 1, 2, 4)]
+    stability = [
+        {
+            "momentum": mu,
+            "K": K,
+            "max_stable_eta_lambda": max_stable_step(mu, K),
+            "max_stable_eta_lambda_compensated_for_K": max_stable_step(compensated_momentum(mu, K), K),
+        }
+        for mu in (0.0, 0.5, 0.9)
+        for K in (0, 1, 2, 4)
+    ]
     print(harness.table(stability, list(stability[0])))
 
     def plot(ax) -> None:
@@ -114,11 +133,20 @@ def main() -> None:
             ax.set_xlabel("step")
             ax.set_ylabel("training loss (clipped at 5)")
             ax.legend(fontsize=8)
-        fig.axes[-1].axis("off")   # five panels on a 2 x 3 grid
+        fig.axes[-1].axis("off")  # five panels on a 2 x 3 grid
 
-    harness.save("ssp_momentum", {"steps": args.steps, "lr": LR, "world": WORLD, "straggler_pattern":
-                                  "ranks 0-2 at staleness K, rank 3 at 0", "runs": runs,
-                                  "stability": stability}, plot)
+    harness.save(
+        "ssp_momentum",
+        {
+            "steps": args.steps,
+            "lr": LR,
+            "world": WORLD,
+            "straggler_pattern": "ranks 0-2 at staleness K, rank 3 at 0",
+            "runs": runs,
+            "stability": stability,
+        },
+        plot,
+    )
 
 
 if __name__ == "__main__":

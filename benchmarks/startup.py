@@ -13,6 +13,7 @@ Each case runs `--repeats` times, the cases interleaved; every figure is the med
 of the slowest rank). Writes results/startup.json and a PNG of the phases.
 
     python -m benchmarks.startup [--repeats 5] [--cases script mpi4py gloo apps floor]"""
+
 from __future__ import annotations
 
 import argparse
@@ -26,11 +27,11 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from benchmarks.harness import save, table
-from pycomm.startup_profile import ENV, PROCESS_START
-from pycomm.startup_report import Process, read
 from benchmarks.run_ranks import mpirun, python, torchrun
+from pycomm.startup_profile import ENV
+from pycomm.startup_report import Process, read
 
-LAUNCH = "launch"   # the phase from the benchmark's start of the command to a process's creation
+LAUNCH = "launch"  # the phase from the benchmark's start of the command to a process's creation
 
 
 def _run_script(profile: Path) -> None:
@@ -53,8 +54,19 @@ def _run_gloo(profile: Path) -> None:
 
 def _run_apps(profile: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as out:
-        python("apps.train", "--nproc", "2", "-o", "train.max_steps=1", "-o", "logging.plot=false",
-               "-o", f"out_dir={out}", env={ENV: str(profile)}, timeout=600)
+        python(
+            "apps.train",
+            "--nproc",
+            "2",
+            "-o",
+            "train.max_steps=1",
+            "-o",
+            "logging.plot=false",
+            "-o",
+            f"out_dir={out}",
+            env={ENV: str(profile)},
+            timeout=600,
+        )
 
 
 # case -> (how to run it, its last phase: where the clock stops)
@@ -77,7 +89,7 @@ def phases_of(processes: Sequence[Process], started: float, last: str) -> dict[s
     out: dict[str, dict[str, float]] = {}
     for p in processes:
         if p.at(last) is None and p.label != "main":
-            continue   # a process that never got there (torchrun's agent writes no marks)
+            continue  # a process that never got there (torchrun's agent writes no marks)
         origin = spawned_at if p.label != "main" and spawned_at is not None else started
         phases = {LAUNCH: p.phases[0].t - origin}
         for ph in p.phases[1:]:
@@ -99,8 +111,11 @@ def run_once(case: str, workdir: Path) -> dict[str, Any]:
     if len(ends) != 2:
         raise RuntimeError(f"{case}: expected the {last!r} mark of 2 ranks in {profile}, found {len(ends)}")
     spans = [_init_plus_first(p, case) for p in processes if p.at(last) is not None]
-    return {"total_s": max(ends) - started, "phases": phases_of(processes, started, last),
-            "init_plus_first_s": None if None in spans else max(spans)}
+    return {
+        "total_s": max(ends) - started,
+        "phases": phases_of(processes, started, last),
+        "init_plus_first_s": None if None in spans else max(spans),
+    }
 
 
 def _init_plus_first(p: Process, case: str) -> float | None:
@@ -139,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in a.cases if c != "floor"}
     floors: dict[str, list[float]] = {f: [] for f in FLOORS} if "floor" in a.cases else {}
     with tempfile.TemporaryDirectory(prefix="bench-startup-profiles-") as tmp:
-        for _ in range(a.repeats):   # interleaved: a burst of load on the shared machine hits every case alike
+        for _ in range(a.repeats):  # interleaved: a burst of load on the shared machine hits every case alike
             for case in runs:
                 runs[case].append(run_once(case, Path(tmp)))
             for what in floors:
@@ -148,25 +163,47 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = []
     for case, samples in runs.items():
         spans = [s["init_plus_first_s"] for s in samples if s["init_plus_first_s"] is not None]
-        rows.append({"case": case, "total_s": statistics.median(s["total_s"] for s in samples),
-                     "init_plus_first_s": statistics.median(spans) if spans else None,
-                     "totals": [s["total_s"] for s in samples], "phases": _median_phases([s["phases"] for s in samples])})
+        rows.append(
+            {
+                "case": case,
+                "total_s": statistics.median(s["total_s"] for s in samples),
+                "init_plus_first_s": statistics.median(spans) if spans else None,
+                "totals": [s["total_s"] for s in samples],
+                "phases": _median_phases([s["phases"] for s in samples]),
+            }
+        )
     for what, samples in floors.items():
         rows.append({"case": what, "total_s": statistics.median(samples), "totals": samples})
     by_case = {r["case"]: r for r in rows}
-    ratios = {f"script_vs_{peer}": by_case["script"]["init_plus_first_s"] / by_case[peer]["init_plus_first_s"]
-              for peer in ("mpi4py", "gloo") if "script" in by_case and peer in by_case}
+    ratios = {
+        f"script_vs_{peer}": by_case["script"]["init_plus_first_s"] / by_case[peer]["init_plus_first_s"]
+        for peer in ("mpi4py", "gloo")
+        if "script" in by_case and peer in by_case
+    }
     goals = []
     if "script" in by_case:
-        goals.append({"goal": "pycomm.init() + first all-reduce < 1 s (2 ranks, mpirun)",
-                      "value_s": by_case["script"]["init_plus_first_s"],
-                      "met": by_case["script"]["init_plus_first_s"] < 1.0})
+        goals.append(
+            {
+                "goal": "pycomm.init() + first all-reduce < 1 s (2 ranks, mpirun)",
+                "value_s": by_case["script"]["init_plus_first_s"],
+                "met": by_case["script"]["init_plus_first_s"] < 1.0,
+            }
+        )
     if "apps" in by_case:
-        goals.append({"goal": "python -m apps.train --nproc 2 to the first step < 5 s",
-                      "value_s": by_case["apps"]["total_s"], "met": by_case["apps"]["total_s"] < 5.0})
+        goals.append(
+            {
+                "goal": "python -m apps.train --nproc 2 to the first step < 5 s",
+                "value_s": by_case["apps"]["total_s"],
+                "met": by_case["apps"]["total_s"] < 5.0,
+            }
+        )
 
-    print(table([{k: v for k, v in r.items() if k not in ("phases", "totals")} for r in rows],
-                ["case", "total_s", "init_plus_first_s"]))
+    print(
+        table(
+            [{k: v for k, v in r.items() if k not in ("phases", "totals")} for r in rows],
+            ["case", "total_s", "init_plus_first_s"],
+        )
+    )
     for r in rows:
         for label, phases in r.get("phases", {}).items():
             print(f"{r['case']:>8} {label:<8} " + "  ".join(f"{n} {s:.3f}" for n, s in phases.items()))
@@ -174,9 +211,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{name}: {value:.2f}x (init + first collective; < 1: pycomm faster)")
     for g in goals:
         print(f"goal {'met' if g['met'] else 'MISSED'}: {g['goal']}: {g['value_s']:.2f} s")
-    payload = {"config": {"repeats": a.repeats, "cases": a.cases, "ranks": 2},
-               "load_average": {"before": load_before, "after": os.getloadavg()},
-               "rows": rows, "ratios": ratios, "goals": goals}
+    payload = {
+        "config": {"repeats": a.repeats, "cases": a.cases, "ranks": 2},
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+        "rows": rows,
+        "ratios": ratios,
+        "goals": goals,
+    }
     print(save(a.name, payload, lambda ax: _plot(ax, rows), results_dir=a.results_dir))
     return payload
 
@@ -187,6 +228,7 @@ def _plot(ax: Any, rows: list[dict[str, Any]]) -> None:
     bars += [(r["case"], {"import": r["total_s"]}) for r in rows if "phases" not in r]
     names = list(dict.fromkeys(n for _, phases in bars for n in phases))
     import matplotlib
+
     palette = matplotlib.colormaps["tab20"]
     colors = {n: palette(i % 20) for i, n in enumerate(names)}
     labelled: set[str] = set()

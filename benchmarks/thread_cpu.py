@@ -7,6 +7,7 @@ their descendants ("child process": e.g. LAP's Hogwild workers); threads by name
 progress thread and Python's are named after the program, gloo's after gloo). Linux only.
 
     python -m benchmarks.thread_cpu [--json OUT] -- mpirun -n 2 python -m benchmarks.workers.algorithms_run OUT 4 lapsgd"""
+
 from __future__ import annotations
 
 import argparse
@@ -62,14 +63,17 @@ def thread_times(pid: int) -> dict[tuple[int, str, bool], tuple[float, float]]:
 def run(argv: list[str], interval: float = 0.05) -> list[dict[str, object]]:
     proc = subprocess.Popen(argv)
     last: dict[tuple[int, int, str, bool], tuple[float, float]] = {}
-    seen: dict[tuple[int, int, str, bool], list[float]] = {}   # first and last sample's time
+    seen: dict[tuple[int, int, str, bool], list[float]] = {}  # first and last sample's time
     role: dict[int, str] = {proc.pid: "command"}
     while proc.poll() is None:
         tree = children_of({proc.pid})
         for pid in tree:
             if pid not in role:
-                role[pid] = "rank process" if int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) == proc.pid \
+                role[pid] = (
+                    "rank process"
+                    if int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) == proc.pid
                     else "child process"
+                )
         for pid in tree | {proc.pid}:
             now = time.monotonic()
             for (tid, name, main), times in thread_times(pid).items():
@@ -89,14 +93,22 @@ def run(argv: list[str], interval: float = 0.05) -> list[dict[str, object]]:
         waits[group] += wait
         alive[group] += seen[key][1] - seen[key][0]
         processes[role.get(pid, "child process")].add(pid)
-    return [{"role": r, "thread": t, "cpu_seconds": cpu, "runnable_wait_seconds": waits[(r, t)],
-             "alive_seconds": alive[(r, t)], "processes": len(processes[r])}
-            for (r, t), cpu in totals.most_common()]
+    return [
+        {
+            "role": r,
+            "thread": t,
+            "cpu_seconds": cpu,
+            "runnable_wait_seconds": waits[(r, t)],
+            "alive_seconds": alive[(r, t)],
+            "processes": len(processes[r]),
+        }
+        for (r, t), cpu in totals.most_common()
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    ours, command = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else ([], argv)
+    ours, command = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else ([], argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="also write the rows here")
     args = ap.parse_args(ours)
@@ -104,8 +116,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("give the command to run after --")
     rows = run(command)
     for r in rows:
-        print(f"{r['cpu_seconds']:8.2f} CPU-s {r['runnable_wait_seconds']:8.2f} wait-s "
-              f"{r['alive_seconds']:8.2f} alive-s  {r['role']:14s} ({r['processes']})  {r['thread']}")
+        print(
+            f"{r['cpu_seconds']:8.2f} CPU-s {r['runnable_wait_seconds']:8.2f} wait-s "
+            f"{r['alive_seconds']:8.2f} alive-s  {r['role']:14s} ({r['processes']})  {r['thread']}"
+        )
     print(f"{sum(r['cpu_seconds'] for r in rows):8.2f} CPU-s  total")
     if args.json:
         with open(args.json, "w") as f:

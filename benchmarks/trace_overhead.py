@@ -8,6 +8,7 @@ build/trace_overhead_baseline/<sha>, built there once with `make build`, about 2
 --baseline-dir, a checkout whose core is built. One round launches the baseline job, then the current
 one, which interleaves off and on sample by sample; the figure of each is the median over rounds of its
 per-round median (per call, the slowest rank). Writes benchmarks/results/trace_overhead.json and .png."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,12 +29,18 @@ RANKS_SCRIPT = Path(__file__).resolve().parent / "trace_overhead_ranks.py"
 
 def baseline_commit() -> str:
     """The commit before the one that added the core's trace recorder."""
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "csrc/diagnostics/trace.cc"],
-                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "csrc/diagnostics/trace.cc"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     if not added:
         raise SystemExit("trace_overhead: no commit adds csrc/diagnostics/trace.cc here; pass --baseline-dir")
-    return subprocess.run(["git", "rev-parse", f"{added[-1]}^"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", f"{added[-1]}^"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def baseline_tree() -> Path:
@@ -54,8 +61,18 @@ def launch(tree: Path, variants: str, args: argparse.Namespace) -> dict[str, lis
         argv = ["mpirun", "-n", "2", "--oversubscribe", "--bind-to", "none"]
         if os.geteuid() == 0:
             argv.append("--allow-run-as-root")
-        argv += [sys.executable, str(RANKS_SCRIPT), "--variants", variants, "--calls", str(args.calls),
-                 "--samples", str(args.samples), "--out", str(out)]
+        argv += [
+            sys.executable,
+            str(RANKS_SCRIPT),
+            "--variants",
+            variants,
+            "--calls",
+            str(args.calls),
+            "--samples",
+            str(args.samples),
+            "--out",
+            str(out),
+        ]
         env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
         for k in ("PYCOMM_TRACE", "PYCOMM_FLIGHT_RECORDER"):
             env.pop(k, None)
@@ -82,11 +99,21 @@ def main(argv: list[str] | None = None) -> int:
         for k, v in got.items():
             per_round[k].append(statistics.median(v))
             samples[k] += v
-        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {1e6 * v[-1]:.2f} us" for k, v in per_round.items()),
-              flush=True)
+        print(
+            f"round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {1e6 * v[-1]:.2f} us" for k, v in per_round.items()),
+            flush=True,
+        )
     us = {k: 1e6 * statistics.median(v) for k, v in per_round.items()}
-    rows = [{"variant": k, "median_us": us[k], "min_us": 1e6 * min(samples[k]), "max_us": 1e6 * max(samples[k]),
-             "vs_baseline": us[k] / us["baseline"]} for k in per_round]
+    rows = [
+        {
+            "variant": k,
+            "median_us": us[k],
+            "min_us": 1e6 * min(samples[k]),
+            "max_us": 1e6 * max(samples[k]),
+            "vs_baseline": us[k] / us["baseline"],
+        }
+        for k in per_round
+    ]
     print(table(rows, ["variant", "median_us", "min_us", "max_us", "vs_baseline"]))
 
     def plot(ax: Any) -> None:
@@ -94,8 +121,19 @@ def main(argv: list[str] | None = None) -> int:
         ax.set_ylabel("us per blocking 4 KiB all-reduce (2 ranks, slowest rank)")
         ax.set_title("tracing: compiled in but off vs the build before it, and on")
 
-    save("trace_overhead", {"rounds": args.rounds, "calls": args.calls, "samples": args.samples,
-                            "baseline": str(base), "rows": rows, "per_round_s": per_round}, plot, args.results_dir)
+    save(
+        "trace_overhead",
+        {
+            "rounds": args.rounds,
+            "calls": args.calls,
+            "samples": args.samples,
+            "baseline": str(base),
+            "rows": rows,
+            "per_round_s": per_round,
+        },
+        plot,
+        args.results_dir,
+    )
     return 0
 
 

@@ -2,6 +2,7 @@
 PYTHONPATH (the current tree, or the build from before tracing): seconds per blocking 4 KiB all-reduce,
 each sample the slowest rank's over `calls` calls; with --variants off,on the two are interleaved
 sample by sample in this one process (tracing switched on and off between samples)."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,14 +39,14 @@ def main() -> None:
         dt = mpi.allreduce((time.perf_counter() - t0) / args.calls, op=MPI.MAX)
         if variant == "on":
             tracing.disable()
-            tracing.drain()     # empty the rings: every "on" sample records into a ring of the same state
+            tracing.drain()  # empty the rings: every "on" sample records into a ring of the same state
         return dt
 
-    for v in variants:      # warm-up
+    for v in variants:  # warm-up
         sample(v)
     rows: dict[str, list[float]] = {v: [] for v in variants}
     for i in range(args.samples):
-        for v in (variants if i % 2 == 0 else variants[::-1]):
+        for v in variants if i % 2 == 0 else variants[::-1]:
             rows[v].append(sample(v))
     if comm.rank == 0:
         with open(args.out, "w") as f:

@@ -11,6 +11,7 @@ stall reports and tracing (PYCOMM_TRACE=1).
 One epoch on 2 ranks is 125 steps of 32 images per rank and ends near 89% accuracy. Each rank prints the
 fingerprint of the full (unsharded) parameters at the end: the same on every rank, and the same on
 "pycomm" as on "gloo". Run from a checkout, the script finds pycomm and apps there (the sys.path line)."""
+
 import argparse
 import hashlib
 import pathlib
@@ -22,9 +23,9 @@ import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))   # the checkout's packages, unless installed
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))  # the checkout's packages, unless installed
 import pycomm  # noqa: F401  (registers the torch.distributed backend "pycomm")
-from apps.data import idx                     # MNIST's IDX files (the 10,000 images in the checkout by default)
+from apps.data import idx  # MNIST's IDX files (the 10,000 images in the checkout by default)
 
 parser = argparse.ArgumentParser(description="FSDP2 on MNIST")
 parser.add_argument("--backend", default="pycomm", help="torch.distributed backend: pycomm (default) or gloo")
@@ -33,7 +34,7 @@ parser.add_argument("--batch-size", type=int, default=32)
 parser.add_argument("--lr", type=float, default=0.05)
 args = parser.parse_args()
 
-dist.init_process_group(args.backend)         # mpirun or torchrun: no other change for pycomm
+dist.init_process_group(args.backend)  # mpirun or torchrun: no other change for pycomm
 rank = dist.get_rank()
 torch.manual_seed(0)
 mnist = idx.load()
@@ -44,7 +45,7 @@ loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler)
 model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
 for layer in model:
     if isinstance(layer, torch.nn.Linear):
-        fully_shard(layer)                    # each rank keeps half of each layer's parameters
+        fully_shard(layer)  # each rank keeps half of each layer's parameters
 fully_shard(model)
 opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
@@ -62,7 +63,7 @@ for epoch in range(args.epochs):
     if rank == 0:
         print(f"epoch {epoch}: eval accuracy {accuracy:.4f}")
 
-full = [p.full_tensor().detach() for p in model.parameters()]   # all-gathered from the shards
+full = [p.full_tensor().detach() for p in model.parameters()]  # all-gathered from the shards
 fingerprint = hashlib.sha256(b"".join(t.numpy().tobytes() for t in full)).hexdigest()[:16]
 print(f"rank {rank}: parameters {fingerprint} ({dist.get_backend()})")
 dist.destroy_process_group()

@@ -11,6 +11,7 @@ code is the same). Every rank builds the whole model from the same seed and keep
 (`pipe.stage_module`); x is read on the first stage, y on the last, and the loss comes back on every
 rank. A small GPT (4 layers, 64 wide, context 64) trains in seconds. Run from a checkout, the script
 finds pycomm, algorithms and apps there."""
+
 import argparse
 import pathlib
 import sys
@@ -18,10 +19,10 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))   # the checkout's packages, unless installed
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))  # the checkout's packages, unless installed
 import algorithms
 import pycomm
-from apps.data import text                    # windows of characters of any text file
+from apps.data import text  # windows of characters of any text file
 from apps.models.gpt import GPT
 
 parser = argparse.ArgumentParser(description="A char GPT in 2 pipeline stages")
@@ -35,14 +36,19 @@ if args.data is not None and not pathlib.Path(args.data).is_file():
     parser.error(f"--data {args.data}: no such file (leave --data out for the tiny Shakespeare apps ships)")
 
 comm = pycomm.init()
-mesh = pycomm.Mesh(comm, pp=2, dp_shard=-1)   # 2 stages; the other ranks shard each stage
-torch.manual_seed(0)                          # the same whole model on every rank
+mesh = pycomm.Mesh(comm, pp=2, dp_shard=-1)  # 2 stages; the other ranks shard each stage
+torch.manual_seed(0)  # the same whole model on every rank
 corpus = text.load(args.data, block_size=64)
-model = GPT(vocab_size=corpus.info["vocab_size"], block_size=64, n_layer=4, n_head=4, n_embd=64, dropout=0.0,
-            tie_weights=False)                # the head is on the last stage, the token embedding on the first
+model = GPT(
+    vocab_size=corpus.info["vocab_size"], block_size=64, n_layer=4, n_head=4, n_embd=64, dropout=0.0, tie_weights=False
+)  # the head is on the last stage, the token embedding on the first
 pipe = algorithms.Pipeline(model.pipeline_layers(), mesh=mesh, schedule="1f1b", microbatches=4)
-opt = algorithms.CommOptimizer(torch.optim.AdamW(pipe.stage_module.parameters(), lr=args.lr, weight_decay=0.1),
-                               algorithm="zero2", mesh=mesh, model=pipe.stage_module)
+opt = algorithms.CommOptimizer(
+    torch.optim.AdamW(pipe.stage_module.parameters(), lr=args.lr, weight_decay=0.1),
+    algorithm="zero2",
+    mesh=mesh,
+    model=pipe.stage_module,
+)
 
 
 def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -51,15 +57,20 @@ def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 for step in range(args.steps):
     # the stages of a replica read the same batch; each data-parallel rank its own
-    batch = torch.randint(len(corpus.train), (args.batch_size,),
-                          generator=torch.Generator().manual_seed(step * mesh["dp"].size + mesh["dp"].rank))
+    batch = torch.randint(
+        len(corpus.train),
+        (args.batch_size,),
+        generator=torch.Generator().manual_seed(step * mesh["dp"].size + mesh["dp"].rank),
+    )
     x, y = corpus.train.batch(batch)
     opt.zero_grad()
-    loss = pipe.train_step(x, y, loss_fn)     # forward and backward of 4 micro-batches through the stages
-    opt.clip_grad_norm_(1.0)                  # the whole model's norm: over the shards and the stages
+    loss = pipe.train_step(x, y, loss_fn)  # forward and backward of 4 micro-batches through the stages
+    opt.clip_grad_norm_(1.0)  # the whole model's norm: over the shards and the stages
     opt.step()
     if (step + 1) % args.log_every == 0 and comm.rank == 0:
         print(f"step {step + 1}: loss {loss:.4f}")
 if comm.rank == 0:
-    print(f"stage {pipe.stage} of {pipe.stages} held layers {list(dict(pipe.stage_module.named_children()))}; "
-          f"{pipe.comm_stats()['bytes_by_dim']['pp']} bytes sent to the next stage")
+    print(
+        f"stage {pipe.stage} of {pipe.stages} held layers {list(dict(pipe.stage_module.named_children()))}; "
+        f"{pipe.comm_stats()['bytes_by_dim']['pp']} bytes sent to the next stage"
+    )

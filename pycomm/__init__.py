@@ -27,6 +27,7 @@ DDP, FSDP2, pipelining and DeviceMesh code on pycomm unchanged (pycomm/torch_bac
 hooks from the codecs: pycomm.ddp_hooks.
 
 Documentation: README.md (getting started), docs/ (settings, diagnostics, performance), csrc/README.md."""
+
 import sys as _sys
 
 _torch_first = "torch" not in _sys.modules
@@ -34,24 +35,27 @@ try:
     import torch as _torch  # noqa: E402,F401  (every module below needs it; first, so the start-up profile can time it)
 except ImportError as _e:
     # pip install . declares no torch (an unpinned one pulls GBs of CUDA wheels): say which one to install
-    raise ImportError("pycomm needs PyTorch, which is not installed. Tested with torch 2.13.0; on a CPU-only "
-                      "machine install its CPU build: pip install torch==2.13.0 --index-url "
-                      "https://download.pytorch.org/whl/cpu (README.md, Install)") from _e
+    raise ImportError(
+        "pycomm needs PyTorch, which is not installed. Tested with torch 2.13.0; on a CPU-only "
+        "machine install its CPU build: pip install torch==2.13.0 --index-url "
+        "https://download.pytorch.org/whl/cpu (README.md, Install)"
+    ) from _e
 
 from pycomm import startup_profile  # noqa: E402
+
 if _torch_first:
     startup_profile.mark("torch_imported")
 del _sys, _torch, _torch_first
-from pycomm._build import build_info  # noqa: E402
 from pycomm import kernels, relative, settings
-from pycomm.layerwise_averager import LayerwiseAverager
+from pycomm._build import build_info  # noqa: E402
 from pycomm.codecs import Int4Codec, Int8Codec, OneBitCodec
 from pycomm.communicator import Communicator
 from pycomm.distributed_sampler import DistributedSampler
+from pycomm.errors import MismatchError, PycommError, SettingError, StallError
 from pycomm.flat_shards import flat_shard_numel
 from pycomm.grad_buckets import GradientBuckets
-from pycomm.errors import MismatchError, PycommError, SettingError, StallError
 from pycomm.launch_env import LaunchEnv
+from pycomm.layerwise_averager import LayerwiseAverager
 from pycomm.mesh import Mesh
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.p2p import ANY_SOURCE, ANY_TAG, Message, Received, TensorWork
@@ -61,14 +65,51 @@ from pycomm.runtime import abort, finalize, from_mpi4py, init, is_initialized, s
 from pycomm.store import TCPStore
 from pycomm.work import Work
 
-__all__ = ["build_info", "kernels", "relative", "Communicator", "Work", "ReduceOp", "SUM", "AVG", "MAX", "MIN", "init",
-           "world", "from_mpi4py", "finalize", "abort", "stats", "is_initialized", "LaunchEnv", "PycommError",
-           "StallError", "MismatchError", "Int8Codec", "Int4Codec", "OneBitCodec", "TCPStore", "LayerwiseAverager",
-           "ErrorFeedback", "flat_shard_numel", "GradientBuckets", "Mesh", "SettingError", "settings", "ANY_SOURCE", "ANY_TAG",
-           "Message", "Received", "TensorWork", "DistributedSampler", "profile"]
+__all__ = [
+    "build_info",
+    "kernels",
+    "relative",
+    "Communicator",
+    "Work",
+    "ReduceOp",
+    "SUM",
+    "AVG",
+    "MAX",
+    "MIN",
+    "init",
+    "world",
+    "from_mpi4py",
+    "finalize",
+    "abort",
+    "stats",
+    "is_initialized",
+    "LaunchEnv",
+    "PycommError",
+    "StallError",
+    "MismatchError",
+    "Int8Codec",
+    "Int4Codec",
+    "OneBitCodec",
+    "TCPStore",
+    "LayerwiseAverager",
+    "ErrorFeedback",
+    "flat_shard_numel",
+    "GradientBuckets",
+    "Mesh",
+    "SettingError",
+    "settings",
+    "ANY_SOURCE",
+    "ANY_TAG",
+    "Message",
+    "Received",
+    "TensorWork",
+    "DistributedSampler",
+    "profile",
+]
 __version__ = "0.1.0"
 
 from pycomm import torch_backend  # noqa: E402
+
 torch_backend.register()  # dist.init_process_group("pycomm") (pycomm/torch_backend)
 settings.check_environment(table=settings.TABLE)  # a malformed PYCOMM_* fails `import pycomm`; a misspelt one warns
 startup_profile.mark("pycomm_imported")

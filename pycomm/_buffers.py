@@ -7,6 +7,7 @@ A GPU buffer is given back while kernels queued on the giver's current stream ma
 records an event there, and take() makes the taker's current stream wait for it, so a buffer reused from
 another stream (another thread's, a side stream) is never written before its last user is done (torch's
 caching allocator does the same with record_stream)."""
+
 from __future__ import annotations
 
 import threading
@@ -16,7 +17,7 @@ import torch
 
 from pycomm import hugepages
 
-_GRANULE = 1 << 16          # elements; buffers are sized up to this so near sizes share one
+_GRANULE = 1 << 16  # elements; buffers are sized up to this so near sizes share one
 _MAX_FREE_BYTES = 512 << 20  # cap on what the pool keeps while nobody uses it
 
 
@@ -25,7 +26,7 @@ class BufferPool:
 
     def __init__(self, max_free_bytes: int = _MAX_FREE_BYTES) -> None:
         self._free: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = defaultdict(list)
-        self._last_use: dict[int, torch.cuda.Event] = {}   # GPU buffer's data_ptr -> event after its last use
+        self._last_use: dict[int, torch.cuda.Event] = {}  # GPU buffer's data_ptr -> event after its last use
         self._free_bytes = 0
         self._max_free_bytes = max_free_bytes
         self._lock = threading.Lock()
@@ -44,7 +45,7 @@ class BufferPool:
                 return best[:numel]
         size = max(_GRANULE, -(-numel // _GRANULE) * _GRANULE)
         buffer = torch.empty(size, dtype=dtype, device=device)
-        hugepages.advise(buffer)   # before its first touch (PYCOMM_HUGEPAGES)
+        hugepages.advise(buffer)  # before its first touch (PYCOMM_HUGEPAGES)
         return buffer[:numel]
 
     def give(self, view: torch.Tensor) -> None:
@@ -55,7 +56,7 @@ class BufferPool:
             stream = torch.cuda.current_stream(base.device)
             last_use = torch.cuda.Event()
             last_use.record(stream)
-            base.record_stream(stream)   # should the pool drop it, torch's allocator waits for this stream too
+            base.record_stream(stream)  # should the pool drop it, torch's allocator waits for this stream too
         with self._lock:
             if nbytes > self._max_free_bytes:
                 return
@@ -64,9 +65,11 @@ class BufferPool:
             free = self._free[(base.device, base.dtype)]
             free.append(base)
             self._free_bytes += nbytes
-            while self._free_bytes > self._max_free_bytes:      # drop the largest first
-                key, i = max(((k, i) for k, bs in self._free.items() for i in range(len(bs))),
-                             key=lambda ki: self._free[ki[0]][ki[1]].numel() * self._free[ki[0]][ki[1]].element_size())
+            while self._free_bytes > self._max_free_bytes:  # drop the largest first
+                key, i = max(
+                    ((k, i) for k, bs in self._free.items() for i in range(len(bs))),
+                    key=lambda ki: self._free[ki[0]][ki[1]].numel() * self._free[ki[0]][ki[1]].element_size(),
+                )
                 victim = self._free[key].pop(i)
                 self._last_use.pop(victim.data_ptr(), None)
                 self._free_bytes -= victim.numel() * victim.element_size()

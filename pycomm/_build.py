@@ -1,4 +1,5 @@
 """Loading the compiled core, with an error that says how to build it when it is missing."""
+
 from __future__ import annotations
 
 import functools
@@ -28,20 +29,28 @@ def missing_core_message(package_dir: Path, error: ImportError) -> str:
     source checkout (an unbuilt pycomm/ shadowing an installed one, typically) and an installation."""
     built = sorted(package_dir.glob("_C*.so")) + sorted(package_dir.glob("_C*.pyd"))
     if built:
-        return (f"pycomm's compiled core {built[0]} is there but does not load: {error}. Rebuild it (`make build` in "
-                "the source checkout, or `pip install .` again) against the Python, torch and MPI used here.")
+        return (
+            f"pycomm's compiled core {built[0]} is there but does not load: {error}. Rebuild it (`make build` in "
+            "the source checkout, or `pip install .` again) against the Python, torch and MPI used here."
+        )
     checkout = package_dir.parent
     if not ((checkout / "CMakeLists.txt").is_file() and (checkout / "setup.py").is_file()):
-        return (f"pycomm's compiled core pycomm._C is missing from {package_dir}: reinstall pycomm with "
-                f"`pip install .` from its source tree. ({error})")
+        return (
+            f"pycomm's compiled core pycomm._C is missing from {package_dir}: reinstall pycomm with "
+            f"`pip install .` from its source tree. ({error})"
+        )
     installed = installed_elsewhere(checkout)
-    use_installed = (f"run from a directory outside {checkout} to use the installed pycomm at {installed}"
-                     if installed else
-                     f"install it (`pip install .` in {checkout}) and run from a directory outside the checkout")
-    return (f"pycomm is being imported from the source checkout {package_dir} (Python puts the current directory "
-            f"or the script's directory first on sys.path), and there pycomm._C is not built. Either build it in "
-            f"place: `make build` in {checkout} (needs cmake >= 3.18, ninja and pybind11: "
-            f"`{Path(sys.executable).name} -m pip install cmake ninja pybind11`); or {use_installed}. ({error})")
+    use_installed = (
+        f"run from a directory outside {checkout} to use the installed pycomm at {installed}"
+        if installed
+        else f"install it (`pip install .` in {checkout}) and run from a directory outside the checkout"
+    )
+    return (
+        f"pycomm is being imported from the source checkout {package_dir} (Python puts the current directory "
+        f"or the script's directory first on sys.path), and there pycomm._C is not built. Either build it in "
+        f"place: `make build` in {checkout} (needs cmake >= 3.18, ninja and pybind11: "
+        f"`{Path(sys.executable).name} -m pip install cmake ninja pybind11`); or {use_installed}. ({error})"
+    )
 
 
 def installed_elsewhere(checkout: Path) -> str | None:

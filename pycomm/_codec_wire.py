@@ -3,6 +3,7 @@
 Slot r holds the encoding of chunk r: the codec's data (int8 levels or sign bits), padded to 4 bytes,
 then its fp32 scales. Encoded views into a slot let the codec encode and decode in place, so nothing
 is copied between the kernels and the transport."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -25,7 +26,7 @@ class WireLayout:
         self.codec, self.chunk, self.slots, self.device = codec, chunk, slots, device
         self.data_numel = codec.data_numel(chunk)
         self._data_raw = self.data_numel * torch.empty((), dtype=codec.data_dtype).element_size()
-        self.data_bytes = -(-self._data_raw // 4) * 4                  # scales start 4-byte aligned
+        self.data_bytes = -(-self._data_raw // 4) * 4  # scales start 4-byte aligned
         self.scale_count = -(-chunk // codec.block)
         self.slot_bytes = self.data_bytes + 4 * self.scale_count
 
@@ -36,12 +37,14 @@ class WireLayout:
         POOL.give(buf)
 
     def slot(self, buf: torch.Tensor, r: int) -> torch.Tensor:
-        return buf[r * self.slot_bytes:(r + 1) * self.slot_bytes]
+        return buf[r * self.slot_bytes : (r + 1) * self.slot_bytes]
 
     def encoded(self, buf: torch.Tensor, r: int) -> Encoded:
         """The Encoded whose payload is slot r of buf (views, no copy)."""
         s = self.slot(buf, r)
-        return Encoded(s[: self._data_raw].view(self.codec.data_dtype), s[self.data_bytes:].view(torch.float32), self.chunk)
+        return Encoded(
+            s[: self._data_raw].view(self.codec.data_dtype), s[self.data_bytes :].view(torch.float32), self.chunk
+        )
 
     def encode_into(self, buf: torch.Tensor, r: int, x: torch.Tensor, residual: torch.Tensor | None) -> None:
         self.codec.encode(x, residual=residual, out=self.encoded(buf, r))
@@ -52,9 +55,19 @@ class WireLayout:
     def decode_accumulate(self, buf: torch.Tensor, r: int, acc: torch.Tensor) -> None:
         self.codec.decode_accumulate(self.encoded(buf, r), acc)
 
-    def reduce_encode_into(self, buf: torch.Tensor, slot: int, own: torch.Tensor, own_residual: torch.Tensor | None,
-                           recv: torch.Tensor, sources: Sequence[int], factor: float, scratch: torch.Tensor,
-                           residual: torch.Tensor | None, decoded_out: torch.Tensor | None = None) -> bool:
+    def reduce_encode_into(
+        self,
+        buf: torch.Tensor,
+        slot: int,
+        own: torch.Tensor,
+        own_residual: torch.Tensor | None,
+        recv: torch.Tensor,
+        sources: Sequence[int],
+        factor: float,
+        scratch: torch.Tensor,
+        residual: torch.Tensor | None,
+        decoded_out: torch.Tensor | None = None,
+    ) -> bool:
         """The reduce step: slot `slot` of buf = encode(v, residual), v = (own (+ own_residual, then
         zeroed) + the decode of every slot of `recv` in `sources`) * factor, own filling v's start and
         the rest starting at 0. One fused pass per block on the CPU (fp32 own) where the codec has one
@@ -64,15 +77,22 @@ class WireLayout:
         first own.numel() elements, and then returns True; False when decoded_out was left alone."""
         if own.dtype == torch.float32 and not scratch.is_cuda:
             srcs = [self.encoded(recv, r).tensors() for r in sources]
-            if self.codec.fused_reduce_encode(own, srcs, self.encoded(buf, slot), factor=factor,
-                                              own_residual=own_residual, residual=residual, decoded_out=decoded_out):
+            if self.codec.fused_reduce_encode(
+                own,
+                srcs,
+                self.encoded(buf, slot),
+                factor=factor,
+                own_residual=own_residual,
+                residual=residual,
+                decoded_out=decoded_out,
+            ):
                 return decoded_out is not None
         acc = scratch
         acc.zero_()
         n = own.numel()
         if n:
             acc[:n].copy_(own)
-            if own_residual is not None:        # nothing of my own chunk is lost, so its residual is spent
+            if own_residual is not None:  # nothing of my own chunk is lost, so its residual is spent
                 acc[:n].add_(own_residual)
                 own_residual.zero_()
         for r in sources:

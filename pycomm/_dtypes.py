@@ -1,4 +1,5 @@
 """torch dtype <-> the integer codes of csrc/common/dtype.h (the Python/C++ contract)."""
+
 from __future__ import annotations
 
 import torch

@@ -6,6 +6,7 @@ two clock reads and a list append.
     with profile_phases() as log:
         comm.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
     log.totals()      # {"encode": seconds, "wire_alltoall": ..., ...} summed over segments"""
+
 from __future__ import annotations
 
 import threading
@@ -70,7 +71,7 @@ class PhaseClock:
     def __init__(self) -> None:
         self.log = _ACTIVE
         self.call = self.log.new_call() if self.log is not None else -1
-        self.comm: Any = None       # set by the pipeline: the communicator its spans belong to
+        self.comm: Any = None  # set by the pipeline: the communicator its spans belong to
 
     def __call__(self, segment: int, name: str) -> ContextManager[None]:
         if tracing.ACTIVE and self.comm is not None:

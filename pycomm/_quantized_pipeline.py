@@ -3,6 +3,7 @@ its helper thread: every segment's encode and all-to-all (stage 1), reduce, re-e
 (stage 2), and decode into t. Each stage is one fused kernel pass over the gradient per rank; a rank's
 own reduced chunk is decoded into t by the reduce kernel itself, from the encoding still in cache
 (what the all-gather hands back for it, so the bytes are the same), and the all-gather's decode skips it."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -48,10 +49,10 @@ def segment_numel(size: int, block: int, default: int) -> int:
 
 @dataclass(frozen=True)
 class Segment:
-    lo: int       # t[lo:hi] is the segment; rank r reduces t[lo + r c : lo + (r+1) c] (clipped at hi)
+    lo: int  # t[lo:hi] is the segment; rank r reduces t[lo + r c : lo + (r+1) c] (clipped at hi)
     hi: int
-    c: int        # elements per rank's chunk
-    mine: int     # offset of this rank's chunk in the concatenation of its chunks (the server residual)
+    c: int  # elements per rank's chunk
+    mine: int  # offset of this rank's chunk in the concatenation of its chunks (the server residual)
 
 
 def segments(numel: int, size: int, block: int, default: int) -> list[Segment]:
@@ -66,16 +67,15 @@ def segments(numel: int, size: int, block: int, default: int) -> list[Segment]:
     return out
 
 
-
 class InFlight:
     """One segment between its stages: its wire layout, buffers, and the collective in flight."""
 
     def __init__(self, index: int, seg: Segment, wire: WireLayout) -> None:
         self.index, self.seg, self.wire = index, seg, wire
         self.send, self.recv = wire.buffer(), wire.buffer()
-        self.scratch = POOL.take(seg.c, torch.float32, wire.device)   # padded chunk / accumulator
+        self.scratch = POOL.take(seg.c, torch.float32, wire.device)  # padded chunk / accumulator
         self.work: Any = None
-        self.own_decoded = False        # the reduce kernel already wrote my own chunk of t
+        self.own_decoded = False  # the reduce kernel already wrote my own chunk of t
         self.released = False
 
     def release(self) -> None:
@@ -90,17 +90,25 @@ class Pipeline:
     """Both stages of every segment, on the helper thread; `local` / `server` are the error-feedback
     residuals. At most three segments hold buffers: k's all-to-all, and k-1's and k-2's all-gathers."""
 
-    def __init__(self, comm: Any, t: torch.Tensor, op: Any, codec: Codec, local: torch.Tensor | None,
-                 server: torch.Tensor | None, clock: PhaseClock) -> None:
+    def __init__(
+        self,
+        comm: Any,
+        t: torch.Tensor,
+        op: Any,
+        codec: Codec,
+        local: torch.Tensor | None,
+        server: torch.Tensor | None,
+        clock: PhaseClock,
+    ) -> None:
         self.comm, self.flat, self.op, self.codec = comm, t.view(-1), op, codec
         self.local, self.server, self.clock = local, server, clock
         clock.comm = comm
         self.to_fp32_directly = t.dtype == torch.float32
 
     def run(self, segs: list[Segment]) -> None:
-        exchanging: deque[InFlight] = deque()     # stage 1 in flight
-        gathering: deque[InFlight] = deque()      # stage 2 in flight
-        self.live: list[InFlight] = []            # every segment's buffers, released in the end
+        exchanging: deque[InFlight] = deque()  # stage 1 in flight
+        gathering: deque[InFlight] = deque()  # stage 2 in flight
+        self.live: list[InFlight] = []  # every segment's buffers, released in the end
         try:
             for k, seg in enumerate(segs):
                 exchanging.append(self._exchange(k, seg))
@@ -138,7 +146,7 @@ class Pipeline:
                 f.wire.encode_into(f.send, r, x, res)
                 if local is not None and 0 < hi - lo < seg.c:
                     local[lo:hi].copy_(res[: hi - lo])
-        f.work = self.comm.alltoall(f.recv, f.send, async_op=True)   # my own slot carries nothing
+        f.work = self.comm.alltoall(f.recv, f.send, async_op=True)  # my own slot carries nothing
         return f
 
     def _gather(self, f: InFlight) -> InFlight:
@@ -148,11 +156,19 @@ class Pipeline:
         me, flat, local = self.comm.rank, self.flat, self.local
         with self.clock(f.index, "reduce_reencode"):
             _, lo, hi = next(x for x in self._chunks(f.seg) if x[0] == me)
-            server = None if self.server is None else self.server[f.seg.mine:f.seg.mine + f.seg.c]
+            server = None if self.server is None else self.server[f.seg.mine : f.seg.mine + f.seg.c]
             f.own_decoded = f.wire.reduce_encode_into(
-                f.send, 0, flat[lo:hi], None if local is None else local[lo:hi], f.recv,
-                [r for r in range(self.comm.size) if r != me], 1.0 / self.comm.size if self.op == AVG else 1.0,
-                f.scratch, server, decoded_out=flat[lo:hi])
+                f.send,
+                0,
+                flat[lo:hi],
+                None if local is None else local[lo:hi],
+                f.recv,
+                [r for r in range(self.comm.size) if r != me],
+                1.0 / self.comm.size if self.op == AVG else 1.0,
+                f.scratch,
+                server,
+                decoded_out=flat[lo:hi],
+            )
         f.work = self.comm.allgather(f.recv, f.wire.slot(f.send, 0), async_op=True)
         return f
 
@@ -174,8 +190,9 @@ class Pipeline:
         f.release()
 
 
-def _chunk(flat: torch.Tensor, local: torch.Tensor | None, lo: int, hi: int, c: int,
-           scratch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _chunk(
+    flat: torch.Tensor, local: torch.Tensor | None, lo: int, hi: int, c: int, scratch: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Chunk [lo, hi) of t and of its residual, each exactly c elements (zero-padded copies when short)."""
     if hi - lo == c:
         return flat[lo:hi], (local[lo:hi] if local is not None else None)

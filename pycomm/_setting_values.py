@@ -3,6 +3,7 @@
 Each kind parses the raw text of the variable (already stripped, never empty: unset and empty mean
 the default) and raises ValueError on anything else; `accepted` says in words what it takes, for
 the error message and docs/settings.md alike."""
+
 from __future__ import annotations
 
 import math
@@ -34,6 +35,7 @@ def _number_text(value: float) -> str:
 class _Bounded:
     """A number in [low, high] of `unit`s; `specials` name the values with a meaning. `noun` says
     which kind of number (Integer and Number differ only in it and in how they parse)."""
+
     noun: ClassVar[str]
     low: float  # an int for Integer
     high: float
@@ -42,13 +44,16 @@ class _Bounded:
 
     @property
     def accepted(self) -> str:
-        return (f"{self.noun} of {self.unit} from {_number_text(self.low)} to {_number_text(self.high)}"
-                f"{_specials_text(self.specials)}")
+        return (
+            f"{self.noun} of {self.unit} from {_number_text(self.low)} to {_number_text(self.high)}"
+            f"{_specials_text(self.specials)}"
+        )
 
 
 @dataclass(frozen=True)
 class Integer(_Bounded):
     """A whole number (digits only) in [low, high] of `unit`s; `specials` name the values with a meaning."""
+
     noun: ClassVar[str] = "a whole number"
 
     def parse(self, raw: str) -> int:
@@ -60,6 +65,7 @@ class Integer(_Bounded):
 @dataclass(frozen=True)
 class Number(_Bounded):
     """A finite decimal number in [low, high] of `unit`s."""
+
     noun: ClassVar[str] = "a number"
 
     def parse(self, raw: str) -> float:
@@ -95,6 +101,7 @@ class Flag:
 @dataclass(frozen=True)
 class Choice:
     """One of the words of `values` (word -> the parsed value), case-sensitive as written."""
+
     values: Mapping[str, Any]
 
     @property
@@ -111,6 +118,7 @@ class Choice:
 @dataclass(frozen=True)
 class Pattern:
     """Text matching `regex` (the whole of it), parsed by `convert(match)`; `accepted` describes it."""
+
     regex: str
     accepted: str
     convert: Any  # Callable[[re.Match], Any]
@@ -125,6 +133,7 @@ class Pattern:
 @dataclass(frozen=True)
 class Text:
     """Any non-empty text (a path, a marker); `accepted` says what it is."""
+
     accepted: str
 
     def parse(self, raw: str) -> str:
@@ -134,6 +143,7 @@ class Text:
 @dataclass(frozen=True)
 class Directory:
     """The path of an existing directory (relative paths from the current directory)."""
+
     what: str
 
     @property
@@ -149,6 +159,7 @@ class Directory:
 @dataclass(frozen=True)
 class NewDirectory:
     """The path of a directory to write into: made when missing (its parent must exist)."""
+
     what: str
 
     @property
@@ -156,8 +167,7 @@ class NewDirectory:
         return f"a directory, made when missing in an existing parent ({self.what})"
 
     def parse(self, raw: str) -> str:
-        if os.path.exists(raw) and not os.path.isdir(raw) or \
-                not os.path.isdir(os.path.dirname(os.path.abspath(raw))):
+        if os.path.exists(raw) and not os.path.isdir(raw) or not os.path.isdir(os.path.dirname(os.path.abspath(raw))):
             raise ValueError(raw)
         return raw
 
@@ -165,6 +175,7 @@ class NewDirectory:
 @dataclass(frozen=True)
 class FilePath:
     """The path of a file to write (relative paths from the current directory); its directory must exist."""
+
     what: str
 
     @property

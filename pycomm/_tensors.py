@@ -2,6 +2,7 @@
 
 This is the only place where torch tensors meet the compiled core: everything below it sees
 (pointer, element count, dtype code, device ordinal, stream)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +27,10 @@ def check_tensor(t: object, what: str, dtypes: Sequence[torch.dtype] | None = No
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{what}: expected a torch.Tensor, got {type(t).__name__}")
     if not t.is_contiguous():
-        raise ValueError(f"{what}: tensor must be contiguous (call .contiguous() first); got shape "
-                         f"{tuple(t.shape)} with strides {t.stride()}")
+        raise ValueError(
+            f"{what}: tensor must be contiguous (call .contiguous() first); got shape "
+            f"{tuple(t.shape)} with strides {t.stride()}"
+        )
     if dtypes is not None and t.dtype not in dtypes:
         names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise TypeError(f"{what}: dtype {t.dtype} is not supported here; expected one of {names}")
@@ -54,9 +57,11 @@ def place_of(tensors: Sequence[torch.Tensor], what: str) -> Place:
     info = build_info()
     vendor = "hip" if getattr(torch.version, "hip", None) else "cuda"
     if not info[vendor]:
-        raise RuntimeError(f"{what}: got a tensor on {device}, but this build of pycomm has no "
-                           f"{vendor.upper()} support (build_info: cuda={info['cuda']}, hip={info['hip']}); "
-                           f"rebuild with {'hipcc' if vendor == 'hip' else 'nvcc'} available")
+        raise RuntimeError(
+            f"{what}: got a tensor on {device}, but this build of pycomm has no "
+            f"{vendor.upper()} support (build_info: cuda={info['cuda']}, hip={info['hip']}); "
+            f"rebuild with {'hipcc' if vendor == 'hip' else 'nvcc'} available"
+        )
     return Place(device.index, current_stream(device.index))
 
 

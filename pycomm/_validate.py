@@ -3,6 +3,7 @@ functions. Each raises TypeError (wrong type) or ValueError (out of range) whose
 `what` (the function and argument, e.g. "pack: scale") and says what was expected and what came, so
 a bad value never reaches the compiled core, where it would be truncated, wrapped or reported as
 pybind's "incompatible function arguments"."""
+
 from __future__ import annotations
 
 import math
@@ -25,6 +26,7 @@ def check_int(value: object, what: str, *, min_value: int | None = None, max_val
 def _range_text(low: int | None, high: int | None) -> str:
     def text(v: int) -> str:
         return "2**63 - 1" if v == INT64_MAX else str(v)
+
     if low is not None and high is not None:
         return f"in [{text(low)}, {text(high)}]"
     return f">= {text(low)}" if low is not None else f"<= {text(high)}"  # type: ignore[arg-type]
@@ -60,6 +62,7 @@ def check_timeout(value: object, what: str, *, allow_zero: bool) -> float | None
         return None
     seconds = check_float(value, what, finite=False)
     if seconds < 0 or (seconds == 0 and not allow_zero):
-        raise ValueError(f"{what} must be {'>= 0' if allow_zero else '> 0'} seconds (or None for the default), "
-                         f"got {seconds}")
+        raise ValueError(
+            f"{what} must be {'>= 0' if allow_zero else '> 0'} seconds (or None for the default), got {seconds}"
+        )
     return seconds

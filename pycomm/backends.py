@@ -4,15 +4,16 @@ build and machine can run it, and a factory of the world transport from the laun
 The built-in backends are "mpi" and "local" (one rank, no library). Others register themselves on
 import: the modules named in PLUGINS are imported on first use, so `pycomm.init(backend="nccl")`
 finds the NCCL backend (and "gloo" torch.distributed's gloo) without the core depending on them."""
+
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from pycomm import startup_profile
 from pycomm._build import build_info, core
 from pycomm.errors import PycommError
-from pycomm import startup_profile
 from pycomm.launch_env import LaunchEnv
 
 # backend name -> module that calls register() when imported
@@ -56,8 +57,10 @@ def get(name: str) -> Backend:
     _load_plugins()
     if name not in _REGISTRY:
         if name in PLUGINS:
-            raise PycommError(f"backend {name!r} is not available in this installation of pycomm "
-                              f"(module {PLUGINS[name]} could not be imported; build_info: {build_info()})")
+            raise PycommError(
+                f"backend {name!r} is not available in this installation of pycomm "
+                f"(module {PLUGINS[name]} could not be imported; build_info: {build_info()})"
+            )
         raise ValueError(f"backend must be one of 'auto', {', '.join(repr(n) for n in names())}; got {name!r}")
     backend = _REGISTRY[name]
     why = backend.unavailable_reason()
@@ -85,34 +88,46 @@ def choose_auto(env: LaunchEnv) -> str:
         return "gloo"
     if build_info()["mpi"]:
         return "mpi"  # its start-up names the launcher MPI could not join
-    raise PycommError(f"this process is rank {env.rank} of {env.size} ({env.launcher}), but neither this build of "
-                      f"pycomm has MPI nor this torch has gloo to connect the ranks (build_info: {build_info()}); "
-                      f"install a torch with torch.distributed, or an MPI (apt-get install libopenmpi-dev) and "
-                      f"rebuild, or run a single process")
+    raise PycommError(
+        f"this process is rank {env.rank} of {env.size} ({env.launcher}), but neither this build of "
+        f"pycomm has MPI nor this torch has gloo to connect the ranks (build_info: {build_info()}); "
+        f"install a torch with torch.distributed, or an MPI (apt-get install libopenmpi-dev) and "
+        f"rebuild, or run a single process"
+    )
 
 
 def _mpi_reason() -> str:
-    return "" if build_info()["mpi"] else ("this build of pycomm has no MPI: install an MPI library "
-                                           "(apt-get install libopenmpi-dev, or the cluster's module) and rebuild")
+    return (
+        ""
+        if build_info()["mpi"]
+        else (
+            "this build of pycomm has no MPI: install an MPI library "
+            "(apt-get install libopenmpi-dev, or the cluster's module) and rebuild"
+        )
+    )
 
 
 def _mpi_world(env: LaunchEnv) -> Any:
-    if startup_profile.enabled():   # MPI_Init timed apart from the communicator's own set-up
+    if startup_profile.enabled():  # MPI_Init timed apart from the communicator's own set-up
         core().mpi_info()
         startup_profile.mark("mpi_init")
     t = core().mpi_world()
     if env.launcher != "single" and (t.size != env.size or t.rank != env.rank):
-        raise PycommError(f"the {env.launcher} environment says rank {env.rank} of {env.size}, but MPI reports rank "
-                          f"{t.rank} of {t.size}: MPI was not started by this launcher. Launch with mpirun/mpiexec "
-                          f"or `srun --mpi=pmix`, or use backend='gloo' (CPU) or 'nccl' (GPU), which rendezvous over "
-                          f"TCP at MASTER_ADDR:MASTER_PORT")
+        raise PycommError(
+            f"the {env.launcher} environment says rank {env.rank} of {env.size}, but MPI reports rank "
+            f"{t.rank} of {t.size}: MPI was not started by this launcher. Launch with mpirun/mpiexec "
+            f"or `srun --mpi=pmix`, or use backend='gloo' (CPU) or 'nccl' (GPU), which rendezvous over "
+            f"TCP at MASTER_ADDR:MASTER_PORT"
+        )
     return t
 
 
 def _local_world(env: LaunchEnv) -> Any:
     if env.size != 1:
-        raise PycommError(f"backend 'local' runs a single process, but the {env.launcher} environment says rank "
-                          f"{env.rank} of {env.size}; use backend='auto', 'mpi', 'gloo' or 'nccl'")
+        raise PycommError(
+            f"backend 'local' runs a single process, but the {env.launcher} environment says rank "
+            f"{env.rank} of {env.size}; use backend='auto', 'mpi', 'gloo' or 'nccl'"
+        )
     return core().local_transport()
 
 

@@ -18,6 +18,7 @@ so what one step loses is sent in the next (1-bit SGD); error_bound applies to v
 Blocks never straddle a slice boundary that is a multiple of `block`, so a tensor can be encoded
 once and its chunks sent to different ranks (the reduce-scatter pattern of a quantized all-reduce).
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -33,11 +34,11 @@ from pycomm.kernels._buffer_checks import check_block, check_numel, check_seed, 
 
 # fp32 rounding in the encode and decode arithmetic adds at most about 127 * 2^-23 * scale to the
 # exact-arithmetic bound; error_bound includes this slack so `err <= bound` holds as stated.
-_ROUNDING_SLACK = 2.0 ** -15
+_ROUNDING_SLACK = 2.0**-15
 # A scale below float32's smallest normal (2^-126) is rounded to a multiple of 2^-149, an absolute error
 # that the top level multiplies (and a scale that rounds to 0 leaves every element at 0): absmax codecs
 # add (max_level + 1) * 2^-150 to the bound of such a block.
-_SMALLEST_NORMAL, _SUBNORMAL_STEP = 2.0 ** -126, 2.0 ** -150
+_SMALLEST_NORMAL, _SUBNORMAL_STEP = 2.0**-126, 2.0**-150
 
 
 @dataclass
@@ -60,8 +61,9 @@ class Encoded:
 
 def _check_encoded(enc: object, what: str) -> Encoded:
     if not isinstance(enc, Encoded):
-        raise TypeError(f"{what}: enc must be an Encoded (from codec.encode() or codec.empty()), "
-                        f"got {type(enc).__name__}")
+        raise TypeError(
+            f"{what}: enc must be an Encoded (from codec.encode() or codec.empty()), got {type(enc).__name__}"
+        )
     return enc
 
 
@@ -84,8 +86,9 @@ class Codec(ABC):
     def wire_bytes(self, numel: int) -> int:
         """Bytes of the payload of a `numel`-element tensor (data + scales)."""
         check_numel(numel, f"{type(self).__name__}.wire_bytes")
-        return self.data_numel(numel) * torch.empty((), dtype=self.data_dtype).element_size() + \
-            4 * num_blocks(numel, self.block)
+        return self.data_numel(numel) * torch.empty((), dtype=self.data_dtype).element_size() + 4 * num_blocks(
+            numel, self.block
+        )
 
     def empty(self, numel: int, device: torch.device | str = "cpu") -> Encoded:
         """Uninitialized payload buffers for a `numel`-element tensor (e.g. to receive into)."""
@@ -94,10 +97,15 @@ class Codec(ABC):
         try:
             device = torch.device(device)
         except (RuntimeError, TypeError) as e:
-            raise ValueError(f"{what}: device must be a torch.device or a device string such as 'cpu' or "
-                             f"'cuda:0', got {device!r} ({e})") from None
-        return Encoded(torch.empty(self.data_numel(numel), dtype=self.data_dtype, device=device),
-                       torch.empty(num_blocks(numel, self.block), dtype=torch.float32, device=device), numel)
+            raise ValueError(
+                f"{what}: device must be a torch.device or a device string such as 'cpu' or "
+                f"'cuda:0', got {device!r} ({e})"
+            ) from None
+        return Encoded(
+            torch.empty(self.data_numel(numel), dtype=self.data_dtype, device=device),
+            torch.empty(num_blocks(numel, self.block), dtype=torch.float32, device=device),
+            numel,
+        )
 
     def slice(self, enc: Encoded, start: int, stop: int) -> Encoded:
         """Views of the payload of elements [start, stop); start must be a multiple of `block` and
@@ -107,11 +115,16 @@ class Codec(ABC):
         start = check_int(start, f"{what}: start", min_value=0, max_value=enc.numel)
         stop = check_int(stop, f"{what}: stop", min_value=start, max_value=enc.numel)
         if start % self.block or (stop % self.block and stop != enc.numel):
-            raise ValueError(f"{what}: start and stop of [{start}, {stop}) must be multiples of block={self.block} "
-                             f"(stop may also be enc.numel={enc.numel})")
+            raise ValueError(
+                f"{what}: start and stop of [{start}, {stop}) must be multiples of block={self.block} "
+                f"(stop may also be enc.numel={enc.numel})"
+            )
         e = self.elements_per_data
-        return Encoded(enc.data[start // e:-(-stop // e)], enc.scales[start // self.block:num_blocks(stop, self.block)],
-                       stop - start)
+        return Encoded(
+            enc.data[start // e : -(-stop // e)],
+            enc.scales[start // self.block : num_blocks(stop, self.block)],
+            stop - start,
+        )
 
     def _check_out(self, enc: Encoded, out: torch.Tensor, what: str, out_name: str) -> None:
         _check_encoded(enc, what)
@@ -167,9 +180,17 @@ class Codec(ABC):
     def error_bound(self, x: torch.Tensor) -> torch.Tensor:
         """Flat fp32 tensor: a bound on |x - decode(encode(x))| for each element of x (fp32 decode)."""
 
-    def fused_reduce_encode(self, own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                            out: Encoded, *, factor: float, own_residual: torch.Tensor | None,
-                            residual: torch.Tensor | None, decoded_out: torch.Tensor | None) -> bool:
+    def fused_reduce_encode(
+        self,
+        own: torch.Tensor,
+        sources: Sequence[tuple[torch.Tensor, torch.Tensor]],
+        out: Encoded,
+        *,
+        factor: float,
+        own_residual: torch.Tensor | None,
+        residual: torch.Tensor | None,
+        decoded_out: torch.Tensor | None,
+    ) -> bool:
         """The reduce step of a quantized all-reduce in one kernel pass (fp32 CPU tensors; sources are
         (data, scales) pairs): out = encode((own (+ own_residual, then zeroed) + the sum of the sources'
         decodes) * factor, residual), and decoded_out = the decode of its first own.numel() elements.
@@ -186,7 +207,7 @@ class _AbsmaxCodec(Codec):
     different seed per rank to decorrelate ranks' rounding."""
 
     max_level: int
-    _quantize: Callable[..., tuple[torch.Tensor, torch.Tensor]]   # the kernels (pycomm.kernels)
+    _quantize: Callable[..., tuple[torch.Tensor, torch.Tensor]]  # the kernels (pycomm.kernels)
     _reduce: Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
     def __init__(self, block: int, stochastic: bool, seed: int) -> None:
@@ -206,15 +227,27 @@ class _AbsmaxCodec(Codec):
     def encode(self, x: torch.Tensor, residual: torch.Tensor | None = None, out: Encoded | None = None) -> Encoded:
         out = self._out(x, out, f"{type(self).__name__}.encode")
         seed = self._next_seed() if self.stochastic else 0
-        self._quantize(x, out.data, out.scales, block=self.block, stochastic=self.stochastic, seed=seed,
-                       residual=residual)
+        self._quantize(
+            x, out.data, out.scales, block=self.block, stochastic=self.stochastic, seed=seed, residual=residual
+        )
         return out
 
     def fused_reduce_encode(self, own, sources, out, *, factor, own_residual, residual, decoded_out) -> bool:
-        seed = self._next_seed() if self.stochastic else 0   # the seed encode() would take
-        self._reduce(own, list(sources), out.data, out.scales, numel=out.numel, block=self.block, factor=factor,
-                     own_residual=own_residual, residual=residual, stochastic=self.stochastic, seed=seed,
-                     decoded_out=decoded_out)
+        seed = self._next_seed() if self.stochastic else 0  # the seed encode() would take
+        self._reduce(
+            own,
+            list(sources),
+            out.data,
+            out.scales,
+            numel=out.numel,
+            block=self.block,
+            factor=factor,
+            own_residual=own_residual,
+            residual=residual,
+            stochastic=self.stochastic,
+            seed=seed,
+            decoded_out=decoded_out,
+        )
         return True
 
     def error_bound(self, x: torch.Tensor) -> torch.Tensor:
@@ -223,8 +256,9 @@ class _AbsmaxCodec(Codec):
         amax = self._block_amax(x)
         scale = amax / float(self.max_level)
         subnormal = (scale < _SMALLEST_NORMAL) & (amax > 0)
-        return scale * ((1.0 if self.stochastic else 0.5) + _ROUNDING_SLACK) + \
-            subnormal * ((self.max_level + 1) * _SUBNORMAL_STEP)
+        return scale * ((1.0 if self.stochastic else 0.5) + _ROUNDING_SLACK) + subnormal * (
+            (self.max_level + 1) * _SUBNORMAL_STEP
+        )
 
 
 class Int8Codec(_AbsmaxCodec):
@@ -242,7 +276,7 @@ class Int8Codec(_AbsmaxCodec):
 
     @staticmethod
     def _reduce(*args, numel: int, **kwargs):
-        return kernels.reduce_quantize_int8(*args, **kwargs)   # numel is q's length here
+        return kernels.reduce_quantize_int8(*args, **kwargs)  # numel is q's length here
 
     def _kernels(self):
         return kernels.dequantize_int8, kernels.dequantize_int8_accumulate
@@ -298,19 +332,33 @@ class OneBitCodec(Codec):
 
     def error_bound(self, x: torch.Tensor) -> torch.Tensor:
         """| |x| - mean|x| | <= max|x| of the block, plus the fp32 rounding of the block's sum."""
-        return self._block_amax(x) * (1.0 + self.block * 2.0 ** -23 + _ROUNDING_SLACK)
+        return self._block_amax(x) * (1.0 + self.block * 2.0**-23 + _ROUNDING_SLACK)
 
     def fused_reduce_encode(self, own, sources, out, *, factor, own_residual, residual, decoded_out) -> bool:
-        kernels.reduce_sign_compress(own, list(sources), out.data, out.scales, numel=out.numel, block=self.block,
-                                     factor=factor, own_residual=own_residual, residual=residual,
-                                     decoded_out=decoded_out)
+        kernels.reduce_sign_compress(
+            own,
+            list(sources),
+            out.data,
+            out.scales,
+            numel=out.numel,
+            block=self.block,
+            factor=factor,
+            own_residual=own_residual,
+            residual=residual,
+            decoded_out=decoded_out,
+        )
         return True
 
 
 # The codec names every op and option accepts (codec="int8"), resolved here only: each name builds the
 # class's default instance.
-CODEC_NAMES: dict[str, type[Codec]] = {"int8": Int8Codec, "int4": Int4Codec, "4bit": Int4Codec,
-                                       "onebit": OneBitCodec, "1bit": OneBitCodec}
+CODEC_NAMES: dict[str, type[Codec]] = {
+    "int8": Int8Codec,
+    "int4": Int4Codec,
+    "4bit": Int4Codec,
+    "onebit": OneBitCodec,
+    "1bit": OneBitCodec,
+}
 
 
 def resolve_codec(codec: object, what: str) -> Codec:
@@ -321,9 +369,13 @@ def resolve_codec(codec: object, what: str) -> Codec:
     if isinstance(codec, str):
         cls = CODEC_NAMES.get(codec.lower())
         if cls is None:
-            raise ValueError(f"{what} {codec!r} is not a codec name; expected one of "
-                             f"{', '.join(map(repr, CODEC_NAMES))} or a codec instance (pycomm.Int8Codec, "
-                             f"pycomm.Int4Codec, pycomm.OneBitCodec)")
+            raise ValueError(
+                f"{what} {codec!r} is not a codec name; expected one of "
+                f"{', '.join(map(repr, CODEC_NAMES))} or a codec instance (pycomm.Int8Codec, "
+                f"pycomm.Int4Codec, pycomm.OneBitCodec)"
+            )
         return cls()
-    raise TypeError(f"{what}: expected a codec name ({', '.join(map(repr, CODEC_NAMES))}) or a pycomm codec "
-                    f"(pycomm.Int8Codec, pycomm.Int4Codec, pycomm.OneBitCodec), got {type(codec).__name__}")
+    raise TypeError(
+        f"{what}: expected a codec name ({', '.join(map(repr, CODEC_NAMES))}) or a pycomm codec "
+        f"(pycomm.Int8Codec, pycomm.Int4Codec, pycomm.OneBitCodec), got {type(codec).__name__}"
+    )

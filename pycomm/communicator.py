@@ -2,6 +2,7 @@
 
 Every op is checked here (tensor kind, dtype, device, sizes, peers) and handed to the transport as raw
 buffers; the transport runs the ops of one communicator in submission order on its own queue."""
+
 from __future__ import annotations
 
 import threading
@@ -9,19 +10,26 @@ from typing import Any, Optional, Sequence, cast
 
 import torch
 
-from pycomm import flat_shards, fusion, p2p, quantized, rank_agreement, tracing
-from pycomm import _dtypes, settings
+from pycomm import _dtypes, flat_shards, fusion, p2p, quantized, rank_agreement, settings, tracing
 from pycomm._build import core
 from pycomm._tensors import CPU, Place, check_tensor, place_of, ptr
-from pycomm.ops import AVG, SUM, ReduceOp, check_op
-from pycomm.work import Work
 from pycomm._validate import check_bool, check_int
 from pycomm.errors import PycommError
+from pycomm.ops import AVG, SUM, ReduceOp, check_op
+from pycomm.work import Work
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1   # MPI's int: colors, keys, bucket labels
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1  # MPI's int: colors, keys, bucket labels
 
-REDUCIBLE = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int32,
-             torch.int64)
+REDUCIBLE = (
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int32,
+    torch.int64,
+)
 _REDUCIBLE_CODES = {d: _dtypes.CODES[d] for d in REDUCIBLE}
 
 
@@ -97,7 +105,7 @@ class Communicator:
 
     @property
     def backend(self) -> str:
-        """"mpi", "gloo" (torch.distributed's, CPU ranks MPI cannot join), "nccl" (RCCL on ROCm) or "local" (one rank)."""
+        """ "mpi", "gloo" (torch.distributed's, CPU ranks MPI cannot join), "nccl" (RCCL on ROCm) or "local" (one rank)."""
         return self._t.backend
 
     def __repr__(self) -> str:
@@ -141,14 +149,22 @@ class Communicator:
         return out, t, place_of([out, t], what)
 
     # ---- collectives -------------------------------------------------------------------------
-    def allreduce(self, tensor: torch.Tensor, op: ReduceOp = SUM, async_op: bool = False, *,
-                  bucket: int = -1) -> Optional[Work]:
+    def allreduce(
+        self, tensor: torch.Tensor, op: ReduceOp = SUM, async_op: bool = False, *, bucket: int = -1
+    ) -> Optional[Work]:
         """Reduces `tensor` over all ranks, in place. op: SUM, AVG (floating only), MAX, MIN.
         `bucket` labels the op in NVTX ranges and errors (fusion buckets)."""
         code = None
-        if (type(tensor) is torch.Tensor and type(op) is ReduceOp and type(async_op) is bool and type(bucket) is int
-                and -1 <= bucket <= INT32_MAX and tensor.is_cpu and tensor.is_contiguous()
-                and (op is not AVG or tensor.dtype.is_floating_point)):
+        if (
+            type(tensor) is torch.Tensor
+            and type(op) is ReduceOp
+            and type(async_op) is bool
+            and type(bucket) is int
+            and -1 <= bucket <= INT32_MAX
+            and tensor.is_cpu
+            and tensor.is_contiguous()
+            and (op is not AVG or tensor.dtype.is_floating_point)
+        ):
             # The common call (a plain contiguous host tensor): the checks below, each the cheapest form of
             # itself (every torch attribute read costs 50-100 ns); a dtype without a code takes them all.
             t, code, place = tensor, _REDUCIBLE_CODES.get(tensor.dtype), CPU
@@ -172,8 +188,14 @@ class Communicator:
 
     def broadcast(self, tensor: torch.Tensor, root: int = 0, async_op: bool = False) -> Optional[Work]:
         """Copies rank `root`'s `tensor` into every rank's `tensor`."""
-        if (type(tensor) is torch.Tensor and async_op is False and type(root) is int and 0 <= root < self.size
-                and tensor.is_cpu and tensor.is_contiguous()):
+        if (
+            type(tensor) is torch.Tensor
+            and async_op is False
+            and type(root) is int
+            and 0 <= root < self.size
+            and tensor.is_cpu
+            and tensor.is_contiguous()
+        ):
             # The common call, in one call into the core (see allreduce): 2 ranks, 4 KiB 5.6 -> 4.0 us.
             code, wait = _dtypes.CODES.get(tensor.dtype), self._broadcast_wait
             if code is not None and wait is not None:
@@ -183,8 +205,9 @@ class Communicator:
         t = check_tensor(tensor, "broadcast: tensor")
         root = self._peer(root, "broadcast", "root")
         place = place_of([t], "broadcast")
-        h = self._t.broadcast(ptr(t), t.numel(), _dtypes.code(t.dtype, "broadcast"), place.device, root, place.stream,
-                              not async_op)
+        h = self._t.broadcast(
+            ptr(t), t.numel(), _dtypes.code(t.dtype, "broadcast"), place.device, root, place.stream, not async_op
+        )
         return self._submit(h, (t,), place, async_op)
 
     def allgather(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
@@ -198,21 +221,37 @@ class Communicator:
         async_op = check_bool(async_op, "allgather: async_op")
         out, t, place = self._pair(out, tensor, "allgather")
         if out.numel() != self.size * t.numel():
-            raise ValueError(f"allgather: out has {out.numel()} elements; expected size * tensor.numel() = "
-                             f"{self.size} * {t.numel()} = {self.size * t.numel()}")
-        h = self._t.allgather(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "allgather"),
-                              place.device, place.stream, not async_op)
+            raise ValueError(
+                f"allgather: out has {out.numel()} elements; expected size * tensor.numel() = "
+                f"{self.size} * {t.numel()} = {self.size * t.numel()}"
+            )
+        h = self._t.allgather(
+            ptr(out),
+            out.numel(),
+            ptr(t),
+            t.numel(),
+            _dtypes.code(t.dtype, "allgather"),
+            place.device,
+            place.stream,
+            not async_op,
+        )
         return self._submit(h, (out, t), place, async_op)
 
-    def reduce_scatter(self, out: torch.Tensor, tensor: torch.Tensor, op: ReduceOp = SUM,
-                       async_op: bool = False) -> Optional[Work]:
+    def reduce_scatter(
+        self, out: torch.Tensor, tensor: torch.Tensor, op: ReduceOp = SUM, async_op: bool = False
+    ) -> Optional[Work]:
         """out = chunk `rank` of the reduction of every rank's `tensor`;
         tensor.numel() == size * out.numel()."""
         if async_op is False and type(op) is ReduceOp and _plain_host(out) and _plain_host(tensor):
             dtype, n, out_n = tensor.dtype, tensor.numel(), out.numel()
             code, wait = _REDUCIBLE_CODES.get(dtype), self._reduce_scatter_wait
-            if (code is not None and wait is not None and out.dtype == dtype and n == self.size * out_n
-                    and (op is not AVG or dtype.is_floating_point)):
+            if (
+                code is not None
+                and wait is not None
+                and out.dtype == dtype
+                and n == self.size * out_n
+                and (op is not AVG or dtype.is_floating_point)
+            ):
                 wait(out.data_ptr(), out_n, tensor.data_ptr(), n, code, op)
                 return None
         async_op = check_bool(async_op, "reduce_scatter: async_op")
@@ -220,11 +259,22 @@ class Communicator:
         out, t, place = self._pair(out, tensor, "reduce_scatter", REDUCIBLE)
         self._reducible(t, op, "reduce_scatter")
         if t.numel() != self.size * out.numel():
-            raise ValueError(f"reduce_scatter: tensor has {t.numel()} elements; expected size * out.numel() = "
-                             f"{self.size} * {out.numel()} = {self.size * out.numel()} (tensor.numel() must be "
-                             f"divisible by the communicator size)")
-        h = self._t.reduce_scatter(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "reduce_scatter"),
-                                   place.device, int(op), place.stream, not async_op)
+            raise ValueError(
+                f"reduce_scatter: tensor has {t.numel()} elements; expected size * out.numel() = "
+                f"{self.size} * {out.numel()} = {self.size * out.numel()} (tensor.numel() must be "
+                f"divisible by the communicator size)"
+            )
+        h = self._t.reduce_scatter(
+            ptr(out),
+            out.numel(),
+            ptr(t),
+            t.numel(),
+            _dtypes.code(t.dtype, "reduce_scatter"),
+            place.device,
+            int(op),
+            place.stream,
+            not async_op,
+        )
         return self._submit(h, (out, t), place, async_op)
 
     def alltoall(self, out: torch.Tensor, tensor: torch.Tensor, async_op: bool = False) -> Optional[Work]:
@@ -233,10 +283,20 @@ class Communicator:
         async_op = check_bool(async_op, "alltoall: async_op")
         out, t, place = self._pair(out, tensor, "alltoall")
         if out.numel() != t.numel() or t.numel() % self.size:
-            raise ValueError(f"alltoall: out and tensor must have the same numel, divisible by the communicator size "
-                             f"{self.size}; got out {out.numel()}, tensor {t.numel()}")
-        h = self._t.alltoall(ptr(out), out.numel(), ptr(t), t.numel(), _dtypes.code(t.dtype, "alltoall"),
-                             place.device, place.stream, not async_op)
+            raise ValueError(
+                f"alltoall: out and tensor must have the same numel, divisible by the communicator size "
+                f"{self.size}; got out {out.numel()}, tensor {t.numel()}"
+            )
+        h = self._t.alltoall(
+            ptr(out),
+            out.numel(),
+            ptr(t),
+            t.numel(),
+            _dtypes.code(t.dtype, "alltoall"),
+            place.device,
+            place.stream,
+            not async_op,
+        )
         return self._submit(h, (out, t), place, async_op)
 
     def barrier(self, async_op: bool = False) -> Optional[Work]:
@@ -293,8 +353,7 @@ class Communicator:
         is_completed() never raises StallError, so a server may wait for requests indefinitely."""
         return cast(p2p.TensorWork, p2p.recv_tensor(self, src, tag, async_op=True))
 
-    def probe(self, src: int = p2p.ANY_SOURCE, tag: int = p2p.ANY_TAG,
-              block: bool = True) -> Optional[p2p.Message]:
+    def probe(self, src: int = p2p.ANY_SOURCE, tag: int = p2p.ANY_TAG, block: bool = True) -> Optional[p2p.Message]:
         """The next message a recv from `src` with `tag` would get, as pycomm.Message(source, tag,
         shape, dtype), without receiving it; tag may be pycomm.ANY_TAG. block=False: None when none has
         arrived; block=True waits (up to PYCOMM_TIMEOUT, then StallError). Transport: probe."""
@@ -336,8 +395,10 @@ class Communicator:
             intra = self.split(self.rank // per_node, self.rank)
         inter = None if intra is None else self.split(intra.rank, self.rank)
         if intra is None or inter is None:  # a non-negative color always joins a communicator
-            raise PycommError(f"split_by_node: the {self.backend} transport of {self!r} returned no "
-                              f"{'intra' if intra is None else 'inter'}-node communicator for a non-negative color")
+            raise PycommError(
+                f"split_by_node: the {self.backend} transport of {self!r} returned no "
+                f"{'intra' if intra is None else 'inter'}-node communicator for a non-negative color"
+            )
         intra.name, inter.name = f"{self.name}.intra", f"{self.name}.inter"
         self._by_node = (intra, inter)
         return self._by_node
@@ -352,9 +413,16 @@ class Communicator:
     # The convention of every op (docs/api.md): op=SUM, async_op=False (a Work when True), codec= a codec
     # instance or name. The tensors (and op, root) are positional; every option is keyword-only, in one
     # order: bucket_bytes, wire_dtype, codec, error_feedback, async_op.
-    def allreduce_coalesced(self, tensors: Sequence[torch.Tensor], op: ReduceOp = SUM, *,
-                            bucket_bytes: int | None = None, wire_dtype: Optional[torch.dtype] = None,
-                            codec: Any = None, async_op: bool = False) -> Optional[Work]:
+    def allreduce_coalesced(
+        self,
+        tensors: Sequence[torch.Tensor],
+        op: ReduceOp = SUM,
+        *,
+        bucket_bytes: int | None = None,
+        wire_dtype: Optional[torch.dtype] = None,
+        codec: Any = None,
+        async_op: bool = False,
+    ) -> Optional[Work]:
         """All-reduces many tensors in place: small ones through fused buckets (grouped by dtype; floating
         tensors travel as wire_dtype when given), large host tensors where they lie; async_op=True returns a
         Work whose wait() unpacks the results, async_op=False blocks (on the caller's thread where the
@@ -363,26 +431,43 @@ class Communicator:
         device): the tensors concatenated and all-reduced through allreduce_quantized. See pycomm/fusion.py."""
         if codec is not None:
             if wire_dtype is not None:
-                raise ValueError("allreduce_coalesced: give a codec or a wire_dtype, not both (the codec decides "
-                                 "the wire format)")
+                raise ValueError(
+                    "allreduce_coalesced: give a codec or a wire_dtype, not both (the codec decides the wire format)"
+                )
             return quantized.allreduce_coalesced_encoded(self, tensors, op, codec, async_op)
         return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype, async_op)
 
-    def broadcast_coalesced(self, tensors: Sequence[torch.Tensor], root: int = 0, *,
-                            bucket_bytes: int | None = None, codec: Any = None,
-                            async_op: bool = False) -> Optional[Work]:
+    def broadcast_coalesced(
+        self,
+        tensors: Sequence[torch.Tensor],
+        root: int = 0,
+        *,
+        bucket_bytes: int | None = None,
+        codec: Any = None,
+        async_op: bool = False,
+    ) -> Optional[Work]:
         """Broadcasts many tensors (any dtypes) from `root` in place through flat buckets per dtype (large
         host tensors where they lie); async_op=False: blocking, returns None. codec must be None: a
         broadcast copies the root's values exactly (ValueError otherwise)."""
-        _no_codec(codec, "broadcast_coalesced", "a broadcast copies the root's values exactly; a lossy codec "
-                                               "would give every other rank different values")
+        _no_codec(
+            codec,
+            "broadcast_coalesced",
+            "a broadcast copies the root's values exactly; a lossy codec would give every other rank different values",
+        )
         root = self._peer(root, "broadcast_coalesced", "root")
         return fusion.broadcast_coalesced(self, tensors, root, bucket_bytes, async_op)
 
-    def reduce_scatter_coalesced(self, shards: torch.Tensor, tensors: Sequence[torch.Tensor],
-                                 op: ReduceOp = SUM, *, bucket_bytes: int | None = None,
-                                 wire_dtype: Optional[torch.dtype] = None, codec: Any = None,
-                                 async_op: bool = False) -> Optional[Work]:
+    def reduce_scatter_coalesced(
+        self,
+        shards: torch.Tensor,
+        tensors: Sequence[torch.Tensor],
+        op: ReduceOp = SUM,
+        *,
+        bucket_bytes: int | None = None,
+        wire_dtype: Optional[torch.dtype] = None,
+        codec: Any = None,
+        async_op: bool = False,
+    ) -> Optional[Work]:
         """`shards` (one flat tensor of pycomm.flat_shard_numel(tensors, size) elements) = this rank's shard
         of the reduction over ranks of the tensors' zero-padded concatenation (ZeRO's gradient shard).
         Tensors share one dtype; floating ones travel as wire_dtype, or through `codec` (e.g. "int8" or
@@ -391,17 +476,31 @@ class Communicator:
         work = flat_shards.reduce_scatter_coalesced(self, shards, tensors, op, bucket_bytes, wire_dtype, codec)
         return _waited(work, async_op)
 
-    def allgather_coalesced(self, tensors: Sequence[torch.Tensor], shards: torch.Tensor, *,
-                            bucket_bytes: int | None = None, wire_dtype: Optional[torch.dtype] = None,
-                            codec: Any = None, async_op: bool = False) -> Optional[Work]:
+    def allgather_coalesced(
+        self,
+        tensors: Sequence[torch.Tensor],
+        shards: torch.Tensor,
+        *,
+        bucket_bytes: int | None = None,
+        wire_dtype: Optional[torch.dtype] = None,
+        codec: Any = None,
+        async_op: bool = False,
+    ) -> Optional[Work]:
         """The inverse layout: every rank's `shards` (flat, pycomm.flat_shard_numel(tensors, size) elements)
         gathered and written into `tensors` (ZeRO's parameters from their shards); padding is dropped."""
         async_op = _async(async_op, "allgather_coalesced")
         work = flat_shards.allgather_coalesced(self, tensors, shards, bucket_bytes, wire_dtype, codec)
         return _waited(work, async_op)
 
-    def allreduce_quantized(self, tensor: torch.Tensor, op: ReduceOp = SUM, *, codec: Any = None,
-                            error_feedback: Any = None, async_op: bool = False) -> Optional[Work]:
+    def allreduce_quantized(
+        self,
+        tensor: torch.Tensor,
+        op: ReduceOp = SUM,
+        *,
+        codec: Any = None,
+        error_feedback: Any = None,
+        async_op: bool = False,
+    ) -> Optional[Work]:
         """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256); a name
         such as "int8" or "1bit" is accepted) in the reduce-scatter pattern; error_feedback: None, a
         pycomm.ErrorFeedback or a residual."""
@@ -431,7 +530,9 @@ def ranks_per_node(size: int) -> Optional[int]:
     value: Optional[int] = settings.get("PYCOMM_RANKS_PER_NODE")
     if value is not None and size % value:
         divisors = ", ".join(str(k) for k in range(1, size + 1) if size % k == 0)
-        raise ValueError(f"PYCOMM_RANKS_PER_NODE={value} does not divide this communicator's {size} ranks into "
-                         f"whole nodes: expected a divisor of {size} ({divisors}), or unset it to group ranks by "
-                         f"the machine's real nodes")
+        raise ValueError(
+            f"PYCOMM_RANKS_PER_NODE={value} does not divide this communicator's {size} ranks into "
+            f"whole nodes: expected a divisor of {size} ({divisors}), or unset it to group ranks by "
+            f"the machine's real nodes"
+        )
     return value

@@ -12,6 +12,7 @@ own all-reduce does. `state.wire_bytes` / `state.raw_bytes` count the encoded an
 buckets this rank reduced.
 
 (No `from __future__ import annotations` here: DDP checks the hook's annotations as objects.)"""
+
 from typing import Any, Optional
 
 import torch
@@ -31,14 +32,18 @@ class QuantizedState:
     (None: DDP's default group) and error feedback (None: on for 1-bit, whose error is too large
     without it; off for int8 / int4). Residuals are kept per DDP bucket."""
 
-    def __init__(self, codec: Any = "int8", process_group: Optional[dist.ProcessGroup] = None,
-                 error_feedback: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        codec: Any = "int8",
+        process_group: Optional[dist.ProcessGroup] = None,
+        error_feedback: Optional[bool] = None,
+    ) -> None:
         self.codec: Codec = resolve_codec(codec, "QuantizedState: codec")
         if error_feedback is not None and not isinstance(error_feedback, bool):
             raise TypeError(f"QuantizedState: error_feedback must be None or a bool, got {error_feedback!r}")
         self.error_feedback = isinstance(self.codec, OneBitCodec) if error_feedback is None else error_feedback
         self.process_group = process_group
-        self.feedback: dict[int, Any] = {}   # bucket index -> ErrorFeedback (pycomm) or residual tensor (other)
+        self.feedback: dict[int, Any] = {}  # bucket index -> ErrorFeedback (pycomm) or residual tensor (other)
         self.wire_bytes = 0
         self.raw_bytes = 0
 
@@ -52,24 +57,28 @@ def quantized_allreduce(state: QuantizedState, bucket: dist.GradBucket) -> torch
     group = state.process_group if state.process_group is not None else dist.group.WORLD
     grads = bucket.buffer()
     if grads.dtype != torch.float32:
-        raise TypeError(f"quantized_allreduce: DDP bucket {bucket.index()} holds {grads.dtype} gradients; the hook "
-                        f"encodes float32 ones")
+        raise TypeError(
+            f"quantized_allreduce: DDP bucket {bucket.index()} holds {grads.dtype} gradients; the hook "
+            f"encodes float32 ones"
+        )
     state._count(grads.numel())
     if isinstance(group, PycommProcessGroup):
         return _on_pycomm(state, group, bucket.index(), grads)
     return _on_torch_group(state, group, bucket.index(), grads)
 
 
-def _on_pycomm(state: QuantizedState, group: PycommProcessGroup, index: int,
-               grads: torch.Tensor) -> torch.futures.Future:
+def _on_pycomm(
+    state: QuantizedState, group: PycommProcessGroup, index: int, grads: torch.Tensor
+) -> torch.futures.Future:
     feedback = state.feedback.setdefault(index, ErrorFeedback()) if state.error_feedback else None
     work = group.comm.allreduce_quantized(grads, op=AVG, codec=state.codec, error_feedback=feedback, async_op=True)
     done = PycommWork("allreduce_quantized", [work], [grads], None, group._waiter)
     return done.get_future().then(lambda fut: fut.value()[0])
 
 
-def _on_torch_group(state: QuantizedState, group: dist.ProcessGroup, index: int,
-                    grads: torch.Tensor) -> torch.futures.Future:
+def _on_torch_group(
+    state: QuantizedState, group: dist.ProcessGroup, index: int, grads: torch.Tensor
+) -> torch.futures.Future:
     residual = None
     if state.error_feedback:
         residual = state.feedback.setdefault(index, torch.zeros_like(grads))
@@ -84,9 +93,10 @@ def _on_torch_group(state: QuantizedState, group: dist.ProcessGroup, index: int,
         acc = torch.zeros(grads.numel(), dtype=torch.float32)
         for row in gathered.view(size, -1):
             got = state.codec.empty(grads.numel())
-            got.data.view(torch.uint8).copy_(row[:data.numel()])
-            got.scales.view(torch.uint8).copy_(row[data.numel():])
+            got.data.view(torch.uint8).copy_(row[: data.numel()])
+            got.scales.view(torch.uint8).copy_(row[data.numel() :])
             state.codec.decode_accumulate(got, acc)
         grads.copy_(acc.div_(size))
         return grads
+
     return fut.then(decode)

@@ -13,6 +13,7 @@ its C++ exceptions to them), so they work with or without pycomm._C built:
   an unknown PYCOMM_* variable is set (a misspelling; the message names the closest real one).
 
 Bad arguments raise TypeError / ValueError naming the argument, as Python code does."""
+
 from __future__ import annotations
 
 __all__ = ["PycommError", "StallError", "MismatchError", "SettingError", "SettingWarning"]

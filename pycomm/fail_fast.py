@@ -10,6 +10,7 @@
 
 PYCOMM_FAIL_FAST=0 installs neither (pycomm/settings.py). apps.train handles its own failures
 (apps/failure.py) before they reach the hook."""
+
 from __future__ import annotations
 
 import atexit
@@ -20,7 +21,7 @@ from typing import Any, Callable, Iterable
 from pycomm import settings
 
 FAIL_FAST_ENV = "PYCOMM_FAIL_FAST"
-EXIT_UNCAUGHT, EXIT_INTERRUPTED = 1, 130   # Python's own exit code for an uncaught exception; Ctrl-C's
+EXIT_UNCAUGHT, EXIT_INTERRUPTED = 1, 130  # Python's own exit code for an uncaught exception; Ctrl-C's
 
 _installed = False
 
@@ -36,12 +37,16 @@ def install(rank: int, size: int, live: Callable[[], Iterable[Any]]) -> None:
 
     def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         previous(kind, value, tb)
-        _abort(f"pycomm: rank {rank} of {size} raised an uncaught {kind.__name__}; ending the job "
-               f"({FAIL_FAST_ENV}=0 keeps Python's own handling)",
-               EXIT_INTERRUPTED if issubclass(kind, KeyboardInterrupt) else EXIT_UNCAUGHT)
+        _abort(
+            f"pycomm: rank {rank} of {size} raised an uncaught {kind.__name__}; ending the job "
+            f"({FAIL_FAST_ENV}=0 keeps Python's own handling)",
+            EXIT_INTERRUPTED if issubclass(kind, KeyboardInterrupt) else EXIT_UNCAUGHT,
+        )
 
     sys.excepthook = hook
-    atexit.register(_complete_in_flight, rank, size, live)   # runs before pycomm.finalize (registered after it: atexit runs last-in first-out)
+    atexit.register(
+        _complete_in_flight, rank, size, live
+    )  # runs before pycomm.finalize (registered after it: atexit runs last-in first-out)
 
 
 def _complete_in_flight(rank: int, size: int, live: Callable[[], Iterable[Any]]) -> None:
@@ -51,11 +56,14 @@ def _complete_in_flight(rank: int, size: int, live: Callable[[], Iterable[Any]])
             try:
                 work.wait()
             except Exception as e:  # noqa: BLE001  (any failure of an op left behind ends the job)
-                _abort(f"pycomm: rank {rank} of {size} is exiting with {len(pending)} op(s) it never waited for on "
-                       f"its {comm.name} communicator, and one failed ({type(e).__name__}: {e}); ending the job",
-                       EXIT_UNCAUGHT)
+                _abort(
+                    f"pycomm: rank {rank} of {size} is exiting with {len(pending)} op(s) it never waited for on "
+                    f"its {comm.name} communicator, and one failed ({type(e).__name__}: {e}); ending the job",
+                    EXIT_UNCAUGHT,
+                )
 
 
 def _abort(reason: str, code: int) -> None:
-    from pycomm.process_comms import abort   # the core loads only when a rank aborts
+    from pycomm.process_comms import abort  # the core loads only when a rank aborts
+
     abort(reason, code)

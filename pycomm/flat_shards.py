@@ -19,6 +19,7 @@ With a codec (e.g. pycomm.Int8Codec) the reduce-scatter encodes the chunks other
 them over with one all-to-all and decode-accumulates in fp32 (each rank's own chunk taken exactly): what
 DeepSpeed's ZeRO++ calls a quantized gradient reduce-scatter. The all-gather encodes each shard once and
 decodes every rank's encoding, its own too, so all ranks end with the same bytes (quantized weights)."""
+
 from __future__ import annotations
 
 import bisect
@@ -46,9 +47,9 @@ def flat_shard_numel(tensors: Sequence[torch.Tensor], size: int) -> int:
 class FlatLayout:
     """Where each tensor lies in the flat vector, and which views cover a range of it."""
 
-    starts: tuple[int, ...]     # flat offset of each tensor
+    starts: tuple[int, ...]  # flat offset of each tensor
     total: int
-    shard: int                  # S
+    shard: int  # S
 
     @staticmethod
     def of(tensors: Sequence[torch.Tensor], size: int) -> "FlatLayout":
@@ -58,8 +59,9 @@ class FlatLayout:
             at += t.numel()
         return FlatLayout(tuple(starts), at, -(-at // size))
 
-    def cover(self, tensors: Sequence[torch.Tensor], lo: int, hi: int, at: int,
-              views: list[torch.Tensor], offsets: list[int]) -> None:
+    def cover(
+        self, tensors: Sequence[torch.Tensor], lo: int, hi: int, at: int, views: list[torch.Tensor], offsets: list[int]
+    ) -> None:
         """Append the views of flat[lo:hi] (clipped at the end of the data) and their offsets in a buffer
         where flat[lo] lies at `at`."""
         k = max(0, bisect.bisect_right(self.starts, lo) - 1)
@@ -67,7 +69,7 @@ class FlatLayout:
             t0 = self.starts[k]
             a, b = max(lo, t0), min(hi, t0 + tensors[k].numel())
             if b > a:
-                views.append(tensors[k].view(-1)[a - t0:b - t0])
+                views.append(tensors[k].view(-1)[a - t0 : b - t0])
                 offsets.append(at + a - lo)
             k += 1
 
@@ -94,8 +96,10 @@ def _check_group(tensors: object, bucket_bytes: object, what: str) -> tuple[list
         raise ValueError(f"{what}: tensors is empty; give at least one tensor")
     dtypes = {t.dtype for t in checked}
     if len(dtypes) > 1:
-        raise TypeError(f"{what}: tensors must share one dtype (a flat shard has one), got "
-                        f"{sorted(str(d) for d in dtypes)}; call once per dtype")
+        raise TypeError(
+            f"{what}: tensors must share one dtype (a flat shard has one), got "
+            f"{sorted(str(d) for d in dtypes)}; call once per dtype"
+        )
     return checked, bucket_bytes
 
 
@@ -104,8 +108,10 @@ def _check_shard(shard: object, tensors: list[torch.Tensor], layout: FlatLayout,
     if shard.dtype != tensors[0].dtype:
         raise TypeError(f"{what}: shard has dtype {shard.dtype}, the tensors {tensors[0].dtype}; they must match")
     if shard.numel() != layout.shard:
-        raise ValueError(f"{what}: shard has {shard.numel()} elements; expected ceil({layout.total} / size) = "
-                         f"{layout.shard} (pycomm.flat_shard_numel(tensors, comm.size))")
+        raise ValueError(
+            f"{what}: shard has {shard.numel()} elements; expected ceil({layout.total} / size) = "
+            f"{layout.shard} (pycomm.flat_shard_numel(tensors, comm.size))"
+        )
     place_of([shard, *tensors], f"{what}: shard and tensors")
     return shard.view(-1)
 
@@ -123,8 +129,9 @@ def _check_options(wire_dtype: object, codec: object, dtype: torch.dtype, what: 
     return check_codec(codec, f"{what}: codec")
 
 
-def _consecutive_flat(group: list[torch.Tensor], layout: FlatLayout, size: int,
-                      shard: torch.Tensor) -> torch.Tensor | None:
+def _consecutive_flat(
+    group: list[torch.Tensor], layout: FlatLayout, size: int, shard: torch.Tensor
+) -> torch.Tensor | None:
     """The tensors' flat vector as one tensor, when they lie one after another in one buffer (as ZeRO's
     flat parameters and gradient buckets do) and need no padding: then the collective reads or writes
     them where they are, with no pack or unpack. None otherwise, or when `shard` overlaps them."""
@@ -132,18 +139,22 @@ def _consecutive_flat(group: list[torch.Tensor], layout: FlatLayout, size: int,
         return None
     first, item = group[0], group[0].element_size()
     base = first.data_ptr()
-    if any(t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() or
-           t.data_ptr() != base + start * item for t, start in zip(group, layout.starts)):
+    if any(
+        t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() or t.data_ptr() != base + start * item
+        for t, start in zip(group, layout.starts)
+    ):
         return None
     end = base + layout.total * item
     if shard.data_ptr() < end and base < shard.data_ptr() + shard.numel() * item:
         return None
     return torch.empty(0, dtype=first.dtype, device=first.device).set_(
-        first.untyped_storage(), first.storage_offset(), (layout.total,))
+        first.untyped_storage(), first.storage_offset(), (layout.total,)
+    )
 
 
-def _arguments(comm: Any, tensors: object, shard: object, bucket_bytes: object, wire_dtype: object, codec: object,
-               what: str) -> tuple[list[torch.Tensor], FlatLayout, torch.Tensor, Any, int]:
+def _arguments(
+    comm: Any, tensors: object, shard: object, bucket_bytes: object, wire_dtype: object, codec: object, what: str
+) -> tuple[list[torch.Tensor], FlatLayout, torch.Tensor, Any, int]:
     """Checked (tensors, their layout over comm's ranks, the flat shard, the codec or None, bucket bytes)."""
     group, bucket_bytes = _check_group(tensors, bucket_bytes, what)
     layout = FlatLayout.of(group, comm.size)
@@ -161,8 +172,9 @@ def _per_rank_elements(bucket_bytes: int, size: int, item: int, block: int = 1) 
     return max(block, n // block * block)
 
 
-def _pack_chunks(tensors: list[torch.Tensor], layout: FlatLayout, size: int, lo: int, hi: int,
-                 buffer: torch.Tensor, scale: float) -> None:
+def _pack_chunks(
+    tensors: list[torch.Tensor], layout: FlatLayout, size: int, lo: int, hi: int, buffer: torch.Tensor, scale: float
+) -> None:
     """buffer[r c : (r + 1) c] = flat[r S + lo : r S + hi] for every rank r, zero where flat is padding."""
     c, views, offsets = hi - lo, [], []
     for r in range(size):
@@ -173,8 +185,9 @@ def _pack_chunks(tensors: list[torch.Tensor], layout: FlatLayout, size: int, lo:
         kernels.pack(views, buffer, offsets=offsets, scale=scale)
 
 
-def _unpack_chunks(tensors: list[torch.Tensor], layout: FlatLayout, size: int, lo: int, hi: int,
-                   buffer: torch.Tensor) -> None:
+def _unpack_chunks(
+    tensors: list[torch.Tensor], layout: FlatLayout, size: int, lo: int, hi: int, buffer: torch.Tensor
+) -> None:
     c, views, offsets = hi - lo, [], []
     for r in range(size):
         layout.cover(tensors, r * layout.shard + lo, r * layout.shard + hi, r * c, views, offsets)
@@ -194,25 +207,54 @@ def _traced(name: str, tensors: object, comm: Any, op: Any, run: Callable[[], Co
     return work
 
 
-def reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[torch.Tensor], op: Any = AVG,
-                             bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
-                             codec: Any = None) -> CoalescedWork:
-    return _traced("reduce_scatter_coalesced", tensors, comm, op,
-                   lambda: _reduce_scatter_coalesced(comm, shard, tensors, op, bucket_bytes, wire_dtype, codec))
+def reduce_scatter_coalesced(
+    comm: Any,
+    shard: torch.Tensor,
+    tensors: Sequence[torch.Tensor],
+    op: Any = AVG,
+    bucket_bytes: int | None = None,
+    wire_dtype: torch.dtype | None = None,
+    codec: Any = None,
+) -> CoalescedWork:
+    return _traced(
+        "reduce_scatter_coalesced",
+        tensors,
+        comm,
+        op,
+        lambda: _reduce_scatter_coalesced(comm, shard, tensors, op, bucket_bytes, wire_dtype, codec),
+    )
 
 
-def allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch.Tensor,
-                        bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
-                        codec: Any = None) -> CoalescedWork:
-    return _traced("allgather_coalesced", tensors, comm, None,
-                   lambda: _allgather_coalesced(comm, tensors, shard, bucket_bytes, wire_dtype, codec))
+def allgather_coalesced(
+    comm: Any,
+    tensors: Sequence[torch.Tensor],
+    shard: torch.Tensor,
+    bucket_bytes: int | None = None,
+    wire_dtype: torch.dtype | None = None,
+    codec: Any = None,
+) -> CoalescedWork:
+    return _traced(
+        "allgather_coalesced",
+        tensors,
+        comm,
+        None,
+        lambda: _allgather_coalesced(comm, tensors, shard, bucket_bytes, wire_dtype, codec),
+    )
 
 
-def _reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[torch.Tensor], op: Any,
-                              bucket_bytes: int | None, wire_dtype: torch.dtype | None, codec: Any) -> CoalescedWork:
+def _reduce_scatter_coalesced(
+    comm: Any,
+    shard: torch.Tensor,
+    tensors: Sequence[torch.Tensor],
+    op: Any,
+    bucket_bytes: int | None,
+    wire_dtype: torch.dtype | None,
+    codec: Any,
+) -> CoalescedWork:
     what = "reduce_scatter_coalesced"
-    group, layout, flat_shard, codec, bucket_bytes = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype,
-                                                                codec, what)
+    group, layout, flat_shard, codec, bucket_bytes = _arguments(
+        comm, tensors, shard, bucket_bytes, wire_dtype, codec, what
+    )
     op = check_op(op, what)
     dtype = group[0].dtype
     if op == AVG and dtype not in _dtypes.FLOATING:
@@ -223,11 +265,12 @@ def _reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[
         return _reduce_scatter_encoded(comm, flat_shard, group, layout, op, bucket_bytes, codec)
     wire = wire_dtype if wire_dtype is not None and dtype in _dtypes.FLOATING else dtype
     flat = _consecutive_flat(group, layout, comm.size, flat_shard) if wire == dtype else None
-    if flat is not None:     # one collective straight from the tensors' buffer: nothing to stage
-        return CoalescedWork([_Bucket(comm.reduce_scatter(flat_shard, flat, op=op, async_op=True), lambda: None, [])],
-                             what)
+    if flat is not None:  # one collective straight from the tensors' buffer: nothing to stage
+        return CoalescedWork(
+            [_Bucket(comm.reduce_scatter(flat_shard, flat, op=op, async_op=True), lambda: None, [])], what
+        )
     item = torch.empty((), dtype=wire).element_size()
-    prescale = op == AVG     # AVG of floats: pre-scale by 1/size in the pack pass, then SUM
+    prescale = op == AVG  # AVG of floats: pre-scale by 1/size in the pack pass, then SUM
     buckets = []
     for lo, hi in _ranges(layout.shard, _per_rank_elements(bucket_bytes, comm.size, item)):
         buffer = POOL.take(comm.size * (hi - lo), wire, flat_shard.device)
@@ -241,10 +284,17 @@ def _reduce_scatter_coalesced(comm: Any, shard: torch.Tensor, tensors: Sequence[
     return CoalescedWork(buckets, what)
 
 
-def _reduce_scatter_encoded(comm: Any, flat_shard: torch.Tensor, group: list[torch.Tensor], layout: FlatLayout,
-                            op: Any, bucket_bytes: int, codec: Any) -> CoalescedWork:
+def _reduce_scatter_encoded(
+    comm: Any,
+    flat_shard: torch.Tensor,
+    group: list[torch.Tensor],
+    layout: FlatLayout,
+    op: Any,
+    bucket_bytes: int,
+    codec: Any,
+) -> CoalescedWork:
     me, size, device = comm.rank, comm.size, flat_shard.device
-    per_rank = _per_rank_elements(bucket_bytes, size, 1, codec.block)   # ~1 byte per element on the wire
+    per_rank = _per_rank_elements(bucket_bytes, size, 1, codec.block)  # ~1 byte per element on the wire
     buckets = []
     for lo, hi in _ranges(layout.shard, per_rank):
         c = hi - lo
@@ -254,25 +304,38 @@ def _reduce_scatter_encoded(comm: Any, flat_shard: torch.Tensor, group: list[tor
         send, recv = wire.buffer(), wire.buffer()
         for r in range(size):
             if r != me:
-                wire.encode_into(send, r, values[r * c:(r + 1) * c], None)
-        work = comm.alltoall(recv, send, async_op=True)    # my own slot carries nothing
+                wire.encode_into(send, r, values[r * c : (r + 1) * c], None)
+        work = comm.alltoall(recv, send, async_op=True)  # my own slot carries nothing
 
-        def finish(values: torch.Tensor = values, recv: torch.Tensor = recv, wire: WireLayout = wire,
-                   c: int = c, dst: torch.Tensor = flat_shard[lo:hi]) -> None:
-            acc = values[me * c:(me + 1) * c]              # my own chunk, exact
+        def finish(
+            values: torch.Tensor = values,
+            recv: torch.Tensor = recv,
+            wire: WireLayout = wire,
+            c: int = c,
+            dst: torch.Tensor = flat_shard[lo:hi],
+        ) -> None:
+            acc = values[me * c : (me + 1) * c]  # my own chunk, exact
             for r in range(size):
                 if r != me:
                     wire.decode_accumulate(recv, r, acc)
             dst.copy_(acc.mul_(1.0 / size) if op == AVG else acc)
+
         buckets.append(_Bucket(work, finish, [values, send, recv]))
     return CoalescedWork(buckets, "reduce_scatter_coalesced")
 
 
-def _allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torch.Tensor,
-                         bucket_bytes: int | None, wire_dtype: torch.dtype | None, codec: Any) -> CoalescedWork:
+def _allgather_coalesced(
+    comm: Any,
+    tensors: Sequence[torch.Tensor],
+    shard: torch.Tensor,
+    bucket_bytes: int | None,
+    wire_dtype: torch.dtype | None,
+    codec: Any,
+) -> CoalescedWork:
     what = "allgather_coalesced"
-    group, layout, flat_shard, codec, bucket_bytes = _arguments(comm, tensors, shard, bucket_bytes, wire_dtype,
-                                                                codec, what)
+    group, layout, flat_shard, codec, bucket_bytes = _arguments(
+        comm, tensors, shard, bucket_bytes, wire_dtype, codec, what
+    )
     dtype = group[0].dtype
     size, device = comm.size, flat_shard.device
     buckets = []
@@ -288,15 +351,16 @@ def _allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torc
                 values = POOL.take(size * (hi - lo), torch.float32, device)
                 try:
                     for r in range(size):
-                        wire.decode(recv, r, values[r * (hi - lo):(r + 1) * (hi - lo)])
+                        wire.decode(recv, r, values[r * (hi - lo) : (r + 1) * (hi - lo)])
                     _unpack_chunks(group, layout, size, lo, hi, values)
                 finally:
                     POOL.give(values)
+
             buckets.append(_Bucket(work, finish, [send, recv]))
         return CoalescedWork(buckets, what)
     wire_dt = wire_dtype if wire_dtype is not None and dtype in _dtypes.FLOATING else dtype
     flat = _consecutive_flat(group, layout, size, flat_shard) if wire_dt == dtype else None
-    if flat is not None:     # gathered straight into the tensors' buffer: nothing to unpack
+    if flat is not None:  # gathered straight into the tensors' buffer: nothing to unpack
         return CoalescedWork([_Bucket(comm.allgather(flat, flat_shard, async_op=True), lambda: None, [])], what)
     item = torch.empty((), dtype=wire_dt).element_size()
     for lo, hi in _ranges(layout.shard, _per_rank_elements(bucket_bytes, size, item)):
@@ -307,6 +371,7 @@ def _allgather_coalesced(comm: Any, tensors: Sequence[torch.Tensor], shard: torc
             send = POOL.take(hi - lo, wire_dt, device).copy_(flat_shard[lo:hi])
             temps.append(send)
         work = comm.allgather(recv, send, async_op=True)
-        buckets.append(_Bucket(work, lambda recv=recv, lo=lo, hi=hi: _unpack_chunks(group, layout, size, lo, hi, recv),
-                               temps))
+        buckets.append(
+            _Bucket(work, lambda recv=recv, lo=lo, hi=hi: _unpack_chunks(group, layout, size, lo, hi, recv), temps)
+        )
     return CoalescedWork(buckets, what)

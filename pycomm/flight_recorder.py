@@ -14,6 +14,7 @@ and even when the communicator is stuck):
 3. the stalled rank waits up to ANSWER_WAIT_S for the answers, writes `flight.json` (every rank's dump,
    and the ranks that did not answer: dead, or unable to run Python) and its StallError's message
    ends with the path and each rank's last op."""
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,11 @@ from typing import Any, Optional
 
 from pycomm import settings, tracing
 
-LAST_EVENTS = 256        # per thread: the last ~50 ops of each thread
+LAST_EVENTS = 256  # per thread: the last ~50 ops of each thread
 WATCH_S = 0.25
 ANSWER_WAIT_S = 3.0
 COMBINED = "flight.json"
-KEEP_ANSWERS = 8         # answers kept in a rank's dump (several ranks may stall at once)
+KEEP_ANSWERS = 8  # answers kept in a rank's dump (several ranks may stall at once)
 
 _state_lock = threading.Lock()
 _directory: Optional[Path] = None
@@ -53,10 +54,11 @@ def arm(directory: Any, rank: int, size: int) -> None:
     """Dumps go to `directory` from now on (this process is rank `rank` of `size`); starts the watcher."""
     global _directory, _rank, _size, _watcher
     from pycomm._build import core
+
     with _state_lock:
         _directory, _rank, _size = Path(directory), rank, size
         _directory.mkdir(parents=True, exist_ok=True)
-        for old in _directory.glob("flight_request_rank*.json"):   # an earlier run's requests are not ours
+        for old in _directory.glob("flight_request_rank*.json"):  # an earlier run's requests are not ours
             _answered.add(_read(old).get("id", ""))
         if _watcher is None:
             _watcher = threading.Thread(target=_watch, name="pycomm-flight-recorder", daemon=True)
@@ -96,8 +98,13 @@ def snapshot(reason: str, comm_key: str) -> dict:
 
     def row(op: tracing.Op) -> dict:
         rec = comms.get(op.comm_id)
-        out = {"name": op.name, "comm": rec.key if rec else str(op.comm_id), "status": op.status,
-               "last_phase": op.last_phase, **op.facts()}
+        out = {
+            "name": op.name,
+            "comm": rec.key if rec else str(op.comm_id),
+            "status": op.status,
+            "last_phase": op.last_phase,
+            **op.facts(),
+        }
         if rec and rec.mesh_dim:
             out["mesh_dim"] = rec.mesh_dim
         out["phases_ms_ago"] = {p: round((now - t) / 1e6, 3) for p, t in op.phases.items()}
@@ -107,10 +114,18 @@ def snapshot(reason: str, comm_key: str) -> dict:
 
     rows = [row(o) for o in ops]
     on_comm = [r for r in rows if r["comm"] == comm_key]
-    return {"rank": _rank, "world_size": _size, "pid": os.getpid(), "reason": reason, "recording": tracing.ACTIVE,
-            "ops": rows, "last_op": rows[-1] if rows else None, "stalled_comm": comm_key,
-            "last_op_on_stalled_comm": on_comm[-1] if on_comm else None,
-            "spans": [{"name": s.name, "open": s.end is None, **s.facts()} for s in spans[-16:]]}
+    return {
+        "rank": _rank,
+        "world_size": _size,
+        "pid": os.getpid(),
+        "reason": reason,
+        "recording": tracing.ACTIVE,
+        "ops": rows,
+        "last_op": rows[-1] if rows else None,
+        "stalled_comm": comm_key,
+        "last_op_on_stalled_comm": on_comm[-1] if on_comm else None,
+        "spans": [{"name": s.name, "open": s.end is None, **s.facts()} for s in spans[-16:]],
+    }
 
 
 def _answer(rid: str, doc: dict) -> None:
@@ -138,8 +153,10 @@ def _watch() -> None:
             if not rid or rid in _answered:
                 continue
             _answered.add(rid)
-            _answer(rid, snapshot(f"asked by rank {request.get('rank')}: {request.get('reason', '')}",
-                                  request.get("comm", "")))
+            _answer(
+                rid,
+                snapshot(f"asked by rank {request.get('rank')}: {request.get('reason', '')}", request.get("comm", "")),
+            )
 
 
 def summary_line(rank: int, dump: Optional[dict]) -> str:
@@ -148,8 +165,11 @@ def summary_line(rank: int, dump: Optional[dict]) -> str:
     op, last = dump.get("last_op_on_stalled_comm"), dump.get("last_op")
     if not op and not last:
         return f"rank {rank}: no op recorded"
-    text = f"rank {rank}: " + (f"{op['name']} #{op['seq']} on {op['comm']} ({op['last_phase']})" if op else
-                               f"no op on {dump.get('stalled_comm')}")
+    text = f"rank {rank}: " + (
+        f"{op['name']} #{op['seq']} on {op['comm']} ({op['last_phase']})"
+        if op
+        else f"no op on {dump.get('stalled_comm')}"
+    )
     if last and last != op:
         text += f", latest {last['name']} #{last['seq']} on {last['comm']} ({last['last_phase']})"
     return text
@@ -168,8 +188,10 @@ def on_stall(message: str, comm_id: int = 0) -> str:
         _answered.add(rid)
         mine = snapshot(message, key)
         _answer(rid, mine)
-        _write(request_file(d, _rank), {"id": rid, "rank": _rank, "comm": key, "reason": message[:500],
-                                        "time": time.time()})
+        _write(
+            request_file(d, _rank),
+            {"id": rid, "rank": _rank, "comm": key, "reason": message[:500], "time": time.time()},
+        )
         dumps: dict[int, Optional[dict]] = {r: None for r in range(_size)}
         dumps[_rank] = mine
         deadline = time.monotonic() + ANSWER_WAIT_S
@@ -178,9 +200,13 @@ def on_stall(message: str, comm_id: int = 0) -> str:
                 if dumps[r] is None:
                     dumps[r] = _read(rank_dump(d, r)).get("answers", {}).get(rid)
             time.sleep(0.05)
-        combined = {"requested_by": _rank, "stalled_comm": key, "reason": message,
-                    "ranks": {str(r): v for r, v in dumps.items()},
-                    "no_answer": [r for r, v in dumps.items() if v is None]}
+        combined = {
+            "requested_by": _rank,
+            "stalled_comm": key,
+            "reason": message,
+            "ranks": {str(r): v for r, v in dumps.items()},
+            "no_answer": [r for r, v in dumps.items() if v is None],
+        }
         _write(d / COMBINED, combined)
         lines = "; ".join(summary_line(r, v) for r, v in sorted(dumps.items()))
         return f" Flight recorder: {d / COMBINED} (last ops: {lines})."

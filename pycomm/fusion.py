@@ -19,6 +19,7 @@ flat 102 MB one at ~4 GB/s but in one op: 0.58x). The in-place size was swept (6
 best, 4 MiB (larger tensors only) 0.98x. Since the progress thread runs one large collective at a time
 (queue/op_queue.cc), the async default takes 0.54-0.55x flat mpi4py's time in A/B runs (0.63-0.66x with
 every bucket in flight at once), and 0.66x (2 ranks) / 0.59x (4) in benchmarks/results/collectives_fusion.json."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -52,9 +53,11 @@ def bucket_bytes_for(bucket_bytes: object, tensors: Sequence[torch.Tensor], what
         on_device = any(t.device.type != "cpu" for t in tensors)
         return DEVICE_BUCKET_BYTES if on_device else HOST_BUCKET_BYTES
     if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes <= 0:
-        raise ValueError(f"{what}: bucket_bytes must be a positive int, or None for the default "
-                         f"({HOST_BUCKET_BYTES >> 20} MiB for host tensors, {DEVICE_BUCKET_BYTES >> 20} MiB "
-                         f"for GPU tensors), got {bucket_bytes!r}")
+        raise ValueError(
+            f"{what}: bucket_bytes must be a positive int, or None for the default "
+            f"({HOST_BUCKET_BYTES >> 20} MiB for host tensors, {DEVICE_BUCKET_BYTES >> 20} MiB "
+            f"for GPU tensors), got {bucket_bytes!r}"
+        )
     return bucket_bytes
 
 
@@ -70,8 +73,8 @@ def in_place_bytes_for(tensors: Sequence[torch.Tensor], bucket_bytes: int) -> in
 class BucketPlan:
     """Tensors (indices into the caller's list) sharing one flat buffer on the wire."""
 
-    dtype: torch.dtype          # the tensors' dtype
-    wire_dtype: torch.dtype     # the buffer's dtype (== dtype for integers and when not cast)
+    dtype: torch.dtype  # the tensors' dtype
+    wire_dtype: torch.dtype  # the buffer's dtype (== dtype for integers and when not cast)
     indices: list[int] = field(default_factory=list)
     numel: int = 0
 
@@ -81,8 +84,12 @@ class BucketPlan:
         return len(self.indices) == 1 and self.wire_dtype == self.dtype
 
 
-def plan_buckets(tensors: Sequence[torch.Tensor], bucket_bytes: int, wire_dtype: torch.dtype | None,
-                 in_place_bytes: int | None = None) -> list[BucketPlan]:
+def plan_buckets(
+    tensors: Sequence[torch.Tensor],
+    bucket_bytes: int,
+    wire_dtype: torch.dtype | None,
+    in_place_bytes: int | None = None,
+) -> list[BucketPlan]:
     """Group by dtype (in order of first appearance), then fill buckets up to bucket_bytes on the wire.
 
     Empty tensors need no communication and are left out; a tensor larger than bucket_bytes gets a
@@ -115,12 +122,19 @@ class _InFlight:
     """One bucket on the wire: its buffer, its transport work (None: a blocking op, already done) and how
     to put the result back."""
 
-    def __init__(self, tensors: list[torch.Tensor], buffer: torch.Tensor | None, work: Work | None,
-                 floor_divide_by: int = 1, unpack: bool = True, span: tracing.SpanHandle | None = None) -> None:
+    def __init__(
+        self,
+        tensors: list[torch.Tensor],
+        buffer: torch.Tensor | None,
+        work: Work | None,
+        floor_divide_by: int = 1,
+        unpack: bool = True,
+        span: tracing.SpanHandle | None = None,
+    ) -> None:
         self.tensors, self.buffer, self.work = tensors, buffer, work
-        self.floor_divide_by = floor_divide_by      # integer AVG: SUM, then floor division
-        self.unpack = unpack                        # a broadcast's root already holds the result
-        self.span = span                            # tracing: this bucket from its pack to its unpack
+        self.floor_divide_by = floor_divide_by  # integer AVG: SUM, then floor division
+        self.unpack = unpack  # a broadcast's root already holds the result
+        self.span = span  # tracing: this bucket from its pack to its unpack
 
     def finish(self) -> None:
         if self.work is not None:
@@ -147,14 +161,19 @@ class CoalescedWork(Work):
 
     __slots__ = ("_pending", "num_buckets", "_name", "_matching", "_describe", "span")
 
-    def __init__(self, buckets: list[Any], name: str = "allreduce_coalesced", matching: Work | None = None,
-                 describe: str | None = None) -> None:   # Work.__init__ not called: no handle of its own
+    def __init__(
+        self,
+        buckets: list[Any],
+        name: str = "allreduce_coalesced",
+        matching: Work | None = None,
+        describe: str | None = None,
+    ) -> None:  # Work.__init__ not called: no handle of its own
         self._pending = buckets
         self.num_buckets = len(buckets)
         self._name = name
-        self._matching = matching      # PYCOMM_DEBUG: the op's own matching entry, waited first
+        self._matching = matching  # PYCOMM_DEBUG: the op's own matching entry, waited first
         self._describe = describe or f"{name} ({self.num_buckets} buckets)"
-        self.span: tracing.SpanHandle | None = None     # tracing: the whole op, ended by wait()
+        self.span: tracing.SpanHandle | None = None  # tracing: the whole op, ended by wait()
 
     def is_completed(self) -> bool:
         """True when wait() would not block on the network (the unpack may still be to do)."""
@@ -169,16 +188,21 @@ class CoalescedWork(Work):
                 self._pending[0].finish()
                 self._pending.pop(0)
             tracing.end(self.span)
-        except PycommError as e:        # a bucket's error names an internal all-reduce: name the user's op
-            raise named(e, f"{self._describe} (bucket {self.num_buckets - len(self._pending)} of "
-                           f"{self.num_buckets})") from e
+        except PycommError as e:  # a bucket's error names an internal all-reduce: name the user's op
+            raise named(
+                e, f"{self._describe} (bucket {self.num_buckets - len(self._pending)} of {self.num_buckets})"
+            ) from e
 
     synchronize = wait
 
     @property
     def info(self) -> dict:
-        return {"name": self._name, "buckets": self.num_buckets, "pending": len(self._pending),
-                "describe": self._describe}
+        return {
+            "name": self._name,
+            "buckets": self.num_buckets,
+            "pending": len(self._pending),
+            "describe": self._describe,
+        }
 
 
 def check_tensor_list(tensors: object, bucket_bytes: object, what: str) -> tuple[list[torch.Tensor], int]:
@@ -191,15 +215,23 @@ def check_tensor_list(tensors: object, bucket_bytes: object, what: str) -> tuple
     return checked, bucket_bytes_for(bucket_bytes, checked, what)
 
 
-def op_span(comm: Any, name: str, tensors: Sequence[torch.Tensor], plans: list[BucketPlan] | None = None,
-            op: Any = None) -> tracing.SpanHandle | None:
+def op_span(
+    comm: Any, name: str, tensors: Sequence[torch.Tensor], plans: list[BucketPlan] | None = None, op: Any = None
+) -> tracing.SpanHandle | None:
     """Tracing: a compound op's span with its logical and wire bytes (None while not recording)."""
     if not tracing.ACTIVE:
         return None
     logical = sum(t.numel() * t.element_size() for t in tensors)
     wire = logical if plans is None else sum(p.numel * _itemsize(p.wire_dtype) for p in plans)
-    return tracing.span(name, comm, count=sum(t.numel() for t in tensors), dtype=tensors[0].dtype if tensors else None,
-                        nbytes=logical, wire_bytes=wire, op=op)
+    return tracing.span(
+        name,
+        comm,
+        count=sum(t.numel() for t in tensors),
+        dtype=tensors[0].dtype if tensors else None,
+        nbytes=logical,
+        wire_bytes=wire,
+        op=op,
+    )
 
 
 def _itemsize(dtype: torch.dtype) -> int:
@@ -209,14 +241,28 @@ def _itemsize(dtype: torch.dtype) -> int:
 def bucket_span(comm: Any, bucket_id: int, plan: BucketPlan, op: Any = None) -> tracing.SpanHandle | None:
     if not tracing.ACTIVE:
         return None
-    return tracing.span("bucket", comm, count=plan.numel, dtype=plan.dtype,
-                        nbytes=plan.numel * _itemsize(plan.dtype), wire_bytes=plan.numel * _itemsize(plan.wire_dtype),
-                        op=op, bucket=bucket_id, algorithm="in_place" if plan.in_place else "packed")
+    return tracing.span(
+        "bucket",
+        comm,
+        count=plan.numel,
+        dtype=plan.dtype,
+        nbytes=plan.numel * _itemsize(plan.dtype),
+        wire_bytes=plan.numel * _itemsize(plan.wire_dtype),
+        op=op,
+        bucket=bucket_id,
+        algorithm="in_place" if plan.in_place else "packed",
+    )
 
 
-def _run(start: Callable[[int, BucketPlan, bool], _InFlight], plans: list[BucketPlan], async_op: bool,
-         name: str, describe: str, matching: Work | None = None,
-         span: tracing.SpanHandle | None = None) -> CoalescedWork | None:
+def _run(
+    start: Callable[[int, BucketPlan, bool], _InFlight],
+    plans: list[BucketPlan],
+    async_op: bool,
+    name: str,
+    describe: str,
+    matching: Work | None = None,
+    span: tracing.SpanHandle | None = None,
+) -> CoalescedWork | None:
     """Start every bucket (start(bucket_id, plan, async_op)). async_op: all submitted now, finished by the
     returned work's wait(). Else one after another, each a blocking op finished before the next is packed
     (its buffer stays in cache and the transport may run it on this thread); errors name the bucket."""
@@ -245,8 +291,9 @@ def _run(start: Callable[[int, BucketPlan, bool], _InFlight], plans: list[Bucket
     return None
 
 
-def broadcast_coalesced(comm: Any, tensors: Sequence[torch.Tensor], root: int,
-                        bucket_bytes: int | None = None, async_op: bool = True) -> CoalescedWork | None:
+def broadcast_coalesced(
+    comm: Any, tensors: Sequence[torch.Tensor], root: int, bucket_bytes: int | None = None, async_op: bool = True
+) -> CoalescedWork | None:
     """Broadcast every tensor from `root`, in place, through flat buckets per dtype (one pack pass on the
     root, one unpack pass elsewhere); large tensors are sent where they lie."""
     what = "broadcast_coalesced"
@@ -269,13 +316,24 @@ def broadcast_coalesced(comm: Any, tensors: Sequence[torch.Tensor], root: int,
         return _InFlight(members, buffer, work, unpack=comm.rank != root, span=span)
 
     plans = plan_buckets(tensors, bucket_bytes, None, in_place_bytes_for(tensors, bucket_bytes))
-    return _run(start, plans, async_op, what, f"{what} ({len(tensors)} tensors, root {root})",
-                span=op_span(comm, what, tensors, plans))
+    return _run(
+        start,
+        plans,
+        async_op,
+        what,
+        f"{what} ({len(tensors)} tensors, root {root})",
+        span=op_span(comm, what, tensors, plans),
+    )
 
 
-def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AVG,
-                        bucket_bytes: int | None = None, wire_dtype: torch.dtype | None = None,
-                        async_op: bool = True) -> CoalescedWork | None:
+def allreduce_coalesced(
+    comm: Any,
+    tensors: Sequence[torch.Tensor],
+    op: Any = AVG,
+    bucket_bytes: int | None = None,
+    wire_dtype: torch.dtype | None = None,
+    async_op: bool = True,
+) -> CoalescedWork | None:
     """All-reduce every tensor of `tensors` in place through fused buckets; returns a work to wait on
     (async_op=False: runs the buckets blocking and returns None with the results in place).
 
@@ -319,6 +377,8 @@ def allreduce_coalesced(comm: Any, tensors: Sequence[torch.Tensor], op: Any = AV
 
     plans = plan_buckets(tensors, bucket_bytes, wire_dtype, in_place_bytes_for(tensors, bucket_bytes))
     return _run(start, plans, async_op, what, describe, matching, op_span(comm, what, tensors, plans, op))
+
+
 def _raise_matching_failure(matching: Work | None, describe: str, buckets: int) -> None:
     """PYCOMM_DEBUG: when the op's own matching failed on the progress thread before a bucket was submitted,
     the bucket is refused as "communicator is broken"; raise the matching's MismatchError instead, named

@@ -7,13 +7,12 @@ job they default to the first node and a port from the job id): rank 0 serves it
 every rank is a client of the store torchrun's agent already serves there. Gloo then opens a TCP
 connection between every pair of ranks on the interface GLOO_SOCKET_IFNAME names (default: the
 address this host's name resolves to), as torch.distributed does."""
+
 from __future__ import annotations
 
-import hashlib
 import os
-import socket
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -27,12 +26,14 @@ WORLD_PREFIX = "pycomm/gloo/world"
 
 
 def unavailable_reason() -> str:
-    """"" when torch.distributed has gloo here, else why not."""
+    """ "" when torch.distributed has gloo here, else why not."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():
-        return (f"this torch ({torch.__version__}) was built without torch.distributed's gloo; install a torch "
-                f"wheel from pytorch.org, or launch with mpirun / srun --mpi=pmix to use MPI")
+        return (
+            f"this torch ({torch.__version__}) was built without torch.distributed's gloo; install a torch "
+            f"wheel from pytorch.org, or launch with mpirun / srun --mpi=pmix to use MPI"
+        )
     return ""
 
 
@@ -47,29 +48,41 @@ def device() -> Any:
             return ProcessGroupGloo.create_device(interface=interface)
         return ProcessGroupGloo.create_default_device()
     except RuntimeError as e:
-        raise PycommError(f"backend 'gloo': no network device for gloo ({e}); set GLOO_SOCKET_IFNAME to the "
-                          f"interface the ranks reach each other on (e.g. eth0, hsn0, lo for one node)") from e
+        raise PycommError(
+            f"backend 'gloo': no network device for gloo ({e}); set GLOO_SOCKET_IFNAME to the "
+            f"interface the ranks reach each other on (e.g. eth0, hsn0, lo for one node)"
+        ) from e
 
 
 def rendezvous_store(env: LaunchEnv, timeout_s: float) -> Any:
     """The torch store every rank of this launch reaches at MASTER_ADDR:MASTER_PORT."""
     from torch.distributed import PrefixStore, TCPStore
 
-    from pycomm.gloo_transport import timedelta as bounded   # PYCOMM_TIMEOUT=0 makes timeout_s inf
+    from pycomm.gloo_transport import timedelta as bounded  # PYCOMM_TIMEOUT=0 makes timeout_s inf
 
     if not env.master_addr or env.master_port is None:
-        raise PycommError(f"backend 'gloo' under {env.launcher} (rank {env.rank} of {env.size}) meets the other ranks "
-                          f"over TCP: set MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port, e.g. 29500) on "
-                          f"every rank; got MASTER_ADDR={env.master_addr!r}, MASTER_PORT={env.master_port!r}")
+        raise PycommError(
+            f"backend 'gloo' under {env.launcher} (rank {env.rank} of {env.size}) meets the other ranks "
+            f"over TCP: set MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port, e.g. 29500) on "
+            f"every rank; got MASTER_ADDR={env.master_addr!r}, MASTER_PORT={env.master_port!r}"
+        )
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     try:
-        store = TCPStore(env.master_addr, env.master_port, env.size, is_master=env.rank == 0 and not agent,
-                         timeout=bounded(timeout_s), wait_for_workers=False)
+        store = TCPStore(
+            env.master_addr,
+            env.master_port,
+            env.size,
+            is_master=env.rank == 0 and not agent,
+            timeout=bounded(timeout_s),
+            wait_for_workers=False,
+        )
     except (RuntimeError, OSError) as e:  # torch's DistNetworkError and DistStoreError are RuntimeErrors
         role = "serve" if env.rank == 0 and not agent else "reach"
-        raise PycommError(f"backend 'gloo': rank {env.rank} could not {role} the rendezvous at "
-                          f"MASTER_ADDR:MASTER_PORT = {env.master_addr}:{env.master_port} within {timeout_s:g} s "
-                          f"({e}); is rank 0 running, the port free and the address reachable?") from e
+        raise PycommError(
+            f"backend 'gloo': rank {env.rank} could not {role} the rendezvous at "
+            f"MASTER_ADDR:MASTER_PORT = {env.master_addr}:{env.master_port} within {timeout_s:g} s "
+            f"({e}); is rank 0 running, the port free and the address reachable?"
+        ) from e
     if agent:  # a restarted torchrun job must not meet the keys of its previous attempt
         run = f"{os.environ.get('TORCHELASTIC_RUN_ID', '')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
         return PrefixStore(f"pycomm/{run}", store)

@@ -11,6 +11,7 @@ in the order they were called (its one gloo thread). After a mismatch or a failu
 broken: ops queued behind it fail without moving data. The helper waits for an exchange in slices of
 POLL_S, so that closing the communicator never leaves it inside gloo (a group torn down under a waiting
 thread ends the process in std::terminate)."""
+
 from __future__ import annotations
 
 import datetime
@@ -29,7 +30,7 @@ from pycomm.gloo_work import GlooWork
 if TYPE_CHECKING:
     from pycomm.gloo_transport import GlooTransport
 
-DataOp = Callable[[], Sequence[Any]]   # submits the op's data movement; returns gloo's works
+DataOp = Callable[[], Sequence[Any]]  # submits the op's data movement; returns gloo's works
 POLL_S = 0.5
 
 
@@ -40,7 +41,7 @@ class _Closed(Exception):
 class OpMatcher:
     def __init__(self, transport: "GlooTransport", group: Any, timeout_s: float) -> None:
         self._t, self._group, self._timeout_s = transport, group, timeout_s
-        self._core = core()   # once: each core() call applies the settings again
+        self._core = core()  # once: each core() call applies the settings again
         self._closing = False
         self._queue: "queue.SimpleQueue[tuple | None]" = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"pycomm-gloo-matching-{transport.rank}", daemon=True)
@@ -50,8 +51,12 @@ class OpMatcher:
         """Collective `info`: its signature exchange starts now; `data_op` runs once every rank's signature
         agrees with this one. The returned work completes with the data op (or raises the mismatch)."""
         t = self._t
-        mine = torch.tensor(self._core.op_signature(info["name"], info["count"], info["dtype_code"], info["peer"],
-                                                info["redop"], info["bytes"], info["seq"]), dtype=torch.int64)
+        mine = torch.tensor(
+            self._core.op_signature(
+                info["name"], info["count"], info["dtype_code"], info["peer"], info["redop"], info["bytes"], info["seq"]
+            ),
+            dtype=torch.int64,
+        )
         table = torch.empty(t.size * mine.numel(), dtype=torch.int64)
         exchange = self._group._allgather_base(table, mine, AllgatherOptions())
         failure: list[PycommError] = []
@@ -69,14 +74,17 @@ class OpMatcher:
                 self._t.check_usable(info["name"])
                 self._wait(exchange)
                 self._core.check_signatures(table.tolist(), self._t.rank, self._t.label)
-                self._t.check_usable(info["name"])   # broken meanwhile (the caller's stall): move no data
+                self._t.check_usable(info["name"])  # broken meanwhile (the caller's stall): move no data
                 work.attach(data_op())
-            except PycommError as e:   # the mismatch (or a broken communicator): every later op fails too
+            except PycommError as e:  # the mismatch (or a broken communicator): every later op fails too
                 self._t.break_with(str(e))
                 failure.append(e)
             except _Closed:
-                failure.append(PycommError(f"{info['describe']}: the {self._t.label} was shut down before every "
-                                           "rank reached this op"))
+                failure.append(
+                    PycommError(
+                        f"{info['describe']}: the {self._t.label} was shut down before every rank reached this op"
+                    )
+                )
             except Exception as e:  # noqa: BLE001  (gloo's RuntimeError: a peer died, or gloo's timeout)
                 failure.append(self._t.fail(info, e))
             finally:

@@ -10,6 +10,7 @@ both sides, the caller's tensor untouched); recv_tensor into a new buffer of the
 Gloo hands one sender's payloads of one slot to the receives in the order they are posted, so the
 payload receives are posted in the order of the sender's message numbers, whichever thread got
 which header first."""
+
 from __future__ import annotations
 
 import threading
@@ -21,7 +22,7 @@ from pycomm._dtypes import CODES, DTYPES
 from pycomm.errors import MismatchError
 from pycomm.gloo_work import GlooWork
 
-if TYPE_CHECKING:   # the transport imports this module
+if TYPE_CHECKING:  # the transport imports this module
     from pycomm.gloo_transport import GlooTransport
 
 ANY_SOURCE = -1
@@ -64,13 +65,23 @@ class Ordering:
                 self._lock.notify_all()
 
 
-def send(transport: GlooTransport, pg: Any, info: dict, payload: torch.Tensor, dst: int, tag: int,
-         shape: Optional[Sequence[int]] = None) -> GlooWork:
+def send(
+    transport: GlooTransport,
+    pg: Any,
+    info: dict,
+    payload: torch.Tensor,
+    dst: int,
+    tag: int,
+    shape: Optional[Sequence[int]] = None,
+) -> GlooWork:
     dims = list(shape) if shape is not None else []
     number = transport.p2p_order.next_send(dst, tag)
-    header = torch.tensor([payload.numel(), CODES[payload.dtype], transport.rank, number,
-                           len(dims) if shape is not None else -1] + dims + [0] * (MAX_DIMS - len(dims)),
-                          dtype=torch.int64)
+    header = torch.tensor(
+        [payload.numel(), CODES[payload.dtype], transport.rank, number, len(dims) if shape is not None else -1]
+        + dims
+        + [0] * (MAX_DIMS - len(dims)),
+        dtype=torch.int64,
+    )
     works = [pg.send([header], dst, header_slot(tag))]
     if payload.numel():
         works.append(pg.send([payload], dst, payload_slot(tag)))
@@ -82,8 +93,9 @@ def send(transport: GlooTransport, pg: Any, info: dict, payload: torch.Tensor, d
     return on_thread(transport, info, wait_sent, f"send-{dst}-{tag}", keep=(header, payload))
 
 
-def _receive(transport: GlooTransport, pg: Any, src: int, tag: int,
-             buffer_for: Callable[[int, torch.dtype], torch.Tensor]) -> tuple:
+def _receive(
+    transport: GlooTransport, pg: Any, src: int, tag: int, buffer_for: Callable[[int, torch.dtype], torch.Tensor]
+) -> tuple:
     """Header, then payload into buffer_for(count, dtype); returns (sender, count, code, shape, buffer)."""
     header = torch.empty(HEADER, dtype=torch.int64)
     if src == ANY_SOURCE:
@@ -93,7 +105,8 @@ def _receive(transport: GlooTransport, pg: Any, src: int, tag: int,
     count, code, sender, number, ndim, *dims = header.tolist()
     buffer = buffer_for(count, DTYPES.get(code, torch.uint8))
     work = transport.p2p_order.post_in_order(
-        sender, tag, number, lambda: pg.recv([buffer], sender, payload_slot(tag)) if count else None)
+        sender, tag, number, lambda: pg.recv([buffer], sender, payload_slot(tag)) if count else None
+    )
     if work is not None:
         work.wait()
     return sender, count, code, (tuple(dims[:ndim]) if ndim >= 0 else None), buffer
@@ -107,6 +120,7 @@ def recv(transport: GlooTransport, pg: Any, info: dict, target: torch.Tensor, sr
         def buffer_for(count: int, dtype: torch.dtype) -> torch.Tensor:
             fits = count == target.numel() and dtype == target.dtype
             return target if fits else torch.empty(count, dtype=dtype)
+
         got.append(_receive(transport, pg, src, tag, buffer_for))
 
     def finish(work: GlooWork) -> None:
@@ -114,10 +128,12 @@ def recv(transport: GlooTransport, pg: Any, info: dict, target: torch.Tensor, sr
         work.received = (sender, tag, code, count, None, None)
         if buffer is not target:
             dtype = str(DTYPES.get(code, f"code {code}")).replace("torch.", "")
-            raise MismatchError(f"{info['describe']} on rank {transport.rank} (backend 'gloo') matched rank {sender}'s "
-                                f"send of {count} x {dtype}, but this recv's tensor holds {target.numel()} x "
-                                f"{info['dtype']}: counts and dtypes must match; the payload was dropped and the "
-                                f"tensor left untouched")
+            raise MismatchError(
+                f"{info['describe']} on rank {transport.rank} (backend 'gloo') matched rank {sender}'s "
+                f"send of {count} x {dtype}, but this recv's tensor holds {target.numel()} x "
+                f"{info['dtype']}: counts and dtypes must match; the payload was dropped and the "
+                f"tensor left untouched"
+            )
 
     return on_thread(transport, info, receive, f"recv-{src}-{tag}", keep=(target,), finish=finish)
 
@@ -138,8 +154,14 @@ def recv_new(transport: GlooTransport, pg: Any, info: dict, src: int, tag: int) 
     return on_thread(transport, info, receive, f"recv-{src}-{tag}", keep=(), finish=finish)
 
 
-def on_thread(transport: GlooTransport, info: dict, run: Callable[[], None], name: str, keep: tuple,
-              finish: Optional[Callable[[GlooWork], None]] = None) -> GlooWork:
+def on_thread(
+    transport: GlooTransport,
+    info: dict,
+    run: Callable[[], None],
+    name: str,
+    keep: tuple,
+    finish: Optional[Callable[[GlooWork], None]] = None,
+) -> GlooWork:
     """`run` (gloo's blocking p2p waits) on a helper thread; the work completes when it returns, and its
     wait raises what `run` raised, then what `finish(work)` raises."""
     done = threading.Event()

@@ -4,6 +4,7 @@ it has submitted and its latest one, every PUBLISH_S from one helper thread per 
 with it). A rank whose op stalls reads its peers' records, waiting up to ANSWER_WAIT_S for a fresh one
 from each: a peer that answers but has submitted fewer collectives `has not reached` the op; a peer whose
 record stops changing is stopped or hung (`did not answer`), inside the op when it had reached it."""
+
 from __future__ import annotations
 
 import threading
@@ -23,8 +24,8 @@ _thread: Optional[threading.Thread] = None
 @dataclass(frozen=True)
 class Record:
     beat: int
-    submitted: int      # collectives submitted on the communicator
-    latest: str         # the latest of them, as "allreduce #3" ("" when none)
+    submitted: int  # collectives submitted on the communicator
+    latest: str  # the latest of them, as "allreduce #3" ("" when none)
 
 
 class Progress:
@@ -32,7 +33,7 @@ class Progress:
 
     def __init__(self, store: Any, prefix: str, rank: int, size: int) -> None:
         self._store, self._prefix, self.rank, self.size = store, prefix, rank, size
-        self._now: tuple[int, str] = (0, "")   # (collectives submitted, the latest): one tuple, read whole
+        self._now: tuple[int, str] = (0, "")  # (collectives submitted, the latest): one tuple, read whole
         self._beat = 0
         self._closed = False
         if size > 1:
@@ -66,7 +67,7 @@ class Progress:
                 return None
             beat, submitted, latest = (self._store.get(key).decode().split(" ", 2) + [""])[:3]
             return Record(int(beat), int(submitted), latest)
-        except (RuntimeError, ValueError):   # the store is gone (its host rank died) or a record is torn
+        except (RuntimeError, ValueError):  # the store is gone (its host rank died) or a record is torn
             return None
 
     def laggards(self, name: str, seq: int, index: int) -> str:
@@ -75,24 +76,32 @@ class Progress:
         thread: a store whose host is stopped would block a read for the store's own timeout."""
         peers = [r for r in range(self.size) if r != self.rank]
         read: dict[str, Any] = {}
-        reader = threading.Thread(target=lambda: read.update(self._collect(peers)), daemon=True,
-                                  name="pycomm-gloo-progress-read")
+        reader = threading.Thread(
+            target=lambda: read.update(self._collect(peers)), daemon=True, name="pycomm-gloo-progress-read"
+        )
         reader.start()
         reader.join(2 * ANSWER_WAIT_S)
         if not read:
-            return (f"a rank has not reached it (the store holding the ranks' progress did not answer within "
-                    f"{2 * ANSWER_WAIT_S:g} s)")
+            return (
+                f"a rank has not reached it (the store holding the ranks' progress did not answer within "
+                f"{2 * ANSWER_WAIT_S:g} s)"
+            )
         first, fresh = read["first"], read["fresh"]
         op = f"{name} #{seq}"
         details, waiting = [], []
         for r in peers:
             record = fresh.get(r) or first[r]
-            where = ("it has submitted no collective on this communicator" if record is None or not record.submitted
-                     else f"its latest collective is {record.latest}")
+            where = (
+                "it has submitted no collective on this communicator"
+                if record is None or not record.submitted
+                else f"its latest collective is {record.latest}"
+            )
             if r not in fresh:
                 reached = record is not None and record.submitted >= index
-                details.append(f"rank {r} did not answer within {ANSWER_WAIT_S:g} s ({where}; its process is stopped "
-                               f"or hung{', inside ' + op if reached else ''})")
+                details.append(
+                    f"rank {r} did not answer within {ANSWER_WAIT_S:g} s ({where}; its process is stopped "
+                    f"or hung{', inside ' + op if reached else ''})"
+                )
             elif record.submitted < index:
                 details.append(f"rank {r} has not reached {op} ({where})")
             else:
@@ -100,8 +109,9 @@ class Progress:
             waiting.append(r)
         if not waiting:
             return f"every other rank has reached {op} and answers (one may be stuck inside it)"
-        return (f"waiting for rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}: "
-                + "; ".join(details))
+        return f"waiting for rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))}: " + "; ".join(
+            details
+        )
 
     def _collect(self, peers: list[int]) -> dict[str, Any]:
         """The peers' records as first read, and those published since (a beat later), within ANSWER_WAIT_S."""
@@ -132,14 +142,14 @@ def _publish_all() -> None:
         with _LOCK:
             tracked = list(_TRACKED)
             if not tracked:
-                _thread = None   # under _LOCK: the next communicator starts another
+                _thread = None  # under _LOCK: the next communicator starts another
                 return
         for progress in tracked:
             if progress._closed:
                 continue
             try:
                 progress.publish()
-            except RuntimeError:   # the store is gone (the job is ending): nothing more to say
+            except RuntimeError:  # the store is gone (the job is ending): nothing more to say
                 progress.close()
         del tracked, progress
         time.sleep(PUBLISH_S)

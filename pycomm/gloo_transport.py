@@ -14,6 +14,7 @@ up: torchrun, srun --mpi=none, RANK/WORLD_SIZE set by hand (pycomm/gloo_backend.
   ranks' ops, as on MPI, and no data moves (gloo itself would abort the process, or deliver another
   root's data). Compound ops (allreduce_quantized, allreduce_coalesced) are matched under their own name.
 - Not here: GPU tensors (use backend "nccl")."""
+
 from __future__ import annotations
 
 import atexit
@@ -24,7 +25,8 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 import torch
 from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, BroadcastOptions, ReduceScatterOptions
-from torch.distributed import PrefixStore, ProcessGroupGloo, ReduceOp as TorchReduceOp, Store
+from torch.distributed import PrefixStore, ProcessGroupGloo, Store
+from torch.distributed import ReduceOp as TorchReduceOp
 
 from pycomm import flight_recorder, gloo_p2p, op_stats, peer_hosts, tracing
 from pycomm._dtypes import CODES, DTYPES
@@ -34,8 +36,12 @@ from pycomm.gloo_work import GlooWork, describe
 from pycomm.ops import ReduceOp
 
 _OPEN: "weakref.WeakSet[GlooTransport]" = weakref.WeakSet()  # shut down at exit (close_all)
-TORCH_OPS = {ReduceOp.SUM: TorchReduceOp.SUM, ReduceOp.AVG: TorchReduceOp.AVG, ReduceOp.MAX: TorchReduceOp.MAX,
-             ReduceOp.MIN: TorchReduceOp.MIN}
+TORCH_OPS = {
+    ReduceOp.SUM: TorchReduceOp.SUM,
+    ReduceOp.AVG: TorchReduceOp.AVG,
+    ReduceOp.MAX: TorchReduceOp.MAX,
+    ReduceOp.MIN: TorchReduceOp.MIN,
+}
 NO_TIMEOUT = datetime.timedelta(days=365)
 P2P_NAMES = ("send", "recv", "send_tensor", "recv_tensor")  # gloo needs a bound: PYCOMM_TIMEOUT <= 0 asks for none
 
@@ -76,8 +82,17 @@ class GlooTransport:
     any_source = True  # receives from pycomm.ANY_SOURCE: gloo's recv_anysource of the header
     oversubscribed = None  # gloo's own schedules do not key on it
 
-    def __init__(self, store: Store, pg: ProcessGroupGloo, rank: int, size: int, hosts: list[int], prefix: str,
-                 timeout_s: float, device: Any) -> None:
+    def __init__(
+        self,
+        store: Store,
+        pg: ProcessGroupGloo,
+        rank: int,
+        size: int,
+        hosts: list[int],
+        prefix: str,
+        timeout_s: float,
+        device: Any,
+    ) -> None:
         self._store, self._pg, self._prefix, self._device = store, pg, prefix, device
         self.rank, self.size, self._hosts, self._timeout_s = rank, size, hosts, timeout_s
         self.local_rank = hosts[:rank].count(hosts[rank])
@@ -85,37 +100,75 @@ class GlooTransport:
         self._seq = 0
         self._splits = 0
         from pycomm._build import core
+
         self.trace_comm_id = core().trace_new_comm_id()
         self._broken: Optional[str] = None
-        self.label = f"gloo communicator (rank {rank} of {size})"   # as the core names MPI's in its errors
+        self.label = f"gloo communicator (rank {rank} of {size})"  # as the core names MPI's in its errors
         self.max_tag = gloo_p2p.MAX_TAG
         self.p2p_order = gloo_p2p.Ordering()
         # the signatures' own group: its keys under this communicator's prefix, apart from the data's
-        self._matching = OpMatcher(self, process_group(PrefixStore(f"{prefix}/matching", store), rank, size,
-                                                       timeout_s, device), timeout_s)
+        self._matching = OpMatcher(
+            self, process_group(PrefixStore(f"{prefix}/matching", store), rank, size, timeout_s, device), timeout_s
+        )
         from pycomm.gloo_progress import Progress
-        self._progress = Progress(store, prefix, rank, size)   # where this rank is, for the peers' stall reports
+
+        self._progress = Progress(store, prefix, rank, size)  # where this rank is, for the peers' stall reports
         _OPEN.add(self)
 
     # ---- bookkeeping --------------------------------------------------------------------------
-    def _begin(self, name: str, count: int, dtype_code: int, device: int, *, nbytes: Optional[int] = None,
-               op: int = -1, peer: int = -1, tag: int = -1, bucket: int = -1) -> dict:
+    def _begin(
+        self,
+        name: str,
+        count: int,
+        dtype_code: int,
+        device: int,
+        *,
+        nbytes: Optional[int] = None,
+        op: int = -1,
+        peer: int = -1,
+        tag: int = -1,
+        bucket: int = -1,
+    ) -> dict:
         """The op's info, after checking that this communicator can run it."""
         self.check_usable(name)
         if device >= 0:
-            raise PycommError(f"{name}: backend 'gloo' moves CPU tensors only, got a tensor on GPU {device}; use "
-                              f"backend='nccl' for GPU tensors (or move them to the CPU)")
+            raise PycommError(
+                f"{name}: backend 'gloo' moves CPU tensors only, got a tensor on GPU {device}; use "
+                f"backend='nccl' for GPU tensors (or move them to the CPU)"
+            )
         self._seq += 1
         item = DTYPES[dtype_code].itemsize
-        info = {"name": name, "seq": self._seq, "count": count, "dtype": str(DTYPES[dtype_code]).replace("torch.", ""),
-                "dtype_code": dtype_code, "bytes": count * item if nbytes is None else nbytes, "peer": peer,
-                "tag": tag, "bucket": bucket, "redop": op, "op": ReduceOp(op).name if op >= 0 else "",
-                "bus_factor": op_stats.bus_factor(name, self.size)}
+        info = {
+            "name": name,
+            "seq": self._seq,
+            "count": count,
+            "dtype": str(DTYPES[dtype_code]).replace("torch.", ""),
+            "dtype_code": dtype_code,
+            "bytes": count * item if nbytes is None else nbytes,
+            "peer": peer,
+            "tag": tag,
+            "bucket": bucket,
+            "redop": op,
+            "op": ReduceOp(op).name if op >= 0 else "",
+            "bus_factor": op_stats.bus_factor(name, self.size),
+        }
         info["describe"] = describe(info)
         if tracing.ACTIVE:
-            info["trace"] = dict(comm_id=self.trace_comm_id, rank=self.rank, size=self.size, seq=self._seq,
-                                 count=count, dtype=dtype_code, nbytes=info["bytes"], redop=op, algorithm="gloo",
-                                 peer=peer, tag=tag, bucket=bucket, collective=name not in P2P_NAMES)
+            info["trace"] = dict(
+                comm_id=self.trace_comm_id,
+                rank=self.rank,
+                size=self.size,
+                seq=self._seq,
+                count=count,
+                dtype=dtype_code,
+                nbytes=info["bytes"],
+                redop=op,
+                algorithm="gloo",
+                peer=peer,
+                tag=tag,
+                bucket=bucket,
+                collective=name not in P2P_NAMES,
+            )
             tracing.record_phase(name, phase="queued", **info["trace"])
         return info
 
@@ -132,12 +185,17 @@ class GlooTransport:
         where = f"on rank {self.rank} of {self.size} (backend 'gloo')"
         if error is None or "timed out" in str(error).lower():
             limit = f"{timeout_s:g} s" if timeout_s > 0 else f"gloo's timeout ({self._timeout_s:g} s)"
-            who = (self._progress.laggards(info["name"], info["seq"], info["collective_index"])
-                   if "collective_index" in info else "a rank has not reached it")
+            who = (
+                self._progress.laggards(info["name"], info["seq"], info["collective_index"])
+                if "collective_index" in info
+                else "a rank has not reached it"
+            )
             msg = f"{info['describe']} did not complete within {limit} {where}: {who} (PYCOMM_TIMEOUT)"
             err: PycommError = StallError(msg + flight_recorder.on_stall(msg, self.trace_comm_id))
         else:
-            err = PycommError(f"{info['describe']} failed {where}: {error}" + peer_hosts.describe(str(error), self._hosts))
+            err = PycommError(
+                f"{info['describe']} failed {where}: {error}" + peer_hosts.describe(str(error), self._hosts)
+            )
         self.break_with(str(err))
         return err
 
@@ -164,11 +222,13 @@ class GlooTransport:
     def allgather(self, po: int, no: int, pi: int, ni: int, dt: int, dev: int, stream: int, waits: bool) -> GlooWork:
         info = self._begin("allgather", ni, dt, dev, nbytes=no * DTYPES[dt].itemsize)
         out, t = host_tensor(po, no, dt), host_tensor(pi, ni, dt)
-        return self._matched(info, lambda: [self._pg._allgather_base(out, t, AllgatherOptions())] if ni else [],
-                             (out, t))
+        return self._matched(
+            info, lambda: [self._pg._allgather_base(out, t, AllgatherOptions())] if ni else [], (out, t)
+        )
 
-    def reduce_scatter(self, po: int, no: int, pi: int, ni: int, dt: int, dev: int, op: int, stream: int,
-                       waits: bool) -> GlooWork:
+    def reduce_scatter(
+        self, po: int, no: int, pi: int, ni: int, dt: int, dev: int, op: int, stream: int, waits: bool
+    ) -> GlooWork:
         info = self._begin("reduce_scatter", ni, dt, dev, op=op)
         out, t = host_tensor(po, no, dt), host_tensor(pi, ni, dt)
         opts = ReduceScatterOptions()
@@ -187,7 +247,7 @@ class GlooTransport:
     def match(self, name: str, n: int, dt: int, op: int) -> GlooWork:
         """Op matching alone, under compound op `name`'s own name (its parts are matched again)."""
         info = self._begin(name, n, dt, -1, op=op)
-        info["bus_factor"] = 0.0   # it moves no data (as the MPI transport counts it): stats' busbw stays the parts'
+        info["bus_factor"] = 0.0  # it moves no data (as the MPI transport counts it): stats' busbw stays the parts'
         return self._matched(info)
 
     # ---- point to point (framing in pycomm/gloo_p2p.py; the contract in pycomm/p2p.py) ------
@@ -195,8 +255,9 @@ class GlooTransport:
         info = self._begin("send", n, dt, dev, peer=dst, tag=tag)
         return gloo_p2p.send(self, self._pg, info, host_tensor(p, n, dt), dst, tag)
 
-    def send_shaped(self, p: int, n: int, dt: int, dev: int, shape: list[int], dst: int, tag: int, stream: int,
-                    waits: bool) -> GlooWork:
+    def send_shaped(
+        self, p: int, n: int, dt: int, dev: int, shape: list[int], dst: int, tag: int, stream: int, waits: bool
+    ) -> GlooWork:
         info = self._begin("send_tensor", n, dt, dev, peer=dst, tag=tag)
         return gloo_p2p.send(self, self._pg, info, host_tensor(p, n, dt), dst, tag, shape)
 
@@ -241,10 +302,19 @@ class GlooTransport:
         members = sorted((k, r) for c, k, r, _ in rows if c == color)
         ranks = [r for _, r in members]
         prefix = f"{self._prefix}/split{self._splits}/{color}"
-        pg = process_group(PrefixStore(prefix, self._store), ranks.index(self.rank), len(ranks), self._timeout_s,
-                           self._device)
-        return GlooTransport(self._store, pg, ranks.index(self.rank), len(ranks), [rows[r][3] for r in ranks],
-                             prefix, self._timeout_s, self._device)
+        pg = process_group(
+            PrefixStore(prefix, self._store), ranks.index(self.rank), len(ranks), self._timeout_s, self._device
+        )
+        return GlooTransport(
+            self._store,
+            pg,
+            ranks.index(self.rank),
+            len(ranks),
+            [rows[r][3] for r in ranks],
+            prefix,
+            self._timeout_s,
+            self._device,
+        )
 
     def shutdown(self) -> None:
         """Later ops raise PycommError. Ops already submitted complete (gloo's thread drains its queue),
@@ -252,7 +322,7 @@ class GlooTransport:
         sometimes ends the process in std::terminate (as torch's own does without destroy_process_group)."""
         pg = self._pg
         if pg is not None:
-            self._matching.close(drain=self._broken is None)   # queued ops have their data submitted first
+            self._matching.close(drain=self._broken is None)  # queued ops have their data submitted first
         self.break_with("it was shut down (Communicator.shutdown or pycomm.finalize)")
         self._pg = None
         self._progress.close()

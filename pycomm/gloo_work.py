@@ -1,6 +1,7 @@
 """The handle of one op of the gloo transport (pycomm/gloo_transport.py), with the interface of
 pycomm._C.Work that Communicator and pycomm.Work use: wait(stream, timeout_s), synchronize(timeout_s),
 is_completed(), info; plus `received` for receives (pycomm/p2p.py reads it)."""
+
 from __future__ import annotations
 
 import datetime
@@ -33,12 +34,19 @@ class GlooWork:
     to point: gloo's send/recv works complete only inside their one allowed wait()), then `finish` (may
     raise, e.g. MismatchError). Interface of pycomm._C.Work."""
 
-    def __init__(self, transport: "GlooTransport", info: dict, works: Sequence[Any] = (), keep: tuple = (),
-                 done: Any = None, finish: Optional[Callable[[], None]] = None) -> None:
+    def __init__(
+        self,
+        transport: "GlooTransport",
+        info: dict,
+        works: Sequence[Any] = (),
+        keep: tuple = (),
+        done: Any = None,
+        finish: Optional[Callable[[], None]] = None,
+    ) -> None:
         self._t, self._info, self._works, self._keep = transport, info, list(works), keep
         self._done_event, self._finish = done, finish
         self._start = time.perf_counter()
-        if "trace" in info:     # handed to gloo: on the wire (gloo's own thread runs it)
+        if "trace" in info:  # handed to gloo: on the wire (gloo's own thread runs it)
             tracing.record_phase(info["name"], phase="wire", **info["trace"])
         self.received: Optional[tuple] = None  # receives: (source, tag, dtype code, count, shape, data)
         self._settled = False
@@ -56,8 +64,9 @@ class GlooWork:
     def is_completed(self) -> bool:
         if self._settled:
             return True
-        if (self._done_event is not None and not self._done_event.is_set()) or \
-                not all(w.is_completed() for w in self._works):
+        if (self._done_event is not None and not self._done_event.is_set()) or not all(
+            w.is_completed() for w in self._works
+        ):
             return False
         self._settle()
         return True
@@ -108,13 +117,14 @@ class GlooWork:
         self._keep = ()
         self._works = []  # they hold gloo's context: released now, not at interpreter teardown (see shutdown)
         info = self._info
-        if "trace" in info:     # done when this side learns of it (gloo's works carry no completion time)
+        if "trace" in info:  # done when this side learns of it (gloo's works carry no completion time)
             facts = dict(info["trace"])
             if self.received is not None and facts["peer"] < 0:
-                facts["peer"] = self.received[0]      # a receive from any source: the sender
+                facts["peer"] = self.received[0]  # a receive from any source: the sender
             tracing.record_phase(info["name"], phase="failed" if self._error is not None else "done", **facts)
-        op_stats.record(info["name"], info["bytes"], info["bytes"] * info["bus_factor"],
-                        time.perf_counter() - self._start)
+        op_stats.record(
+            info["name"], info["bytes"], info["bytes"] * info["bus_factor"], time.perf_counter() - self._start
+        )
 
     def _stall(self, timeout_s: float) -> None:
         raise self._t.fail(self._info, None, timeout_s)

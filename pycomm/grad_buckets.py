@@ -19,6 +19,7 @@ zeros) are launched and all are waited for: the gradients are final when `loss.b
 - `launch=` replaces the built-in reduction (a callable bucket -> object with wait()), e.g. to count
   bytes; it is called in bucket order with every p.grad of the bucket present.
 Accumulate over several backward passes by running all but the last inside `with buckets.no_sync():`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -39,7 +40,7 @@ MODES = ("allreduce", "reduce_scatter")
 class GradBucket:
     index: int
     params: list[torch.Tensor]
-    shard: torch.Tensor | None = None      # reduce_scatter: this rank's shard of the reduced gradients
+    shard: torch.Tensor | None = None  # reduce_scatter: this rank's shard of the reduced gradients
     ready: int = 0
     pending: Any = None
     residual: ErrorFeedback = field(default_factory=ErrorFeedback)
@@ -64,18 +65,31 @@ def plan(params: Sequence[torch.Tensor], bucket_bytes: int) -> list[list[torch.T
 
 
 class GradientBuckets:
-    def __init__(self, params: Sequence[torch.Tensor], *, comm: Any = None, mode: str = "allreduce",
-                 bucket_bytes: int | None = None, op: Any = AVG, wire_dtype: torch.dtype | None = None,
-                 codec: Any = None, free_grads: bool = False,
-                 launch: Callable[[GradBucket], Any] | None = None, overlap: bool = True) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.Tensor],
+        *,
+        comm: Any = None,
+        mode: str = "allreduce",
+        bucket_bytes: int | None = None,
+        op: Any = AVG,
+        wire_dtype: torch.dtype | None = None,
+        codec: Any = None,
+        free_grads: bool = False,
+        launch: Callable[[GradBucket], Any] | None = None,
+        overlap: bool = True,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"GradientBuckets: mode must be one of {', '.join(MODES)}, got {mode!r}")
         if launch is None and comm is None:
             from pycomm.runtime import world
+
             comm = world()
         if free_grads and mode != "reduce_scatter":
-            raise ValueError("GradientBuckets: free_grads=True drops the full gradients, which only the "
-                             "reduce_scatter mode leaves unused")
+            raise ValueError(
+                "GradientBuckets: free_grads=True drops the full gradients, which only the "
+                "reduce_scatter mode leaves unused"
+            )
         if not isinstance(overlap, bool):
             raise TypeError(f"GradientBuckets: overlap must be True or False, got {overlap!r}")
         params = list(params)
@@ -88,8 +102,9 @@ class GradientBuckets:
         self.buckets = [GradBucket(i, ps) for i, ps in enumerate(plan(params, bucket_bytes))]
         if mode == "reduce_scatter" and comm is not None:
             for b in self.buckets:
-                b.shard = torch.zeros(flat_shard_numel(b.params, comm.size), dtype=b.params[0].dtype,
-                                      device=b.params[0].device)
+                b.shard = torch.zeros(
+                    flat_shard_numel(b.params, comm.size), dtype=b.params[0].dtype, device=b.params[0].device
+                )
         self._bucket_of = {p: b for b in self.buckets for p in b.params}
         self._next = 0
         self._syncing = True
@@ -121,7 +136,7 @@ class GradientBuckets:
             self._launch(self.buckets[self._next])
         for b in self.buckets:
             if b.pending is not None:
-                b.pending.wait()        # a finished reduction returns at once
+                b.pending.wait()  # a finished reduction returns at once
 
     def reset(self) -> None:
         """Ready for the next step's backward (after the optimizer consumed the gradients)."""
@@ -140,16 +155,22 @@ class GradientBuckets:
             return
         bucket = self._bucket_of[p]
         if bucket.pending is not None:
-            raise RuntimeError("a gradient was accumulated again after its bucket's reduction started: call "
-                               "step() (or zero_grad()) between backward passes, or use `with opt.no_sync():` "
-                               "for all but the last backward of an accumulation (or a second wrapper's hooks "
-                               "are still on these parameters: remove_hooks() on the old one)")
+            raise RuntimeError(
+                "a gradient was accumulated again after its bucket's reduction started: call "
+                "step() (or zero_grad()) between backward passes, or use `with opt.no_sync():` "
+                "for all but the last backward of an accumulation (or a second wrapper's hooks "
+                "are still on these parameters: remove_hooks() on the old one)"
+            )
         if not self._finalize_queued:
             # runs once this backward pass has finished, on the engine's thread, before backward() returns
             torch.autograd.Variable._execution_engine.queue_callback(self._finalize_backward)
             self._finalize_queued = True
         bucket.ready += 1
-        while self.overlap and self._next < len(self.buckets) and self.buckets[self._next].ready == len(self.buckets[self._next].params):
+        while (
+            self.overlap
+            and self._next < len(self.buckets)
+            and self.buckets[self._next].ready == len(self.buckets[self._next].params)
+        ):
             self._launch(self.buckets[self._next])
 
     def _finalize_backward(self) -> None:
@@ -163,7 +184,7 @@ class GradientBuckets:
         bucket.pending = self._launch_fn(bucket)
         self._next += 1
         if self.free_grads:
-            for p in bucket.params:     # packed into the send buffers already: the full gradients are spent
+            for p in bucket.params:  # packed into the send buffers already: the full gradients are spent
                 p.grad = None
 
     def reduce(self, bucket: GradBucket) -> Any:
@@ -171,8 +192,9 @@ class GradientBuckets:
         call it, e.g. to count or time it)."""
         grads = bucket.grads()
         if self.mode == "reduce_scatter":
-            return self.comm.reduce_scatter_coalesced(bucket.shard, grads, op=self.op, wire_dtype=self.wire_dtype,
-                                                      codec=self.codec, async_op=True)
+            return self.comm.reduce_scatter_coalesced(
+                bucket.shard, grads, op=self.op, wire_dtype=self.wire_dtype, codec=self.codec, async_op=True
+            )
         if self.codec is None:
             return self.comm.allreduce_coalesced(grads, op=self.op, wire_dtype=self.wire_dtype, async_op=True)
         return _QuantizedBucket(self.comm, grads, self.op, self.codec, bucket.residual)

@@ -17,6 +17,7 @@ Two routes, both governed by the setting:
   set already. Under your own mpirun: `mpirun -x THP_MEM_ALLOC_ENABLE=1 ...`.
 A huge page is only a hint: the kernel falls back to small pages when it has none to give, and the
 contents and addresses of a buffer are the same either way."""
+
 from __future__ import annotations
 
 import ctypes
@@ -30,11 +31,11 @@ import torch
 
 from pycomm import settings
 
-HUGE_PAGE = 2 << 20                      # x86-64 and aarch64 (4 KiB base pages)
-TORCH_ENV = "THP_MEM_ALLOC_ENABLE"       # read once by torch's CPU allocator (c10/core/impl/alloc_cpu.cpp)
+HUGE_PAGE = 2 << 20  # x86-64 and aarch64 (4 KiB base pages)
+TORCH_ENV = "THP_MEM_ALLOC_ENABLE"  # read once by torch's CPU allocator (c10/core/impl/alloc_cpu.cpp)
 POLICY_FILE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
-_libc: Optional[ctypes.CDLL] = None   # this process's own libc, opened at the first advice
+_libc: Optional[ctypes.CDLL] = None  # this process's own libc, opened at the first advice
 
 
 def enabled() -> bool:
@@ -97,7 +98,7 @@ def backed_bytes(t: torch.Tensor) -> int:
     total, inside = 0, False
     for line in lines:
         head = line.split(maxsplit=1)[0] if line else ""
-        if "-" in head and ":" not in head:     # a mapping's header: lo-hi perms offset ...
+        if "-" in head and ":" not in head:  # a mapping's header: lo-hi perms offset ...
             lo, hi = (int(x, 16) for x in head.split("-"))
             inside = lo < end and start < hi
         elif inside and head == "AnonHugePages:":

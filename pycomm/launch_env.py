@@ -12,6 +12,7 @@ MPI_Init would make every task a world of its own (pycomm.backends picks gloo in
 
 MASTER_ADDR/MASTER_PORT locate a TCP rendezvous (gloo, NCCL without MPI). Inside a SLURM job they
 default to the job's first node and port 29500 + SLURM_JOB_ID % 1000 (jobs sharing a node differ)."""
+
 from __future__ import annotations
 
 import os
@@ -28,10 +29,10 @@ class LaunchEnv:
     size: int
     local_rank: int
     local_size: int
-    launcher: str                      # "openmpi" | "mpich" | "torchrun" | "slurm" | "env" | "single"
+    launcher: str  # "openmpi" | "mpich" | "torchrun" | "slurm" | "env" | "single"
     master_addr: Optional[str] = None  # for a TCP store: MASTER_ADDR, else SLURM's first node
     master_port: Optional[int] = None  # MASTER_PORT, else the SLURM job's default
-    mpi_wireup: Optional[str] = None   # what MPI_Init can join: "openmpi", "pmi", "pmix"; None: nothing
+    mpi_wireup: Optional[str] = None  # what MPI_Init can join: "openmpi", "pmi", "pmix"; None: nothing
 
     @property
     def mpi_launched(self) -> bool:
@@ -79,8 +80,10 @@ def _port(env: Mapping[str, str]) -> Optional[int]:
         value = env["MASTER_PORT"]
         port = int(value) if value.strip().isdigit() else -1
         if not 1 <= port <= 65535:
-            raise ValueError(f"environment variable MASTER_PORT={value!r} is not a port number: expected an "
-                             f"integer in [1, 65535] (the TCP port rank 0 serves the rendezvous on, e.g. 29500)")
+            raise ValueError(
+                f"environment variable MASTER_PORT={value!r} is not a port number: expected an "
+                f"integer in [1, 65535] (the TCP port rank 0 serves the rendezvous on, e.g. 29500)"
+            )
         return port
     if env.get("SLURM_JOB_ID"):
         return SLURM_PORT_BASE + _int(env, "SLURM_JOB_ID") % 1000
@@ -110,8 +113,9 @@ def detect(environ: Optional[Mapping[str, str]] = None) -> LaunchEnv:
     env = os.environ if environ is None else environ
     addr, port = _master(env)
 
-    def make(rank: int, size: int, local_rank: int, local_size: int, launcher: str,
-             wireup: Optional[str] = None) -> LaunchEnv:
+    def make(
+        rank: int, size: int, local_rank: int, local_size: int, launcher: str, wireup: Optional[str] = None
+    ) -> LaunchEnv:
         if not (0 <= rank < size):
             raise ValueError(f"{launcher} environment gives rank {rank} outside a world of size {size}")
         if not (0 <= local_rank < local_size):
@@ -119,16 +123,28 @@ def detect(environ: Optional[Mapping[str, str]] = None) -> LaunchEnv:
         return LaunchEnv(rank, size, local_rank, local_size, launcher, addr, port, wireup)
 
     if "OMPI_COMM_WORLD_RANK" in env:
-        return make(_int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_SIZE"),
-                    _opt_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0), _opt_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1),
-                    "openmpi", "openmpi")
+        return make(
+            _int(env, "OMPI_COMM_WORLD_RANK"),
+            _int(env, "OMPI_COMM_WORLD_SIZE"),
+            _opt_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0),
+            _opt_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1),
+            "openmpi",
+            "openmpi",
+        )
     if "PMI_RANK" in env and "PMI_SIZE" in env:
-        return make(_int(env, "PMI_RANK"), _int(env, "PMI_SIZE"), _opt_int(env, "MPI_LOCALRANKID", 0),
-                    _opt_int(env, "MPI_LOCALNRANKS", 1), "mpich", "pmi")
+        return make(
+            _int(env, "PMI_RANK"),
+            _int(env, "PMI_SIZE"),
+            _opt_int(env, "MPI_LOCALRANKID", 0),
+            _opt_int(env, "MPI_LOCALNRANKS", 1),
+            "mpich",
+            "pmi",
+        )
     if env.get("RANK") and env.get("WORLD_SIZE") and (env.get("LOCAL_RANK") or env.get("TORCHELASTIC_RUN_ID")):
         size = _int(env, "WORLD_SIZE")
-        return make(_int(env, "RANK"), size, _opt_int(env, "LOCAL_RANK", 0),
-                    _opt_int(env, "LOCAL_WORLD_SIZE", size), "torchrun")
+        return make(
+            _int(env, "RANK"), size, _opt_int(env, "LOCAL_RANK", 0), _opt_int(env, "LOCAL_WORLD_SIZE", size), "torchrun"
+        )
     if "SLURM_PROCID" in env and "SLURM_STEP_NUM_TASKS" in env:  # inside an srun step
         local_size = 1
         per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
@@ -138,14 +154,22 @@ def detect(environ: Optional[Mapping[str, str]] = None) -> LaunchEnv:
             local_size = counts[node] if node < len(counts) else counts[-1]
         elif env.get("SLURM_NTASKS_PER_NODE"):
             local_size = _int(env, "SLURM_NTASKS_PER_NODE")
-        return make(_int(env, "SLURM_PROCID"), _int(env, "SLURM_STEP_NUM_TASKS"), _opt_int(env, "SLURM_LOCALID", 0),
-                    local_size, "slurm", _slurm_wireup(env))
+        return make(
+            _int(env, "SLURM_PROCID"),
+            _int(env, "SLURM_STEP_NUM_TASKS"),
+            _opt_int(env, "SLURM_LOCALID", 0),
+            local_size,
+            "slurm",
+            _slurm_wireup(env),
+        )
     if env.get("RANK") or env.get("WORLD_SIZE"):  # torch's env:// convention, set by hand or by a script
         for key in ("RANK", "WORLD_SIZE"):
             if not env.get(key):
                 other = "WORLD_SIZE" if key == "RANK" else "RANK"
-                raise ValueError(f"environment variable {other}={env[other]!r} is set but {key} is not: set both "
-                                 f"(this rank's number and the number of ranks), as torchrun does, or neither "
-                                 f"for a single process")
+                raise ValueError(
+                    f"environment variable {other}={env[other]!r} is set but {key} is not: set both "
+                    f"(this rank's number and the number of ranks), as torchrun does, or neither "
+                    f"for a single process"
+                )
         return make(_int(env, "RANK"), _int(env, "WORLD_SIZE"), 0, 1, "env")  # no LOCAL_RANK: torchrun's is above
     return LaunchEnv(0, 1, 0, 1, "single", addr, port)

@@ -9,15 +9,15 @@ Through a codec, the first round travels exact and every later one carries a lay
 the previous round's average, which every rank holds with the same bytes: a blockwise codec's error
 scales with what it encodes, and the drift of one round is far smaller than the weights themselves,
 so the error no longer grows with the weights' magnitude round after round."""
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 import torch
 
-from pycomm import _dtypes, kernels, runtime
+from pycomm import _dtypes, kernels, relative, runtime
 from pycomm._codec_wire import check_codec
-from pycomm import relative
 from pycomm._tensors import check_tensor, place_of
 from pycomm.communicator import Communicator
 from pycomm.ops import AVG
@@ -45,7 +45,7 @@ class _LayerBuckets:
             relative.to_relative([self.snapshot], [self.reference], out=[self.average])
 
     def apply(self) -> None:
-        if self.reference is not None:      # average of the deltas -> average of the snapshots
+        if self.reference is not None:  # average of the deltas -> average of the snapshots
             relative.from_relative([self.average], [self.reference])
             self.reference.copy_(self.average)
         kernels.averaging_apply(self.tensors, self.average, self.snapshot)
@@ -62,21 +62,25 @@ class LayerwiseAverager:
     averager driven from its own thread (LAP-SGD's averaging activity) should get a communicator of its
     own (comm.split(0)) so its all-reduces never interleave with the trainer's."""
 
-    def __init__(self, params_by_layer: Sequence[Layer] | Mapping[Any, Layer], comm: Any = None,
-                 codec: Any = None) -> None:
+    def __init__(
+        self, params_by_layer: Sequence[Layer] | Mapping[Any, Layer], comm: Any = None, codec: Any = None
+    ) -> None:
         what = "LayerwiseAverager"
         if isinstance(params_by_layer, Mapping):
             keys, layers = list(params_by_layer.keys()), list(params_by_layer.values())
         elif isinstance(params_by_layer, Sequence) and not isinstance(params_by_layer, (torch.Tensor, str, bytes)):
             keys, layers = list(range(len(params_by_layer))), list(params_by_layer)
         else:
-            raise TypeError(f"{what}: params_by_layer must be a sequence or mapping of layers (each a tensor or a "
-                            f"list of tensors), got {type(params_by_layer).__name__}")
+            raise TypeError(
+                f"{what}: params_by_layer must be a sequence or mapping of layers (each a tensor or a "
+                f"list of tensors), got {type(params_by_layer).__name__}"
+            )
         if not layers:
             raise ValueError(f"{what}: params_by_layer is empty")
         if comm is not None and not isinstance(comm, Communicator):
-            raise TypeError(f"{what}: comm must be a pycomm.Communicator or None (pycomm.world()), got "
-                            f"{type(comm).__name__}")
+            raise TypeError(
+                f"{what}: comm must be a pycomm.Communicator or None (pycomm.world()), got {type(comm).__name__}"
+            )
         if codec is not None:
             check_codec(codec, f"{what}: codec")
         self.comm = runtime.world() if comm is None else comm
@@ -85,16 +89,18 @@ class LayerwiseAverager:
         for key, layer in zip(keys, layers):
             where = f"{what}: params_by_layer: layer {key!r}"
             tensors = [layer] if isinstance(layer, torch.Tensor) else list(_iter_layer(layer, where))
-            tensors = [check_tensor(t.data if isinstance(t, torch.Tensor) else t, f"{where} tensor {i}",
-                                    _dtypes.FLOATING) for i, t in enumerate(tensors)]
+            tensors = [
+                check_tensor(t.data if isinstance(t, torch.Tensor) else t, f"{where} tensor {i}", _dtypes.FLOATING)
+                for i, t in enumerate(tensors)
+            ]
             place_of(tensors, where)
             by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
             for t in tensors:
                 if t.numel():
                     by_dtype.setdefault(t.dtype, []).append(t)
             self._layers[key] = [_LayerBuckets(ts, delta=codec is not None) for ts in by_dtype.values()]
-        self._pending: dict[Any, list[Any]] = {}     # layer key -> works, in launch order
-        self._exact_round = True    # no common reference yet: the first round is never compressed
+        self._pending: dict[Any, list[Any]] = {}  # layer key -> works, in launch order
+        self._exact_round = True  # no common reference yet: the first round is never compressed
 
     def next_round_bytes(self) -> int:
         """Bytes this rank hands to collectives in the next start() (compressed size through a codec)."""
@@ -111,8 +117,10 @@ class LayerwiseAverager:
     def start(self) -> None:
         """Snapshot every layer and launch its all-reduce AVG; returns at once."""
         if self._pending:
-            raise RuntimeError(f"LayerwiseAverager.start: {len(self._pending)} layer(s) of the previous round are "
-                               f"still pending; call wait() (or poll() until it returns them all) first")
+            raise RuntimeError(
+                f"LayerwiseAverager.start: {len(self._pending)} layer(s) of the previous round are "
+                f"still pending; call wait() (or poll() until it returns them all) first"
+            )
         exact, self._exact_round = self.codec is None or self._exact_round, False
         for key in self.keys:
             works = []

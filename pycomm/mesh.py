@@ -18,6 +18,7 @@ nodes (nodes: the hosts, or PYCOMM_RANKS_PER_NODE's blocks of consecutive ranks)
 
 `server_roles(rank, world, servers)`: the one other way ranks are divided, by role (parameter servers
 first, then the workers), for algorithms whose ranks do not share collectives (algorithms/ps)."""
+
 from __future__ import annotations
 
 import math
@@ -34,7 +35,7 @@ DIMS = ("pp", "dp_replicate", "dp_shard")
 # flattened dimensions: their groups are the ranks that differ in any of these
 FLATTENED = {"dp": ("dp_replicate", "dp_shard")}
 NAMES = DIMS + tuple(FLATTENED)
-_SHOWN_GROUPS = 8   # repr lists at most this many groups of a dimension
+_SHOWN_GROUPS = 8  # repr lists at most this many groups of a dimension
 
 # node of every rank, per communicator (one all-gather per communicator, however many meshes use it)
 _NODES: "weakref.WeakKeyDictionary[Communicator, list[int]]" = weakref.WeakKeyDictionary()
@@ -57,16 +58,20 @@ def resolve_shape(world: int, pp: Any = 1, dp_replicate: Any = 1, dp_shard: Any 
     known = math.prod(v for v in given.values() if v != -1)
     if rest:
         if world % known:
-            raise ValueError(f"pycomm.Mesh: {shown} leaves {world}/{known} ranks for {rest[0]}: the other sizes "
-                             f"multiply to {known}, which does not divide the {world} ranks")
+            raise ValueError(
+                f"pycomm.Mesh: {shown} leaves {world}/{known} ranks for {rest[0]}: the other sizes "
+                f"multiply to {known}, which does not divide the {world} ranks"
+            )
         given[rest[0]] = world // known
     elif known != world:
-        raise ValueError(f"pycomm.Mesh: {shown} = {known} ranks, but the communicator has {world}; choose sizes "
-                         f"whose product is {world} (one of them may be -1: the ranks left)")
+        raise ValueError(
+            f"pycomm.Mesh: {shown} = {known} ranks, but the communicator has {world}; choose sizes "
+            f"whose product is {world} (one of them may be -1: the ranks left)"
+        )
     return {k: int(v) for k, v in given.items()}
 
 
-_NOT_AN_INT = -(2 ** 63)   # a size that is not an int, in the ranks' exchange of their shapes
+_NOT_AN_INT = -(2**63)  # a size that is not an int, in the ranks' exchange of their shapes
 
 
 def agreed_shape(comm: Communicator, pp: Any, dp_replicate: Any, dp_shard: Any) -> dict[str, int]:
@@ -84,15 +89,20 @@ def agreed_shape(comm: Communicator, pp: Any, dp_replicate: Any, dp_shard: Any) 
         if shape is None:
             raise error
         return shape
-    sizes = list(shape.values()) if shape is not None else \
-        [v if isinstance(v, int) and not isinstance(v, bool) else _NOT_AN_INT for v in given]
+    sizes = (
+        list(shape.values())
+        if shape is not None
+        else [v if isinstance(v, int) and not isinstance(v, bool) else _NOT_AN_INT for v in given]
+    )
     out = torch.empty(comm.size * 4, dtype=torch.int64)
     comm.allgather(out, torch.tensor([int(shape is not None), *sizes], dtype=torch.int64))
     rows = [tuple(row) for row in out.view(comm.size, 4).tolist()]
     if len(set(rows)) > 1:
-        raise ValueError("pycomm.Mesh: the ranks of the communicator asked for different shapes ("
-                         + "; ".join(_shown(row, ranks) for row, ranks in _grouped(rows).items())
-                         + "); every rank must build the same Mesh at the same point")
+        raise ValueError(
+            "pycomm.Mesh: the ranks of the communicator asked for different shapes ("
+            + "; ".join(_shown(row, ranks) for row, ranks in _grouped(rows).items())
+            + "); every rank must build the same Mesh at the same point"
+        )
     if shape is None:
         raise error
     return shape
@@ -143,11 +153,12 @@ def group_ranks(name: str, shape: dict[str, int]) -> list[list[int]]:
 def _node_ids(comm: Communicator) -> list[int]:
     """The node of every rank of `comm` (collective the first time per communicator): PYCOMM_RANKS_PER_NODE's
     blocks of consecutive ranks where it is set, else the ranks' host names."""
-    per_node = ranks_per_node(comm.size)   # read at each call, as split_by_node does
+    per_node = ranks_per_node(comm.size)  # read at each call, as split_by_node does
     if per_node is not None or comm.size == 1:
         return [r // (per_node or 1) for r in range(comm.size)]
     if comm not in _NODES:
         from pycomm.peer_hosts import host_id
+
         out = torch.empty(comm.size, dtype=torch.int64)
         comm.allgather(out, torch.tensor([host_id()], dtype=torch.int64))
         first: dict[int, int] = {}
@@ -159,6 +170,7 @@ def _node_ids(comm: Communicator) -> list[int]:
 class Roles:
     """Where a rank stands in a job whose first `servers` ranks serve (parameter servers) and the rest
     train: `index` among the ranks of its role, `count` of them."""
+
     is_server: bool
     index: int
     count: int
@@ -169,22 +181,31 @@ class Roles:
 def server_roles(rank: int, world: int, servers: int) -> Roles:
     """Ranks 0 .. servers-1 serve, the others are the workers (who share the training data)."""
     is_server = rank < servers
-    return Roles(is_server, rank if is_server else rank - servers, servers if is_server else world - servers,
-                 tuple(range(min(servers, world))), tuple(range(servers, world)))
+    return Roles(
+        is_server,
+        rank if is_server else rank - servers,
+        servers if is_server else world - servers,
+        tuple(range(min(servers, world))),
+        tuple(range(servers, world)),
+    )
 
 
 class Mesh:
     """The layout of `comm`'s ranks as pp x dp_replicate x dp_shard (see the module's docstring).
     Collective over `comm` (None: pycomm.world())."""
 
-    def __init__(self, comm: Optional[Communicator] = None, *, pp: int = 1, dp_replicate: int = 1,
-                 dp_shard: int = -1) -> None:
+    def __init__(
+        self, comm: Optional[Communicator] = None, *, pp: int = 1, dp_replicate: int = 1, dp_shard: int = -1
+    ) -> None:
         if comm is None:
             from pycomm.runtime import world
+
             comm = world()
         if not isinstance(comm, Communicator):
-            raise TypeError(f"pycomm.Mesh: comm must be a pycomm.Communicator (or None for pycomm.world()), got "
-                            f"{type(comm).__name__}")
+            raise TypeError(
+                f"pycomm.Mesh: comm must be a pycomm.Communicator (or None for pycomm.world()), got "
+                f"{type(comm).__name__}"
+            )
         self.comm = comm
         self._shape = agreed_shape(comm, pp, dp_replicate, dp_shard)
         self._coords = coords_of(comm.rank, self._shape)
@@ -192,7 +213,7 @@ class Mesh:
         self._comms: dict[str, Communicator] = {}
         built: dict[frozenset[str], Communicator] = {}
         whole = frozenset(d for d in DIMS if self._shape[d] > 1)
-        for name in NAMES:   # the same order on every rank: each split is collective over comm
+        for name in NAMES:  # the same order on every rank: each split is collective over comm
             key = frozenset(d for d in _varying(name) if self._shape[d] > 1)
             if key not in built:
                 built[key] = comm if key == whole else self._split(name)
@@ -204,19 +225,24 @@ class Mesh:
         local leaders within a node. Nodes must hold equally many ranks, placed node by node."""
         if comm is None:
             from pycomm.runtime import world
+
             comm = world()
         nodes = _node_ids(comm) if isinstance(comm, Communicator) else []
         counts = [nodes.count(n) for n in sorted(set(nodes))]
         if counts and len(set(counts)) > 1:
-            raise ValueError(f"pycomm.Mesh.across_nodes: the nodes hold different numbers of ranks ({counts}); a "
-                             "shard group per node needs equal nodes (or set PYCOMM_RANKS_PER_NODE)")
+            raise ValueError(
+                f"pycomm.Mesh.across_nodes: the nodes hold different numbers of ranks ({counts}); a "
+                "shard group per node needs equal nodes (or set PYCOMM_RANKS_PER_NODE)"
+            )
         per_node = counts[0] if counts else 1
         mesh = cls(comm, pp=pp, dp_replicate=-1, dp_shard=per_node)
         mixed = [g for g in group_ranks("dp_shard", mesh.shape) if len({nodes[r] for r in g}) > 1]
         if mixed:
-            raise ValueError(f"pycomm.Mesh.across_nodes: ranks {mixed[0]} form one shard group but sit on different "
-                             "nodes: the launcher placed ranks round-robin over the nodes; place them node by node "
-                             "(e.g. srun --distribution=block, mpirun --map-by core) or build the Mesh yourself")
+            raise ValueError(
+                f"pycomm.Mesh.across_nodes: ranks {mixed[0]} form one shard group but sit on different "
+                "nodes: the launcher placed ranks round-robin over the nodes; place them node by node "
+                "(e.g. srun --distribution=block, mpirun --map-by core) or build the Mesh yourself"
+            )
         return mesh
 
     def _split(self, name: str) -> Communicator:
@@ -268,8 +294,9 @@ class Mesh:
         shape = " x ".join(f"{d}={self._shape[d]}" for d in DIMS)
         nodes = len(set(self._nodes))
         here = ", ".join(f"{d}={self._coords[d]}" for d in DIMS)
-        lines = [f"pycomm.Mesh({shape} over {self.comm.size} rank(s) on {nodes} node(s); rank {self.comm.rank} at "
-                 f"{here})"]
+        lines = [
+            f"pycomm.Mesh({shape} over {self.comm.size} rank(s) on {nodes} node(s); rank {self.comm.rank} at {here})"
+        ]
         for name in NAMES:
             lines.append(f"  {name}: {self._describe(name)}")
         return "\n".join(lines)
@@ -285,8 +312,13 @@ class Mesh:
         if size == 1:
             return text
         spanning = sum(len({self._nodes[r] for r in g}) > 1 for g in groups)
-        where = ("each within one node" if spanning == 0 else "each spans nodes" if spanning == len(groups)
-                 else f"{spanning} of {len(groups)} span nodes")
+        where = (
+            "each within one node"
+            if spanning == 0
+            else "each spans nodes"
+            if spanning == len(groups)
+            else f"{spanning} of {len(groups)} span nodes"
+        )
         return f"{text}; {where}"
 
 

@@ -4,6 +4,7 @@ The world communicator is an NCCL communicator on GPU local_rank % (visible GPUs
 torch's current device. Its unique id is made by rank 0 and handed to the others over MPI when the
 ranks were started by an MPI launcher (or MPI is already initialised), else over a TCP store at
 MASTER_ADDR:MASTER_PORT (srun --mpi=none; under torchrun, the store its agent serves there)."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ TORCH_STORE_MAX_S = 1e9  # ~30 years: PYCOMM_TIMEOUT=0 (no timeout) on torchrun'
 
 
 def unavailable_reason() -> str:
-    """"" when this build and machine can run NCCL, else why not."""
+    """ "" when this build and machine can run NCCL, else why not."""
     info = build_info()
     if not info["nccl"]:
         return NO_RCCL if info["hip"] else NO_NCCL
@@ -49,8 +50,7 @@ def _mpi_usable(env: LaunchEnv) -> bool:
         return True
     # The application initialised MPI itself (mpi4py), over the same ranks (not a singleton MPI).
     mpi = sys.modules.get("mpi4py.MPI")
-    return (mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()
-            and mpi.COMM_WORLD.Get_size() == env.size)
+    return mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.Get_size() == env.size
 
 
 def _share_over_mpi(env: LaunchEnv, data: bytes | None, nbytes: int) -> bytes:
@@ -75,8 +75,9 @@ def _share_over_agent_store(env: LaunchEnv, data: bytes | None, key: str) -> byt
 
     key = f"{key}/{os.environ.get('TORCHELASTIC_RUN_ID', '')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     seconds = min(default_timeout(), TORCH_STORE_MAX_S)  # torch's store has no "no timeout" (inf overflows)
-    store = TorchStore(env.master_addr, env.master_port, env.size, is_master=False,
-                       timeout=datetime.timedelta(seconds=seconds))
+    store = TorchStore(
+        env.master_addr, env.master_port, env.size, is_master=False, timeout=datetime.timedelta(seconds=seconds)
+    )
     if data is not None:
         store.set(key, data)
     return store.get(key)
@@ -104,9 +105,11 @@ def share_from_rank0(env: LaunchEnv, data: bytes | None, nbytes: int, key: str =
     if _mpi_usable(env):
         return _share_over_mpi(env, data, nbytes)
     if not env.master_addr or not env.master_port:
-        raise PycommError(f"backend 'nccl' under {env.launcher} (rank {env.rank} of {env.size}) exchanges the NCCL id "
-                          f"over a TCP store: set MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port, e.g. 29500) "
-                          f"on every rank; got MASTER_ADDR={env.master_addr!r}, MASTER_PORT={env.master_port!r}")
+        raise PycommError(
+            f"backend 'nccl' under {env.launcher} (rank {env.rank} of {env.size}) exchanges the NCCL id "
+            f"over a TCP store: set MASTER_ADDR (rank 0's host) and MASTER_PORT (a free port, e.g. 29500) "
+            f"on every rank; got MASTER_ADDR={env.master_addr!r}, MASTER_PORT={env.master_port!r}"
+        )
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true":
         return _share_over_agent_store(env, data, key)
     return _share_over_tcp_store(env, data, key)

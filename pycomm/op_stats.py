@@ -1,6 +1,7 @@
 """Per-op counters of the transports written in Python (gloo), in the shape of the compiled core's
 (csrc/diagnostics/stats.h): pycomm.stats() adds them to the core's, so a user sees one table whatever
 transport ran the op."""
+
 from __future__ import annotations
 
 import threading
@@ -13,6 +14,7 @@ def bus_factor(op: str, size: int) -> float:
     """busbw = bytes * bus_factor / seconds: the core's op table (pycomm._C.op_table(), defined once in
     csrc/diagnostics/op_validation.cc); ValueError naming the known ops for another name."""
     from pycomm._build import core  # the core is built before any transport counts an op
+
     return float(core().bus_factor(op, size))
 
 

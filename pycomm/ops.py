@@ -1,4 +1,5 @@
 """Reduce ops (pycomm.SUM, AVG, MAX, MIN). Their values are the codes of csrc/common/transport.h."""
+
 from __future__ import annotations
 
 import enum

@@ -13,6 +13,7 @@ transport may provide some and is refused by name for the rest):
 - probe(src, tag, block) -> None or that tuple without data (MPI: the header is taken with
   MPI_Improbe + MPI_Mrecv and kept for the receive that will match it);
 - any_source (bool) and max_tag (int) attributes; dup() -> transport."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
@@ -30,8 +31,8 @@ if TYPE_CHECKING:
     from pycomm.communicator import Communicator
 
 ANY_SOURCE = -1  # receive (or probe) from whichever rank's message is matched first
-ANY_TAG = -1     # probe only: a message of any tag
-MAX_DIMS = 8     # dimensions a send_tensor header carries
+ANY_TAG = -1  # probe only: a message of any tag
+MAX_DIMS = 8  # dimensions a send_tensor header carries
 GUARANTEED_MAX_TAG = 32767  # MPI_TAG_UB is at least this everywhere: the bound of a transport that names none
 
 _DTYPES = {code: dtype for dtype, code in _dtypes.CODES.items()}
@@ -39,6 +40,7 @@ _DTYPES = {code: dtype for dtype, code in _dtypes.CODES.items()}
 
 class Message(NamedTuple):
     """What probe() saw: the next message a recv from `source` with `tag` would get."""
+
     source: int
     tag: int
     shape: tuple[int, ...]
@@ -47,6 +49,7 @@ class Message(NamedTuple):
 
 class Received(NamedTuple):
     """A message taken by recv_tensor: a new CPU tensor, and who sent it with which tag."""
+
     tensor: torch.Tensor
     source: int
     tag: int
@@ -85,9 +88,11 @@ def check_src(comm: "Communicator", src: object, what: str) -> int:
     src = check_int(src, f"{what}: src", min_value=None, max_value=None)
     if src == ANY_SOURCE:
         if not getattr(comm._t, "any_source", False):
-            raise PycommError(f"{what}: backend {comm.backend!r} has no receive from any source (src=ANY_SOURCE)"
-                              + (": NCCL matches messages only between a known pair of ranks" if comm.backend == "nccl"
-                                 else "") + "; name the sender, or use an MPI communicator for such messages")
+            raise PycommError(
+                f"{what}: backend {comm.backend!r} has no receive from any source (src=ANY_SOURCE)"
+                + (": NCCL matches messages only between a known pair of ranks" if comm.backend == "nccl" else "")
+                + "; name the sender, or use an MPI communicator for such messages"
+            )
         return src
     if not 0 <= src < comm.size:
         raise ValueError(f"{what}: src must be a rank in [0, {comm.size}) or pycomm.ANY_SOURCE (-1), got {src}")
@@ -103,8 +108,9 @@ def primitive(comm: "Communicator", name: str, what: str) -> Any:
 
 
 # ---- the ops ----------------------------------------------------------------------------------
-def fixed_buffer(comm: "Communicator", kind: str, tensor: object, peer: object, tag: object,
-                 async_op: bool = True) -> Optional[Work] | int:
+def fixed_buffer(
+    comm: "Communicator", kind: str, tensor: object, peer: object, tag: object, async_op: bool = True
+) -> Optional[Work] | int:
     """send / isend / recv / irecv of a tensor whose shape both sides know; a blocking recv returns
     the sender's rank. Transport: send, recv."""
     t = check_tensor(tensor, f"{kind}: tensor")
@@ -125,8 +131,10 @@ def send_tensor(comm: "Communicator", tensor: object, dst: object, tag: object, 
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what}: tensor must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dim() > MAX_DIMS:
-        raise ValueError(f"{what}: tensor has {tensor.dim()} dimensions (shape {tuple(tensor.shape)}); at most "
-                         f"{MAX_DIMS} fit in the message header (reshape it, and back on the receiver)")
+        raise ValueError(
+            f"{what}: tensor has {tensor.dim()} dimensions (shape {tuple(tensor.shape)}); at most "
+            f"{MAX_DIMS} fit in the message header (reshape it, and back on the receiver)"
+        )
     code = _dtypes.code(tensor.dtype, f"{what}: tensor")
     dst = check_dst(comm, dst, what)
     tag = check_tag(comm, tag, what)

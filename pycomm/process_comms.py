@@ -1,6 +1,7 @@
 """The communicators of this process, apart from how they are made (pycomm.runtime): the world one,
 every live one, and abort(), which ends them all. The modules runtime starts (fail_fast, profiling)
 reach them here, so none of them imports runtime back."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,7 @@ class _State:
         self.world: Optional[Communicator] = None
         self.env: Optional[LaunchEnv] = None
         self.finalized = False
-        self.live: "weakref.WeakSet[Communicator]" = weakref.WeakSet()   # shut down by finalize, aborted by abort
+        self.live: "weakref.WeakSet[Communicator]" = weakref.WeakSet()  # shut down by finalize, aborted by abort
 
 
 STATE = _State()
@@ -34,8 +35,10 @@ def is_initialized() -> bool:
 def world() -> Communicator:
     """The communicator over all ranks; raises PycommError before pycomm.init()."""
     if STATE.world is None:
-        raise PycommError("pycomm.world(): pycomm is not initialised; call pycomm.init() first"
-                          + (" (pycomm.finalize() was called)" if STATE.finalized else ""))
+        raise PycommError(
+            "pycomm.world(): pycomm is not initialised; call pycomm.init() first"
+            + (" (pycomm.finalize() was called)" if STATE.finalized else "")
+        )
     return STATE.world
 
 

@@ -11,6 +11,7 @@
 
 `PYCOMM_TRACE=DIR` does the same around a whole unmodified program: from pycomm.init() to
 pycomm.finalize() (or exit). See docs/tracing.md for what the traces hold."""
+
 from __future__ import annotations
 
 import json
@@ -52,25 +53,33 @@ class Profile:
     def start(self) -> "Profile":
         global _RUNNING
         if _RUNNING is not None:
-            why = (f"PYCOMM_TRACE={_PROGRAM.directory} traces the whole program (unset it to profile a part)"
-                   if _RUNNING is _PROGRAM else "a profile is already running in this process (they do not nest)")
+            why = (
+                f"PYCOMM_TRACE={_PROGRAM.directory} traces the whole program (unset it to profile a part)"
+                if _RUNNING is _PROGRAM
+                else "a profile is already running in this process (they do not nest)"
+            )
             raise RuntimeError(f"pycomm.profile({str(self.directory)!r}): {why}")
         _RUNNING = self
-        self._was_recording = tracing.ACTIVE     # PYCOMM_FLIGHT_RECORDER keeps recording after the block
+        self._was_recording = tracing.ACTIVE  # PYCOMM_FLIGHT_RECORDER keeps recording after the block
         self.rank_path.parent.mkdir(parents=True, exist_ok=True)
         self._clock["start"] = trace_merge.ping(self.comm)
         if self.torch_options is not None:
             import torch.profiler as tp
+
             # recording all along (the block is the window), with ProfilerStep#N markers at each step()
-            options = {"activities": _activities(tp), "record_shapes": False,
-                       "schedule": lambda step: tp.ProfilerAction.RECORD, **self.torch_options}
+            options = {
+                "activities": _activities(tp),
+                "record_shapes": False,
+                "schedule": lambda step: tp.ProfilerAction.RECORD,
+                **self.torch_options,
+            }
             self.torch_profiler = tp.profile(**options)
             self.torch_profiler.__enter__()
-            with tp.record_function(CLOCK_MARKER):   # where the trace clock sits in torch's time base
+            with tp.record_function(CLOCK_MARKER):  # where the trace clock sits in torch's time base
                 self._marker_ns = tracing.now_ns()
         tracing.clear()
         tracing.enable(self.events)
-        self._armed = flight_recorder.directory() is None    # a StallError inside dumps here
+        self._armed = flight_recorder.directory() is None  # a StallError inside dumps here
         if self._armed:
             flight_recorder.arm(self.directory, self.comm.rank, self.comm.size)
         self._started = True
@@ -107,26 +116,37 @@ class Profile:
             shift_us, pid, rows = 0.0, self.comm.rank, []
             rows += trace_chrome.process_metadata(pid, f"rank {self.comm.rank}", self.comm.rank)
         rows += trace_chrome.events(ops, spans, comms, pid, lambda ns: ns / 1e3 + shift_us, end_ns)
-        meta = {"rank": self.comm.rank, "world_size": self.comm.size, "dropped_events": events.dropped,
-                "ops": len(ops), "spans": len(spans), "file_us_minus_trace_us": shift_us,
-                "comms": {str(k): vars(v) for k, v in comms.items()}}
+        meta = {
+            "rank": self.comm.rank,
+            "world_size": self.comm.size,
+            "dropped_events": events.dropped,
+            "ops": len(ops),
+            "spans": len(spans),
+            "file_us_minus_trace_us": shift_us,
+            "comms": {str(k): vars(v) for k, v in comms.items()},
+        }
         doc = trace_chrome.trace_document(rows, self.comm.rank, self.comm.size, f"pycomm-{self.comm.backend}", meta)
-        if torch_doc is not None:   # torch's own top-level keys (baseTimeNanoseconds, deviceProperties, ...)
+        if torch_doc is not None:  # torch's own top-level keys (baseTimeNanoseconds, deviceProperties, ...)
             doc = {**{k: v for k, v in torch_doc.items() if k != "traceEvents"}, **doc}
         _write_json(self.rank_path, doc)
         if events.dropped:
-            warnings.warn(f"pycomm.profile: {events.dropped} trace events of rank {self.comm.rank} were overwritten "
-                          f"before they could be read (raise PYCOMM_TRACE_EVENTS, now "
-                          f"{settings.get('PYCOMM_TRACE_EVENTS')} per thread)", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"pycomm.profile: {events.dropped} trace events of rank {self.comm.rank} were overwritten "
+                f"before they could be read (raise PYCOMM_TRACE_EVENTS, now "
+                f"{settings.get('PYCOMM_TRACE_EVENTS')} per thread)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         if not collective:
             return
         self._clock["end"] = trace_merge.ping(self.comm)
-        self.comm.barrier()       # every rank's file is written
+        self.comm.barrier()  # every rank's file is written
         if self.merged_path is not None:
             table = {when: {str(r): s for r, s in samples.items()} for when, samples in self._clock.items()}
             files = [rank_file(self.directory, r) for r in range(self.comm.size)]
-            self.summary = trace_merge.merge(files, self.merged_path, table,
-                                             lambda m: warnings.warn(m, RuntimeWarning, stacklevel=4))
+            self.summary = trace_merge.merge(
+                files, self.merged_path, table, lambda m: warnings.warn(m, RuntimeWarning, stacklevel=4)
+            )
 
     def _stop_torch(self) -> Optional[dict]:
         if self.torch_profiler is None:
@@ -148,6 +168,7 @@ class Profile:
 
 def _activities(tp: Any) -> list:
     import torch
+
     acts = [tp.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         acts.append(tp.ProfilerActivity.CUDA)
@@ -167,8 +188,12 @@ def _write_json(path: Path, doc: dict) -> None:
     os.replace(tmp, path)
 
 
-def profile(directory: Union[str, Path], comm: Any = None, torch: Union[bool, dict] = False,
-            events_per_thread: Optional[int] = None) -> Profile:
+def profile(
+    directory: Union[str, Path],
+    comm: Any = None,
+    torch: Union[bool, dict] = False,
+    events_per_thread: Optional[int] = None,
+) -> Profile:
     """Records every pycomm op of this process while the block runs and writes the traces to `directory`
     (made if missing; shared by every rank, as rank 0 reads the others' files to merge them). Collective
     over `comm` (default pycomm.world()): every rank enters and leaves the block. `torch`: True (or the
@@ -177,6 +202,7 @@ def profile(directory: Union[str, Path], comm: Any = None, torch: Union[bool, di
     (default PYCOMM_TRACE_EVENTS)."""
     if comm is None:
         from pycomm.process_comms import world
+
         comm = world()
     return Profile(directory, comm, torch, events_per_thread)
 
@@ -205,6 +231,5 @@ def stop_from_environment() -> None:
     if program is not None:
         try:
             program.stop()
-        except Exception as e:      # a rank that died must not turn every other rank's exit into a hang
+        except Exception as e:  # a rank that died must not turn every other rank's exit into a hang
             warnings.warn(f"PYCOMM_TRACE: the trace could not be completed: {e}", RuntimeWarning, stacklevel=2)
-

@@ -22,6 +22,7 @@ private duplicate of it: jobs run in submission order there, and the caller's ow
 parent communicator can never interleave differently on different ranks. Each call is first matched as one op
 on the parent communicator (in the caller's order), so ranks that disagree on it get a MismatchError
 naming allreduce_quantized; errors from the helper thread name the call too."""
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -32,17 +33,22 @@ from typing import Any
 import torch
 
 from pycomm import _dtypes, tracing
-from pycomm.ops import AVG, SUM, check_op
-from pycomm._tensors import check_tensor, place_of
 from pycomm._codec_wire import WireLayout, check_codec
 from pycomm._phase_profile import PhaseClock
-from pycomm._quantized_pipeline import Pipeline, Segment, default_segment, segments
-from pycomm._quantized_pipeline import chunk_numel  # noqa: F401 (part of this module's interface: tests use it)
+from pycomm._quantized_pipeline import (
+    Pipeline,
+    Segment,
+    chunk_numel,  # noqa: F401 (part of this module's interface: tests use it)
+    default_segment,
+    segments,
+)
+from pycomm._tensors import check_tensor, place_of
+from pycomm._validate import check_bool
 from pycomm.codecs import Codec, Int8Codec
 from pycomm.errors import PycommError, named
-from pycomm.work import Work
-from pycomm._validate import check_bool
 from pycomm.fusion import CoalescedWork, check_tensor_list
+from pycomm.ops import AVG, SUM, check_op
+from pycomm.work import Work
 
 
 class ErrorFeedback:
@@ -59,10 +65,12 @@ class ErrorFeedback:
             self.local = torch.zeros(numel, dtype=torch.float32, device=device)
             self.server = torch.zeros(chunk, dtype=torch.float32, device=device)
         if self.local.numel() != numel or self.server.numel() != chunk or self.local.device != device:
-            raise ValueError(f"allreduce_quantized: error_feedback: this ErrorFeedback holds residuals of a tensor of "
-                             f"{self.local.numel()} elements on {self.local.device} with {self.server.numel()} reduced-chunk "
-                             f"elements; this call has {numel} on {device} with {chunk} (the chunks depend on the world "
-                             f"size, the codec block and PYCOMM_QUANTIZED_SEGMENT). Use one ErrorFeedback per tensor")
+            raise ValueError(
+                f"allreduce_quantized: error_feedback: this ErrorFeedback holds residuals of a tensor of "
+                f"{self.local.numel()} elements on {self.local.device} with {self.server.numel()} reduced-chunk "
+                f"elements; this call has {numel} on {device} with {chunk} (the chunks depend on the world "
+                f"size, the codec block and PYCOMM_QUANTIZED_SEGMENT). Use one ErrorFeedback per tensor"
+            )
         return self.local, self.server
 
     def reset(self) -> None:
@@ -80,14 +88,16 @@ class QuantizedWork(Work):
 
     __slots__ = ("_future", "_describe")
 
-    def __init__(self, future: cf.Future, describe: str) -> None:   # Work.__init__ not called: no transport handle of its own
+    def __init__(
+        self, future: cf.Future, describe: str
+    ) -> None:  # Work.__init__ not called: no transport handle of its own
         self._future, self._describe = future, describe
 
     def is_completed(self) -> bool:
         return self._future.done()
 
     def wait(self) -> None:
-        self._future.result()       # re-raises what the helper thread raised
+        self._future.result()  # re-raises what the helper thread raised
 
     synchronize = wait
 
@@ -100,7 +110,7 @@ class _Engine:
     """The helper thread and private communicator of one parent communicator."""
 
     def __init__(self, comm: Any) -> None:
-        self.comm = comm.split(0, comm.rank)       # same ranks, own queue and matching
+        self.comm = comm.split(0, comm.rank)  # same ranks, own queue and matching
         self.comm.name = f"{comm.name}.quantized"  # its row in traces
         self.threads = cf.ThreadPoolExecutor(1, thread_name_prefix="pycomm-quantized")
 
@@ -123,24 +133,30 @@ def _check_residual(error_feedback: Any, t: torch.Tensor) -> None:
         return
     what = "allreduce_quantized: error_feedback"
     if not isinstance(error_feedback, torch.Tensor):
-        raise TypeError(f"{what}: expected None, a pycomm.ErrorFeedback or a float32 residual tensor, "
-                        f"got {type(error_feedback).__name__}")
+        raise TypeError(
+            f"{what}: expected None, a pycomm.ErrorFeedback or a float32 residual tensor, "
+            f"got {type(error_feedback).__name__}"
+        )
     check_tensor(error_feedback, what, (torch.float32,))
     if error_feedback.numel() != t.numel() or error_feedback.device != t.device:
-        raise ValueError(f"{what}: residual must have the tensor's {t.numel()} elements on {t.device}, got "
-                         f"{error_feedback.numel()} on {error_feedback.device}")
+        raise ValueError(
+            f"{what}: residual must have the tensor's {t.numel()} elements on {t.device}, got "
+            f"{error_feedback.numel()} on {error_feedback.device}"
+        )
 
 
-def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec | None = None,
-                        error_feedback: Any = None) -> QuantizedWork:
+def allreduce_quantized(
+    comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec | None = None, error_feedback: Any = None
+) -> QuantizedWork:
     """All-reduce floating tensor t in place through `codec` (default pycomm.Int8Codec(block=256))."""
     what = "allreduce_quantized"
     check_tensor(t, f"{what}: tensor", _dtypes.FLOATING)
     place_of([t], f"{what}: tensor")
     op = check_op(op, what)
     if op not in (SUM, AVG):
-        raise ValueError(f"{what}: op must be pycomm.SUM or pycomm.AVG (a quantized MAX/MIN is not "
-                         f"meaningful), got {op.name}")
+        raise ValueError(
+            f"{what}: op must be pycomm.SUM or pycomm.AVG (a quantized MAX/MIN is not meaningful), got {op.name}"
+        )
     codec = check_codec(Int8Codec(block=256) if codec is None else codec, f"{what}: codec")
     _check_residual(error_feedback, t)
     segs = segments(t.numel(), comm.size, codec.block, default_segment(comm.oversubscribed, t.is_cuda))
@@ -155,7 +171,7 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
     try:
         engine = _engine(comm)
     except PycommError as e:
-        if matching is not None:      # a mismatch that broke the communicator under the first call's split
+        if matching is not None:  # a mismatch that broke the communicator under the first call's split
             try:
                 matching.wait()
             except PycommError as mismatch:
@@ -163,18 +179,38 @@ def allreduce_quantized(comm: Any, t: torch.Tensor, op: Any = AVG, codec: Codec 
         raise
     stream = torch.cuda.current_stream(t.device) if t.is_cuda else None
     span = None
-    if tracing.ACTIVE:   # wire bytes: this rank's all-to-all and all-gather sends (one slot per other rank each)
+    if tracing.ACTIVE:  # wire bytes: this rank's all-to-all and all-gather sends (one slot per other rank each)
         wire = sum(2 * (comm.size - 1) * WireLayout(codec, g.c, comm.size, t.device).slot_bytes for g in segs)
-        span = tracing.span(what, comm, count=t.numel(), dtype=t.dtype, nbytes=t.numel() * t.element_size(),
-                            wire_bytes=wire, op=op, algorithm=f"{type(codec).__name__}")
-    future = engine.threads.submit(_run, engine.comm, t, op, codec, segs, local, server, stream, matching, describe,
-                                   PhaseClock(), span)
+        span = tracing.span(
+            what,
+            comm,
+            count=t.numel(),
+            dtype=t.dtype,
+            nbytes=t.numel() * t.element_size(),
+            wire_bytes=wire,
+            op=op,
+            algorithm=f"{type(codec).__name__}",
+        )
+    future = engine.threads.submit(
+        _run, engine.comm, t, op, codec, segs, local, server, stream, matching, describe, PhaseClock(), span
+    )
     return QuantizedWork(future, describe)
 
 
-def _run(comm: Any, t: torch.Tensor, op: Any, codec: Codec, segs: list[Segment], local: torch.Tensor | None,
-         server: torch.Tensor | None, stream: Any, matching: Work | None, describe: str, clock: PhaseClock,
-         span: tracing.SpanHandle | None = None) -> None:
+def _run(
+    comm: Any,
+    t: torch.Tensor,
+    op: Any,
+    codec: Codec,
+    segs: list[Segment],
+    local: torch.Tensor | None,
+    server: torch.Tensor | None,
+    stream: Any,
+    matching: Work | None,
+    describe: str,
+    clock: PhaseClock,
+    span: tracing.SpanHandle | None = None,
+) -> None:
     try:
         if matching is not None:
             matching.wait()
@@ -199,7 +235,7 @@ class _CopyBack:
         self.work.wait()
         at = 0
         for t in self._tensors:
-            t.copy_(self._flat[at:at + t.numel()].view_as(t))
+            t.copy_(self._flat[at : at + t.numel()].view_as(t))
             at += t.numel()
 
 
@@ -210,8 +246,10 @@ def allreduce_coalesced_encoded(comm: Any, tensors: Any, op: Any, codec: Any, as
     async_op = check_bool(async_op, f"{what}: async_op")
     group, _ = check_tensor_list(tensors, None, what)
     if any(t.dtype != group[0].dtype or t.device != group[0].device for t in group):
-        raise TypeError(f"{what}: with a codec the tensors must share one dtype and device, got "
-                        f"{sorted({f'{t.dtype} on {t.device}' for t in group})}")
+        raise TypeError(
+            f"{what}: with a codec the tensors must share one dtype and device, got "
+            f"{sorted({f'{t.dtype} on {t.device}' for t in group})}"
+        )
     flat = torch.cat([t.reshape(-1) for t in group])
     work = CoalescedWork([_CopyBack(allreduce_quantized(comm, flat, op, codec), flat, group)], name=what)
     if async_op:

@@ -9,6 +9,7 @@ op-matching duplicate; gloo: on its process group), outside the op queue and the
 `comm.oversubscribed` is agreed (csrc/transport/mpi/mpi_transport.cc). The NCCL transport has no such
 channel: an NCCL world bootstrapped over MPI is checked on that MPI communicator, other NCCL
 communicators are not."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -50,9 +51,11 @@ def disagreement(agreed: list[Setting], table: list[int], size: int) -> Optional
         column = [table[r * n + i] for r in range(size)]
         other = next((r for r, v in enumerate(column) if v != column[0]), None)
         if other is not None:
-            return (f"{s.name} must be the same on every rank of a communicator, but rank 0 has "
-                    f"{described(s, column[0])} and rank {other} has {described(s, column[other])}; set it alike "
-                    f"for every rank (mpirun -x {s.name}=..., or in the job script before srun)")
+            return (
+                f"{s.name} must be the same on every rank of a communicator, but rank 0 has "
+                f"{described(s, column[0])} and rank {other} has {described(s, column[other])}; set it alike "
+                f"for every rank (mpirun -x {s.name}=..., or in the job script before srun)"
+            )
     return None
 
 

@@ -1,5 +1,6 @@
 """Process-wide state: pycomm.init(), from_mpi4py(), finalize() and stats(); world(), abort() and the
 communicators they see are pycomm.process_comms' (re-exported here)."""
+
 from __future__ import annotations
 
 import atexit
@@ -34,8 +35,10 @@ def init(backend: str = "auto") -> Communicator:
         raise PycommError("init: pycomm.finalize() was already called in this process; it cannot start again")
     if STATE.world is not None:
         if backend not in ("auto", STATE.world.backend):
-            raise PycommError(f"init: pycomm is already initialised with backend {STATE.world.backend!r}; "
-                              f"cannot switch to {backend!r}")
+            raise PycommError(
+                f"init: pycomm is already initialised with backend {STATE.world.backend!r}; "
+                f"cannot switch to {backend!r}"
+            )
         return STATE.world
     env = detect()
     name = backends.choose_auto(env) if backend == "auto" else backend
@@ -45,7 +48,7 @@ def init(backend: str = "auto") -> Communicator:
     STATE.world = made = track(Communicator(transport, "world"))
     # an uncaught exception on any rank ends the job at once (pycomm/fail_fast.py; PYCOMM_FAIL_FAST=0: not)
     fail_fast.install(made.rank, made.size, lambda: list(STATE.live))
-    profiling.start_from_environment(made)   # PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER
+    profiling.start_from_environment(made)  # PYCOMM_TRACE / PYCOMM_FLIGHT_RECORDER
     startup_profile.mark("init")
     return made
 
@@ -71,7 +74,7 @@ def finalize() -> None:
     if STATE.finalized:
         return
     STATE.finalized = True
-    profiling.stop_from_environment()    # PYCOMM_TRACE's files, while the communicators still work
+    profiling.stop_from_environment()  # PYCOMM_TRACE's files, while the communicators still work
     for comm in list(STATE.live):
         comm.shutdown()
     STATE.world = None
@@ -94,10 +97,16 @@ def stats(reset: bool = False) -> dict[str, dict[str, float]]:
     raw = op_stats.merged(core().stats(), reset)  # the core's transports and the gloo transport's
     if reset:
         core().stats_reset()
-    return {op: {"calls": c["calls"], "bytes": c["bytes"], "seconds": c["seconds"],
-                 "busbw": c["bus_bytes"] / c["seconds"] if c["seconds"] > 0 else 0.0,
-                 "inline_calls": c["inline_calls"]}
-            for op, c in raw.items()}
+    return {
+        op: {
+            "calls": c["calls"],
+            "bytes": c["bytes"],
+            "seconds": c["seconds"],
+            "busbw": c["bus_bytes"] / c["seconds"] if c["seconds"] > 0 else 0.0,
+            "inline_calls": c["inline_calls"],
+        }
+        for op, c in raw.items()
+    }
 
 
 atexit.register(finalize)

@@ -10,6 +10,7 @@ checked against them by the tests.
 docs/settings.md names each table it shows in its markers (`<!-- settings table MODULE SCOPE ... -->`),
 and this module imports those modules (each registers its table when imported): the document says
 which layers' tables it gathers, so pycomm itself names no layer above it."""
+
 from __future__ import annotations
 
 import argparse
@@ -40,9 +41,12 @@ def markdown(table: str, scope: str) -> str:
     """The table of the settings of `scope` that `table` declares: variable, accepted values and default,
     effect (agreed settings say so)."""
     rows = [f"| {FIRST_COLUMN.get(scope, 'variable')} | values (default) | effect |", "| --- | --- | --- |"]
-    rows += [f"| `{s.name}` | {_cell(s.kind.accepted)}; default {_cell(s.default_words)} | "
-             f"{_cell(s.doc + (AGREED if s.agreed else ''))} |"
-             for s in TABLES[table] if s.scope == scope]
+    rows += [
+        f"| `{s.name}` | {_cell(s.kind.accepted)}; default {_cell(s.default_words)} | "
+        f"{_cell(s.doc + (AGREED if s.agreed else ''))} |"
+        for s in TABLES[table]
+        if s.scope == scope
+    ]
     return "\n".join(rows)
 
 
@@ -61,19 +65,25 @@ def load_tables(text: str) -> None:
 
 
 def _block(table: str, scope: str) -> str:
-    return "\n".join([BEGIN.format(table=table, scope=scope), markdown(table, scope),
-                      END.format(table=table, scope=scope)])
+    return "\n".join(
+        [BEGIN.format(table=table, scope=scope), markdown(table, scope), END.format(table=table, scope=scope)]
+    )
 
 
 def updated(text: str, path: str = DOC) -> str:
     """`text` (docs/settings.md) with every marked table regenerated from its registered table."""
     load_tables(text)
     for table, scope in blocks_in(text):
-        pattern = re.compile(re.escape(BEGIN.format(table=table, scope=scope)) + r".*?"
-                             + re.escape(END.format(table=table, scope=scope)), re.DOTALL)
+        pattern = re.compile(
+            re.escape(BEGIN.format(table=table, scope=scope))
+            + r".*?"
+            + re.escape(END.format(table=table, scope=scope)),
+            re.DOTALL,
+        )
         if not pattern.search(text):
-            raise ValueError(f"{path}: the table {table} {scope} has no end marker "
-                             f"{END.format(table=table, scope=scope)!r}")
+            raise ValueError(
+                f"{path}: the table {table} {scope} has no end marker {END.format(table=table, scope=scope)!r}"
+            )
         text = pattern.sub(lambda _: _block(table, scope), text, count=1)
     return text
 
@@ -81,8 +91,9 @@ def updated(text: str, path: str = DOC) -> str:
 def unshown(text: str) -> list[str]:
     """'table scope' of each registered table's settings that no block of the document shows."""
     shown = set(blocks_in(text))
-    return sorted({f"{table} {s.scope}" for table, entries in TABLES.items() for s in entries
-                   if (table, s.scope) not in shown})
+    return sorted(
+        {f"{table} {s.scope}" for table, entries in TABLES.items() for s in entries if (table, s.scope) not in shown}
+    )
 
 
 def problems(root: Path = ROOT) -> list[str]:
@@ -90,8 +101,10 @@ def problems(root: Path = ROOT) -> list[str]:
     text = (root / DOC).read_text()
     new = updated(text)
     found = [f"{DOC} is out of date: run `{UPDATE_COMMAND}`"] if new != text else []
-    return found + [f"{DOC} shows no table for {what}: add its two markers where it belongs and run "
-                    f"`{UPDATE_COMMAND}`" for what in unshown(text)]
+    return found + [
+        f"{DOC} shows no table for {what}: add its two markers where it belongs and run `{UPDATE_COMMAND}`"
+        for what in unshown(text)
+    ]
 
 
 def update(root: Path = ROOT) -> bool:
@@ -120,11 +133,16 @@ def listing(env: Optional[Mapping[str, str]] = None) -> str:
     for table, entries in TABLES.items():
         for s in entries:
             notes = "".join([", handed to the core" if s.core else "", ", agreed" if s.agreed else ""])
-            lines += [f"{s.name} [{table}, {s.scope}{notes}] = {_current(s, env)}",
-                      f"    accepts {s.kind.accepted}; read by {s.read_by}"]
+            lines += [
+                f"{s.name} [{table}, {s.scope}{notes}] = {_current(s, env)}",
+                f"    accepts {s.kind.accepted}; read by {s.read_by}",
+            ]
     declared = {s.name for entries in TABLES.values() for s in entries}
-    lines += [f"{name} = {env[name]!r}: declared by no table (ignored)"
-              for name in sorted(env) if name.startswith("PYCOMM_") and name not in declared]
+    lines += [
+        f"{name} = {env[name]!r}: declared by no table (ignored)"
+        for name in sorted(env)
+        if name.startswith("PYCOMM_") and name not in declared
+    ]
     return "\n".join(lines)
 
 

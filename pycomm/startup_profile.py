@@ -12,6 +12,7 @@ and `init` (pycomm.init() returned); apps.train marks its own phases up to `firs
 marks its own with `pycomm.startup_profile.mark("name")`.
 
     python -m pycomm.startup_report FILE    # the phases of each process, as a table (pycomm/startup_report.py)"""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ from typing import Optional
 ENV = "PYCOMM_PROFILE_STARTUP"
 PROCESS_START = "process_start"
 _UNSET = object()
-_path: object = _UNSET   # read once (the variable is fixed for a process's start-up)
+_path: object = _UNSET  # read once (the variable is fixed for a process's start-up)
 _started: set[int] = set()  # pids that wrote their process_start line (a fork writes its own)
 
 
@@ -33,7 +34,8 @@ def enabled() -> bool:
 def _target() -> Optional[str]:
     global _path
     if _path is _UNSET:
-        from pycomm import settings   # settings imports nothing heavy; late so this module stays leaf-light
+        from pycomm import settings  # settings imports nothing heavy; late so this module stays leaf-light
+
         _path = settings.get(ENV)
     return _path  # type: ignore[return-value]
 
@@ -52,9 +54,10 @@ def process_start_time() -> Optional[float]:
 
 def _who() -> dict:
     from pycomm.launch_env import detect
+
     try:
         env = detect()
-    except ValueError:   # a malformed launch environment is pycomm.init()'s to report, not the profile's
+    except ValueError:  # a malformed launch environment is pycomm.init()'s to report, not the profile's
         return {"pid": os.getpid(), "launcher": "unknown", "rank": -1, "size": 0}
     return {"pid": os.getpid(), "launcher": env.launcher, "rank": env.rank, "size": env.size}
 

@@ -2,6 +2,7 @@
 says): the processes of the job, each with its phases in time order and the seconds each took.
 
     python -m pycomm.startup_report FILE    # the phases of each process, as a table"""
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,8 @@ from pycomm.startup_profile import ENV
 @dataclass
 class Phase:
     name: str
-    t: float          # when it ended (wall clock)
-    seconds: float    # since the previous mark of the same process
+    t: float  # when it ended (wall clock)
+    seconds: float  # since the previous mark of the same process
 
 
 @dataclass
@@ -53,8 +54,9 @@ def read(path: str | Path) -> list[Process]:
             pid, phase, t = int(r["pid"]), str(r["phase"]), float(r["t"])
             by_pid.setdefault(pid, Process(pid, str(r["launcher"]), int(r["rank"]), int(r["size"]), []))
         except (ValueError, KeyError, TypeError) as e:
-            raise ProfileError(f"{path}:{number}: not a start-up profile line ({type(e).__name__}: {e}): "
-                               f"{line[:120]!r}") from None
+            raise ProfileError(
+                f"{path}:{number}: not a start-up profile line ({type(e).__name__}: {e}): {line[:120]!r}"
+            ) from None
         marks.setdefault(pid, []).append((phase, t))
     for pid, ms in marks.items():
         ms.sort(key=lambda m: m[1])

@@ -4,6 +4,7 @@ Rank 0 serves it at MASTER_ADDR:MASTER_PORT and every rank (rank 0 too) connects
 hands out the NCCL unique id under srun --mpi=none / torchrun, and serves any small rendezvous
 (`--nproc N` launches, barriers before MPI exists). Waits are bounded: a missing peer raises
 TimeoutError naming the address and what was awaited; a lost server raises ConnectionError."""
+
 from __future__ import annotations
 
 import math
@@ -13,6 +14,7 @@ from typing import Sequence
 from pycomm import settings
 from pycomm._build import core
 from pycomm._validate import check_bool, check_int, check_str, check_timeout
+
 
 def default_timeout() -> float:
     """PYCOMM_TIMEOUT (the stall timeout also bounds rendezvous) in seconds; its 0 (no timeout) is inf."""
@@ -29,15 +31,15 @@ class TCPStore:
     every wait (inf: none), default PYCOMM_TIMEOUT (300; its 0 means inf); a call's own timeout may be 0 (no wait).
     Bad arguments raise TypeError/ValueError naming them before anything is sent."""
 
-    def __init__(self, host: str, port: int, world_size: int, is_server: bool,
-                 timeout: float | None = None) -> None:
+    def __init__(self, host: str, port: int, world_size: int, is_server: bool, timeout: float | None = None) -> None:
         check_str(host, "TCPStore: host")
         port = check_int(port, "TCPStore: port", min_value=0, max_value=65535)
         world_size = check_int(world_size, "TCPStore: world_size", min_value=1, max_value=(1 << 31) - 1)
         is_server = check_bool(is_server, "TCPStore: is_server")
         timeout = check_timeout(timeout, "TCPStore: timeout", allow_zero=False)
-        self._store = core().TCPStore(host, port, world_size, is_server,
-                                      default_timeout() if timeout is None else timeout)
+        self._store = core().TCPStore(
+            host, port, world_size, is_server, default_timeout() if timeout is None else timeout
+        )
 
     @classmethod
     def from_env(cls, rank: int, world_size: int, timeout: float | None = None) -> TCPStore:
@@ -46,9 +48,11 @@ class TCPStore:
         addr = os.environ.get("MASTER_ADDR")
         port = os.environ.get("MASTER_PORT")
         if not addr or not port:
-            raise RuntimeError("MASTER_ADDR and MASTER_PORT must be set to rendezvous without MPI "
-                               f"(got MASTER_ADDR={addr!r}, MASTER_PORT={port!r}); e.g. MASTER_ADDR=<rank 0's "
-                               "host name> MASTER_PORT=29500")
+            raise RuntimeError(
+                "MASTER_ADDR and MASTER_PORT must be set to rendezvous without MPI "
+                f"(got MASTER_ADDR={addr!r}, MASTER_PORT={port!r}); e.g. MASTER_ADDR=<rank 0's "
+                "host name> MASTER_PORT=29500"
+            )
         try:
             port_number = int(port)
         except ValueError:
@@ -63,8 +67,10 @@ class TCPStore:
         elif isinstance(value, (bytes, bytearray, memoryview)):
             value = bytes(value)
         else:  # bytes(5) would be five zero bytes, bytes([1, 2]) a guess at an encoding
-            raise TypeError(f"TCPStore.set: value must be bytes or str, got {type(value).__name__} {value!r} "
-                            f"(encode numbers yourself, e.g. str(n) or n.to_bytes(8, 'little'))")
+            raise TypeError(
+                f"TCPStore.set: value must be bytes or str, got {type(value).__name__} {value!r} "
+                f"(encode numbers yourself, e.g. str(n) or n.to_bytes(8, 'little'))"
+            )
         self._store.set(key, value)
 
     def get(self, key: str, timeout: float | None = None) -> bytes:

@@ -6,6 +6,7 @@ rank. Computation: torch's operators on the rank's process (category cpu_op with
 GPU kernels), merged. Overlap ratio = |communication n computation| / |communication|, as Holistic
 Trace Analysis defines its comm/comp overlap (HTA counts GPU kernels only; on CPU ranks it has nothing
 to count, so pycomm computes it from the same definitions here)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -46,7 +47,7 @@ def intersection(x: list[tuple[float, float]], y: list[tuple[float, float]]) -> 
 
 
 def _rank_of(pid: int) -> int:
-    return pid % 10_000     # trace_merge: a rank's extra process rows are 10000 * k + rank
+    return pid % 10_000  # trace_merge: a rank's extra process rows are 10000 * k + rank
 
 
 def is_computation(e: dict) -> bool:
@@ -70,8 +71,12 @@ def overlap(trace_events: list[dict]) -> dict[int, dict[str, float]]:
     for rank in sorted(set(comm) | set(comp)):
         c, p = merge_intervals(comm[rank]), merge_intervals(comp[rank])
         both = intersection(c, p)
-        out[rank] = {"communication_ms": total(c) / 1e3, "computation_ms": total(p) / 1e3,
-                     "overlapped_ms": both / 1e3, "overlap_ratio": both / total(c) if c else 0.0}
+        out[rank] = {
+            "communication_ms": total(c) / 1e3,
+            "computation_ms": total(p) / 1e3,
+            "overlapped_ms": both / 1e3,
+            "overlap_ratio": both / total(c) if c else 0.0,
+        }
     return out
 
 
@@ -91,8 +96,10 @@ def describe(trace_events: list[dict], n: int = 5) -> list[str]:
     """Lines for a run's summary: overlap per rank, then the top ops."""
     lines = []
     for rank, o in overlap(trace_events).items():
-        lines.append(f"rank {rank}: communication {o['communication_ms']:.1f} ms, {100 * o['overlap_ratio']:.1f}% "
-                     f"of it under computation ({o['overlapped_ms']:.1f} ms); computation {o['computation_ms']:.1f} ms")
+        lines.append(
+            f"rank {rank}: communication {o['communication_ms']:.1f} ms, {100 * o['overlap_ratio']:.1f}% "
+            f"of it under computation ({o['overlapped_ms']:.1f} ms); computation {o['computation_ms']:.1f} ms"
+        )
     for r in top_ops(trace_events, n):
         lines.append(f"{r['name']}: {r['calls']} calls, {r['ms']:.1f} ms, {r['bytes'] / 1e6:.2f} MB (all ranks)")
     return lines

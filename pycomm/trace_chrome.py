@@ -7,6 +7,7 @@ an op is a slice named by the op with its facts in `args` and its phases as slic
 get more rows of that communicator ("world (2)", ...), since a row's slices must nest. Spans recorded
 from Python (a coalesced op, its buckets, a quantized pipeline's steps) go to rows of their own
 ("world: coalesced / quantized"). Times are microseconds of the clock `to_us` maps to."""
+
 from __future__ import annotations
 
 from typing import Callable, Iterable, Optional, Sequence
@@ -16,16 +17,16 @@ from pycomm.tracing import CommRecord, Op, Span
 OP_CATEGORY = "pycomm"
 PHASE_CATEGORY = "pycomm.phase"
 SPAN_CATEGORY = "pycomm.span"
-ROWS_PER_COMM = 64      # thread ids: TID_BASE + comm index * ROWS_PER_COMM + row
-SPAN_ROW0 = 32          # the spans' rows of a communicator start here
-TID_BASE = 1 << 20      # clear of OS thread ids a torch trace uses on the same process row
+ROWS_PER_COMM = 64  # thread ids: TID_BASE + comm index * ROWS_PER_COMM + row
+SPAN_ROW0 = 32  # the spans' rows of a communicator start here
+TID_BASE = 1 << 20  # clear of OS thread ids a torch trace uses on the same process row
 POINT_TO_POINT = {"send": "send", "send_tensor": "send", "recv": "recv", "recv_tensor": "recv"}
 
 
 def _lanes(items: Sequence[tuple[int, int]]) -> list[int]:
     """A row for each (start, end), so that the slices of a row nest or are disjoint; items sorted by
     (start, -end)."""
-    stacks: list[list[int]] = []           # per row: ends of the slices still open there
+    stacks: list[list[int]] = []  # per row: ends of the slices still open there
     out = []
     for start, end in items:
         for row, stack in enumerate(stacks):
@@ -42,17 +43,27 @@ def _lanes(items: Sequence[tuple[int, int]]) -> list[int]:
 
 
 def _metadata(pid: int, tid: int, name: str, sort: int) -> list[dict]:
-    return [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
-            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": sort}}]
+    return [
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
+        {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": sort}},
+    ]
 
 
 def process_metadata(pid: int, name: str, sort: int) -> list[dict]:
-    return [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}},
-            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort}}]
+    return [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": sort}},
+    ]
 
 
-def events(ops: Iterable[Op], spans: Iterable[Span], comms: dict[int, CommRecord], pid: int,
-           to_us: Callable[[int], float], open_end: int) -> list[dict]:
+def events(
+    ops: Iterable[Op],
+    spans: Iterable[Span],
+    comms: dict[int, CommRecord],
+    pid: int,
+    to_us: Callable[[int], float],
+    open_end: int,
+) -> list[dict]:
     """Chrome events of one rank's ops and spans on process row `pid`. `open_end`: where ops still in
     flight (and spans never ended) are drawn to end (the trace's last moment)."""
     out: list[dict] = []
@@ -74,30 +85,75 @@ def events(ops: Iterable[Op], spans: Iterable[Span], comms: dict[int, CommRecord
             tid = base + min(row, SPAN_ROW0 - 1)
             end = op.end if op.end is not None else open_end
             args = {**op.facts(), **comm_args, "status": op.status}
-            out.append({"ph": "X", "cat": OP_CATEGORY, "name": op.name, "pid": pid, "tid": tid, "ts": to_us(op.start),
-                        "dur": max(0.0, to_us(end) - to_us(op.start)), "args": args})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": OP_CATEGORY,
+                    "name": op.name,
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": to_us(op.start),
+                    "dur": max(0.0, to_us(end) - to_us(op.start)),
+                    "args": args,
+                }
+            )
             for phase, t0, t1 in op.phase_spans():
-                out.append({"ph": "X", "cat": PHASE_CATEGORY, "name": phase, "pid": pid, "tid": tid, "ts": to_us(t0),
-                            "dur": max(0.0, to_us(t1) - to_us(t0)), "args": {"op": op.name, "seq": op.seq}})
+                out.append(
+                    {
+                        "ph": "X",
+                        "cat": PHASE_CATEGORY,
+                        "name": phase,
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": to_us(t0),
+                        "dur": max(0.0, to_us(t1) - to_us(t0)),
+                        "args": {"op": op.name, "seq": op.seq},
+                    }
+                )
             if op.end is None:
                 last = op.last_phase
                 t0 = op.phases[last] if last in op.phases else op.start
-                out.append({"ph": "X", "cat": PHASE_CATEGORY, "name": last, "pid": pid, "tid": tid, "ts": to_us(t0),
-                            "dur": max(0.0, to_us(open_end) - to_us(t0)), "args": {"op": op.name, "seq": op.seq}})
+                out.append(
+                    {
+                        "ph": "X",
+                        "cat": PHASE_CATEGORY,
+                        "name": last,
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": to_us(t0),
+                        "dur": max(0.0, to_us(open_end) - to_us(t0)),
+                        "args": {"op": op.name, "seq": op.seq},
+                    }
+                )
         comm_spans.sort(key=lambda s: (s.start, -(s.end or open_end)))
         span_rows = _lanes([(s.start, s.end or open_end) for s in comm_spans])
         for sp, row in zip(comm_spans, span_rows):
             tid = base + SPAN_ROW0 + min(row, ROWS_PER_COMM - SPAN_ROW0 - 1)
             end = sp.end if sp.end is not None else open_end
-            out.append({"ph": "X", "cat": SPAN_CATEGORY, "name": sp.name, "pid": pid, "tid": tid,
-                        "ts": to_us(sp.start), "dur": max(0.0, to_us(end) - to_us(sp.start)),
-                        "args": {**sp.facts(), **comm_args}})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": SPAN_CATEGORY,
+                    "name": sp.name,
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": to_us(sp.start),
+                    "dur": max(0.0, to_us(end) - to_us(sp.start)),
+                    "args": {**sp.facts(), **comm_args},
+                }
+            )
         used = sorted({e["tid"] for e in out if e.get("tid", -1) >= base and e["tid"] < base + ROWS_PER_COMM})
         for tid in used:
             row = tid - base
-            name = rec.key if row == 0 else (f"{rec.key} ({row + 1})" if row < SPAN_ROW0
-                                             else f"{rec.key}: compound ops" + (f" ({row - SPAN_ROW0 + 1})"
-                                                                               if row > SPAN_ROW0 else ""))
+            name = (
+                rec.key
+                if row == 0
+                else (
+                    f"{rec.key} ({row + 1})"
+                    if row < SPAN_ROW0
+                    else f"{rec.key}: compound ops" + (f" ({row - SPAN_ROW0 + 1})" if row > SPAN_ROW0 else "")
+                )
+            )
             out += _metadata(pid, tid, name, tid)
     return out
 
@@ -126,15 +182,35 @@ def flows(trace_events: Sequence[dict]) -> list[dict]:
         got.sort(key=lambda e: e["args"]["seq"])
         for s, r in zip(sent, got):
             fid = len(out) // 2 + 1
-            out.append({"ph": "s", "id": fid, "cat": "pycomm.p2p", "name": "message", "pid": s["pid"], "tid": s["tid"],
-                        "ts": s["ts"]})
-            out.append({"ph": "f", "bp": "e", "id": fid, "cat": "pycomm.p2p", "name": "message", "pid": r["pid"],
-                        "tid": r["tid"], "ts": r["ts"] + r["dur"]})
+            out.append(
+                {
+                    "ph": "s",
+                    "id": fid,
+                    "cat": "pycomm.p2p",
+                    "name": "message",
+                    "pid": s["pid"],
+                    "tid": s["tid"],
+                    "ts": s["ts"],
+                }
+            )
+            out.append(
+                {
+                    "ph": "f",
+                    "bp": "e",
+                    "id": fid,
+                    "cat": "pycomm.p2p",
+                    "name": "message",
+                    "pid": r["pid"],
+                    "tid": r["tid"],
+                    "ts": r["ts"] + r["dur"],
+                }
+            )
     return out
 
 
-def trace_document(trace_events: list[dict], rank: Optional[int], world_size: int, backend: str,
-                   pycomm_meta: dict) -> dict:
+def trace_document(
+    trace_events: list[dict], rank: Optional[int], world_size: int, backend: str, pycomm_meta: dict
+) -> dict:
     """The JSON document of a trace: distributedInfo first (Holistic Trace Analysis finds a file's rank by
     the first `"rank": N` in it), then pycomm's metadata and the events."""
     doc: dict = {}

@@ -5,6 +5,7 @@ Clocks: rank 0 pings each rank a few times at the start and at the end of a prof
 answers with its clock. A sample (t0, tr, t1) says rank r's clock read tr while rank 0's was about
 (t0 + t1) / 2; the sample with the shortest round trip is kept (NTP's rule), at the start and at the
 end, and rank r's times are mapped to rank 0's by the offset interpolated between the two (drift)."""
+
 from __future__ import annotations
 
 import json
@@ -17,11 +18,11 @@ import torch
 from pycomm import trace_chrome, tracing
 
 PING_ROUNDS = 8
-Sample = tuple[int, int, int]          # (rank 0 before, rank r, rank 0 after), trace clock ns
+Sample = tuple[int, int, int]  # (rank 0 before, rank r, rank 0 after), trace clock ns
 
 
 def _ping_tag(comm: Any) -> int:
-    return min(comm.max_tag, 32767) - 1   # any tag works: the pings run alone, while nothing is traced
+    return min(comm.max_tag, 32767) - 1  # any tag works: the pings run alone, while nothing is traced
 
 
 def ping(comm: Any, rounds: int = PING_ROUNDS) -> dict[int, list[Sample]]:
@@ -86,7 +87,7 @@ def merge(rank_files: Sequence[Path], out: Path, clock: dict, warn: Callable[[st
             continue
         doc = json.loads(path.read_text())
         meta = doc.get("pycomm", {})
-        to_mono = float(meta.get("file_us_minus_trace_us", 0.0))     # a torch trace's time base differs
+        to_mono = float(meta.get("file_us_minus_trace_us", 0.0))  # a torch trace's time base differs
         cmap = ClockMap(clock.get("start", {}).get(str(r)), clock.get("end", {}).get(str(r)))
         pids: dict[Any, int] = {}
         for e in doc["traceEvents"]:
@@ -100,14 +101,23 @@ def merge(rank_files: Sequence[Path], out: Path, clock: dict, warn: Callable[[st
                 e["ts"] = cmap(mono_ns) / 1e3
             merged.append(e)
         for pid in pids.values():
-            merged = [e for e in merged if not (e.get("ph") == "M" and e.get("pid") == pid and
-                                                e.get("name") in ("process_name", "process_sort_index"))]
+            merged = [
+                e
+                for e in merged
+                if not (
+                    e.get("ph") == "M"
+                    and e.get("pid") == pid
+                    and e.get("name") in ("process_name", "process_sort_index")
+                )
+            ]
             merged += trace_chrome.process_metadata(pid, f"rank {r}" + ("" if pid == r else f" ({pid // 10_000})"), pid)
     arrows = trace_chrome.flows(merged)
     merged += arrows
     if missing:
-        warn(f"pycomm.profile: no trace of rank(s) {missing} in {rank_files[0].parent} (the directory must be "
-             f"shared by every rank); the merged trace leaves them out")
+        warn(
+            f"pycomm.profile: no trace of rank(s) {missing} in {rank_files[0].parent} (the directory must be "
+            f"shared by every rank); the merged trace leaves them out"
+        )
     summary = {"ranks": len(rank_files) - len(missing), "missing_ranks": missing, "flows": len(arrows) // 2}
     doc = trace_chrome.trace_document(merged, None, len(rank_files), "", {"merged": summary, "clock": clock})
     tmp = out.with_suffix(".tmp")

@@ -7,6 +7,7 @@ whose first poll of its op check already finishes it has no wait_peers. `ops()` 
 records; spans (a coalesced op, its buckets, a quantized pipeline segment's steps) into `Span` records.
 
 `pycomm.profile()` (pycomm/profiling.py) is the user's entry; this module is its engine."""
+
 from __future__ import annotations
 
 import functools
@@ -22,7 +23,7 @@ from pycomm import _dtypes, settings
 from pycomm._build import core
 from pycomm.ops import ReduceOp
 
-OP_PHASES = ("queued", "op_check", "wait_peers", "wire")   # in order; "done" / "failed" end an op
+OP_PHASES = ("queued", "op_check", "wait_peers", "wire")  # in order; "done" / "failed" end an op
 ENDS = ("done", "failed")
 
 
@@ -41,8 +42,14 @@ def phase_names() -> dict[int, str]:
 def event_dtype() -> np.dtype:
     """The core's TraceEvent as a numpy dtype (field offsets from _C.trace_layout)."""
     layout = core().trace_layout()
-    return np.dtype({"names": list(layout), "formats": [f for _, f in layout.values()],
-                     "offsets": [o for o, _ in layout.values()], "itemsize": core().trace_event_size})
+    return np.dtype(
+        {
+            "names": list(layout),
+            "formats": [f for _, f in layout.values()],
+            "offsets": [o for o, _ in layout.values()],
+            "itemsize": core().trace_event_size,
+        }
+    )
 
 
 DTYPE_NAMES = {code: str(d).replace("torch.", "") for d, code in _dtypes.CODES.items()}
@@ -110,7 +117,7 @@ def comms() -> dict[int, CommRecord]:
         for comm_id, comm in list(_LIVE.items()):
             rec = _COMMS[comm_id]
             rec.mesh_dim = comm.mesh_dim
-            if not rec.key.startswith(comm.name):     # renamed after creation (split_by_node's intra/inter)
+            if not rec.key.startswith(comm.name):  # renamed after creation (split_by_node's intra/inter)
                 rec.key = comm.name
         return {k: CommRecord(**vars(v)) for k, v in _COMMS.items()}
 
@@ -119,14 +126,46 @@ def comms() -> dict[int, CommRecord]:
 _SPAN_IDS = itertools.count(1)
 
 
-def record_phase(name: str, comm_id: int, rank: int, size: int, seq: int, phase: str, *, count: int = 0,
-                 dtype: int = -1, nbytes: int = 0, wire_bytes: Optional[int] = None, redop: int = -1,
-                 algorithm: str = "", peer: int = -1, tag: int = -1, bucket: int = -1, collective: bool = True,
-                 ts_ns: Optional[int] = None) -> None:
+def record_phase(
+    name: str,
+    comm_id: int,
+    rank: int,
+    size: int,
+    seq: int,
+    phase: str,
+    *,
+    count: int = 0,
+    dtype: int = -1,
+    nbytes: int = 0,
+    wire_bytes: Optional[int] = None,
+    redop: int = -1,
+    algorithm: str = "",
+    peer: int = -1,
+    tag: int = -1,
+    bucket: int = -1,
+    collective: bool = True,
+    ts_ns: Optional[int] = None,
+) -> None:
     """One phase of an op run by a transport written in Python (gloo), in the core's shape."""
-    core().trace_record(name, comm_id, rank, size, seq, phases()[phase], now_ns() if ts_ns is None else ts_ns,
-                        count=count, dtype=dtype, bytes=nbytes, wire_bytes=nbytes if wire_bytes is None else wire_bytes,
-                        redop=redop, algorithm=algorithm, peer=peer, tag=tag, bucket=bucket, collective=collective)
+    core().trace_record(
+        name,
+        comm_id,
+        rank,
+        size,
+        seq,
+        phases()[phase],
+        now_ns() if ts_ns is None else ts_ns,
+        count=count,
+        dtype=dtype,
+        bytes=nbytes,
+        wire_bytes=nbytes if wire_bytes is None else wire_bytes,
+        redop=redop,
+        algorithm=algorithm,
+        peer=peer,
+        tag=tag,
+        bucket=bucket,
+        collective=collective,
+    )
 
 
 class SpanHandle:
@@ -144,18 +183,43 @@ class SpanHandle:
             core().trace_record(phase=phases()["span_end"], ts_ns=now_ns(), **self._args)
 
 
-def span(name: str, comm: Any, *, count: int = 0, dtype: Any = None, nbytes: int = 0, wire_bytes: int = 0,
-         op: Any = None, bucket: int = -1, segment: int = -1, algorithm: str = "") -> Optional[SpanHandle]:
+def span(
+    name: str,
+    comm: Any,
+    *,
+    count: int = 0,
+    dtype: Any = None,
+    nbytes: int = 0,
+    wire_bytes: int = 0,
+    op: Any = None,
+    bucket: int = -1,
+    segment: int = -1,
+    algorithm: str = "",
+) -> Optional[SpanHandle]:
     """A range of a compound op on `comm` (None while not recording): a coalesced op, one of its buckets,
     one step of a quantized pipeline segment. `dtype`: a torch dtype; `op`: a pycomm.ReduceOp."""
     if not ACTIVE:
         return None
     t = comm._t
     code = -1 if dtype is None else _dtypes.CODES.get(dtype, -1)
-    return SpanHandle(dict(name=name, comm_id=getattr(t, "trace_comm_id", 0), rank=comm.rank, size=comm.size, seq=0,
-                           count=count, dtype=code, bytes=nbytes, wire_bytes=wire_bytes,
-                           redop=-1 if op is None else int(op), algorithm=algorithm, bucket=bucket, segment=segment,
-                           span_id=next(_SPAN_IDS)))
+    return SpanHandle(
+        dict(
+            name=name,
+            comm_id=getattr(t, "trace_comm_id", 0),
+            rank=comm.rank,
+            size=comm.size,
+            seq=0,
+            count=count,
+            dtype=code,
+            bytes=nbytes,
+            wire_bytes=wire_bytes,
+            redop=-1 if op is None else int(op),
+            algorithm=algorithm,
+            bucket=bucket,
+            segment=segment,
+            span_id=next(_SPAN_IDS),
+        )
+    )
 
 
 def end(handle: Optional[SpanHandle]) -> None:
@@ -239,9 +303,9 @@ class Op(_RowFacts):
     tag: int
     collective_index: int
     collective: bool
-    phases: dict[str, int] = field(default_factory=dict)   # phase -> start ns, in OP_PHASES order
-    end: Optional[int] = None                               # done/failed ns; None: still in flight
-    status: str = "in flight"                               # "done", "failed" or "in flight"
+    phases: dict[str, int] = field(default_factory=dict)  # phase -> start ns, in OP_PHASES order
+    end: Optional[int] = None  # done/failed ns; None: still in flight
+    status: str = "in flight"  # "done", "failed" or "in flight"
     on_caller: bool = False
     threads: set[int] = field(default_factory=set)
 
@@ -265,11 +329,27 @@ class Op(_RowFacts):
 
     def facts(self) -> dict:
         """The op's facts as a trace's args show them."""
-        out = {"comm_id": self.comm_id, "rank": self.rank, "size": self.size, "seq": self.seq, "count": self.count,
-               "dtype": self.dtype, "bytes": self.nbytes, "wire_bytes": self.wire_bytes}
-        _set_facts(out, (("op", self.redop, ""), ("algorithm", self.algorithm, ""), ("peer", self.peer, -1),
-                         ("tag", self.tag, -1), ("bucket", self.bucket, -1),
-                         ("collective_index", self.collective_index, -1)))
+        out = {
+            "comm_id": self.comm_id,
+            "rank": self.rank,
+            "size": self.size,
+            "seq": self.seq,
+            "count": self.count,
+            "dtype": self.dtype,
+            "bytes": self.nbytes,
+            "wire_bytes": self.wire_bytes,
+        }
+        _set_facts(
+            out,
+            (
+                ("op", self.redop, ""),
+                ("algorithm", self.algorithm, ""),
+                ("peer", self.peer, -1),
+                ("tag", self.tag, -1),
+                ("bucket", self.bucket, -1),
+                ("collective_index", self.collective_index, -1),
+            ),
+        )
         if self.on_caller:
             out["on_caller_thread"] = True
         return out
@@ -286,8 +366,16 @@ class Span(_RowFacts):
 
     def facts(self) -> dict:
         out = {"comm_id": self.comm_id, "count": self.count, "bytes": self.nbytes, "wire_bytes": self.wire_bytes}
-        return _set_facts(out, (("dtype", self.dtype, ""), ("op", self.redop, ""), ("algorithm", self.algorithm, ""),
-                                ("bucket", self.bucket, -1), ("segment", self.segment, -1)))
+        return _set_facts(
+            out,
+            (
+                ("dtype", self.dtype, ""),
+                ("op", self.redop, ""),
+                ("algorithm", self.algorithm, ""),
+                ("bucket", self.bucket, -1),
+                ("segment", self.segment, -1),
+            ),
+        )
 
 
 def _redop(code: int) -> str:
@@ -296,10 +384,19 @@ def _redop(code: int) -> str:
 
 def _row_facts(e: Any) -> dict[str, Any]:
     """The _RowFacts of a trace row, as keywords."""
-    return dict(name=_text(e["name"]), comm_id=int(e["comm_id"]), rank=int(e["rank"]), size=int(e["comm_size"]),
-                count=int(e["count"]), dtype=DTYPE_NAMES.get(int(e["dtype"]), ""), nbytes=int(e["bytes"]),
-                wire_bytes=int(e["wire_bytes"]), redop=_redop(int(e["redop"])), algorithm=_text(e["algorithm"]),
-                bucket=int(e["bucket"]))
+    return dict(
+        name=_text(e["name"]),
+        comm_id=int(e["comm_id"]),
+        rank=int(e["rank"]),
+        size=int(e["comm_size"]),
+        count=int(e["count"]),
+        dtype=DTYPE_NAMES.get(int(e["dtype"]), ""),
+        nbytes=int(e["bytes"]),
+        wire_bytes=int(e["wire_bytes"]),
+        redop=_redop(int(e["redop"])),
+        algorithm=_text(e["algorithm"]),
+        bucket=int(e["bucket"]),
+    )
 
 
 def records(events: Events) -> tuple[list[Op], list[Span]]:
@@ -319,14 +416,20 @@ def records(events: Events) -> tuple[list[Op], list[Span]]:
         key = (int(e["comm_id"]), int(e["seq"]))
         op = ops.get(key)
         if op is None:
-            op = ops[key] = Op(**_row_facts(e), seq=key[1], peer=int(e["peer"]), tag=int(e["tag"]),
-                               collective_index=int(e["collective_index"]), collective=bool(e["flags"] & COLLECTIVE))
+            op = ops[key] = Op(
+                **_row_facts(e),
+                seq=key[1],
+                peer=int(e["peer"]),
+                tag=int(e["tag"]),
+                collective_index=int(e["collective_index"]),
+                collective=bool(e["flags"] & COLLECTIVE),
+            )
         op.threads.add(int(tid))
         op.on_caller = op.on_caller or bool(e["flags"] & ON_CALLER)
         if phase in ENDS:
             op.end, op.status = int(e["ts_ns"]), phase
             if op.peer < 0 <= int(e["peer"]):
-                op.peer = int(e["peer"])          # a receive from any source: the rank it came from
+                op.peer = int(e["peer"])  # a receive from any source: the rank it came from
         else:
             op.phases.setdefault(phase, int(e["ts_ns"]))
     return sorted(ops.values(), key=lambda o: o.start), sorted(spans.values(), key=lambda s: s.start)

@@ -1,4 +1,5 @@
 """pycomm.Work: the handle of an asynchronous op. It keeps the op's tensors alive until completion."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,7 +21,7 @@ class Work:
 
     def __init__(self, handle: Any, keep: tuple, device: int) -> None:
         self._handle = handle
-        self._keep = keep      # the tensors the op reads or writes
+        self._keep = keep  # the tensors the op reads or writes
         self._device = device  # -1 for CPU
 
     def _stream(self) -> int:

@@ -1,6 +1,7 @@
 """Crafted checkpoint files, as an attacker who can write a checkpoint directory would plant them: a file
 whose pickle runs code when loaded (it creates a marker file), with the manifest beside it rewritten to
 match, so that only the loader's refusal stands between the file and its code."""
+
 from __future__ import annotations
 
 import json
@@ -33,4 +34,4 @@ def plant(file: Path, marker: Path) -> None:
         manifest.write_text(json.dumps(saved, indent=1))
 
 
-REFUSED = "holds objects a checkpoint may not hold"   # the loader's words for a refused file
+REFUSED = "holds objects a checkpoint may not hold"  # the loader's words for a refused file

@@ -1,5 +1,17 @@
 """Starting real ranks from tests (`mpirun`, `torchrun`, plain and independent processes; tests/slurm.py adds
 `srun`). The launchers live in benchmarks/run_ranks.py, which the benchmarks share: nothing imports
 tests (tests/infra/test_python_layers.py), so tests take them from there."""
-from benchmarks.run_ranks import (ROOT, SECRET, check, finish, have_mpirun, independent, mpirun,  # noqa: F401
-                                  mpirun_argv, python, torchrun, worker_env)
+
+from benchmarks.run_ranks import (  # noqa: F401
+    ROOT,
+    SECRET,
+    check,
+    finish,
+    have_mpirun,
+    independent,
+    mpirun,
+    mpirun_argv,
+    python,
+    torchrun,
+    worker_env,
+)

@@ -1,5 +1,6 @@
 """A seeded pseudo-text for GPT runs in tests (tiny Shakespeare is not always at hand): words over a small
 alphabet, separated by spaces, newlines and punctuation."""
+
 from __future__ import annotations
 
 import random

@@ -9,6 +9,7 @@ fixture `slurm` (imported by tests/conftest.py) yields the running cluster; test
 `slurm.srun(n, "tests.<layer>.workers.<name>", ...)` the way they call tests.launch.mpirun.
 Daemons run as root (slurmd must, to launch tasks as the job's user): elsewhere the tests skip.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -83,8 +84,8 @@ class SlurmCluster:
 ClusterName=pycommtest
 FirstJobId={random.randint(1000, 10**7)}
 SlurmctldHost={self.node}(127.0.0.1)
-SlurmctldPort={self.ports['slurmctld']}
-SlurmdPort={self.ports['slurmd']}
+SlurmctldPort={self.ports["slurmctld"]}
+SlurmdPort={self.ports["slurmd"]}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -113,8 +114,9 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = open(self.dir / "log" / f"{name}.out", "wb")
-        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env=self.env, start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env, start_new_session=True
+        )
         log.close()
 
     def _wait(self, what: str, ready, timeout: float) -> None:
@@ -127,8 +129,9 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe
             time.sleep(0.1)
 
     def _node_idle(self) -> bool:
-        out = subprocess.run(["sinfo", "-h", "-n", self.node, "-o", "%T"], env=self.env,
-                             capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["sinfo", "-h", "-n", self.node, "-o", "%T"], env=self.env, capture_output=True, text=True, timeout=30
+        ).stdout
         return out.strip() == "idle"
 
     def start(self, timeout: float = 60) -> "SlurmCluster":
@@ -136,9 +139,19 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe
         try:
             self._write_config()
             d = self.dir
-            self._spawn("munged", ["munged", "-F", "-f", f"--key-file={d}/munge.key", f"--socket={d}/munge.sock",
-                                   f"--pid-file={d}/munged.pid", f"--seed-file={d}/munged.seed",
-                                   f"--log-file={d}/log/munged.log"])
+            self._spawn(
+                "munged",
+                [
+                    "munged",
+                    "-F",
+                    "-f",
+                    f"--key-file={d}/munge.key",
+                    f"--socket={d}/munge.sock",
+                    f"--pid-file={d}/munged.pid",
+                    f"--seed-file={d}/munged.seed",
+                    f"--log-file={d}/log/munged.log",
+                ],
+            )
             self._wait("munged", (d / "munge.sock").exists, timeout)
             self._spawn("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
             self._spawn("slurmd", ["slurmd", "-D", "-f", str(self.conf)])
@@ -174,13 +187,33 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe
     def running(self) -> bool:
         return bool(self.procs) and all(p.poll() is None for p in self.procs.values())
 
-    def srun(self, n: int, module: str, *args: str, timeout: float = 300, env: Mapping[str, str] | None = None,
-             mpi: str = "pmix", expect_ok: bool = True) -> subprocess.CompletedProcess:
+    def srun(
+        self,
+        n: int,
+        module: str,
+        *args: str,
+        timeout: float = 300,
+        env: Mapping[str, str] | None = None,
+        mpi: str = "pmix",
+        expect_ok: bool = True,
+    ) -> subprocess.CompletedProcess:
         """Run `python -m module args...` as n tasks of one job step; fail with all output unless it exits 0.
         A failing task ends the step (--kill-on-bad-exit); SLURM's time limit backs up `timeout`."""
         minutes = max(1, math.ceil(timeout / 60) + 1)
-        argv = ["srun", f"--mpi={mpi}", "-n", str(n), "--overcommit", "--kill-on-bad-exit=1",
-                f"--time={minutes}", "--job-name=pycomm-test", sys.executable, "-m", module, *args]
+        argv = [
+            "srun",
+            f"--mpi={mpi}",
+            "-n",
+            str(n),
+            "--overcommit",
+            "--kill-on-bad-exit=1",
+            f"--time={minutes}",
+            "--job-name=pycomm-test",
+            sys.executable,
+            "-m",
+            module,
+            *args,
+        ]
         run_env = {**_without_outer_slurm(worker_env(env)), "SLURM_CONF": str(self.conf)}
         proc = subprocess.run(argv, cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=timeout)
         return check(proc, " ".join(argv)) if expect_ok else proc

@@ -6,6 +6,7 @@ rank, sharded) and the parallel layout (a pycomm.Mesh or a plain data-parallel w
 writes which file and which files a rank of a resumed run reads, on another number of ranks where the
 layout allows it; `loading` reads every file back, weights only (tensors and plain containers, never
 code). Algorithms supply state dicts only."""
+
 from __future__ import annotations
 
 from algorithms.checkpointing import atomic
@@ -13,5 +14,16 @@ from algorithms.checkpointing.directory import MANIFEST, Checkpoint, read, read_
 from algorithms.checkpointing.loading import load_file
 from algorithms.checkpointing.placement import ONCE, CheckpointError, Placement
 
-__all__ = ["atomic", "MANIFEST", "Checkpoint", "CheckpointError", "ONCE", "Placement", "load_file", "read",
-           "read_manifest", "save", "verify"]
+__all__ = [
+    "atomic",
+    "MANIFEST",
+    "Checkpoint",
+    "CheckpointError",
+    "ONCE",
+    "Placement",
+    "load_file",
+    "read",
+    "read_manifest",
+    "save",
+    "verify",
+]

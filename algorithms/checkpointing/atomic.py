@@ -3,6 +3,7 @@ flushed and fsync'd, renamed over its final name, and the directory fsync'd, so 
 at any moment leaves either the previous file or the new one, whole and durable, never a torn one. A
 checkpoint of several files is a directory committed the same way (algorithms/checkpointing/
 checkpointer.py), with its manifest written last."""
+
 from __future__ import annotations
 
 import errno
@@ -10,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, IO
+from typing import IO, Any, Callable
 
 import torch
 

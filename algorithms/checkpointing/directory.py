@@ -13,6 +13,7 @@ that the caller lets it share with (or to an earlier file of the same one) becom
 one copy on disk, so checkpoints that must survive damage to each other's files share none. Checkpoint
 files are never modified in place, and removing a checkpoint directory only drops its links, so
 removing one never takes data from another."""
+
 from __future__ import annotations
 
 import filecmp
@@ -29,11 +30,18 @@ from algorithms.checkpointing.placement import KINDS, CheckpointError, Placement
 from algorithms.traits import SHARDED
 
 MANIFEST = "manifest.json"
-FORMAT = 2   # 1 (no "format" key): no layout or state kinds in the manifest; the caller supplies them
+FORMAT = 2  # 1 (no "format" key): no layout or state kinds in the manifest; the caller supplies them
 
 
-def save(directory: Path, name: str, states: Mapping[str, tuple[str, Any]], comm: Any, at: Placement | None = None,
-         meta: Mapping[str, Any] | None = None, shares_with: Callable[[str], bool] | None = None) -> Path:
+def save(
+    directory: Path,
+    name: str,
+    states: Mapping[str, tuple[str, Any]],
+    comm: Any,
+    at: Placement | None = None,
+    meta: Mapping[str, Any] | None = None,
+    shares_with: Callable[[str], bool] | None = None,
+) -> Path:
     """Write checkpoint `directory/name` collectively: every rank of `comm` (rank, size, barrier())
     calls this with the same stems; `states` maps each stem to (layout, this rank's value), the
     layout one of placement.KINDS (a value this rank does not write may be None). `at` places this
@@ -46,8 +54,10 @@ def save(directory: Path, name: str, states: Mapping[str, tuple[str, Any]], comm
             raise ValueError(f"checkpoint state {stem!r}: layout must be one of {', '.join(KINDS)}, got {kind!r}")
     final, tmp = directory / name, directory / f".{name}.tmp"
     if final.exists() and not (final / MANIFEST).is_file() and (not final.is_dir() or any(final.iterdir())):
-        raise CheckpointError(f"{final} exists and is not a checkpoint (no {MANIFEST}): saving would replace it; "
-                              "give a new or an empty directory")   # on every rank: none waits for another
+        raise CheckpointError(
+            f"{final} exists and is not a checkpoint (no {MANIFEST}): saving would replace it; "
+            "give a new or an empty directory"
+        )  # on every rank: none waits for another
     if comm.rank == 0:
         directory.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -61,9 +71,14 @@ def save(directory: Path, name: str, states: Mapping[str, tuple[str, Any]], comm
     if comm.rank == 0:
         files = {p.name: {"bytes": p.stat().st_size, "sha256": atomic.sha256(p)} for p in sorted(tmp.iterdir())}
         _link_duplicates(tmp, files, directory, shares_with or (lambda other: True))
-        manifest = {"format": FORMAT, "world_size": comm.size, "layout": dict(at.shape),
-                    "states": {stem: kind for stem, (kind, _) in states.items()}, "meta": dict(meta or {}),
-                    "files": files}
+        manifest = {
+            "format": FORMAT,
+            "world_size": comm.size,
+            "layout": dict(at.shape),
+            "states": {stem: kind for stem, (kind, _) in states.items()},
+            "meta": dict(meta or {}),
+            "files": files,
+        }
         atomic.write_durably(tmp / MANIFEST, atomic.json_writer(manifest))
         atomic.fsync_dir(tmp)
         _commit(tmp, final)
@@ -81,8 +96,9 @@ def _commit(tmp: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _link_duplicates(tmp: Path, files: dict[str, dict[str, Any]], directory: Path,
-                     shares_with: Callable[[str], bool]) -> None:
+def _link_duplicates(
+    tmp: Path, files: dict[str, dict[str, Any]], directory: Path, shares_with: Callable[[str], bool]
+) -> None:
     """Replace each file of `tmp` that is byte-identical to a file of a complete checkpoint in
     `directory` that it `shares_with` (or to an earlier file of `tmp`) by a hard link to it. The digest
     finds candidates; a byte comparison decides, so a file damaged after its manifest was written is
@@ -114,11 +130,12 @@ def _link_duplicates(tmp: Path, files: dict[str, dict[str, Any]], directory: Pat
 @dataclass
 class Checkpoint:
     """A complete checkpoint's manifest: what `read` needs to find and check this rank's files."""
+
     path: Path
     files: dict[str, dict[str, Any]]
     world_size: int | None
-    layout: Placement | None = None                       # None: format 1 (the caller knows it)
-    states: dict[str, str] = field(default_factory=dict)   # stem -> layout (placement.KINDS)
+    layout: Placement | None = None  # None: format 1 (the caller knows it)
+    states: dict[str, str] = field(default_factory=dict)  # stem -> layout (placement.KINDS)
     meta: dict[str, Any] = field(default_factory=dict)
 
     def where(self) -> str:
@@ -133,14 +150,22 @@ def read_manifest(path: Path) -> Checkpoint:
         raise CheckpointError(f"checkpoint {path} does not exist")
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
-        raise CheckpointError(f"checkpoint {path} is incomplete (no {MANIFEST}): it was being written when the "
-                              "job stopped; resume from an older checkpoint")
+        raise CheckpointError(
+            f"checkpoint {path} is incomplete (no {MANIFEST}): it was being written when the "
+            "job stopped; resume from an older checkpoint"
+        )
     try:
         manifest = json.loads(manifest_path.read_text())
         files = manifest["files"]
         if manifest.get("format", 1) >= 2:
-            return Checkpoint(path, files, manifest["world_size"], Placement.saved(manifest["layout"]),
-                              dict(manifest["states"]), dict(manifest.get("meta", {})))
+            return Checkpoint(
+                path,
+                files,
+                manifest["world_size"],
+                Placement.saved(manifest["layout"]),
+                dict(manifest["states"]),
+                dict(manifest.get("meta", {})),
+            )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"checkpoint {path}: {MANIFEST} is corrupt ({e})") from e
     return Checkpoint(path, files, manifest.get("world_size"))

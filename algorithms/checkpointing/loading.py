@@ -4,6 +4,7 @@ server's state): torch.load with weights_only=True, so that a file yields tensor
 asks for anything else (a `__reduce__` that calls a function) is refused before any of it runs. A
 manifest's SHA-256 is no defence here: whoever can rewrite a checkpoint file can rewrite its manifest.
 Every state pycomm saves is made of such values; a state that needs another type must be stored as them."""
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,12 @@ def load_file(path: str | os.PathLike) -> Any:
     holds what a checkpoint may not (refused unrun) or cannot be read at all (truncated, not a torch file)."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:   # torch's weights-only unpickler met a global or opcode it does not allow
-        raise CheckpointError(f"{path} holds objects a checkpoint may not hold ({_refused(e)}): refusing to load "
-                              "it; it may have been tampered with", Path(path)) from e
+    except pickle.UnpicklingError as e:  # torch's weights-only unpickler met a global or opcode it does not allow
+        raise CheckpointError(
+            f"{path} holds objects a checkpoint may not hold ({_refused(e)}): refusing to load "
+            "it; it may have been tampered with",
+            Path(path),
+        ) from e
     except Exception as e:  # a file that matches its hash but does not unpickle is still a clear error
         raise CheckpointError(f"checkpoint file {path} cannot be read: {e}", Path(path)) from e
 

@@ -18,6 +18,7 @@ script (`model_state_dict.pt`, `optim_state_dict.rank1.pt`).
   replica (a plain world with replicas inside) is read the same way.
 A change of the number of pipeline stages is refused for every state that is per stage: the stages'
 states are cut at the saved stage boundaries."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ class CheckpointError(RuntimeError):
 @dataclass(frozen=True)
 class Placement:
     """Where a rank sits: the sizes of the parallel dimensions and its coordinates in them."""
+
     shape: Mapping[str, int]
     coords: Mapping[str, int]
 
@@ -106,21 +108,26 @@ def to_read(stem: str, kind: str, saved: Placement, at: Placement, where: str, r
     if kind == ONCE:
         return [file_name(stem, 0, 1, 0)]
     if saved.shape["pp"] != at.shape["pp"]:
-        raise CheckpointError(f"{where} was written with pp={saved.shape['pp']} pipeline stage(s); this run has "
-                              f"pp={at.shape['pp']}: the stages' states are cut at the saved stage boundaries, so "
-                              f"resume with pp={saved.shape['pp']} (the data-parallel sizes may change)")
+        raise CheckpointError(
+            f"{where} was written with pp={saved.shape['pp']} pipeline stage(s); this run has "
+            f"pp={at.shape['pp']}: the stages' states are cut at the saved stage boundaries, so "
+            f"resume with pp={saved.shape['pp']} (the data-parallel sizes may change)"
+        )
     stages, stage = at.shape["pp"], at.stage
     if kind == IDENTICAL:
         return [file_name(stem, stage, stages, 0)]
     if kind == SHARDED:
         return [file_name(stem, stage, stages, k) for k in range(saved.shape["dp_shard"])]
     if kind != PER_RANK:
-        raise CheckpointError(f"{where}: state {stem!r} has an unknown layout {kind!r}; expected one of "
-                              f"{', '.join(KINDS)}")
+        raise CheckpointError(
+            f"{where}: state {stem!r} has an unknown layout {kind!r}; expected one of {', '.join(KINDS)}"
+        )
     if saved.dp_size == at.dp_size:
         return [file_name(stem, stage, stages, at.dp_index)]
     if resized_ok:
         return [file_name(stem, stage, stages, 0)]
-    raise CheckpointError(f"{where} holds {stem} per rank (each rank's differs) for {saved.describe()}; this run "
-                          f"has {at.describe()}: per-rank state can be neither split nor merged, so resume with "
-                          f"{saved.dp_size} data-parallel rank(s)")
+    raise CheckpointError(
+        f"{where} holds {stem} per rank (each rank's differs) for {saved.describe()}; this run "
+        f"has {at.describe()}: per-rank state can be neither split nor merged, so resume with "
+        f"{saved.dp_size} data-parallel rank(s)"
+    )

@@ -9,6 +9,7 @@ code documented its flag as seconds, but it counted minibatches). A round runs t
 pycomm.LayerwiseAverager: per layer s = snapshot(x), a = allreduce_avg(s), x += a - s, applied as
 each layer's all-reduce finishes while the workers keep training (through the codec, if one is given).
 The counters always travel exactly."""
+
 from __future__ import annotations
 
 import time
@@ -60,7 +61,7 @@ class RankAveraging:
         self.comm = comm
         self.policy = policy
         self.averager = pycomm.LayerwiseAverager(layers, comm, codec=codec)
-        self.device = layers[0][0].device     # the counters travel where the model lives (NCCL: GPU only)
+        self.device = layers[0][0].device  # the counters travel where the model lives (NCCL: GPU only)
         self.in_flight = False
         self.rounds = 0
         self.bytes = 0
@@ -73,7 +74,7 @@ class RankAveraging:
         self.seconds += time.perf_counter() - t0
         self.bytes += counters.numel() * counters.element_size()
         top, neg_last, neg_finished, failed_any = counters.tolist()
-        return Agreement(top, -neg_last, neg_finished == -1, failed_any == 1)   # max(-f) = -1 iff all f = 1
+        return Agreement(top, -neg_last, neg_finished == -1, failed_any == 1)  # max(-f) = -1 iff all f = 1
 
     def start_round(self) -> None:
         """Snapshot every layer and launch its all-reduce; returns at once."""

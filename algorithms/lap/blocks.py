@@ -3,6 +3,7 @@
 Block k is the index range [start_k, stop_k) of the model's parameter list; worker k back-propagates
 only into its block on partitioned steps. "Balanced" means the largest block (in elements) is as small
 as any contiguous split into P non-empty blocks allows (the linear-partition optimum)."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -27,7 +28,7 @@ def _split_to(blocks: list[tuple[int, int]], count: int) -> list[tuple[int, int]
     while len(blocks) < count:
         k = max(range(len(blocks)), key=lambda j: blocks[j][1] - blocks[j][0])
         start, stop = blocks[k]
-        blocks[k:k + 1] = [(start, stop - 1), (stop - 1, stop)]
+        blocks[k : k + 1] = [(start, stop - 1), (stop - 1, stop)]
     return blocks
 
 
@@ -37,8 +38,10 @@ def partition_blocks(sizes: Sequence[int], parts: int) -> list[tuple[int, int]]:
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 1:
         raise ValueError(f"parts: expected an integer >= 1, got {parts!r}")
     if len(sizes) < parts:
-        raise ValueError(f"parts: cannot split {len(sizes)} parameter tensors into {parts} non-empty blocks; "
-                         f"use at most {len(sizes)} processes")
+        raise ValueError(
+            f"parts: cannot split {len(sizes)} parameter tensors into {parts} non-empty blocks; "
+            f"use at most {len(sizes)} processes"
+        )
     if any(n < 0 for n in sizes):
         raise ValueError(f"sizes: element counts must be >= 0, got {list(sizes)}")
     lo, hi = max(sizes), sum(sizes)

@@ -7,6 +7,7 @@ that trains in segments (evaluating or checkpointing in between) pays the proces
 CPU: the model is moved to shared memory (`model.share_memory()`), so every worker updates the same
 storage. GPU: the model stays in GPU memory and the workers (which must be spawned) receive it through
 CUDA IPC, torch.multiprocessing's default for CUDA tensors, so they too write one copy."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -32,40 +33,72 @@ def worker_device(device: torch.device | str, model: torch.nn.Module) -> torch.d
     if device.index is None:
         device = next(iter(holding)) if len(holding) == 1 else torch.device("cuda", torch.cuda.current_device())
     if holding and holding != {device}:
-        raise ValueError(f"device: the workers would run on {device}, but the model's parameters are on "
-                         f"{', '.join(sorted(map(str, holding)))}; pass the device that holds them all")
+        raise ValueError(
+            f"device: the workers would run on {device}, but the model's parameters are on "
+            f"{', '.join(sorted(map(str, holding)))}; pass the device that holds them all"
+        )
     return device
 
 
 class WorkerPool:
-    def __init__(self, *, model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], dataset: Any,
-                 shard: torch.Tensor,
-                 batch_size: int, groups: list[GroupHyper], group_of: list[int], momentum: MomentumState,
-                 blocks: list[tuple[int, int]] | None, prepassm_steps: int, seeds: list[int],
-                 device: torch.device, start_method: str, threads: int, first_step: int, steps: int,
-                 max_grad_norm: float | None = None):
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module,
+        loss_fn: Callable[[Any, Any], torch.Tensor],
+        dataset: Any,
+        shard: torch.Tensor,
+        batch_size: int,
+        groups: list[GroupHyper],
+        group_of: list[int],
+        momentum: MomentumState,
+        blocks: list[tuple[int, int]] | None,
+        prepassm_steps: int,
+        seeds: list[int],
+        device: torch.device,
+        start_method: str,
+        threads: int,
+        first_step: int,
+        steps: int,
+        max_grad_norm: float | None = None,
+    ):
         if start_method not in START_METHODS:
             raise ValueError(f"start_method: expected one of {START_METHODS}, got {start_method!r}")
         if device.type == "cuda" and start_method != "spawn":
-            raise ValueError(f"start_method: a model on {device} is shared by CUDA IPC, which needs 'spawn'; "
-                             f"got {start_method!r}")
+            raise ValueError(
+                f"start_method: a model on {device} is shared by CUDA IPC, which needs 'spawn'; got {start_method!r}"
+            )
         device = worker_device(device, model)
         workers = len(momentum.buffers)
         self.ctx = torch.multiprocessing.get_context(start_method)
         self.counters = SharedCounters.create(self.ctx, workers, len(groups), first_step, first_step + steps)
         self.errors = self.ctx.SimpleQueue()
-        self.specs = [WorkerSpec(worker=w, model=model, loss_fn=loss_fn, dataset=dataset, shard=shard,
-                                 batch_size=batch_size,
-                                 seed=seeds[w], device=device, groups=groups, group_of=group_of,
-                                 momentum=momentum, counters=self.counters,
-                                 block=None if blocks is None else blocks[w], prepassm_steps=prepassm_steps,
-                                 threads=threads, errors=self.errors,
-                                 max_grad_norm=max_grad_norm)
-                      for w in range(workers)]
+        self.specs = [
+            WorkerSpec(
+                worker=w,
+                model=model,
+                loss_fn=loss_fn,
+                dataset=dataset,
+                shard=shard,
+                batch_size=batch_size,
+                seed=seeds[w],
+                device=device,
+                groups=groups,
+                group_of=group_of,
+                momentum=momentum,
+                counters=self.counters,
+                block=None if blocks is None else blocks[w],
+                prepassm_steps=prepassm_steps,
+                threads=threads,
+                errors=self.errors,
+                max_grad_norm=max_grad_norm,
+            )
+            for w in range(workers)
+        ]
         self.procs: list[multiprocessing.process.BaseProcess] = []
         self.per_worker_at_begin = [0] * workers
         self.stale_at_begin = 0
-        self.startup_seconds = 0.0   # spent starting the workers in the current call (0 when reused)
+        self.startup_seconds = 0.0  # spent starting the workers in the current call (0 when reused)
 
     def set_lrs(self, lrs: list[float]) -> None:
         self.counters.lrs[:] = lrs
@@ -93,8 +126,7 @@ class WorkerPool:
     def start(self, timeout: float = 300.0) -> None:
         """Start the workers and release them together once all are set up (spawn takes seconds)."""
         for spec in self.specs:
-            proc = self.ctx.Process(target=run_worker, args=(spec,), name=f"lap-worker-{spec.worker}",
-                                    daemon=True)
+            proc = self.ctx.Process(target=run_worker, args=(spec,), name=f"lap-worker-{spec.worker}", daemon=True)
             proc.start()
             self.procs.append(proc)
         deadline = time.monotonic() + timeout
@@ -103,8 +135,11 @@ class WorkerPool:
             if failure is not None or time.monotonic() > deadline:
                 self.stop()
                 self.join()
-                raise RuntimeError(failure or f"LAP workers not ready after {timeout:.0f} s "
-                                   f"({self.counters.ready.value} of {len(self.procs)} ready)")
+                raise RuntimeError(
+                    failure
+                    or f"LAP workers not ready after {timeout:.0f} s "
+                    f"({self.counters.ready.value} of {len(self.procs)} ready)"
+                )
             time.sleep(0.01)
         self.counters.go.set()
 
@@ -158,6 +193,6 @@ class WorkerPool:
         for p in self.procs:
             p.join(timeout)
         for p in self.procs:
-            if p.exitcode is None:   # stuck past the timeout: do not leave it running
+            if p.exitcode is None:  # stuck past the timeout: do not leave it running
                 p.kill()
                 p.join()

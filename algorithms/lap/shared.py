@@ -8,6 +8,7 @@ are written by the main process and read by workers: the rates now (`lrs`), and 
 function of the node minibatch number, the rates of each of the next LR_AHEAD minibatches (`lr_table`,
 slot k % LR_AHEAD tagged with k), so that minibatch k uses exactly the rate of k whatever the main
 process's polling delay."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,47 +16,56 @@ from typing import Any
 
 import torch
 
-LR_AHEAD = 1024   # node minibatches whose rates the main process publishes ahead of the done counter
+LR_AHEAD = 1024  # node minibatches whose rates the main process publishes ahead of the done counter
 
 
 @dataclass
 class SharedCounters:
-    claimed: Any       # mp.Value('q'), locked: next node minibatch number to hand out
-    done: Any          # mp.Value('q'), locked: node minibatches whose update has been applied
-    target: Any        # mp.Value('q'): claimed stops here (the end of this train() call)
-    per_worker: Any    # mp.Array('q', P): updates applied by each worker (one writer per slot)
-    stale: Any         # mp.Array('q', P): each worker's summed staleness (one writer per slot)
-    loss: Any          # mp.Array('d', P): each worker's latest training loss
-    lrs: Any           # mp.Array('d', groups): current learning rate of each param group
-    stop: Any          # mp.Event: the main process asks workers to stop early (a failure elsewhere)
-    ready: Any         # mp.Value('q'), locked: workers set up and waiting for `go`
-    go: Any            # mp.Event: all workers are ready; they start together (a fair start)
-    lr_table: Any      # mp.Array('d', LR_AHEAD * groups): rates of node minibatch k in slot k % LR_AHEAD
-    lr_tags: Any       # mp.Array('q', LR_AHEAD): which minibatch each slot holds (-1: none)
-    more: Any          # mp.Condition: notified when `target` moves on (the next train() call) or on stop
+    claimed: Any  # mp.Value('q'), locked: next node minibatch number to hand out
+    done: Any  # mp.Value('q'), locked: node minibatches whose update has been applied
+    target: Any  # mp.Value('q'): claimed stops here (the end of this train() call)
+    per_worker: Any  # mp.Array('q', P): updates applied by each worker (one writer per slot)
+    stale: Any  # mp.Array('q', P): each worker's summed staleness (one writer per slot)
+    loss: Any  # mp.Array('d', P): each worker's latest training loss
+    lrs: Any  # mp.Array('d', groups): current learning rate of each param group
+    stop: Any  # mp.Event: the main process asks workers to stop early (a failure elsewhere)
+    ready: Any  # mp.Value('q'), locked: workers set up and waiting for `go`
+    go: Any  # mp.Event: all workers are ready; they start together (a fair start)
+    lr_table: Any  # mp.Array('d', LR_AHEAD * groups): rates of node minibatch k in slot k % LR_AHEAD
+    lr_tags: Any  # mp.Array('q', LR_AHEAD): which minibatch each slot holds (-1: none)
+    more: Any  # mp.Condition: notified when `target` moves on (the next train() call) or on stop
 
     @classmethod
     def create(cls, ctx: Any, workers: int, groups: int, start: int, target: int) -> "SharedCounters":
-        return cls(claimed=ctx.Value("q", start), done=ctx.Value("q", start), target=ctx.Value("q", target),
-                   per_worker=ctx.Array("q", workers, lock=False), stale=ctx.Array("q", workers, lock=False),
-                   loss=ctx.Array("d", workers, lock=False),
-                   lrs=ctx.Array("d", groups), stop=ctx.Event(), ready=ctx.Value("q", 0), go=ctx.Event(),
-                   lr_table=ctx.Array("d", LR_AHEAD * groups, lock=False),
-                   lr_tags=ctx.Array("q", [-1] * LR_AHEAD, lock=False), more=ctx.Condition())
+        return cls(
+            claimed=ctx.Value("q", start),
+            done=ctx.Value("q", start),
+            target=ctx.Value("q", target),
+            per_worker=ctx.Array("q", workers, lock=False),
+            stale=ctx.Array("q", workers, lock=False),
+            loss=ctx.Array("d", workers, lock=False),
+            lrs=ctx.Array("d", groups),
+            stop=ctx.Event(),
+            ready=ctx.Value("q", 0),
+            go=ctx.Event(),
+            lr_table=ctx.Array("d", LR_AHEAD * groups, lock=False),
+            lr_tags=ctx.Array("q", [-1] * LR_AHEAD, lock=False),
+            more=ctx.Condition(),
+        )
 
     def publish_lrs(self, node_step: int, lrs: list[float]) -> None:
         """The rates of node minibatch `node_step` (the main process, ahead of the workers)."""
         slot, g = node_step % LR_AHEAD, len(lrs)
         self.lr_tags[slot] = -1
-        self.lr_table[slot * g:(slot + 1) * g] = lrs
+        self.lr_table[slot * g : (slot + 1) * g] = lrs
         self.lr_tags[slot] = node_step
 
     def lrs_for(self, node_step: int) -> list[float]:
         """The rates of node minibatch `node_step`: published ahead when they were, else the rates now."""
         slot, g = node_step % LR_AHEAD, len(self.lrs)
         if self.lr_tags[slot] == node_step:
-            lrs = self.lr_table[slot * g:(slot + 1) * g]
-            if self.lr_tags[slot] == node_step:   # not overwritten while read
+            lrs = self.lr_table[slot * g : (slot + 1) * g]
+            if self.lr_tags[slot] == node_step:  # not overwritten while read
                 return list(lrs)
         return self.lrs[:]
 
@@ -94,7 +104,7 @@ class SharedCounters:
             while not self.stop.is_set():
                 if self.claimed.value < self.target.value:
                     return True
-                self.more.wait(1.0)   # the timeout only bounds a missed wake-up
+                self.more.wait(1.0)  # the timeout only bounds a missed wake-up
         return False
 
     def finish(self, worker: int, loss: float, read_at: int) -> None:
@@ -115,13 +125,12 @@ class MomentumState:
     they outlive the worker processes and can be checkpointed. `ready[w, i]` says buffer i of worker w
     holds a value (torch's SGD starts a buffer as the first gradient, not as zero)."""
 
-    buffers: list[list[torch.Tensor]]   # [worker][param]
-    ready: torch.Tensor                 # uint8 [workers, params], shared
+    buffers: list[list[torch.Tensor]]  # [worker][param]
+    ready: torch.Tensor  # uint8 [workers, params], shared
 
     @classmethod
     def zeros(cls, params: list[torch.Tensor], workers: int) -> "MomentumState":
-        buffers = [[torch.zeros_like(p, memory_format=torch.contiguous_format) for p in params]
-                   for _ in range(workers)]
+        buffers = [[torch.zeros_like(p, memory_format=torch.contiguous_format) for p in params] for _ in range(workers)]
         state = cls(buffers, torch.zeros(workers, len(params), dtype=torch.uint8))
         state.share_memory_()
         return state

@@ -4,6 +4,7 @@ The worker samples its own minibatches (own sampler and seed), keeps its own mom
 applies `p -= lr * d_p` in place on the shared parameters without any lock. In LPP-SGD, from node
 minibatch `prepassm_steps` on it alternates a full step with a partitioned step that back-propagates
 into (and updates) only its own block of parameters. `run_worker` is the process entry point."""
+
 from __future__ import annotations
 
 import ctypes
@@ -36,19 +37,19 @@ class WorkerSpec:
     worker: int
     model: torch.nn.Module
     loss_fn: Callable[[Any, Any], torch.Tensor]
-    dataset: Any                        # map-style dataset of (input, target), or with batch(indices)
-    shard: torch.Tensor                 # int64 indices of this rank's share of the dataset
+    dataset: Any  # map-style dataset of (input, target), or with batch(indices)
+    shard: torch.Tensor  # int64 indices of this rank's share of the dataset
     batch_size: int
     seed: int
     device: torch.device
     groups: list[GroupHyper]
-    group_of: list[int]                 # param index -> group index
+    group_of: list[int]  # param index -> group index
     momentum: MomentumState
     counters: SharedCounters
-    block: tuple[int, int] | None       # LPP: this worker's [start, stop); None for LAP
+    block: tuple[int, int] | None  # LPP: this worker's [start, stop); None for LAP
     prepassm_steps: int
     threads: int
-    errors: Any                         # ctx.SimpleQueue: (worker, traceback) on failure
+    errors: Any  # ctx.SimpleQueue: (worker, traceback) on failure
     max_grad_norm: float | None = None  # clip this step's gradients to this total norm (None: no clipping)
 
 
@@ -69,7 +70,7 @@ def batches(dataset: Any, shard: torch.Tensor, batch_size: int, seed: int) -> It
     while True:
         order = shard[torch.randperm(len(shard), generator=gen)]
         for start in range(0, len(order), batch_size):
-            yield fetch(dataset, order[start:start + batch_size])
+            yield fetch(dataset, order[start : start + batch_size])
 
 
 def clip_to_norm(grads: tuple[torch.Tensor, ...], max_norm: float) -> tuple[torch.Tensor, ...]:
@@ -96,7 +97,7 @@ class HogwildWorker:
         self.params = [p for p in spec.model.parameters() if p.requires_grad]
         self.buffers = spec.momentum.buffers[spec.worker]
         self.ready = spec.momentum.ready[spec.worker]
-        self.partitioned_next = False   # LPP alternation: full, partitioned, full, ...
+        self.partitioned_next = False  # LPP alternation: full, partitioned, full, ...
 
     def indices_for(self, node_step: int) -> range:
         """Which parameters this step back-propagates into and updates."""
@@ -155,13 +156,13 @@ class HogwildWorker:
             return
         while not counters.stop.is_set():
             node_step = counters.claim()
-            if node_step is None:   # this train() call's budget is spent: wait for the next call
+            if node_step is None:  # this train() call's budget is spent: wait for the next call
                 if not counters.wait_for_more():
                     break
                 continue
-            lrs = counters.lrs_for(node_step)   # read at the claim, as the published code steps its schedule
+            lrs = counters.lrs_for(node_step)  # read at the claim, as the published code steps its schedule
             batch = next(data)
-            read_at = counters.done.value       # the model this step's forward reads has these updates
+            read_at = counters.done.value  # the model this step's forward reads has these updates
             loss = self.step(batch, node_step, lrs)
             if spec.device.type == "cuda":
                 # an update counted must have landed: the main process reads `done` to know the model

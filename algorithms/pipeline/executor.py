@@ -4,6 +4,7 @@ Receives are posted where the list says (ahead of the compute that needs them), 
 and waited for at the end of the step, so this stage only ever waits for an input it is about to use.
 It records what it did: the executed order of forwards and backwards, the most micro-batches whose
 activations it held at once, and the seconds spent computing (for the wall-clock bubble)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,42 +14,48 @@ from typing import Any, Callable, ContextManager, Optional, Sequence
 
 import torch
 
-from algorithms.pipeline.pipeline_schedules import B, F, RECV_B, RECV_F, SEND_B, SEND_F, Action
 from algorithms.pipeline.links import Link, PendingTensor
+from algorithms.pipeline.pipeline_schedules import RECV_B, RECV_F, SEND_B, SEND_F, Action, B, F
 
 
 @dataclass
 class StepRecord:
-    executed: list[Action] = field(default_factory=list)   # F and B actions in the order they ran
-    peak_live: int = 0        # most (micro-batch, chunk) activations held at once
-    compute_s: float = 0.0    # seconds inside forward and backward (not waiting for inputs)
-    step_s: float = 0.0       # seconds of the whole step on this stage
+    executed: list[Action] = field(default_factory=list)  # F and B actions in the order they ran
+    peak_live: int = 0  # most (micro-batch, chunk) activations held at once
+    compute_s: float = 0.0  # seconds inside forward and backward (not waiting for inputs)
+    step_s: float = 0.0  # seconds of the whole step on this stage
 
 
 @dataclass
 class StageLinks:
     """The four links of one chunk of this stage; None at the ends of the pipeline."""
-    fwd_in: Optional[Link] = None     # activations from the previous stage
-    fwd_out: Optional[Link] = None    # activations to the next stage
-    bwd_in: Optional[Link] = None     # gradients from the next stage
-    bwd_out: Optional[Link] = None    # gradients to the previous stage
+
+    fwd_in: Optional[Link] = None  # activations from the previous stage
+    fwd_out: Optional[Link] = None  # activations to the next stage
+    bwd_in: Optional[Link] = None  # gradients from the next stage
+    bwd_out: Optional[Link] = None  # gradients to the previous stage
 
 
-def run_stage(modules: Sequence[torch.nn.Module], actions: Sequence[Action], chunk_links: Sequence[StageLinks],
-              microbatches: int,
-              inputs: Optional[Sequence[torch.Tensor]], targets: Optional[Sequence[Any]],
-              loss_fn: Optional[Callable[[Any, Any], torch.Tensor]],
-              no_sync: Sequence[Callable[[], ContextManager[Any]]] = ()) -> tuple[float, StepRecord]:
+def run_stage(
+    modules: Sequence[torch.nn.Module],
+    actions: Sequence[Action],
+    chunk_links: Sequence[StageLinks],
+    microbatches: int,
+    inputs: Optional[Sequence[torch.Tensor]],
+    targets: Optional[Sequence[Any]],
+    loss_fn: Optional[Callable[[Any, Any], torch.Tensor]],
+    no_sync: Sequence[Callable[[], ContextManager[Any]]] = (),
+) -> tuple[float, StepRecord]:
     """Run `actions` (modules[c] and chunk_links[c] serve the actions on chunk c); returns (this stage's
     share of the loss: the sum over micro-batches of loss / m on the last stage, 0.0 elsewhere; the
     record). Every backward but the last runs inside the `no_sync`
     contexts, so gradient hooks that communicate (data parallelism) fire once per step."""
     rec = StepRecord()
     t_step = time.perf_counter()
-    Key = tuple[int, int]   # (micro-batch, chunk)
+    Key = tuple[int, int]  # (micro-batch, chunk)
     pending_f: dict[Key, PendingTensor] = {}
     pending_b: dict[Key, PendingTensor] = {}
-    held: dict[Key, tuple[Optional[torch.Tensor], torch.Tensor]] = {}   # -> (input, output or loss)
+    held: dict[Key, tuple[Optional[torch.Tensor], torch.Tensor]] = {}  # -> (input, output or loss)
     grads_out: dict[Key, Optional[torch.Tensor]] = {}
     last_b = max((k for k, a in enumerate(actions) if a.kind == B), default=-1)
     loss_sum = 0.0
@@ -70,7 +77,7 @@ def run_stage(modules: Sequence[torch.nn.Module], actions: Sequence[Action], chu
                     x.requires_grad_(True)
             t0 = time.perf_counter()
             out = modules[a.chunk](x)
-            if links.fwd_out is None:             # the last stage: the loss of this micro-batch
+            if links.fwd_out is None:  # the last stage: the loss of this micro-batch
                 assert loss_fn is not None and targets is not None
                 out = loss_fn(out, targets[a.mb]) / microbatches
                 loss_sum += float(out.detach())
@@ -99,8 +106,10 @@ def run_stage(modules: Sequence[torch.nn.Module], actions: Sequence[Action], chu
             assert links.bwd_out is not None
             g = grads_out.pop(key)
             if g is None:
-                raise RuntimeError(f"Pipeline: micro-batch {a.mb}'s input to this stage got no gradient; the stage "
-                                   f"input must be a floating tensor the stage's output depends on")
+                raise RuntimeError(
+                    f"Pipeline: micro-batch {a.mb}'s input to this stage got no gradient; the stage "
+                    f"input must be a floating tensor the stage's output depends on"
+                )
             links.bwd_out.send(g)
         else:
             raise ValueError(f"Pipeline: unknown action {a!r}")

@@ -1,14 +1,15 @@
 """Activations and their gradients between neighbouring stages: tensors whose shape the receiver does not
 know, so they travel with pycomm's shaped point-to-point messages (comm.isend_tensor / irecv_tensor, shape
 and dtype in the message header). A receive is posted ahead and waited for when its tensor is needed."""
+
 from __future__ import annotations
 
 from typing import Any
 
 import torch
 
-LOSS_TAG = 0   # the loss, back along the stages
-FIRST_CHUNK_TAG = 1   # chunk c's activations and gradients: tag 1 + c (the receiving chunk), so messages
+LOSS_TAG = 0  # the loss, back along the stages
+FIRST_CHUNK_TAG = 1  # chunk c's activations and gradients: tag 1 + c (the receiving chunk), so messages
 # for different chunks of one neighbour (interleaved 1F1B) never match each other's receives
 
 
@@ -30,7 +31,7 @@ class Link:
     def __init__(self, comm: Any, peer: int, tag: int) -> None:
         self.comm, self.peer, self.tag = comm, peer, tag
         self._sends: list[Any] = []
-        self.sent_bytes = 0   # payload sent on this link (the pipeline's bytes in the pp dimension)
+        self.sent_bytes = 0  # payload sent on this link (the pipeline's bytes in the pp dimension)
 
     def post_recv(self) -> PendingTensor:
         return PendingTensor(self.comm, self.peer, self.tag)

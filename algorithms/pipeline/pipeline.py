@@ -14,10 +14,10 @@ read their own batch). The replicas' gradients are averaged by pycomm.GradientBu
 backward runs, unless a CommOptimizer over the stage's parameters (a data-parallel method or ZeRO on the
 same mesh) claims them (algorithms/composition.py): the pipeline then leaves their communication to it
 and runs every backward but the last inside its no_sync, so its hooks fire once per step."""
+
 from __future__ import annotations
 
 import contextlib
-
 from collections import OrderedDict
 from typing import Any, Callable, ContextManager, Optional
 
@@ -28,28 +28,39 @@ import pycomm
 from algorithms import clipping, composition, traits
 from algorithms.channel import bytes_across_nodes
 from algorithms.pipeline import timeline, verdicts
-from algorithms.pipeline.pipeline_schedules import SCHEDULES, action_list
 from algorithms.pipeline.executor import StageLinks, StepRecord, run_stage
 from algorithms.pipeline.links import FIRST_CHUNK_TAG, LOSS_TAG, Link
 from algorithms.pipeline.partition import check_untied, layers_of, stage_bounds, stage_module
+from algorithms.pipeline.pipeline_schedules import SCHEDULES, action_list
 
-HEAD = 3   # a stats() row: peak live, compute seconds, step seconds, then the executed order
+HEAD = 3  # a stats() row: peak live, compute seconds, step seconds, then the executed order
 
 
 class Pipeline:
     training = traits.PIPELINE
-    state_layout = traits.SHARDED      # each rank holds its stage's layers: every rank saves its own
+    state_layout = traits.SHARDED  # each rank holds its stage's layers: every rank saves its own
 
-    def __init__(self, model: Any, comm: Any = None, schedule: str = "1f1b", microbatches: int = 8,
-                 split: Optional[list[int]] = None, data_parallel: int = 1, *, mesh: Optional[pycomm.Mesh] = None,
-                 chunks: int = 2, average_gradients: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        comm: Any = None,
+        schedule: str = "1f1b",
+        microbatches: int = 8,
+        split: Optional[list[int]] = None,
+        data_parallel: int = 1,
+        *,
+        mesh: Optional[pycomm.Mesh] = None,
+        chunks: int = 2,
+        average_gradients: bool = True,
+    ) -> None:
         if schedule not in SCHEDULES:
             raise ValueError(f"Pipeline: schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
         if isinstance(microbatches, bool) or not isinstance(microbatches, int) or microbatches < 1:
             raise ValueError(f"Pipeline: microbatches must be a positive int, got {microbatches!r}")
         if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 2:
-            raise ValueError(f"Pipeline: chunks (model chunks per stage, interleaved_1f1b) must be an int >= 2, "
-                             f"got {chunks!r}")
+            raise ValueError(
+                f"Pipeline: chunks (model chunks per stage, interleaved_1f1b) must be an int >= 2, got {chunks!r}"
+            )
         layers = layers_of(model)
         self.mesh = _mesh(comm, mesh, data_parallel)
         self.comm = self.mesh.comm
@@ -58,16 +69,24 @@ class Pipeline:
         self.replica, self.replicas = self.replica_comm.rank, self.replica_comm.size
         self.chunks = chunks if schedule == "interleaved_1f1b" else 1
         if self.chunks > 1 and (self.stages < 2 or microbatches % self.stages):
-            raise ValueError(f"Pipeline: interleaved_1f1b needs at least 2 stages and microbatches a multiple of "
-                             f"the {self.stages} stages, got microbatches={microbatches}; use gpipe or 1f1b otherwise")
+            raise ValueError(
+                f"Pipeline: interleaved_1f1b needs at least 2 stages and microbatches a multiple of "
+                f"the {self.stages} stages, got microbatches={microbatches}; use gpipe or 1f1b otherwise"
+            )
         self.schedule, self.microbatches = schedule, microbatches
         # global chunk g = c * stages + stage: this stage's chunks are every stages-th run of layers
         self.bounds = stage_bounds(layers, self.stages * self.chunks, split)
         check_untied(layers, self.bounds)
-        self.chunk_modules = [stage_module(layers, self.bounds, c * self.stages + self.stage)
-                              for c in range(self.chunks)]
-        self.stage_module: nn.Module = self.chunk_modules[0] if self.chunks == 1 else nn.ModuleDict(OrderedDict(
-            (name, layer) for chunk in self.chunk_modules for name, layer in chunk.named_children()))
+        self.chunk_modules = [
+            stage_module(layers, self.bounds, c * self.stages + self.stage) for c in range(self.chunks)
+        ]
+        self.stage_module: nn.Module = (
+            self.chunk_modules[0]
+            if self.chunks == 1
+            else nn.ModuleDict(
+                OrderedDict((name, layer) for chunk in self.chunk_modules for name, layer in chunk.named_children())
+            )
+        )
         # activations and their gradients travel on two duplicates of the stages' communicator
         self._fwd_comm = self.pipeline_comm.dup() if self.stages > 1 else None
         self._bwd_comm = self.pipeline_comm.dup() if self.stages > 1 else None
@@ -77,10 +96,10 @@ class Pipeline:
         self._loss_in = Link(self._bwd_comm, s + 1, LOSS_TAG) if s < self.stages - 1 else None
         self._loss_out = Link(self._bwd_comm, s - 1, LOSS_TAG) if s > 0 else None
         self._average = average_gradients and self.replicas > 1
-        self._buckets: Optional[pycomm.GradientBuckets] = None   # made at the first step nothing claims the stage
-        self.dp_bytes = 0       # what this rank handed to the replicas' gradient and loss all-reduces
-        self._bytes_before = {"pp": 0, "dp": 0}   # counted before a resume (load_state_dict)
-        self.replica_loss = float("nan")   # this replica's loss of the last step (the same on all its stages)
+        self._buckets: Optional[pycomm.GradientBuckets] = None  # made at the first step nothing claims the stage
+        self.dp_bytes = 0  # what this rank handed to the replicas' gradient and loss all-reduces
+        self._bytes_before = {"pp": 0, "dp": 0}  # counted before a resume (load_state_dict)
+        self.replica_loss = float("nan")  # this replica's loss of the last step (the same on all its stages)
         if self.replicas > 1:
             # the replicas of a stage start identical (as DDP does): replica 0's parameters and buffers
             state = list(self.stage_module.parameters()) + list(self.stage_module.buffers())
@@ -104,37 +123,53 @@ class Pipeline:
 
         def tag(h: int) -> int:
             return FIRST_CHUNK_TAG + h // p
+
         prev, nxt = g > 0, g < last
-        return StageLinks(fwd_in=Link(self._fwd_comm, (g - 1) % p, tag(g)) if prev else None,
-                          fwd_out=Link(self._fwd_comm, (g + 1) % p, tag(g + 1)) if nxt else None,
-                          bwd_in=Link(self._bwd_comm, (g + 1) % p, tag(g)) if nxt else None,
-                          bwd_out=Link(self._bwd_comm, (g - 1) % p, tag(g - 1)) if prev else None)
+        return StageLinks(
+            fwd_in=Link(self._fwd_comm, (g - 1) % p, tag(g)) if prev else None,
+            fwd_out=Link(self._fwd_comm, (g + 1) % p, tag(g + 1)) if nxt else None,
+            bwd_in=Link(self._bwd_comm, (g + 1) % p, tag(g)) if nxt else None,
+            bwd_out=Link(self._bwd_comm, (g - 1) % p, tag(g - 1)) if prev else None,
+        )
 
     # -- a training step ---------------------------------------------------------------------------
     def _micro(self, t: Any, name: str) -> list[torch.Tensor]:
         where = "first" if name == "x" else "last"
         if not isinstance(t, torch.Tensor) or t.dim() == 0:
-            raise TypeError(f"Pipeline.train_step: {name} must be a batch tensor on the {where} stage (stage "
-                            f"{self.stage} of {self.stages}), got {type(t).__name__}")
+            raise TypeError(
+                f"Pipeline.train_step: {name} must be a batch tensor on the {where} stage (stage "
+                f"{self.stage} of {self.stages}), got {type(t).__name__}"
+            )
         if t.shape[0] % self.microbatches:
-            raise ValueError(f"Pipeline.train_step: {name} has a batch of {t.shape[0]} samples, which does not "
-                             f"divide into microbatches={self.microbatches} equal micro-batches; use a batch "
-                             f"size that is a multiple of {self.microbatches}")
+            raise ValueError(
+                f"Pipeline.train_step: {name} has a batch of {t.shape[0]} samples, which does not "
+                f"divide into microbatches={self.microbatches} equal micro-batches; use a batch "
+                f"size that is a multiple of {self.microbatches}"
+            )
         return list(t.split(t.shape[0] // self.microbatches))
 
-    def _inputs(self, x: Any, y: Any, loss_fn: Any) -> tuple[Optional[list[torch.Tensor]],
-                                                             Optional[list[torch.Tensor]]]:
+    def _inputs(
+        self, x: Any, y: Any, loss_fn: Any
+    ) -> tuple[Optional[list[torch.Tensor]], Optional[list[torch.Tensor]]]:
         inputs = self._micro(x, "x") if self.is_first else None
         targets = None
         if self.is_last:
             if not callable(loss_fn):
-                raise TypeError(f"Pipeline.train_step: loss_fn must be callable (output, y) -> scalar loss, "
-                                f"got {type(loss_fn).__name__}")
+                raise TypeError(
+                    f"Pipeline.train_step: loss_fn must be callable (output, y) -> scalar loss, "
+                    f"got {type(loss_fn).__name__}"
+                )
             targets = self._micro(y, "y")
         return inputs, targets
 
-    def train_step(self, x: Optional[torch.Tensor], y: Any, loss_fn: Callable[[Any, Any], torch.Tensor], *,
-                   no_sync: Optional[Callable[[], ContextManager[Any]]] = None) -> float:
+    def train_step(
+        self,
+        x: Optional[torch.Tensor],
+        y: Any,
+        loss_fn: Callable[[Any, Any], torch.Tensor],
+        *,
+        no_sync: Optional[Callable[[], ContextManager[Any]]] = None,
+    ) -> float:
         """Forward and backward of the whole batch through the schedule; gradients accumulate into the
         stage's parameters (zero them between steps). Returns the batch's loss on every rank (the mean
         over replicas; `replica_loss` is this replica's own). x is read on the first stage, y and
@@ -147,8 +182,9 @@ class Pipeline:
         # a sharded owner (zero3) keeps its units gathered across the micro-batches of this step
         gathered = getattr(composition.claimant(list(self.stage_module.parameters())), "gathered_through", None)
         with gathered() if gathered is not None else contextlib.nullcontext():
-            loss, rec = run_stage(self.chunk_modules, self._actions, self._links, self.microbatches, inputs,
-                                  targets, loss_fn, contexts)
+            loss, rec = run_stage(
+                self.chunk_modules, self._actions, self._links, self.microbatches, inputs, targets, loss_fn, contexts
+            )
         if self._buckets is not None:
             # backward launched the buckets whose gradients it finished; a bucket of a chunk whose last
             # backward ran inside no_sync (interleaved) is launched here
@@ -162,7 +198,7 @@ class Pipeline:
         params = list(self.stage_module.parameters())
         owner = composition.claimant(params)
         if owner is not None:
-            if self._buckets is not None:   # claimed after an earlier step: the owner averages from now on
+            if self._buckets is not None:  # claimed after an earlier step: the owner averages from now on
                 self._buckets.remove_hooks()
                 self._buckets = None
             own = getattr(owner, "no_sync", None)
@@ -196,14 +232,16 @@ class Pipeline:
             self.replica_comm.allreduce(total, op=pycomm.AVG)
         return float(total[0])
 
-    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                        foreach: bool | None = None) -> torch.Tensor:
+    def clip_grad_norm_(
+        self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: bool | None = None
+    ) -> torch.Tensor:
         """torch's clip_grad_norm_ on the whole model's (this replica's) gradient: the stage's gradients
         clipped by the norm over all stages (collective over mesh["pp"]); returns that norm. For a stage
         whose gradients a CommOptimizer owns (mbsgd, ZeRO, ...), call that optimizer's clip_grad_norm_."""
         grads = [p.grad for p in self.stage_module.parameters() if p.grad is not None]
-        return clipping.clip_grad_norm_(grads, max_norm, norm_type, error_if_nonfinite, foreach,
-                                        [self.pipeline_comm] if self.stages > 1 else [])
+        return clipping.clip_grad_norm_(
+            grads, max_norm, norm_type, error_if_nonfinite, foreach, [self.pipeline_comm] if self.stages > 1 else []
+        )
 
     def comm_stats(self) -> dict[str, Any]:
         """Bytes this rank handed to communication since the pipeline was made: `bytes_by_dim["pp"]` the
@@ -211,8 +249,9 @@ class Pipeline:
         gradient and loss all-reduces (those the pipeline makes itself); `bytes_across_nodes` those on
         dimensions whose group spans nodes (algorithms.channel.bytes_across_nodes)."""
         sent = [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None]
-        pp = self._bytes_before["pp"] + sum(link.sent_bytes for link in
-                                            sent + ([self._loss_out] if self._loss_out is not None else []))
+        pp = self._bytes_before["pp"] + sum(
+            link.sent_bytes for link in sent + ([self._loss_out] if self._loss_out is not None else [])
+        )
         dp = self._bytes_before["dp"] + self.dp_bytes
         by_dim = {"pp": pp, "dp": dp}
         return {"bytes": pp + dp, "bytes_by_dim": by_dim, "bytes_across_nodes": bytes_across_nodes(self.mesh, by_dim)}
@@ -223,8 +262,9 @@ class Pipeline:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.dp_bytes = 0
-        for link in [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None] \
-                + ([self._loss_out] if self._loss_out is not None else []):
+        for link in [link for links in self._links for link in (links.fwd_out, links.bwd_out) if link is not None] + (
+            [self._loss_out] if self._loss_out is not None else []
+        ):
             link.sent_bytes = 0
         self._bytes_before = dict(state["bytes_by_dim"])
 
@@ -238,15 +278,21 @@ class Pipeline:
         if self._record is None:
             raise RuntimeError("Pipeline.stats: no train_step has run yet")
         rec, n = self._record, HEAD + 2 * self.microbatches * self.chunks
-        mine = torch.tensor([rec.peak_live, rec.compute_s, rec.step_s, *timeline.encode(rec.executed)],
-                            dtype=torch.float64)
+        mine = torch.tensor(
+            [rec.peak_live, rec.compute_s, rec.step_s, *timeline.encode(rec.executed)], dtype=torch.float64
+        )
         every = torch.empty(self.stages * n, dtype=torch.float64)
         self.pipeline_comm.allgather(every, mine)
         rows = every.view(self.stages, n).tolist()
         orders = [timeline.decode(r[HEAD:]) for r in rows]
         return {
-            "schedule": self.schedule, "stages": self.stages, "microbatches": self.microbatches,
-            "chunks": self.chunks, "replicas": self.replicas, "stage": self.stage, "replica": self.replica,
+            "schedule": self.schedule,
+            "stages": self.stages,
+            "microbatches": self.microbatches,
+            "chunks": self.chunks,
+            "replicas": self.replicas,
+            "stage": self.stage,
+            "replica": self.replica,
             "bubble": timeline.slot_bubble(orders),
             "expected_bubble": timeline.expected_bubble(self.stages, self.microbatches, self.chunks),
             "peak_live": [int(r[0]) for r in rows],
@@ -262,17 +308,22 @@ def _mesh(comm: Any, mesh: Any, data_parallel: Any) -> pycomm.Mesh:
     """The pipeline's mesh: `mesh`, or `comm` (None: pycomm.world()) as data_parallel replicas of
     comm.size / data_parallel stages (pycomm.Mesh(comm, pp=-1, dp_shard=data_parallel))."""
     if isinstance(data_parallel, bool) or not isinstance(data_parallel, int) or data_parallel < 1:
-        raise ValueError(f"Pipeline: data_parallel must be a positive int (replicas of the pipeline), "
-                         f"got {data_parallel!r}")
+        raise ValueError(
+            f"Pipeline: data_parallel must be a positive int (replicas of the pipeline), got {data_parallel!r}"
+        )
     if mesh is not None:
         if comm is not None or data_parallel != 1:
-            raise TypeError("Pipeline: give mesh= alone (its pp are the stages, its dp the replicas), not also "
-                            "comm= or data_parallel=")
+            raise TypeError(
+                "Pipeline: give mesh= alone (its pp are the stages, its dp the replicas), not also "
+                "comm= or data_parallel="
+            )
         if not isinstance(mesh, pycomm.Mesh):
             raise TypeError(f"Pipeline: mesh must be a pycomm.Mesh, got {type(mesh).__name__}")
         return mesh
     comm = pycomm.world() if comm is None else comm
     if comm.size % data_parallel:
-        raise ValueError(f"Pipeline: data_parallel={data_parallel} must divide the communicator's "
-                         f"{comm.size} ranks (stages = ranks / data_parallel)")
+        raise ValueError(
+            f"Pipeline: data_parallel={data_parallel} must divide the communicator's "
+            f"{comm.size} ranks (stages = ranks / data_parallel)"
+        )
     return pycomm.Mesh(comm, pp=-1, dp_replicate=1, dp_shard=data_parallel)

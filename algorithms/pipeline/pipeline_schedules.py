@@ -18,6 +18,7 @@ Both have the bubble (p - 1) / (m + p - 1) when a forward and a backward take on
   with (p - s - 1) * 2 + (v - 1) * p warm-up forwards. Bubble (p - 1) / (v m + p - 1): the
   1F1B bubble divided by about v, for more messages and more live activations (v m on stage 0 at most,
   (p - s - 1) * 2 + (v - 1) * p + 1 chunk activations). Needs m to be a multiple of p."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -38,10 +39,11 @@ class Action(NamedTuple):
 def _interleaved(stage: int, stages: int, microbatches: int, chunks: int) -> list[Action]:
     p, v, total = stages, chunks, microbatches * chunks
 
-    def nth(kind: str, k: int) -> Action:   # the k-th forward (backward) of this stage
+    def nth(kind: str, k: int) -> Action:  # the k-th forward (backward) of this stage
         within = k % (p * v)
         chunk = within // p if kind == F else v - 1 - within // p
         return Action(kind, (k // (p * v)) * p + within % p, chunk)
+
     warmup = min((p - stage - 1) * 2 + (v - 1) * p, total)
     order = [nth(F, k) for k in range(warmup)]
     for i in range(total - warmup):
@@ -59,7 +61,7 @@ def compute_order(schedule: str, stage: int, stages: int, microbatches: int, chu
     if schedule == "1f1b":
         warmup = min(stages - stage - 1, m)
         order = [Action(F, i) for i in range(warmup)]
-        for i in range(m - warmup):          # steady state: one forward, then the oldest backward
+        for i in range(m - warmup):  # steady state: one forward, then the oldest backward
             order += [Action(F, warmup + i), Action(B, i)]
         order += [Action(B, i) for i in range(m - warmup, m)]
         return order
@@ -72,10 +74,10 @@ def action_list(schedule: str, stage: int, stages: int, microbatches: int, chunk
     order = compute_order(schedule, stage, stages, microbatches, chunks)
     last_chunk = stages * chunks - 1
 
-    def first(a: Action) -> bool:    # global chunk 0 (reads x)
+    def first(a: Action) -> bool:  # global chunk 0 (reads x)
         return a.chunk * stages + stage == 0
 
-    def last(a: Action) -> bool:     # the last global chunk (computes the loss)
+    def last(a: Action) -> bool:  # the last global chunk (computes the loss)
         return a.chunk * stages + stage == last_chunk
 
     def recv_for(a: Action) -> list[Action]:
@@ -88,7 +90,7 @@ def action_list(schedule: str, stage: int, stages: int, microbatches: int, chunk
     actions: list[Action] = recv_for(order[0]) if order else []
     for k, a in enumerate(order):
         if k + 1 < len(order):
-            actions += recv_for(order[k + 1])   # the next input is on its way while this one computes
+            actions += recv_for(order[k + 1])  # the next input is on its way while this one computes
         actions.append(a)
         if a.kind == F and not last(a):
             actions.append(Action(SEND_F, a.mb, a.chunk))

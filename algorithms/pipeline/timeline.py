@@ -5,14 +5,14 @@ than the next stage's backward of i ended. bubble = idle slots / (stages x makes
 (p - 1) / (m + p - 1) for a correct GPipe or 1F1B run ((p - 1) / (v m + p - 1) interleaved, a
 slot being one chunk's forward or backward); a wrong order (a stage waiting on work queued
 behind its own) shows as a larger bubble. Independent of wall-clock noise, hence testable."""
+
 from __future__ import annotations
 
 from typing import Sequence
 
-from algorithms.pipeline.pipeline_schedules import B, F, Action
+from algorithms.pipeline.pipeline_schedules import Action, B, F
 
-
-CHUNK = 1 << 20   # codes: chunk * CHUNK + micro-batch + 1, negative for a backward
+CHUNK = 1 << 20  # codes: chunk * CHUNK + micro-batch + 1, negative for a backward
 
 
 def encode(executed: Sequence[Action]) -> list[float]:

@@ -3,6 +3,7 @@ stage reads x, the last y and loss_fn) accepted it; otherwise a rejected input o
 the others waiting for activations that never come. The two end stages send their verdict straight to
 every other stage of the pipeline (one point-to-point hop, cheaper than a collective on an
 oversubscribed node); with replicas, one all-reduce over the stage's replicas joins the pipelines."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, TypeVar
@@ -29,8 +30,10 @@ def agree(pipe: Any, rank: int, size: int, check: Callable[[], T]) -> T:
     if failed is not None:
         raise failed
     if worst < size:
-        raise ValueError(f"Pipeline.train_step: rank {worst} rejected its input (its error names the argument); "
-                         f"no stage ran the step")
+        raise ValueError(
+            f"Pipeline.train_step: rank {worst} rejected its input (its error names the argument); "
+            f"no stage ran the step"
+        )
     return result
 
 

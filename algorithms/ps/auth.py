@@ -11,6 +11,7 @@ recorded message is refused by the socket that took it. The tag and the ROUTER's
 reply cannot be sent back as a request, nor a message for one server replayed to another. Not covered: a
 session the receiver has not seen (a server restarted from its checkpoint forgets the sessions; a worker's
 new socket after a reconnect), and denial of service (docs/security.md)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -40,7 +41,7 @@ class Seal:
         self._out, self._in = (TO_DEALER, TO_ROUTER) if is_router else (TO_ROUTER, TO_DEALER)
         self.session = secrets.token_hex(8)
         self._numbers = itertools.count()
-        self._last: dict[str, int] = {}   # per session heard from: the number of its last message taken
+        self._last: dict[str, int] = {}  # per session heard from: the number of its last message taken
 
     def stamp(self) -> dict[str, Any]:
         """The session and number of the next message sent (into its signed header)."""

@@ -5,6 +5,7 @@ and ask again, so nothing queued for the dead server is delivered twice to its s
 Each reply carries the server's incarnation (new at every start). A worker that finds a new incarnation
 after a silence greets it again and adopts its parameters (the server resumed from its checkpoint); the
 push that was in flight is dropped (it was computed on parameters the server no longer has)."""
+
 from __future__ import annotations
 
 import socket
@@ -13,8 +14,8 @@ from typing import Any, Sequence
 
 import torch
 
-from algorithms.ps.wire import zmq
 from algorithms.ps import wire
+from algorithms.ps.wire import zmq
 
 
 class ServerLostError(RuntimeError):
@@ -26,16 +27,25 @@ class WorkerRefusedError(ValueError):
 
 
 class ServerLink:
-    def __init__(self, ctx: zmq.Context, address: str, rank: int, signature: str, reply_timeout: float,
-                 server_timeout: float, secret: str, server: int = 0) -> None:
+    def __init__(
+        self,
+        ctx: zmq.Context,
+        address: str,
+        rank: int,
+        signature: str,
+        reply_timeout: float,
+        server_timeout: float,
+        secret: str,
+        server: int = 0,
+    ) -> None:
         self.ctx, self.address, self.rank, self.signature, self.server = ctx, address, rank, signature, server
         self._secret = secret
-        self.step = 0          # the worker's step, said in each greeting (the server bounds its pushes' steps by it)
+        self.step = 0  # the worker's step, said in each greeting (the server bounds its pushes' steps by it)
         self.reply_timeout, self.server_timeout = reply_timeout, server_timeout
         self.incarnation: str | None = None
-        self.restarts = 0      # server restarts seen
-        self.server_lost = False   # no answer for server_timeout: leaving does not wait for one either
-        self.refused = False       # the server refused this worker: it waits for it no more
+        self.restarts = 0  # server restarts seen
+        self.server_lost = False  # no answer for server_timeout: leaving does not wait for one either
+        self.refused = False  # the server refused this worker: it waits for it no more
         self.sock = self._connect()
 
     def _connect(self) -> zmq.Socket:
@@ -45,26 +55,33 @@ class ServerLink:
         """Greet the server (retrying until it answers or server_timeout passes); returns its welcome."""
         deadline = time.monotonic() + self.server_timeout
         while True:
-            wire.send(self.sock, "hello", {"rank": self.rank, "signature": self.signature, "step": self.step,
-                                           "host": socket.gethostname()})   # named by the server if lost
+            wire.send(
+                self.sock,
+                "hello",
+                {"rank": self.rank, "signature": self.signature, "step": self.step, "host": socket.gethostname()},
+            )  # named by the server if lost
             reply = self._wait(("welcome", "error"), min(self.reply_timeout, max(0.1, deadline - time.monotonic())))
             if reply is not None:
                 if reply.kind == "error":
                     self.refused = True
-                    raise WorkerRefusedError(f"server {self.server} at {self.address} refused worker {self.rank}: "
-                                             f"{reply.get('error')}")
+                    raise WorkerRefusedError(
+                        f"server {self.server} at {self.address} refused worker {self.rank}: {reply.get('error')}"
+                    )
                 if self.incarnation is not None and reply.get("incarnation") != self.incarnation:
                     self.restarts += 1
                 self.incarnation = reply.get("incarnation")
                 return reply
             if time.monotonic() > deadline:
                 self.server_lost = True
-                raise ServerLostError(f"rank {self.rank}: no answer from server {self.server} at {self.address} "
-                                      f"for {self.server_timeout:g} s (server_timeout)")
+                raise ServerLostError(
+                    f"rank {self.rank}: no answer from server {self.server} at {self.address} "
+                    f"for {self.server_timeout:g} s (server_timeout)"
+                )
             self._reconnect()
 
-    def request(self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor],
-                expect: tuple[str, ...]) -> tuple[wire.Message, int]:
+    def request(
+        self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor], expect: tuple[str, ...]
+    ) -> tuple[wire.Message, int]:
         """Send a request and return (the reply, bytes sent): `post` then `reply`."""
         sent = self.post(kind, header, tensors)
         reply, resent = self.reply(kind, header, tensors, expect)
@@ -75,8 +92,9 @@ class ServerLink:
         returns the bytes sent. A worker with several servers posts to all of them, then collects."""
         return wire.send(self.sock, kind, {**header, "rank": self.rank}, tensors)
 
-    def reply(self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor],
-              expect: tuple[str, ...]) -> tuple[wire.Message, int]:
+    def reply(
+        self, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor], expect: tuple[str, ...]
+    ) -> tuple[wire.Message, int]:
         """The reply to the request `post` sent, and the bytes sent again. After a silence of reply_timeout:
         reconnect and greet; if the same server answers, the request is sent again (the server drops a
         push it has already taken: pushes carry the worker's step), if a restarted one answers its welcome
@@ -89,8 +107,9 @@ class ServerLink:
                     return self.hello(), sent  # a restarted server that has not met us yet
                 if reply.kind == "error":
                     self.refused = True
-                    raise WorkerRefusedError(f"server {self.server} refused worker {self.rank}'s {kind}: "
-                                             f"{reply.get('error')}")
+                    raise WorkerRefusedError(
+                        f"server {self.server} refused worker {self.rank}'s {kind}: {reply.get('error')}"
+                    )
                 return reply, sent
             before = self.incarnation
             self._reconnect()
@@ -106,7 +125,7 @@ class ServerLink:
         server answered within server_timeout (the goodbye was sent; whether it arrived is unknown)."""
         if self.server_lost or self.refused:
             self.send(kind, header)
-            return self.refused   # a refused worker is not waited for: nothing to confirm
+            return self.refused  # a refused worker is not waited for: nothing to confirm
         try:
             while True:
                 self.post(kind, header, [])
@@ -116,7 +135,7 @@ class ServerLink:
                 # a restarted server's welcome: it has not heard this goodbye yet
         except ServerLostError:
             return False
-        except WorkerRefusedError:   # refused on greeting a restarted server: it does not wait for us
+        except WorkerRefusedError:  # refused on greeting a restarted server: it does not wait for us
             return True
 
     def send(self, kind: str, header: dict[str, Any]) -> None:
@@ -130,7 +149,7 @@ class ServerLink:
                 continue
             try:
                 _, msg = wire.recv(self.sock, routed=False)
-            except wire.WireError:   # not from our server (unsigned, a replay) or malformed: never acted on
+            except wire.WireError:  # not from our server (unsigned, a replay) or malformed: never acted on
                 continue
             if msg.kind in kinds:
                 return msg

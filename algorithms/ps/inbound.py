@@ -5,6 +5,7 @@ code) must still never crash a rank nor reach the model. Each check raises wire.
 what it held and what was expected; the receiver drops the message (Drops: logged the first time per
 cause, then counted) and, for a push, tells the worker it was rejected (so it takes the parameters and goes
 on) without applying it."""
+
 from __future__ import annotations
 
 import math
@@ -60,8 +61,10 @@ def push_header(msg: Message, known_step: int) -> int:
     step = natural(msg, "step")
     natural(msg, "version")
     if step > known_step + 1 + STEP_AHEAD:
-        raise WireError(f"push of step {step} from worker {msg.get('rank')}, whose last known step is {known_step}: "
-                        f"at most {STEP_AHEAD} steps ahead are plausible")
+        raise WireError(
+            f"push of step {step} from worker {msg.get('rank')}, whose last known step is {known_step}: "
+            f"at most {STEP_AHEAD} steps ahead are plausible"
+        )
     lrs = msg.get("lrs")
     if lrs is not None and not (isinstance(lrs, list) and all(_finite(v) and v >= 0 for v in lrs)):
         raise WireError(f"push: lrs must be a list of finite learning rates >= 0, got {lrs!r:.60}")
@@ -72,13 +75,13 @@ def push_header(msg: Message, known_step: int) -> int:
 
 def gradient(msg: Message, codec: Any, numel: int) -> torch.Tensor:
     """The finite gradient of `numel` elements a push (or ssp grad) carries."""
-    if msg.get("codec") is not None and natural(msg, "numel") != numel:   # before decoding allocates it
+    if msg.get("codec") is not None and natural(msg, "numel") != numel:  # before decoding allocates it
         raise WireError(f"{msg.kind} message: numel {msg.get('numel')} for a model of {numel}")
     try:
         grad = payload.decode(msg.header, msg.tensors, codec)
     except WireError:
         raise
-    except (KeyError, ValueError, TypeError, RuntimeError) as e:   # a header that does not fit its tensors
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:  # a header that does not fit its tensors
         raise WireError(f"{msg.kind} message: its gradient does not decode ({type(e).__name__}: {e})") from None
     return finite_vector(msg.kind, grad, numel)
 

@@ -15,19 +15,20 @@ Two ways to learn it:
   with the communicator (all-gathers); afterwards the communicator is not used.
 The secret never travels on a command line, where any user of the machine could read it (ps).
 """
+
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
-from pycomm import settings
+from algorithms.ps import auth, wire
 from algorithms.ps.ps_settings import ADDRESS_ENV, ADDRESSES_ENV, HOST_ENV, RANK_ENV, SECRET_ENV, WORLD_ENV
 from algorithms.ps.wire import zmq
-from algorithms.ps import auth, wire
+from pycomm import settings
 
 _ADDRESS_BYTES = 128
 
@@ -36,18 +37,20 @@ _ADDRESS_BYTES = 128
 class Layout:
     rank: int
     world: int
-    addresses: tuple[str, ...]    # per rank ("" where a rank listens nowhere)
-    independent: bool             # started as independent processes (no MPI job)
-    secret: str = ""              # the run's: every message is signed with it (auth.py)
+    addresses: tuple[str, ...]  # per rank ("" where a rank listens nowhere)
+    independent: bool  # started as independent processes (no MPI job)
+    secret: str = ""  # the run's: every message is signed with it (auth.py)
 
-    def __repr__(self) -> str:    # never the secret, in a log or a traceback
-        return f"Layout(rank={self.rank}, world={self.world}, addresses={self.addresses}, independent={self.independent})"
+    def __repr__(self) -> str:  # never the secret, in a log or a traceback
+        return (
+            f"Layout(rank={self.rank}, world={self.world}, addresses={self.addresses}, independent={self.independent})"
+        )
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Layout | None:
     """The layout the environment gives, None when this process was not started that way."""
     env = os.environ if env is None else env
-    rank, world = settings.get(RANK_ENV, env), settings.get(WORLD_ENV, env)   # each checked there
+    rank, world = settings.get(RANK_ENV, env), settings.get(WORLD_ENV, env)  # each checked there
     if rank is None:
         return None
     if world is None:
@@ -67,9 +70,11 @@ def from_env(env: Mapping[str, str] | None = None) -> Layout | None:
         raise ValueError(f"{RANK_ENV} is set but neither {ADDRESS_ENV} (HOST:PORT of rank 0) nor {ADDRESSES_ENV}")
     secret = settings.get(SECRET_ENV, env)
     if secret is None:
-        raise ValueError(f"{RANK_ENV} is set but {SECRET_ENV} is not: give every process of the run the same "
-                         "secret in its environment (e.g. export it from `python -c 'import secrets; "
-                         "print(secrets.token_hex(32))'`), never on a command line")
+        raise ValueError(
+            f"{RANK_ENV} is set but {SECRET_ENV} is not: give every process of the run the same "
+            "secret in its environment (e.g. export it from `python -c 'import secrets; "
+            "print(secrets.token_hex(32))'`), never on a command line"
+        )
     return Layout(rank, world, addresses, True, secret)
 
 
@@ -81,10 +86,11 @@ def resolve(comm: Any, ctx: zmq.Context, listen: bool) -> tuple[Layout, zmq.Sock
         return layout, sock
     if comm is None:
         import pycomm
+
         comm = pycomm.world() if pycomm.is_initialized() else pycomm.init()
-    given = settings.get(SECRET_ENV)   # read (and checked) on every rank, so a malformed one fails them all alike
+    given = settings.get(SECRET_ENV)  # read (and checked) on every rank, so a malformed one fails them all alike
     secret = _allgather(comm, given or auth.new_secret() if comm.rank == 0 else "")[0]
-    host = listen_host(comm)   # a collective: every rank takes part, listening or not
+    host = listen_host(comm)  # a collective: every rank takes part, listening or not
     sock, address = wire.router(ctx, comm.rank, secret, host=host) if listen else (None, "")
     return Layout(comm.rank, comm.size, _allgather(comm, address if listen else ""), False, secret), sock
 
@@ -93,6 +99,7 @@ def listen_host(comm: Any) -> str:
     """The interface this rank listens on under an MPI launcher: PYCOMM_PS_HOST, else loopback when every
     rank runs on this machine, else this machine's address (never every interface: 0.0.0.0)."""
     import socket
+
     chosen = settings.get(HOST_ENV)
     hosts = set(_allgather(comm, socket.gethostname()))
     return chosen or ("127.0.0.1" if len(hosts) == 1 else wire.host_address())
@@ -104,7 +111,7 @@ def _allgather(comm: Any, text: str) -> tuple[str, ...]:
     if len(raw) > _ADDRESS_BYTES:
         raise ValueError(f"{text[:20]!r}...: at most {_ADDRESS_BYTES} bytes travel in the address exchange")
     mine = torch.zeros(_ADDRESS_BYTES, dtype=torch.uint8)
-    mine[:len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
+    mine[: len(raw)] = torch.tensor(list(raw), dtype=torch.uint8)
     out = torch.zeros(comm.size * _ADDRESS_BYTES, dtype=torch.uint8)
     comm.allgather(out, mine)
     return tuple(bytes(row.tolist()).rstrip(b"\0").decode() for row in out.view(comm.size, _ADDRESS_BYTES))
@@ -132,6 +139,7 @@ def free_base_port(n: int, host: str = "127.0.0.1") -> int:
     connects the socket to itself, after which that rank's bind fails."""
     import random
     import socket
+
     low = _ephemeral_low()
     top = low - n if low - n >= 20000 + 1000 else 60000 - n
     for _ in range(200):

@@ -1,15 +1,15 @@
 """Who is alive: a peer is live while it has been heard from (any message, heartbeats included) within
 `timeout` seconds. A worker's training step can take longer than the timeout, so every process sends
 heartbeats from a thread of its own (its own socket: ZeroMQ sockets belong to one thread)."""
+
 from __future__ import annotations
 
 import threading
 import time
 from typing import Callable, Iterable
 
-
-from algorithms.ps.wire import zmq
 from algorithms.ps import wire
+from algorithms.ps.wire import zmq
 
 
 class Liveness:
@@ -18,7 +18,7 @@ class Liveness:
     def __init__(self, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.timeout, self.clock = timeout, clock
         self.last: dict[int, float] = {}
-        self.lost: dict[int, str] = {}   # peer -> why it was declared lost
+        self.lost: dict[int, str] = {}  # peer -> why it was declared lost
         self.finished: set[int] = set()
 
     def heard(self, peer: int) -> None:
@@ -67,14 +67,14 @@ class Heartbeat:
     def _run(self) -> None:
         socks = [wire.dealer(self.ctx, a, f"hb-{self.rank}", self._secret, r) for r, a in self.peers.items()]
         for s in socks:
-            s.setsockopt(zmq.SNDHWM, 4)   # heartbeats to a peer that is away are dropped, never queued
+            s.setsockopt(zmq.SNDHWM, 4)  # heartbeats to a peer that is away are dropped, never queued
         try:
             while not self._stop.is_set():
                 for s in socks:
                     try:
                         wire.send(s, "heartbeat", {"rank": self.rank}, block=False)
                     except zmq.Again:
-                        pass   # the peer is away; its queue is full or it is gone
+                        pass  # the peer is away; its queue is full or it is gone
                 self._stop.wait(self.interval)
         finally:
             for s in socks:
@@ -83,7 +83,6 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-
 
 
 LINGER_MS = 2000  # at close, what is queued (a goodbye, a refusal) gets this long to reach a live peer

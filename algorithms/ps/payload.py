@@ -3,6 +3,7 @@
 Parameters always travel in fp32 (they are the model); a gradient push may be int8-compressed
 (pycomm.Int8Codec: one fp32 scale per block of 256) with an error-feedback residual kept by the
 pushing worker, so what one push loses is sent with the next."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,17 +28,24 @@ def unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
     offset = 0
     with torch.no_grad():
         for t in tensors:
-            t.copy_(flat[offset:offset + t.numel()].view_as(t))
+            t.copy_(flat[offset : offset + t.numel()].view_as(t))
             offset += t.numel()
 
 
 def gradients(params: list[torch.Tensor]) -> torch.Tensor:
     """The parameters' gradients as one fp32 vector (zeros where a parameter has none)."""
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float().cpu()
-                      for p in params]) if params else torch.empty(0)
+    return (
+        torch.cat(
+            [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float().cpu() for p in params]
+        )
+        if params
+        else torch.empty(0)
+    )
 
 
-def encode(vector: torch.Tensor, codec: Any, residual: torch.Tensor | None) -> tuple[dict[str, Any], list[torch.Tensor]]:
+def encode(
+    vector: torch.Tensor, codec: Any, residual: torch.Tensor | None
+) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """(header fields, tensors) of a vector for the wire, compressed by `codec` when given."""
     if codec is None:
         return {"codec": None}, [vector]
@@ -53,8 +61,10 @@ def decode(header: dict[str, Any], tensors: list[torch.Tensor], codec: Any) -> t
             raise WireError(f"an uncompressed push carries one tensor, got {len(tensors)}")
         return tensors[0].float()
     if codec is None or type(codec).__name__ != name:
-        raise WireError(f"push compressed with {name}, this side uses {type(codec).__name__ if codec else 'no codec'}: "
-                        "start every rank with the same codec option")
+        raise WireError(
+            f"push compressed with {name}, this side uses {type(codec).__name__ if codec else 'no codec'}: "
+            "start every rank with the same codec option"
+        )
     enc = codec.empty(int(header["numel"]))
     enc.data.copy_(tensors[0].reshape(enc.data.shape))
     enc.scales.copy_(tensors[1].reshape(enc.scales.shape))

@@ -11,6 +11,7 @@ syncps: a round waits for one gradient from every live worker (a worker that sen
   blended with the mean of the period's iterates (Polyak averaging): x <- a * mean + (1 - a) * x, so the
   workers that pull them get x_w <- a * x_polyak + (1 - a) * x_w.
 A step uses the learning rates the pushing worker's optimizer had for that step (its scheduler's)."""
+
 from __future__ import annotations
 
 import time
@@ -36,6 +37,7 @@ class Reply:
 @dataclass
 class ServerModel:
     """The parameters the server owns, the optimizer that steps them, and the version counter."""
+
     params: list[torch.Tensor]
     optimizer: torch.optim.Optimizer
     version: int = 0
@@ -44,7 +46,7 @@ class ServerModel:
     def step(self, grad: torch.Tensor, lrs: list[float] | None, scale: float = 1.0) -> None:
         offset = 0
         for p in self.params:
-            p.grad = grad[offset:offset + p.numel()].view_as(p).to(p.dtype).clone()
+            p.grad = grad[offset : offset + p.numel()].view_as(p).to(p.dtype).clone()
             offset += p.numel()
         groups = self.optimizer.param_groups
         saved = [g["lr"] for g in groups]
@@ -68,8 +70,14 @@ def _unknown_version(worker: int, stats: StalenessStats) -> Reply:
 
 
 class AsyncRule:
-    def __init__(self, model: ServerModel, stats: StalenessStats, bound: int | None, log: Callable[[str], None],
-                 correction: str | None = None):
+    def __init__(
+        self,
+        model: ServerModel,
+        stats: StalenessStats,
+        bound: int | None,
+        log: Callable[[str], None],
+        correction: str | None = None,
+    ):
         self.model, self.stats, self.bound, self.log, self.correction = model, stats, bound, log, correction
 
     def push(self, worker: int, header: dict[str, Any], grad: torch.Tensor, live: set[int]) -> list[Reply]:
@@ -109,19 +117,27 @@ class _Round:
 
 
 class SyncRule:
-    def __init__(self, model: ServerModel, stats: StalenessStats, period: int, alpha: float, timeout: float,
-                 log: Callable[[str], None], clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        model: ServerModel,
+        stats: StalenessStats,
+        period: int,
+        alpha: float,
+        timeout: float,
+        log: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.model, self.stats, self.period, self.alpha, self.timeout = model, stats, period, alpha, timeout
         self.log, self.clock = log, clock
         self.round = _Round()
-        self.window_sum: torch.Tensor | None = None   # sum of this period's iterates (Polyak)
+        self.window_sum: torch.Tensor | None = None  # sum of this period's iterates (Polyak)
         self.window_count = 0
 
     def push(self, worker: int, header: dict[str, Any], grad: torch.Tensor, live: set[int]) -> list[Reply]:
         s = self.model.version - int(header["version"])
         if s < 0:
             return [_unknown_version(worker, self.stats)]
-        if s > 0:   # computed for a round that closed without it (the worker was late): not applied
+        if s > 0:  # computed for a round that closed without it (the worker was late): not applied
             self.stats.staleness(s)
             self.stats.rejected += 1
             return [Reply(worker, "ack", {"rejected": True, "staleness": s}, True)]
@@ -144,9 +160,11 @@ class SyncRule:
         if self.round.grads and self.clock() - self.round.started > self.timeout:
             late = sorted(live - set(self.round.grads))
             if late:
-                self.log(f"round {self.model.version}: worker(s) {', '.join(map(str, late))} late (no gradient "
-                         f"within worker_timeout={self.timeout:g} s); continuing with "
-                         f"{', '.join(map(str, sorted(self.round.grads)))}")
+                self.log(
+                    f"round {self.model.version}: worker(s) {', '.join(map(str, late))} late (no gradient "
+                    f"within worker_timeout={self.timeout:g} s); continuing with "
+                    f"{', '.join(map(str, sorted(self.round.grads)))}"
+                )
             return self._close()
         return []
 

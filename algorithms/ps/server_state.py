@@ -1,6 +1,7 @@
 """The server's state on disk, written through the one atomic writer (algorithms.checkpointing.atomic:
 temporary file, fsync, rename, directory fsync): a server killed at any moment leaves either the
 previous checkpoint or the new one, never a torn file, and a saved one survives a power loss."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ def load(path: Path) -> dict[str, Any] | None:
     than tensors and plain containers (refused unrun) or cannot be read."""
     if not path.exists():
         return None
-    state = load_file(path)   # weights only: a crafted file is refused, never run
+    state = load_file(path)  # weights only: a crafted file is refused, never run
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ValueError(f"{path} is not a parameter-server checkpoint of format {FORMAT}")
     return state

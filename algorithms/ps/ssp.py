@@ -29,6 +29,7 @@ leave one peer with that gradient and another without it: their replicas then di
 Only messages signed with the run's secret are read (auth.py); an unsigned, malformed or implausible one
 (a gradient with NaN, a step outside the window this rank is in) is dropped and logged once per cause
 (inbound.py), never applied and never a crash."""
+
 from __future__ import annotations
 
 import sys
@@ -41,7 +42,6 @@ import torch
 from algorithms import options as opts
 from algorithms import traits
 from algorithms.base import CommOptimizer, mark_stepped
-from algorithms.ps.wire import zmq
 from algorithms.ps import inbound, layout, payload, wire
 from algorithms.ps.client import WorkerRefusedError
 from algorithms.ps.liveness import Heartbeat, Liveness, release
@@ -50,6 +50,7 @@ from algorithms.ps.rules import ServerModel
 from algorithms.ps.server import STARTUP_GRACE
 from algorithms.ps.stale_steps import CORRECTIONS, DEFAULT_CORRECTION, momentum_lowered, stale_scale
 from algorithms.ps.stats import StalenessStats
+from algorithms.ps.wire import zmq
 from algorithms.registry import register
 
 
@@ -60,20 +61,21 @@ def _log(rank: int, text: str) -> None:
 @register("ssp")
 class SSP(CommOptimizer):
     training = traits.WRAPPER
-    state_layout = traits.PER_RANK    # ranks may be up to K steps apart when a checkpoint is written
-    independent_processes = True      # a rank's death must not end the others (apps' launch reads this)
-    algorithm_options: dict[str, Any] = {"staleness_bound": 2, "staleness_correction": DEFAULT_CORRECTION,
-                                         **FT_OPTIONS}
+    state_layout = traits.PER_RANK  # ranks may be up to K steps apart when a checkpoint is written
+    independent_processes = True  # a rank's death must not end the others (apps' launch reads this)
+    algorithm_options: dict[str, Any] = {"staleness_bound": 2, "staleness_correction": DEFAULT_CORRECTION, **FT_OPTIONS}
 
-    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, **kwargs: Any
+    ) -> None:
         super().__init__(optimizer, algorithm, independent_comm(comm), **kwargs)
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
         config = validate_common(config)
         config["staleness_bound"] = opts.integer("staleness_bound", config["staleness_bound"], 0)
-        config["staleness_correction"] = opts.choice("staleness_correction", config["staleness_correction"],
-                                                     CORRECTIONS)
+        config["staleness_correction"] = opts.choice(
+            "staleness_correction", config["staleness_correction"], CORRECTIONS
+        )
         return config
 
     def _broadcast_initial_state(self) -> None:
@@ -87,18 +89,27 @@ class SSP(CommOptimizer):
         self.layout, self.sock = layout.resolve(self.comm, self.ctx, listen=True)
         self.rank, world = self.layout.rank, self.layout.world
         self.peers = [r for r in range(world) if r != self.rank]
-        self.links = {r: wire.dealer(self.ctx, self.layout.addresses[r], f"ssp-{self.rank}", self.layout.secret, r)
-                      for r in self.peers}
+        self.links = {
+            r: wire.dealer(self.ctx, self.layout.addresses[r], f"ssp-{self.rank}", self.layout.secret, r)
+            for r in self.peers
+        }
         self.liveness = Liveness(self.options["worker_timeout"])
         self.stats = StalenessStats()
-        self.model = ServerModel(self.params, self.optimizer)   # applies averaged steps, counts them
+        self.model = ServerModel(self.params, self.optimizer)  # applies averaged steps, counts them
         self.signature = wire.signature(self.params)
-        self.pending: dict[int, dict[int, tuple[torch.Tensor, int]]] = {}   # step -> rank -> (gradient, staleness)
-        self.final: dict[int, int] = {}                         # rank -> steps it took (said goodbye)
-        self.frozen: dict[int, list[int]] = {}   # restored steps: they average exactly these ranks' saved gradients
+        self.pending: dict[int, dict[int, tuple[torch.Tensor, int]]] = {}  # step -> rank -> (gradient, staleness)
+        self.final: dict[int, int] = {}  # rank -> steps it took (said goodbye)
+        self.frozen: dict[int, list[int]] = {}  # restored steps: they average exactly these ranks' saved gradients
         self.residual = torch.zeros(sum(p.numel() for p in self.params)) if self.options["codec"] else None
-        self._heartbeats.append(Heartbeat(self.ctx, self.rank, {r: self.layout.addresses[r] for r in self.peers},
-                                          self.options["worker_timeout"] / 4, self.layout.secret))
+        self._heartbeats.append(
+            Heartbeat(
+                self.ctx,
+                self.rank,
+                {r: self.layout.addresses[r] for r in self.peers},
+                self.options["worker_timeout"] / 4,
+                self.layout.secret,
+            )
+        )
         self._closed = False
         self.numel = sum(p.numel() for p in self.params)
         self.drops = inbound.Drops(lambda text: _log(self.rank, text))
@@ -158,11 +169,12 @@ class SSP(CommOptimizer):
             return
         self.liveness.heard(peer)
         if msg.kind == "hello":
-            if msg.get("signature") != self.signature:   # the reply never says this rank's signature
+            if msg.get("signature") != self.signature:  # the reply never says this rank's signature
                 why = f"rank {peer}'s model has other shapes/dtypes than rank {self.rank}'s: started with another model"
                 self._send(peer, "error", {"error": why})
-                raise WorkerRefusedError(f"{why} (its checksum {msg.get('signature')!r:.40}, this rank's "
-                                         f"{self.signature})")
+                raise WorkerRefusedError(
+                    f"{why} (its checksum {msg.get('signature')!r:.40}, this rank's {self.signature})"
+                )
             if peer == 0 and msg.tensors:
                 params = inbound.finite_vector("hello", msg.tensors[0].float().reshape(-1), self.numel)
                 payload.unflatten_into(params, self.params)
@@ -172,12 +184,14 @@ class SSP(CommOptimizer):
         elif msg.kind == "grad":
             self.stats.pulled += msg.nbytes
             step, stale = inbound.natural(msg, "step"), inbound.natural(msg, "staleness", 0)
-            if step < self.applied:   # a step completed without it (as before: never used)
+            if step < self.applied:  # a step completed without it (as before: never used)
                 return
             if step > self.steps + self.options["staleness_bound"] + inbound.STEP_AHEAD:
-                raise wire.WireError(f"grad of step {step} while this rank has taken {self.steps} steps: further "
-                                     "ahead than a peer can be")
-            if stale > step:   # a gradient of step t misses at most the t steps before it
+                raise wire.WireError(
+                    f"grad of step {step} while this rank has taken {self.steps} steps: further "
+                    "ahead than a peer can be"
+                )
+            if stale > step:  # a gradient of step t misses at most the t steps before it
                 raise wire.WireError(f"grad of step {step} with staleness {stale}")
             grad = inbound.gradient(msg, self.options["codec"], self.numel)
             self.pending.setdefault(step, {})[peer] = (grad, stale)
@@ -187,8 +201,11 @@ class SSP(CommOptimizer):
 
     def _expire(self) -> None:
         for r in self.liveness.expire():
-            _log(self.rank, f"rank {r} lost: {self.liveness.lost[r]}; continuing with ranks "
-                            f"{', '.join(map(str, sorted(self._members(self.applied))))}")
+            _log(
+                self.rank,
+                f"rank {r} lost: {self.liveness.lost[r]}; continuing with ranks "
+                f"{', '.join(map(str, sorted(self._members(self.applied))))}",
+            )
 
     def _members(self, step: int) -> list[int]:
         """The ranks whose gradient step `step` averages: this one, the live peers, and the finished ones
@@ -227,18 +244,18 @@ class SSP(CommOptimizer):
     def _step(self, loss: float | None) -> None:
         tic = time.perf_counter()
         t = self.steps
-        stale = t - self.applied                 # averaged steps missing from the parameters of this gradient
+        stale = t - self.applied  # averaged steps missing from the parameters of this gradient
         self.stats.staleness(stale)
         self.stats.calls += 1
         fields, tensors = payload.encode(payload.gradients(self.params), self.options["codec"], self.residual)
-        mine = payload.decode(fields, tensors, self.options["codec"])   # this rank's part, as its peers decode it
+        mine = payload.decode(fields, tensors, self.options["codec"])  # this rank's part, as its peers decode it
         self.pending.setdefault(t, {})[self.rank] = (mine, stale)
         for r in self._needing(t):
             self._send(r, "grad", {**fields, "step": t, "staleness": stale}, tensors)
         # step t + 1 may start only once step t + 1 - K - 1 = t - K is complete
         self._wait_until(t + 1 - self.options["staleness_bound"])
         self.stats.seconds += time.perf_counter() - tic
-        mark_stepped(self.optimizer)   # it steps K steps later (or at once)
+        mark_stepped(self.optimizer)  # it steps K steps later (or at once)
 
     def _wait_until(self, applied: int) -> None:
         self._receive(0)
@@ -286,8 +303,12 @@ class SSP(CommOptimizer):
 
     def _algorithm_state(self) -> dict[str, Any]:
         in_flight = {t: dict(have) for t, have in self.pending.items() if self.applied <= t < self.steps}
-        return {"applied": self.applied, "stats": self.stats.state_dict(), "residual": self.residual,
-                "pending": in_flight}
+        return {
+            "applied": self.applied,
+            "stats": self.stats.state_dict(),
+            "residual": self.residual,
+            "pending": in_flight,
+        }
 
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         self.model.version = state["applied"]
@@ -298,7 +319,10 @@ class SSP(CommOptimizer):
         # gradients peers already sent for the steps after the checkpoint (they resumed first) are kept
         self.pending = {**{t: have for t, have in self.pending.items() if t >= self.steps}, **saved}
         missing = [t for t in range(self.applied, self.steps) if t not in self.frozen]
-        if missing:   # a checkpoint written before the gradients in flight were saved: those steps are lost
-            _log(self.rank, f"the checkpoint holds no gradient of steps {missing[0]}..{missing[-1]} (taken, not "
-                            "applied): they are skipped")
+        if missing:  # a checkpoint written before the gradients in flight were saved: those steps are lost
+            _log(
+                self.rank,
+                f"the checkpoint holds no gradient of steps {missing[0]}..{missing[-1]} (taken, not "
+                "applied): they are skipped",
+            )
             self.frozen.update({t: [] for t in missing})

@@ -13,6 +13,7 @@ both (None: the plain rule of docs/algorithms.md). The remedies are the identity
   staleness-aware rule asyncps always applies, Zhang et al. 2016).
 asyncps's "momentum" lowers the server's momentum for each push by the implicit one of that push's
 staleness, on top of its 1 / (1 + s) step."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -20,8 +21,8 @@ from typing import Iterator
 
 import torch
 
-CORRECTIONS = (None, "momentum", "scale")      # ssp's
-ASYNC_CORRECTIONS = (None, "momentum")          # asyncps's (its rule scales by 1 / (1 + s) already)
+CORRECTIONS = (None, "momentum", "scale")  # ssp's
+ASYNC_CORRECTIONS = (None, "momentum")  # asyncps's (its rule scales by 1 / (1 + s) already)
 DEFAULT_CORRECTION = "momentum"
 
 

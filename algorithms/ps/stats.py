@@ -1,5 +1,6 @@
 """What the fault-tolerant algorithms report: staleness seen (mean, max, histogram), rejected pushes,
 bytes pushed and pulled, the server's queue depth; totals since construction and per step."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -23,8 +24,14 @@ class StalenessStats:
         self.histogram[s] += 1
 
     def _snapshot(self) -> dict[str, Any]:
-        return {"count": self.count, "total": self.total, "rejected": self.rejected, "pushed": self.pushed,
-                "pulled": self.pulled, "histogram": Counter(self.histogram)}
+        return {
+            "count": self.count,
+            "total": self.total,
+            "rejected": self.rejected,
+            "pushed": self.pushed,
+            "pulled": self.pulled,
+            "histogram": Counter(self.histogram),
+        }
 
     def as_dict(self) -> dict[str, Any]:
         """Totals since construction, and `step_metrics`: what changed since the previous call (a step's
@@ -33,21 +40,38 @@ class StalenessStats:
         self._mark = now
         n = now["count"] - mark["count"]
         hist = now["histogram"] - mark["histogram"]
-        step = {"staleness_mean": (now["total"] - mark["total"]) / n if n else None,
-                "staleness_max": max(hist) if hist else None,
-                "staleness_hist": {str(k): v for k, v in sorted(hist.items())},
-                "rejected": now["rejected"] - mark["rejected"],
-                "bytes_pushed": now["pushed"] - mark["pushed"], "bytes_pulled": now["pulled"] - mark["pulled"],
-                "queue_depth": self.queue_depth}
-        return {"bytes": self.pushed + self.pulled, "seconds": self.seconds, "calls": self.calls,
-                "bytes_pushed": self.pushed, "bytes_pulled": self.pulled,
-                "max_staleness": self.max, "mean_staleness": self.total / self.count if self.count else 0.0,
-                "rejected": self.rejected, "staleness_histogram": {str(k): v for k, v in sorted(self.histogram.items())},
-                "step_metrics": step}
+        step = {
+            "staleness_mean": (now["total"] - mark["total"]) / n if n else None,
+            "staleness_max": max(hist) if hist else None,
+            "staleness_hist": {str(k): v for k, v in sorted(hist.items())},
+            "rejected": now["rejected"] - mark["rejected"],
+            "bytes_pushed": now["pushed"] - mark["pushed"],
+            "bytes_pulled": now["pulled"] - mark["pulled"],
+            "queue_depth": self.queue_depth,
+        }
+        return {
+            "bytes": self.pushed + self.pulled,
+            "seconds": self.seconds,
+            "calls": self.calls,
+            "bytes_pushed": self.pushed,
+            "bytes_pulled": self.pulled,
+            "max_staleness": self.max,
+            "mean_staleness": self.total / self.count if self.count else 0.0,
+            "rejected": self.rejected,
+            "staleness_histogram": {str(k): v for k, v in sorted(self.histogram.items())},
+            "step_metrics": step,
+        }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "total": self.total, "max": self.max, "rejected": self.rejected,
-                "pushed": self.pushed, "pulled": self.pulled, "histogram": dict(self.histogram)}
+        return {
+            "count": self.count,
+            "total": self.total,
+            "max": self.max,
+            "rejected": self.rejected,
+            "pushed": self.pushed,
+            "pulled": self.pulled,
+            "histogram": dict(self.histogram),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.count, self.total, self.max = state["count"], state["total"], state["max"]

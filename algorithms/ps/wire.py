@@ -14,6 +14,7 @@ multipart messages carry tensors without copies into one buffer.
 Every message is signed with the run's secret and numbered (auth.py); `recv` refuses one that is not
 (Unauthenticated) before reading it, and a malformed one (WireError): the receiver drops both, answering
 nothing."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,7 +27,7 @@ import torch
 
 try:
     import zmq
-except ImportError:   # the algorithms still register; building one raises require_zmq()'s error
+except ImportError:  # the algorithms still register; building one raises require_zmq()'s error
     zmq = None  # type: ignore[assignment]
 
 from algorithms.ps.auth import Seal
@@ -36,11 +37,21 @@ INSTALL = "pip install pyzmq==27.3.0 (or pip install '.[ps]' in the pycomm check
 # the kinds of message: a worker's greeting and the server's answers, gradients, parameter pulls,
 # liveness, a worker's goodbye or pause (preempted: it comes back with --resume) and the server's receipt of
 # it, and a refusal
-KINDS = ("hello", "welcome", "push", "ack", "pull", "params", "heartbeat", "bye", "pause", "released", "error",
-         "grad")
+KINDS = ("hello", "welcome", "push", "ack", "pull", "params", "heartbeat", "bye", "pause", "released", "error", "grad")
 
-_DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
-                                torch.uint8, torch.int32, torch.int64)}
+_DTYPES = {
+    str(d): d
+    for d in (
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int8,
+        torch.uint8,
+        torch.int32,
+        torch.int64,
+    )
+}
 
 
 def require_zmq() -> None:
@@ -57,8 +68,10 @@ class Unauthenticated(WireError):
 
 
 if zmq is not None:
+
     class Socket(zmq.Socket):
         """A ZeroMQ socket that signs what it sends and checks what it receives (auth.Seal)."""
+
         seal: Seal | None = None
 
     class Context(zmq.Context):
@@ -66,11 +79,12 @@ if zmq is not None:
         weakly: when an optimizer and its sockets become garbage together, the socket leaves that set before
         the optimizer's finalizer (liveness.release) destroys the context, unclosed, and ZeroMQ's term then
         waits for it for ever (a hang in the garbage collector, seen in the test suite)."""
+
         _owned: list | None = None
 
         def _add_socket(self, socket: Any) -> None:
             super()._add_socket(socket)
-            self._owned = [s for s in self._owned or [] if not s.closed] + [socket]   # closed ones let go
+            self._owned = [s for s in self._owned or [] if not s.closed] + [socket]  # closed ones let go
 
         def destroy(self, linger: int | None = None) -> None:
             for sock in self._owned or []:
@@ -92,7 +106,7 @@ class Message:
     kind: str
     header: dict[str, Any]
     tensors: list[torch.Tensor] = field(default_factory=list)
-    nbytes: int = 0   # on the wire, header included
+    nbytes: int = 0  # on the wire, header included
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.header.get(key, default)
@@ -128,8 +142,13 @@ def unpack(frames: Sequence[bytes]) -> Message:
         raise WireError(f"{kind} message must describe each of its {len(frames) - 1} tensor frames, got {meta!r:.80}")
     tensors = []
     for item, frame in zip(meta, frames[1:]):
-        if (not isinstance(item, list) or len(item) != 2 or item[0] not in _DTYPES or not isinstance(item[1], list)
-                or not all(is_int(n) and n >= 0 for n in item[1])):
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or item[0] not in _DTYPES
+            or not isinstance(item[1], list)
+            or not all(is_int(n) and n >= 0 for n in item[1])
+        ):
             raise WireError(f"{kind} message: a tensor must be described as [dtype, [sizes]], got {item!r:.80}")
         dtype = _DTYPES[item[0]]
         if math.prod(item[1]) * dtype.itemsize != len(frame):
@@ -144,8 +163,14 @@ def is_int(value: Any) -> bool:
     return type(value) is int
 
 
-def send(sock: zmq.Socket, kind: str, header: dict[str, Any], tensors: Sequence[torch.Tensor] = (),
-         to: bytes | None = None, block: bool = True) -> int:
+def send(
+    sock: zmq.Socket,
+    kind: str,
+    header: dict[str, Any],
+    tensors: Sequence[torch.Tensor] = (),
+    to: bytes | None = None,
+    block: bool = True,
+) -> int:
     """Send one message, signed and numbered by the socket's seal (to the peer `to` on a ROUTER); returns
     the bytes sent. block=False raises zmq.Again instead of waiting for a peer that is away."""
     frames = sock.seal.sign(pack(kind, {**header, "auth": sock.seal.stamp()}, tensors))
@@ -167,14 +192,15 @@ def recv(sock: zmq.Socket, routed: bool) -> tuple[bytes | None, Message]:
     return identity, msg
 
 
-def router(ctx: zmq.Context, rank: int, secret: str, address: str | None = None,
-           host: str = "127.0.0.1") -> tuple[zmq.Socket, str]:
+def router(
+    ctx: zmq.Context, rank: int, secret: str, address: str | None = None, host: str = "127.0.0.1"
+) -> tuple[zmq.Socket, str]:
     """Rank `rank`'s ROUTER bound at tcp://address (host:port), or at a free port of `host` when address is
     None; returns it with the address peers connect to. It signs and checks with `secret`."""
     sock = ctx.socket(zmq.ROUTER, socket_class=Socket)
     sock.seal = Seal(secret, rank, is_router=True)
     sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)   # a reconnecting worker with the same identity takes over
+    sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a reconnecting worker with the same identity takes over
     if address is None:
         port = sock.bind_to_random_port(f"tcp://{host}")
         return sock, f"{host}:{port}"
@@ -183,8 +209,9 @@ def router(ctx: zmq.Context, rank: int, secret: str, address: str | None = None,
         sock.bind(f"tcp://{'*' if host in ('0.0.0.0', '*') else host}:{port}")
     except zmq.ZMQError as e:
         sock.close()
-        raise WireError(f"cannot listen on {address} ({e}); is another server running there? choose another "
-                        "port") from None
+        raise WireError(
+            f"cannot listen on {address} ({e}); is another server running there? choose another port"
+        ) from None
     return sock, address
 
 
@@ -210,6 +237,7 @@ def split_address(address: str) -> tuple[str, int]:
 def host_address() -> str:
     """This machine's address as its peers on other machines reach it (its hostname's, else loopback)."""
     import socket
+
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:

@@ -16,6 +16,7 @@ At most K + 1 gradient copies are in flight. clip_grad_norm_ marks the step's gr
 its global norm when it is completed (the norm exists only then). `drain()` completes every step taken (checkpoints and
 close do it first, so what they save is the parameters after every step taken); K = 0 never comes here
 (zero1 as it was)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,11 +33,11 @@ from algorithms.zero import shard_optimizer
 @dataclass
 class _InFlight:
     step: int
-    works: list[Any]                   # one reduce-scatter per group
-    shards: list[torch.Tensor]         # the averaged gradient shards, once the works are done
-    grads: list[torch.Tensor]          # the flat gradient copies the works read
-    hyper: list[dict[str, Any]]        # the user's param_groups' hyper-parameters at this step
-    clip: tuple[Any, ...] | None       # clip_grad_norm_'s arguments for this step's gradient, if called
+    works: list[Any]  # one reduce-scatter per group
+    shards: list[torch.Tensor]  # the averaged gradient shards, once the works are done
+    grads: list[torch.Tensor]  # the flat gradient copies the works read
+    hyper: list[dict[str, Any]]  # the user's param_groups' hyper-parameters at this step
+    clip: tuple[Any, ...] | None  # clip_grad_norm_'s arguments for this step's gradient, if called
 
 
 class DelayedSteps:
@@ -45,10 +46,10 @@ class DelayedSteps:
     def __init__(self, opt: Any, bound: int) -> None:
         self.opt, self.bound = opt, bound
         self.queue: list[_InFlight] = []
-        self.applied = 0                   # steps whose update the model's parameters hold
+        self.applied = 0  # steps whose update the model's parameters hold
         self.stats = StalenessStats()
-        self.clip_next: tuple[Any, ...] | None = None   # set by clip_grad_norm_ between backward and step
-        self.last_norm = torch.tensor(float("nan"))   # the global gradient norm of the latest completed step
+        self.clip_next: tuple[Any, ...] | None = None  # set by clip_grad_norm_ between backward and step
+        self.last_norm = torch.tensor(float("nan"))  # the global gradient norm of the latest completed step
 
     @torch.no_grad()
     def launch(self, step: int) -> None:
@@ -61,10 +62,16 @@ class DelayedSteps:
             flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in g.params])
             shard = torch.zeros(g.shard_numel, dtype=flat.dtype, device=flat.device)
             opt._count("dp_shard", opt.shard_comm, opt._wire_bytes(flat.numel(), flat.dtype, opt._wire(flat.dtype)))
-            work = opt.shard_comm.reduce_scatter_coalesced(shard, [flat], op=pycomm.AVG,
-                                                           bucket_bytes=opt.options["bucket_bytes"],
-                                                           wire_dtype=opt._wire(flat.dtype), codec=opt.options["codec"], async_op=True)
-            works.append(opt._across_replicas(work, shard))   # hybrid: then averaged over the replicas of the shard
+            work = opt.shard_comm.reduce_scatter_coalesced(
+                shard,
+                [flat],
+                op=pycomm.AVG,
+                bucket_bytes=opt.options["bucket_bytes"],
+                wire_dtype=opt._wire(flat.dtype),
+                codec=opt.options["codec"],
+                async_op=True,
+            )
+            works.append(opt._across_replicas(work, shard))  # hybrid: then averaged over the replicas of the shard
             shards.append(shard)
             grads.append(flat)
         hyper = [shard_optimizer.hyper_parameters(pg) for pg in opt.optimizer.param_groups]
@@ -86,8 +93,10 @@ class DelayedSteps:
         for w in item.works:
             w.wait()
         grads = [shard.float() for shard in item.shards]
-        if item.clip is not None:   # the global norm exists only now that the step is reduced
-            self.last_norm = clipping.clip_grad_norm_(grads, *item.clip, comms=opt._norm_comms(), device=opt.channel.device)
+        if item.clip is not None:  # the global norm exists only now that the step is reduced
+            self.last_norm = clipping.clip_grad_norm_(
+                grads, *item.clip, comms=opt._norm_comms(), device=opt.channel.device
+            )
         for group, grad in zip(opt.groups, grads):
             for i, piece in enumerate(group.shard_params):
                 piece.grad = group.piece_of(grad, i)

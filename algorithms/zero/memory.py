@@ -1,6 +1,7 @@
 """Bytes a ZeRO rank holds, counted from the live tensors (each storage once): what the memory formulas
 (DDP 16 Psi, stage 1 (4 + 12/N) Psi, stage 2 (2 + 14/N) Psi, stage 3 16 Psi / N for Adam) are checked
 against."""
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -32,6 +33,7 @@ def count(opt: Any) -> dict[str, int]:
     seen: set[int] = set()
     params = storage_bytes(list(opt.params) + opt.parameter_buffers(), seen)
     grads = storage_bytes([real_grad(p) for p in opt.params] + opt.gradient_buffers(), seen)
-    state = storage_bytes([g.master for g in opt.groups] + optimizer_tensors(opt.shard_optimizer)
-                          + optimizer_tensors(opt.optimizer), seen)
+    state = storage_bytes(
+        [g.master for g in opt.groups] + optimizer_tensors(opt.shard_optimizer) + optimizer_tensors(opt.optimizer), seen
+    )
     return {"params": params, "grads": grads, "optimizer": state, "total": params + grads + state}

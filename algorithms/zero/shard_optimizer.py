@@ -3,6 +3,7 @@ built over the shard pieces (algorithms/zero/flat_group.py), one piece per user 
 order. The user's optimizer stays what schedulers and the training loop see (its `param_groups`); its
 hyper-parameters are copied onto the shard optimizer's groups before every step, so an LR scheduler,
 or a hand-written `g["lr"] = ...`, takes effect as it would without sharding."""
+
 from __future__ import annotations
 
 import inspect
@@ -18,8 +19,10 @@ def build(user: torch.optim.Optimizer, piece_of: dict[int, torch.nn.Parameter]) 
     try:
         shard = type(user)(groups, **{k: v for k, v in user.defaults.items() if k in accepted})
     except TypeError as e:
-        raise TypeError(f"ZeRO builds a {type(user).__name__} over the shard with the same defaults and "
-                        f"param_groups and could not: {e}") from e
+        raise TypeError(
+            f"ZeRO builds a {type(user).__name__} over the shard with the same defaults and "
+            f"param_groups and could not: {e}"
+        ) from e
     shard.defaults = dict(user.defaults)
     return shard
 

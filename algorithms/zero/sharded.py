@@ -20,8 +20,8 @@ Gradient clipping: the gradients a ZeRO-2/3 rank keeps are its shard, which torc
 backward and step instead (the norm over all shards, and all pipeline stages, as torch computes it
 unsharded). Until the step, each parameter's .grad is a marker (algorithms/grad_markers.py) on which
 torch's clip raises an error naming opt.clip_grad_norm_, instead of returning 0."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import copy
 from typing import Any
@@ -29,13 +29,12 @@ from typing import Any
 import torch
 
 import pycomm
-from algorithms import grad_markers
+from algorithms import grad_markers, traits
 from algorithms import options as opts
-from algorithms import traits
 from algorithms.base import CommOptimizer, mark_stepped
+from algorithms.channel import codec_wire_bytes
 from algorithms.zero import shard_optimizer
 from algorithms.zero.flat_group import FlatGroup
-from algorithms.channel import codec_wire_bytes
 
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -46,19 +45,33 @@ def _dtype(name: str, value: Any, optional: bool) -> torch.dtype | None:
     if isinstance(value, str):
         value = getattr(torch, value.replace("torch.", ""), value)
     if value not in FLOAT_DTYPES:
-        raise opts.OptionError(f"{name} must be {'None or ' if optional else ''}one of torch.float32, "
-                               f"torch.bfloat16, torch.float16, got {value!r}")
+        raise opts.OptionError(
+            f"{name} must be {'None or ' if optional else ''}one of torch.float32, "
+            f"torch.bfloat16, torch.float16, got {value!r}"
+        )
     return value
 
 
 class ZeroOptimizer(CommOptimizer):
     state_layout = traits.SHARDED
     # overlap_backward=False: gradient reductions start once backward has finished (same results, no overlap)
-    algorithm_options: dict[str, Any] = {"param_dtype": None, "reduce_dtype": torch.float32, "hybrid": False,
-                                         "overlap_backward": True}
+    algorithm_options: dict[str, Any] = {
+        "param_dtype": None,
+        "reduce_dtype": torch.float32,
+        "hybrid": False,
+        "overlap_backward": True,
+    }
 
-    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
-                 model: torch.nn.Module | None = None, buffers: Any = None, **options: Any) -> None:
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        algorithm: str | None = None,
+        comm: Any = None,
+        *,
+        model: torch.nn.Module | None = None,
+        buffers: Any = None,
+        **options: Any,
+    ) -> None:
         self.model = model
         super().__init__(optimizer, algorithm, comm, model=model, buffers=buffers, **options)
 
@@ -71,8 +84,10 @@ class ZeroOptimizer(CommOptimizer):
 
     def _resolve_mesh(self, comm: Any, mesh: Any) -> pycomm.Mesh:
         if mesh is not None and self.options["hybrid"]:
-            raise opts.OptionError("hybrid=True cuts comm= by node; with mesh= the shards are replicated over the "
-                                   "mesh's dp_replicate already: drop hybrid")
+            raise opts.OptionError(
+                "hybrid=True cuts comm= by node; with mesh= the shards are replicated over the "
+                "mesh's dp_replicate already: drop hybrid"
+            )
         return super()._resolve_mesh(comm, mesh)
 
     def _mesh_for(self, comm: pycomm.Communicator) -> pycomm.Mesh:
@@ -84,16 +99,18 @@ class ZeroOptimizer(CommOptimizer):
         self._check_model()
         self.shard_comm = self.mesh["dp_shard"]
         self.replica_comm = self.mesh["dp_replicate"] if self.mesh.shape["dp_replicate"] > 1 else None
-        self._publish_deferred = False        # an outer method publishes after its own rule (hand_replicas_over)
-        self.dim_bytes = {"dp_shard": 0, "dp_replicate": 0}   # what this rank handed to ZeRO's collectives
-        values = {id(p): p.data for p in self.params}      # fp32 (or given) values the masters start from
+        self._publish_deferred = False  # an outer method publishes after its own rule (hand_replicas_over)
+        self.dim_bytes = {"dp_shard": 0, "dp_replicate": 0}  # what this rank handed to ZeRO's collectives
+        values = {id(p): p.data for p in self.params}  # fp32 (or given) values the masters start from
         self._cast_parameters()
-        self.groups = [FlatGroup(ps, self.shard_comm.size, self.shard_comm.rank, [values[id(p)] for p in ps])
-                       for ps in self._plan_groups()]
+        self.groups = [
+            FlatGroup(ps, self.shard_comm.size, self.shard_comm.rank, [values[id(p)] for p in ps])
+            for ps in self._plan_groups()
+        ]
         del values
         pieces = {id(p): g.shard_params[i] for g in self.groups for i, p in enumerate(g.params)}
         self.shard_optimizer = shard_optimizer.build(self.optimizer, pieces)
-        self._grad_shards_cache: list[torch.Tensor] | None = None   # this step's, clipped in place
+        self._grad_shards_cache: list[torch.Tensor] | None = None  # this step's, clipped in place
         self._after_setup()
 
     def _check_model(self) -> None:
@@ -102,8 +119,10 @@ class ZeroOptimizer(CommOptimizer):
         mine = {id(p) for p in self.model.parameters()}
         for index, p in enumerate(self.params):
             if id(p) not in mine:
-                raise ValueError(f"the optimizer's parameter {index} (shape {tuple(p.shape)}) is not a parameter of "
-                                 "model=: wrap the optimizer built over model.parameters()")
+                raise ValueError(
+                    f"the optimizer's parameter {index} (shape {tuple(p.shape)}) is not a parameter of "
+                    "model=: wrap the optimizer built over model.parameters()"
+                )
 
     def _cast_parameters(self) -> None:
         dtype = self.options["param_dtype"]
@@ -113,8 +132,9 @@ class ZeroOptimizer(CommOptimizer):
             if p.is_floating_point():
                 p.data = p.data.to(dtype)
         if self.model is not None:
-            self.model.register_forward_pre_hook(lambda _m, args, kwargs: _cast_inputs(args, kwargs, dtype),
-                                                 with_kwargs=True)
+            self.model.register_forward_pre_hook(
+                lambda _m, args, kwargs: _cast_inputs(args, kwargs, dtype), with_kwargs=True
+            )
 
     def param_names(self) -> list[str]:
         """The parameters' names (the model's where model= was given, else param<i>), in optimizer order."""
@@ -172,9 +192,15 @@ class ZeroOptimizer(CommOptimizer):
         grads = bucket.grads()
         wire = self._wire(bucket.shard.dtype)
         self._count("dp_shard", self.shard_comm, sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in grads))
-        work = self.shard_comm.reduce_scatter_coalesced(bucket.shard, grads, op=pycomm.AVG,
-                                                        bucket_bytes=self.options["bucket_bytes"],
-                                                        wire_dtype=wire, codec=self.options["codec"], async_op=True)
+        work = self.shard_comm.reduce_scatter_coalesced(
+            bucket.shard,
+            grads,
+            op=pycomm.AVG,
+            bucket_bytes=self.options["bucket_bytes"],
+            wire_dtype=wire,
+            codec=self.options["codec"],
+            async_op=True,
+        )
         # the full gradients are freed once packed: p.grad holds a marker until the step (grad_markers.py)
         return grad_markers.PlaceOnWait(self._across_replicas(work, bucket.shard), bucket.params, self.name)
 
@@ -189,8 +215,9 @@ class ZeroOptimizer(CommOptimizer):
     def _allgather_shard(self, full: list[torch.Tensor], shard: torch.Tensor) -> Any:
         """The parameters `full` all-gathered from every rank's `shard` over the shard group."""
         self._count("dp_shard", self.shard_comm, self._wire_bytes(shard.numel(), shard.dtype))
-        return self.shard_comm.allgather_coalesced(full, shard, bucket_bytes=self.options["bucket_bytes"],
-                                                   codec=self.options["codec"], async_op=True)
+        return self.shard_comm.allgather_coalesced(
+            full, shard, bucket_bytes=self.options["bucket_bytes"], codec=self.options["codec"], async_op=True
+        )
 
     # -- composition: an outer method across the replicas (algorithms/composition.py) ----------------
     def hand_replicas_over(self) -> None:
@@ -240,7 +267,7 @@ class ZeroOptimizer(CommOptimizer):
                 piece.grad = group.piece_of(grad, i)
         shard_optimizer.mirror(self.optimizer, self.shard_optimizer)
         self.shard_optimizer.step()
-        mark_stepped(self.torch_optimizer)   # stepped through its shard
+        mark_stepped(self.torch_optimizer)  # stepped through its shard
         for group in self.groups:
             for piece in group.shard_params:
                 piece.grad = None
@@ -259,7 +286,7 @@ class ZeroOptimizer(CommOptimizer):
         return [self.shard_comm] + super()._norm_comms()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        grad_markers.clear(self.params)   # torch's zero_grad(set_to_none=False) would zero a marker
+        grad_markers.clear(self.params)  # torch's zero_grad(set_to_none=False) would zero a marker
         super().zero_grad(set_to_none)
         self._grad_shards_cache = None
 
@@ -268,6 +295,7 @@ class ZeroOptimizer(CommOptimizer):
         """Bytes this rank holds now, counted from the live tensors (each storage once): the model's
         parameters, gradients (full ones and gradient shards) and optimizer state (masters included)."""
         from algorithms.zero.memory import count
+
         return count(self)
 
     def parameter_buffers(self) -> list[torch.Tensor]:
@@ -281,47 +309,57 @@ class ZeroOptimizer(CommOptimizer):
     # -- checkpoints (algorithms/zero/sharded_state.py) -----------------------------------------------------
     def full_state_dict(self) -> dict[str, Any]:
         from algorithms.zero import sharded_state
+
         return sharded_state.full_state_dict(self)
 
     def full_model_state_dict(self) -> dict[str, Any]:
         """full_state_dict()["model"] without gathering the optimizer state (collective)."""
         from algorithms.zero import sharded_state
+
         return sharded_state.full_model_state_dict(self)
 
     def load_full_state_dict(self, full: dict[str, Any], steps: int | None = None) -> None:
         """Load what full_state_dict() returned, on any number of ranks; `steps` sets the step counter
         (which full_state_dict does not carry; None keeps it)."""
         from algorithms.zero import sharded_state
+
         shard = sharded_state.full_as_shard(self, full, self.steps if steps is None else steps)
         sharded_state.load_sharded(self, [shard])
 
     def sharded_state_dict(self) -> dict[str, Any]:
         from algorithms.zero import sharded_state
+
         return sharded_state.sharded_state_dict(self)
 
     def save_sharded_state_dict(self, directory: Any) -> None:
         from algorithms.zero import sharded_state
+
         sharded_state.save_sharded(self, directory)
 
     def load_sharded_state_dict(self, shards: Any) -> None:
         from algorithms.zero import sharded_state
+
         sharded_state.load_sharded(self, shards)
 
     def _algorithm_state(self) -> dict[str, Any]:
-        return {"masters": [g.master.detach().clone() for g in self.groups],
-                "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict()),   # not the live tensors
-                "dim_bytes": dict(self.dim_bytes)}
+        return {
+            "masters": [g.master.detach().clone() for g in self.groups],
+            "shard_optimizer": copy.deepcopy(self.shard_optimizer.state_dict()),  # not the live tensors
+            "dim_bytes": dict(self.dim_bytes),
+        }
 
     @torch.no_grad()
     def _load_algorithm_state(self, state: dict[str, Any]) -> None:
         masters = state["masters"]
         if [m.numel() for m in masters] != [g.master.numel() for g in self.groups]:
-            raise ValueError("the saved master shards do not match this model's sharding: load a sharded state "
-                             "with load_sharded_state_dict to change the layout")
+            raise ValueError(
+                "the saved master shards do not match this model's sharding: load a sharded state "
+                "with load_sharded_state_dict to change the layout"
+            )
         for g, m in zip(self.groups, masters):
             g.master.copy_(m)
         self.shard_optimizer.load_state_dict(state["shard_optimizer"])
-        self.dim_bytes = dict(state.get("dim_bytes", self.dim_bytes))   # absent in states written before it
+        self.dim_bytes = dict(state.get("dim_bytes", self.dim_bytes))  # absent in states written before it
         self._publish()
 
 
@@ -342,6 +380,7 @@ class AcrossReplicas:
 def _cast_inputs(args: tuple, kwargs: dict, dtype: torch.dtype) -> tuple[tuple, dict]:
     def cast(x: Any) -> Any:
         return x.to(dtype) if torch.is_tensor(x) and x.is_floating_point() else x
+
     return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
 
 

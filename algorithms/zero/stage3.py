@@ -24,6 +24,7 @@ Inside `with opt.gathered_through():` (a Pipeline enters it around each train_st
 after its forward: it stays gathered from its first forward until its gradients are reduce-scattered, so
 micro-batches gather each unit once per step instead of twice per micro-batch (torch's pipelining keeps
 FSDP modules unsharded between micro-batches alike); the parameters are empty again after the step."""
+
 from __future__ import annotations
 
 import contextlib
@@ -43,18 +44,21 @@ ONE_BUCKET = 1 << 62
 
 # The backward pre-hook is what zero3 wants even where a unit's inputs need no gradient (the first
 # unit); torch warns about that case for every such module on every backward.
-warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed with respect "
-                        "to module outputs since no inputs require gradients")
+warnings.filterwarnings(
+    "ignore",
+    message="Full backward hook is firing when gradients are computed with respect "
+    "to module outputs since no inputs require gradients",
+)
 
 
 @dataclass(eq=False)
 class Unit:
     module: torch.nn.Module
     params: list[torch.Tensor]
-    buckets: Any = None                   # its GradientBuckets (one bucket)
-    shard: torch.Tensor | None = None     # this rank's shard of its parameters, in their dtype
+    buckets: Any = None  # its GradientBuckets (one bucket)
+    shard: torch.Tensor | None = None  # this rank's shard of its parameters, in their dtype
     gathered: bool = False
-    pending: Any = None                   # (work, full tensors) of an all-gather in flight
+    pending: Any = None  # (work, full tensors) of an all-gather in flight
     hooks: list[Any] = field(default_factory=list)
 
 
@@ -62,12 +66,21 @@ class Unit:
 class ZeRO3(ZeroOptimizer):
     algorithm_options: dict[str, Any] = {**ZeroOptimizer.algorithm_options, "units": None}
 
-    def __init__(self, optimizer: torch.optim.Optimizer, algorithm: str | None = None, comm: Any = None, *,
-                 model: torch.nn.Module | None = None, **options: Any) -> None:
-        _check_arguments(comm, model, options.get("buffers"))     # a wrong comm/model type is named first
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        algorithm: str | None = None,
+        comm: Any = None,
+        *,
+        model: torch.nn.Module | None = None,
+        **options: Any,
+    ) -> None:
+        _check_arguments(comm, model, options.get("buffers"))  # a wrong comm/model type is named first
         if model is None:
-            raise opts.OptionError("zero3 needs model=: its units (the model's blocks, or units=[...]) are "
-                                   "gathered around their forward and backward")
+            raise opts.OptionError(
+                "zero3 needs model=: its units (the model's blocks, or units=[...]) are "
+                "gathered around their forward and backward"
+            )
         super().__init__(optimizer, algorithm, comm, model=model, **options)
 
     def _validate(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +89,7 @@ class ZeRO3(ZeroOptimizer):
         if units is not None:
             if not isinstance(units, (list, tuple)) or not all(isinstance(u, torch.nn.Module) for u in units):
                 raise opts.OptionError("units must be a list of the model's submodules")
-            model = getattr(self, "model", None)      # apps' config check probes the options without one
+            model = getattr(self, "model", None)  # apps' config check probes the options without one
             inside = {id(m) for m in model.modules()} if model is not None else None
             if inside is not None and any(id(u) not in inside for u in units):
                 raise opts.OptionError("units must be submodules of model=; one of them is not")
@@ -103,7 +116,7 @@ class ZeRO3(ZeroOptimizer):
         # stays gathered through the whole forward and backward
         taken = {i for i, n in uses.items() if n > 1}
         self.units: list[Unit] = []
-        for module in modules + [self.model]:      # the root last
+        for module in modules + [self.model]:  # the root last
             own = module.parameters() if module is not self.model else self.params
             params = [p for p in own if id(p) in mine and id(p) not in taken and p.requires_grad]
             if module is self.model:
@@ -112,14 +125,21 @@ class ZeRO3(ZeroOptimizer):
                 continue
             taken.update(id(p) for p in params)
             if len({p.dtype for p in params}) > 1:
-                raise ValueError(f"zero3: unit {type(module).__name__} mixes parameter dtypes "
-                                 f"{sorted(str(p.dtype) for p in params)}; give units of one dtype")
+                raise ValueError(
+                    f"zero3: unit {type(module).__name__} mixes parameter dtypes "
+                    f"{sorted(str(p.dtype) for p in params)}; give units of one dtype"
+                )
             unit = Unit(module, params)
-            unit.buckets = pycomm.GradientBuckets(params, comm=self.shard_comm, mode="reduce_scatter",
-                                                  bucket_bytes=ONE_BUCKET, free_grads=True,
-                                                  overlap=self.options["overlap_backward"],
-                                                  launch=lambda b, u=unit: self._reduce_unit(u, b))
-            unit.params = unit.buckets.buckets[0].params          # the bucket's order is the flat order
+            unit.buckets = pycomm.GradientBuckets(
+                params,
+                comm=self.shard_comm,
+                mode="reduce_scatter",
+                bucket_bytes=ONE_BUCKET,
+                free_grads=True,
+                overlap=self.options["overlap_backward"],
+                launch=lambda b, u=unit: self._reduce_unit(u, b),
+            )
+            unit.params = unit.buckets.buckets[0].params  # the bucket's order is the flat order
             self.units.append(unit)
         return [u.params for u in self.units]
 
@@ -130,9 +150,11 @@ class ZeRO3(ZeroOptimizer):
             unit.shard = group.master if dtype == torch.float32 else group.master.to(dtype)
             self._free(unit)
             m = unit.module
-            unit.hooks = [m.register_forward_pre_hook(lambda _m, _a, u=unit: self._gather(u, +1)),
-                          m.register_full_backward_pre_hook(lambda _m, _g, u=unit: self._gather(u, -1))]
-            if m is not self.model:   # the root unit stays gathered after forward (see the module's docstring)
+            unit.hooks = [
+                m.register_forward_pre_hook(lambda _m, _a, u=unit: self._gather(u, +1)),
+                m.register_full_backward_pre_hook(lambda _m, _g, u=unit: self._gather(u, -1)),
+            ]
+            if m is not self.model:  # the root unit stays gathered after forward (see the module's docstring)
                 unit.hooks.append(m.register_forward_hook(lambda _m, _a, _o, u=unit: self._after_forward(u)))
 
     @contextlib.contextmanager
@@ -180,10 +202,10 @@ class ZeRO3(ZeroOptimizer):
     def _reduce_unit(self, unit: Unit, bucket: Any) -> Any:
         group = self.groups[self.units.index(unit)]
         for p, shape in zip(bucket.params, group.shapes):
-            if p.grad is None or p.grad.shape != shape:    # no gradient (a freed parameter's zeros_like)
+            if p.grad is None or p.grad.shape != shape:  # no gradient (a freed parameter's zeros_like)
                 p.grad = torch.zeros(shape, dtype=p.dtype, device=p.device)
         work = self._reduce_scatter(bucket)
-        self._free(unit)        # the gradients are packed: the unit's backward is over
+        self._free(unit)  # the gradients are packed: the unit's backward is over
         return work
 
     # -- the step ---------------------------------------------------------------------------------
@@ -199,7 +221,7 @@ class ZeRO3(ZeroOptimizer):
         for unit, group in zip(self.units, self.groups):
             if unit.shard is not group.master:
                 unit.shard.copy_(group.master)
-            if unit.gathered:       # the root unit after a forward without backward (evaluation): refresh it
+            if unit.gathered:  # the root unit after a forward without backward (evaluation): refresh it
                 self._free(unit)
 
     def _end_step(self) -> None:

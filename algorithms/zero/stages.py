@@ -15,6 +15,7 @@ nodes) zero2 reduce-scatters in the shard group, then all-reduces the shard acro
 zero1 takes `staleness_bound` K (default 0: the above): with K >= 1 step t's reduction is left in flight
 and step t - K is completed at the end of step t (algorithms/zero/delayed.py), so a gradient misses the
 K latest updates and ranks run up to K steps apart."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -50,7 +51,6 @@ class _GatheredStage(BucketedGradients, ZeroOptimizer):
         self._buckets.reset()
 
 
-
 @register("zero1")
 class ZeRO1(_GatheredStage):
     algorithm_options: dict[str, Any] = {**ZeroOptimizer.algorithm_options, "staleness_bound": 0}
@@ -71,18 +71,27 @@ class ZeRO1(_GatheredStage):
     def _gradient_buckets(self, comm: Any) -> pycomm.GradientBuckets:
         """Gradients all-reduced over `comm` (all of dp; only dp_shard under an outer method across replicas)."""
         dtype = self.params[0].dtype
-        buckets = pycomm.GradientBuckets(self.params, comm=comm, mode="allreduce",
-                                         bucket_bytes=self.options["bucket_bytes"], wire_dtype=self._wire(dtype),
-                                         codec=self.options["codec"], launch=self._allreduce_bucket,
-                                         overlap=self.options["overlap_backward"])
-        if self._stale:   # the reduction is issued at step() and left in flight, not during backward
+        buckets = pycomm.GradientBuckets(
+            self.params,
+            comm=comm,
+            mode="allreduce",
+            bucket_bytes=self.options["bucket_bytes"],
+            wire_dtype=self._wire(dtype),
+            codec=self.options["codec"],
+            launch=self._allreduce_bucket,
+            overlap=self.options["overlap_backward"],
+        )
+        if self._stale:  # the reduction is issued at step() and left in flight, not during backward
             buckets.remove_hooks()
         return buckets
 
     def _allreduce_bucket(self, bucket: Any) -> Any:
         wire = self._wire(bucket.params[0].dtype)
-        self._count("dp_shard" if self._buckets.comm is self.shard_comm else "dp", self._buckets.comm,
-                    sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in bucket.grads()))
+        self._count(
+            "dp_shard" if self._buckets.comm is self.shard_comm else "dp",
+            self._buckets.comm,
+            sum(self._wire_bytes(g.numel(), g.dtype, wire) for g in bucket.grads()),
+        )
         return self._buckets.reduce(bucket)
 
     def hand_replicas_over(self) -> None:
@@ -91,7 +100,7 @@ class ZeRO1(_GatheredStage):
         self._buckets.remove_hooks()
         plan = [b.params for b in self._buckets.buckets]
         self._buckets = self._gradient_buckets(self.shard_comm)
-        assert [b.params for b in self._buckets.buckets] == plan   # the same buckets: the groups stay valid
+        assert [b.params for b in self._buckets.buckets] == plan  # the same buckets: the groups stay valid
 
     def _after_setup(self) -> None:
         self._delayed = DelayedSteps(self, self.options["staleness_bound"]) if self._stale else None
@@ -113,13 +122,14 @@ class ZeRO1(_GatheredStage):
         """End of training: complete the steps still in flight (staleness_bound > 0); idempotent."""
         self.synchronize()
 
-    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                        foreach: bool | None = None) -> torch.Tensor:
+    def clip_grad_norm_(
+        self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: bool | None = None
+    ) -> torch.Tensor:
         """With staleness_bound > 0 this step's gradient is reduced K steps later: it is clipped by its
         global norm then, and what returns is the norm of the latest completed step (NaN before one)."""
         if self._delayed is None:
             return super().clip_grad_norm_(max_norm, norm_type, error_if_nonfinite, foreach)
-        clipping.total_norm([], norm_type)   # a bad norm_type is refused now, not K steps later
+        clipping.total_norm([], norm_type)  # a bad norm_type is refused now, not K steps later
         self._delayed.clip_next = (float(max_norm), norm_type, error_if_nonfinite, foreach)
         return self._delayed.last_norm
 
@@ -189,13 +199,20 @@ class ZeRO2(_GatheredStage):
     def _plan_groups(self) -> list[list[torch.Tensor]]:
         dtype = self.params[0].dtype
         self._buckets = pycomm.GradientBuckets(
-            self.params, comm=self.shard_comm, mode="reduce_scatter", bucket_bytes=self.options["bucket_bytes"],
-            wire_dtype=self._wire(dtype), codec=self.options["codec"], free_grads=True, launch=self._reduce_scatter,
-            overlap=self.options["overlap_backward"])
+            self.params,
+            comm=self.shard_comm,
+            mode="reduce_scatter",
+            bucket_bytes=self.options["bucket_bytes"],
+            wire_dtype=self._wire(dtype),
+            codec=self.options["codec"],
+            free_grads=True,
+            launch=self._reduce_scatter,
+            overlap=self.options["overlap_backward"],
+        )
         return [b.params for b in self._buckets.buckets]
 
     def _gradient_shard(self, index: int) -> torch.Tensor:
-        return self._buckets.buckets[index].shard.float()   # the shard itself when fp32
+        return self._buckets.buckets[index].shard.float()  # the shard itself when fp32
 
     def gradient_buffers(self) -> list[torch.Tensor]:
         return [b.shard for b in self._buckets.buckets]

@@ -2,6 +2,7 @@
 before any rank starts (`--print-config` fails exactly when the run would): names and options
 against the registries (model, data, algorithm, option values included), sizes that must divide
 over the ranks, paths that must stay inside out_dir, and what a resume would silently ignore."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,7 +25,7 @@ def world_size_of_launch(cfg: Config) -> int:
     from algorithms.ps.layout import from_env
     from apps import launch
 
-    independent = from_env()   # a process of an independent launch (apps.launch, apps.ps) knows its world
+    independent = from_env()  # a process of an independent launch (apps.launch, apps.ps) knows its world
     if independent is not None:
         return independent.world
     return cfg.launch.nproc if launch.should_spawn(cfg.launch.nproc) else launch.detect().size
@@ -34,11 +35,12 @@ def check(cfg: Config, world_size: int | None = None, batch_size_given: bool = T
     """Raise ConfigError on the first problem; derive data.batch_size from data.total_batch_size (in
     place). Returns notes for the user (sizes derived)."""
     from apps import parallel
+
     world = world_size_of_launch(cfg) if world_size is None else world_size
     _check_plain_names(cfg)
     _check_writable(cfg)
     _check_registries(cfg)
-    data_parallel = parallel.check_shape(cfg, world)   # the ranks that share the data (all, without stages)
+    data_parallel = parallel.check_shape(cfg, world)  # the ranks that share the data (all, without stages)
     _check_algorithm(cfg, data_parallel)
     notes = parallel.check(cfg)
     _check_length(cfg)
@@ -51,8 +53,10 @@ def check(cfg: Config, world_size: int | None = None, batch_size_given: bool = T
 def _check_plain_names(cfg: Config) -> None:
     for key, value in (("name", cfg.name), ("checkpoint.prefix", cfg.checkpoint.prefix)):
         if value in ("", ".", "..") or "/" in value or os.sep in value or "\0" in value:
-            raise ConfigError(f"{key} must be a plain file name (it names a directory under out_dir), got {value!r}; "
-                              "set out_dir to choose where runs go")
+            raise ConfigError(
+                f"{key} must be a plain file name (it names a directory under out_dir), got {value!r}; "
+                "set out_dir to choose where runs go"
+            )
 
 
 def _check_writable(cfg: Config) -> None:
@@ -66,8 +70,7 @@ def _check_writable(cfg: Config) -> None:
         if not existing.is_dir():
             raise ConfigError(f"{key}={value!r}: {existing} is a file, not a directory; choose a directory")
         if not os.access(existing, os.W_OK | os.X_OK):
-            raise ConfigError(f"{key}={value!r}: {existing} is not writable by this user; choose a writable "
-                              "directory")
+            raise ConfigError(f"{key}={value!r}: {existing} is not writable by this user; choose a writable directory")
 
 
 def _check_registries(cfg: Config) -> None:
@@ -76,8 +79,10 @@ def _check_registries(cfg: Config) -> None:
 
     for registry, section, kind in ((MODELS, cfg.model, "model"), (DATASETS, cfg.data, "data")):
         if section.name not in registry.names():
-            raise ConfigError(f"{kind}.name: unknown {registry.kind} '{section.name}'"
-                              f"{did_you_mean(section.name, registry.names())}; valid: {', '.join(registry.names())}")
+            raise ConfigError(
+                f"{kind}.name: unknown {registry.kind} '{section.name}'"
+                f"{did_you_mean(section.name, registry.names())}; valid: {', '.join(registry.names())}"
+            )
         try:
             registry.check_options(section.name, section.options, f"{kind}.options")
         except ValueError as e:
@@ -94,11 +99,17 @@ def _check_block_size(cfg: Config) -> None:
 
     model = cfg.model.options.get("block_size")
     data = {**DATASETS.defaults(cfg.data.name), **cfg.data.options}.get("block_size")
-    if "block_size" in MODELS.get(cfg.model.name).parameters() and isinstance(model, int) and \
-            isinstance(data, int) and model < data:
-        raise ConfigError(f"model.options.block_size={model} is shorter than the data's windows "
-                          f"(data.options.block_size={data}); set model.options.block_size >= {data}, or leave it "
-                          "unset (the model then takes the data's)")
+    if (
+        "block_size" in MODELS.get(cfg.model.name).parameters()
+        and isinstance(model, int)
+        and isinstance(data, int)
+        and model < data
+    ):
+        raise ConfigError(
+            f"model.options.block_size={model} is shorter than the data's windows "
+            f"(data.options.block_size={data}); set model.options.block_size >= {data}, or leave it "
+            "unset (the model then takes the data's)"
+        )
 
 
 def _check_data_path_given(cfg: Config) -> None:
@@ -107,9 +118,11 @@ def _check_data_path_given(cfg: Config) -> None:
     are there is check_data_files' (at launch)."""
     from apps.data import DATASETS, check_source
 
-    if "path" in cfg.data.options:   # one place for it: a path in both would leave which one wins unsaid
-        raise ConfigError(f"data.options.path={cfg.data.options['path']!r}: a dataset's files are named by data.path "
-                          "(-o data.path=...), not by data.options")
+    if "path" in cfg.data.options:  # one place for it: a path in both would leave which one wins unsaid
+        raise ConfigError(
+            f"data.options.path={cfg.data.options['path']!r}: a dataset's files are named by data.path "
+            "(-o data.path=...), not by data.options"
+        )
     path = DATASETS.get(cfg.data.name).parameters().get("path")
     if cfg.data.path is None and path is not None and path.default is path.empty:
         try:
@@ -139,8 +152,10 @@ def _check_algorithm(cfg: Config, world: int) -> None:
     name = cfg.algorithm.name
     if name == "none":
         if world > 1:
-            raise ConfigError(f"algorithm.name=none trains one process, but this launch runs {world} ranks; choose an "
-                              "algorithm (e.g. mbsgd for synchronous data parallelism) or --nproc 1")
+            raise ConfigError(
+                f"algorithm.name=none trains one process, but this launch runs {world} ranks; choose an "
+                "algorithm (e.g. mbsgd for synchronous data parallelism) or --nproc 1"
+            )
         if cfg.algorithm.options:
             raise ConfigError(f"algorithm.name=none takes no options, got {sorted(cfg.algorithm.options)}")
         return
@@ -148,17 +163,22 @@ def _check_algorithm(cfg: Config, world: int) -> None:
         options = optim.algorithm_options(cfg.algorithm, 1, {})  # names (and the algorithm) exist
         _check_fragments(option_values.algorithm_option_values(name, options, cfg), cfg)
     except ValueError as e:
-        raise ConfigError(f"algorithm.options: {e}" if not str(e).startswith(("algorithm", "unknown")) else str(e)) \
-            from e
+        raise ConfigError(
+            f"algorithm.options: {e}" if not str(e).startswith(("algorithm", "unknown")) else str(e)
+        ) from e
     servers = optim.server_ranks(cfg.algorithm)
     if servers and servers >= world:
-        raise ConfigError(f"algorithm.options.servers={servers} leaves no worker among the {world} ranks of this "
-                          f"launch (ranks 0..{servers - 1} serve); start more ranks (--nproc {servers + 1} or more) "
-                          "or use fewer servers")
+        raise ConfigError(
+            f"algorithm.options.servers={servers} leaves no worker among the {world} ranks of this "
+            f"launch (ranks 0..{servers - 1} serve); start more ranks (--nproc {servers + 1} or more) "
+            "or use fewer servers"
+        )
     task = MODELS.get(cfg.model.name).meta["task"]
     if optim.owns_loop(cfg.algorithm) and task not in ("classify", "lm"):
-        raise ConfigError(f"algorithm.name={name} needs a model with targets (classification or language model); "
-                          f"model.name={cfg.model.name} is a {task} model")
+        raise ConfigError(
+            f"algorithm.name={name} needs a model with targets (classification or language model); "
+            f"model.name={cfg.model.name} is a {task} model"
+        )
 
 
 def _check_fragments(options: dict[str, Any], cfg: Config) -> None:
@@ -177,11 +197,13 @@ def _check_fragments(options: dict[str, Any], cfg: Config) -> None:
         with torch.device("meta"):
             model = MODELS.build(cfg.model.name, cfg.model.options)
     except (ImportError, RuntimeError, TypeError, ValueError):
-        return   # a model that needs its data (or a package) to be built: the ranks count its layers
+        return  # a model that needs its data (or a package) to be built: the ranks count its layers
     count = len(fragments.layers(list(model.parameters()), model))
     if wanted > count:
-        raise ValueError(f"fragments={wanted} is more than the {count} layers of model.name={cfg.model.name} "
-                         f"(algorithms/fragments.py says what a layer is); choose fragments <= {count}")
+        raise ValueError(
+            f"fragments={wanted} is more than the {count} layers of model.name={cfg.model.name} "
+            f"(algorithms/fragments.py says what a layer is); choose fragments <= {count}"
+        )
 
 
 def _check_length(cfg: Config) -> None:
@@ -198,37 +220,50 @@ def _check_length(cfg: Config) -> None:
 def _check_schedule(cfg: Config) -> None:
     s, lr = cfg.schedule, cfg.optim.lr
     if s.name == "cosine" and s.min_lr > lr:
-        raise ConfigError(f"schedule.min_lr={s.min_lr:g} is above optim.lr={lr:g}: the cosine schedule would climb "
-                          f"from optim.lr to it instead of decaying; set schedule.min_lr <= {lr:g}")
+        raise ConfigError(
+            f"schedule.min_lr={s.min_lr:g} is above optim.lr={lr:g}: the cosine schedule would climb "
+            f"from optim.lr to it instead of decaying; set schedule.min_lr <= {lr:g}"
+        )
 
 
 def _derive_batches(cfg: Config, world: int, batch_size_given: bool) -> list[str]:
     d, notes = cfg.data, []
     if d.total_batch_size is not None:
         if d.total_batch_size % world:
-            raise ConfigError(f"data.total_batch_size={d.total_batch_size} is not divisible by the {world} ranks of "
-                              f"this launch; choose a multiple of {world}")
+            raise ConfigError(
+                f"data.total_batch_size={d.total_batch_size} is not divisible by the {world} ranks of "
+                f"this launch; choose a multiple of {world}"
+            )
         per_rank = d.total_batch_size // world
         if batch_size_given and d.batch_size != per_rank:
-            raise ConfigError(f"data.batch_size={d.batch_size} (per rank) and data.total_batch_size="
-                              f"{d.total_batch_size} disagree on {world} ranks ({d.total_batch_size} / {world} = "
-                              f"{per_rank}); set only one of them")
+            raise ConfigError(
+                f"data.batch_size={d.batch_size} (per rank) and data.total_batch_size="
+                f"{d.total_batch_size} disagree on {world} ranks ({d.total_batch_size} / {world} = "
+                f"{per_rank}); set only one of them"
+            )
         d.batch_size = per_rank
     if d.physical_batch_size is not None and d.physical_batch_size != d.batch_size:
         if d.physical_batch_size > d.batch_size or d.batch_size % d.physical_batch_size:
-            raise ConfigError(f"data.physical_batch_size={d.physical_batch_size} must divide the per-rank batch "
-                              f"data.batch_size={d.batch_size} (gradients are accumulated over "
-                              f"batch_size / physical_batch_size micro-batches)")
+            raise ConfigError(
+                f"data.physical_batch_size={d.physical_batch_size} must divide the per-rank batch "
+                f"data.batch_size={d.batch_size} (gradients are accumulated over "
+                f"batch_size / physical_batch_size micro-batches)"
+            )
         if _owns_loop(cfg.algorithm):
-            raise ConfigError(f"data.physical_batch_size: {cfg.algorithm.name} trains in its own worker processes "
-                              "and does not accumulate gradients; leave it unset")
-        notes.append(f"gradient accumulation: {d.batch_size // d.physical_batch_size} micro-batches of "
-                     f"{d.physical_batch_size} per step (data.batch_size={d.batch_size} per rank, {world} rank(s))")
+            raise ConfigError(
+                f"data.physical_batch_size: {cfg.algorithm.name} trains in its own worker processes "
+                "and does not accumulate gradients; leave it unset"
+            )
+        notes.append(
+            f"gradient accumulation: {d.batch_size // d.physical_batch_size} micro-batches of "
+            f"{d.physical_batch_size} per step (data.batch_size={d.batch_size} per rank, {world} rank(s))"
+        )
     return notes
 
 
 def _owns_loop(algorithm: Any) -> bool:
     from apps import optim
+
     return optim.owns_loop(algorithm)
 
 
@@ -269,10 +304,12 @@ def check_resume(cfg: Config, resume: str) -> None:
         before = recorded.get(section) or {}
         for key, value in now[section].items():
             if key in before and not _same(before[key], value):
-                raise ConfigError(f"--resume: {section}.{key} is {value!r} here but {before[key]!r} in the run being "
-                                  f"resumed ({recorded_file}); the checkpoint restores the optimizer's and the "
-                                  f"schedule's state, so the new value would be ignored. Resume with "
-                                  f"{section}.{key}={before[key]!r}, or start a new run (another name)")
+                raise ConfigError(
+                    f"--resume: {section}.{key} is {value!r} here but {before[key]!r} in the run being "
+                    f"resumed ({recorded_file}); the checkpoint restores the optimizer's and the "
+                    f"schedule's state, so the new value would be ignored. Resume with "
+                    f"{section}.{key}={before[key]!r}, or start a new run (another name)"
+                )
 
 
 def _same(a: Any, b: Any) -> bool:

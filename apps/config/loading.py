@@ -9,6 +9,7 @@ built in or the user's (registered by `algorithm.module`, given before or after 
 set after the switch are checked against it. Values are checked against the field's type and range, then the whole
 against the registries and the world size (apps.config.checks): every error before any rank starts.
 Unknown keys get the closest valid key in the error."""
+
 from __future__ import annotations
 
 import copy
@@ -21,7 +22,7 @@ import yaml
 from apps.config import checks, research_code_keys, typed
 from apps.config.schema import Config, ConfigError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"   # apps/configs
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"  # apps/configs
 
 
 def _merge(base: dict, top: Mapping) -> dict:
@@ -38,8 +39,10 @@ def _read_mapping(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not a text YAML file (byte {e.start} is not UTF-8); "
-                          "--config wants a YAML file such as apps/configs/default.yaml") from None
+        raise ConfigError(
+            f"{path}: not a text YAML file (byte {e.start} is not UTF-8); "
+            "--config wants a YAML file such as apps/configs/default.yaml"
+        ) from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read it: {e.strerror or e}") from e
     try:
@@ -57,8 +60,10 @@ def read_layers(path: str | Path, _seen: tuple[Path, ...] = ()) -> list[tuple[st
     if not path.exists() and not path.is_absolute() and (CONFIG_DIR / path.name).exists() and path.parent == Path("."):
         path = CONFIG_DIR / path.name  # `--config resnet20.yaml` finds the shipped file
     if not path.exists():
-        raise ConfigError(f"--config {str(path)!r}: no such file (shipped configs: "
-                          f"{', '.join(sorted(p.name for p in CONFIG_DIR.glob('*.yaml')))})")
+        raise ConfigError(
+            f"--config {str(path)!r}: no such file (shipped configs: "
+            f"{', '.join(sorted(p.name for p in CONFIG_DIR.glob('*.yaml')))})"
+        )
     if path.is_dir():
         raise ConfigError(f"--config {str(path)!r} is a directory; expected a YAML file")
     if path.resolve() in _seen:
@@ -106,12 +111,14 @@ def _option_names(section: str, name: str) -> set[str] | None:
         if name == "none":
             return set()
         import algorithms
+
         listing = algorithms.available()
         if name not in listing:
             return None
-        return set(listing[name]) | {k[:-len("_steps")] + "_epochs" for k in listing[name] if k.endswith("_steps")}
+        return set(listing[name]) | {k[: -len("_steps")] + "_epochs" for k in listing[name] if k.endswith("_steps")}
     from apps.data import DATASETS
     from apps.models import MODELS
+
     registry = MODELS if section == "model" else DATASETS
     return set(registry.get(name).parameters()) if name in registry.names() else None
 
@@ -123,7 +130,7 @@ class _Layers:
     def __init__(self) -> None:
         defaults = to_dict(Config())
         self.raw: dict = {s: {"name": defaults[s]["name"], "options": defaults[s]["options"]} for s in NAMED_SECTIONS}
-        self.user_options: dict[str, set[str]] = {s: set() for s in NAMED_SECTIONS}   # set by a file or override
+        self.user_options: dict[str, set[str]] = {s: set() for s in NAMED_SECTIONS}  # set by a file or override
         self.notes: list[str] = []
         # section -> (old name, new name, source, options held before the switch) for a switch to a name whose
         # options are not known yet: an algorithm of the user's, registered by algorithm.module, which may be
@@ -155,8 +162,10 @@ class _Layers:
         self.raw[section]["options"] = {k: v for k, v in options.items() if k not in dropped}
         shown = [k for k in dropped if k in self.user_options[section]]
         if shown:
-            self.notes.append(f"{source} switches {section}.name from {old!r} to {new!r}: dropped {section}.options "
-                              f"{', '.join(shown)} ({new!r} does not take them)")
+            self.notes.append(
+                f"{source} switches {section}.name from {old!r} to {new!r}: dropped {section}.options "
+                f"{', '.join(shown)} ({new!r} does not take them)"
+            )
 
     def _set_after_switch(self, section: str, keys: set[str]) -> None:
         """The user set these options; after a pending switch they are the new algorithm's, not held over
@@ -170,6 +179,7 @@ class _Layers:
             if section == "algorithm" and isinstance(self.raw["algorithm"].get("module"), str):
                 from apps.config.schema import AlgorithmConfig
                 from apps.optim import load_algorithm_module
+
                 try:
                     load_algorithm_module(AlgorithmConfig(name=switch[1], module=self.raw["algorithm"]["module"]))
                 except ValueError:
@@ -224,8 +234,11 @@ class Resolved:
     notes: list[str]  # what the user should know: keys renamed, options dropped, sizes derived
 
 
-def resolve(paths: str | Path | Sequence[str | Path] | None = None, overrides: Iterable[str] = (),
-            world_size: int | Callable[[Config], int] | None = None) -> Resolved:
+def resolve(
+    paths: str | Path | Sequence[str | Path] | None = None,
+    overrides: Iterable[str] = (),
+    world_size: int | Callable[[Config], int] | None = None,
+) -> Resolved:
     """The run's configuration: the embedded default, the YAML files layered left to right, then the
     overrides; checked as a whole for `world_size` ranks (None: as many as this launch will start; a
     function: the ranks this config runs on, e.g. apps.ps's workers plus the config's servers)."""
@@ -247,8 +260,9 @@ def resolve(paths: str | Path | Sequence[str | Path] | None = None, overrides: I
     return Resolved(cfg, layers.notes + notes)
 
 
-def load(paths: str | Path | Sequence[str | Path] | None = None, overrides: Iterable[str] = (),
-         world_size: int | None = None) -> Config:
+def load(
+    paths: str | Path | Sequence[str | Path] | None = None, overrides: Iterable[str] = (), world_size: int | None = None
+) -> Config:
     return resolve(paths, overrides, world_size).config
 
 

@@ -1,5 +1,6 @@
 """An algorithm's own checks of its option values, run on the config before any rank starts: by the
 config checks for algorithm.options and by the parallel checks for parallel.sharding_options."""
+
 from __future__ import annotations
 
 from typing import Any

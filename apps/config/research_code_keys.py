@@ -11,6 +11,7 @@ closest of our keys. Some of maxie's keys map by value (VALUE_MAPS):
   dist.dtype           -> train.dtype (bf16 autocast, fp32 parameters), for every stage; ZeRO's bf16
                        parameters on the wire are algorithm.options.param_dtype=bfloat16, set apart
   dist.cpu_only        true -> train.device=cpu, false -> auto"""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,17 +23,32 @@ from apps.config.schema import Config, ConfigError
 
 # Their section -> {their key: our dotted key}.
 ALIASES: dict[str, dict[str, str]] = {
-    "training": {"batch_size": "data.batch_size", "epochs": "train.epochs", "learning_rate": "optim.lr",
-                 "weight_decay": "optim.weight_decay", "grad_clip_norm": "train.grad_clip"},
+    "training": {
+        "batch_size": "data.batch_size",
+        "epochs": "train.epochs",
+        "learning_rate": "optim.lr",
+        "weight_decay": "optim.weight_decay",
+        "grad_clip_norm": "train.grad_clip",
+    },
     "lr_schedule": {"warmup_iters": "schedule.warmup_steps", "min_lr": "schedule.min_lr"},
     "lr_scheduler": {"warmup_iterations": "schedule.warmup_steps", "total_iterations": "schedule.total_steps"},
-    "dist": {"sharding_stage": "algorithm", "dtype": "train.dtype", "cpu_only": "train.device",
-             "backend": "launch.backend"},
+    "dist": {
+        "sharding_stage": "algorithm",
+        "dtype": "train.dtype",
+        "cpu_only": "train.device",
+        "backend": "launch.backend",
+    },
 }
 # Keys of our own sections that maxie names otherwise.
 RENAMED: dict[str, dict[str, str]] = {"checkpoint": {"chkpt_saving_iterations": "checkpoint.every_steps"}}
-STAGES = {"zero0": ("mbsgd", {}), "zero1": ("zero1", {}), "zero2": ("zero2", {}), "zero3": ("zero3", {}),
-          "zero2_hybrid": ("zero2", {"hybrid": True}), "zero3_hybrid": ("zero3", {"hybrid": True})}
+STAGES = {
+    "zero0": ("mbsgd", {}),
+    "zero1": ("zero1", {}),
+    "zero2": ("zero2", {}),
+    "zero3": ("zero3", {}),
+    "zero2_hybrid": ("zero2", {"hybrid": True}),
+    "zero3_hybrid": ("zero3", {"hybrid": True}),
+}
 
 
 def _stage(value: Any) -> Any:
@@ -78,8 +94,10 @@ def translate(parts: list[str], source: str, value: Any = None) -> tuple[list[st
         leaves = {k.rsplit(".", 1)[-1]: k for k in _our_keys()}  # the suggestion names our full key
         match = difflib.get_close_matches(parts[-1], list(leaves), n=1, cutoff=0.6)
         hint = f" (did you mean '{leaves[match[0]]}'?)" if match else ""
-        raise ConfigError(f"{source}: unknown config key '{their_key}'{hint}; '{parts[0]}.*' keys of "
-                          f"{who} that map to ours: {', '.join(f'{parts[0]}.{k} -> {v}' for k, v in section.items())}")
+        raise ConfigError(
+            f"{source}: unknown config key '{their_key}'{hint}; '{parts[0]}.*' keys of "
+            f"{who} that map to ours: {', '.join(f'{parts[0]}.{k} -> {v}' for k, v in section.items())}"
+        )
     ours = section[parts[1]]
     value = VALUE_MAPS.get(their_key, lambda v: v)(value)
     shown = f"{ours}={value}" if their_key in VALUE_MAPS else ours

@@ -1,5 +1,6 @@
 """A raw configuration mapping -> the typed Config: each value checked against its field's type
 (did-you-mean for unknown keys, finite numbers only) and declared range (apps.config.schema.bounded)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,9 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin is typing.Literal:
         if value in args:
             return value
-        raise ConfigError(f"{where}: {value!r} is not one of {list(args)}"
-                          f"{did_you_mean(str(value), [str(a) for a in args])}")
+        raise ConfigError(
+            f"{where}: {value!r} is not one of {list(args)}{did_you_mean(str(value), [str(a) for a in args])}"
+        )
     if origin is list:
         if isinstance(value, tuple):
             value = list(value)
@@ -118,8 +120,12 @@ def build(cls: type, raw: Any, where: str = "") -> Any:
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k) for k, v in raw.items()}
     for f in dataclasses.fields(cls):
         if f.name in kwargs and f.metadata.get("bounds"):
-            _check_bounds(kwargs[f.name], f.metadata["bounds"], f"{where}.{f.name}" if where else f.name,
-                          optional=type(None) in typing.get_args(hints[f.name]))
+            _check_bounds(
+                kwargs[f.name],
+                f.metadata["bounds"],
+                f"{where}.{f.name}" if where else f.name,
+                optional=type(None) in typing.get_args(hints[f.name]),
+            )
     return cls(**kwargs)
 
 

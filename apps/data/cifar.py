@@ -1,4 +1,5 @@
 """CIFAR-10 in the binary format (cifar-10-batches-bin: records of 1 label byte + 3072 pixel bytes)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,7 +46,7 @@ class Cifar:
             n = x.shape[0]
             padded = torch.nn.functional.pad(x, (4, 4, 4, 4))
             dx, dy = torch.randint(0, 9, (2, n)).tolist()
-            x = torch.stack([padded[i, :, dy[i]:dy[i] + 32, dx[i]:dx[i] + 32] for i in range(n)])
+            x = torch.stack([padded[i, :, dy[i] : dy[i] + 32, dx[i] : dx[i] + 32] for i in range(n)])
             flip = torch.rand(n) < 0.5
             x[flip] = x[flip].flip(-1)
         return x, self.labels[indices]

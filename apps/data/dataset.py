@@ -1,4 +1,5 @@
 """The dataset protocol the training loop uses: a length and a batch fetch by indices."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,12 +31,18 @@ class _BatchView(torch.utils.data.Dataset):
         return self.dataset.batch(indices)
 
 
-def iterate(dataset: Dataset, index_batches: Iterable[torch.Tensor], num_workers: int = 0
-            ) -> Iterator[tuple[torch.Tensor, ...]]:
+def iterate(
+    dataset: Dataset, index_batches: Iterable[torch.Tensor], num_workers: int = 0
+) -> Iterator[tuple[torch.Tensor, ...]]:
     """Yield batches in the given order; with workers, fetched in background processes (same order)."""
     if num_workers <= 0:
         for idx in index_batches:
             yield dataset.batch(idx)
         return
-    yield from torch.utils.data.DataLoader(_BatchView(dataset), sampler=list(index_batches), batch_size=None,
-                                           num_workers=num_workers, persistent_workers=False)
+    yield from torch.utils.data.DataLoader(
+        _BatchView(dataset),
+        sampler=list(index_batches),
+        batch_size=None,
+        num_workers=num_workers,
+        persistent_workers=False,
+    )

@@ -1,4 +1,5 @@
 """MNIST / Fashion-MNIST in the IDX format (gzip-compressed or raw), from a user path or the embedded copy."""
+
 from __future__ import annotations
 
 import gzip
@@ -24,10 +25,10 @@ def read_idx(path: str | Path) -> np.ndarray:
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES:
         raise ValueError(f"{path}: not an IDX file (bad magic {raw[:4]!r})")
     ndim = raw[3]
-    dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    dims = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
     dtype = np.dtype(_DTYPES[raw[2]])
     expected = int(np.prod(dims)) * dtype.itemsize
-    body = raw[4 + 4 * ndim:]
+    body = raw[4 + 4 * ndim :]
     if len(body) != expected:
         raise ValueError(f"{path}: IDX header says {dims} ({expected} bytes) but the file holds {len(body)} bytes")
     return np.frombuffer(body, dtype=dtype).reshape(dims)
@@ -65,12 +66,13 @@ def check_path(path: str | Path | None = None, **options: object) -> None:
         raise FileNotFoundError(f"data.path={str(root)!r} is not a directory holding IDX files")
     pairs = [(_find(root, f"{s}-images-idx3-ubyte"), _find(root, f"{s}-labels-idx1-ubyte")) for s in ("train", "t10k")]
     if not any(x and y for x, y in pairs):
-        raise FileNotFoundError(f"no IDX files in {root}: expected train-images-idx3-ubyte[.gz] and "
-                                "train-labels-idx1-ubyte[.gz] (and/or the t10k-* pair)")
+        raise FileNotFoundError(
+            f"no IDX files in {root}: expected train-images-idx3-ubyte[.gz] and "
+            "train-labels-idx1-ubyte[.gz] (and/or the t10k-* pair)"
+        )
 
 
-def load(path: str | Path | None = None, variant: str = "mnist", eval_count: int = 2000,
-         split_seed: int = 0) -> Splits:
+def load(path: str | Path | None = None, variant: str = "mnist", eval_count: int = 2000, split_seed: int = 0) -> Splits:
     """Official train/t10k split when the train files are in `path`; otherwise only the t10k files
     (the embedded default) split eval_count / rest with a fixed seed."""
     if variant not in NORMALIZE:
@@ -90,5 +92,4 @@ def load(path: str | Path | None = None, variant: str = "mnist", eval_count: int
         raise ValueError(f"eval_count must be in (0, {len(labels)}), got {eval_count}")
     perm = np.random.default_rng(split_seed).permutation(len(labels))
     ev, tr = perm[:eval_count], perm[eval_count:]
-    return Splits(ImageLabels(images[tr], labels[tr], mean, std), ImageLabels(images[ev], labels[ev], mean, std),
-                  info)
+    return Splits(ImageLabels(images[tr], labels[tr], mean, std), ImageLabels(images[ev], labels[ev], mean, std), info)

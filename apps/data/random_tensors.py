@@ -1,5 +1,6 @@
 """maxie's random-tensor dataset: checks the pipeline (data, model, checkpoints, segments)
 without real data. Sample i is a pure function of (seed, i), so every rank and every resume agrees."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -26,8 +27,13 @@ class RandomTensors:
         return (x, torch.stack(ys)) if self.num_classes else (x,)
 
 
-def load(num_samples: int = 1024, eval_samples: int = 128, shape: Sequence[int] = (1, 224, 224),
-         num_classes: int = 0, seed: int = 0) -> Splits:
+def load(
+    num_samples: int = 1024,
+    eval_samples: int = 128,
+    shape: Sequence[int] = (1, 224, 224),
+    num_classes: int = 0,
+    seed: int = 0,
+) -> Splits:
     """num_classes=0 gives images only (for the masked autoencoder); > 0 adds random labels."""
     if num_samples <= 0 or eval_samples < 0:
         raise ValueError(f"num_samples must be > 0 and eval_samples >= 0, got {num_samples}, {eval_samples}")

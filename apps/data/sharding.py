@@ -4,6 +4,7 @@ ranks (drop_last), cut into segments (maxie's unit of progress) and batches. A p
 any number of ranks: a resumed run, on as many ranks or on others, takes exactly the samples an
 uninterrupted run would take next (a segment's last samples that fill no whole step are left, as in
 every segment)."""
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -14,17 +15,28 @@ from pycomm.distributed_sampler import DistributedSampler
 
 
 class ShardPlan:
-    def __init__(self, num_samples: int, rank: int, size: int, batch_size: int, seed: int,
-                 segment_size: int | None = None, shuffle: bool = True):
+    def __init__(
+        self,
+        num_samples: int,
+        rank: int,
+        size: int,
+        batch_size: int,
+        seed: int,
+        segment_size: int | None = None,
+        shuffle: bool = True,
+    ):
         if batch_size <= 0:
             raise ValueError(f"batch_size must be > 0, got {batch_size}")
-        self.sampler = DistributedSampler(num_samples, num_replicas=size, rank=rank, shuffle=shuffle, seed=seed,
-                                          drop_last=True)
+        self.sampler = DistributedSampler(
+            num_samples, num_replicas=size, rank=rank, shuffle=shuffle, seed=seed, drop_last=True
+        )
         self.n, self.rank, self.size, self.batch_size = num_samples, rank, size, batch_size
         self.segment_size = min(segment_size or num_samples, num_samples)
         if self.segment_size // size < batch_size:
-            raise ValueError(f"a segment of {self.segment_size} samples over {size} ranks gives fewer than one "
-                             f"batch of {batch_size} per rank: lower data.batch_size or raise data.segment_size")
+            raise ValueError(
+                f"a segment of {self.segment_size} samples over {size} ranks gives fewer than one "
+                f"batch of {batch_size} per rank: lower data.batch_size or raise data.segment_size"
+            )
 
     @property
     def global_batch(self) -> int:
@@ -66,4 +78,4 @@ class ShardPlan:
     def batches(self, epoch: int, segment: int, taken: int = 0) -> Iterator[torch.Tensor]:
         shard = self.shard(epoch, segment, taken)
         for step in range(self.steps_in_segment(segment, taken)):
-            yield shard[step * self.batch_size:(step + 1) * self.batch_size]
+            yield shard[step * self.batch_size : (step + 1) * self.batch_size]

@@ -1,5 +1,6 @@
 """A character-level dataset from any text file; with no path, the embedded tiny Shakespeare (the GPT's
 default, so every GPT config runs on a fresh clone with no download)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,27 +44,33 @@ def check_options(values: dict, where: str) -> None:
         raise OptionValueError(f"{where}.eval_fraction={fraction!r}: expected a number >= 0 and < 1")
 
 
-def check_path(path: str | Path | None = None, block_size: int = 256, eval_fraction: float = 0.1,
-               **options: object) -> None:
+def check_path(
+    path: str | Path | None = None, block_size: int = 256, eval_fraction: float = 0.1, **options: object
+) -> None:
     """What load() needs on disk, checked before any rank starts: the file, and a text long enough for one
     window of block_size (+1: the targets) characters in each split. The file is read only when its size
     leaves that in doubt."""
     file = source(path)
     if not file.is_file():
-        raise FileNotFoundError(f"data.path={str(path)!r} is not a file (data.name=text reads one text file; "
-                                "give one with -o data.path=PATH, or leave data.path unset for the embedded "
-                                "tiny Shakespeare)")
+        raise FileNotFoundError(
+            f"data.path={str(path)!r} is not a file (data.name=text reads one text file; "
+            "give one with -o data.path=PATH, or leave data.path unset for the embedded "
+            "tiny Shakespeare)"
+        )
     if not isinstance(block_size, int) or not isinstance(eval_fraction, (int, float)) or not 0 <= eval_fraction < 1:
-        return   # check_options names those
+        return  # check_options names those
     if min(_split_lengths(file.stat().st_size // 4, eval_fraction)) > block_size:
-        return   # at least a character per 4 bytes (UTF-8): long enough whatever the text
+        return  # at least a character per 4 bytes (UTF-8): long enough whatever the text
     chars = len(file.read_text(encoding="utf-8"))
     train, held = _split_lengths(chars, eval_fraction)
     if min(train, held) <= block_size:
-        splits = f"{train} for training" + (f" and {held} for evaluation (eval_fraction={eval_fraction})"
-                                            if eval_fraction > 0 else "")
-        raise ValueError(f"data.options.block_size={block_size}: the text {str(file)!r} has {chars} characters, "
-                         f"{splits}; each split needs more than block_size: choose block_size < {min(train, held)}")
+        splits = f"{train} for training" + (
+            f" and {held} for evaluation (eval_fraction={eval_fraction})" if eval_fraction > 0 else ""
+        )
+        raise ValueError(
+            f"data.options.block_size={block_size}: the text {str(file)!r} has {chars} characters, "
+            f"{splits}; each split needs more than block_size: choose block_size < {min(train, held)}"
+        )
 
 
 def _split_lengths(chars: int, eval_fraction: float) -> tuple[int, int]:
@@ -77,8 +84,9 @@ def vocabulary(text: str) -> str:
     return "".join(sorted(set(text)))
 
 
-def load(path: str | Path | None = None, block_size: int = 256, stride: int | None = None,
-         eval_fraction: float = 0.1) -> Splits:
+def load(
+    path: str | Path | None = None, block_size: int = 256, stride: int | None = None, eval_fraction: float = 0.1
+) -> Splits:
     check_path(path, block_size, eval_fraction)
     text = source(path).read_text(encoding="utf-8")
     vocab = vocabulary(text)
@@ -86,8 +94,11 @@ def load(path: str | Path | None = None, block_size: int = 256, stride: int | No
     tokens = torch.tensor([lookup[c] for c in text], dtype=torch.long)
     if not 0.0 <= eval_fraction < 1.0:
         raise ValueError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
-    cut = int(len(tokens) * (1 - eval_fraction))   # first 90% train, last 10% eval, as nanoGPT
+    cut = int(len(tokens) * (1 - eval_fraction))  # first 90% train, last 10% eval, as nanoGPT
     stride = stride or block_size
     held = CharWindows(tokens[cut:], block_size, stride) if eval_fraction > 0 else None
-    return Splits(CharWindows(tokens[:cut], block_size, stride), held,
-                  {"vocab_size": len(vocab), "block_size": block_size, "vocab": "".join(vocab)})
+    return Splits(
+        CharWindows(tokens[:cut], block_size, stride),
+        held,
+        {"vocab_size": len(vocab), "block_size": block_size, "vocab": "".join(vocab)},
+    )

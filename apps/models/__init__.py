@@ -1,4 +1,5 @@
 """Reference models by name. Each entry records its task (how a batch becomes a loss)."""
+
 from __future__ import annotations
 
 import functools
@@ -19,12 +20,28 @@ MODELS.add("cnn", SmallCNN, task="classify")
 MODELS.add("resnet20", CifarResNet, task="classify")
 MODELS.add("resnet50", ResNet, task="classify")
 MODELS.add("resnet152", functools.partial(ResNet, depth=152), task="classify")
-MODELS.add("vit", ViT, task="classify", check=all_of(
-    whole("image_size", "patch_size", "in_channels", "num_classes", "dim", "heads"), whole("depth", minimum=0),
-    divides("heads", "dim"), fraction("dropout")))
-MODELS.add("gpt", GPT, task="lm", check=all_of(
-    whole("vocab_size", "block_size", "n_head", "n_embd"), whole("n_layer", minimum=0),   # no block: a bigram model
-    divides("n_head", "n_embd"), fraction("dropout")))
+MODELS.add(
+    "vit",
+    ViT,
+    task="classify",
+    check=all_of(
+        whole("image_size", "patch_size", "in_channels", "num_classes", "dim", "heads"),
+        whole("depth", minimum=0),
+        divides("heads", "dim"),
+        fraction("dropout"),
+    ),
+)
+MODELS.add(
+    "gpt",
+    GPT,
+    task="lm",
+    check=all_of(
+        whole("vocab_size", "block_size", "n_head", "n_embd"),
+        whole("n_layer", minimum=0),  # no block: a bigram model
+        divides("n_head", "n_embd"),
+        fraction("dropout"),
+    ),
+)
 MODELS.add("vit_mae", vit_mae, task="mae")
 
 __all__ = ["MODELS", "MLP", "SmallCNN", "CifarResNet", "ResNet", "ViT", "GPT", "vit_mae"]

@@ -2,13 +2,13 @@
 context 256), with weight tying and the FLOP count needed for MFU. Cut into pipeline stages as
 [embedding, block 0, ..., block n-1, final norm, head]; the head's weight is then untied from the token
 embedding (tie_weights=False: they sit on different stages, apps.train sets it for parallel.pp > 1)."""
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from apps.models.parts import Part
@@ -24,15 +24,25 @@ def embed(m: Any, idx: torch.Tensor) -> torch.Tensor:
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab_size: int = 65, block_size: int = 256, n_layer: int = 6, n_head: int = 6,
-                 n_embd: int = 384, dropout: float = 0.2, bias: bool = False, tie_weights: bool = True):
+    def __init__(
+        self,
+        vocab_size: int = 65,
+        block_size: int = 256,
+        n_layer: int = 6,
+        n_head: int = 6,
+        n_embd: int = 384,
+        dropout: float = 0.2,
+        bias: bool = False,
+        tie_weights: bool = True,
+    ):
         super().__init__()
         self.block_size, self.n_layer, self.n_head, self.n_embd = block_size, n_layer, n_head, n_embd
         self.tok = nn.Embedding(vocab_size, n_embd)
         self.pos = nn.Embedding(block_size, n_embd)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.Sequential(*[Block(n_embd, n_head, 4.0, dropout, causal=True, bias=bias)
-                                      for _ in range(n_layer)])
+        self.blocks = nn.Sequential(
+            *[Block(n_embd, n_head, 4.0, dropout, causal=True, bias=bias) for _ in range(n_layer)]
+        )
         self.norm = nn.LayerNorm(n_embd, bias=bias)
         self.head = nn.Linear(n_embd, vocab_size, bias=False)
         if tie_weights:

@@ -3,6 +3,7 @@ an nn.Sequential whose layers applied in order compute its forward and share its
 parameters (so a stage trains the model's own tensors). The glue between its blocks (a stem, a pooled
 head) is a `Part`: a function of some of the model's modules, the same function the model's forward
 calls, so the cut and the whole compute alike."""
+
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -1,6 +1,7 @@
 """ResNets: the CIFAR family (ResNet-20/32/44/56, He et al. 2016, option-A shortcuts) and the ImageNet
 bottleneck family (ResNet-50/101/152; parameter names as torchvision's so its weights load). Pipeline
 stages: the residual blocks, the stem first and the pooled classifier last."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,7 +38,7 @@ class _BasicBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        short = x[:, :, ::self.stride, ::self.stride] if self.stride > 1 else x
+        short = x[:, :, :: self.stride, :: self.stride] if self.stride > 1 else x
         if self.pad:
             short = F.pad(short, (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
         return F.relu(out + short)
@@ -66,8 +67,9 @@ class CifarResNet(nn.Module):
         return _classify(self, self.layers(_cifar_stem(self, x)))
 
     def pipeline_layers(self) -> nn.Sequential:
-        return nn.Sequential(Part(_cifar_stem, conv1=self.conv1, bn1=self.bn1), *self.layers,
-                             Part(_classify, fc=self.fc))
+        return nn.Sequential(
+            Part(_cifar_stem, conv1=self.conv1, bn1=self.bn1), *self.layers, Part(_classify, fc=self.fc)
+        )
 
 
 class _Bottleneck(nn.Module):
@@ -99,8 +101,7 @@ BOTTLENECK_DEPTHS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 class ResNet(nn.Module):
     """ImageNet ResNet-50/101/152 (QSR's recipe uses ResNet-152)."""
 
-    def __init__(self, depth: int = 50, num_classes: int = 1000, in_channels: int = 3,
-                 zero_init_residual: bool = True):
+    def __init__(self, depth: int = 50, num_classes: int = 1000, in_channels: int = 3, zero_init_residual: bool = True):
         super().__init__()
         if depth not in BOTTLENECK_DEPTHS:
             raise ValueError(f"depth must be one of {sorted(BOTTLENECK_DEPTHS)}, got {depth}")
@@ -126,5 +127,4 @@ class ResNet(nn.Module):
 
     def pipeline_layers(self) -> nn.Sequential:
         blocks = [b for i in range(1, 5) for b in getattr(self, f"layer{i}")]
-        return nn.Sequential(Part(_imagenet_stem, conv1=self.conv1, bn1=self.bn1), *blocks,
-                             Part(_classify, fc=self.fc))
+        return nn.Sequential(Part(_imagenet_stem, conv1=self.conv1, bn1=self.bn1), *blocks, Part(_classify, fc=self.fc))

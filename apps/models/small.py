@@ -1,5 +1,6 @@
 """Small MNIST-sized models: an MLP and a LeNet-like CNN (fast on one CPU core); both are sequences of
 layers, which pipeline_layers() gives for pipeline stages."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -32,12 +33,17 @@ class SmallCNN(nn.Module):
     def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 16, image_size: int = 28):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, width, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(width, 2 * width, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, width, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(width, 2 * width, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
         )
         side = image_size // 4
         self.classifier = nn.Sequential(
-            nn.Flatten(), nn.Linear(2 * width * side * side, 128), nn.ReLU(), nn.Linear(128, num_classes))
+            nn.Flatten(), nn.Linear(2 * width * side * side, 128), nn.ReLU(), nn.Linear(128, num_classes)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))

@@ -1,6 +1,7 @@
 """A Vision Transformer (Dosovitskiy et al. 2021): patch embedding, class token, pre-norm blocks.
 Defaults give a small ViT for 32x32 images; QSR's ViT-B/16 is image_size=224, patch_size=16,
 dim=768, depth=12, heads=12. Pipeline stages: the blocks, the embedding first and the head last."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,18 @@ def _classify(m: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 class ViT(nn.Module):
-    def __init__(self, image_size: int = 32, patch_size: int = 4, in_channels: int = 3, num_classes: int = 10,
-                 dim: int = 192, depth: int = 6, heads: int = 3, mlp_ratio: float = 4.0, dropout: float = 0.0):
+    def __init__(
+        self,
+        image_size: int = 32,
+        patch_size: int = 4,
+        in_channels: int = 3,
+        num_classes: int = 10,
+        dim: int = 192,
+        depth: int = 6,
+        heads: int = 3,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         if image_size % patch_size:
             raise ValueError(f"image_size ({image_size}) must be divisible by patch_size ({patch_size})")
@@ -40,5 +51,8 @@ class ViT(nn.Module):
 
     def pipeline_layers(self) -> nn.Sequential:
         """[patch embedding + class token + positions, the blocks, norm + head on the class token]."""
-        return nn.Sequential(Part(_embed, patch=self.patch, cls=self.cls, pos=self.pos), *self.blocks,
-                             Part(_classify, norm=self.norm, head=self.head))
+        return nn.Sequential(
+            Part(_embed, patch=self.patch, cls=self.cls, pos=self.pos),
+            *self.blocks,
+            Part(_classify, norm=self.norm, head=self.head),
+        )

@@ -8,6 +8,7 @@ refused request's body is never read):
   own name to 127.0.0.1 (DNS rebinding) sends its own name as Host, so only localhost, 127.0.0.1 and
   [::1] (with or without a port) are answered; others get 400. A server bound elsewhere is reached
   under names this one cannot know, and is protected by its key."""
+
 from __future__ import annotations
 
 import hashlib
@@ -35,7 +36,7 @@ def host_name(header: str) -> str:
     """The name in a Host header, without its port or brackets: "[::1]:8080" -> "::1"."""
     header = header.strip().lower()
     if header.startswith("["):
-        return header[1:header.find("]")] if "]" in header else header
+        return header[1 : header.find("]")] if "]" in header else header
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
@@ -63,19 +64,28 @@ class Access:
         path = scope["path"]
         host = headers.get(b"host")
         if self.check_host and host is not None and host_name(host.decode("latin-1")) not in LOOPBACK_NAMES:
-            response = error_response(path, 400, f"Host: {host.decode('latin-1')!r} is not a name of this server; "
-                                                 "bound to loopback it answers only localhost, 127.0.0.1 and [::1] (a "
-                                                 "guard against DNS rebinding)", "host", code="invalid_host")
+            response = error_response(
+                path,
+                400,
+                f"Host: {host.decode('latin-1')!r} is not a name of this server; "
+                "bound to loopback it answers only localhost, 127.0.0.1 and [::1] (a "
+                "guard against DNS rebinding)",
+                "host",
+                code="invalid_host",
+            )
             await response(scope, receive, send)
             return
         authorized = self.key_digest is None or self._key_ok(headers)
         # GET /health answers everyone, but tells which processes serve only to a caller with the key
         scope.setdefault("state", {})["authorized"] = authorized
         if not authorized and path not in OPEN_PATHS:
-            message = ("a missing or wrong API key: send the server's key (--api-key or PYCOMM_SERVE_API_KEY) as "
-                       "`Authorization: Bearer <key>`")
-            response = error_response(path, 401, message, "authorization", code="invalid_api_key",
-                                      headers={"WWW-Authenticate": "Bearer"})
+            message = (
+                "a missing or wrong API key: send the server's key (--api-key or PYCOMM_SERVE_API_KEY) as "
+                "`Authorization: Bearer <key>`"
+            )
+            response = error_response(
+                path, 401, message, "authorization", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
+            )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -5,6 +5,7 @@ Errors: apps.serve.http_errors (one JSON shape per API); bodies over the limit: 
 the API key and the Host check: apps.serve.access. No OpenAPI schema or docs pages are served.
 An error after a stream started is its final event, never a dropped connection: also when the
 server stops or the pipeline fails (Service.end_streams)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,24 +18,27 @@ from typing import Any, AsyncIterator, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse
 
-from apps.serve import openai_routes, request_checks as checks, smolcluster_routes
+from apps.serve import openai_routes, smolcluster_routes
+from apps.serve import request_checks as checks
 from apps.serve.access import Access
 from apps.serve.body_limit import BodyLimit
 from apps.serve.chat_sessions import SessionStore
 from apps.serve.engine import Engine
 from apps.serve.http_errors import BadRequest, error_response, install
-from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.request_checks import Limits
-from apps.serve.scheduler import Generation, QueueFull, Request as GenRequest, Scheduler
+from apps.serve.scheduler import Generation, QueueFull, Scheduler
+from apps.serve.scheduler import Request as GenRequest
+from apps.serve.serve_metrics import ServeMetrics
 
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE = {"/": ("index.html", "text/html"), "/app.js": ("app.js", "text/javascript")}
-POLL_DISCONNECT_S = 0.5   # how often a request checks that its client is still there
+POLL_DISCONNECT_S = 0.5  # how often a request checks that its client is still there
 
 
 @dataclass(eq=False)
 class OpenGeneration:
     """A submitted generation and the queue its events arrive on (in the request's event loop)."""
+
     gen: Generation
     events: asyncio.Queue
     emit: Callable[[dict[str, Any]], None]
@@ -46,13 +50,13 @@ class Service:
     scheduler: Scheduler
     metrics: ServeMetrics
     limits: Limits
-    info: dict[str, Any]   # GET /config
-    model_id: str          # /v1/models
-    pids: list[int]        # GET /health: every rank's process (the launcher's tests check they end)
+    info: dict[str, Any]  # GET /config
+    model_id: str  # /v1/models
+    pids: list[int]  # GET /health: every rank's process (the launcher's tests check they end)
     sessions: SessionStore = field(default_factory=SessionStore)
     open: set[OpenGeneration] = field(default_factory=set)
     open_lock: threading.Lock = field(default_factory=threading.Lock)
-    stop_message: str | None = None   # set once the server stops: new requests get 503
+    stop_message: str | None = None  # set once the server stops: new requests get 503
 
     def submit(self, req: GenRequest) -> OpenGeneration:
         if self.stop_message or self.engine.error is not None or self.engine.stopping:
@@ -60,11 +64,12 @@ class Service:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
-        def emit(event: dict[str, Any]) -> None:   # any thread -> this request's event loop
+        def emit(event: dict[str, Any]) -> None:  # any thread -> this request's event loop
             try:
                 loop.call_soon_threadsafe(events.put_nowait, event)
-            except RuntimeError:   # the loop is closed: the server is gone
+            except RuntimeError:  # the loop is closed: the server is gone
                 pass
+
         try:
             gen = self.scheduler.submit(req, self.limits.vocab.decoder(), emit)
         except QueueFull as e:
@@ -99,8 +104,9 @@ class Service:
         next_check = time.monotonic() + POLL_DISCONNECT_S
         try:
             while waiting:
-                done, _ = await asyncio.wait(waiting, timeout=max(0.0, next_check - time.monotonic()),
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    waiting, timeout=max(0.0, next_check - time.monotonic()), return_when=asyncio.FIRST_COMPLETED
+                )
                 if time.monotonic() >= next_check:
                     if await request.is_disconnected():
                         return
@@ -117,7 +123,7 @@ class Service:
             with self.open_lock:
                 self.open.difference_update(ogs)
             for og in ogs:
-                self.scheduler.cancel(og.gen)   # nothing when it finished; else its slot is freed
+                self.scheduler.cancel(og.gen)  # nothing when it finished; else its slot is freed
 
     async def finals(self, ogs: list[OpenGeneration], request: Request) -> list[dict[str, Any]]:
         """The final events of generations answered as a whole; BadRequest (503) when one failed."""
@@ -139,8 +145,15 @@ class Service:
         with self.open_lock:
             targets = list(self.open)
         for og in targets:
-            og.emit({"token": "", "done": True, "error": message, "full_text": "".join(og.gen.text),
-                     "num_tokens": len(og.gen.tokens)})
+            og.emit(
+                {
+                    "token": "",
+                    "done": True,
+                    "error": message,
+                    "full_text": "".join(og.gen.text),
+                    "num_tokens": len(og.gen.tokens),
+                }
+            )
 
     def end_streams_and_wait(self, message: str, timeout: float) -> None:
         self.end_streams(message)
@@ -166,7 +179,7 @@ def create_app(service: Service, max_body_bytes: int, api_key: str | None = None
     async def health(request: Request) -> JSONResponse:
         ok = service.engine.error is None and service.engine.thread.is_alive() and not service.stop_message
         body: dict[str, Any] = {"status": "ok" if ok else "error", "healthy": ok, "stages": service.engine.stages}
-        if getattr(request.state, "authorized", True):   # the processes, only to a caller with the key (access.py)
+        if getattr(request.state, "authorized", True):  # the processes, only to a caller with the key (access.py)
             body["pids"] = service.pids
         return JSONResponse(body, status_code=200 if ok else 503)
 
@@ -181,10 +194,12 @@ def create_app(service: Service, max_body_bytes: int, api_key: str | None = None
     def page_file(name: str, media_type: str) -> Callable:
         async def serve_file(request: Request) -> Any:
             path = STATIC / name
-            if not path.is_file():   # a broken install: setup.py's package data ships static/
-                return error_response(request.url.path, 500, f"{path} is not installed (pip install . ships "
-                                                             "apps/serve/static/)")
+            if not path.is_file():  # a broken install: setup.py's package data ships static/
+                return error_response(
+                    request.url.path, 500, f"{path} is not installed (pip install . ships apps/serve/static/)"
+                )
             return FileResponse(path, media_type=media_type, headers={"Cache-Control": "no-cache"})
+
         return serve_file
 
     for route, (name, media_type) in PAGE.items():

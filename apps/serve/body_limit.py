@@ -3,6 +3,7 @@ limit (Content-Length) is answered 413 at once, before a byte of it is read; a c
 counted as it arrives and refused with 413 as soon as it passes the limit. Either way the answer is
 the API's own JSON error (apps.serve.http_errors), and the server never holds more than the limit
 of one body in memory."""
+
 from __future__ import annotations
 
 from starlette.exceptions import HTTPException
@@ -29,8 +30,9 @@ class BodyLimit:
         except ValueError:
             length = None
         if length is not None and length > self.max_bytes:
-            response = error_response(scope["path"], 413, too_large(self.max_bytes), "body",
-                                      headers={"Connection": "close"})
+            response = error_response(
+                scope["path"], 413, too_large(self.max_bytes), "body", headers={"Connection": "close"}
+            )
             await response(scope, receive, send)
             return
         received = 0
@@ -40,7 +42,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:   # the app's exception handler answers it (http_errors)
+                if received > self.max_bytes:  # the app's exception handler answers it (http_errors)
                     raise HTTPException(413, too_large(self.max_bytes))
             return message
 

@@ -6,6 +6,7 @@ cookie (OWNER_COOKIE) the first time it uses a session, so a caller who knows or
 session_id still reads, extends and clears only its own sessions. A /chat request of a session is answered with the
 session's turns before its own as context (apps.serve.chat_template), and its turn and the answer
 are kept for the next one."""
+
 from __future__ import annotations
 
 import secrets
@@ -17,7 +18,7 @@ from apps.serve.http_errors import BadRequest
 
 MAX_SESSIONS = 256
 MAX_TURNS = 32
-MAX_SESSION_ID = 128   # characters
+MAX_SESSION_ID = 128  # characters
 OWNER_COOKIE = "pycomm_serve_owner"
 OWNER_COOKIE_MAX_AGE_S = 30 * 24 * 3600
 
@@ -35,7 +36,7 @@ def check_id(session_id: str, field: str = "session_id") -> str:
 class SessionStore:
     def __init__(self, max_sessions: int = MAX_SESSIONS, max_turns: int = MAX_TURNS):
         self.max_sessions, self.max_turns = max_sessions, max_turns
-        self.sessions: OrderedDict[tuple[str, str], deque[Turn]] = OrderedDict()   # (owner, session_id)
+        self.sessions: OrderedDict[tuple[str, str], deque[Turn]] = OrderedDict()  # (owner, session_id)
         self.lock = threading.Lock()
 
     def history(self, owner: str | None, session_id: str, limit: int | None = None) -> list[Turn]:

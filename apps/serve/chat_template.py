@@ -6,6 +6,7 @@ blank line; the prompt ends with the assistant's heading, which the model contin
 
 (Every character of it is in tiny Shakespeare's vocabulary.) Content is a string or OpenAI's list
 of text parts."""
+
 from __future__ import annotations
 
 from typing import Literal, Optional, Union
@@ -30,7 +31,7 @@ class Message(BaseModel):
     content: Union[StrictStr, list[TextPart], None] = None
 
 
-Turn = tuple[str, str]   # (role, content)
+Turn = tuple[str, str]  # (role, content)
 
 
 def turns(messages: list[Message], field: str = "messages") -> list[Turn]:

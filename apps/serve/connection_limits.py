@@ -10,6 +10,7 @@ descriptor of rank 0 (and with them /health and every request):
 - uvicorn's keep-alive timeout and its bound on a request head's size.
 
 Rank 0 checks at start that the process may open enough file descriptors for the limit."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,12 @@ class ConnectionLimits:
     def uvicorn_options(self) -> dict[str, Any]:
         # uvicorn answers 503 to requests once its count reaches limit_concurrency: one above ours,
         # so that the connections we let in are served
-        return {"http": guarded_protocol(self), "limit_concurrency": self.max_connections + 1,
-                "timeout_keep_alive": self.keep_alive_s, "h11_max_incomplete_event_size": self.max_header_bytes}
+        return {
+            "http": guarded_protocol(self),
+            "limit_concurrency": self.max_connections + 1,
+            "timeout_keep_alive": self.keep_alive_s,
+            "h11_max_incomplete_event_size": self.max_header_bytes,
+        }
 
 
 def ensure_descriptors(max_connections: int | None) -> int:
@@ -51,18 +56,26 @@ def ensure_descriptors(max_connections: int | None) -> int:
     need = max_connections + RESERVED_FDS
     if soft != resource.RLIM_INFINITY and soft < need:
         if hard != resource.RLIM_INFINITY and hard < need:
-            raise ValueError(f"--limit-concurrency {max_connections} needs about {need} open files, but this "
-                             f"process may open at most {hard} (ulimit -Hn): lower --limit-concurrency to "
-                             f"{hard - RESERVED_FDS} or less, or raise the limit")
+            raise ValueError(
+                f"--limit-concurrency {max_connections} needs about {need} open files, but this "
+                f"process may open at most {hard} (ulimit -Hn): lower --limit-concurrency to "
+                f"{hard - RESERVED_FDS} or less, or raise the limit"
+            )
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
     return max_connections
 
 
 def _refusal(max_connections: int) -> bytes:
-    body = json.dumps({"error": f"the server has {max_connections} connections open, its limit "
-                                "(--limit-concurrency); retry later", "field": None}).encode()
-    return (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
-            b"retry-after: 1\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    body = json.dumps(
+        {
+            "error": f"the server has {max_connections} connections open, its limit (--limit-concurrency); retry later",
+            "field": None,
+        }
+    ).encode()
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        b"retry-after: 1\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
@@ -74,8 +87,9 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > limits.max_connections:
-                self.logger.warning("refused a connection: %d open, the limit (--limit-concurrency)",
-                                    limits.max_connections)
+                self.logger.warning(
+                    "refused a connection: %d open, the limit (--limit-concurrency)", limits.max_connections
+                )
                 transport.write(refusal)
                 transport.close()
                 return
@@ -84,9 +98,9 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self._arm()      # (part of) a request head, not all of it yet
+                self._arm()  # (part of) a request head, not all of it yet
             else:
-                self._disarm()   # the head is in: the request runs (or the connection ends)
+                self._disarm()  # the head is in: the request runs (or the connection ends)
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -104,8 +118,10 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
         def _head_too_slow(self) -> None:
             self.header_timer = None
             if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                self.logger.warning("closed a connection that sent no whole request head within %g s "
-                                    "(--header-timeout)", limits.header_timeout_s)
+                self.logger.warning(
+                    "closed a connection that sent no whole request head within %g s (--header-timeout)",
+                    limits.header_timeout_s,
+                )
                 self.transport.close()
 
     return Guarded

@@ -2,6 +2,7 @@
 it forms micro-batches, computes its blocks, sends the activations to rank 1, and handles the
 tokens the last stage sends back. Ranks 1.. run `serve_stage`: receive from the previous rank,
 compute, pass on; the last one samples. One rank alone does it all in one process."""
+
 from __future__ import annotations
 
 import random
@@ -14,13 +15,13 @@ import torch
 
 from apps import failure
 from apps.serve import stage_messages
-from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.sampling import Sampler
 from apps.serve.scheduler import Generation, Scheduler
+from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.stage import Stage, split_layers
 
-HEARTBEAT_S = 10.0   # an idle pipeline passes a heartbeat this often: blocked receives stay far below PYCOMM_TIMEOUT
-FLUSH_S = 3.0        # on a pipeline failure, how long open streams get to send their final error event
+HEARTBEAT_S = 10.0  # an idle pipeline passes a heartbeat this often: blocked receives stay far below PYCOMM_TIMEOUT
+FLUSH_S = 3.0  # on a pipeline failure, how long open streams get to send their final error event
 
 
 def _compute(stage: Stage, meta: stage_messages.Meta, inputs: torch.Tensor) -> torch.Tensor:
@@ -32,11 +33,16 @@ def _compute(stage: Stage, meta: stage_messages.Meta, inputs: torch.Tensor) -> t
 
 def _sample(sampler: Sampler, meta: stage_messages.Meta, logits: torch.Tensor) -> None:
     slots = meta.column(stage_messages.SLOT).tolist()
-    for slot, new, seed in zip(slots, meta.column(stage_messages.NEW).tolist(), meta.column(stage_messages.SEED).tolist()):
+    for slot, new, seed in zip(
+        slots, meta.column(stage_messages.NEW).tolist(), meta.column(stage_messages.SEED).tolist()
+    ):
         if new:
             sampler.start(slot, seed)
-    meta.column(stage_messages.TOKEN)[:] = torch.tensor(sampler.sample(logits, slots, meta.floats(stage_messages.TEMPERATURE),
-                                                             meta.top_ks(), meta.floats(stage_messages.TOP_P)))
+    meta.column(stage_messages.TOKEN)[:] = torch.tensor(
+        sampler.sample(
+            logits, slots, meta.floats(stage_messages.TEMPERATURE), meta.top_ks(), meta.floats(stage_messages.TOP_P)
+        )
+    )
 
 
 def serve_stage(stage: Stage, link: stage_messages.Link) -> None:
@@ -63,7 +69,7 @@ class Engine:
     def __init__(self, stage: Stage, link: stage_messages.Link | None, scheduler: Scheduler, metrics: ServeMetrics):
         self.stage, self.link, self.scheduler, self.metrics = stage, link, scheduler, metrics
         self.stages = stage.count
-        self.sampler = Sampler(scheduler.slots) if stage.last else None   # one rank: stage 0 samples too
+        self.sampler = Sampler(scheduler.slots) if stage.last else None  # one rank: stage 0 samples too
         self.in_flight: deque[list[Generation]] = deque()
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name="apps.serve.engine", daemon=True)
@@ -96,7 +102,7 @@ class Engine:
         idle_since = time.monotonic()
         while True:
             while not self.stopping and len(self.in_flight) < self.stages:
-                self.scheduler.admit()   # before every micro-batch: one rank alone loops here while it has work
+                self.scheduler.admit()  # before every micro-batch: one rank alone loops here while it has work
                 gens = self.scheduler.next_microbatch()
                 if not gens:
                     break
@@ -117,23 +123,27 @@ class Engine:
         self.scheduler.abort_all("the server is shutting down")
         if self.link is not None:
             self.link.send_forward(stage_messages.Meta.control(stage_messages.STOP, self.stages), None)
-            self.link.recv_back()   # the last stage's acknowledgement: every rank is done
+            self.link.recv_back()  # the last stage's acknowledgement: every rank is done
 
     def _launch(self, gens: list[Generation]) -> None:
-        inputs = [self.scheduler.inputs(g) for g in gens]   # moves a window that would pass the context
+        inputs = [self.scheduler.inputs(g) for g in gens]  # moves a window that would pass the context
         width = max(len(tokens) for _, tokens in inputs)
         ids = torch.zeros(len(gens), width, dtype=torch.long)
         specs = []
         for i, (g, (start, tokens)) in enumerate(zip(gens, inputs)):
-            ids[i, :len(tokens)] = torch.tensor(tokens)
+            ids[i, : len(tokens)] = torch.tensor(tokens)
             q = g.request
-            specs.append(stage_messages.RowSpec(g.slot, start, len(tokens), q.top_k, q.seed, not g.seeded, q.temperature, q.top_p))
+            specs.append(
+                stage_messages.RowSpec(
+                    g.slot, start, len(tokens), q.top_k, q.seed, not g.seeded, q.temperature, q.top_p
+                )
+            )
             g.seeded = True
         meta = stage_messages.Meta.batch(self.stages, width, specs)
         out = _compute(self.stage, meta, ids)
         self.in_flight.append(gens)
         self.metrics.in_flight = len(self.in_flight)
-        if self.link is None:   # one rank: this stage is also the last
+        if self.link is None:  # one rank: this stage is also the last
             _sample(self.sampler, meta, out)
             self._returned(meta)
         else:
@@ -157,7 +167,7 @@ class Engine:
 
     @staticmethod
     def _finish(gen: Generation) -> None:
-        if gen.finish_reason == "length":   # a stop string ends the text where it starts: nothing held is due
+        if gen.finish_reason == "length":  # a stop string ends the text where it starts: nothing held is due
             tail = gen.stop.feed(gen.decoder.flush())
             tail += gen.stop.flush()
             gen.finish_reason = "stop" if gen.stop.stopped else "length"
@@ -167,11 +177,20 @@ class Engine:
         end = time.perf_counter()
         total = end - gen.submitted
         ttft = (gen.first_token or end) - gen.submitted
-        gen.emit({"token": "", "done": True, "full_text": "".join(gen.text), "num_tokens": len(gen.tokens),
-                  "prompt_tokens": len(gen.request.prompt_ids), "finish_reason": gen.finish_reason,
-                  "context_restarts": gen.restarts, "time_to_first_token_ms": round(ttft * 1e3, 3),
-                  "tokens_per_second": round(len(gen.tokens) / total, 3) if total > 0 else 0.0,
-                  "total_time_ms": round(total * 1e3, 3)})
+        gen.emit(
+            {
+                "token": "",
+                "done": True,
+                "full_text": "".join(gen.text),
+                "num_tokens": len(gen.tokens),
+                "prompt_tokens": len(gen.request.prompt_ids),
+                "finish_reason": gen.finish_reason,
+                "context_restarts": gen.restarts,
+                "time_to_first_token_ms": round(ttft * 1e3, 3),
+                "tokens_per_second": round(len(gen.tokens) / total, 3) if total > 0 else 0.0,
+                "total_time_ms": round(total * 1e3, 3),
+            }
+        )
 
 
 def random_seed() -> int:

@@ -4,6 +4,7 @@
 a failed validation, a body that is not JSON or not UTF-8) and for what the framework answers on
 its own (404 unknown path, 405 wrong method, 413 body too large), so a client never meets
 FastAPI's `{"detail": ...}`."""
+
 from __future__ import annotations
 
 import re
@@ -16,9 +17,16 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 OPENAI_PREFIX = "/v1/"
-OPENAI_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 405: "invalid_request_error",
-                413: "invalid_request_error", 415: "invalid_request_error", 422: "invalid_request_error",
-                503: "service_unavailable", 500: "server_error"}
+OPENAI_TYPES = {
+    400: "invalid_request_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    503: "service_unavailable",
+    500: "server_error",
+}
 
 
 class BadRequest(ValueError):
@@ -34,12 +42,24 @@ def is_openai(path: str) -> bool:
 
 
 def openai_error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": OPENAI_TYPES.get(status, "invalid_request_error"),
-                      "param": param, "code": code}}
+    return {
+        "error": {
+            "message": message,
+            "type": OPENAI_TYPES.get(status, "invalid_request_error"),
+            "param": param,
+            "code": code,
+        }
+    }
 
 
-def error_response(path: str, status: int, message: str, field: str | None = None, code: str | None = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    path: str,
+    status: int,
+    message: str,
+    field: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     body = openai_error_body(status, message, field, code) if is_openai(path) else {"error": message, "field": field}
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -71,12 +91,15 @@ def _wrong_content_type(request: Request, exc: RequestValidationError) -> str | 
 def _unparsable(cause: BaseException | None) -> str:
     """Why a body could not be parsed at all (FastAPI's 400 keeps the reason only as the cause)."""
     if isinstance(cause, UnicodeDecodeError):
-        return (f"body: not UTF-8 (byte 0x{cause.object[cause.start]:02x} at offset {cause.start}); expected a JSON "
-                "object in UTF-8")
+        return (
+            f"body: not UTF-8 (byte 0x{cause.object[cause.start]:02x} at offset {cause.start}); expected a JSON "
+            "object in UTF-8"
+        )
     digits = re.search(r"value has (\d+) digits", str(cause)) if isinstance(cause, ValueError) else None
-    if digits:   # Python refuses to convert longer decimal integers (sys.set_int_max_str_digits)
-        return (f"body: an integer with {digits.group(1)} digits exceeds the limit of "
-                f"{sys.get_int_max_str_digits()} digits")
+    if digits:  # Python refuses to convert longer decimal integers (sys.set_int_max_str_digits)
+        return (
+            f"body: an integer with {digits.group(1)} digits exceeds the limit of {sys.get_int_max_str_digits()} digits"
+        )
     reason = f"{type(cause).__name__}: {cause}" if cause is not None else "it could not be parsed"
     return f"body: {reason}; expected a JSON object in UTF-8"
 
@@ -87,7 +110,7 @@ def install(app: FastAPI) -> None:
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         field = _validation_field(first)
-        status = 400 if is_openai(request.url.path) else 422   # OpenAI answers a bad field with 400
+        status = 400 if is_openai(request.url.path) else 422  # OpenAI answers a bad field with 400
         wrong_type = _wrong_content_type(request, exc)
         if wrong_type is not None:
             return error_response(request.url.path, 415, wrong_type, "body")
@@ -106,9 +129,9 @@ def install(app: FastAPI) -> None:
         elif exc.status_code == 405:
             allowed = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow", "?")
             message = f"{request.method} is not allowed on {path} (allowed: {allowed})"
-        elif exc.status_code == 413:   # apps.serve.body_limit: its message names the limit
+        elif exc.status_code == 413:  # apps.serve.body_limit: its message names the limit
             field, message = "body", str(exc.detail)
-        elif exc.status_code == 400:   # FastAPI could not parse the body at all (e.g. not UTF-8)
+        elif exc.status_code == 400:  # FastAPI could not parse the body at all (e.g. not UTF-8)
             field, message = "body", _unparsable(exc.__cause__)
         else:
             message = str(exc.detail)

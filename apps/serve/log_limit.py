@@ -3,6 +3,7 @@
 would otherwise write a line each, hundreds of thousands a minute. A kind is the logger, the
 message's format string and the exception's type; the first of a kind in an interval is logged, the
 others counted, and the next one logged says how many were left out."""
+
 from __future__ import annotations
 
 import logging

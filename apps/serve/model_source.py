@@ -5,6 +5,7 @@ The vocabulary travels with the checkpoint (apps.train keeps the characters of i
 every checkpoint's iter_state_dict.pt, `extra["vocab"]`), so a run is served from any directory: the
 run's data.path, often relative to where training ran, is read only for a checkpoint written before
 that (and then must be a file from here, or be given with -o data.path=...)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,11 +27,11 @@ DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "gpt_shake
 @dataclass
 class Served:
     model: GPT
-    vocab: str              # token i is the character vocab[i]
-    source: str             # the checkpoint directory, or "random"
+    vocab: str  # token i is the character vocab[i]
+    source: str  # the checkpoint directory, or "random"
     config: Config
-    notes: list[str]        # what the log says about where the model came from
-    public_source: str      # GET /config's: the run's name and the checkpoint's, no absolute path
+    notes: list[str]  # what the log says about where the model came from
+    public_source: str  # GET /config's: the run's name and the checkpoint's, no absolute path
     public_notes: list[str]  # GET /config's notes: file names, no absolute path
 
     @property
@@ -43,8 +44,10 @@ def find_run_dir(path: Path) -> Path:
     for p in [path, *path.parents]:
         if (p / "config.yaml").is_file():
             return p
-    raise checkpoint.CheckpointError(f"--checkpoint {path}: no config.yaml in it or above it; expected a run "
-                                     "directory of apps.train (runs/<name>) or a checkpoint inside one")
+    raise checkpoint.CheckpointError(
+        f"--checkpoint {path}: no config.yaml in it or above it; expected a run "
+        "directory of apps.train (runs/<name>) or a checkpoint inside one"
+    )
 
 
 def resolve_checkpoint(arg: str) -> tuple[Path, Path]:
@@ -53,15 +56,17 @@ def resolve_checkpoint(arg: str) -> tuple[Path, Path]:
     path = Path(arg)
     if not path.exists():
         raise checkpoint.CheckpointError(f"--checkpoint {arg}: no such file or directory")
-    if (path / "config.yaml").is_file():   # a run directory: its newest checkpoint, as --resume auto
+    if (path / "config.yaml").is_file():  # a run directory: its newest checkpoint, as --resume auto
         cfg = loading.load(path / "config.yaml")
         directory = path / "checkpoints"
-        if cfg.checkpoint.directory and Path(cfg.checkpoint.directory).is_dir():   # may be relative to elsewhere
+        if cfg.checkpoint.directory and Path(cfg.checkpoint.directory).is_dir():  # may be relative to elsewhere
             directory = Path(cfg.checkpoint.directory)
         found = checkpoint.resolve("auto", directory, cfg.checkpoint.prefix)
         if found is None:
-            raise checkpoint.CheckpointError(f"--checkpoint {arg}: the run has no complete checkpoint in {directory} "
-                                             "yet (apps.train writes one every checkpoint.every_steps and at the end)")
+            raise checkpoint.CheckpointError(
+                f"--checkpoint {arg}: the run has no complete checkpoint in {directory} "
+                "yet (apps.train writes one every checkpoint.every_steps and at the end)"
+            )
         return path, found
     found = checkpoint.resolve(arg, path.parent, "")
     assert found is not None
@@ -69,7 +74,7 @@ def resolve_checkpoint(arg: str) -> tuple[Path, Path]:
 
 
 def _vocab_of_text(cfg: Config) -> str | None:
-    path = source(cfg.data.path)   # unset: the embedded tiny Shakespeare, as apps.train read it
+    path = source(cfg.data.path)  # unset: the embedded tiny Shakespeare, as apps.train read it
     return vocabulary(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
@@ -83,7 +88,7 @@ def _build(cfg: Config, vocab: str) -> GPT:
     if cfg.model.name != "gpt":
         raise ValueError(f"apps.serve serves the GPT (model.name=gpt); this run trained model.name={cfg.model.name}")
     info = {"vocab_size": len(vocab), "block_size": cfg.data.options.get("block_size", 256)}
-    torch.manual_seed(cfg.train.seed)   # the same random model on every rank
+    torch.manual_seed(cfg.train.seed)  # the same random model on every rank
     return MODELS.build("gpt", cfg.model.options, info)
 
 
@@ -92,12 +97,16 @@ def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch
     if checkpoint_arg is None:
         cfg = loading.load(DEFAULT_CONFIG, overrides)
         vocab = _vocab_of_text(cfg)
-        notes = ["no --checkpoint: serving a RANDOMLY INITIALISED GPT (its text is noise); train one with "
-                 "apps.train and pass --checkpoint runs/<name>"]
+        notes = [
+            "no --checkpoint: serving a RANDOMLY INITIALISED GPT (its text is noise); train one with "
+            "apps.train and pass --checkpoint runs/<name>"
+        ]
         public = list(notes)
         if vocab is None:
-            raise FileNotFoundError(f"data.path={cfg.data.path!r} is not a file: its characters are the random "
-                                    "model's vocabulary (leave data.path unset for the embedded tiny Shakespeare)")
+            raise FileNotFoundError(
+                f"data.path={cfg.data.path!r} is not a file: its characters are the random "
+                "model's vocabulary (leave data.path unset for the embedded tiny Shakespeare)"
+            )
         model = _build(cfg, vocab)
         return Served(model.to(dtype).eval(), vocab, "random", cfg, notes, "random", public)
     run_dir, ckpt = resolve_checkpoint(checkpoint_arg)
@@ -107,14 +116,24 @@ def load(checkpoint_arg: str | None, overrides: Sequence[str] = (), dtype: torch
         raise checkpoint.CheckpointError(
             f"checkpoint {ckpt} holds no vocabulary (written before apps.train stored it) and the run's data.path "
             f"{cfg.data.path!r} is not a file from {Path.cwd()}: serve from the directory training ran in, or "
-            "give the text file with -o data.path=PATH (its characters are the model's vocabulary)")
+            "give the text file with -o data.path=PATH (its characters are the model's vocabulary)"
+        )
     state = checkpoint.load_model_state(ckpt)
     rows = state.get("tok.weight", torch.empty(len(vocab))).shape[0]
     if rows != len(vocab):
-        raise checkpoint.CheckpointError(f"checkpoint {ckpt}: the model has {rows} token embeddings but the vocabulary "
-                                         f"has {len(vocab)} characters; give the run's own text with -o data.path=PATH")
+        raise checkpoint.CheckpointError(
+            f"checkpoint {ckpt}: the model has {rows} token embeddings but the vocabulary "
+            f"has {len(vocab)} characters; give the run's own text with -o data.path=PATH"
+        )
     model = _build(cfg, vocab)
     model.load_state_dict(state)
     label = f"{run_dir.resolve().name}/{ckpt.name}"
-    return Served(model.to(dtype).eval(), vocab, str(ckpt), cfg, [f"serving {ckpt} (run {run_dir})"], label,
-                  [f"serving checkpoint {ckpt.name} of run {run_dir.resolve().name}"])
+    return Served(
+        model.to(dtype).eval(),
+        vocab,
+        str(ckpt),
+        cfg,
+        [f"serving {ckpt} (run {run_dir})"],
+        label,
+        [f"serving checkpoint {ckpt.name} of run {run_dir.resolve().name}"],
+    )

@@ -8,6 +8,7 @@ at most request_checks.MAX_N), `stop`, `seed`, `user`. Fields this server cannot
 honour are accepted only at their no-op value (`echo: false`, `best_of: 1`, penalties 0, ...), so no
 answer silently ignores what was asked. Errors: OpenAI's shape (apps.serve.http_errors); an error
 after a stream started is a last `data: {"error": {...}}` chunk before `data: [DONE]`."""
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,12 @@ from apps.serve.http_errors import BadRequest, openai_error_body
 from apps.serve.request_checks import JsonFloat
 from apps.serve.smolcluster_routes import SSE_HEADERS
 
-if TYPE_CHECKING:   # apps.serve.api imports this module
+if TYPE_CHECKING:  # apps.serve.api imports this module
     from apps.serve.api import Service
 
-COMPLETION_MAX_TOKENS = 16     # OpenAI's default for /v1/completions
+COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 CHAT_MAX_TOKENS = 200
-DEFAULT_TEMPERATURE = 1.0      # OpenAI's default
+DEFAULT_TEMPERATURE = 1.0  # OpenAI's default
 OWNER = "pycomm"
 
 
@@ -41,6 +42,7 @@ class StreamOptions(BaseModel):
 
 class Sampling(BaseModel):
     """What both endpoints take."""
+
     model_config = ConfigDict(extra="ignore")
     model: StrictStr
     max_tokens: Optional[StrictInt] = None
@@ -75,26 +77,43 @@ class ChatBody(Sampling):
 
 
 # field -> the values that ask for nothing this server does not do
-NO_OP = {"frequency_penalty": (0.0,), "presence_penalty": (0.0,), "logit_bias": ({},), "echo": (False,),
-         "best_of": (1,), "logprobs": (False,), "suffix": ("",), "top_logprobs": (0,), "tools": ([],)}
+NO_OP = {
+    "frequency_penalty": (0.0,),
+    "presence_penalty": (0.0,),
+    "logit_bias": ({},),
+    "echo": (False,),
+    "best_of": (1,),
+    "logprobs": (False,),
+    "suffix": ("",),
+    "top_logprobs": (0,),
+    "tools": ([],),
+}
 
 
 def refuse_unsupported(body: BaseModel) -> None:
     for name, fine in NO_OP.items():
         value = getattr(body, name, None)
         if value is not None and value not in fine:
-            raise BadRequest(name, f"{value!r} is not supported by this server (it serves no penalties, "
-                                   f"logprobs, echo, suffix or tools); leave it out or use {fine[0]!r}")
+            raise BadRequest(
+                name,
+                f"{value!r} is not supported by this server (it serves no penalties, "
+                f"logprobs, echo, suffix or tools); leave it out or use {fine[0]!r}",
+            )
 
 
 class Openai:
     """One /v1 request: checks, the generation, and the answer in OpenAI's format."""
 
-    def __init__(self, service: "Service", body: Sampling, chat: bool, prompt: str, prompt_field: str,
-                 max_tokens: int | None):
+    def __init__(
+        self, service: "Service", body: Sampling, chat: bool, prompt: str, prompt_field: str, max_tokens: int | None
+    ):
         if body.model != service.model_id:
-            raise BadRequest("model", f"the model {body.model!r} does not exist; this server serves "
-                                      f"{service.model_id!r} (GET /v1/models)", status=404, code="model_not_found")
+            raise BadRequest(
+                "model",
+                f"the model {body.model!r} does not exist; this server serves {service.model_id!r} (GET /v1/models)",
+                status=404,
+                code="model_not_found",
+            )
         refuse_unsupported(body)
         if body.stream_options is not None and not body.stream:
             raise BadRequest("stream_options", "is only allowed with stream: true")
@@ -103,9 +122,14 @@ class Openai:
         default = CHAT_MAX_TOKENS if chat else COMPLETION_MAX_TOKENS
         field = "max_completion_tokens" if chat and body.max_tokens is None and max_tokens is not None else "max_tokens"
         self.request = checks.generation(
-            ids, checks.max_tokens(max_tokens, default, limits, field),
-            checks.temperature(body.temperature, DEFAULT_TEMPERATURE), checks.top_k(body.top_k, limits),
-            checks.top_p(body.top_p), checks.seed(body.seed), checks.stops(body.stop))
+            ids,
+            checks.max_tokens(max_tokens, default, limits, field),
+            checks.temperature(body.temperature, DEFAULT_TEMPERATURE),
+            checks.top_k(body.top_k, limits),
+            checks.top_p(body.top_p),
+            checks.seed(body.seed),
+            checks.stops(body.stop),
+        )
         self.n = checks.samples(body.n)
         self.service, self.body, self.chat = service, body, chat
         self.id = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -125,9 +149,16 @@ class Openai:
         choices = []
         for i, final in enumerate(finals):
             reason, text = final["finish_reason"], final["full_text"]
-            choices.append({"index": i, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                            "finish_reason": reason} if self.chat else
-                           {"index": i, "text": text, "logprobs": None, "finish_reason": reason})
+            choices.append(
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
+                    "finish_reason": reason,
+                }
+                if self.chat
+                else {"index": i, "text": text, "logprobs": None, "finish_reason": reason}
+            )
         return {**self._envelope(self.object, choices), "usage": self.usage(finals)}
 
     def chunk(self, index: int, text: str | None, reason: str | None = None, role: bool = False) -> dict[str, Any]:
@@ -140,7 +171,7 @@ class Openai:
             choice = {"index": index, "text": text or "", "logprobs": None, "finish_reason": reason}
         out = self._envelope(self.chunk_object, [choice])
         if self.include_usage:
-            out["usage"] = None   # as OpenAI: every chunk has the key, only the last one a value
+            out["usage"] = None  # as OpenAI: every chunk has the key, only the last one a value
         return out
 
     @property
@@ -155,6 +186,7 @@ class Openai:
         async def stream() -> AsyncIterator[str]:
             def sse(obj: Any) -> str:
                 return f"data: {json.dumps(obj)}\n\n"
+
             if self.chat:
                 for i in range(self.n):
                     yield sse(self.chunk(i, "", role=True))
@@ -172,13 +204,19 @@ class Openai:
                 if self.include_usage:
                     yield sse({**self._envelope(self.chunk_object, []), "usage": self.usage(finals)})
             yield "data: [DONE]\n\n"
+
         return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 def add(app: FastAPI, service: "Service") -> None:
     def model_card() -> dict[str, Any]:
-        return {"id": service.model_id, "object": "model", "created": service.info["created"], "owned_by": OWNER,
-                "max_model_len": service.limits.block_size}
+        return {
+            "id": service.model_id,
+            "object": "model",
+            "created": service.info["created"],
+            "owned_by": OWNER,
+            "max_model_len": service.limits.block_size,
+        }
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -187,8 +225,12 @@ def add(app: FastAPI, service: "Service") -> None:
     @app.get("/v1/models/{model_id}")
     async def model(model_id: str) -> dict[str, Any]:
         if model_id != service.model_id:
-            raise BadRequest("model", f"the model {model_id!r} does not exist; this server serves {service.model_id!r}",
-                             status=404, code="model_not_found")
+            raise BadRequest(
+                "model",
+                f"the model {model_id!r} does not exist; this server serves {service.model_id!r}",
+                status=404,
+                code="model_not_found",
+            )
         return model_card()
 
     @app.post("/v1/completions")

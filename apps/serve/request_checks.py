@@ -2,6 +2,7 @@
 value reaches the pipeline's int64 wire or a kernel: each field's range (BadRequest naming the
 field, 400), the prompt's characters against the vocabulary, and the defaults filled in. The result
 is a scheduler Request whose every number is safe to send and to sample with."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,19 +15,20 @@ from apps.serve.http_errors import BadRequest
 from apps.serve.scheduler import Request
 from apps.serve.text_codec import Vocabulary
 
-JsonFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]   # a JSON number (an integer too), finite
-MAX_TEMPERATURE = 100.0      # softmax at T=100 is already close to uniform over a char vocabulary
+JsonFloat = Annotated[float, Field(strict=True, allow_inf_nan=False)]  # a JSON number (an integer too), finite
+MAX_TEMPERATURE = 100.0  # softmax at T=100 is already close to uniform over a char vocabulary
 INT64 = 2**63
-MAX_STOPS, MAX_STOP_CHARS = 4, 256   # OpenAI's limit on stop strings; a bound on their length
-MAX_N = 16   # samples of one request (OpenAI's `n`): each takes a slot, so one request cannot fill the server
+MAX_STOPS, MAX_STOP_CHARS = 4, 256  # OpenAI's limit on stop strings; a bound on their length
+MAX_N = 16  # samples of one request (OpenAI's `n`): each takes a slot, so one request cannot fill the server
 
 
 @dataclass(frozen=True)
 class Limits:
     """What the served model and the server's options allow."""
+
     vocab: Vocabulary
     block_size: int
-    max_tokens: int        # --max-tokens-limit: the most one request may ask for
+    max_tokens: int  # --max-tokens-limit: the most one request may ask for
 
 
 def prompt_ids(limits: Limits, text: str, field: str) -> list[int]:
@@ -42,7 +44,9 @@ def max_tokens(value: Optional[int], default: int, limits: Limits, field: str = 
     """Generation goes past the context (the window rule), so only --max-tokens-limit bounds it."""
     n = min(default, limits.max_tokens) if value is None else value
     if not 1 <= n <= limits.max_tokens:
-        raise BadRequest(field, f"must be between 1 and {limits.max_tokens} (this server's --max-tokens-limit), got {n}")
+        raise BadRequest(
+            field, f"must be between 1 and {limits.max_tokens} (this server's --max-tokens-limit), got {n}"
+        )
     return n
 
 
@@ -98,6 +102,7 @@ def stops(value: Union[str, list[str], None]) -> tuple[str, ...]:
     return tuple(s for s in found if s)
 
 
-def generation(ids: list[int], n: int, temp: float, k: Optional[int], p: float, seed_value: int,
-               stop: tuple[str, ...] = ()) -> Request:
+def generation(
+    ids: list[int], n: int, temp: float, k: Optional[int], p: float, seed_value: int, stop: tuple[str, ...] = ()
+) -> Request:
     return Request(ids, n, temp, k, seed_value, p, stop)

@@ -8,11 +8,12 @@ every scaled logit is <= 0 and the largest is exactly 0 (no overflow whatever T)
 are computed in float64 and the most likely token always keeps a positive one. A model that
 produces NaN logits (a broken checkpoint) has them treated as -inf (all NaN: token 0), +inf as the
 largest float."""
+
 from __future__ import annotations
 
 import torch
 
-GREEDY_BELOW = 1e-5   # temperatures at or below this sample greedily (documented in apps/serve/README.md)
+GREEDY_BELOW = 1e-5  # temperatures at or below this sample greedily (documented in apps/serve/README.md)
 
 
 class Sampler:
@@ -22,14 +23,23 @@ class Sampler:
     def start(self, slot: int, seed: int) -> None:
         self.generators[slot].manual_seed(seed)
 
-    def sample(self, logits: torch.Tensor, slots: list[int], temperatures: list[float],
-               top_ks: list[int | None], top_ps: list[float]) -> list[int]:
-        return [sample_one(row, temp, top_k, top_p, self.generators[slot])
-                for row, slot, temp, top_k, top_p in zip(logits, slots, temperatures, top_ks, top_ps)]
+    def sample(
+        self,
+        logits: torch.Tensor,
+        slots: list[int],
+        temperatures: list[float],
+        top_ks: list[int | None],
+        top_ps: list[float],
+    ) -> list[int]:
+        return [
+            sample_one(row, temp, top_k, top_p, self.generators[slot])
+            for row, slot, temp, top_k, top_p in zip(logits, slots, temperatures, top_ks, top_ps)
+        ]
 
 
-def sample_one(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float,
-               generator: torch.Generator) -> int:
+def sample_one(
+    logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float, generator: torch.Generator
+) -> int:
     logits = torch.nan_to_num(logits.double(), nan=float("-inf"))
     if temperature <= GREEDY_BELOW or logits.max() == float("-inf"):
         return int(logits.argmax())
@@ -40,6 +50,6 @@ def sample_one(logits: torch.Tensor, temperature: float, top_k: int | None, top_
     probs = torch.softmax(scaled, dim=-1)
     if top_p < 1.0:
         ordered, order = probs.sort(descending=True)
-        before = ordered.cumsum(0) - ordered            # probability of the tokens ranked above
+        before = ordered.cumsum(0) - ordered  # probability of the tokens ranked above
         probs = torch.zeros_like(probs).scatter(0, order, ordered.masked_fill(before > top_p, 0.0))
     return int(torch.multinomial(probs, 1, generator=generator))

@@ -15,6 +15,7 @@ a cache cannot be shifted).
 Thread-safety: submit() and cancel() are called from the HTTP server's thread (submit gives a free
 slot at once, under the lock); everything else from the engine thread. Events go out through each
 request's `emit` callback (engine thread)."""
+
 from __future__ import annotations
 
 import math
@@ -35,6 +36,7 @@ class QueueFull(RuntimeError):
 @dataclass
 class Request:
     """A checked generation request (apps.serve.request_checks builds it)."""
+
     prompt_ids: list[int]
     max_tokens: int
     temperature: float
@@ -51,15 +53,15 @@ class Generation:
     emit: Callable[[dict[str, Any]], None]
     slot: int = -1
     sequence: list[int] = field(default_factory=list)  # prompt + generated: what the window is cut from
-    fed: int = 0                      # positions in the KV cache: sequence[window_start:][:fed]
+    fed: int = 0  # positions in the KV cache: sequence[window_start:][:fed]
     window_start: int = 0
-    pending: list[int] = field(default_factory=list)   # tokens to feed next (the tail of sequence)
-    tokens: list[int] = field(default_factory=list)    # generated
+    pending: list[int] = field(default_factory=list)  # tokens to feed next (the tail of sequence)
+    tokens: list[int] = field(default_factory=list)  # generated
     text: list[str] = field(default_factory=list)
     stop: StopMatcher = field(default_factory=lambda: StopMatcher(()))
     finish_reason: str | None = None  # "length" (max_tokens) or "stop" (a stop string)
-    seeded: bool = False              # the last stage has seeded this slot's generator
-    restarts: int = 0                 # times the window moved
+    seeded: bool = False  # the last stage has seeded this slot's generator
+    restarts: int = 0  # times the window moved
     in_flight: bool = False
     cancelled: bool = False
     done: bool = False
@@ -70,7 +72,7 @@ class Generation:
         """(first position, tokens) to feed now; moves the window when they would not fit."""
         if self.fed + len(self.pending) > block_size:
             self.window_start = len(self.sequence) - keep
-            self.pending = self.sequence[self.window_start:]
+            self.pending = self.sequence[self.window_start :]
             self.fed = 0
             self.restarts += 1
         start, tokens = self.fed, self.pending
@@ -89,7 +91,7 @@ class Scheduler:
         self.waiting: deque[Generation] = deque()
         self.active: list[Generation] = []
         self.lock = threading.Lock()
-        self.wake = threading.Event()     # set when there is something for the engine to look at
+        self.wake = threading.Event()  # set when there is something for the engine to look at
         self.completed = self.cancelled_count = self.rejected = self.context_restarts = 0
 
     # ---- HTTP side ---------------------------------------------------------------------------
@@ -97,12 +99,20 @@ class Scheduler:
         with self.lock:
             if len(self.waiting) >= self.queue_limit:
                 self.rejected += 1
-                raise QueueFull(f"the queue is full ({len(self.waiting)} requests waiting for one of "
-                                f"{self.slots} slots); retry later")
-            gen = Generation(request, decoder, emit, sequence=list(request.prompt_ids),
-                             pending=list(request.prompt_ids), stop=StopMatcher(request.stop))
+                raise QueueFull(
+                    f"the queue is full ({len(self.waiting)} requests waiting for one of "
+                    f"{self.slots} slots); retry later"
+                )
+            gen = Generation(
+                request,
+                decoder,
+                emit,
+                sequence=list(request.prompt_ids),
+                pending=list(request.prompt_ids),
+                stop=StopMatcher(request.stop),
+            )
             self.waiting.append(gen)
-            self._fill_free_slots()   # now, not at the engine's next look: a burst of slots + queue fits
+            self._fill_free_slots()  # now, not at the engine's next look: a burst of slots + queue fits
         self.wake.set()
         return gen
 
@@ -116,10 +126,16 @@ class Scheduler:
 
     def counts(self) -> dict[str, int]:
         with self.lock:
-            return {"queue_depth": len(self.waiting), "active": len(self.active), "slots": self.slots,
-                    "queue_limit": self.queue_limit, "completed": self.completed,
-                    "cancelled": self.cancelled_count, "rejected": self.rejected,
-                    "context_restarts": self.context_restarts}
+            return {
+                "queue_depth": len(self.waiting),
+                "active": len(self.active),
+                "slots": self.slots,
+                "queue_limit": self.queue_limit,
+                "completed": self.completed,
+                "cancelled": self.cancelled_count,
+                "rejected": self.rejected,
+                "context_restarts": self.context_restarts,
+            }
 
     # ---- engine side -------------------------------------------------------------------------
     def admit(self) -> None:
@@ -157,8 +173,15 @@ class Scheduler:
         for gen in gens:
             if not gen.cancelled:
                 gen.done = True
-                gen.emit({"token": "", "done": True, "error": message, "full_text": "".join(gen.text),
-                          "num_tokens": len(gen.tokens)})
+                gen.emit(
+                    {
+                        "token": "",
+                        "done": True,
+                        "error": message,
+                        "full_text": "".join(gen.text),
+                        "num_tokens": len(gen.tokens),
+                    }
+                )
 
     def next_microbatch(self) -> list[Generation]:
         """Ready sequences for the next micro-batch: at most ceil(active / depth) of them, so that the

@@ -2,6 +2,7 @@
 micro-batch's meta carries every stage's compute time back to rank 0), tokens/s over a recent
 window and per second over the last minute, micro-batches in flight; the scheduler adds queue
 depth, active sequences and context restarts."""
+
 from __future__ import annotations
 
 import threading
@@ -9,17 +10,18 @@ import time
 from collections import deque
 from typing import Any
 
-WINDOW_S = 10.0     # tokens/s is measured over this many recent seconds
-HISTORY_S = 60      # per-second history (the page's chart)
-BUSY_WINDOW_S = 5   # a stage's busy fraction: its compute seconds over the last this many whole seconds
+WINDOW_S = 10.0  # tokens/s is measured over this many recent seconds
+HISTORY_S = 60  # per-second history (the page's chart)
+BUSY_WINDOW_S = 5  # a stage's busy fraction: its compute seconds over the last this many whole seconds
 
 
 class ServeMetrics:
     def __init__(self, stages: list[dict[str, Any]]):
         self.lock = threading.Lock()
         self.started = time.monotonic()
-        self.stages = [{**s, "microbatches": 0, "busy_s": 0.0, "last_latency_ms": 0.0, "mean_latency_ms": 0.0}
-                       for s in stages]
+        self.stages = [
+            {**s, "microbatches": 0, "busy_s": 0.0, "last_latency_ms": 0.0, "mean_latency_ms": 0.0} for s in stages
+        ]
         self.recent: deque[tuple[float, int]] = deque()
         # whole seconds since start -> [tokens, busy ns of each stage]
         self.seconds: deque[tuple[int, list[int]]] = deque()
@@ -73,12 +75,19 @@ class ServeMetrics:
             stages = []
             for i, s in enumerate(self.stages):
                 busy_ns = sum(h[1 + i] for h in history[-BUSY_WINDOW_S:])
-                stages.append({**s, "busy_fraction": round(min(1.0, busy_ns / (BUSY_WINDOW_S * 1e9)), 4),
-                               "busy_fraction_history": [round(min(1.0, h[1 + i] / 1e9), 4) for h in history]})
-            return {"uptime_s": round(now - self.started, 3),
-                    "tokens_total": self.tokens_total,
-                    "tokens_per_second": round(sum(n for _, n in self.recent) / window, 3),
-                    "tokens_per_second_history": [h[0] for h in history],
-                    "history_s": HISTORY_S,
-                    "microbatches_in_flight": self.in_flight,
-                    "stages": stages}
+                stages.append(
+                    {
+                        **s,
+                        "busy_fraction": round(min(1.0, busy_ns / (BUSY_WINDOW_S * 1e9)), 4),
+                        "busy_fraction_history": [round(min(1.0, h[1 + i] / 1e9), 4) for h in history],
+                    }
+                )
+            return {
+                "uptime_s": round(now - self.started, 3),
+                "tokens_total": self.tokens_total,
+                "tokens_per_second": round(sum(n for _, n in self.recent) / window, 3),
+                "tokens_per_second_history": [h[0] for h in history],
+                "history_s": HISTORY_S,
+                "microbatches_in_flight": self.in_flight,
+                "stages": stages,
+            }

@@ -16,6 +16,7 @@ Where this server differs, and why:
   uses memory keeps cookies, as browsers and requests.Session / httpx.Client do), so another caller
   naming the same session_id has a session of its own and never reads this one.
   /query never reads or writes memory (as SmolCluster's)."""
+
 from __future__ import annotations
 
 import json
@@ -25,25 +26,27 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 
-from apps.serve import chat_sessions, request_checks as checks
+from apps.serve import chat_sessions
+from apps.serve import request_checks as checks
 from apps.serve.chat_template import Message, Turn, last_user, render, turns
 from apps.serve.http_errors import BadRequest
 from apps.serve.request_checks import JsonFloat
 from apps.serve.scheduler import Request as GenRequest
 
-if TYPE_CHECKING:   # apps.serve.api imports this module
+if TYPE_CHECKING:  # apps.serve.api imports this module
     from apps.serve.api import Service
 
 DEFAULT_MAX_TOKENS = 200
 DEFAULT_TEMPERATURE = 0.8
-STRATEGY_DEFAULTS = {"top_k": 50, "top_p": 0.9}   # SmolCluster's own, when the strategy's parameter is not given
+STRATEGY_DEFAULTS = {"top_k": 50, "top_p": 0.9}  # SmolCluster's own, when the strategy's parameter is not given
 STRATEGIES = ("greedy", "sampling", "top_p", "top_k")
-WORKER_RANK = 0   # the pipeline's entry: its only "worker"
+WORKER_RANK = 0  # the pipeline's entry: its only "worker"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class SmolBody(BaseModel):
     """JSON types are strict: "5" is not a number, true is not 1. Unknown fields are ignored."""
+
     model_config = ConfigDict(extra="ignore")
     text: Optional[StrictStr] = None
     prompt: Optional[StrictStr] = None
@@ -110,16 +113,26 @@ class Prompt:
 def generation(service: "Service", body: SmolBody, history: list[Turn] | None) -> tuple[GenRequest, Prompt]:
     limits = service.limits
     if body.worker_rank not in (None, WORKER_RANK):
-        raise BadRequest("worker_rank", f"this server runs one pipeline (no data-parallel workers): the only "
-                                        f"worker_rank is {WORKER_RANK} (GET /config: available_worker_ranks), got "
-                                        f"{body.worker_rank}")
-    if body.session_id is not None:   # checked whether or not this endpoint uses memory
+        raise BadRequest(
+            "worker_rank",
+            f"this server runs one pipeline (no data-parallel workers): the only "
+            f"worker_rank is {WORKER_RANK} (GET /config: available_worker_ranks), got "
+            f"{body.worker_rank}",
+        )
+    if body.session_id is not None:  # checked whether or not this endpoint uses memory
         chat_sessions.check_id(body.session_id)
     prompt = Prompt(body, history)
     ids = checks.prompt_ids(limits, prompt.text, prompt.field)
     temperature, top_k, top_p = decoding(body, limits)
-    req = checks.generation(ids, checks.max_tokens(body.max_tokens, DEFAULT_MAX_TOKENS, limits), temperature, top_k,
-                            top_p, checks.seed(body.seed), checks.stops(body.stop))
+    req = checks.generation(
+        ids,
+        checks.max_tokens(body.max_tokens, DEFAULT_MAX_TOKENS, limits),
+        temperature,
+        top_k,
+        top_p,
+        checks.seed(body.seed),
+        checks.stops(body.stop),
+    )
     return req, prompt
 
 
@@ -137,7 +150,7 @@ def add(app: FastAPI, service: "Service") -> None:
         history = None if session is None else service.sessions.history(owner, session)
         req, prompt = generation(service, body, history)
         og = service.submit(req)
-        if session and not owner:   # the caller's first session: from now on it is known by this token
+        if session and not owner:  # the caller's first session: from now on it is known by this token
             owner = chat_sessions.new_owner()
 
         async def stream() -> AsyncIterator[str]:
@@ -147,10 +160,16 @@ def add(app: FastAPI, service: "Service") -> None:
                     if session and "error" not in event:
                         service.sessions.add(owner, session, [("user", prompt.user), ("assistant", event["full_text"])])
                 yield f"data: {json.dumps(event)}\n\n"
+
         response = StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
         if owner:
-            response.set_cookie(chat_sessions.OWNER_COOKIE, owner, max_age=chat_sessions.OWNER_COOKIE_MAX_AGE_S,
-                                httponly=True, samesite="strict")
+            response.set_cookie(
+                chat_sessions.OWNER_COOKIE,
+                owner,
+                max_age=chat_sessions.OWNER_COOKIE_MAX_AGE_S,
+                httponly=True,
+                samesite="strict",
+            )
         return response
 
     @app.post("/query")
@@ -158,24 +177,53 @@ def add(app: FastAPI, service: "Service") -> None:
         req, _ = generation(service, body, None)
         final = await service.final(service.submit(req), request)
         text = final["full_text"]
-        stats = {k: final[k] for k in ("total_time_ms", "time_to_first_token_ms", "tokens_per_second", "num_tokens",
-                                       "prompt_tokens", "finish_reason", "context_restarts")}
-        return JSONResponse({"generated_text": text, "success": True, "error": None, "worker_rank": WORKER_RANK,
-                             **stats, "response": text, "full_text": text})
+        stats = {
+            k: final[k]
+            for k in (
+                "total_time_ms",
+                "time_to_first_token_ms",
+                "tokens_per_second",
+                "num_tokens",
+                "prompt_tokens",
+                "finish_reason",
+                "context_restarts",
+            )
+        }
+        return JSONResponse(
+            {
+                "generated_text": text,
+                "success": True,
+                "error": None,
+                "worker_rank": WORKER_RANK,
+                **stats,
+                "response": text,
+                "full_text": text,
+            }
+        )
 
     @app.get("/memory/status")
     async def memory_status() -> dict[str, Any]:
         s = service.sessions
-        return {"enabled": True, "backend": "in_memory", "error": None, "sessions": s.count(),
-                "max_sessions": s.max_sessions, "max_turns": s.max_turns}
+        return {
+            "enabled": True,
+            "backend": "in_memory",
+            "error": None,
+            "sessions": s.count(),
+            "max_sessions": s.max_sessions,
+            "max_turns": s.max_turns,
+        }
 
     @app.get("/memory/history")
-    async def memory_history(request: Request, session_id: Annotated[str, Query()],
-                             limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> dict[str, Any]:
+    async def memory_history(
+        request: Request, session_id: Annotated[str, Query()], limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+    ) -> dict[str, Any]:
         chat_sessions.check_id(session_id)
         turns_kept = service.sessions.history(request.cookies.get(chat_sessions.OWNER_COOKIE), session_id, limit)
-        return {"enabled": True, "session_id": session_id,
-                "messages": [{"role": r, "content": c} for r, c in turns_kept]}
+        return {
+            "enabled": True,
+            "session_id": session_id,
+            "messages": [{"role": r, "content": c} for r, c in turns_kept],
+        }
 
     @app.post("/memory/clear")
     async def memory_clear(body: ClearBody, request: Request) -> dict[str, Any]:
@@ -184,5 +232,8 @@ def add(app: FastAPI, service: "Service") -> None:
         for i, s in enumerate(body.session_ids):
             chat_sessions.check_id(s, f"session_ids.{i}")
         owner = request.cookies.get(chat_sessions.OWNER_COOKIE)
-        return {"ok": True, "deleted": service.sessions.clear(owner, body.session_ids),
-                "sessions_requested": len(body.session_ids)}
+        return {
+            "ok": True,
+            "deleted": service.sessions.clear(owner, body.session_ids),
+            "sessions_requested": len(body.session_ids),
+        }

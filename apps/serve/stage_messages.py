@@ -8,6 +8,7 @@ the last stage writes the sampled token into column TOKEN and sends meta back to
 Every value is range-checked on rank 0 before it is written here (apps.serve.request_checks).
 HEARTBEAT (keeps idle receives from reaching PYCOMM_TIMEOUT) and STOP (shutdown, acknowledged by the
 last stage) carry no rows."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,21 +18,22 @@ import torch
 import pycomm
 from apps.serve.kv_cache import Rows
 
-FORWARD, TOKENS = 11, 12                       # tags
-BATCH, HEARTBEAT, STOP = 0, 1, 2               # kinds
-SLOT, START, LENGTH, TOP_K, SEED, NEW, TEMPERATURE, TOP_P, TOKEN = range(9)   # per-row columns
+FORWARD, TOKENS = 11, 12  # tags
+BATCH, HEARTBEAT, STOP = 0, 1, 2  # kinds
+SLOT, START, LENGTH, TOP_K, SEED, NEW, TEMPERATURE, TOP_P, TOKEN = range(9)  # per-row columns
 ROW = 9
 
 
 @dataclass
 class RowSpec:
     """One sequence of a micro-batch, as rank 0 describes it."""
+
     slot: int
-    start: int           # first position fed
-    length: int          # tokens fed
+    start: int  # first position fed
+    length: int  # tokens fed
     top_k: int | None
     seed: int
-    new: bool            # a new sequence: the last stage seeds the slot's generator
+    new: bool  # a new sequence: the last stage seeds the slot's generator
     temperature: float
     top_p: float
 
@@ -39,6 +41,7 @@ class RowSpec:
 @dataclass
 class Meta:
     """A decoded meta tensor (kept as the tensor too: stages pass it on with their timing added)."""
+
     tensor: torch.Tensor
 
     @classmethod
@@ -52,12 +55,17 @@ class Meta:
         t = torch.zeros(len(specs) + 1, ROW + stages, dtype=torch.int64)
         t[0, :3] = torch.tensor([BATCH, len(specs), width])
         body = t[1:]
-        for c, values in ((SLOT, [r.slot for r in specs]), (START, [r.start for r in specs]),
-                          (LENGTH, [r.length for r in specs]), (TOP_K, [r.top_k or 0 for r in specs]),
-                          (SEED, [r.seed for r in specs]), (NEW, [int(r.new) for r in specs])):
+        for c, values in (
+            (SLOT, [r.slot for r in specs]),
+            (START, [r.start for r in specs]),
+            (LENGTH, [r.length for r in specs]),
+            (TOP_K, [r.top_k or 0 for r in specs]),
+            (SEED, [r.seed for r in specs]),
+            (NEW, [int(r.new) for r in specs]),
+        ):
             body[:, c] = torch.tensor(values, dtype=torch.int64)
         for c, floats in ((TEMPERATURE, [r.temperature for r in specs]), (TOP_P, [r.top_p for r in specs])):
-            body[:, c] = torch.tensor(floats, dtype=torch.float64).view(torch.int64)   # the bits
+            body[:, c] = torch.tensor(floats, dtype=torch.float64).view(torch.int64)  # the bits
         return cls(t)
 
     @property

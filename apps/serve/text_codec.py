@@ -2,6 +2,7 @@
 split a multi-byte character: each token's UTF-8 bytes go through an incremental decoder, which
 holds back an incomplete sequence until its last byte arrives (a char vocabulary never has one; a
 byte-level vocabulary, whose tokens are single bytes, does)."""
+
 from __future__ import annotations
 
 import codecs
@@ -25,8 +26,10 @@ class Vocabulary:
             ids.append(i)
         if unknown:
             shown = "".join(sorted(set(unknown)))[:20]
-            raise ValueError(f"prompt: characters {shown!r} are not in the model's vocabulary of {len(self)} "
-                             "characters (GET /config lists it)")
+            raise ValueError(
+                f"prompt: characters {shown!r} are not in the model's vocabulary of {len(self)} "
+                "characters (GET /config lists it)"
+            )
         return ids
 
     def decoder(self) -> "StreamDecoder":

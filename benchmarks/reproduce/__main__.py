@@ -1,5 +1,6 @@
 """`python -m benchmarks.reproduce [--quick] [--tasks mnist gpt] [--seeds 3] [--summarise-only]`: train the
 grid (skipping finished runs), then write the JSON, the markdown table and one figure per task."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs-dir", type=Path, help="where the runs go (default runs/reproduce[-quick])")
     ap.add_argument("--results-dir", type=Path, default=RESULTS)
     ap.add_argument("--name", help="results file stem (default reproduce, reproduce_quick with --quick)")
-    ap.add_argument("--data-dir", type=Path, help="holds tinyshakespeare/input.txt (default: the copy apps.train embeds)")
+    ap.add_argument(
+        "--data-dir", type=Path, help="holds tinyshakespeare/input.txt (default: the copy apps.train embeds)"
+    )
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds one run may take")
     ap.add_argument("--summarise-only", action="store_true", help="train nothing; report the finished runs")
     args = ap.parse_args(argv)
@@ -39,8 +42,15 @@ def run_order(specs: list[RunSpec]) -> list[RunSpec]:
     has the papers' comparisons (fp32) on both tasks first, then the codec, then more seeds."""
     method_index = {m.key: i for i, m in enumerate(METHODS)}
     task_index = {t.key: i for i, t in enumerate(TASKS)}
-    return sorted(specs, key=lambda s: (s.seed, s.variant.codec is not None, method_index[s.variant.method.key],
-                                        task_index[s.variant.task.key]))
+    return sorted(
+        specs,
+        key=lambda s: (
+            s.seed,
+            s.variant.codec is not None,
+            method_index[s.variant.method.key],
+            task_index[s.variant.task.key],
+        ),
+    )
 
 
 def collect(grid: list[Variant], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -60,24 +70,37 @@ def main(argv: list[str] | None = None) -> int:
     errors = {} if args.summarise_only else run_all(specs, args.runs_dir, args.data_dir, args.timeout)
     rows = collect(grid, args)
     tasks = [t for t in TASKS if any(v.task is t for v in grid)]
-    orderings = {"qsr_vs_constant_h": [o for t in tasks for o in summary.qsr_vs_constant_h(t, rows)],
-                 "lsgd_vs_easgd": [o for t in tasks if (o := summary.lsgd_vs_easgd(t, rows))]}
-    missing = {s.directory(args.runs_dir).name: errors.get(s.directory(args.runs_dir).name, "not run")
-               for s in specs if not finished(s, args.runs_dir)}
+    orderings = {
+        "qsr_vs_constant_h": [o for t in tasks for o in summary.qsr_vs_constant_h(t, rows)],
+        "lsgd_vs_easgd": [o for t in tasks if (o := summary.lsgd_vs_easgd(t, rows))],
+    }
+    missing = {
+        s.directory(args.runs_dir).name: errors.get(s.directory(args.runs_dir).name, "not run")
+        for s in specs
+        if not finished(s, args.runs_dir)
+    }
     budgets = {t.key: vars(t.quick if args.quick else t.full) for t in tasks}
-    payload = {"quick": args.quick, "ranks": RANKS, "seeds": list(range(args.seeds)), "budgets": budgets,
-               "targets": {t.key: {"metric": t.metric, "value": t.target} for t in tasks},
-               "rows": rows, "orderings": orderings, "missing": missing, "runs_dir": str(args.runs_dir)}
+    payload = {
+        "quick": args.quick,
+        "ranks": RANKS,
+        "seeds": list(range(args.seeds)),
+        "budgets": budgets,
+        "targets": {t.key: {"metric": t.metric, "value": t.target} for t in tasks},
+        "rows": rows,
+        "orderings": orderings,
+        "missing": missing,
+        "runs_dir": str(args.runs_dir),
+    }
     path = save(args.name, payload, results_dir=args.results_dir)
     doc = {**payload, "environment": json.loads(path.read_text())["environment"]}
     text = report.markdown(doc)
     (args.results_dir / f"{args.name}.md").write_text(text + "\n")
     for task in tasks:
-        figure.save_task_figure(args.results_dir / f"{args.name}_{task.key}.png", task, rows, RANKS,
-                                budgets[task.key]["steps"])
+        figure.save_task_figure(
+            args.results_dir / f"{args.name}_{task.key}.png", task, rows, RANKS, budgets[task.key]["steps"]
+        )
         seed0 = [RunSpec(v, 0, args.quick).directory(args.runs_dir) for v in grid if v.task is task]
-        figure.training_curves([d for d in seed0 if (d / "train.csv").exists()],
-                               args.runs_dir / f"compare-{task.key}")
+        figure.training_curves([d for d in seed0 if (d / "train.csv").exists()], args.runs_dir / f"compare-{task.key}")
     print(text)
     print(f"wrote {path} (+ .md, {', '.join(f'_{t.key}.png' for t in tasks)})", file=sys.stderr)
     return 1 if errors else 0

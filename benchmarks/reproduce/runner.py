@@ -1,5 +1,6 @@
 """Running the grid: one `python -m apps.train` subprocess per run (what users run), skipped when its
 results are already on disk, so an interrupted reproduction continues where it stopped."""
+
 from __future__ import annotations
 
 import csv
@@ -49,14 +50,20 @@ def command(spec: RunSpec, runs_dir: Path, data_dir: Path | None) -> list[str]:
 def run(spec: RunSpec, runs_dir: Path, data_dir: Path | None, timeout: float) -> str | None:
     """Train one run; None on success, else the reason it failed (its output is in run.log)."""
     directory = spec.directory(runs_dir)
-    shutil.rmtree(directory, ignore_errors=True)   # a killed attempt's files: apps.train refuses to replace them
+    shutil.rmtree(directory, ignore_errors=True)  # a killed attempt's files: apps.train refuses to replace them
     directory.mkdir(parents=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1")   # 4 ranks share the cores: no OpenMP oversubscription
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # 4 ranks share the cores: no OpenMP oversubscription
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
     with open(directory / "run.log", "w") as log:
         try:
-            proc = subprocess.run(command(spec, runs_dir, data_dir), cwd=REPO, env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, timeout=timeout)
+            proc = subprocess.run(
+                command(spec, runs_dir, data_dir),
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             return f"timed out after {timeout:.0f}s"
     if proc.returncode != 0:
@@ -70,8 +77,11 @@ def run_all(specs: list[RunSpec], runs_dir: Path, data_dir: Path | None, timeout
     """Train every spec not yet finished, in order; returns {run name: error} of those that failed."""
     errors: dict[str, str] = {}
     todo = [s for s in specs if not finished(s, runs_dir)]
-    print(f"reproduce: {len(specs) - len(todo)} of {len(specs)} runs already done, {len(todo)} to train",
-          file=sys.stderr, flush=True)
+    print(
+        f"reproduce: {len(specs) - len(todo)} of {len(specs)} runs already done, {len(todo)} to train",
+        file=sys.stderr,
+        flush=True,
+    )
     for i, spec in enumerate(todo, 1):
         tic = time.time()
         error = run(spec, runs_dir, data_dir, timeout)

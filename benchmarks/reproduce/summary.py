@@ -1,5 +1,6 @@
 """From run directories to numbers: each run's final eval metrics, bytes sent per rank (rank 0's
 `opt.comm_stats()`, as apps.train logs it) and time to target; mean and spread over seeds per variant."""
+
 from __future__ import annotations
 
 import math
@@ -26,20 +27,32 @@ def read_run(spec: RunSpec, runs_dir: Path) -> dict[str, Any]:
     data = load_run(spec.directory(runs_dir))
     ev, tr = data.eval, data.train
     accuracy = ev.get("accuracy", [math.nan] * len(ev["step"]))
-    curve = [{"step": int(s), "bytes": _at_step(tr["step"], tr["comm_bytes"], s), "time": t, "loss": loss,
-              "accuracy": acc}
-             for s, t, loss, acc in zip(ev["step"], ev["time"], ev["loss"], accuracy)]
+    curve = [
+        {"step": int(s), "bytes": _at_step(tr["step"], tr["comm_bytes"], s), "time": t, "loss": loss, "accuracy": acc}
+        for s, t, loss, acc in zip(ev["step"], ev["time"], ev["loss"], accuracy)
+    ]
     task = spec.variant.task
     reached = [p["time"] for p in curve if task.better(p[task.metric], task.target)]
     last = curve[-1]
-    return {"seed": spec.seed, "steps": last["step"], "bytes": last["bytes"], "loss": last["loss"],
-            "accuracy": last["accuracy"], "seconds": last["time"],
-            "time_to_target": reached[0] if reached else None, "curve": curve}
+    return {
+        "seed": spec.seed,
+        "steps": last["step"],
+        "bytes": last["bytes"],
+        "loss": last["loss"],
+        "accuracy": last["accuracy"],
+        "seconds": last["time"],
+        "time_to_target": reached[0] if reached else None,
+        "curve": curve,
+    }
 
 
 def _spread(values: list[float]) -> dict[str, float]:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "min": min(values), "max": max(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+    }
 
 
 def _mean_curve(runs: list[dict[str, Any]], metric: str) -> list[dict[str, float]]:
@@ -49,33 +62,57 @@ def _mean_curve(runs: list[dict[str, Any]], metric: str) -> list[dict[str, float
     for step in steps:
         points = [next(p for p in r["curve"] if p["step"] == step) for r in runs]
         values = [p[metric] for p in points]
-        out.append({"step": step, "bytes": statistics.fmean(p["bytes"] for p in points),
-                    "mean": statistics.fmean(values), "min": min(values), "max": max(values)})
+        out.append(
+            {
+                "step": step,
+                "bytes": statistics.fmean(p["bytes"] for p in points),
+                "mean": statistics.fmean(values),
+                "min": min(values),
+                "max": max(values),
+            }
+        )
     return out
 
 
 def summarise_variant(variant: Variant, runs: list[dict[str, Any]], seeds: int) -> dict[str, Any]:
     """Mean and spread over the finished seeds of one variant (None fields when none finished)."""
     task = variant.task
-    row: dict[str, Any] = {"task": task.key, "method": variant.method.key, "label": variant.label,
-                           "algorithm": variant.method.algorithm, "codec": variant.codec or "fp32",
-                           "options": variant.method.algorithm_options(task), "seeds_done": len(runs),
-                           "seeds_planned": seeds, "runs": runs}
+    row: dict[str, Any] = {
+        "task": task.key,
+        "method": variant.method.key,
+        "label": variant.label,
+        "algorithm": variant.method.algorithm,
+        "codec": variant.codec or "fp32",
+        "options": variant.method.algorithm_options(task),
+        "seeds_done": len(runs),
+        "seeds_planned": seeds,
+        "runs": runs,
+    }
     if not runs:
         return row
     times = [r["time_to_target"] for r in runs if r["time_to_target"] is not None]
-    row.update({
-        "bytes": _spread([r["bytes"] for r in runs]), "loss": _spread([r["loss"] for r in runs]),
-        "accuracy": _spread([r["accuracy"] for r in runs]) if all(math.isfinite(r["accuracy"]) for r in runs)
-        else None,
-        "seconds": _spread([r["seconds"] for r in runs]),
-        "time_to_target": {"target": task.target, "metric": task.metric, "reached": len(times),
-                           "mean": statistics.fmean(times) if times else None},
-        "curve": _mean_curve(runs, task.metric)})
+    row.update(
+        {
+            "bytes": _spread([r["bytes"] for r in runs]),
+            "loss": _spread([r["loss"] for r in runs]),
+            "accuracy": _spread([r["accuracy"] for r in runs])
+            if all(math.isfinite(r["accuracy"]) for r in runs)
+            else None,
+            "seconds": _spread([r["seconds"] for r in runs]),
+            "time_to_target": {
+                "target": task.target,
+                "metric": task.metric,
+                "reached": len(times),
+                "mean": statistics.fmean(times) if times else None,
+            },
+            "curve": _mean_curve(runs, task.metric),
+        }
+    )
     return row
 
 
 # -- the papers' orderings ----------------------------------------------------------------------------
+
 
 def interpolate_log_bytes(points: list[tuple[float, float, str]], at: float) -> tuple[float, str, bool]:
     """The constant-H frontier (final metric against log bytes, linear between neighbours) at `at`
@@ -105,19 +142,34 @@ def qsr_vs_constant_h(task: Task, rows: list[dict[str, Any]]) -> list[dict[str, 
     done = [r for r in rows if r["task"] == task.key and r["seeds_done"]]
     out = []
     for codec in sorted({r["codec"] for r in done}):
-        frontier = [(r["bytes"]["mean"], r[task.metric]["mean"], r["label"]) for r in done
-                    if r["algorithm"] == "plsgd" and r["codec"] == codec]
+        frontier = [
+            (r["bytes"]["mean"], r[task.metric]["mean"], r["label"])
+            for r in done
+            if r["algorithm"] == "plsgd" and r["codec"] == codec
+        ]
         if len(frontier) < 2:
             continue
         constant_h = [r for r in done if r["algorithm"] == "plsgd" and r["codec"] == codec]
         for q in (r for r in done if r["algorithm"] == "qsr" and r["codec"] == codec):
             value, between, inside = interpolate_log_bytes(frontier, q["bytes"]["mean"])
             mine = q[task.metric]["mean"]
-            out.append({"task": task.key, "codec": codec, "qsr": q["label"], "metric": task.metric,
-                        "qsr_bytes": q["bytes"]["mean"], "qsr_value": mine, "qsr_std": q[task.metric]["std"],
-                        "constant_h_value": value, "constant_h_runs": between, "inside_range": inside,
-                        "difference": mine - value, "holds": task.better(mine, value),
-                        "beyond_seed_spread": _beyond_spread(mine - value, [q, *constant_h], task.metric)})
+            out.append(
+                {
+                    "task": task.key,
+                    "codec": codec,
+                    "qsr": q["label"],
+                    "metric": task.metric,
+                    "qsr_bytes": q["bytes"]["mean"],
+                    "qsr_value": mine,
+                    "qsr_std": q[task.metric]["std"],
+                    "constant_h_value": value,
+                    "constant_h_runs": between,
+                    "inside_range": inside,
+                    "difference": mine - value,
+                    "holds": task.better(mine, value),
+                    "beyond_seed_spread": _beyond_spread(mine - value, [q, *constant_h], task.metric),
+                }
+            )
     return out
 
 
@@ -128,9 +180,16 @@ def lsgd_vs_easgd(task: Task, rows: list[dict[str, Any]]) -> dict[str, Any] | No
         return None
     lsgd, easgd = pick["lsgd"], pick["easgd"]
     diff = lsgd[task.metric]["mean"] - easgd[task.metric]["mean"]
-    return {"task": task.key, "metric": task.metric, "lsgd_value": lsgd[task.metric]["mean"],
-            "lsgd_std": lsgd[task.metric]["std"], "easgd_value": easgd[task.metric]["mean"],
-            "easgd_std": easgd[task.metric]["std"], "lsgd_bytes": lsgd["bytes"]["mean"],
-            "easgd_bytes": easgd["bytes"]["mean"],
-            "difference": diff, "holds": task.better(lsgd[task.metric]["mean"], easgd[task.metric]["mean"]),
-            "beyond_seed_spread": _beyond_spread(diff, [lsgd, easgd], task.metric)}
+    return {
+        "task": task.key,
+        "metric": task.metric,
+        "lsgd_value": lsgd[task.metric]["mean"],
+        "lsgd_std": lsgd[task.metric]["std"],
+        "easgd_value": easgd[task.metric]["mean"],
+        "easgd_std": easgd[task.metric]["std"],
+        "lsgd_bytes": lsgd["bytes"]["mean"],
+        "easgd_bytes": easgd["bytes"]["mean"],
+        "difference": diff,
+        "holds": task.better(lsgd[task.metric]["mean"], easgd[task.metric]["mean"]),
+        "beyond_seed_spread": _beyond_spread(diff, [lsgd, easgd], task.metric),
+    }

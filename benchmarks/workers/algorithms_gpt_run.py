@@ -13,6 +13,7 @@ SETTINGS_JSON: {"seed": S, "model": {...}}, the seed of the initial model and da
 overrides of MODEL, for benchmarks/diloco.py). `bytes_sent` is what the optimizer sent while training
 (comm_stats after the last step minus after wrapping: the initial broadcast, the same for every case, and
 the averaging before the evaluation are left out)."""
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,7 @@ def case_options(name: str, total_steps: int, overrides: dict[str, Any] | None =
     base, _, codec = name.partition("+")
     algorithm, options = CASES[base]
     options = dict(options, **({"codec": codec} if codec else {}))
-    if algorithm == "qsr":   # its H rule must know the schedule: h_base during warm-up, then (alpha / lr)^2
+    if algorithm == "qsr":  # its H rule must know the schedule: h_base during warm-up, then (alpha / lr)^2
         options.update(total_steps=total_steps, warmup_steps=warmup_steps(total_steps))
     options.update(overrides or {})
     if "codec_block" in options:
@@ -72,12 +73,14 @@ def warmup_steps(total_steps: int) -> int:
     return max(1, total_steps // 10)
 
 
-def make_optimizer(name: str, model: torch.nn.Module, comm: Any, total_steps: int,
-                   overrides: dict[str, Any] | None = None) -> tuple[torch.nn.Module, Any]:
+def make_optimizer(
+    name: str, model: torch.nn.Module, comm: Any, total_steps: int, overrides: dict[str, Any] | None = None
+) -> tuple[torch.nn.Module, Any]:
     """(the module to call, the optimizer to step) of one case."""
     if name == "ddp":
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                rank=comm.rank, world_size=comm.size)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}", rank=comm.rank, world_size=comm.size
+        )
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         return ddp, torch.optim.AdamW(ddp.parameters(), **ADAMW)
     algorithm, options = case_options(name, total_steps, overrides)
@@ -118,8 +121,9 @@ def main() -> None:
     model = GPT(splits.info["vocab_size"], block_size=BLOCK, **{**MODEL, **settings.get("model", {})})
     module, opt = make_optimizer(name, model, comm, steps, overrides)
     sent_at_wrap = 0 if name == "ddp" else opt.comm_stats()["bytes"]
-    sched = algorithms.CosineWithWarmup(opt, total_steps=steps, warmup_steps=warmup_steps(steps),
-                                        baseline_lr=ADAMW["lr"] / 10, min_lr=ADAMW["lr"] / 10)
+    sched = algorithms.CosineWithWarmup(
+        opt, total_steps=steps, warmup_steps=warmup_steps(steps), baseline_lr=ADAMW["lr"] / 10, min_lr=ADAMW["lr"] / 10
+    )
     order: list[torch.Tensor] = []
     epoch = 0
     while len(order) < steps:
@@ -149,16 +153,24 @@ def main() -> None:
     comm.allreduce(slowest, op=pycomm.MAX)
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     sent = grad_bytes * steps if name == "ddp" else opt.comm_stats()["bytes"]
-    result = {"samples_per_s": (steps - WARMUP) * batch * comm.size / float(slowest), "eval_loss": final,
-              "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]), "bytes_per_step": sent / steps,
-              "bytes_sent": grad_bytes * steps if name == "ddp" else sent_training, "seed": seed,
-              "steps": steps, "batch_per_rank": batch, "train_seconds": float(slowest),
-              "parameters": sum(p.numel() for p in model.parameters()),
-              "comm_seconds": None if name == "ddp" else opt.comm_stats()["seconds"],
-              "setup_seconds": setup, "eval_seconds": t_eval}   # rank 0's: where a launch's time goes
+    result = {
+        "samples_per_s": (steps - WARMUP) * batch * comm.size / float(slowest),
+        "eval_loss": final,
+        "train_loss_last10": sum(losses[-10:]) / len(losses[-10:]),
+        "bytes_per_step": sent / steps,
+        "bytes_sent": grad_bytes * steps if name == "ddp" else sent_training,
+        "seed": seed,
+        "steps": steps,
+        "batch_per_rank": batch,
+        "train_seconds": float(slowest),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "comm_seconds": None if name == "ddp" else opt.comm_stats()["seconds"],
+        "setup_seconds": setup,
+        "eval_seconds": t_eval,
+    }  # rank 0's: where a launch's time goes
     if comm.rank == 0:
         print(f"{name}: {result['samples_per_s']:.2f} samples/s, eval loss {final:.4f}", flush=True)
-    del module, opt   # DDP's, before the group is destroyed (rank0_result)
+    del module, opt  # DDP's, before the group is destroyed (rank0_result)
     write_result_and_close(comm, out, result)
 
 

@@ -13,6 +13,7 @@ reported apart (startup_seconds). Between segments each rank's own model is eval
 for the other local-update algorithms; the last segment ends with LAP's synchronous final average. LAP
 workers draw their batches from the rank's strided shard of the same 8,000 training images (items r,
 r+2, ...) rather than from shard_batches. Usage: algorithms_run OUT_JSON EPOCHS CASE ..."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,8 @@ from torch.utils.data import TensorDataset
 
 import algorithms
 import pycomm
-from benchmarks.mnist_cnn import TinyCNN, accuracy, shard_batches, split
 from benchmarks.convergence_cases import BATCH, CASES, SGD, TARGET
+from benchmarks.mnist_cnn import TinyCNN, accuracy, shard_batches, split
 from benchmarks.workers.rank0_result import write_result_and_close
 
 # case -> (algorithm, options): those of the LAP/LPP MNIST test (tests/algorithms/workers/lap_mnist.py), 2
@@ -52,28 +53,34 @@ class Run:
         self.model = TinyCNN()
         self.opt: Any = self.make_optimizer()
         self.total_steps = epochs * steps_per_epoch
-        self.sched = algorithms.CosineWithWarmup(self.opt, total_steps=3 * steps_per_epoch, warmup_steps=10,
-                                                 baseline_lr=self.opt.param_groups[0]["lr"] / 10)
+        self.sched = algorithms.CosineWithWarmup(
+            self.opt, total_steps=3 * steps_per_epoch, warmup_steps=10, baseline_lr=self.opt.param_groups[0]["lr"] / 10
+        )
         self.grad_bytes = sum(p.numel() * p.element_size() for p in self.model.parameters())
         self.steps, self.seconds, self.curve, self.time_to_target = 0, 0.0, [], None
-        self.startup_seconds = 0.0   # lapsgd/lppsgd: starting the worker pool, not counted in seconds
-        self.stale_updates = 0.0     # lapsgd/lppsgd: summed staleness of their updates (LapResult)
+        self.startup_seconds = 0.0  # lapsgd/lppsgd: starting the worker pool, not counted in seconds
+        self.stale_updates = 0.0  # lapsgd/lppsgd: summed staleness of their updates (LapResult)
 
     def bytes(self) -> int:
-        if self.name == "ddp":   # DDP all-reduces every gradient every step
+        if self.name == "ddp":  # DDP all-reduces every gradient every step
             return self.grad_bytes * self.steps
         return self.opt.comm_stats()["bytes"]
 
     def make_optimizer(self) -> Any:
         if self.name == "ddp":
             if not dist.is_initialized():
-                dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                        rank=self.comm.rank, world_size=self.comm.size)
+                dist.init_process_group(
+                    "gloo",
+                    init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
+                    rank=self.comm.rank,
+                    world_size=self.comm.size,
+                )
             self.model = torch.nn.parallel.DistributedDataParallel(self.model)
             return torch.optim.SGD(self.model.parameters(), **SGD)
         algorithm, options, make = CASES[self.name]
-        return algorithms.CommOptimizer(make(self.model.parameters()), algorithm=algorithm, comm=self.comm,
-                                        model=self.model, **options)
+        return algorithms.CommOptimizer(
+            make(self.model.parameters()), algorithm=algorithm, comm=self.comm, model=self.model, **options
+        )
 
     def train(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> None:
         t0 = time.perf_counter()
@@ -105,11 +112,17 @@ class Run:
         return acc
 
     def result(self, final: float) -> dict[str, Any]:
-        return {"samples_per_s": self.steps * BATCH * self.comm.size / self.seconds,
-                "bytes_per_step": self.bytes() / self.steps, "time_to_target_s": self.time_to_target,
-                "final_accuracy": final, "steps": self.steps, "train_seconds": self.seconds,
-                "startup_seconds": self.startup_seconds, "mean_staleness": self.stale_updates / self.steps,
-                "curve": self.curve}
+        return {
+            "samples_per_s": self.steps * BATCH * self.comm.size / self.seconds,
+            "bytes_per_step": self.bytes() / self.steps,
+            "time_to_target_s": self.time_to_target,
+            "final_accuracy": final,
+            "steps": self.steps,
+            "train_seconds": self.seconds,
+            "startup_seconds": self.startup_seconds,
+            "mean_staleness": self.stale_updates / self.steps,
+            "curve": self.curve,
+        }
 
 
 class LapRun(Run):
@@ -121,16 +134,25 @@ class LapRun(Run):
         # step: lr / P keeps the node's step size that of the other cases (at lr it diverges early).
         algorithm, options = LAP_CASES[self.name]
         sgd = {**SGD, "lr": SGD["lr"] / options["num_processes"]}
-        return algorithms.CommOptimizer(torch.optim.SGD(self.model.parameters(), **sgd), algorithm=algorithm,
-                                        comm=self.comm, **options)
+        return algorithms.CommOptimizer(
+            torch.optim.SGD(self.model.parameters(), **sgd), algorithm=algorithm, comm=self.comm, **options
+        )
 
     def train_steps(self, batches: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> float:
         last = self.steps + len(batches) >= self.total_steps
-        if getattr(self, "dataset", None) is None:   # one dataset object: later segments reuse the worker pool
+        if getattr(self, "dataset", None) is None:  # one dataset object: later segments reuse the worker pool
             self.dataset = TensorDataset(x, y)
-        result = self.opt.train(self.model, F.cross_entropy, self.dataset, steps=len(batches), batch_size=BATCH,
-                                scheduler=self.sched, scheduler_interval="step", final_average=last)
-        self.steps = self.opt.node_steps   # finish() has nothing to do: the last call averaged
+        result = self.opt.train(
+            self.model,
+            F.cross_entropy,
+            self.dataset,
+            steps=len(batches),
+            batch_size=BATCH,
+            scheduler=self.sched,
+            scheduler_interval="step",
+            final_average=last,
+        )
+        self.steps = self.opt.node_steps  # finish() has nothing to do: the last call averaged
         self.stale_updates += result.mean_staleness * result.steps
         return result.startup_seconds
 
@@ -152,15 +174,15 @@ def main() -> None:
     for epoch in range(epochs):
         batches = shard_batches(len(yt), comm.rank, comm.size, BATCH, epoch)
         for start in range(0, len(batches), segment):
-            for i in range(len(runs)):   # rotate who goes first, so no case always follows another
-                runs[(i + start // segment) % len(runs)].train(batches[start:start + segment], xt, yt)
+            for i in range(len(runs)):  # rotate who goes first, so no case always follows another
+                runs[(i + start // segment) % len(runs)].train(batches[start : start + segment], xt, yt)
             for run in runs:
                 run.evaluate(xe, ye)
     results = {}
     for run in runs:
         run.finish()
         results[run.name] = run.result(mean_over_ranks(comm, accuracy(run.model, xe, ye)))
-    runs = run = None   # their DDP models go before the group is destroyed (rank0_result)
+    runs = run = None  # their DDP models go before the group is destroyed (rank0_result)
     if comm.rank == 0:
         for name, r in results.items():
             print(f"{name}: {r['samples_per_s']:.0f} samples/s, final {r['final_accuracy']:.4f}", flush=True)

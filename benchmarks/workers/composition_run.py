@@ -8,6 +8,7 @@ tensors), and pycomm's bytes per step per mesh dimension.
 The layouts run one after the other, the whole sequence REPEATS times (a change in the shared machine's
 load falls on all of them alike): samples/s is the median over the repeats (with min and max).
 argv: OUT_JSON REPEATS STEPS N_LAYER N_EMBD BLOCK BATCH MICROBATCHES LAYOUTS..."""
+
 from __future__ import annotations
 
 import json
@@ -33,28 +34,41 @@ from apps.models.gpt import GPT
 
 VOCAB = 65
 # name -> (mesh sizes pp, dp_replicate, dp_shard; what runs on it)
-PYCOMM = {"mbsgd": ((1, 1, 4), "mbsgd"), "zero3": ((1, 1, 4), "zero3"),
-          "hsdp_zero2": ((1, 2, 2), "zero2"), "hsdp_zero3": ((1, 2, 2), "zero3"),
-          "zero3_in_plsgd_across": ((1, 2, 2), "zero3+plsgd"),
-          "pp2_mbsgd": ((2, 2, 1), "mbsgd"), "pp2_zero1": ((2, 1, 2), "zero1"), "pp2_zero2": ((2, 1, 2), "zero2"),
-          "pp2_zero3": ((2, 1, 2), "zero3")}
+PYCOMM = {
+    "mbsgd": ((1, 1, 4), "mbsgd"),
+    "zero3": ((1, 1, 4), "zero3"),
+    "hsdp_zero2": ((1, 2, 2), "zero2"),
+    "hsdp_zero3": ((1, 2, 2), "zero3"),
+    "zero3_in_plsgd_across": ((1, 2, 2), "zero3+plsgd"),
+    "pp2_mbsgd": ((2, 2, 1), "mbsgd"),
+    "pp2_zero1": ((2, 1, 2), "zero1"),
+    "pp2_zero2": ((2, 1, 2), "zero2"),
+    "pp2_zero3": ((2, 1, 2), "zero3"),
+}
 TORCH = ("torch_ddp", "torch_fsdp2_hsdp", "torch_pp2_1f1b_ddp")
 LAYOUTS = tuple(PYCOMM) + TORCH
 
 
 @dataclass
 class Built:
-    module: nn.Module                       # what this rank trains (the stage, or the model)
+    module: nn.Module  # what this rank trains (the stage, or the model)
     opt: Any
-    step: Callable[[torch.Tensor, torch.Tensor], None]   # forward + backward of this rank's batch
-    dp: int                                 # data-parallel ranks (the global batch is dp x batch)
-    stats: Callable[[], dict[str, int]] = dict   # pycomm's bytes per mesh dimension so far
+    step: Callable[[torch.Tensor, torch.Tensor], None]  # forward + backward of this rank's batch
+    dp: int  # data-parallel ranks (the global batch is dp x batch)
+    stats: Callable[[], dict[str, int]] = dict  # pycomm's bytes per mesh dimension so far
 
 
 def gpt(a: Any) -> GPT:
     torch.manual_seed(0)
-    return GPT(vocab_size=VOCAB, block_size=a.block, n_layer=a.n_layer, n_head=max(1, a.n_embd // 64),
-               n_embd=a.n_embd, dropout=0.0, tie_weights=False)
+    return GPT(
+        vocab_size=VOCAB,
+        block_size=a.block,
+        n_layer=a.n_layer,
+        n_head=max(1, a.n_embd // 64),
+        n_embd=a.n_embd,
+        dropout=0.0,
+        tie_weights=False,
+    )
 
 
 def lm_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -72,6 +86,7 @@ def merged_bytes(*parts: Any) -> Callable[[], dict[str, int]]:
             for dim, n in part.comm_stats().get("bytes_by_dim", {}).items():
                 out[dim] = out.get(dim, 0) + n
         return out
+
     return stats
 
 
@@ -84,8 +99,10 @@ def build_pycomm(name: str, comm: Any, a: Any) -> Built:
         opt = algorithms.CommOptimizer(adamw(pipe.stage_module), algorithm=method, mesh=mesh, model=pipe.stage_module)
 
         def step(x: torch.Tensor, y: torch.Tensor) -> None:
-            pipe.train_step(x if pipe.is_first else None, y if pipe.is_last else None,
-                            lm_loss if pipe.is_last else None)
+            pipe.train_step(
+                x if pipe.is_first else None, y if pipe.is_last else None, lm_loss if pipe.is_last else None
+            )
+
         return Built(pipe.stage_module, opt, step, mesh["dp"].size, merged_bytes(opt, pipe))
     inner, _, outer = method.partition("+")
     opt = algorithms.CommOptimizer(adamw(model), algorithm=inner, mesh=mesh, model=model)
@@ -94,6 +111,7 @@ def build_pycomm(name: str, comm: Any, a: Any) -> Built:
 
     def step(x: torch.Tensor, y: torch.Tensor) -> None:
         lm_loss(model(x), y).backward()
+
     return Built(model, opt, step, mesh["dp"].size, merged_bytes(opt))
 
 
@@ -112,12 +130,14 @@ def build_torch(name: str, comm: Any, a: Any) -> Built:
 
     def plain(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], None]:
         return lambda x, y: lm_loss(module(x), y).backward()
+
     if name == "torch_ddp":
         ddp = nn.parallel.DistributedDataParallel(model)
         return Built(model, adamw(model), plain(ddp), comm.size)
     if name == "torch_fsdp2_hsdp":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
+
         mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
         for block in model.blocks:
             fully_shard(block, mesh=mesh)
@@ -125,6 +145,7 @@ def build_torch(name: str, comm: Any, a: Any) -> Built:
         return Built(model, adamw(model), plain(model), comm.size)
     # pp2 x DDP over 2 replicas: the stages 2 ranks apart, as pycomm's Mesh(pp=2, dp_replicate=2) lays them out
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
     pp_group = torch_groups(comm, [[0, 2], [1, 3]])[0]
     dp_group = torch_groups(comm, [[0, 1], [2, 3]])[0]
     stage_index = comm.rank // 2
@@ -139,6 +160,7 @@ def build_torch(name: str, comm: Any, a: Any) -> Built:
             schedule.step(x)
         else:
             schedule.step(target=y, losses=[])
+
     return Built(mod, adamw(mod), step, 2)
 
 
@@ -147,7 +169,7 @@ class ActivationMeter:
     excluded), each storage once: what a step holds for its backward passes."""
 
     def __init__(self) -> None:
-        self.live: dict[int, list[int]] = {}   # storage address -> [bytes, references]
+        self.live: dict[int, list[int]] = {}  # storage address -> [bytes, references]
         self.now = self.peak = 0
 
     def _release(self, key: int) -> None:
@@ -186,8 +208,11 @@ def state_bytes(b: Built) -> int:
     seen: set[int] = set()
     params = list(b.module.parameters())
     opt = getattr(b.opt, "torch_optimizer", b.opt)
-    return (storage_bytes([local(p) for p in params], seen) + storage_bytes([local(p.grad) for p in params], seen)
-            + storage_bytes([local(t) for t in optimizer_tensors(opt)], seen))
+    return (
+        storage_bytes([local(p) for p in params], seen)
+        + storage_bytes([local(p.grad) for p in params], seen)
+        + storage_bytes([local(t) for t in optimizer_tensors(opt)], seen)
+    )
 
 
 def run(name: str, comm: Any, a: Any) -> dict[str, Any]:
@@ -195,7 +220,7 @@ def run(name: str, comm: Any, a: Any) -> dict[str, Any]:
     g = torch.Generator().manual_seed(comm.rank)
     data = torch.randint(0, VOCAB, (a.steps + 1, a.batch, a.block + 1), generator=g)
     meter, seconds, before = ActivationMeter(), 0.0, {}
-    for t in range(a.steps + 1):        # step 0 is warm-up (and the activation measurement)
+    for t in range(a.steps + 1):  # step 0 is warm-up (and the activation measurement)
         comm.barrier()
         t0 = time.perf_counter()
         b.opt.zero_grad()
@@ -209,9 +234,13 @@ def run(name: str, comm: Any, a: Any) -> dict[str, Any]:
             before = b.stats()
     after = b.stats()
     state = state_bytes(b)
-    return {"samples_per_s": a.steps * a.batch * b.dp / seconds, "state_bytes": state,
-            "activation_peak_bytes": meter.peak, "peak_bytes": state + meter.peak,
-            "bytes_per_step": {d: (after.get(d, 0) - before.get(d, 0)) // a.steps for d in after} or None}
+    return {
+        "samples_per_s": a.steps * a.batch * b.dp / seconds,
+        "state_bytes": state,
+        "activation_peak_bytes": meter.peak,
+        "peak_bytes": state + meter.peak,
+        "bytes_per_step": {d: (after.get(d, 0) - before.get(d, 0)) // a.steps for d in after} or None,
+    }
 
 
 def main() -> None:
@@ -220,21 +249,29 @@ def main() -> None:
     comm = pycomm.world()
 
     repeats, steps, n_layer, n_embd, block, batch, microbatches = map(int, sys.argv[2:9])
-    a = SimpleNamespace(out=sys.argv[1], steps=steps, n_layer=n_layer, n_embd=n_embd, block=block, batch=batch,
-                        microbatches=microbatches)
+    a = SimpleNamespace(
+        out=sys.argv[1],
+        steps=steps,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        block=block,
+        batch=batch,
+        microbatches=microbatches,
+    )
     names = sys.argv[9:]
     if comm.size != 4:
         raise SystemExit(f"benchmarks.composition runs on 4 ranks, got {comm.size}")
     if any(n in TORCH for n in names):
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                rank=comm.rank, world_size=comm.size)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}", rank=comm.rank, world_size=comm.size
+        )
     results: dict[str, Any] = {}
     speeds: dict[str, list[float]] = {name: [] for name in names}
     for repeat in range(repeats):
         for name in names:
             try:
                 mine = run(name, comm, a)
-            except Exception as e:      # a layout the installed torch cannot run is reported, not fatal
+            except Exception as e:  # a layout the installed torch cannot run is reported, not fatal
                 mine = {"error": f"{type(e).__name__}: {e}"}
             if "samples_per_s" in mine:
                 speeds[name].append(mine["samples_per_s"])
@@ -249,8 +286,12 @@ def main() -> None:
             results[name] = mine
     for name, got in speeds.items():
         if got:
-            results[name].update(samples_per_s=statistics.median(got), samples_per_s_min=min(got),
-                                 samples_per_s_max=max(got), repeats=len(got))
+            results[name].update(
+                samples_per_s=statistics.median(got),
+                samples_per_s_min=min(got),
+                samples_per_s_max=max(got),
+                repeats=len(got),
+            )
     if comm.rank == 0:
         with open(a.out, "w") as f:
             json.dump(results, f, indent=1)

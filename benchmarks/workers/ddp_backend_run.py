@@ -3,6 +3,7 @@ mesh) on the MNIST CNN with the process group on backend "pycomm" and on a gloo 
 by repeat; samples/s of the slowest rank.
 
     python benchmarks/workers/ddp_backend_run.py --wrapper ddp --steps 60 --repeats 5 --out rows.json"""
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ def wrapped(wrapper: str, group: dist.ProcessGroup) -> torch.nn.Module:
     return model
 
 
-def samples_per_s(wrapper: str, group: dist.ProcessGroup, x: torch.Tensor, y: torch.Tensor,
-                  batches: list[torch.Tensor]) -> float:
+def samples_per_s(
+    wrapper: str, group: dist.ProcessGroup, x: torch.Tensor, y: torch.Tensor, batches: list[torch.Tensor]
+) -> float:
     model = wrapped(wrapper, group)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
@@ -42,6 +44,7 @@ def samples_per_s(wrapper: str, group: dist.ProcessGroup, x: torch.Tensor, y: to
         opt.zero_grad()
         F.cross_entropy(model(x[idx]), y[idx]).backward()
         opt.step()
+
     for idx in batches[:WARMUP]:
         step(idx)
     dist.barrier(group)
@@ -49,9 +52,9 @@ def samples_per_s(wrapper: str, group: dist.ProcessGroup, x: torch.Tensor, y: to
     for idx in batches[WARMUP:]:
         step(idx)
     elapsed = torch.tensor([time.perf_counter() - t0])
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)   # the slowest rank's time
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)  # the slowest rank's time
     n = sum(len(i) for i in batches[WARMUP:]) * dist.get_world_size(group)
-    model = opt = None   # this run's model and optimizer (held by step too) freed before the next run
+    model = opt = None  # this run's model and optimizer (held by step too) freed before the next run
     gc.collect()
     return n / elapsed.item()
 
@@ -68,7 +71,7 @@ def main() -> None:
     gloo = dist.new_group(backend="gloo")
     (x, y), _ = split()
     batches = shard_batches(len(y), dist.get_rank(), dist.get_world_size(), args.batch, epoch=0)
-    batches = batches[:WARMUP + args.steps]
+    batches = batches[: WARMUP + args.steps]
     rows: dict[str, list[float]] = {"pycomm": [], "gloo": []}
     for _ in range(args.repeats):
         rows["pycomm"].append(samples_per_s(args.wrapper, dist.group.WORLD, x, y, batches))

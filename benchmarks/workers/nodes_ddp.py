@@ -5,6 +5,7 @@ by torchrun (one per node). Every EVAL_EVERY steps and at the last, every rank s
 clock stopped: evaluation is no part of the method); rank 0 writes {"curve": [[step, seconds, eval loss]],
 "train_s": seconds} to OUT and prints "done: STEPS steps in X.Xs" as apps.train does.
 Usage: nodes_ddp STEPS EVAL_EVERY OUT [--fsdp2]"""
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,8 @@ BATCH = 32
 def eval_loss(model: torch.nn.Module, data: object) -> float:
     model.eval()
     total, count = 0.0, 0
-    for chunk in torch.arange(len(data)).split(500):   # type: ignore[arg-type]
-        x, y = data.batch(chunk)[:2]                    # type: ignore[attr-defined]
+    for chunk in torch.arange(len(data)).split(500):  # type: ignore[arg-type]
+        x, y = data.batch(chunk)[:2]  # type: ignore[attr-defined]
         total += float(F.cross_entropy(model(x), y, reduction="sum"))
         count += len(chunk)
     model.train()
@@ -41,9 +42,10 @@ def wrap(model: torch.nn.Module, fsdp2: bool) -> torch.nn.Module:
         return torch.nn.parallel.DistributedDataParallel(model)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+
     local = int(os.environ["LOCAL_WORLD_SIZE"])
     mesh = init_device_mesh("cpu", (dist.get_world_size() // local, local), mesh_dim_names=("replicate", "shard"))
-    return fully_shard(model, mesh=mesh)   # a 2-D mesh: replicate over dim 0, shard over dim 1 (HSDP)
+    return fully_shard(model, mesh=mesh)  # a 2-D mesh: replicate over dim 0, shard over dim 1 (HSDP)
 
 
 def main() -> None:
@@ -60,20 +62,20 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sched = CosineWithWarmup(opt, args.steps)
     splits = idx.load()
-    mine = torch.arange(rank, len(splits.train), size)          # this rank's strided shard
+    mine = torch.arange(rank, len(splits.train), size)  # this rank's strided shard
     curve, clock = [], 0.0
     dist.barrier()
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
         at = ((step - 1) * BATCH) % (len(mine) - BATCH)
-        x, y = splits.train.batch(mine[at:at + BATCH])[:2]
+        x, y = splits.train.batch(mine[at : at + BATCH])[:2]
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
         sched.step()
         clock += time.perf_counter() - start
         if step % args.eval_every == 0 or step == args.steps:
-            dist.barrier()              # the step is over on every rank before the clock stops
+            dist.barrier()  # the step is over on every rank before the clock stops
             curve.append((step, clock, eval_loss(model, splits.eval)))
     if rank == 0:
         args.out.write_text(json.dumps({"curve": curve, "train_s": clock}))

@@ -7,6 +7,7 @@ analysis (benchmarks/overlap.py) finds each step's backward interval in either t
 once backward has produced every gradient): the same run's no-overlap floor.
 argv: OUT_DIR STEPS N_LAYER N_EMBD BLOCK BATCH CASES...; writes OUT_DIR/<case>/ranks/rank<R>.json and
 OUT_DIR/<case>/seconds<R>.json (seconds per profiled step on this rank)."""
+
 from __future__ import annotations
 
 import json
@@ -57,6 +58,7 @@ def run(case: str, comm: Any, a: Any, out: Path) -> None:
         with torch.profiler.record_function(BACKWARD):
             loss.backward()
         opt.step()
+
     for t in range(WARMUP):
         step(t)
     directory = out / case
@@ -87,8 +89,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"benchmarks.overlap: unknown cases {unknown}; known: {', '.join(CASES)}")
     if "torch_ddp" in cases:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                rank=comm.rank, world_size=comm.size)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}", rank=comm.rank, world_size=comm.size
+        )
     for case in cases:
         run(case, comm, a, Path(sys.argv[1]))
         comm.barrier()

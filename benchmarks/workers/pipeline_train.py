@@ -5,6 +5,7 @@ rank 0 (the first stage, whose last backward ends each step) round robin, one st
 round; rank 0 writes per case the median step seconds over the rounds, samples/s and, for pycomm, the
 bubble measured from the executed order (slots) and from wall-clock compute time. argv: OUT_JSON LAYERS WIDTH BATCH
 MICROBATCHES REPEATS CASES..."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,9 @@ def make_model(layers: int, width: int) -> nn.Sequential:
     return nn.Sequential(*mods)
 
 
-def pycomm_step(schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch.Tensor,
-                y: torch.Tensor) -> tuple[Callable[[], None], Callable[[], dict[str, Any]]]:
+def pycomm_step(
+    schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch.Tensor, y: torch.Tensor
+) -> tuple[Callable[[], None], Callable[[], dict[str, Any]]]:
     pipe = algorithms.Pipeline(model, comm, schedule=schedule, microbatches=m, chunks=2)
 
     def step() -> None:
@@ -44,14 +46,21 @@ def pycomm_step(schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch
 
     def extra() -> dict[str, Any]:
         st = pipe.stats()
-        return {"bubble_slots": st["bubble"], "bubble_expected": st["expected_bubble"],
-                "bubble_wall": statistics.mean(st["wall_bubble"]), "peak_live": max(st["peak_live"])}
+        return {
+            "bubble_slots": st["bubble"],
+            "bubble_expected": st["expected_bubble"],
+            "bubble_wall": statistics.mean(st["wall_bubble"]),
+            "peak_live": max(st["peak_live"]),
+        }
+
     return step, extra
 
 
-def torch_step(schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch.Tensor,
-               y: torch.Tensor) -> tuple[Callable[[], None], Callable[[], dict[str, Any]]]:
+def torch_step(
+    schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch.Tensor, y: torch.Tensor
+) -> tuple[Callable[[], None], Callable[[], dict[str, Any]]]:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
     layers = layers_of(model)
     mod = stage_module(layers, stage_bounds(layers, comm.size), comm.rank)
     stage = PipelineStage(mod, comm.rank, comm.size, device=torch.device("cpu"))
@@ -66,13 +75,17 @@ def torch_step(schedule: str, model: nn.Sequential, comm: Any, m: int, x: torch.
             sched.step(target=y, losses=[])
         else:
             sched.step()
+
     return step, dict
 
 
 CASES: dict[str, Callable[..., Any]] = {
-    "pycomm_gpipe": lambda *a: pycomm_step("gpipe", *a), "pycomm_1f1b": lambda *a: pycomm_step("1f1b", *a),
+    "pycomm_gpipe": lambda *a: pycomm_step("gpipe", *a),
+    "pycomm_1f1b": lambda *a: pycomm_step("1f1b", *a),
     "pycomm_interleaved_1f1b": lambda *a: pycomm_step("interleaved_1f1b", *a),
-    "torch_gpipe": lambda *a: torch_step("gpipe", *a), "torch_1f1b": lambda *a: torch_step("1f1b", *a)}
+    "torch_gpipe": lambda *a: torch_step("gpipe", *a),
+    "torch_1f1b": lambda *a: torch_step("1f1b", *a),
+}
 
 
 def main() -> None:
@@ -82,8 +95,9 @@ def main() -> None:
     pycomm.init()
     comm = pycomm.world()
     if any(c.startswith("torch") for c in cases):
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                rank=comm.rank, world_size=comm.size)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}", rank=comm.rank, world_size=comm.size
+        )
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(batch, width, generator=g), torch.randn(batch, width, generator=g)
     built = {case: CASES[case](make_model(layers, width), comm, m, x, y) for case in cases}
@@ -98,8 +112,13 @@ def main() -> None:
     result: dict[str, Any] = {}
     for case, (_, extra) in built.items():
         med = statistics.median(samples[case])
-        result[case] = {"step_s": med, "step_s_min": min(samples[case]), "step_s_max": max(samples[case]),
-                        "samples_per_s": batch / med, **extra()}
+        result[case] = {
+            "step_s": med,
+            "step_s_min": min(samples[case]),
+            "step_s_max": max(samples[case]),
+            "samples_per_s": batch / med,
+            **extra(),
+        }
     if comm.rank == 0:
         with open(out, "w") as f:
             json.dump(result, f)

@@ -4,6 +4,7 @@ process group (made for the DDP baselines) is closed, so no rank exits with it o
 Free every DDP model before calling it: a DDP reducer that outlives the group holds its last reference,
 and freed later with the GIL held it destroys the gloo group, whose destructor joins a work thread that
 waits for the GIL (pytorch/pytorch#56297; a rank then never exits)."""
+
 from __future__ import annotations
 
 import gc
@@ -20,5 +21,5 @@ def write_result_and_close(comm: Any, out: str, result: Any, indent: int | None 
         with open(out, "w") as f:
             json.dump(result, f, indent=indent)
     if dist.is_initialized():
-        gc.collect()   # DDP models the caller dropped but a reference cycle still holds
+        gc.collect()  # DDP models the caller dropped but a reference cycle still holds
         dist.destroy_process_group()

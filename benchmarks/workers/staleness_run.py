@@ -5,6 +5,7 @@ bytes, staleness, and (server or ssp rank 0) the final accuracy. The trainer tha
 shard (ssp rank 0, the first worker) also keeps a copy of its parameters every EVAL_EVERY steps with the
 time since its start, and evaluates them after the run: the accuracy curve behind "time to 95%".
 Usage: staleness_run CASE_JSON STEPS STRAGGLER OUT"""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,12 @@ def main() -> None:
     (xt, yt), (xe, ye) = split()
     torch.manual_seed(0)
     model = TinyCNN()
-    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=case.get("momentum", 0.9)),
-                                   algorithm=case["algorithm"], model=model, **case["options"])
+    opt = algorithms.CommOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=case.get("momentum", 0.9)),
+        algorithm=case["algorithm"],
+        model=model,
+        **case["options"],
+    )
     result: dict = {"rank": rank}
     if getattr(opt, "is_server", False):
         opt.serve()
@@ -49,7 +54,7 @@ def main() -> None:
             loss.backward()
             t1 = time.perf_counter()
             if rank == straggler:
-                time.sleep(t1 - t0)   # compute twice as slow
+                time.sleep(t1 - t0)  # compute twice as slow
             t2 = time.perf_counter()
             opt.step(loss=loss)
             t3 = time.perf_counter()
@@ -57,8 +62,13 @@ def main() -> None:
             if index == 0 and (t + 1) % EVAL_EVERY == 0:
                 snapshots.append((t3 - tic, [p.detach().clone() for p in model.parameters()]))
         opt.close()
-        result.update(samples=len(batches) * BATCH, seconds=time.perf_counter() - tic, computing=computing,
-                      sleeping=sleeping, stepping=stepping)
+        result.update(
+            samples=len(batches) * BATCH,
+            seconds=time.perf_counter() - tic,
+            computing=computing,
+            sleeping=sleeping,
+            stepping=stepping,
+        )
         if rank == 0:
             result["accuracy"] = accuracy(model, xe, ye)
         if snapshots:
@@ -68,8 +78,12 @@ def main() -> None:
                 curve.append((seconds, accuracy(model, xe, ye)))
             result["curve"] = curve
     stats = opt.comm_stats()
-    result.update(bytes_pushed=stats["bytes_pushed"], max_staleness=stats["max_staleness"],
-                  mean_staleness=stats["mean_staleness"], rejected=stats["rejected"])
+    result.update(
+        bytes_pushed=stats["bytes_pushed"],
+        max_staleness=stats["max_staleness"],
+        mean_staleness=stats["mean_staleness"],
+        rejected=stats["rejected"],
+    )
     (out / f"rank{rank}.json").write_text(json.dumps(result))
 
 

@@ -7,6 +7,7 @@ crop). Rank 0 writes, per number of concurrent clients and repeat, tokens/s and 
 first token (all requests arrive at time 0).
 argv: OUT_JSON MAX_TOKENS REPEATS CLIENTS(comma-separated) [KEY=VALUE config overrides...] (greedy, the
 benchmark's prompts)"""
+
 from __future__ import annotations
 
 import json
@@ -53,22 +54,22 @@ def main() -> None:
         idx = torch.tensor([[vocab.index(c) for c in prompt]])
         start, first = time.perf_counter(), None
         for _ in range(max_tokens):
-            x = stage_forward(model, lo, hi, idx[:, -model.block_size:], True, comm.size == 1)
-            for s in range(1, comm.size):   # through rank 0: to stage s and back
+            x = stage_forward(model, lo, hi, idx[:, -model.block_size :], True, comm.size == 1)
+            for s in range(1, comm.size):  # through rank 0: to stage s and back
                 comm.send_tensor(x, s)
                 x = comm.recv_tensor(s).tensor
             idx = torch.cat([idx, x.argmax(-1, keepdim=True)], dim=1)
             first = first or time.perf_counter() - start
         return first, max_tokens
 
-    generate(PROMPTS[0])   # warm-up
+    generate(PROMPTS[0])  # warm-up
     results = {}
     for n in clients:
         rounds = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             ttfts, tokens = [], 0
-            for i in range(n):   # one request at a time; request i waited for the ones before it
+            for i in range(n):  # one request at a time; request i waited for the ones before it
                 began = time.perf_counter() - t0
                 ttft, got = generate(PROMPTS[i % len(PROMPTS)])
                 ttfts.append(began + ttft)

@@ -1,5 +1,6 @@
 """One rank of benchmarks/startup.py's torch.distributed peer under torchrun: `import torch`,
 init_process_group("gloo"), one all_reduce. Timed here, written to PYCOMM_PROFILE_STARTUP's file afterwards."""
+
 from __future__ import annotations
 
 import time
@@ -21,8 +22,15 @@ def main() -> None:
     assert t[0].item() == dist.get_world_size(), f"all_reduce of ones gave {t[0].item()}"
     dist.destroy_process_group()
     from benchmarks.workers.startup_marks import record
-    record([("main_start", MAIN_START), ("torch_imported", TORCH_IMPORTED), ("init", initialised),
-            ("first_allreduce", done)])
+
+    record(
+        [
+            ("main_start", MAIN_START),
+            ("torch_imported", TORCH_IMPORTED),
+            ("init", initialised),
+            ("first_allreduce", done),
+        ]
+    )
 
 
 if __name__ == "__main__":

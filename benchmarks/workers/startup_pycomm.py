@@ -1,5 +1,6 @@
 """One rank of benchmarks/startup.py's pycomm case: a user's script, `import torch, pycomm`, `pycomm.init()`,
 one all-reduce. Its phases come from PYCOMM_PROFILE_STARTUP (pycomm's own marks, plus the script's)."""
+
 from __future__ import annotations
 
 import time

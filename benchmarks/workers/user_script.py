@@ -10,6 +10,7 @@ launches it (idle and beside a busy process per core) and compares the backends.
 
 Rank 0 writes samples/s over the timed steps (all but the first WARMUP_STEPS, which carry the lazy set-up
 of both backends), the final training loss (mean over ranks of the last 20 steps) and the steps' count."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ from benchmarks.mnist_cnn import split
 WARMUP_STEPS = 5
 
 
-class Net(nn.Module):   # pytorch/examples mnist/main.py
+class Net(nn.Module):  # pytorch/examples mnist/main.py
     def __init__(self) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(1, 32, 3, 1)
@@ -45,22 +46,29 @@ class Net(nn.Module):   # pytorch/examples mnist/main.py
         return F.log_softmax(self.fc2(x), dim=1)
 
 
-def setup(backend: str, model: nn.Module,
-          opt: torch.optim.Optimizer) -> tuple[int, int, nn.Module, object, object]:
+def setup(backend: str, model: nn.Module, opt: torch.optim.Optimizer) -> tuple[int, int, nn.Module, object, object]:
     """(rank, size, the model to call, the optimizer to step, a sampler factory) for the backend."""
     if backend == "pycomm":
         import algorithms
         import pycomm
+
         comm = pycomm.init()
         opt = algorithms.CommOptimizer(opt, algorithm="mbsgd", model=model)
         return comm.rank, comm.size, model, opt, lambda ds: pycomm.DistributedSampler(ds, seed=0, drop_last=True)
     import torch.distributed as dist
     from torch.utils.data.distributed import DistributedSampler
+
     rank = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", 0)))
     size = int(os.environ.get("WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", 1)))
     addr, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), os.environ.get("MASTER_PORT", "29500")
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank, world_size=size)
-    return rank, size, nn.parallel.DistributedDataParallel(model), opt, lambda ds: DistributedSampler(ds, seed=0, drop_last=True)
+    return (
+        rank,
+        size,
+        nn.parallel.DistributedDataParallel(model),
+        opt,
+        lambda ds: DistributedSampler(ds, seed=0, drop_last=True),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,8 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     rank, size, model, opt, make_sampler = setup(args.backend, model, opt)
     sampler = make_sampler(dataset)
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, drop_last=True)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, epochs=args.epochs,
-                                                steps_per_epoch=len(loader))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, epochs=args.epochs, steps_per_epoch=len(loader))
     model.train()
     steps, losses, t0 = 0, [], 0.0
     for epoch in range(args.epochs):
@@ -105,19 +112,27 @@ def main(argv: list[str] | None = None) -> None:
     final = torch.tensor([sum(losses[-20:]) / len(losses[-20:])])
     if args.backend == "pycomm":
         import pycomm
+
         pycomm.world().allreduce(final, op=pycomm.AVG)
     else:
         import torch.distributed as dist
+
         dist.all_reduce(final)
         final /= size
         # the DDP model goes before the group, or a rank can hang at exit (why: workers/rank0_result.py)
         del model
-        gc.collect()   # in case a reference cycle holds it
+        gc.collect()  # in case a reference cycle holds it
         dist.destroy_process_group()
     timed = steps - WARMUP_STEPS
     if rank == 0:
-        result = {"backend": args.backend, "samples_per_s": timed * args.batch_size * size / seconds,
-                  "seconds": seconds, "steps": steps, "final_loss": float(final), "ranks": size}
+        result = {
+            "backend": args.backend,
+            "samples_per_s": timed * args.batch_size * size / seconds,
+            "seconds": seconds,
+            "steps": steps,
+            "final_loss": float(final),
+            "ranks": size,
+        }
         print(json.dumps(result), flush=True)
         if args.out:
             with open(args.out, "w") as f:

@@ -10,6 +10,7 @@ out at once during its backward (glibc mallinfo2, sampled every 0.2 ms) less tho
 largest over ranks: what backward adds on top of the model, its state and the forward's activations
 (full gradients that live until they are reduced, communication buffers), whether or not the
 allocator reuses pages it kept."""
+
 from __future__ import annotations
 
 import ctypes
@@ -45,13 +46,29 @@ def state_bytes(model: torch.nn.Module, opt: Any) -> int:
     inner = getattr(opt, "optimizer", opt)
     seen: set[int] = set()
     params = list(model.parameters())
-    return (storage_bytes([local(p) for p in params], seen) + storage_bytes([local(p.grad) for p in params], seen)
-            + storage_bytes([local(t) for t in optimizer_tensors(inner)], seen))
+    return (
+        storage_bytes([local(p) for p in params], seen)
+        + storage_bytes([local(p.grad) for p in params], seen)
+        + storage_bytes([local(t) for t in optimizer_tensors(inner)], seen)
+    )
 
 
 class _Mallinfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
 
 
 def live_heap_bytes() -> int:
@@ -84,22 +101,26 @@ class PeakSampler(threading.Thread):
 
 def build(case: str, comm: Any, n_layer: int, n_embd: int, block: int) -> tuple[torch.nn.Module, Any]:
     torch.manual_seed(0)
-    model = GPT(vocab_size=VOCAB, block_size=block, n_layer=n_layer, n_head=max(1, n_embd // 64), n_embd=n_embd,
-                dropout=0.0)
+    model = GPT(
+        vocab_size=VOCAB, block_size=block, n_layer=n_layer, n_head=max(1, n_embd // 64), n_embd=n_embd, dropout=0.0
+    )
     if case in ("ddp", "fsdp2") and not dist.is_initialized():
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
-                                rank=comm.rank, world_size=comm.size)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}", rank=comm.rank, world_size=comm.size
+        )
     if case == "ddp":
         model = torch.nn.parallel.DistributedDataParallel(model)
         return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
     if case == "fsdp2":
         from torch.distributed.fsdp import fully_shard
+
         for b in model.blocks:
             fully_shard(b)
         fully_shard(model)
         return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
-    opt = algorithms.CommOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), algorithm=case, comm=comm,
-                                   model=model)
+    opt = algorithms.CommOptimizer(
+        torch.optim.AdamW(model.parameters(), lr=1e-3), algorithm=case, comm=comm, model=model
+    )
     return model, opt
 
 
@@ -108,7 +129,7 @@ def run(case: str, comm: Any, steps: int, n_layer: int, n_embd: int, block: int)
     g = torch.Generator().manual_seed(comm.rank)
     data = torch.randint(0, VOCAB, (steps + 2, BATCH, block + 1), generator=g)
     measured = 0.0
-    for t in range(steps + 1):        # step 0 is warm-up
+    for t in range(steps + 1):  # step 0 is warm-up
         comm.barrier()
         t0 = time.perf_counter()
         opt.zero_grad()
@@ -128,9 +149,16 @@ def run(case: str, comm: Any, steps: int, n_layer: int, n_embd: int, block: int)
     peak = torch.tensor([float(sampler.stop() - start)], dtype=torch.float64)
     opt.step()
     comm.allreduce(peak, op=pycomm.MAX)
-    result = {"samples_per_s": steps * BATCH * comm.size / measured, "state_bytes": state_bytes(model, opt),
-              "params": sum(p.numel() for p in GPT(vocab_size=VOCAB, block_size=block, n_layer=n_layer,
-                                                   n_head=max(1, n_embd // 64), n_embd=n_embd).parameters())}
+    result = {
+        "samples_per_s": steps * BATCH * comm.size / measured,
+        "state_bytes": state_bytes(model, opt),
+        "params": sum(
+            p.numel()
+            for p in GPT(
+                vocab_size=VOCAB, block_size=block, n_layer=n_layer, n_head=max(1, n_embd // 64), n_embd=n_embd
+            ).parameters()
+        ),
+    }
     result["backward_peak_bytes"] = int(peak.item())
     if hasattr(opt, "remove_hooks"):
         opt.remove_hooks()
@@ -148,12 +176,12 @@ def main() -> None:
     runs = []
     for repeat in range(repeats):
         order = list(cases)
-        random.Random(seed + repeat).shuffle(order)   # the same order on every rank
+        random.Random(seed + repeat).shuffle(order)  # the same order on every rank
         for case in order:
             load = machine_load()
             try:
                 r = run(case, comm, steps, n_layer, n_embd, block)
-            except Exception as e:      # a case the installed torch cannot run is reported, not fatal
+            except Exception as e:  # a case the installed torch cannot run is reported, not fatal
                 r = {"error": f"{type(e).__name__}: {e}"}
             runs.append({"repeat": repeat, "case": case, **load, **r})
             if comm.rank == 0:

@@ -98,8 +98,8 @@ PyObject* submit_and_wait(Transport& t, Submit submit) {
 
 // One fast call: its arguments parsed as `kinds`, then `op(transport, args)` submitted and waited for.
 template <size_t N, typename Op>
-PyObject* blocking_call(const char* fn, const Arg (&kinds)[N], PyObject* self, PyObject* const* args,
-                        Py_ssize_t nargs, Op op) {
+PyObject* blocking_call(const char* fn, const Arg (&kinds)[N], PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                        Op op) {
   int64_t a[N];
   if (!parse(fn, args, nargs, kinds, a)) return nullptr;
   Transport& t = transport_of(self);

@@ -1,12 +1,13 @@
 // Python entry point of the multi-tensor bucket update (averaging apply, elastic pull, lerp);
 // pycomm/kernels/averaging.py and elastic.py validate the tensors.
+#include "kernels/bucket_update.h"
+
 #include <pybind11/stl.h>
 
 #include <vector>
 
 #include "bindings/bindings.h"
 #include "bindings/device.h"
-#include "kernels/bucket_update.h"
 
 namespace py = pybind11;
 

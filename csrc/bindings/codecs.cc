@@ -23,7 +23,9 @@ namespace pycomm::bind {
 namespace {
 
 template <typename T>
-T* as_ptr(uintptr_t p) { return reinterpret_cast<T*>(p); }
+T* as_ptr(uintptr_t p) {
+  return reinterpret_cast<T*>(p);
+}
 
 // names of the fused reduce steps: their Python entry points and NVTX ranges
 constexpr char kReduceQuantize[] = "reduce_quantize_int8";
@@ -60,12 +62,12 @@ Args decode_args(uintptr_t scales, int64_t numel, int64_t block, uintptr_t out, 
 // Each format's kernels, with the GIL released (overloads on the format's arguments); each call's NVTX
 // range carries the kernel's name and the bytes of its floating-point side.
 void run(const QuantizeArgs& a, int device, uintptr_t stream) {
-  PYCOMM_RUN_KERNEL("quantize_int8", a.numel * int64_t(dtype_size(a.x_dtype)), quantize_int8_cpu, quantize_int8_gpu,
-                    a, device, stream);
+  PYCOMM_RUN_KERNEL("quantize_int8", a.numel * int64_t(dtype_size(a.x_dtype)), quantize_int8_cpu, quantize_int8_gpu, a,
+                    device, stream);
 }
 void run(const Int4QuantizeArgs& a, int device, uintptr_t stream) {
-  PYCOMM_RUN_KERNEL("quantize_int4", a.numel * int64_t(dtype_size(a.x_dtype)), quantize_int4_cpu, quantize_int4_gpu,
-                    a, device, stream);
+  PYCOMM_RUN_KERNEL("quantize_int4", a.numel * int64_t(dtype_size(a.x_dtype)), quantize_int4_cpu, quantize_int4_gpu, a,
+                    device, stream);
 }
 void run(const DequantizeArgs& a, int device, uintptr_t stream) {
   PYCOMM_RUN_KERNEL(a.accumulate ? "dequantize_int8_accumulate" : "dequantize_int8",
@@ -149,8 +151,8 @@ void sign_compress_entry(uintptr_t x, int x_dtype, int64_t numel, int64_t block,
                     device, stream);
 }
 
-void sign_decompress_entry(uintptr_t bits, uintptr_t scales, int64_t numel, int64_t block, uintptr_t out,
-                           int out_dtype, bool accumulate, int device, uintptr_t stream) {
+void sign_decompress_entry(uintptr_t bits, uintptr_t scales, int64_t numel, int64_t block, uintptr_t out, int out_dtype,
+                           bool accumulate, int device, uintptr_t stream) {
   require_gpu_build(device, "sign_decompress");
   auto a = decode_args<SignDecompressArgs>(scales, numel, block, out, out_dtype, accumulate, "sign_decompress");
   a.bits = as_ptr<const uint8_t>(bits);
@@ -172,7 +174,7 @@ void register_codecs(py::module_& m) {
           py::arg("scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"), py::arg("device"),
           py::arg("stream"), doc);
   for (auto [name, entry] : {std::pair{kDequantizeInt8, &dequantize_entry<int8_t, kDequantizeInt8>},
-                              std::pair{kDequantizeInt4, &dequantize_entry<uint8_t, kDequantizeInt4>}})
+                             std::pair{kDequantizeInt4, &dequantize_entry<uint8_t, kDequantizeInt4>}})
     m.def(name, entry, py::arg("q"), py::arg("scales"), py::arg("numel"), py::arg("block"), py::arg("out"),
           py::arg("out_dtype"), py::arg("accumulate"), py::arg("device"), py::arg("stream"), "out (+)= q * scale");
   for (auto [name, entry] :
@@ -181,8 +183,7 @@ void register_codecs(py::module_& m) {
         std::pair{kReduceSign, &reduce_encode_entry<reduce_sign_compress_cpu, kReduceSign>}})
     m.def(name, entry, py::arg("own"), py::arg("own_numel"), py::arg("own_residual"), py::arg("data"),
           py::arg("scales"), py::arg("factor"), py::arg("numel"), py::arg("block"), py::arg("out_data"),
-          py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"),
-          py::arg("decoded_out"),
+          py::arg("out_scales"), py::arg("residual"), py::arg("stochastic"), py::arg("seed"), py::arg("decoded_out"),
           "encode((own (+ own_residual) + sum of the sources' decodes) * factor) in one pass per block (CPU); "
           "decoded_out (optional): the decode of the own elements' encoding");
   m.def("sign_compress", &sign_compress_entry, py::arg("x"), py::arg("x_dtype"), py::arg("numel"), py::arg("block"),

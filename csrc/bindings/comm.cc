@@ -57,10 +57,13 @@ void register_work(py::module_& m) {
       .def("wait", &Work::wait, py::arg("stream"), py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("synchronize", &Work::synchronize, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("info", [](const Work& w) { return op_info(w.info()); })
-      .def_property_readonly("received", [](Work& w) -> py::object {
-        std::shared_ptr<const P2pMessage> m = w.received();
-        return m ? message(*m) : py::none();
-      }, "A completed receive's message (see message()); None otherwise.");
+      .def_property_readonly(
+          "received",
+          [](Work& w) -> py::object {
+            std::shared_ptr<const P2pMessage> m = w.received();
+            return m ? message(*m) : py::none();
+          },
+          "A completed receive's message (see message()); None otherwise.");
   // A received payload in host memory: the buffer under recv_tensor's new tensor (torch.frombuffer).
   py::class_<HostBytes, std::shared_ptr<HostBytes>>(m, "HostBytes", py::buffer_protocol())
       .def_buffer([](HostBytes& b) {
@@ -90,9 +93,8 @@ void register_transport(py::module_& m) {
            })
       .def("broadcast",
            [](T& t, uintptr_t p, int64_t n, int dt, int dev, int root, uintptr_t stream, bool waits) {
-             return submitted(t, waits, [&] {
-               return t.broadcast(buffer(p, n, dt, dev, "broadcast"), root, stream, waits);
-             });
+             return submitted(t, waits,
+                              [&] { return t.broadcast(buffer(p, n, dt, dev, "broadcast"), root, stream, waits); });
            })
       .def("allgather",
            [](T& t, uintptr_t po, int64_t no, uintptr_t pi, int64_t ni, int dt, int dev, uintptr_t stream, bool waits) {
@@ -131,10 +133,8 @@ void register_transport(py::module_& m) {
                return t.send_shaped(buffer(p, n, dt, dev, "send"), shape, dst, tag, stream, waits);
              });
            })
-      .def("recv_new",
-           [](T& t, int src, int tag, bool waits) {
-             return submitted(t, waits, [&] { return t.recv_new(src, tag, waits); });
-           })
+      .def("recv_new", [](T& t, int src, int tag,
+                          bool waits) { return submitted(t, waits, [&] { return t.recv_new(src, tag, waits); }); })
       .def("probe",
            [](T& t, int src, int tag, bool block) -> py::object {
              std::optional<P2pMessage> m;
@@ -146,16 +146,17 @@ void register_transport(py::module_& m) {
            })
       .def_property_readonly("max_tag", &T::max_tag)
       .def_property_readonly("any_source", &T::any_source)
-      .def("dup", [](T& t) { return shared(t.dup()); }, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "dup", [](T& t) { return shared(t.dup()); }, py::call_guard<py::gil_scoped_release>())
       .def("barrier", [](T& t, bool waits) { return submitted(t, waits, [&] { return t.barrier(waits); }); })
-      .def("match",
-           [](T& t, const std::string& name, int64_t n, int dt, int op) {
-             return t.match(name, buffer(0, n, dt, -1, name.c_str()), reduce_op(op));
-           })
-      .def("split", [](T& t, int color, int key) { return shared(t.split(color, key)); },
-           py::call_guard<py::gil_scoped_release>())
-      .def("split_shared", [](T& t, int key) { return shared(t.split_shared(key)); },
-           py::call_guard<py::gil_scoped_release>())
+      .def("match", [](T& t, const std::string& name, int64_t n, int dt,
+                       int op) { return t.match(name, buffer(0, n, dt, -1, name.c_str()), reduce_op(op)); })
+      .def(
+          "split", [](T& t, int color, int key) { return shared(t.split(color, key)); },
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "split_shared", [](T& t, int key) { return shared(t.split_shared(key)); },
+          py::call_guard<py::gil_scoped_release>())
       .def("shutdown", &T::shutdown, py::call_guard<py::gil_scoped_release>())
       .def("abort", &T::abort, py::arg("reason"), py::call_guard<py::gil_scoped_release>());
 }
@@ -165,8 +166,9 @@ void register_transport(py::module_& m) {
 void register_comm(py::module_& m) {
   register_work(m);
   register_transport(m);
-  m.def("local_transport", [] { return std::shared_ptr<Transport>(std::make_shared<LocalTransport>()); },
-        "A transport of one rank (no MPI or NCCL needed).");
+  m.def(
+      "local_transport", [] { return std::shared_ptr<Transport>(std::make_shared<LocalTransport>()); },
+      "A transport of one rank (no MPI or NCCL needed).");
   m.def("stall_timeout", &stall_timeout_s, "PYCOMM_TIMEOUT in seconds (<= 0: no stall check).");
   m.def("debug_checks", &debug_checks_enabled, "Whether PYCOMM_DEBUG asks for the full op matching.");
   // Op matching for transports written in Python (pycomm/gloo_matching.py): the same signature and the

@@ -5,7 +5,6 @@
 
 #include <stdexcept>
 #include <string>
-
 #include <vector>
 
 #include "common/dtype.h"
@@ -32,20 +31,22 @@ inline void require_gpu_build(int device, const char* what) {
 // Runs kernel args `a` with the GIL released inside an NVTX range `name` carrying `bytes` (the kernel's
 // input data): cpu_fn(a) for device < 0, else gpu_fn(a, device, stream).
 #ifdef PYCOMM_WITH_GPU
-#define PYCOMM_RUN_KERNEL(name, bytes, cpu_fn, gpu_fn, a, device, stream)   \
-  do {                                                                      \
-    pybind11::gil_scoped_release nogil_;                                    \
-    pycomm::NvtxScope range_((name), (bytes), (device));              \
-    if ((device) >= 0) gpu_fn((a), (device), (stream));                     \
-    else cpu_fn(a);                                                         \
+#define PYCOMM_RUN_KERNEL(name, bytes, cpu_fn, gpu_fn, a, device, stream) \
+  do {                                                                    \
+    pybind11::gil_scoped_release nogil_;                                  \
+    pycomm::NvtxScope range_((name), (bytes), (device));                  \
+    if ((device) >= 0)                                                    \
+      gpu_fn((a), (device), (stream));                                    \
+    else                                                                  \
+      cpu_fn(a);                                                          \
   } while (0)
 #else
-#define PYCOMM_RUN_KERNEL(name, bytes, cpu_fn, gpu_fn, a, device, stream)   \
-  do {                                                                      \
-    (void)(stream);                                                         \
-    pybind11::gil_scoped_release nogil_;                                    \
-    pycomm::NvtxScope range_((name), (bytes), (device));              \
-    cpu_fn(a);                                                              \
+#define PYCOMM_RUN_KERNEL(name, bytes, cpu_fn, gpu_fn, a, device, stream) \
+  do {                                                                    \
+    (void)(stream);                                                       \
+    pybind11::gil_scoped_release nogil_;                                  \
+    pycomm::NvtxScope range_((name), (bytes), (device));                  \
+    cpu_fn(a);                                                            \
   } while (0)
 #endif
 

@@ -49,9 +49,9 @@ void register_kernels(py::module_& m) {
   m.def("pack", &pack_entry<true>, py::arg("ptrs"), py::arg("offsets"), py::arg("numels"), py::arg("tensor_dtype"),
         py::arg("bucket"), py::arg("bucket_numel"), py::arg("bucket_dtype"), py::arg("scale"), py::arg("device"),
         py::arg("stream"), "bucket[offset+j] = cast(tensor[j] * scale) for every tensor");
-  m.def("unpack", &pack_entry<false>, py::arg("ptrs"), py::arg("offsets"), py::arg("numels"),
-        py::arg("tensor_dtype"), py::arg("bucket"), py::arg("bucket_numel"), py::arg("bucket_dtype"),
-        py::arg("scale"), py::arg("device"), py::arg("stream"), "tensor[j] = cast(bucket[offset+j] * scale)");
+  m.def("unpack", &pack_entry<false>, py::arg("ptrs"), py::arg("offsets"), py::arg("numels"), py::arg("tensor_dtype"),
+        py::arg("bucket"), py::arg("bucket_numel"), py::arg("bucket_dtype"), py::arg("scale"), py::arg("device"),
+        py::arg("stream"), "tensor[j] = cast(bucket[offset+j] * scale)");
 }
 
 }  // namespace pycomm::bind

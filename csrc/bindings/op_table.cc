@@ -30,8 +30,9 @@ void register_op_table(py::module_& m) {
       "One dict per op: name; bytes (the buffer its byte count measures: 'tensor', 'out' or '' for none); "
       "ring_multiple and constant (bus factor on n ranks = ring_multiple * (n - 1) / n + constant, "
       "busbw = bytes * bus factor / seconds, as nccl-tests); arguments (the transport's, with their roles).");
-  m.def("bus_factor", [](const std::string& name, int size) { return bus_factor(name, size); }, py::arg("op"),
-        py::arg("size"), "The bus factor of op `name` on `size` ranks (see op_table); ValueError for an unknown op.");
+  m.def(
+      "bus_factor", [](const std::string& name, int size) { return bus_factor(name, size); }, py::arg("op"),
+      py::arg("size"), "The bus factor of op `name` on `size` ranks (see op_table); ValueError for an unknown op.");
 }
 
 }  // namespace pycomm::bind

@@ -1,5 +1,7 @@
 // _C.apply_settings / _C.settings: the PYCOMM_* values pycomm/settings.py parsed, keyed by variable
 // name, in the types that module gives them (None where a setting is "auto" / "OpenMP's default").
+#include "common/settings.h"
+
 #include <pybind11/stl.h>
 
 #include <optional>
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "bindings/bindings.h"
-#include "common/settings.h"
 #include "diagnostics/trace.h"
 
 namespace py = pybind11;
@@ -28,8 +29,8 @@ T take(const py::dict& d, const char* name, std::set<std::string>& seen) {
 bool is_choice(const std::string& value, const char* name, const char* yes, const char* no) {
   if (value == yes) return true;
   if (value == no) return false;
-  throw std::invalid_argument(std::string("apply_settings: ") + name + "='" + value + "', expected '" + yes +
-                              "' or '" + no + "'");
+  throw std::invalid_argument(std::string("apply_settings: ") + name + "='" + value + "', expected '" + yes + "' or '" +
+                              no + "'");
 }
 
 Settings from_dict(const py::dict& d) {
@@ -69,8 +70,7 @@ py::dict to_dict(const Settings& s) {
   d["PYCOMM_NCCL_SPLIT"] = s.nccl_split_init ? "init" : "split";
   d["PYCOMM_MPI_NONBLOCKING"] = s.mpi_nonblocking;
   d["PYCOMM_MPI_GPU_AWARE"] = s.mpi_gpu_aware < 0 ? py::object(py::none()) : py::object(py::bool_(s.mpi_gpu_aware));
-  d["PYCOMM_OVERSUBSCRIBED"] =
-      s.oversubscribed < 0 ? py::object(py::none()) : py::object(py::bool_(s.oversubscribed));
+  d["PYCOMM_OVERSUBSCRIBED"] = s.oversubscribed < 0 ? py::object(py::none()) : py::object(py::bool_(s.oversubscribed));
   d["NVTX_INJECTION64_PATH"] = s.nvtx_tool;
   return d;
 }
@@ -78,14 +78,17 @@ py::dict to_dict(const Settings& s) {
 }  // namespace
 
 void register_settings(py::module_& m) {
-  m.def("apply_settings", [](const py::dict& d) {
-          Settings s = from_dict(d);
-          apply_settings(s);
-          observe_nvtx(s.nvtx_tool);  // ops are observed while a tool attaches (diagnostics/trace.h)
-        },
-        "Hands the core the PYCOMM_* values pycomm.settings parsed (every core setting, by variable name).");
-  m.def("settings", [] { return to_dict(settings()); },
-        "The PYCOMM_* values the core holds, as apply_settings took them.");
+  m.def(
+      "apply_settings",
+      [](const py::dict& d) {
+        Settings s = from_dict(d);
+        apply_settings(s);
+        observe_nvtx(s.nvtx_tool);  // ops are observed while a tool attaches (diagnostics/trace.h)
+      },
+      "Hands the core the PYCOMM_* values pycomm.settings parsed (every core setting, by variable name).");
+  m.def(
+      "settings", [] { return to_dict(settings()); },
+      "The PYCOMM_* values the core holds, as apply_settings took them.");
 }
 
 }  // namespace pycomm::bind

@@ -26,24 +26,30 @@ void register_store(py::module_& m) {
   });
 
   using release = py::call_guard<py::gil_scoped_release>;
-  py::class_<TCPStore, std::shared_ptr<TCPStore>>(m, "TCPStore",
-      "Key-value store over TCP: rank 0 serves it (is_server=True), every rank connects.")
+  py::class_<TCPStore, std::shared_ptr<TCPStore>>(
+      m, "TCPStore", "Key-value store over TCP: rank 0 serves it (is_server=True), every rank connects.")
       .def(py::init<const std::string&, int, int, bool, double>(), py::arg("host"), py::arg("port"),
            py::arg("world_size"), py::arg("is_server"), py::arg("timeout"), release())
-      .def("set", [](TCPStore& s, const std::string& key, const py::bytes& value) {
-             std::string v = value;
-             py::gil_scoped_release nogil;
-             s.set(key, v);
-           }, py::arg("key"), py::arg("value"))
-      .def("get", [](TCPStore& s, const std::string& key, double timeout) {
-             std::string v;
-             {
-               py::gil_scoped_release nogil;
-               v = s.get(key, timeout);
-             }
-             return py::bytes(v);
-           }, py::arg("key"), py::arg("timeout") = -1.0,
-           "Waits until key is set (timeout < 0: the store's timeout); returns its bytes.")
+      .def(
+          "set",
+          [](TCPStore& s, const std::string& key, const py::bytes& value) {
+            std::string v = value;
+            py::gil_scoped_release nogil;
+            s.set(key, v);
+          },
+          py::arg("key"), py::arg("value"))
+      .def(
+          "get",
+          [](TCPStore& s, const std::string& key, double timeout) {
+            std::string v;
+            {
+              py::gil_scoped_release nogil;
+              v = s.get(key, timeout);
+            }
+            return py::bytes(v);
+          },
+          py::arg("key"), py::arg("timeout") = -1.0,
+          "Waits until key is set (timeout < 0: the store's timeout); returns its bytes.")
       .def("add", &TCPStore::add, py::arg("key"), py::arg("delta"), release())
       .def("check", &TCPStore::check, py::arg("key"), release())
       .def("wait", &TCPStore::wait, py::arg("keys"), py::arg("timeout") = -1.0, release())

@@ -1,5 +1,7 @@
 // _C.trace_*: switching the core's trace on and off, reading its rings (diagnostics/trace.h), and
 // recording events from Python (compound ops, the gloo transport). pycomm/tracing.py is the user.
+#include "diagnostics/trace.h"
+
 #include <pybind11/stl.h>
 
 #include <cstddef>
@@ -7,7 +9,6 @@
 
 #include "bindings/bindings.h"
 #include "diagnostics/stall.h"
-#include "diagnostics/trace.h"
 
 namespace py = pybind11;
 
@@ -18,8 +19,8 @@ namespace {
 py::list as_python(const std::vector<TraceThreadEvents>& rings) {
   py::list out;
   for (const auto& r : rings)
-    out.append(py::make_tuple(r.thread_id, py::bytes(reinterpret_cast<const char*>(r.events.data()),
-                                                     r.events.size() * sizeof(TraceEvent))));
+    out.append(py::make_tuple(
+        r.thread_id, py::bytes(reinterpret_cast<const char*>(r.events.data()), r.events.size() * sizeof(TraceEvent))));
   return out;
 }
 
@@ -46,16 +47,14 @@ py::dict layout() {
   PYCOMM_FIELD(phase, "u1");
   PYCOMM_FIELD(flags, "u1");
   d["name"] = py::make_tuple(offsetof(TraceEvent, name), "S" + std::to_string(sizeof(TraceEvent::name)));
-  d["algorithm"] =
-      py::make_tuple(offsetof(TraceEvent, algorithm), "S" + std::to_string(sizeof(TraceEvent::algorithm)));
+  d["algorithm"] = py::make_tuple(offsetof(TraceEvent, algorithm), "S" + std::to_string(sizeof(TraceEvent::algorithm)));
 #undef PYCOMM_FIELD
   return d;
 }
 
 py::dict phases() {
   py::dict d;
-  for (int p = 0; p <= static_cast<int>(TracePhase::kSpanEnd); ++p)
-    d[trace_phase_name(static_cast<TracePhase>(p))] = p;
+  for (int p = 0; p <= static_cast<int>(TracePhase::kSpanEnd); ++p) d[trace_phase_name(static_cast<TracePhase>(p))] = p;
   return d;
 }
 
@@ -79,15 +78,19 @@ std::string call_on_stall(const std::string& message, uint32_t comm_id) {
 }  // namespace
 
 void register_trace(py::module_& m) {
-  m.def("set_stall_hook", [](py::object fn) {
-    if (fn.is_none()) {
-      set_stall_hook(nullptr);
-      return;
-    }
-    if (g_on_stall == nullptr) g_on_stall = new py::object();
-    *g_on_stall = std::move(fn);
-    set_stall_hook(&call_on_stall);
-  }, py::arg("fn"), "fn(message, comm_id) -> str, called before a StallError is raised; its result is appended to the message.");
+  m.def(
+      "set_stall_hook",
+      [](py::object fn) {
+        if (fn.is_none()) {
+          set_stall_hook(nullptr);
+          return;
+        }
+        if (g_on_stall == nullptr) g_on_stall = new py::object();
+        *g_on_stall = std::move(fn);
+        set_stall_hook(&call_on_stall);
+      },
+      py::arg("fn"),
+      "fn(message, comm_id) -> str, called before a StallError is raised; its result is appended to the message.");
   m.def("trace_enable", &trace_enable, py::arg("events_per_thread"),
         "Records trace events into per-thread rings of this many events (rounded up to a power of two).");
   m.def("trace_disable", &trace_disable);
@@ -95,31 +98,38 @@ void register_trace(py::module_& m) {
   m.def("trace_now_ns", &trace_now_ns, "The trace clock: steady clock (CLOCK_MONOTONIC) nanoseconds.");
   m.def("trace_new_comm_id", &trace_new_comm_id, "A communicator id for a transport written in Python.");
   m.def("trace_clear", &trace_clear, "Forgets the events recorded so far.");
-  m.def("trace_drain", [] {
-    uint64_t dropped = 0;
-    std::vector<TraceThreadEvents> rings;
-    {
-      py::gil_scoped_release nogil;
-      rings = trace_drain(&dropped);
-    }
-    return py::make_tuple(as_python(rings), dropped);
-  }, "([(thread id, events as bytes)], dropped): events since the previous drain, and how many were overwritten first.");
-  m.def("trace_recent", [](size_t per_thread) {
-    std::vector<TraceThreadEvents> rings;
-    {
-      py::gil_scoped_release nogil;
-      rings = trace_recent(per_thread);
-    }
-    return as_python(rings);
-  }, py::arg("per_thread"), "The last events of every thread's ring, not consumed (the flight recorder).");
+  m.def(
+      "trace_drain",
+      [] {
+        uint64_t dropped = 0;
+        std::vector<TraceThreadEvents> rings;
+        {
+          py::gil_scoped_release nogil;
+          rings = trace_drain(&dropped);
+        }
+        return py::make_tuple(as_python(rings), dropped);
+      },
+      "([(thread id, events as bytes)], dropped): events since the previous drain, and how many were overwritten "
+      "first.");
+  m.def(
+      "trace_recent",
+      [](size_t per_thread) {
+        std::vector<TraceThreadEvents> rings;
+        {
+          py::gil_scoped_release nogil;
+          rings = trace_recent(per_thread);
+        }
+        return as_python(rings);
+      },
+      py::arg("per_thread"), "The last events of every thread's ring, not consumed (the flight recorder).");
   m.def("trace_layout", &layout, "TraceEvent's fields: name -> (offset, numpy type).");
   m.attr("trace_event_size") = sizeof(TraceEvent);
   m.attr("trace_phases") = phases();
   m.def(
       "trace_record",
       [](const std::string& name, uint32_t comm_id, int rank, int size, uint64_t seq, int phase, int64_t ts_ns,
-         int64_t count, int dtype, int64_t bytes, int64_t wire_bytes, int redop, const std::string& algorithm,
-         int peer, int tag, int bucket, int segment, uint32_t span_id, bool collective, int64_t collective_index) {
+         int64_t count, int dtype, int64_t bytes, int64_t wire_bytes, int redop, const std::string& algorithm, int peer,
+         int tag, int bucket, int segment, uint32_t span_id, bool collective, int64_t collective_index) {
         if (phase < 0 || phase > static_cast<int>(TracePhase::kSpanEnd))
           throw std::invalid_argument("trace_record: phase " + std::to_string(phase) + " is not a TracePhase");
         TraceEvent e{};

@@ -22,9 +22,7 @@ enum class DType : int32_t { F32 = 0, F64 = 1, F16 = 2, BF16 = 3, I8 = 4, U8 = 5
 DType dtype_from_int(int code, const char* what);
 const char* dtype_name(DType t);
 size_t dtype_size(DType t);
-inline bool is_floating(DType t) {
-  return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-}
+inline bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
 // The floating dtypes, as an error names what was expected.
 constexpr const char* kFloatingDtypes = "float32, float64, float16 or bfloat16";
 // Throws std::invalid_argument naming `what`, `got` and the expected dtypes.
@@ -33,11 +31,23 @@ constexpr const char* kFloatingDtypes = "float32, float64, float16 or bfloat16";
 void require_floating(const char* what, DType t);
 
 // 16-bit storage types; arithmetic always happens in float.
-struct bf16_t { uint16_t bits; };
-struct f16_t { uint16_t bits; };
+struct bf16_t {
+  uint16_t bits;
+};
+struct f16_t {
+  uint16_t bits;
+};
 
-PYCOMM_HD uint32_t float_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-PYCOMM_HD float bits_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+PYCOMM_HD uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+PYCOMM_HD float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 // Round to nearest even; NaN stays NaN (quiet). Branch-free so loops vectorize.
 PYCOMM_HD uint16_t f32_to_bf16(float f) {
@@ -75,23 +85,28 @@ PYCOMM_HD float f16_to_f32(uint16_t h) {
 }
 
 // Load/store between a storage type and its compute type (float, or double for double).
-template <typename T> struct Num;
-template <> struct Num<float> {
+template <typename T>
+struct Num;
+template <>
+struct Num<float> {
   using acc = float;
   static PYCOMM_HD float load(float v) { return v; }
   static PYCOMM_HD float store(float v) { return v; }
 };
-template <> struct Num<double> {
+template <>
+struct Num<double> {
   using acc = double;
   static PYCOMM_HD double load(double v) { return v; }
   static PYCOMM_HD double store(double v) { return v; }
 };
-template <> struct Num<bf16_t> {
+template <>
+struct Num<bf16_t> {
   using acc = float;
   static PYCOMM_HD float load(bf16_t v) { return bf16_to_f32(v.bits); }
   static PYCOMM_HD bf16_t store(float v) { return bf16_t{f32_to_bf16(v)}; }
 };
-template <> struct Num<f16_t> {
+template <>
+struct Num<f16_t> {
   using acc = float;
   static PYCOMM_HD float load(f16_t v) { return f16_to_f32(v.bits); }
   static PYCOMM_HD f16_t store(float v) { return f16_t{f32_to_f16(v)}; }
@@ -100,13 +115,26 @@ template <> struct Num<f16_t> {
 }  // namespace pycomm
 
 // Calls BODY with `scalar_t` bound to the storage type of a floating DType.
-#define PYCOMM_DISPATCH_FLOAT(DT, WHAT, ...)                                           \
-  [&] {                                                                                \
-    switch (DT) {                                                                      \
-      case ::pycomm::DType::F32: { using scalar_t = float; return __VA_ARGS__(); }     \
-      case ::pycomm::DType::F64: { using scalar_t = double; return __VA_ARGS__(); }    \
-      case ::pycomm::DType::F16: { using scalar_t = ::pycomm::f16_t; return __VA_ARGS__(); } \
-      case ::pycomm::DType::BF16: { using scalar_t = ::pycomm::bf16_t; return __VA_ARGS__(); } \
-      default: ::pycomm::throw_bad_dtype(WHAT, DT, ::pycomm::kFloatingDtypes);          \
-    }                                                                                  \
+#define PYCOMM_DISPATCH_FLOAT(DT, WHAT, ...)                            \
+  [&] {                                                                 \
+    switch (DT) {                                                       \
+      case ::pycomm::DType::F32: {                                      \
+        using scalar_t = float;                                         \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+      case ::pycomm::DType::F64: {                                      \
+        using scalar_t = double;                                        \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+      case ::pycomm::DType::F16: {                                      \
+        using scalar_t = ::pycomm::f16_t;                               \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+      case ::pycomm::DType::BF16: {                                     \
+        using scalar_t = ::pycomm::bf16_t;                              \
+        return __VA_ARGS__();                                           \
+      }                                                                 \
+      default:                                                          \
+        ::pycomm::throw_bad_dtype(WHAT, DT, ::pycomm::kFloatingDtypes); \
+    }                                                                   \
   }()

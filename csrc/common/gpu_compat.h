@@ -85,12 +85,11 @@ using gpuEvent_t = cudaEvent_t;
 #define PYCOMM_GPU_RUNTIME "CUDA"
 #endif
 
-#define PYCOMM_GPU_CHECK(expr)                                                                   \
-  do {                                                                                           \
-    gpuError_t err_ = (expr);                                                                    \
-    if (err_ != gpuSuccess)                                                                      \
-      throw std::runtime_error(std::string(PYCOMM_GPU_RUNTIME " error in ") + #expr + ": " +   \
-                               gpuGetErrorString(err_));                                         \
+#define PYCOMM_GPU_CHECK(expr)                                                                                         \
+  do {                                                                                                                 \
+    gpuError_t err_ = (expr);                                                                                          \
+    if (err_ != gpuSuccess)                                                                                            \
+      throw std::runtime_error(std::string(PYCOMM_GPU_RUNTIME " error in ") + #expr + ": " + gpuGetErrorString(err_)); \
   } while (0)
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

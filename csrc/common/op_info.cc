@@ -8,10 +8,14 @@ namespace pycomm {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::SUM: return "SUM";
-    case ReduceOp::AVG: return "AVG";
-    case ReduceOp::MAX: return "MAX";
-    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::SUM:
+      return "SUM";
+    case ReduceOp::AVG:
+      return "AVG";
+    case ReduceOp::MAX:
+      return "MAX";
+    case ReduceOp::MIN:
+      return "MIN";
   }
   return "unknown";
 }

@@ -21,7 +21,8 @@ constexpr int kMaxP2pDims = 8;  // dimensions a shape-carrying send can describe
 class HostBytes {
  public:
   explicit HostBytes(int64_t bytes)
-      : bytes_(bytes), ptr_(static_cast<char*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64 + 64)))) {
+      : bytes_(bytes),
+        ptr_(static_cast<char*>(std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64 + 64)))) {
     if (!ptr_) throw std::bad_alloc();
   }
   ~HostBytes() { std::free(ptr_); }
@@ -39,9 +40,9 @@ struct P2pMessage {
   int source = -1;
   int tag = -1;
   DType dtype = DType::U8;
-  int64_t count = 0;           // elements
-  int ndim = -1;               // -1: sent by plain send (no shape; received as 1-d of `count`)
-  std::vector<int64_t> shape;  // ndim entries when ndim >= 0
+  int64_t count = 0;                // elements
+  int ndim = -1;                    // -1: sent by plain send (no shape; received as 1-d of `count`)
+  std::vector<int64_t> shape;       // ndim entries when ndim >= 0
   std::shared_ptr<HostBytes> data;  // recv_new only: the payload
 };
 

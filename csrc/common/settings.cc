@@ -19,8 +19,9 @@ std::atomic<bool> applied{false};
 Settings settings() {
   std::lock_guard<std::mutex> lk(mu);
   if (!current)
-    throw std::logic_error("pycomm's settings were read before pycomm.settings applied them: load the core "
-                           "through pycomm._build.core(), not by importing pycomm._C directly");
+    throw std::logic_error(
+        "pycomm's settings were read before pycomm.settings applied them: load the core "
+        "through pycomm._build.core(), not by importing pycomm._C directly");
   return *current;
 }
 

@@ -2,8 +2,8 @@
 // Python (pycomm/_tensors.py); a transport never sees a torch tensor.
 #pragma once
 
-#include <cstdint>
 #include <climits>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -22,25 +22,25 @@ struct Buffer {
   void* ptr = nullptr;
   int64_t count = 0;  // elements
   DType dtype = DType::F32;
-  int device = -1;    // -1: host memory; >= 0: GPU ordinal
+  int device = -1;  // -1: host memory; >= 0: GPU ordinal
   int64_t bytes() const { return count * static_cast<int64_t>(dtype_size(dtype)); }
 };
 
 // What one submitted operation is: named in stall errors, PYCOMM_DEBUG mismatches, NVTX and stats.
 struct OpInfo {
-  std::string name;   // "allreduce", "broadcast", ...
-  uint64_t seq = 0;   // per-communicator submission number
+  std::string name;               // "allreduce", "broadcast", ...
+  uint64_t seq = 0;               // per-communicator submission number
   int64_t collective_index = -1;  // collectives this communicator submitted before this one (the same on
                                   // every rank, unlike seq, which counts send/recv too); -1: unknown
   int64_t count = 0;
   DType dtype = DType::F32;
-  int peer = -1;      // root, dst or src where the op has one
-  int64_t bytes = 0;  // the op's data size as nccl-tests counts it (allgather: output, reduce_scatter: input)
-  int redop = -1;     // a ReduceOp for reductions, else -1
-  int tag = -1;       // send/recv tag, else -1
-  int bucket = -1;    // fusion bucket id given by the caller (NVTX, errors), else -1
-  double bus_factor = 1.0;  // busbw = bytes * bus_factor / seconds (nccl-tests: 2(n-1)/n for allreduce)
-  bool collective = true;   // false for send/recv: PYCOMM_DEBUG only matches collectives
+  int peer = -1;               // root, dst or src where the op has one
+  int64_t bytes = 0;           // the op's data size as nccl-tests counts it (allgather: output, reduce_scatter: input)
+  int redop = -1;              // a ReduceOp for reductions, else -1
+  int tag = -1;                // send/recv tag, else -1
+  int bucket = -1;             // fusion bucket id given by the caller (NVTX, errors), else -1
+  double bus_factor = 1.0;     // busbw = bytes * bus_factor / seconds (nccl-tests: 2(n-1)/n for allreduce)
+  bool collective = true;      // false for send/recv: PYCOMM_DEBUG only matches collectives
   const char* algorithm = "";  // the schedule the engine chose ("ring", "rabenseifner", "nccl"; traces, NVTX)
   std::string describe() const;  // "allreduce #12 (count 1024, float32, 4096 bytes, op SUM)"
 };
@@ -76,8 +76,7 @@ class Transport {
   virtual int local_size() const = 0;
   virtual std::string backend() const = 0;
   // bucket: a fusion bucket id shown in NVTX ranges and errors (-1: none).
-  virtual std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket,
-                                          bool caller_waits) = 0;
+  virtual std::shared_ptr<Work> allreduce(Buffer buf, ReduceOp op, uintptr_t stream, int bucket, bool caller_waits) = 0;
   virtual std::shared_ptr<Work> broadcast(Buffer buf, int root, uintptr_t stream, bool caller_waits) = 0;
   virtual std::shared_ptr<Work> allgather(Buffer out, Buffer in, uintptr_t stream, bool caller_waits) = 0;
   virtual std::shared_ptr<Work> reduce_scatter(Buffer out, Buffer in, ReduceOp op, uintptr_t stream,

@@ -63,7 +63,9 @@ std::string CommHealth::laggards(const OpInfo& waited) const {
 
 std::string CommHealth::in_flight_summary() const {
   std::lock_guard<std::mutex> lk(mu_);
-  if (in_flight_.empty()) return "no op of this communicator has started yet (it is still queued, or waiting for the other ranks to submit theirs)";
+  if (in_flight_.empty())
+    return "no op of this communicator has started yet (it is still queued, or waiting for the other ranks to submit "
+           "theirs)";
   const auto& [info, since] = in_flight_.front();
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(Clock::now() - since).count());

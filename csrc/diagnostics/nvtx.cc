@@ -94,8 +94,8 @@ void NvtxOpRanges::phase(const OpInfo& info, const TraceComm& comm, TracePhase p
     op_ = range_start(op_label(info, comm), info, 0);
     op_open_ = true;
   }
-  phase_ = range_start(bytes_label((std::string(trace_phase_name(phase)) + " ").c_str(), info),
-                       info, 1 + static_cast<uint32_t>(phase));
+  phase_ = range_start(bytes_label((std::string(trace_phase_name(phase)) + " ").c_str(), info), info,
+                       1 + static_cast<uint32_t>(phase));
   phase_open_ = true;
 }
 

@@ -11,18 +11,25 @@ namespace {
 // Op kinds travel as an index into this table (a name cannot go through an integer allgather).
 // The last two are the compound ops of pycomm/quantized.py and pycomm/fusion.py, matched as one op
 // on their communicator so that a mismatch names what the user called.
-const char* const kKinds[] = {"allreduce", "broadcast",           "allgather",          "reduce_scatter",
-                              "alltoall",  "barrier",             "split",              "split_shared",
-                              "send",      "recv",                "allreduce_quantized", "allreduce_coalesced",
+const char* const kKinds[] = {"allreduce",
+                              "broadcast",
+                              "allgather",
+                              "reduce_scatter",
+                              "alltoall",
+                              "barrier",
+                              "split",
+                              "split_shared",
+                              "send",
+                              "recv",
+                              "allreduce_quantized",
+                              "allreduce_coalesced",
                               "dup"};
 constexpr int kNumKinds = sizeof(kKinds) / sizeof(kKinds[0]);
 
 // Signature fields, in order.
 enum Field { kKind, kCount, kDtype, kPeer, kRedop, kBytes, kSeq };
 
-bool valid_dtype(int64_t code) {
-  return code >= 0 && code <= static_cast<int64_t>(DType::I64);
-}
+bool valid_dtype(int64_t code) { return code >= 0 && code <= static_cast<int64_t>(DType::I64); }
 
 OpInfo from_signature(const int64_t* s) {
   OpInfo info;
@@ -60,8 +67,9 @@ const char* op_kind_name(int64_t code) { return code >= 0 && code < kNumKinds ? 
 bool debug_checks_enabled() { return settings().debug; }
 
 OpSignature op_signature(const OpInfo& info) {
-  return {op_kind_code(info.name), info.count,  static_cast<int64_t>(info.dtype), info.peer, info.redop,
-          info.bytes,           static_cast<int64_t>(info.seq)};
+  return {
+      op_kind_code(info.name),       info.count, static_cast<int64_t>(info.dtype), info.peer, info.redop, info.bytes,
+      static_cast<int64_t>(info.seq)};
 }
 
 void check_signatures(const int64_t* all, int size, int my_rank, const std::string& comm_label) {
@@ -70,10 +78,10 @@ void check_signatures(const int64_t* all, int size, int my_rank, const std::stri
     const int64_t* theirs = all + static_cast<int64_t>(r) * kSignatureLen;
     // The sequence number (last field) is reported but not compared: send/recv count there too.
     if (std::memcmp(mine, theirs, (kSignatureLen - 1) * sizeof(int64_t)) == 0) continue;
-    throw MismatchError("ranks submitted different collectives on the " + comm_label + " (" +
-                        difference(mine, theirs) + "): rank " + std::to_string(my_rank) + " submitted " +
-                        from_signature(mine).describe() + " but rank " + std::to_string(r) + " submitted " +
-                        from_signature(theirs).describe() + ". No data was exchanged; the communicator is now broken.");
+    throw MismatchError("ranks submitted different collectives on the " + comm_label + " (" + difference(mine, theirs) +
+                        "): rank " + std::to_string(my_rank) + " submitted " + from_signature(mine).describe() +
+                        " but rank " + std::to_string(r) + " submitted " + from_signature(theirs).describe() +
+                        ". No data was exchanged; the communicator is now broken.");
   }
 }
 

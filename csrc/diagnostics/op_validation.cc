@@ -7,8 +7,7 @@ namespace pycomm {
 namespace {
 
 void check_buffer(const Buffer& b, const char* op, const char* arg) {
-  if (b.count < 0)
-    throw std::invalid_argument(std::string(op) + ": " + arg + " has a negative element count");
+  if (b.count < 0) throw std::invalid_argument(std::string(op) + ": " + arg + " has a negative element count");
   if (b.count > 0 && b.ptr == nullptr)
     throw std::invalid_argument(std::string(op) + ": " + arg + " has a null data pointer");
 }

@@ -28,10 +28,10 @@ OpInfo split_info(const char* name);  // "split" / "split_shared" / "dup"
 // transport's stats (Python), the benchmarks and docs/api.md read it (pycomm._C.op_table()).
 struct OpRow {
   const char* name;
-  const char* bytes;       // the buffer OpInfo::bytes counts: "tensor", "out" or "" (moves no data)
-  double ring_multiple;    // of (n - 1) / n
+  const char* bytes;     // the buffer OpInfo::bytes counts: "tensor", "out" or "" (moves no data)
+  double ring_multiple;  // of (n - 1) / n
   double constant;
-  const char* arguments;   // the transport's arguments and their roles, in order
+  const char* arguments;  // the transport's arguments and their roles, in order
 };
 const OpRow* op_rows(int* count);
 // The bus factor of op `name` on `size` ranks; std::invalid_argument naming the known ops for another name.

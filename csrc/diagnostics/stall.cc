@@ -14,8 +14,8 @@ std::string stall_message(const OpInfo& waited, double timeout_s, const CommHeal
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", timeout_s);
   std::string laggards = health.laggards(waited);
-  return waited.describe() + " on the " + health.label() + " did not complete within PYCOMM_TIMEOUT=" + secs +
-         " s; " + (laggards.empty() ? "" : laggards + "; ") + health.in_flight_summary() +
+  return waited.describe() + " on the " + health.label() + " did not complete within PYCOMM_TIMEOUT=" + secs + " s; " +
+         (laggards.empty() ? "" : laggards + "; ") + health.in_flight_summary() +
          ". Another rank probably skipped, reordered or has not reached this op, or died. "
          "The communicator is now broken.";
 }

@@ -12,7 +12,7 @@ struct OpCounters {
   int64_t calls = 0;
   int64_t bytes = 0;
   double bus_bytes = 0;
-  double seconds = 0;  // from the op's start on its queue to its completion
+  double seconds = 0;        // from the op's start on its queue to its completion
   int64_t inline_calls = 0;  // of `calls`, those run on the caller's thread (queue/inline_run)
 };
 

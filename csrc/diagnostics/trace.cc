@@ -108,14 +108,22 @@ uint64_t copy_from(const Ring& r, uint64_t from, std::vector<TraceEvent>& out, u
 
 const char* trace_phase_name(TracePhase p) {
   switch (p) {
-    case TracePhase::kQueued: return "queued";
-    case TracePhase::kOpCheck: return "op_check";
-    case TracePhase::kWaitPeers: return "wait_peers";
-    case TracePhase::kWire: return "wire";
-    case TracePhase::kDone: return "done";
-    case TracePhase::kFailed: return "failed";
-    case TracePhase::kSpanBegin: return "span_begin";
-    case TracePhase::kSpanEnd: return "span_end";
+    case TracePhase::kQueued:
+      return "queued";
+    case TracePhase::kOpCheck:
+      return "op_check";
+    case TracePhase::kWaitPeers:
+      return "wait_peers";
+    case TracePhase::kWire:
+      return "wire";
+    case TracePhase::kDone:
+      return "done";
+    case TracePhase::kFailed:
+      return "failed";
+    case TracePhase::kSpanBegin:
+      return "span_begin";
+    case TracePhase::kSpanEnd:
+      return "span_end";
   }
   return "unknown";
 }

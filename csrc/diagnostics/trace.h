@@ -42,26 +42,26 @@ struct TraceComm {
 
 // One event. Trivially copyable, 128 bytes; pycomm/tracing.py reads it through trace_layout().
 struct TraceEvent {
-  int64_t ts_ns;            // steady clock (CLOCK_MONOTONIC), trace_now_ns()
-  uint64_t seq;             // the op's number on its communicator
-  int64_t collective_index; // collectives before it on its communicator (-1: not a collective)
-  int64_t count;            // elements
-  int64_t bytes;            // logical bytes (the caller's data)
-  int64_t wire_bytes;       // bytes of the buffer on the wire (after a cast or codec)
+  int64_t ts_ns;             // steady clock (CLOCK_MONOTONIC), trace_now_ns()
+  uint64_t seq;              // the op's number on its communicator
+  int64_t collective_index;  // collectives before it on its communicator (-1: not a collective)
+  int64_t count;             // elements
+  int64_t bytes;             // logical bytes (the caller's data)
+  int64_t wire_bytes;        // bytes of the buffer on the wire (after a cast or codec)
   uint32_t comm_id;
   int32_t comm_size;
-  int32_t rank;             // this rank in the communicator
-  int32_t peer;             // root, dst or src (a completed receive: its message's source)
+  int32_t rank;  // this rank in the communicator
+  int32_t peer;  // root, dst or src (a completed receive: its message's source)
   int32_t tag;
-  int32_t bucket;           // fusion bucket, else -1
-  int32_t segment;          // quantized pipeline segment, else -1
-  uint32_t span_id;         // kSpanBegin/kSpanEnd pairs (0: an op's phase)
-  int8_t dtype;             // DType code
-  int8_t redop;             // ReduceOp, else -1
-  uint8_t phase;            // TracePhase
-  uint8_t flags;            // kTraceCollective | kTraceOnCaller
-  char name[24];            // not NUL-terminated when 24 long
-  char algorithm[20];       // "ring", "rabenseifner", "nccl", ... ("" unknown)
+  int32_t bucket;      // fusion bucket, else -1
+  int32_t segment;     // quantized pipeline segment, else -1
+  uint32_t span_id;    // kSpanBegin/kSpanEnd pairs (0: an op's phase)
+  int8_t dtype;        // DType code
+  int8_t redop;        // ReduceOp, else -1
+  uint8_t phase;       // TracePhase
+  uint8_t flags;       // kTraceCollective | kTraceOnCaller
+  char name[24];       // not NUL-terminated when 24 long
+  char algorithm[20];  // "ring", "rabenseifner", "nccl", ... ("" unknown)
 };
 static_assert(sizeof(TraceEvent) == 128, "TraceEvent is two cache lines");
 constexpr uint8_t kTraceCollective = 1, kTraceOnCaller = 2;

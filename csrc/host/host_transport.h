@@ -28,8 +28,8 @@ class HostTransport : public Transport {
   std::shared_ptr<Work> recv(Buffer buf, int src, int tag, uintptr_t stream, bool caller_waits) override;
   std::shared_ptr<Work> barrier(bool caller_waits) override;
   bool any_source() const override { return true; }
-  std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag,
-                                    uintptr_t stream, bool caller_waits) override;
+  std::shared_ptr<Work> send_shaped(Buffer buf, const std::vector<int64_t>& shape, int dst, int tag, uintptr_t stream,
+                                    bool caller_waits) override;
   std::shared_ptr<Work> recv_new(int src, int tag, bool caller_waits) override;
   // try_probe() until a message is there; block: up to the stall timeout, then StallError.
   std::optional<P2pMessage> probe(int src, int tag, bool block) override;

@@ -15,10 +15,10 @@
 namespace pycomm {
 
 struct BucketUpdateArgs {
-  std::vector<Segment> segs;    // the tensors x_k and their bucket offsets
+  std::vector<Segment> segs;  // the tensors x_k and their bucket offsets
   DType tensor_dtype = DType::F32;
-  const void* y = nullptr;      // bucket
-  const void* z = nullptr;      // optional second bucket, same dtype as y
+  const void* y = nullptr;  // bucket
+  const void* z = nullptr;  // optional second bucket, same dtype as y
   DType bucket_dtype = DType::F32;
   double alpha = 1.0, beta = 1.0, gamma = 0.0;
 };

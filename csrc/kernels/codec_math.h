@@ -88,7 +88,9 @@ class UniformStream {
 constexpr int kInt8Max = 127;
 constexpr int kInt4Max = 7;
 template <int kMax>
-PYCOMM_HD float absmax_scale(float amax, float nonfinite) { return amax / static_cast<float>(kMax) + nonfinite; }
+PYCOMM_HD float absmax_scale(float amax, float nonfinite) {
+  return amax / static_cast<float>(kMax) + nonfinite;
+}
 PYCOMM_HD bool nonfinite_block(float nonfinite) { return nonfinite != 0.0f; }
 PYCOMM_HD float level_divisor(float scale) { return scale > 0.0f ? scale : 1.0f; }  // all-zero block: level 0
 // The level in [-kMax, kMax] of v in a finite block (|v / divisor| <= kMax up to rounding); u = 0 rounds

@@ -14,8 +14,10 @@ void with_flags(Run run) {
 
 template <typename Run, typename... Flags>
 void with_flags(Run run, bool first, Flags... rest) {
-  if (first) with_flags([&](auto... flags) { run(std::true_type{}, flags...); }, rest...);
-  else with_flags([&](auto... flags) { run(std::false_type{}, flags...); }, rest...);
+  if (first)
+    with_flags([&](auto... flags) { run(std::true_type{}, flags...); }, rest...);
+  else
+    with_flags([&](auto... flags) { run(std::false_type{}, flags...); }, rest...);
 }
 
 }  // namespace pycomm

@@ -10,13 +10,13 @@
 namespace pycomm {
 
 struct SignCompressArgs {
-  const void* x = nullptr;      // numel elements of x_dtype (any floating type)
+  const void* x = nullptr;  // numel elements of x_dtype (any floating type)
   DType x_dtype = DType::F32;
   int64_t numel = 0;
   int64_t block = 256;
-  uint8_t* bits = nullptr;      // ceil(numel / 8) bytes
-  float* scales = nullptr;      // ceil(numel / block)
-  float* residual = nullptr;    // optional, fp32, numel; read as e and overwritten with the new residual
+  uint8_t* bits = nullptr;    // ceil(numel / 8) bytes
+  float* scales = nullptr;    // ceil(numel / block)
+  float* residual = nullptr;  // optional, fp32, numel; read as e and overwritten with the new residual
 };
 
 struct SignDecompressArgs {
@@ -24,9 +24,9 @@ struct SignDecompressArgs {
   const float* scales = nullptr;
   int64_t numel = 0;
   int64_t block = 256;
-  void* out = nullptr;          // numel elements of out_dtype
+  void* out = nullptr;  // numel elements of out_dtype
   DType out_dtype = DType::F32;
-  bool accumulate = false;      // out += decoded instead of out = decoded
+  bool accumulate = false;  // out += decoded instead of out = decoded
 };
 
 inline int64_t sign_bytes(int64_t numel) { return (numel + 7) / 8; }

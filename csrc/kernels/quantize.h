@@ -15,14 +15,14 @@ namespace pycomm {
 
 template <typename Data>
 struct AbsmaxQuantizeArgs {
-  const void* x = nullptr;      // numel elements of x_dtype (any floating type)
+  const void* x = nullptr;  // numel elements of x_dtype (any floating type)
   DType x_dtype = DType::F32;
   int64_t numel = 0;
   int64_t block = 256;
-  Data* q = nullptr;            // the levels: numel bytes (int8), ceil(numel / 2) bytes (int4)
-  float* scales = nullptr;      // ceil(numel / block)
-  float* residual = nullptr;    // optional, fp32, numel: v = x + e is encoded, then e <- v - decode
-  bool stochastic = false;      // level = floor(v / scale + u), u = codec::uniform(seed, index)
+  Data* q = nullptr;          // the levels: numel bytes (int8), ceil(numel / 2) bytes (int4)
+  float* scales = nullptr;    // ceil(numel / block)
+  float* residual = nullptr;  // optional, fp32, numel: v = x + e is encoded, then e <- v - decode
+  bool stochastic = false;    // level = floor(v / scale + u), u = codec::uniform(seed, index)
   uint64_t seed = 0;
 };
 
@@ -32,9 +32,9 @@ struct AbsmaxDequantizeArgs {
   const float* scales = nullptr;
   int64_t numel = 0;
   int64_t block = 256;
-  void* out = nullptr;          // numel elements of out_dtype
+  void* out = nullptr;  // numel elements of out_dtype
   DType out_dtype = DType::F32;
-  bool accumulate = false;      // out += level * scale instead of out = level * scale
+  bool accumulate = false;  // out += level * scale instead of out = level * scale
 };
 
 using QuantizeArgs = AbsmaxQuantizeArgs<int8_t>;

@@ -10,15 +10,14 @@
 namespace pycomm {
 
 struct Segment {
-  void* ptr = nullptr;   // the tensor's data
-  int64_t offset = 0;    // where it starts in the bucket, in bucket elements
+  void* ptr = nullptr;  // the tensor's data
+  int64_t offset = 0;   // where it starts in the bucket, in bucket elements
   int64_t numel = 0;
 };
 
 // Builds segments from parallel lists (as they arrive from Python) and checks them.
 inline std::vector<Segment> make_segments(const std::vector<uintptr_t>& ptrs, const std::vector<int64_t>& offsets,
-                                          const std::vector<int64_t>& numels, int64_t bucket_numel,
-                                          const char* what) {
+                                          const std::vector<int64_t>& numels, int64_t bucket_numel, const char* what) {
   if (ptrs.size() != offsets.size() || ptrs.size() != numels.size())
     throw std::invalid_argument(std::string(what) + ": ptrs, offsets and numels must have the same length (got " +
                                 std::to_string(ptrs.size()) + ", " + std::to_string(offsets.size()) + ", " +

@@ -27,9 +27,9 @@ int64_t inline_max_bytes();
 bool fits_inline(int64_t bytes);
 
 // Runs `op` to completion here: prepare, start (nonblocking calls only: on_caller_thread is set),
-// `posted()` (the caller may then let later ops start alongside), then test, polled with backoff. Never throws; the outcome is in op.work: completed, the op's own
-// error, StallError once timeout_s passes (<= 0: no limit), or PycommError when another thread
-// broke the communicator meanwhile. The last three leave the communicator broken.
+// `posted()` (the caller may then let later ops start alongside), then test, polled with backoff. Never throws; the
+// outcome is in op.work: completed, the op's own error, StallError once timeout_s passes (<= 0: no limit), or
+// PycommError when another thread broke the communicator meanwhile. The last three leave the communicator broken.
 void run_inline(QueuedOp& op, CommHealth& health, double timeout_s, const std::function<void()>& posted);
 
 }  // namespace pycomm

@@ -1,12 +1,12 @@
 #include "queue/op_queue.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <list>
 #include <mutex>
-
-#include <pthread.h>
 
 #include "common/errors.h"
 #include "common/kernel_threads.h"
@@ -107,7 +107,10 @@ std::shared_ptr<HostWork> OpQueue::submit(std::unique_ptr<QueuedOp> op, bool cal
       bool wake = false;
       {
         std::lock_guard<std::mutex> lk(st.mu);
-        if (posted) --st.inline_in_flight; else st.inline_running = false;
+        if (posted)
+          --st.inline_in_flight;
+        else
+          st.inline_running = false;
         wake = !st.pending.empty() || st.stopping;
       }
       if (wake) st.cv.notify_all();  // ops waiting for it, or a stopping thread waiting to exit
@@ -133,8 +136,7 @@ bool OpQueue::stop(double timeout_s) {
   bool done = timeout_s > 0 ? state_->exit_cv.wait_for(lk, std::chrono::duration<double>(timeout_s), ended)
                             : (state_->exit_cv.wait(lk, ended), true);
   if (!done) {
-    health_->mark_broken("shut down with ops still in flight after PYCOMM_TIMEOUT; " +
-                         health_->in_flight_summary());
+    health_->mark_broken("shut down with ops still in flight after PYCOMM_TIMEOUT; " + health_->in_flight_summary());
     state_->cv.notify_all();
     done = state_->exit_cv.wait_for(lk, std::chrono::seconds(2), ended);
   }
@@ -187,7 +189,8 @@ void OpQueue::loop(std::shared_ptr<State> st) {
     {
       std::unique_lock<std::mutex> lk(st->mu);
       if (health.broken()) {
-        if (!in_flight.empty() || !st->pending.empty()) health.note_abandoned();  // conservative: a pending op may be mid-check
+        if (!in_flight.empty() || !st->pending.empty())
+          health.note_abandoned();  // conservative: a pending op may be mid-check
         for (auto& op : in_flight) fail_op(*op, abandoned_error(health, op->info));
         for (auto& op : st->pending) fail_op(*op, abandoned_error(health, op->info));
         in_flight.clear();
@@ -264,8 +267,10 @@ void OpQueue::loop(std::shared_ptr<State> st) {
         ++it;
       }
     }
-    if (progressed) backoff.progressed();
-    else backoff.idle();
+    if (progressed)
+      backoff.progressed();
+    else
+      backoff.idle();
   }
   std::lock_guard<std::mutex> lk(st->mu);
   st->exited = true;

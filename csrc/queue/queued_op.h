@@ -31,7 +31,7 @@ class QueuedOp {
   virtual bool test() = 0;
 
   OpInfo info;
-  std::shared_ptr<HostWork> work;  // set by OpQueue::submit
+  std::shared_ptr<HostWork> work;        // set by OpQueue::submit
   std::shared_ptr<P2pMessage> received;  // receives: filled in by the op before it completes
   std::chrono::steady_clock::time_point started;
   bool on_caller_thread = false;  // set before start() when it runs on its caller's thread (stats)

@@ -30,8 +30,8 @@ std::atomic<int> g_ranks_on_node{1};
 // Runnable threads on the machine (/proc/loadavg's "running"), read at most every 10 ms: -1 while a
 // fresh read is not due (the caller keeps what it decided last).
 long runnable_if_due(std::atomic<int64_t>& next_read_ns) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   int64_t due = next_read_ns.load(std::memory_order_relaxed);
   if (now < due || !next_read_ns.compare_exchange_strong(due, now + 10'000'000)) return -1;
   long running = 0;
@@ -55,7 +55,7 @@ bool machine_crowded() {
   if (running < 0) return crowded.load();
   const bool now_crowded = online_cpus() > 0 && running > online_cpus();
   crowded.store(now_crowded);
-  return now_crowded;   // what this call read, whatever another thread stores meanwhile
+  return now_crowded;  // what this call read, whatever another thread stores meanwhile
 }
 
 void note_ranks_on_node(int ranks) {

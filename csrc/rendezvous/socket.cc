@@ -30,8 +30,7 @@ AddrList resolve(const std::string& host, int port, bool passive) {
   addrinfo* res = nullptr;
   std::string service = std::to_string(port);
   int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-  if (rc != 0)
-    throw SocketError("cannot resolve " + address(host, port) + ": " + gai_strerror(rc));
+  if (rc != 0) throw SocketError("cannot resolve " + address(host, port) + ": " + gai_strerror(rc));
   return AddrList(res, &freeaddrinfo);
 }
 

@@ -33,23 +33,26 @@ TCPStore::TCPStore(const std::string& host, int port, int world_size, bool is_se
   if (port < 0 || port > 65535 || (port == 0 && !is_server))
     throw std::invalid_argument("TCPStore: port must be in 1..65535 (0 only on the server), got " +
                                 std::to_string(port));
-  if (world_size < 1) throw std::invalid_argument("TCPStore: world_size must be >= 1, got " + std::to_string(world_size));
+  if (world_size < 1)
+    throw std::invalid_argument("TCPStore: world_size must be >= 1, got " + std::to_string(world_size));
   if (!(timeout_s > 0)) throw std::invalid_argument("TCPStore: timeout must be > 0 seconds");
   if (is_server) {
     try {
       server_ = std::make_unique<store::StoreServer>(host, port, timeout_s);
     } catch (const net::SocketError& e) {
-      throw net::SocketError("TCPStore: rank 0 cannot serve the store (is MASTER_PORT free and MASTER_ADDR an "
-                             "address of this host?): " + std::string(e.what()));
+      throw net::SocketError(
+          "TCPStore: rank 0 cannot serve the store (is MASTER_PORT free and MASTER_ADDR an "
+          "address of this host?): " +
+          std::string(e.what()));
     }
     port_ = server_->port();
   }
   try {
     conn_ = net::connect_with_retry(host_, port_, net::deadline_after(timeout_s_));
   } catch (const net::SocketTimeout& e) {
-    throw net::SocketTimeout("TCPStore: no store server at " + address() + " after " + seconds_text(timeout_s_) +
-                             " (is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?): " +
-                             e.what());
+    throw net::SocketTimeout(
+        "TCPStore: no store server at " + address() + " after " + seconds_text(timeout_s_) +
+        " (is rank 0 running, and are MASTER_ADDR/MASTER_PORT the same on every rank?): " + e.what());
   }
 }
 
@@ -91,19 +94,18 @@ std::string TCPStore::round_trip(store::Command command, const std::string& key,
 }
 
 void TCPStore::set(const std::string& key, const std::string& value) {
-  round_trip(store::Command::Set, key, value, net::deadline_after(timeout_s_),
-             "set('" + key + "')", nullptr);
+  round_trip(store::Command::Set, key, value, net::deadline_after(timeout_s_), "set('" + key + "')", nullptr);
 }
 
 std::string TCPStore::get_before(const std::string& key, net::Clock::time_point deadline, const std::string& what) {
   // The server waits until the deadline; we wait a little longer for its "timed out" answer.
-  auto reply_deadline = deadline == net::Clock::time_point::max()
-                            ? deadline
-                            : deadline + std::chrono::duration_cast<net::Clock::duration>(
-                                             std::chrono::duration<double>(kReplyGraceS));
+  auto reply_deadline =
+      deadline == net::Clock::time_point::max()
+          ? deadline
+          : deadline + std::chrono::duration_cast<net::Clock::duration>(std::chrono::duration<double>(kReplyGraceS));
   bool timed_out = false;
-  std::string value = round_trip(store::Command::Get, key,
-                                 store::encode_i64(millis_until(deadline)), reply_deadline, what, &timed_out);
+  std::string value =
+      round_trip(store::Command::Get, key, store::encode_i64(millis_until(deadline)), reply_deadline, what, &timed_out);
   if (timed_out) throw net::SocketTimeout(describe(what + ": timed out waiting for key '" + key + "'"));
   return value;
 }
@@ -114,14 +116,14 @@ std::string TCPStore::get(const std::string& key, double timeout_s) {
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
-  std::string sum = round_trip(store::Command::Add, key, store::encode_i64(delta),
-                               net::deadline_after(timeout_s_), "add('" + key + "')", nullptr);
+  std::string sum = round_trip(store::Command::Add, key, store::encode_i64(delta), net::deadline_after(timeout_s_),
+                               "add('" + key + "')", nullptr);
   return store::decode_i64(sum, describe("add('" + key + "')"));
 }
 
 bool TCPStore::check(const std::string& key) {
-  std::string r = round_trip(store::Command::Check, key, {}, net::deadline_after(timeout_s_),
-                             "check('" + key + "')", nullptr);
+  std::string r =
+      round_trip(store::Command::Check, key, {}, net::deadline_after(timeout_s_), "check('" + key + "')", nullptr);
   return !r.empty() && r[0] != 0;
 }
 

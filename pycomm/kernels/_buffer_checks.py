@@ -1,5 +1,6 @@
 """Checks of the single-buffer kernels (quantize, sign compression): each buffer is a contiguous
 tensor of an expected dtype and element count; outputs the caller leaves out are allocated."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -55,9 +56,21 @@ def check_seed(seed: int, what: str) -> int:
     return int(seed)
 
 
-def decode_call(entry, data: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int,
-                accumulate: bool, data_dtype: torch.dtype, data_numel: int, block_multiple: int,
-                what: str, out_name: str = "out", data_name: str | None = None) -> torch.Tensor:
+def decode_call(
+    entry,
+    data: torch.Tensor,
+    scales: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    block: int,
+    accumulate: bool,
+    data_dtype: torch.dtype,
+    data_numel: int,
+    block_multiple: int,
+    what: str,
+    out_name: str = "out",
+    data_name: str | None = None,
+) -> torch.Tensor:
     """Checks and runs a blockwise decode kernel `entry` of pycomm._C: out (+)= decode(data, scales);
     `out_name` and `data_name` are the caller's names for `out` (e.g. "acc") and `data` (default: q for
     int8 levels, bits otherwise)."""
@@ -68,6 +81,15 @@ def decode_call(entry, data: torch.Tensor, scales: torch.Tensor, out: torch.Tens
     check_buffer(data, f"{what}: {data_name}", (data_dtype,), data_numel)
     check_buffer(scales, f"{what}: scales", (torch.float32,), num_blocks(n, block))
     place = place_of([data, scales, out], what)
-    entry(ptr(data), ptr(scales), n, block, ptr(out), _dtypes.code(out.dtype, what), accumulate, place.device,
-          place.stream)
+    entry(
+        ptr(data),
+        ptr(scales),
+        n,
+        block,
+        ptr(out),
+        _dtypes.code(out.dtype, what),
+        accumulate,
+        place.device,
+        place.stream,
+    )
     return out

@@ -9,6 +9,7 @@ afresh. (The device enters as its index, get_device(): -1 is the CPU, and two de
 hand out the same data pointer in one process, so index and pointer together name the device;
 a torch.device per tensor would cost a third of the fingerprint.) Computing the fingerprint is a
 few C-level attribute reads per tensor, no Python code per tensor."""
+
 from __future__ import annotations
 
 import threading
@@ -27,9 +28,13 @@ def fingerprint(tensors: Sequence[torch.Tensor]) -> tuple | None:
     """(data pointers, numels, dtypes, device indices, contiguity) of `tensors`, or None when one of
     them is not a tensor (the caller then validates, which raises the clear error)."""
     try:
-        return (tuple(map(_Tensor.data_ptr, tensors)), tuple(map(_Tensor.numel, tensors)),
-                tuple(map(_dtype_of, tensors)), tuple(map(_Tensor.get_device, tensors)),
-                tuple(map(_Tensor.is_contiguous, tensors)))
+        return (
+            tuple(map(_Tensor.data_ptr, tensors)),
+            tuple(map(_Tensor.numel, tensors)),
+            tuple(map(_dtype_of, tensors)),
+            tuple(map(_Tensor.get_device, tensors)),
+            tuple(map(_Tensor.is_contiguous, tensors)),
+        )
     except (TypeError, AttributeError, RuntimeError):  # not tensors, or tensors without storage
         return None
 

@@ -3,6 +3,7 @@
 v = x + residual; per block of `block` elements (a multiple of 8) scale = mean|v|; bit = (v >= 0),
 element i in bit i % 8 of byte i // 8 (the last byte zero-padded); residual <- v - decompress,
 exactly what the encoding lost. Decompression gives +scale for a set bit and -scale otherwise."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -12,8 +13,15 @@ import torch
 from pycomm import _dtypes
 from pycomm._build import core
 from pycomm._tensors import check_tensor, place_of, ptr
-from pycomm.kernels._buffer_checks import (FLOAT_DTYPES, check_block, check_buffer, check_numel, decode_call, num_blocks,
-                                     output)
+from pycomm.kernels._buffer_checks import (
+    FLOAT_DTYPES,
+    check_block,
+    check_buffer,
+    check_numel,
+    decode_call,
+    num_blocks,
+    output,
+)
 from pycomm.kernels._reduce_encode import kernel, reduce_encode
 
 
@@ -22,8 +30,14 @@ def sign_bytes(numel: int) -> int:
     return -(-check_numel(numel, "sign_bytes") // 8)
 
 
-def sign_compress(x: torch.Tensor, bits: torch.Tensor | None = None, scales: torch.Tensor | None = None, *,
-                  block: int = 256, residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sign_compress(
+    x: torch.Tensor,
+    bits: torch.Tensor | None = None,
+    scales: torch.Tensor | None = None,
+    *,
+    block: int = 256,
+    residual: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Compress `x` (fp32/bf16/fp16/fp64, any shape) into uint8 `bits` (ceil(numel / 8)) and fp32
     `scales` (ceil(numel / block)), allocated when not given; `residual` (fp32, numel) is read and
     updated in place. Returns (bits, scales)."""
@@ -36,18 +50,38 @@ def sign_compress(x: torch.Tensor, bits: torch.Tensor | None = None, scales: tor
     if residual is not None:
         check_buffer(residual, f"{what}: residual", (torch.float32,), n)
     place = place_of([x, bits, scales] + ([residual] if residual is not None else []), what)
-    core().sign_compress(ptr(x), _dtypes.code(x.dtype, what), n, block, ptr(bits), ptr(scales),
-                         ptr(residual) if residual is not None else 0, place.device, place.stream)
+    core().sign_compress(
+        ptr(x),
+        _dtypes.code(x.dtype, what),
+        n,
+        block,
+        ptr(bits),
+        ptr(scales),
+        ptr(residual) if residual is not None else 0,
+        place.device,
+        place.stream,
+    )
     return bits, scales
 
 
-def _decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool,
-                what: str) -> torch.Tensor:
+def _decompress(
+    bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, block: int, accumulate: bool, what: str
+) -> torch.Tensor:
     out_name = "acc" if accumulate else "out"
     n = out.numel() if isinstance(out, torch.Tensor) else 0
-    return decode_call(core().sign_decompress, bits, scales, out, block=block, accumulate=accumulate,
-                       data_dtype=torch.uint8, data_numel=sign_bytes(n), block_multiple=8, what=what,
-                       out_name=out_name)
+    return decode_call(
+        core().sign_decompress,
+        bits,
+        scales,
+        out,
+        block=block,
+        accumulate=accumulate,
+        data_dtype=torch.uint8,
+        data_numel=sign_bytes(n),
+        block_multiple=8,
+        what=what,
+        out_name=out_name,
+    )
 
 
 def sign_decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor, *, block: int = 256) -> torch.Tensor:
@@ -55,17 +89,26 @@ def sign_decompress(bits: torch.Tensor, scales: torch.Tensor, out: torch.Tensor,
     return _decompress(bits, scales, out, block, False, "sign_decompress")
 
 
-def sign_decompress_accumulate(bits: torch.Tensor, scales: torch.Tensor, acc: torch.Tensor, *,
-                               block: int = 256) -> torch.Tensor:
+def sign_decompress_accumulate(
+    bits: torch.Tensor, scales: torch.Tensor, acc: torch.Tensor, *, block: int = 256
+) -> torch.Tensor:
     """acc += decompressed signs. Returns `acc`."""
     return _decompress(bits, scales, acc, block, True, "sign_decompress_accumulate")
 
 
-def reduce_sign_compress(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor, torch.Tensor]], bits: torch.Tensor,
-                         scales: torch.Tensor, *, numel: int, block: int = 256, factor: float = 1.0,
-                         own_residual: torch.Tensor | None = None,
-                         residual: torch.Tensor | None = None,
-                         decoded_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def reduce_sign_compress(
+    own: torch.Tensor,
+    sources: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    bits: torch.Tensor,
+    scales: torch.Tensor,
+    *,
+    numel: int,
+    block: int = 256,
+    factor: float = 1.0,
+    own_residual: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    decoded_out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The reduce step of a 1-bit all-reduce in one pass per block (CPU tensors): the reduced chunk of
     `numel` elements v = (own (+ own_residual) + the sum of sign_decompress(bits_s, scales_s) over
     `sources`) * factor is compressed into bits and scales as sign_compress(v, residual=...) compresses
@@ -75,6 +118,20 @@ def reduce_sign_compress(own: torch.Tensor, sources: Sequence[tuple[torch.Tensor
     Returns (bits, scales)."""
     what = "reduce_sign_compress"
     n = check_numel(numel, what)
-    return reduce_encode(kernel("reduce_sign_compress"), what, own, sources, bits, scales, numel=n,
-                         data_dtype=torch.uint8, data_numel=sign_bytes(n), block=block, block_multiple=8,
-                         factor=factor, own_residual=own_residual, residual=residual, decoded_out=decoded_out)
+    return reduce_encode(
+        kernel("reduce_sign_compress"),
+        what,
+        own,
+        sources,
+        bits,
+        scales,
+        numel=n,
+        data_dtype=torch.uint8,
+        data_numel=sign_bytes(n),
+        block=block,
+        block_multiple=8,
+        factor=factor,
+        own_residual=own_residual,
+        residual=residual,
+        decoded_out=decoded_out,
+    )

@@ -9,6 +9,7 @@ isend / irecv / batch_isend_irecv, with Works (wait(), wait(timeout), get_future
 Others (reduce, gather, scatter, recv from any source, PREMUL_SUM) raise NotImplementedError naming the op.
 Files: process_group.py (the ops), alltoallv.py (all-to-alls of unequal chunks), work.py, groups.py (which
 communicator a group runs on), reduce_ops.py, rendezvous.py (mpirun without torch's variables)."""
+
 from __future__ import annotations
 
 import torch.distributed as dist

@@ -12,6 +12,7 @@
   members make one with MPI_Comm_create_group (collective over the members alone, through mpi4py), on
   gloo they meet under the group's store. Either way the group has pycomm's op matching, stall reports
   and its own name in traces ("torch group <name>", or the mesh dimension's name)."""
+
 from __future__ import annotations
 
 import sys
@@ -26,7 +27,7 @@ from pycomm.torch_backend.process_group import NAME, PycommProcessGroup
 
 GROUP_PREFIX = "pycomm/torch_group"
 WORLD_PREFIX = "pycomm/torch_world"
-_default: Optional[Communicator] = None   # the default group's communicator, once made
+_default: Optional[Communicator] = None  # the default group's communicator, once made
 _CREATE_GROUP_TAG = 0x7C0  # MPI_Comm_create_group's tag (creations run one at a time, on the caller's thread)
 
 
@@ -36,8 +37,13 @@ def create(opts: Any, backend_options: Any = None) -> PycommProcessGroup:
     rank, size, ranks = opts.group_rank, opts.group_size, list(opts.global_ranks_in_group)
     if not ranks:  # the default group: it is pycomm's world
         launched = runtime.is_initialized() or _launcher_size() == size
-        _default = _launched_world(rank, size) if launched else runtime._track(
-            Communicator(gloo_backend.transport_over(opts.store, rank, size, WORLD_PREFIX), "world"))
+        _default = (
+            _launched_world(rank, size)
+            if launched
+            else runtime._track(
+                Communicator(gloo_backend.transport_over(opts.store, rank, size, WORLD_PREFIX), "world")
+            )
+        )
         return PycommProcessGroup(_default, owned=not launched)
     world = _default if _default is not None else runtime.init()
     _check_members(ranks, rank, size, world)
@@ -47,7 +53,8 @@ def create(opts: Any, backend_options: Any = None) -> PycommProcessGroup:
         comm.name = name
     else:
         comm = _mpi_subgroup(world, ranks, name) or Communicator(
-            gloo_backend.transport_over(opts.store, rank, size, GROUP_PREFIX), name)
+            gloo_backend.transport_over(opts.store, rank, size, GROUP_PREFIX), name
+        )
     return PycommProcessGroup(runtime._track(comm), owned=True)
 
 
@@ -64,9 +71,11 @@ def _launched_world(rank: int, size: int) -> Communicator:
     """pycomm's world, started by its launcher (mpirun, srun, torchrun), which must agree with torch."""
     world = runtime.init()
     if (world.rank, world.size) != (rank, size):
-        raise PycommError(f"init_process_group({NAME!r}): torch's rendezvous says rank {rank} of {size}, but "
-                          f"pycomm's launcher says rank {world.rank} of {world.size} ({world.backend}); launch "
-                          f"with mpirun or torchrun and let both read the same environment")
+        raise PycommError(
+            f"init_process_group({NAME!r}): torch's rendezvous says rank {rank} of {size}, but "
+            f"pycomm's launcher says rank {world.rank} of {world.size} ({world.backend}); launch "
+            f"with mpirun or torchrun and let both read the same environment"
+        )
     _keep_fail_fast_output(world)
     return world
 
@@ -86,6 +95,7 @@ def _keep_fail_fast_output(world: Communicator) -> None:
             inner(kind, value, tb)
         finally:
             sys.stderr = captured
+
     hook._pycomm = True  # type: ignore[attr-defined]
     sys.excepthook = hook
 
@@ -93,11 +103,14 @@ def _keep_fail_fast_output(world: Communicator) -> None:
 def _check_members(ranks: Sequence[int], rank: int, size: int, world: Communicator) -> None:
     """torch's view of the group against pycomm's world: the error names what disagrees."""
     if len(set(ranks)) != len(ranks) or not all(0 <= r < world.size for r in ranks):
-        raise PycommError(f"new_group({NAME!r}): ranks {list(ranks)} must be distinct ranks of the world "
-                          f"(0..{world.size - 1})")
+        raise PycommError(
+            f"new_group({NAME!r}): ranks {list(ranks)} must be distinct ranks of the world (0..{world.size - 1})"
+        )
     if len(ranks) != size or world.rank not in ranks or ranks.index(world.rank) != rank:
-        raise PycommError(f"new_group({NAME!r}): torch says this process is rank {rank} of {size} in the group of "
-                          f"world ranks {list(ranks)}, but it is world rank {world.rank} of pycomm's world")
+        raise PycommError(
+            f"new_group({NAME!r}): torch says this process is rank {rank} of {size} in the group of "
+            f"world ranks {list(ranks)}, but it is world rank {world.rank} of pycomm's world"
+        )
 
 
 def _mpi_subgroup(world: Communicator, ranks: Sequence[int], name: str) -> Optional[Communicator]:

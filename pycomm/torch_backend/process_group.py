@@ -5,6 +5,7 @@ transports, op matching (MismatchError), stall reports, flight recorder and trac
 Each op stages non-contiguous tensors (and list arguments) in contiguous buffers, submits pycomm's op
 with async_op=True and returns a PycommWork whose finishing step copies results back. Ops pycomm cannot
 run raise NotImplementedError naming the op. CPU tensors only (the backend registers for "cpu")."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -17,7 +18,7 @@ from pycomm.torch_backend import alltoallv, reduce_ops
 from pycomm.torch_backend.work import PycommWork, Waiter
 
 NAME = "pycomm"
-_MESH_DESC = "mesh_"   # how DeviceMesh describes the group of one of its dimensions ("mesh_" + its name)
+_MESH_DESC = "mesh_"  # how DeviceMesh describes the group of one of its dimensions ("mesh_" + its name)
 
 
 def _staged(t: torch.Tensor) -> torch.Tensor:
@@ -27,8 +28,9 @@ def _staged(t: torch.Tensor) -> torch.Tensor:
 
 def _one(tensors: Sequence[torch.Tensor], what: str) -> torch.Tensor:
     if len(tensors) != 1:
-        raise ValueError(f"pycomm backend: {what} takes one tensor per process (one device per rank), got "
-                         f"{len(tensors)}")
+        raise ValueError(
+            f"pycomm backend: {what} takes one tensor per process (one device per rank), got {len(tensors)}"
+        )
     t = tensors[0]
     if t.device.type != "cpu":
         raise ValueError(f"pycomm backend: {what} moves CPU tensors only, got a tensor on {t.device}")
@@ -42,6 +44,7 @@ def _copy_back(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[
     def finish() -> None:
         for dst, src in todo:
             dst.copy_(src.view(dst.shape))
+
     return finish
 
 
@@ -65,8 +68,8 @@ class PycommProcessGroup(dist.ProcessGroup):
 
     def _set_group_desc(self, desc: str) -> None:
         self._group_desc = desc
-        if self._owned and desc.startswith(_MESH_DESC):   # a DeviceMesh dimension: traces show its name
-            self.comm.mesh_dim = desc[len(_MESH_DESC):]
+        if self._owned and desc.startswith(_MESH_DESC):  # a DeviceMesh dimension: traces show its name
+            self.comm.mesh_dim = desc[len(_MESH_DESC) :]
         super()._set_group_desc(desc)
 
     @property
@@ -83,8 +86,9 @@ class PycommProcessGroup(dist.ProcessGroup):
     def name(self) -> str:
         return NAME
 
-    def _work(self, what: str, works: Sequence[Any], result: list[torch.Tensor],
-              finish: Optional[Callable[[], None]] = None) -> PycommWork:
+    def _work(
+        self, what: str, works: Sequence[Any], result: list[torch.Tensor], finish: Optional[Callable[[], None]] = None
+    ) -> PycommWork:
         return PycommWork(what, [w for w in works if w is not None], result, finish, self._waiter)
 
     def shutdown(self) -> None:
@@ -99,8 +103,9 @@ class PycommProcessGroup(dist.ProcessGroup):
         buf = _staged(t)
         mine = reduce_ops.native(op)
         if mine is not None:
-            return self._work("allreduce", [self.comm.allreduce(buf, mine, async_op=True)], tensors,
-                              _copy_back([(t, buf)]))
+            return self._work(
+                "allreduce", [self.comm.allreduce(buf, mine, async_op=True)], tensors, _copy_back([(t, buf)])
+            )
         # PRODUCT / bitwise: every rank's values gathered through pycomm, reduced here
         reduce = reduce_ops.gathered(op, t.dtype, "allreduce")
         rows = torch.empty((self.comm.size, buf.numel()), dtype=buf.dtype)
@@ -108,6 +113,7 @@ class PycommProcessGroup(dist.ProcessGroup):
 
         def finish() -> None:
             t.copy_(reduce(rows).view(t.shape))
+
         return self._work("allreduce", [work], tensors, finish)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> PycommWork:
@@ -118,24 +124,26 @@ class PycommProcessGroup(dist.ProcessGroup):
         t = _one(tensors, "broadcast")
         root = 0 if opts is None else opts.rootRank
         buf = _staged(t)
-        return self._work("broadcast", [self.comm.broadcast(buf, root, async_op=True)], tensors,
-                          _copy_back([(t, buf)]))
+        return self._work("broadcast", [self.comm.broadcast(buf, root, async_op=True)], tensors, _copy_back([(t, buf)]))
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> PycommWork:
         out, inp = _staged(output), _staged(input)
-        return self._work("_allgather_base", [self.comm.allgather(out, inp, async_op=True)], [output],
-                          _copy_back([(output, out)]))
+        return self._work(
+            "_allgather_base", [self.comm.allgather(out, inp, async_op=True)], [output], _copy_back([(output, out)])
+        )
 
-    def allgather(self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor],
-                  opts: Any = None) -> PycommWork:
+    def allgather(
+        self, output_tensors: list[list[torch.Tensor]], input_tensors: list[torch.Tensor], opts: Any = None
+    ) -> PycommWork:
         inp = _staged(_one(input_tensors, "allgather"))
         outs = _one_list(output_tensors, self.comm.size, inp.numel(), "allgather")
         flat = torch.empty(self.comm.size * inp.numel(), dtype=inp.dtype)
         work = self.comm.allgather(flat, inp, async_op=True)
         return self._work("allgather", [work], outs, _copy_back(list(zip(outs, flat.chunk(self.comm.size)))))
 
-    def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> PycommWork:
+    def allgather_into_tensor_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
+    ) -> PycommWork:
         works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
         return self._work("allgather_into_tensor_coalesced", [], outputs, _all_of(works))
 
@@ -143,32 +151,51 @@ class PycommProcessGroup(dist.ProcessGroup):
         op = dist.ReduceOp.SUM if opts is None else opts.reduceOp
         mine = reduce_ops.native(op)
         if mine is None:
-            raise NotImplementedError(f"pycomm backend: reduce_scatter with reduce op {reduce_ops.name_of(op)} is not "
-                                      f"supported; it supports SUM, AVG, MIN, MAX")
+            raise NotImplementedError(
+                f"pycomm backend: reduce_scatter with reduce op {reduce_ops.name_of(op)} is not "
+                f"supported; it supports SUM, AVG, MIN, MAX"
+            )
         out, inp = _staged(output), _staged(input)
-        return self._work("_reduce_scatter_base", [self.comm.reduce_scatter(out, inp, mine, async_op=True)], [output],
-                          _copy_back([(output, out)]))
+        return self._work(
+            "_reduce_scatter_base",
+            [self.comm.reduce_scatter(out, inp, mine, async_op=True)],
+            [output],
+            _copy_back([(output, out)]),
+        )
 
-    def reduce_scatter(self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]],
-                       opts: Any = None) -> PycommWork:
+    def reduce_scatter(
+        self, output_tensors: list[torch.Tensor], input_tensors: list[list[torch.Tensor]], opts: Any = None
+    ) -> PycommWork:
         out = _one(output_tensors, "reduce_scatter")
         ins = _one_list(input_tensors, self.comm.size, out.numel(), "reduce_scatter")
         flat = torch.cat([i.reshape(-1) for i in ins])
         return self._reduce_scatter_base(out, flat, opts)
 
-    def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor],
-                                        opts: Any = None) -> PycommWork:
+    def reduce_scatter_tensor_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
+    ) -> PycommWork:
         works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
         return self._work("reduce_scatter_tensor_coalesced", [], outputs, _all_of(works))
 
-    def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: list[int],
-                      input_split_sizes: list[int], opts: Any = None) -> PycommWork:
+    def alltoall_base(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_split_sizes: list[int],
+        input_split_sizes: list[int],
+        opts: Any = None,
+    ) -> PycommWork:
         n = self.comm.size
-        if not output_split_sizes and not input_split_sizes and output.numel() == input.numel() \
-                and input.numel() % n == 0:   # equal chunks: pycomm's alltoall as it is
+        if (
+            not output_split_sizes
+            and not input_split_sizes
+            and output.numel() == input.numel()
+            and input.numel() % n == 0
+        ):  # equal chunks: pycomm's alltoall as it is
             out, inp = _staged(output), _staged(input)
-            return self._work("alltoall_base", [self.comm.alltoall(out, inp, async_op=True)], [output],
-                              _copy_back([(output, out)]))
+            return self._work(
+                "alltoall_base", [self.comm.alltoall(out, inp, async_op=True)], [output], _copy_back([(output, out)])
+            )
         row = alltoallv.row_numel(output, input)
         sends = alltoallv.split_sizes(input, input_split_sizes, n, "input")
         receives = alltoallv.split_sizes(output, output_split_sizes, n, "output")
@@ -176,22 +203,32 @@ class PycommProcessGroup(dist.ProcessGroup):
 
         def finish() -> None:
             output.copy_(torch.cat(received()).view(output.shape))
+
         return self._work("alltoall_base", [work], [output], finish)
 
-    def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor],
-                 opts: Any = None) -> PycommWork:
+    def alltoall(
+        self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor], opts: Any = None
+    ) -> PycommWork:
         n = self.comm.size
         if len(input_tensors) != n or len(output_tensors) != n:
-            raise ValueError(f"pycomm backend: all_to_all takes {n} input and {n} output tensors (one per rank of "
-                             f"the group), got {len(input_tensors)} and {len(output_tensors)}")
+            raise ValueError(
+                f"pycomm backend: all_to_all takes {n} input and {n} output tensors (one per rank of "
+                f"the group), got {len(input_tensors)} and {len(output_tensors)}"
+            )
         flat_in = torch.cat([t.reshape(-1) for t in input_tensors])
-        work, received = alltoallv.exchange(self.comm, flat_in, [t.numel() for t in input_tensors],
-                                           sum(t.numel() for t in output_tensors),
-                                           [t.numel() for t in output_tensors], 1)
+        work, received = alltoallv.exchange(
+            self.comm,
+            flat_in,
+            [t.numel() for t in input_tensors],
+            sum(t.numel() for t in output_tensors),
+            [t.numel() for t in output_tensors],
+            1,
+        )
 
         def finish() -> None:
             for dst, src in zip(output_tensors, received()):
                 dst.copy_(src.view(dst.shape))
+
         return self._work("alltoall", [work], output_tensors, finish)
 
     def barrier(self, opts: Any = None) -> PycommWork:
@@ -233,16 +270,20 @@ class PycommProcessGroup(dist.ProcessGroup):
 
 def _all_of(works: Sequence[PycommWork]) -> Callable[[], None]:
     """The finishing step of a coalesced op: each part waited (its error raised as it is)."""
+
     def finish() -> None:
         for w in works:
             w.wait()
+
     return finish
 
 
 def _one_list(lists: Sequence[Sequence[torch.Tensor]], size: int, numel: int, what: str) -> list[torch.Tensor]:
     if len(lists) != 1 or len(lists[0]) != size or any(t.numel() != numel for t in lists[0]):
-        raise ValueError(f"pycomm backend: {what} takes one list of {size} tensors of {numel} elements each (one per "
-                         f"rank); got {[[t.numel() for t in ts] for ts in lists]}")
+        raise ValueError(
+            f"pycomm backend: {what} takes one list of {size} tensors of {numel} elements each (one per "
+            f"rank); got {[[t.numel() for t in ts] for ts in lists]}"
+        )
     return list(lists[0])
 
 

@@ -4,6 +4,7 @@ torch's env:// needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; mpirun sets 
 are missing and MPI launched this process, pycomm starts its world (MPI), rank 0 serves a torch TCPStore
 on a free port and broadcasts its address over MPI, so `dist.init_process_group("pycomm")` works under
 mpirun unchanged. Everywhere else (torchrun, variables set by hand) torch's own handler runs as before."""
+
 from __future__ import annotations
 
 import importlib
@@ -23,8 +24,11 @@ _TORCH_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 def _needs_mpi(url: str) -> bool:
     query = urlparse(url).query
-    return (launch_env.detect().mpi_launched and "rank=" not in query
-            and any(not os.environ.get(v) for v in _TORCH_VARIABLES))
+    return (
+        launch_env.detect().mpi_launched
+        and "rank=" not in query
+        and any(not os.environ.get(v) for v in _TORCH_VARIABLES)
+    )
 
 
 def _mpi_store(timeout: timedelta) -> Iterator[tuple[Any, int, int]]:
@@ -36,7 +40,7 @@ def _mpi_store(timeout: timedelta) -> Iterator[tuple[Any, int, int]]:
     if world.rank == 0:
         server = TCPStore(socket.gethostname(), 0, world.size, is_master=True, timeout=timeout, wait_for_workers=False)
         text = f"{socket.gethostname()}:{server.port}".encode()
-        address[:len(text)] = torch.tensor(list(text), dtype=torch.uint8)
+        address[: len(text)] = torch.tensor(list(text), dtype=torch.uint8)
     world.broadcast(address, 0)
     host, port = bytes(address[address > 0].tolist()).decode().rsplit(":", 1)
     store = server if server is not None else TCPStore(host, int(port), world.size, is_master=False, timeout=timeout)
@@ -57,5 +61,6 @@ def install() -> None:
         if _needs_mpi(url):
             return _mpi_store(timeout)
         return torch_env(url, timeout=timeout, **kwargs)
+
     env_or_mpi._pycomm = True  # type: ignore[attr-defined]
     handlers["env"] = env_or_mpi

@@ -4,6 +4,7 @@ wait() waits on pycomm's op (so its StallError / MismatchError reach the caller 
 runs the op's finishing step (copies out of staging buffers), then completes the torch Future that
 get_future() returned. Callers that only hold the Future (DDP's reducer, FSDP2) are served by a waiter
 thread per process group: get_future() hands the Work to it, and it waits in submission order."""
+
 from __future__ import annotations
 
 import datetime
@@ -22,8 +23,14 @@ class PycommWork(TorchWork):
     """Completion of one torch.distributed op run by pycomm. `works`: pycomm's Works (empty for an op that
     finished on the caller's thread), `result`: the Future's value, `finish`: runs once they complete."""
 
-    def __init__(self, name: str, works: Sequence[Any], result: list[torch.Tensor],
-                 finish: Optional[Callable[[], None]], waiter: "Waiter") -> None:
+    def __init__(
+        self,
+        name: str,
+        works: Sequence[Any],
+        result: list[torch.Tensor],
+        finish: Optional[Callable[[], None]],
+        waiter: "Waiter",
+    ) -> None:
         super().__init__()
         self._name, self._works, self._result, self._finish = name, list(works), result, finish
         self._waiter = waiter
@@ -61,8 +68,9 @@ class PycommWork(TorchWork):
             deadline = time.monotonic() + seconds
             while not self.is_completed():
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"pycomm backend: {self._name} did not complete within "
-                                       f"wait(timeout={seconds:g} s)")
+                    raise TimeoutError(
+                        f"pycomm backend: {self._name} did not complete within wait(timeout={seconds:g} s)"
+                    )
                 time.sleep(_POLL_S)
         self._complete()
         return True
@@ -90,7 +98,7 @@ class PycommWork(TorchWork):
         Future.set_exception keeps the error where only Python sees it, and C++ callers (DDP's reducer)
         would read the exception object as the op's result."""
         if self._user_future is None:
-            self._user_future = self._future.then(_value)   # a raising callback fails the Future in C++
+            self._user_future = self._future.then(_value)  # a raising callback fails the Future in C++
             self._waiter.watch(self)
         return self._user_future
 
@@ -102,7 +110,7 @@ class PycommWork(TorchWork):
 
 
 def _value(fut: torch.futures.Future) -> list[torch.Tensor]:
-    return fut.value()   # raises the op's error (set_exception's), so the chained Future fails
+    return fut.value()  # raises the op's error (set_exception's), so the chained Future fails
 
 
 def done(name: str, result: list[torch.Tensor], waiter: "Waiter") -> PycommWork:

@@ -8,6 +8,7 @@ CMake rejects. Checks (CMake and pip run in the background while pytest collects
   - the wheel list resolves for CPython 3.12 on x86-64, its dependencies covered (needs PyPI);
   - CMake accepts the configure line of the real run (PYCOMM_CUDA=on, PYCOMM_CUDA_ARCHS=90, NCCL, NVTX, MPI);
     configure only: scripts/gpu_compile_check.sh compiles the CUDA build in CI."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,8 @@ RESULT_MARK = "GPU_CHECK_COLLECTED "
 
 # Run in a fresh interpreter: collect the phases' GPU tests, import the modules the tests start in processes
 # of their own, parse the commands' arguments, then name the distributions of everything imported.
-COLLECT = r"""
+COLLECT = (
+    r"""
 import importlib, importlib.metadata as md, json, sys
 import pytest
 paths, modules, parses = json.loads(sys.argv[1])
@@ -56,8 +58,11 @@ for module, args in parses:
 owners = md.packages_distributions()
 tops = {name.split(".")[0] for name in list(sys.modules)} - set(sys.stdlib_module_names)
 used = {top: owners.get(top, []) for top in sorted(tops)}
-print(""" + repr(RESULT_MARK) + r""" + json.dumps({"rc": int(rc), "ids": Collector.ids, "errors": errors, "used": used}))
+print("""
+    + repr(RESULT_MARK)
+    + r""" + json.dumps({"rc": int(rc), "ids": Collector.ids, "errors": errors, "used": used}))
 """
+)
 
 
 def phase_of(nodeid: str, phases: Sequence[Phase]) -> str | None:
@@ -80,9 +85,12 @@ def started_modules(phases: Sequence[Phase]) -> list[str]:
     for ph in phases:
         for t in ph.tests:
             path = machine.ROOT / t
-            for f in ([path] if path.is_file() else sorted(path.rglob("test_*.py"))):
-                found.update(m for m in WORKER_MODULE.findall(f.read_text())
-                             if (machine.ROOT / (m.replace(".", "/") + ".py")).exists())
+            for f in [path] if path.is_file() else sorted(path.rglob("test_*.py")):
+                found.update(
+                    m
+                    for m in WORKER_MODULE.findall(f.read_text())
+                    if (machine.ROOT / (m.replace(".", "/") + ".py")).exists()
+                )
     return sorted(found)
 
 
@@ -105,16 +113,20 @@ def check_collection(phases: Sequence[Phase]) -> list[str]:
     for f in marker_files():
         if phase_of(f, phases) is None:
             problems.append(f"{f} marks tests gpu, but no phase runs it (add it to scripts/gpu_check/phases.py)")
-    payload = json.dumps([[p for p in paths if (machine.ROOT / p).exists()], started_modules(phases),
-                          command_parses(phases)])
+    payload = json.dumps(
+        [[p for p in paths if (machine.ROOT / p).exists()], started_modules(phases), command_parses(phases)]
+    )
     # pytest plugins installed here (not there) stay out: what they import is not what the phases need
     env = {**machine.step_env(DRY_BUILD / "no-wheels"), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    p = subprocess.run([sys.executable, "-c", COLLECT, payload], cwd=machine.ROOT, capture_output=True, text=True,
-                       timeout=600, env=env)
+    p = subprocess.run(
+        [sys.executable, "-c", COLLECT, payload], cwd=machine.ROOT, capture_output=True, text=True, timeout=600, env=env
+    )
     line = next((x for x in p.stdout.splitlines() if x.startswith(RESULT_MARK)), None)
     if line is None:
-        return problems + [f"collecting the phases' tests failed ({p.returncode}):\n{p.stdout[-3000:]}{p.stderr[-3000:]}"]
-    got = json.loads(line[len(RESULT_MARK):])
+        return problems + [
+            f"collecting the phases' tests failed ({p.returncode}):\n{p.stdout[-3000:]}{p.stderr[-3000:]}"
+        ]
+    got = json.loads(line[len(RESULT_MARK) :])
     if got["rc"] != 0:
         problems.append(f"pytest --collect-only -m gpu exited {got['rc']}:\n{p.stdout[-3000:]}")
     problems += got["errors"]
@@ -134,10 +146,12 @@ def unavailable(used: dict[str, list[str]]) -> list[str]:
     bad = []
     for top, dists in used.items():
         if top in LOCAL or top in OPTIONAL or top.startswith("_") or not dists:
-            continue   # ours, optional, private helpers, or of no installed distribution (stdlib extension)
+            continue  # ours, optional, private helpers, or of no installed distribution (stdlib extension)
         if not any(wheels.normalized(d) in have for d in dists):
-            bad.append(f"the GPU phases import {top} ({', '.join(dists)}), which neither the GPU image "
-                       f"({machine.IMAGE_PACKAGES.name}) nor {machine.WHEEL_LIST.name} provides")
+            bad.append(
+                f"the GPU phases import {top} ({', '.join(dists)}), which neither the GPU image "
+                f"({machine.IMAGE_PACKAGES.name}) nor {machine.WHEEL_LIST.name} provides"
+            )
     return bad
 
 
@@ -177,10 +191,12 @@ def main(phases: Sequence[Phase]) -> int:
     resolved: list[str] = []
 
     import threading
+
     def resolve() -> None:
         lines, bad = wheels.resolve()
         resolved.extend(lines)
         problems.extend(bad)
+
     resolver = threading.Thread(target=resolve)
     resolver.start()
     problems += check_collection(phases)
@@ -190,6 +206,8 @@ def main(phases: Sequence[Phase]) -> int:
     problems += finish_configure(*configure)
     for p in problems:
         print(f"problem: {p}", file=sys.stderr)
-    print(f"gpu_check --dry-run: {'FAILED, ' + str(len(problems)) + ' problem(s)' if problems else 'ok'} "
-          f"in {time.monotonic() - t0:.1f} s")
+    print(
+        f"gpu_check --dry-run: {'FAILED, ' + str(len(problems)) + ' problem(s)' if problems else 'ok'} "
+        f"in {time.monotonic() - t0:.1f} s"
+    )
     return 1 if problems else 0

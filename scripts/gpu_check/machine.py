@@ -1,6 +1,7 @@
 """The GPU machine's side of the check: the carried wheels installed offline into a prefix of their own,
 the environment every step runs in, the CMake line of the sm_90 build (shared with the dry run), and one
 line per fact about the machine for the summary."""
+
 from __future__ import annotations
 
 import os
@@ -12,12 +13,12 @@ from pathlib import Path
 from typing import Mapping
 
 ROOT = Path(__file__).resolve().parents[2]
-WHEELS_DIR = ROOT / ".whl"                 # filled here by scripts/gpu_wheels.sh, carried to the GPU machine
+WHEELS_DIR = ROOT / ".whl"  # filled here by scripts/gpu_wheels.sh, carried to the GPU machine
 WHEEL_LIST = ROOT / "scripts" / "gpu_wheels.txt"
 IMAGE_PACKAGES = ROOT / "scripts" / "gpu_image_packages.txt"
 BUILD_DIR = ROOT / "build" / "gpu-sm90"
-CUDA_ARCHS = "90"                          # H100 / H200: sm_90 only (docs/gpu.md)
-ROOT_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}   # commands run as root
+CUDA_ARCHS = "90"  # H100 / H200: sm_90 only (docs/gpu.md)
+ROOT_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}  # commands run as root
 
 
 def listed(path: Path) -> list[str]:
@@ -45,7 +46,7 @@ def wheel_env(prefix: Path, base: Mapping[str, str]) -> dict[str, str]:
     first("PYTHONPATH", site_packages(prefix))
     libmpi = lib / "libmpi.so.40"
     if libmpi.exists():
-        env["MPI4PY_LIBMPI"] = str(libmpi)   # mpi4py's ABI-neutral wheel loads exactly this MPI
+        env["MPI4PY_LIBMPI"] = str(libmpi)  # mpi4py's ABI-neutral wheel loads exactly this MPI
     return env
 
 
@@ -61,8 +62,21 @@ def step_env(prefix: Path) -> dict[str, str]:
 
 def install_wheels_argv(prefix: Path) -> list[str]:
     wheels = sorted(str(p) for p in WHEELS_DIR.glob("*.whl"))
-    return [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-            "--no-cache-dir", "--disable-pip-version-check", "--prefix", str(prefix), *wheels]
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-index",
+        "--no-deps",
+        "--no-compile",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--prefix",
+        str(prefix),
+        *wheels,
+    ]
 
 
 def mpicc(prefix: Path) -> Path | None:
@@ -79,9 +93,21 @@ def configure_argv(build_dir: Path, mpi_compiler: Path | None, python: str = sys
     nvidia-nccl-cu13 wheel) and NVTX when found (auto: a missing one fails its phases, not the build every
     phase needs; the dry run checks both are found where CI configures it), and MPI through `mpi_compiler`
     (off when there is none)."""
-    argv = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-GNinja", f"-DPython_EXECUTABLE={python}",
-            "-DCMAKE_BUILD_TYPE=Release", "-DPYCOMM_CUDA=on", "-DPYCOMM_HIP=off", f"-DPYCOMM_CUDA_ARCHS={CUDA_ARCHS}",
-            "-DPYCOMM_NCCL=auto", "-DPYCOMM_NVTX=auto"]
+    argv = [
+        "cmake",
+        "-S",
+        str(ROOT),
+        "-B",
+        str(build_dir),
+        "-GNinja",
+        f"-DPython_EXECUTABLE={python}",
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DPYCOMM_CUDA=on",
+        "-DPYCOMM_HIP=off",
+        f"-DPYCOMM_CUDA_ARCHS={CUDA_ARCHS}",
+        "-DPYCOMM_NCCL=auto",
+        "-DPYCOMM_NVTX=auto",
+    ]
     if mpi_compiler is not None:
         argv += ["-DPYCOMM_MPI=on", f"-DMPI_C_COMPILER={mpi_compiler}"]
     else:
@@ -132,10 +158,12 @@ else:
 def facts(env: Mapping[str, str]) -> list[str]:
     """One line per fact about the machine (what could not be read says so)."""
     out = []
-    for label, argv in (("nvidia-smi", ["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                                        "--format=csv,noheader"]),
-                        ("nvcc", ["nvcc", "--version"]), ("torch", [sys.executable, "-c", FACTS]),
-                        ("mpirun", ["mpirun", "--version"])):
+    for label, argv in (
+        ("nvidia-smi", ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]),
+        ("nvcc", ["nvcc", "--version"]),
+        ("torch", [sys.executable, "-c", FACTS]),
+        ("mpirun", ["mpirun", "--version"]),
+    ):
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(env))
             text = (p.stdout or p.stderr).strip().splitlines()
@@ -148,7 +176,7 @@ def facts(env: Mapping[str, str]) -> list[str]:
 
 
 def gpu_visible(env: Mapping[str, str]) -> str:
-    """"" when nvidia-smi lists a GPU, else why not."""
+    """ "" when nvidia-smi lists a GPU, else why not."""
     if shutil.which("nvidia-smi", path=env.get("PATH")) is None:
         return "nvidia-smi is not on PATH: this is not a GPU machine (run scripts/gpu_check.sh --dry-run here)"
     p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, env=dict(env))

@@ -4,6 +4,7 @@ it), that test is recorded as crashed, and the tests not yet run go on in a new 
 already finished or crashed deselected), until all ran, the time limit passes or MAX_ROUNDS processes were
 used. The phase's JUnit file is built from the progress records of every round (with each test's captured
 output, so GPU-RESULT lines survive a crash after them)."""
+
 from __future__ import annotations
 
 import json
@@ -17,25 +18,27 @@ from scripts.gpu_check.pytest_progress import DONE_ENV, ENV
 from scripts.gpu_check.step_runner import run_command
 
 PLUGIN = "scripts.gpu_check.pytest_progress"
-MAX_ROUNDS = 8           # pytest processes per phase: at most MAX_ROUNDS - 1 crashes are survived
+MAX_ROUNDS = 8  # pytest processes per phase: at most MAX_ROUNDS - 1 crashes are survived
 PYTEST_EXITS = range(6)  # pytest's own exit codes; anything else is a dead process (-11: SIGSEGV)
 CRASH_LOG_LINES = 60
 
 
 @dataclass
 class PhaseRun:
-    returncode: int | None      # 1 when a test crashed, else the last pytest's; None: killed at the time limit
+    returncode: int | None  # 1 when a test crashed, else the last pytest's; None: killed at the time limit
     seconds: float
     rounds: int
-    crashed: list[str] = field(default_factory=list)   # "nodeid (exit -11)", in order
-    killed_in: str = ""         # the test running when the time limit passed
+    crashed: list[str] = field(default_factory=list)  # "nodeid (exit -11)", in order
+    killed_in: str = ""  # the test running when the time limit passed
 
     def note(self) -> str:
         """What the summary adds to the phase's status (crashes and restarts; "" when there were none)."""
         parts = []
         if self.crashed:
-            parts.append(f"{len(self.crashed)} test(s) crashed pytest, the rest ran on in {self.rounds} processes: "
-                         + "; ".join(self.crashed))
+            parts.append(
+                f"{len(self.crashed)} test(s) crashed pytest, the rest ran on in {self.rounds} processes: "
+                + "; ".join(self.crashed)
+            )
         if self.killed_in:
             parts.append(f"killed in {self.killed_in}")
         return ", ".join(parts)
@@ -44,6 +47,7 @@ class PhaseRun:
 @dataclass
 class Progress:
     """What the progress records of every round say so far."""
+
     collected: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
     ended: set[str] = field(default_factory=set)
@@ -57,9 +61,9 @@ class Progress:
             try:
                 r = json.loads(line)
             except json.JSONDecodeError:
-                continue   # a line the crash cut short
+                continue  # a line the crash cut short
             if "collected" in r:
-                p.collected = p.collected or r["collected"]   # the first round's: every test of the phase
+                p.collected = p.collected or r["collected"]  # the first round's: every test of the phase
             elif "start" in r:
                 p.started.append(r["start"])
             elif "end" in r:
@@ -72,22 +76,28 @@ class Progress:
         return [n for n in self.started if n not in self.ended]
 
 
-def run(argv: Sequence[str], paths: Sequence[str], log: Path, junit: Path, limit_s: float, env: Mapping[str, str],
-        cwd: Path) -> PhaseRun:
+def run(
+    argv: Sequence[str], paths: Sequence[str], log: Path, junit: Path, limit_s: float, env: Mapping[str, str], cwd: Path
+) -> PhaseRun:
     """`python -m pytest <argv> <paths>` in as many rounds as crashes need; writes `junit`."""
     progress_file = log.with_name(log.stem + ".progress.jsonl")
     done_file = log.with_name(log.stem + ".done")
     progress_file.unlink(missing_ok=True)
     t0 = time.monotonic()
-    crashed: dict[str, str] = {}   # nodeid -> why
+    crashed: dict[str, str] = {}  # nodeid -> why
     result = PhaseRun(None, 0.0, 0)
     while result.rounds < MAX_ROUNDS:
         result.rounds += 1
         progress = Progress.read(progress_file)
         done_file.write_text("".join(f"{n}\n" for n in sorted(progress.ended | set(crashed))))
         log_start = log.stat().st_size if log.exists() else 0
-        out = run_command([*argv, "-p", PLUGIN, *paths], log, max(limit_s - (time.monotonic() - t0), 1),
-                          {**env, ENV: str(progress_file), DONE_ENV: str(done_file)}, cwd)
+        out = run_command(
+            [*argv, "-p", PLUGIN, *paths],
+            log,
+            max(limit_s - (time.monotonic() - t0), 1),
+            {**env, ENV: str(progress_file), DONE_ENV: str(done_file)},
+            cwd,
+        )
         progress = Progress.read(progress_file)
         running = [n for n in progress.running() if n not in crashed]
         if out.returncode is None:
@@ -99,8 +109,10 @@ def run(argv: Sequence[str], paths: Sequence[str], log: Path, junit: Path, limit
         # the process died (a signal, or os._exit in a test): in the test it had started last, or outside any
         # test (then nothing can go on)
         where = running[-1] if running else f"pytest (outside any test) in round {result.rounds}"
-        crashed[where] = f"the test process died with exit {out.returncode} while running it; the end of its log:\n" \
-                         + tail(log, log_start, CRASH_LOG_LINES)
+        crashed[where] = (
+            f"the test process died with exit {out.returncode} while running it; the end of its log:\n"
+            + tail(log, log_start, CRASH_LOG_LINES)
+        )
         result.crashed.append(f"{where} (exit {out.returncode})")
         result.returncode = 1
         left = set(progress.collected) - progress.ended - set(crashed)
@@ -129,9 +141,13 @@ def write_junit(path: Path, progress: Progress, crashed: Mapping[str, str], kill
         seconds = sum(r["duration"] for r in reports)
         total += seconds
         parts = nodeid.split("::")
-        case = ET.SubElement(suite, "testcase", classname=".".join([parts[0].removesuffix(".py").replace("/", "."),
-                                                                     *parts[1:-1]]),
-                             name=parts[-1], time=f"{seconds:.3f}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=".".join([parts[0].removesuffix(".py").replace("/", "."), *parts[1:-1]]),
+            name=parts[-1],
+            time=f"{seconds:.3f}",
+        )
         failed = [r for r in reports if r["outcome"] == "failed"]
         counts["tests"] += 1
         if nodeid in crashed or nodeid == killed_in:

@@ -5,6 +5,7 @@ output) and its end. A crash of the test process (a segfault in the core) then s
 before it and names the test it crashed in: pytest_phase.py runs the rest in a new process, deselecting
 the tests named in the file $GPU_CHECK_DONE (exact node ids, one a line: pytest's --deselect takes
 prefixes, and test_x would take test_x_too along), and builds the phase's JUnit file from these lines."""
+
 from __future__ import annotations
 
 import json
@@ -14,14 +15,14 @@ from typing import Any
 
 ENV = "GPU_CHECK_PROGRESS"
 DONE_ENV = "GPU_CHECK_DONE"
-TEXT_LIMIT = 8000   # characters of a failure's text or a test's output kept (their tails)
+TEXT_LIMIT = 8000  # characters of a failure's text or a test's output kept (their tails)
 
 _fd: int | None = None
 
 
 def _write(record: dict[str, Any]) -> None:
     if _fd is not None:
-        os.write(_fd, (json.dumps(record) + "\n").encode())   # unbuffered: nothing waits in this process
+        os.write(_fd, (json.dumps(record) + "\n").encode())  # unbuffered: nothing waits in this process
 
 
 def pytest_configure(config: Any) -> None:
@@ -53,8 +54,16 @@ def pytest_collection_finish(session: Any) -> None:
 
 def pytest_collectreport(report: Any) -> None:
     if report.failed:
-        _write({"nodeid": report.nodeid or "collection", "when": "collect", "outcome": "failed", "duration": 0.0,
-                "text": str(report.longrepr)[-TEXT_LIMIT:], "stdout": ""})
+        _write(
+            {
+                "nodeid": report.nodeid or "collection",
+                "when": "collect",
+                "outcome": "failed",
+                "duration": 0.0,
+                "text": str(report.longrepr)[-TEXT_LIMIT:],
+                "stdout": "",
+            }
+        )
 
 
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
@@ -64,14 +73,22 @@ def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
 def pytest_runtest_logreport(report: Any) -> None:
     outcome = report.outcome
     text = ""
-    if hasattr(report, "wasxfail"):   # an expected failure (skipped) or a non-strict unexpected pass (passed)
+    if hasattr(report, "wasxfail"):  # an expected failure (skipped) or a non-strict unexpected pass (passed)
         text = f"xfail: {report.wasxfail}" if report.skipped else ""
     elif report.failed:
         text = str(report.longrepr)
     elif report.skipped and isinstance(report.longrepr, tuple):
-        text = str(report.longrepr[2])   # (file, line, reason)
-    _write({"nodeid": report.nodeid, "when": report.when, "outcome": outcome, "duration": report.duration,
-            "text": text[-TEXT_LIMIT:], "stdout": report.capstdout[-TEXT_LIMIT:]})
+        text = str(report.longrepr[2])  # (file, line, reason)
+    _write(
+        {
+            "nodeid": report.nodeid,
+            "when": report.when,
+            "outcome": outcome,
+            "duration": report.duration,
+            "text": text[-TEXT_LIMIT:],
+            "stdout": report.capstdout[-TEXT_LIMIT:],
+        }
+    )
 
 
 def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:

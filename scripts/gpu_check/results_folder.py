@@ -1,9 +1,10 @@
 """What the GPU check leaves in its results folder (at most 8 files, none in subfolders):
-  summary.txt       the machine, then each step: status, test counts, seconds, and what it measured
-  junit.xml         every pytest phase's test suite, plus one suite per other step, merged
-  failures.log      the tail of each failed step's log
-  logs.tar.gz       every step's whole log
-  kernels_gpu.json, kernels_gpu.png   the benchmark (written by the bench phase itself)"""
+summary.txt       the machine, then each step: status, test counts, seconds, and what it measured
+junit.xml         every pytest phase's test suite, plus one suite per other step, merged
+failures.log      the tail of each failed step's log
+logs.tar.gz       every step's whole log
+kernels_gpu.json, kernels_gpu.png   the benchmark (written by the bench phase itself)"""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ from scripts.gpu_check.step_runner import FAILED, PASSED, SKIPPED, Result
 
 SUMMARY, JUNIT, FAILURES, LOGS = "summary.txt", "junit.xml", "failures.log", "logs.tar.gz"
 FAILURE_TAIL_LINES = 400
-FINDING = re.compile(r"GPU-RESULT: (.*)")   # a line a test or benchmark prints for the summary
+FINDING = re.compile(r"GPU-RESULT: (.*)")  # a line a test or benchmark prints for the summary
 COUNT_KEYS = ("tests", "passed", "failed", "errors", "skipped")
 
 
@@ -74,8 +75,15 @@ def merged_junit(results: Sequence[Result]) -> ET.Element:
 
 
 def _step_suite(r: Result) -> ET.Element:
-    suite = ET.Element("testsuite", name=f"gpu_check.{r.name}.step", tests="1", time=f"{r.seconds:.3f}",
-                       failures=str(int(r.status == FAILED)), errors="0", skipped=str(int(r.status == SKIPPED)))
+    suite = ET.Element(
+        "testsuite",
+        name=f"gpu_check.{r.name}.step",
+        tests="1",
+        time=f"{r.seconds:.3f}",
+        failures=str(int(r.status == FAILED)),
+        errors="0",
+        skipped=str(int(r.status == SKIPPED)),
+    )
     case = ET.SubElement(suite, "testcase", classname="gpu_check", name=r.name, time=f"{r.seconds:.3f}")
     if r.status == FAILED:
         failure = ET.SubElement(case, "failure", message=r.note or "failed")
@@ -97,14 +105,18 @@ def summary(header: Sequence[str], results: Sequence[Result], budget_s: float, u
     rows = [("step", "status", "tests", "passed", "failed", "errors", "skipped", "seconds", "note")]
     for r in results:
         c = r.counts or {}
-        rows.append((r.name, r.status, *(str(c[k]) if k in c else "-" for k in COUNT_KEYS), f"{r.seconds:.1f}",
-                     r.note))
+        rows.append((r.name, r.status, *(str(c[k]) if k in c else "-" for k in COUNT_KEYS), f"{r.seconds:.1f}", r.note))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     table = ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1] for row in rows]
     failed = [r.name for r in results if r.status == FAILED]
     skipped = [r.name for r in results if r.status == SKIPPED]
-    verdict = ("FAILED: " + ", ".join(failed) if failed else "INCOMPLETE: skipped " + ", ".join(skipped)
-               if skipped else "PASSED: every step")
+    verdict = (
+        "FAILED: " + ", ".join(failed)
+        if failed
+        else "INCOMPLETE: skipped " + ", ".join(skipped)
+        if skipped
+        else "PASSED: every step"
+    )
     lines = [*header, f"budget {budget_s:.0f} s, used {used_s:.0f} s", "", *table, "", f"overall: {verdict}"]
     measured = [(r.name, f) for r in results for f in r.findings]
     if measured:
@@ -119,8 +131,9 @@ def exit_code(results: Sequence[Result]) -> int:
     return 3 if any(r.status == SKIPPED for r in results) else 0
 
 
-def write(results_dir: Path, header: Sequence[str], results: Sequence[Result], budget_s: float, used_s: float,
-          log_dir: Path) -> str:
+def write(
+    results_dir: Path, header: Sequence[str], results: Sequence[Result], budget_s: float, used_s: float, log_dir: Path
+) -> str:
     """Write summary, JUnit, failure tails and the log archive into results_dir; returns the summary."""
     results_dir.mkdir(parents=True, exist_ok=True)
     text = summary(header, results, budget_s, used_s)
@@ -131,8 +144,11 @@ def write(results_dir: Path, header: Sequence[str], results: Sequence[Result], b
     (results_dir / SUMMARY).write_text(text)
     ET.ElementTree(merged_junit(results)).write(results_dir / JUNIT, encoding="utf-8", xml_declaration=True)
     failed = [r for r in results if r.status == FAILED]
-    parts = [f"==== {r.name}: {r.note} (last {FAILURE_TAIL_LINES} lines of its log) ====\n"
-             f"{_tail(r.log, FAILURE_TAIL_LINES)}\n" for r in failed]
+    parts = [
+        f"==== {r.name}: {r.note} (last {FAILURE_TAIL_LINES} lines of its log) ====\n"
+        f"{_tail(r.log, FAILURE_TAIL_LINES)}\n"
+        for r in failed
+    ]
     (results_dir / FAILURES).write_text("".join(parts) if parts else "no step failed\n")
     logs = sorted(p for p in log_dir.glob("*") if p.is_file()) if log_dir.exists() else []
     with tarfile.open(results_dir / LOGS, "w:gz") as tar:

@@ -1,6 +1,7 @@
 """The time budget and the running of one step: a command under a time limit, its output in a log file,
 killed with every process it started (mpirun's ranks, spawned workers) when the limit passes, so that no
 step can hang the run. A step that cannot start in the budget left is recorded as skipped."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
-KILL_GRACE_S = 10   # between SIGTERM and SIGKILL of a step past its limit
+KILL_GRACE_S = 10  # between SIGTERM and SIGKILL of a step past its limit
 
 
 class Budget:
@@ -39,17 +40,18 @@ class Result:
     counts: dict[str, int] | None = None
     log: Path | None = None
     junit: Path | None = None
-    findings: list[str] = field(default_factory=list)   # GPU-RESULT lines the step printed
+    findings: list[str] = field(default_factory=list)  # GPU-RESULT lines the step printed
 
 
 @dataclass
 class Outcome:
-    returncode: int | None    # None: killed at its time limit
+    returncode: int | None  # None: killed at its time limit
     seconds: float
 
 
-def run_command(argv: Sequence[str], log: Path, limit_s: float, env: Mapping[str, str] | None = None,
-                cwd: Path | None = None) -> Outcome:
+def run_command(
+    argv: Sequence[str], log: Path, limit_s: float, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Outcome:
     """Run argv with stdout and stderr into `log`, in a process group of its own; past limit_s seconds
     SIGTERM the group, then SIGKILL it. Whatever the group left behind is killed in the end too."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -58,8 +60,15 @@ def run_command(argv: Sequence[str], log: Path, limit_s: float, env: Mapping[str
         out.write(f"$ {' '.join(argv)}\n".encode())
         out.flush()
         try:
-            proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=None if env is None else dict(env), cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=None if env is None else dict(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
         except OSError as e:
             out.write(f"cannot start: {e}\n".encode())
             return Outcome(127, time.monotonic() - t0)
@@ -75,7 +84,7 @@ def run_command(argv: Sequence[str], log: Path, limit_s: float, env: Mapping[str
             code = None
             out.write(f"\n[gpu_check] killed after its time limit of {limit_s:.0f} s\n".encode())
         finally:
-            _signal_group(proc.pid, signal.SIGKILL)   # daemons and workers it left running
+            _signal_group(proc.pid, signal.SIGKILL)  # daemons and workers it left running
     return Outcome(code, time.monotonic() - t0)
 
 

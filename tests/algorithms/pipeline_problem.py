@@ -1,5 +1,6 @@
 """The models, batches and reference for the pipeline tests: small float64 models whose unsplit
 forward/backward on one process is the reference for every split."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -8,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BATCH = 24        # divisible by every micro-batch count the tests use (1, 2, 3, 4, 6, 8), also per replica
+BATCH = 24  # divisible by every micro-batch count the tests use (1, 2, 3, 4, 6, 8), also per replica
 KINDS = ("mlp", "deep", "tokens")
 RTOL, ATOL = 1e-5, 1e-12
 
@@ -24,8 +25,15 @@ def make_model(kind: str, seed: int) -> nn.Sequential:
             layers += [nn.Linear(a, b), nn.Tanh()]
         return nn.Sequential(*layers[:-1]).double()
     if kind == "tokens":
-        return nn.Sequential(nn.Embedding(11, 4), nn.Flatten(), nn.Linear(20, 16), nn.Tanh(), nn.Linear(16, 16),
-                             nn.Tanh(), nn.Linear(16, 5)).double()
+        return nn.Sequential(
+            nn.Embedding(11, 4),
+            nn.Flatten(),
+            nn.Linear(20, 16),
+            nn.Tanh(),
+            nn.Linear(16, 16),
+            nn.Tanh(),
+            nn.Linear(16, 5),
+        ).double()
     raise ValueError(kind)
 
 
@@ -33,8 +41,11 @@ def make_batch(kind: str, step: int, rows: int = BATCH) -> tuple[torch.Tensor, t
     """(x, y, loss_fn) of step `step`, the same on every rank."""
     g = torch.Generator().manual_seed(100 + step)
     if kind in ("mlp", "deep"):
-        return (torch.randn(rows, 6, generator=g, dtype=torch.float64),
-                torch.randn(rows, 3, generator=g, dtype=torch.float64), F.mse_loss)
+        return (
+            torch.randn(rows, 6, generator=g, dtype=torch.float64),
+            torch.randn(rows, 3, generator=g, dtype=torch.float64),
+            F.mse_loss,
+        )
     return (torch.randint(0, 11, (rows, 5), generator=g), torch.randint(0, 5, (rows,), generator=g), F.cross_entropy)
 
 

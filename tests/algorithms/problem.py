@@ -1,5 +1,6 @@
 """A small deterministic problem for checking update rules: an MLP (optionally with BatchNorm) and
 fixed per-(rank, step) batches."""
+
 from __future__ import annotations
 
 import torch
@@ -32,6 +33,7 @@ def loss_on(model: torch.nn.Module, rank: int, step: int) -> torch.Tensor:
 def make_inner(kind: str, params, lr: float = 0.1) -> torch.optim.Optimizer:
     """The wrapped (local) optimizer of a configuration."""
     from algorithms import LARS
+
     if kind == "sgd":
         return torch.optim.SGD(params, lr=lr)
     if kind == "momentum":

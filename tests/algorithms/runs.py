@@ -1,5 +1,6 @@
 """Launching an algorithms worker once per world size and reading every rank's per-case results, so
 that one mpirun serves many pytest cases."""
+
 from __future__ import annotations
 
 import json

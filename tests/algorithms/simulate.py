@@ -2,6 +2,7 @@
 
 Written from the rules' text with plain torch (no pycomm, no algorithms.* except the LARS optimizer
 that some configurations wrap), so that the real multi-rank runs can be compared against it."""
+
 from __future__ import annotations
 
 import copy
@@ -63,8 +64,9 @@ class Simulation:
                 w[k].copy_(avg)
 
 
-def simulate(name: str, options: dict[str, Any], n: int, steps: int, inner: str, batchnorm: bool = False,
-             schedule: bool = False) -> list[list[list[torch.Tensor]]]:
+def simulate(
+    name: str, options: dict[str, Any], n: int, steps: int, inner: str, batchnorm: bool = False, schedule: bool = False
+) -> list[list[list[torch.Tensor]]]:
     """trajectory[step][worker] = the worker's state_dict values after that step."""
     sim = Simulation(n, inner, batchnorm, schedule)
     rule = RULES[name](sim, options)
@@ -85,6 +87,7 @@ def mbsgd(sim: Simulation, o: dict[str, Any]):
             for i in range(sim.n):
                 sim.grads(i)[k].copy_(g)
         sim.step_all()
+
     return rule
 
 
@@ -96,6 +99,7 @@ def plsgd(sim: Simulation, o: dict[str, Any]):
         if t <= o.get("pre_post_steps", 0) or t - last[0] == o["averaging_freq"]:
             sim.average([sim.x(i) + sim.float_buffers(i) for i in range(sim.n)])
             last[0] = t
+
     return rule
 
 
@@ -127,6 +131,7 @@ def qsr(sim: Simulation, o: dict[str, Any]):
                     tensors[-1] = tensors[-1] + [sim.opts[i].state[p][key] for p in sim.models[i].parameters()]
         sim.average(tensors)
         next_round[0] = t + qsr_period(sim, o, t)
+
     return rule
 
 
@@ -144,12 +149,12 @@ def diloco(sim: Simulation, o: dict[str, Any]):
     X = [x.clone() for x in sim.x(0)]
     buf: dict[int, torch.Tensor] = {}
     adam = None
-    if o.get("outer_optimizer") is not None:   # a torch optimizer class by name, e.g. "Adam", lr only
+    if o.get("outer_optimizer") is not None:  # a torch optimizer class by name, e.g. "Adam", lr only
         X = [x.requires_grad_() for x in X]
         adam = [getattr(torch.optim, o["outer_optimizer"])([X[i] for i in frag], lr=lr) for frag in frags]
     qsr_mode = o.get("inner_steps") == "qsr"
     clock: list[dict[str, Any]] = [{"next": None, "last": None} for _ in frags]
-    flight: dict[int, tuple[int, list[torch.Tensor]]] = {}   # fragment -> (apply at, Delta)
+    flight: dict[int, tuple[int, list[torch.Tensor]]] = {}  # fragment -> (apply at, Delta)
 
     def outer_step(f: int, delta: list[torch.Tensor]) -> None:
         if adam is not None:
@@ -172,7 +177,7 @@ def diloco(sim: Simulation, o: dict[str, Any]):
                 x.copy_(alpha * x + (1 - alpha) * X[k].detach() if alpha else X[k].detach())
 
     def rule(t: int, losses: list[float]) -> None:
-        if qsr_mode:   # each clock without a next round gets one from the period starting now (t - 1 taken)
+        if qsr_mode:  # each clock without a next round gets one from the period starting now (t - 1 taken)
             h = qsr_period(sim, o, t - 1)
             for f, c in enumerate(clock):
                 if c["next"] is None:
@@ -191,6 +196,7 @@ def diloco(sim: Simulation, o: dict[str, Any]):
             clock[f] = {"next": None, "last": t}
             if tau == 0:
                 apply(f, flight.pop(f)[1])
+
     return rule
 
 
@@ -234,6 +240,7 @@ def easgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
                 for x in xs:
                     x.copy_((1 - cs) * (x + delta) + cs * c[k])
                 restart[k] = _mean(xs)
+
     return rule
 
 
@@ -241,9 +248,9 @@ def lsgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
     tau, cs, p = o["comm_period"], o["dist_pulling_strength"], o["local_pulling_strength"] / o["comm_period"]
     window, metric = o.get("leader_window", 10), o.get("leader_metric", "loss")
     multi = o.get("multi_leader", False)
-    centres = [[x.clone() for x in sim.x(i)] for i in range(sim.n)]   # per worker (lsgd) / shared (lsgd+)
+    centres = [[x.clone() for x in sim.x(i)] for i in range(sim.n)]  # per worker (lsgd) / shared (lsgd+)
     history: list[list[float]] = [[] for _ in range(sim.n)]
-    proxy = [0.0] * sim.n   # SDTL's score: EMA from 0 of <x_prev - x_now, g>, x_now after the local pull
+    proxy = [0.0] * sim.n  # SDTL's score: EMA from 0 of <x_prev - x_now, g>, x_now after the local pull
 
     def rule(t: int, losses: list[float]) -> None:
         before = [[x.clone() for x in sim.x(i)] for i in range(sim.n)]
@@ -277,17 +284,26 @@ def lsgd(sim: Simulation, o: dict[str, Any], plus: bool = False):
             if i != leader:
                 for x, xl in zip(sim.x(i), x_l):
                     if multi:
-                        x.copy_(x - (cs if local_due else 0.0) * (x - xl)
-                                - (o.get("global_pulling_strength", 0.1) if global_due else 0.0) * (x - xl))
+                        x.copy_(
+                            x
+                            - (cs if local_due else 0.0) * (x - xl)
+                            - (o.get("global_pulling_strength", 0.1) if global_due else 0.0) * (x - xl)
+                        )
                     else:
                         x.copy_((1 - strength) * x + strength * xl)
             for c, x in zip(centres[i], sim.x(i)):
                 c.copy_(x)
+
     return rule
 
 
 RULES = {
-    "mbsgd": mbsgd, "plsgd": plsgd, "qsr": qsr, "easgd": easgd,
+    "mbsgd": mbsgd,
+    "plsgd": plsgd,
+    "qsr": qsr,
+    "easgd": easgd,
     "easgd+": lambda sim, o: easgd(sim, o, plus=True),
-    "lsgd": lsgd, "lsgd+": lambda sim, o: lsgd(sim, o, plus=True), "diloco": diloco,
+    "lsgd": lsgd,
+    "lsgd+": lambda sim, o: lsgd(sim, o, plus=True),
+    "diloco": diloco,
 }

@@ -1,6 +1,7 @@
 """Smoke test of benchmarks/algorithms_gpt.py on 2 real ranks: 3 steps of DDP and QSR on the default link
 over a small generated text, then the JSON it writes: every field, finite losses, speedups against DDP
 and the goal computed, and the PNG. No timing assertions (the machine is shared and noisy)."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,30 @@ from tests import pseudo_text
 
 @pytest.mark.mpi
 def test_algorithms_gpt_benchmark_smoke(tmp_path: Path) -> None:
-    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")   # enough 64-character windows
+    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")  # enough 64-character windows
     out = tmp_path / "results"
-    algorithms_gpt.main(["--ranks", "2", "--steps", "3", "--batch", "2", "--repeats", "1", "--cases", "qsr",
-                         "--links", "default", "--data-dir", str(tmp_path / "data"), "--results-dir", str(out),
-                         "--timeout", "300"])
+    algorithms_gpt.main(
+        [
+            "--ranks",
+            "2",
+            "--steps",
+            "3",
+            "--batch",
+            "2",
+            "--repeats",
+            "1",
+            "--cases",
+            "qsr",
+            "--links",
+            "default",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--results-dir",
+            str(out),
+            "--timeout",
+            "300",
+        ]
+    )
     doc = json.loads((out / "algorithms_gpt.json").read_text())
     assert (out / "algorithms_gpt.png").stat().st_size > 0
     assert (doc["ranks"], doc["steps"], doc["batch_per_rank"], doc["repeats_done"]) == (2, 3, 2, 1)

@@ -3,6 +3,7 @@ backward is what step() applies (mbsgd's averaged gradients are final when backw
 GradScaler and LR schedulers take the wrapper, which is a torch.optim.Optimizer (no false warning that
 the scheduler stepped first; on one rank no bytes counted as communicated); LAP's workers clip too.
 Plus SDTL's constructor, as SDTL's scripts call it."""
+
 from __future__ import annotations
 
 import warnings
@@ -23,12 +24,14 @@ ALGORITHMS = sorted(QUIET)
 def one_rank_world() -> None:
     """The in-process tests wrap with comm=None: a world of this one process."""
     import pycomm
+
     pycomm.init()
 
 
 def test_every_loop_hooking_algorithm_is_covered():
-    assert set(algorithms.available()) - LOOP_OWNERS - SHARDED_GRADS - INDEPENDENT <= set(QUIET), \
+    assert set(algorithms.available()) - LOOP_OWNERS - SHARDED_GRADS - INDEPENDENT <= set(QUIET), (
         "add the new algorithm to around_step.QUIET"
+    )
 
 
 @pytest.mark.mpi
@@ -49,29 +52,29 @@ def test_grad_scaler_and_scheduler_take_the_wrapper(algorithm):
 
 @pytest.mark.parametrize("algorithm", sorted(set(algorithms.available())))
 def test_every_wrapper_is_a_torch_optimizer(algorithm):
-    if algorithms.lookup(algorithm).training == algorithms.traits.SERVER:   # needs a server and a worker
-        assert issubclass(algorithms.lookup(algorithm), torch.optim.Optimizer)   # built in test_ps_rules.py
+    if algorithms.lookup(algorithm).training == algorithms.traits.SERVER:  # needs a server and a worker
+        assert issubclass(algorithms.lookup(algorithm), torch.optim.Optimizer)  # built in test_ps_rules.py
         return
     model = SmallCNN()
     opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm=algorithm, model=model)
     assert isinstance(opt, torch.optim.Optimizer)
-    sched = algorithms.CosineWithWarmup(opt, total_steps=10)   # as apps.train schedules: the wrapper itself
+    sched = algorithms.CosineWithWarmup(opt, total_steps=10)  # as apps.train schedules: the wrapper itself
     assert sched.optimizer is opt and sched.get_last_lr() == [0.1] * len(opt.param_groups)
     calls = []
     opt.register_step_pre_hook(lambda o, args, kwargs: calls.append("pre"))
     opt.register_step_post_hook(lambda o, args, kwargs: calls.append("post"))
-    if type(opt).training != algorithms.traits.WRAPPER:   # trains in its own loop: step() refuses
+    if type(opt).training != algorithms.traits.WRAPPER:  # trains in its own loop: step() refuses
         assert opt._optimizer_step_pre_hooks and opt._optimizer_step_post_hooks
         return
     loss = model(torch.randn(2, 1, 28, 28)).square().mean()
     loss.backward()
     opt.step(loss=loss)
     assert calls == ["pre", "post"], calls
-    with warnings.catch_warnings():   # ZeRO and ssp step an optimizer of their own: no false order warning
+    with warnings.catch_warnings():  # ZeRO and ssp step an optimizer of their own: no false order warning
         warnings.filterwarnings("error", message=r"Detected call of `lr_scheduler.step\(\)`")
         sched.step()
     assert sched.get_last_lr()[0] < 0.1
-    assert opt.comm_stats()["bytes"] == 0, opt.comm_stats()   # one rank: nothing leaves it
+    assert opt.comm_stats()["bytes"] == 0, opt.comm_stats()  # one rank: nothing leaves it
 
 
 @pytest.mark.mpi
@@ -84,8 +87,14 @@ def test_sdtl_constructor_runs_an_sdtl_loop():
     model = torch.nn.Linear(4, 2)
     sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4, nesterov=True)
     for name, cls in (("EASGD", algorithms.EASGD), ("LSGD", algorithms.LSGD)):
-        opt = algorithms.CommOptimizer(sgd, dist_optim_name=name, world_size=1, comm_period=2,
-                                       dist_pulling_strength=0.5, local_pulling_strength=0.1)
+        opt = algorithms.CommOptimizer(
+            sgd,
+            dist_optim_name=name,
+            world_size=1,
+            comm_period=2,
+            dist_pulling_strength=0.5,
+            local_pulling_strength=0.1,
+        )
         assert type(opt) is cls
         for _ in range(3):
             opt.zero_grad()
@@ -103,11 +112,14 @@ def test_sdtl_world_size_must_match():
         algorithms.CommOptimizer(sgd, algorithm="easgd", dist_optim_name="EASGD")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"comm": "x"}, "comm must be a pycomm.Communicator"),
-    ({"model": 5}, "model must be the torch.nn.Module"),
-    ({"buffers": 5}, "buffers must be a list of tensors"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"comm": "x"}, "comm must be a pycomm.Communicator"),
+        ({"model": 5}, "model must be the torch.nn.Module"),
+        ({"buffers": 5}, "buffers must be a list of tensors"),
+    ],
+)
 @pytest.mark.parametrize("algorithm", sorted(set(algorithms.available())))
 def test_bad_comm_model_buffers_name_the_argument(algorithm, kwargs, message):
     sgd = torch.optim.SGD(torch.nn.Linear(4, 2).parameters(), lr=0.1)
@@ -118,8 +130,10 @@ def test_bad_comm_model_buffers_name_the_argument(algorithm, kwargs, message):
 def test_another_models_state_is_refused_at_load():
     def wrapped(features: int):
         model = torch.nn.Linear(features, 2)
-        return model, algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-                                               algorithm="plsgd", model=model)
+        return model, algorithms.CommOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), algorithm="plsgd", model=model
+        )
+
     model, opt = wrapped(4)
     model(torch.randn(3, 4)).sum().backward()
     opt.step()

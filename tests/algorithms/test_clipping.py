@@ -4,6 +4,7 @@ rank's own for local SGD, summed over the stages of a pipeline (pp x mbsgd, pp x
 own); torch's clip on the parameters under zero2/zero3 raises naming opt.clip_grad_norm_; syncps's workers
 clip their own gradient and its server refuses (3 ranks). In-process:
 argument checks and the methods that hold no gradient in the user's loop."""
+
 from __future__ import annotations
 
 import json
@@ -18,15 +19,19 @@ from tests.algorithms.runs import case
 from tests.algorithms.workers.clipping import LOCAL, NORMS
 from tests.launch import mpirun
 
-CASES = ([f"dp_{m}_{n}" for n in NORMS for m in ("mbsgd", "zero2", "zero3")] + [f"local_plsgd_{n}" for n in NORMS]
-         + ["dp_zero1_l2", "dp_zero2_hybrid_l2", "dp_zero2_hybrid_inf", "across_zero2_plsgd_l2"]
-         + [f"local_{m}_l2" for m in LOCAL]
-         + [f"pp_{m}_{n}" for m in ("torch", "mbsgd", "zero2", "zero3") for n in ("l2", "inf")])
+CASES = (
+    [f"dp_{m}_{n}" for n in NORMS for m in ("mbsgd", "zero2", "zero3")]
+    + [f"local_plsgd_{n}" for n in NORMS]
+    + ["dp_zero1_l2", "dp_zero2_hybrid_l2", "dp_zero2_hybrid_inf", "across_zero2_plsgd_l2"]
+    + [f"local_{m}_l2" for m in LOCAL]
+    + [f"pp_{m}_{n}" for m in ("torch", "mbsgd", "zero2", "zero3") for n in ("l2", "inf")]
+)
 
 
 @pytest.fixture(autouse=True)
 def one_rank_world() -> None:
     import pycomm
+
     pycomm.init()
 
 

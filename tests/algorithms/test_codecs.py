@@ -1,5 +1,6 @@
 """Algorithms communicating through pycomm's int8, int4 and 1-bit codecs (mpirun 2): int8 and int4 stay
 close to the exact trajectory, all send fewer bytes than the uncompressed run."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Every algorithm trains the tiny CNN on MNIST (8,000 / 2,000 split) to >= 95% eval accuracy on every
 rank with 2 ranks, seeded, within 3 epochs (186 steps of 2 x 64 samples)."""
+
 from __future__ import annotations
 
 import pytest

@@ -4,6 +4,7 @@ over F steps with fragments), rounds left in flight for sync_delay steps, QSR's 
 checkpoint taken with a round in flight, bf16 parameters. The rule itself against the N-worker
 simulation on real ranks: test_rules.py, test_resume.py, test_equivalences.py, test_codecs.py
 (configurations diloco-* in configs.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,8 +32,9 @@ def layered(width: int = 16, depth: int = 4) -> torch.nn.Sequential:
 
 
 def diloco(model: torch.nn.Module, **options) -> algorithms.DiLoCo:
-    return algorithms.CommOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-2), algorithm="diloco",
-                                    model=model, **options)
+    return algorithms.CommOptimizer(
+        torch.optim.AdamW(model.parameters(), lr=1e-2), algorithm="diloco", model=model, **options
+    )
 
 
 def train(model: torch.nn.Module, opt, steps: int, on_step=None) -> None:
@@ -48,20 +50,23 @@ def train(model: torch.nn.Module, opt, steps: int, on_step=None) -> None:
             on_step(t + 1)
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"inner_steps": 0}, "inner_steps must be >= 1"),
-    ({"inner_steps": "often"}, "inner_steps must be an integer >= 1 or 'qsr'"),
-    ({"inner_steps": 4, "sync_delay": 4}, "sync_delay=4 must be < inner_steps=4"),
-    ({"inner_steps": 2, "fragments": 3}, "fragments=3 must be <= inner_steps=2"),
-    ({"inner_steps": 8, "alpha": 0.1}, "alpha set QSR's period rule, which applies only with inner_steps='qsr'"),
-    ({"inner_steps": "qsr", "h_base": 2, "sync_delay": 2}, "sync_delay=2 must be < h_min=2"),
-    ({"mixing": 1.5}, r"mixing must be in \[0.0, 1.0\]"),
-    ({"outer_optimizer": "Adam", "outer_momentum": 0.5}, "outer_optimizer=Adam takes lr=outer_lr only"),
-    ({"outer_optimizer": "Nesterov"}, "outer_optimizer 'Nesterov' is not a torch.optim optimizer"),
-    ({"outer_optimizer": torch.nn.Linear}, "outer_optimizer must be None"),
-    ({"outer_lr": -1}, r"outer_lr must be in \[0.0, inf\]"),
-    ({"codec": "int3"}, "codec 'int3' is not a codec name"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"inner_steps": 0}, "inner_steps must be >= 1"),
+        ({"inner_steps": "often"}, "inner_steps must be an integer >= 1 or 'qsr'"),
+        ({"inner_steps": 4, "sync_delay": 4}, "sync_delay=4 must be < inner_steps=4"),
+        ({"inner_steps": 2, "fragments": 3}, "fragments=3 must be <= inner_steps=2"),
+        ({"inner_steps": 8, "alpha": 0.1}, "alpha set QSR's period rule, which applies only with inner_steps='qsr'"),
+        ({"inner_steps": "qsr", "h_base": 2, "sync_delay": 2}, "sync_delay=2 must be < h_min=2"),
+        ({"mixing": 1.5}, r"mixing must be in \[0.0, 1.0\]"),
+        ({"outer_optimizer": "Adam", "outer_momentum": 0.5}, "outer_optimizer=Adam takes lr=outer_lr only"),
+        ({"outer_optimizer": "Nesterov"}, "outer_optimizer 'Nesterov' is not a torch.optim optimizer"),
+        ({"outer_optimizer": torch.nn.Linear}, "outer_optimizer must be None"),
+        ({"outer_lr": -1}, r"outer_lr must be in \[0.0, inf\]"),
+        ({"codec": "int3"}, "codec 'int3' is not a codec name"),
+    ],
+)
 def test_bad_options_are_named(options, message) -> None:
     with pytest.raises(OptionError, match=message):
         diloco(layered(), **options)
@@ -79,10 +84,13 @@ def test_fragments_are_strided_over_the_gpt_layers() -> None:
     keys = [layer_key(names[g[0]]) for g in layers(params, model)]
     assert keys == ["tok", "pos", "blocks.0", "blocks.1", "blocks.2", "blocks.3", "norm"]
     frags = strided(layers(params, model), 3)
-    assert [sorted({layer_key(names[i]) for i in f}) for f in frags] == \
-        [["blocks.1", "norm", "tok"], ["blocks.2", "pos"], ["blocks.0", "blocks.3"]]
+    assert [sorted({layer_key(names[i]) for i in f}) for f in frags] == [
+        ["blocks.1", "norm", "tok"],
+        ["blocks.2", "pos"],
+        ["blocks.0", "blocks.3"],
+    ]
     assert sorted(i for f in frags for i in f) == list(range(len(params)))
-    assert layers(params, None) == [[i] for i in range(len(params))]   # without a model: one tensor each
+    assert layers(params, None) == [[i] for i in range(len(params))]  # without a model: one tensor each
 
 
 @pytest.mark.parametrize("fragments", [1, 4])
@@ -95,12 +103,20 @@ def test_one_parameter_set_per_period_spread_over_the_fragments(fragments: int) 
     opt = diloco(model, inner_steps=8, fragments=fragments)
     reduced = lambda: sum(op["bytes"] for op in pycomm.stats().values())  # noqa: E731
     per_step, calls, last = [], [], {"bytes": reduced(), "calls": opt.comm_stats()["calls"]}
-    train(model, opt, 24, lambda t: (per_step.append(reduced() - last["bytes"]),
-                                     calls.append(opt.comm_stats()["calls"] - last["calls"]),
-                                     last.update(bytes=reduced(), calls=opt.comm_stats()["calls"])))
+    train(
+        model,
+        opt,
+        24,
+        lambda t: (
+            per_step.append(reduced() - last["bytes"]),
+            calls.append(opt.comm_stats()["calls"] - last["calls"]),
+            last.update(bytes=reduced(), calls=opt.comm_stats()["calls"]),
+        ),
+    )
     assert max(per_step) == total // fragments
-    assert [t + 1 for t, b in enumerate(per_step) if b] == [t for t in range(1, 25) if t % 8 in
-                                                             {(f * 8) // fragments for f in range(fragments)}]
+    assert [t + 1 for t, b in enumerate(per_step) if b] == [
+        t for t in range(1, 25) if t % 8 in {(f * 8) // fragments for f in range(fragments)}
+    ]
     assert sum(per_step) == 3 * total and set(calls) == {0, 1}
     assert opt.rounds == 3 * fragments
 
@@ -122,15 +138,15 @@ def test_a_checkpoint_with_a_round_in_flight_resumes_exactly() -> None:
             return [p.detach().clone() for p in model.parameters()]
         train(model, opt, cut)
         state = {"model": model.state_dict(), "opt": opt.state_dict()}
-        assert state["opt"]["algorithm_state"]["in_flight"].keys() == {0}      # started at 4, applied at 6
-        residuals = state["opt"]["channel"]["residuals"]["fragment0"]   # one rank: the re-encoding's ("server")
+        assert state["opt"]["algorithm_state"]["in_flight"].keys() == {0}  # started at 4, applied at 6
+        residuals = state["opt"]["channel"]["residuals"]["fragment0"]  # one rank: the re-encoding's ("server")
         assert sum(float(r.abs().sum()) for r in residuals.values() if r is not None) > 0
         model = layered()
         opt = diloco(model, inner_steps=4, fragments=2, sync_delay=2, mixing=0.5, codec="int4")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         g = torch.Generator().manual_seed(1)
-        for t in range(12):   # the same batches as the uninterrupted run
+        for t in range(12):  # the same batches as the uninterrupted run
             x = torch.randn(8, 16, generator=g)
             if t < cut:
                 continue
@@ -138,6 +154,7 @@ def test_a_checkpoint_with_a_round_in_flight_resumes_exactly() -> None:
             opt.step()
             opt.zero_grad()
         return [p.detach().clone() for p in model.parameters()]
+
     assert all(torch.equal(a, b) for a, b in zip(run(None), run(5)))
 
 
@@ -153,7 +170,7 @@ def test_qsr_period_rule_picks_each_rounds_h() -> None:
     lr, steps, options = warmup_cosine(0.1, 0, 600), 600, {"h_base": 4, "alpha": 0.35, "h_min": 2, "total_steps": 600}
     want = reference_round_ends(lr, steps, 4, 0.35, 2.0, 2, 0, 600)
     ends, periods = pycomm_round_ends(lr, steps, algorithm="diloco", inner_steps="qsr", **options)
-    assert all(t + h in want or t + h > steps for t, h in periods)   # current_period between rounds: the next H
+    assert all(t + h in want or t + h > steps for t, h in periods)  # current_period between rounds: the next H
     assert len(want) > 10 and ends == want
 
 
@@ -163,10 +180,10 @@ def test_average_now_applies_the_rounds_in_flight_and_leaves_the_outer_state() -
     train(model, opt, 6)
     assert opt.in_flight == {1: 7} and opt.rounds == 2
     outer = [x.clone() for x in opt.global_params]
-    opt.average_now()                                    # one rank: the mean is this rank's model
+    opt.average_now()  # one rank: the mean is this rank's model
     assert opt.in_flight == {} and opt.rounds == 3
     moved = {i for i, (a, b) in enumerate(zip(outer, opt.global_params)) if not torch.equal(a, b)}
-    assert moved == set(opt.fragments[1])                # the round in flight's outer step, nothing else
+    assert moved == set(opt.fragments[1])  # the round in flight's outer step, nothing else
 
 
 def test_bf16_parameters_keep_an_fp32_global_copy() -> None:

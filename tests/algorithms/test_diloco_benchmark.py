@@ -1,6 +1,7 @@
 """Smoke tests of benchmarks/diloco.py (and its sweep) on 2 real ranks: 3 steps of mbsgd and diloco (H = 64, int4) on a
 small generated text and a small GPT, then the JSON it writes (ratios against mbsgd, the goal, bytes sent
 while training: none for diloco before its first round) and the PNG. No timing assertions."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,34 @@ from tests import pseudo_text
 def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
     pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")
     out = tmp_path / "results"
-    diloco.main(["--ranks", "2", "--steps", "3", "--batch", "2", "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
-                 "--seeds", "1", "--cases", "diloco-h64+int4", "--links", "default",
-                 "--data-dir", str(tmp_path / "data"), "--results-dir", str(out), "--timeout", "300"])
+    diloco.main(
+        [
+            "--ranks",
+            "2",
+            "--steps",
+            "3",
+            "--batch",
+            "2",
+            "--n-layer",
+            "1",
+            "--n-embd",
+            "32",
+            "--n-head",
+            "2",
+            "--seeds",
+            "1",
+            "--cases",
+            "diloco-h64+int4",
+            "--links",
+            "default",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--results-dir",
+            str(out),
+            "--timeout",
+            "300",
+        ]
+    )
     doc = json.loads((out / "diloco.json").read_text())
     assert (out / "diloco.png").stat().st_size > 0
     assert (doc["ranks"], doc["steps"], doc["seeds"], doc["reference"]) == (2, 3, 1, "mbsgd")
@@ -29,8 +55,8 @@ def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
         assert set(diloco.COLUMNS) - {"goal"} <= set(row), set(diloco.COLUMNS) - set(row)
         assert math.isfinite(row["eval_loss"]) and row["samples_per_s"] > 0 and row["seeds"] == 1
     runs = {r["case"]: r["result"] for r in doc["runs"]}
-    assert runs["mbsgd"]["bytes_sent"] == 3 * 4 * runs["mbsgd"]["parameters"]   # fp32 gradients every step
-    assert runs["diloco-h64+int4"]["bytes_sent"] == 0                            # no round in 3 steps
+    assert runs["mbsgd"]["bytes_sent"] == 3 * 4 * runs["mbsgd"]["parameters"]  # fp32 gradients every step
+    assert runs["diloco-h64+int4"]["bytes_sent"] == 0  # no round in 3 steps
     assert rows["mbsgd"]["eval_loss_vs_mbsgd"] == 1.0 and "goal" not in rows["mbsgd"]
     d = rows["diloco-h64+int4"]
     assert d["eval_loss_vs_mbsgd"] == pytest.approx(d["eval_loss"] / rows["mbsgd"]["eval_loss"])
@@ -45,16 +71,38 @@ def test_diloco_sweep_smoke(tmp_path: Path) -> None:
     makes one; an int4 round sends a little over half a byte per parameter."""
     pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")
     out = tmp_path / "results"
-    diloco_sweep.main(["--ranks", "2", "--steps", "20", "--batch", "2", "--n-layer", "1", "--n-embd", "32",
-                       "--n-head", "2", "--variants", "diloco-qsr+int4", "--data-dir", str(tmp_path / "data"),
-                       "--results-dir", str(out), "--timeout", "300"])
+    diloco_sweep.main(
+        [
+            "--ranks",
+            "2",
+            "--steps",
+            "20",
+            "--batch",
+            "2",
+            "--n-layer",
+            "1",
+            "--n-embd",
+            "32",
+            "--n-head",
+            "2",
+            "--variants",
+            "diloco-qsr+int4",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--results-dir",
+            str(out),
+            "--timeout",
+            "300",
+        ]
+    )
     doc = json.loads((out / "diloco_sweep.json").read_text())
     assert (out / "diloco_sweep.png").stat().st_size > 0
     runs = {r["case"]: r for r in doc["runs"]}
     assert list(runs) == ["mbsgd", "diloco-qsr+int4"] and all("result" in r for r in runs.values())
     assert runs["diloco-qsr+int4"]["options"]["inner_steps"] == "qsr"
     params = runs["mbsgd"]["result"]["parameters"]
-    assert params < runs["diloco-qsr+int4"]["result"]["bytes_sent"] < 1.5 * params   # two rounds, not one
+    assert params < runs["diloco-qsr+int4"]["result"]["bytes_sent"] < 1.5 * params  # two rounds, not one
     rows = {r["case"]: r for r in doc["results"]}
     assert rows["diloco-qsr+int4"]["eval_loss_vs_mbsgd"] == pytest.approx(
-        rows["diloco-qsr+int4"]["eval_loss"] / rows["mbsgd"]["eval_loss"])
+        rows["diloco-qsr+int4"]["eval_loss"] / rows["mbsgd"]["eval_loss"]
+    )

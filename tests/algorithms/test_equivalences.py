@@ -1,6 +1,7 @@
 """mbsgd on N ranks == one process on the concatenated batch; plsgd H=1 == mbsgd; qsr alpha=0 ==
 plsgd with H = h_base; diloco with outer SGD lr 1 and no momentum == plsgd with the same H; easgd with
 zero strengths == independent local SGD (mpirun 2 and 4)."""
+
 from __future__ import annotations
 
 import pytest

@@ -4,6 +4,7 @@ as the unsplit model does, and its model part loads into a plain torch model; a 
 state_dict() loaded on another rank is refused, naming who saved it and full_state_dict; plsgd's full state
 is its ranks' mean. In-process: a
 full state that is not one is refused."""
+
 from __future__ import annotations
 
 import tempfile
@@ -16,12 +17,13 @@ from tests.algorithms.runs import case
 from tests.algorithms.workers.full_state import METHODS
 
 SAVED_ON = {2: tempfile.mkdtemp(prefix="full-state-2-"), 4: tempfile.mkdtemp(prefix="full-state-4-")}
-ON_TWO = tempfile.mkdtemp(prefix="full-state-refuse-")   # one run serves every refuse/average case
+ON_TWO = tempfile.mkdtemp(prefix="full-state-refuse-")  # one run serves every refuse/average case
 
 
 @pytest.fixture(autouse=True)
 def one_rank_world() -> None:
     import pycomm
+
     pycomm.init()
 
 
@@ -49,8 +51,13 @@ def test_per_rank_full_state_is_the_ranks_mean():
         assert res["ok"], (rank, res)
 
 
-@pytest.mark.parametrize("bad, words", [({"state": {}, "param_groups": []}, "expected the {'model'"),
-                                        ({"model": {}, "optimizer": {}}, "lacks parameter 'weight'")])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ({"state": {}, "param_groups": []}, "expected the {'model'"),
+        ({"model": {}, "optimizer": {}}, "lacks parameter 'weight'"),
+    ],
+)
 def test_what_is_not_a_full_state_is_refused(bad, words):
     model = torch.nn.Linear(3, 2)
     opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="mbsgd", model=model)

@@ -1,4 +1,5 @@
 """LPP-SGD's block partition: contiguous, covering, non-empty, and optimally balanced."""
+
 import itertools
 import random
 

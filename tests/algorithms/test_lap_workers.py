@@ -1,5 +1,6 @@
 """LAP/LPP worker machinery on one rank: P real worker processes share one model lock-free; counters,
 per-worker momentum and LPP's partitioned steps. (Averaging across ranks: test_lapsgd.py.)"""
+
 from __future__ import annotations
 
 import time
@@ -11,23 +12,53 @@ from torch.utils.data import TensorDataset
 from algorithms.lap.pool import WorkerPool
 from algorithms.lap.shared import MomentumState, SharedCounters
 from algorithms.lap.worker import GroupHyper, HogwildWorker, WorkerSpec
-from tests.algorithms.lap_models import Scale, SmallCNN, WideSum, failing_loss, linear_loss, mean_loss, paced_linear_loss
+from tests.algorithms.lap_models import (
+    Scale,
+    SmallCNN,
+    WideSum,
+    failing_loss,
+    linear_loss,
+    mean_loss,
+    paced_linear_loss,
+)
 
-LR = 1.0 / 64   # updates of 1/64 are exact in fp32: a lost or extra update shows as a whole multiple
+LR = 1.0 / 64  # updates of 1/64 are exact in fp32: a lost or extra update shows as a whole multiple
 
 
 def ones_dataset(n: int = 64, width: int = 8) -> TensorDataset:
     return TensorDataset(torch.ones(n, width), torch.ones(n, width))
 
 
-def make_pool(model: torch.nn.Module, workers: int, steps: int, momentum: float = 0.0, loss=linear_loss,
-              start_method: str = "fork", blocks=None, device: str = "cpu") -> tuple[WorkerPool, MomentumState]:
+def make_pool(
+    model: torch.nn.Module,
+    workers: int,
+    steps: int,
+    momentum: float = 0.0,
+    loss=linear_loss,
+    start_method: str = "fork",
+    blocks=None,
+    device: str = "cpu",
+) -> tuple[WorkerPool, MomentumState]:
     params = list(model.parameters())
     state = MomentumState.zeros(params, workers)
-    pool = WorkerPool(model=model, loss_fn=loss, dataset=ones_dataset(), shard=torch.arange(64), batch_size=8,
-                      groups=[GroupHyper(momentum, 0.0, 0.0, False)], group_of=[0] * len(params),
-                      momentum=state, blocks=blocks, prepassm_steps=0, seeds=list(range(workers)),
-                      device=torch.device(device), start_method=start_method, threads=1, first_step=0, steps=steps)
+    pool = WorkerPool(
+        model=model,
+        loss_fn=loss,
+        dataset=ones_dataset(),
+        shard=torch.arange(64),
+        batch_size=8,
+        groups=[GroupHyper(momentum, 0.0, 0.0, False)],
+        group_of=[0] * len(params),
+        momentum=state,
+        blocks=blocks,
+        prepassm_steps=0,
+        seeds=list(range(workers)),
+        device=torch.device(device),
+        start_method=start_method,
+        threads=1,
+        first_step=0,
+        steps=steps,
+    )
     pool.set_lrs([LR])
     return pool, state
 
@@ -54,13 +85,13 @@ def test_the_pool_sleeps_between_calls_and_continues_with_the_same_workers():
     wait_until(pool.finished, "finished")
     pids = [p.pid for p in pool.procs]
     assert pool.startup_seconds > 0 and pool.done() == 300 and sum(pool.per_worker()) == 300
-    time.sleep(0.2)   # idle workers claim nothing past the budget
+    time.sleep(0.2)  # idle workers claim nothing past the budget
     assert pool.counters.claimed.value == 300 and pool.alive()
-    pool.begin(700)   # the next call: the same processes go on, no start-up
+    pool.begin(700)  # the next call: the same processes go on, no start-up
     wait_until(pool.finished, "finished")
     assert [p.pid for p in pool.procs] == pids and pool.startup_seconds == 0.0
-    assert pool.done() == 700 and sum(pool.per_worker()) == 400   # per_worker counts this call only
-    applied = (-model.w.detach() / LR).round()   # both calls' updates landed on the one shared model
+    assert pool.done() == 700 and sum(pool.per_worker()) == 400  # per_worker counts this call only
+    applied = (-model.w.detach() / LR).round()  # both calls' updates landed on the one shared model
     assert torch.all(applied <= 700) and torch.all(applied >= 0.9 * 700), applied
     pool.close()
     assert [p.exitcode for p in pool.procs] == [0, 0] and not pool.alive()
@@ -70,7 +101,7 @@ def test_the_pool_sleeps_between_calls_and_continues_with_the_same_workers():
 def test_workers_update_one_shared_model(start_method):
     model = Scale()
     model.share_memory()
-    steps = 300   # paced (4 ms a step): one worker cannot take them all before the other wakes
+    steps = 300  # paced (4 ms a step): one worker cannot take them all before the other wakes
     pool, _ = make_pool(model, workers=2, steps=steps, start_method=start_method, loss=paced_linear_loss)
     run_to_end(pool)
     per_worker = pool.per_worker()
@@ -87,10 +118,10 @@ def test_workers_update_one_shared_model(start_method):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA/ROCm device")
 def test_workers_update_one_gpu_model_through_cuda_ipc():
-    model = Scale().cuda()      # one copy in GPU memory; spawned workers map it by CUDA IPC
+    model = Scale().cuda()  # one copy in GPU memory; spawned workers map it by CUDA IPC
     steps = 400
     pool, state = make_pool(model, workers=2, steps=steps, momentum=0.5, start_method="spawn", device="cuda")
-    assert all(spec.device == model.w.device for spec in pool.specs)   # "cuda" is the model's GPU, with its index
+    assert all(spec.device == model.w.device for spec in pool.specs)  # "cuda" is the model's GPU, with its index
     run_to_end(pool)
     per_worker = pool.per_worker()
     assert pool.done() == steps and sum(per_worker) == steps and all(n > 0 for n in per_worker), per_worker
@@ -114,7 +145,7 @@ def test_on_a_gpu_an_update_counted_has_landed():
     for target in range(4, 41, 4):
         pool.begin(target)
         wait_until(pool.finished, "finished")
-        ends = model.w.detach()[[0, -1]]          # read at once, in this process's own stream
+        ends = model.w.detach()[[0, -1]]  # read at once, in this process's own stream
         assert pool.done() == target and ends.tolist() == [-LR * target] * 2, (target, ends.tolist())
     pool.close()
     assert pool.failure() is None
@@ -128,7 +159,7 @@ def test_each_worker_keeps_its_own_momentum():
     run_to_end(pool)
     for w, k in enumerate(pool.per_worker()):
         # gradient 1 every step: worker w's buffer after its k steps is 1 + m + ... + m^(k-1)
-        expected = sum(m ** i for i in range(k))
+        expected = sum(m**i for i in range(k))
         assert state.ready[w, 0] == 1
         torch.testing.assert_close(state.buffers[w][0], torch.full((8,), expected), rtol=1e-6, atol=0)
 
@@ -140,7 +171,7 @@ def test_staleness_counts_the_other_workers_updates_between_read_and_update():
     counters.finish(1, 0.5, read_at=0)
     counters.finish(0, 0.5, read_at=0)
     counters.finish(2, 0.5, read_at=2)
-    counters.finish(1, 0.5, read_at=1)   # read before worker 0's update and worker 2's landed
+    counters.finish(1, 0.5, read_at=1)  # read before worker 0's update and worker 2's landed
     assert counters.stale[:] == [1, 2, 0] and counters.done.value == 4
 
 
@@ -151,16 +182,29 @@ def test_a_worker_counts_the_updates_that_land_while_it_computes():
     counters.lrs[:] = [LR]
     counters.go.set()
 
-    def loss_with_another_update(out, target):   # worker 1's update lands during worker 0's forward
+    def loss_with_another_update(out, target):  # worker 1's update lands during worker 0's forward
         counters.finish(1, 0.0, read_at=counters.done.value)
-        counters.request_stop()                  # worker 0 ends after this step
+        counters.request_stop()  # worker 0 ends after this step
         return linear_loss(out, target)
 
-    spec = WorkerSpec(worker=0, model=model, loss_fn=loss_with_another_update, dataset=ones_dataset(),
-                      shard=torch.arange(64), batch_size=8, seed=0, device=torch.device("cpu"),
-                      groups=[GroupHyper(0.0, 0.0, 0.0, False)], group_of=[0] * len(params),
-                      momentum=MomentumState.zeros(params, 2), counters=counters, block=None, prepassm_steps=0,
-                      threads=1, errors=None)
+    spec = WorkerSpec(
+        worker=0,
+        model=model,
+        loss_fn=loss_with_another_update,
+        dataset=ones_dataset(),
+        shard=torch.arange(64),
+        batch_size=8,
+        seed=0,
+        device=torch.device("cpu"),
+        groups=[GroupHyper(0.0, 0.0, 0.0, False)],
+        group_of=[0] * len(params),
+        momentum=MomentumState.zeros(params, 2),
+        counters=counters,
+        block=None,
+        prepassm_steps=0,
+        threads=1,
+        errors=None,
+    )
     HogwildWorker(spec).run()
     # worker 0 read the model before worker 1's update, and applied its own after it
     assert counters.stale[:] == [1, 0] and counters.per_worker[:] == [1, 1] and counters.done.value == 2
@@ -174,14 +218,14 @@ def test_mean_staleness_of_real_workers(workers):
     pool.begin(600)
     wait_until(pool.finished, "finished")
     stale, per_worker = pool.counters.stale[:], pool.per_worker()
-    if workers == 1:   # nobody else writes: every update is computed on the model as it is applied to
+    if workers == 1:  # nobody else writes: every update is computed on the model as it is applied to
         assert stale == [0] and pool.mean_staleness() == 0.0
     else:
         # one worker's read-to-update windows do not overlap, so another's update falls in at most one:
         # a worker's staleness is at most the updates the others applied
         assert all(0 <= s <= 600 - n for s, n in zip(stale, per_worker)), (stale, per_worker)
         assert pool.mean_staleness() == sum(stale) / 600
-    pool.begin(900)   # a second call, on the same workers, counts its own updates only
+    pool.begin(900)  # a second call, on the same workers, counts its own updates only
     wait_until(pool.finished, "finished")
     assert pool.done() == 900 and sum(pool.per_worker()) == 300
     assert pool.mean_staleness() == (sum(pool.counters.stale[:]) - sum(stale)) / 300
@@ -206,18 +250,31 @@ def in_process_worker(model: torch.nn.Module, worker: int, blocks, prepassm_step
     ctx = torch.multiprocessing.get_context("fork")
     counters = SharedCounters.create(ctx, 2, 1, 0, 100)
     counters.lrs[:] = [0.1]
-    spec = WorkerSpec(worker=worker, model=model, loss_fn=torch.nn.functional.cross_entropy, dataset=None,
-                      shard=None,
-                      batch_size=4, seed=0, device=torch.device("cpu"), groups=[GroupHyper(0.9, 0.0, 1e-4, False)],
-                      group_of=[0] * len(params), momentum=MomentumState.zeros(params, 2), counters=counters,
-                      block=None if blocks is None else blocks[worker], prepassm_steps=prepassm_steps,
-                      threads=1, errors=None)
+    spec = WorkerSpec(
+        worker=worker,
+        model=model,
+        loss_fn=torch.nn.functional.cross_entropy,
+        dataset=None,
+        shard=None,
+        batch_size=4,
+        seed=0,
+        device=torch.device("cpu"),
+        groups=[GroupHyper(0.9, 0.0, 1e-4, False)],
+        group_of=[0] * len(params),
+        momentum=MomentumState.zeros(params, 2),
+        counters=counters,
+        block=None if blocks is None else blocks[worker],
+        prepassm_steps=prepassm_steps,
+        threads=1,
+        errors=None,
+    )
     return HogwildWorker(spec)
 
 
 @pytest.mark.parametrize("worker", [0, 1])
 def test_lpp_partitioned_step_touches_only_the_workers_block(worker):
     from algorithms.lap.blocks import partition_blocks
+
     torch.manual_seed(0)
     model = SmallCNN()
     params = list(model.parameters())
@@ -263,13 +320,17 @@ class ItemWise(torch.utils.data.Dataset):
         return torch.tensor([float(i)]), i
 
 
-@pytest.mark.parametrize("dataset", [WithBatch(), TensorDataset(torch.arange(10.0) * 2, torch.arange(10)), ItemWise()],
-                         ids=["batch-method", "tensor-dataset", "item-wise"])
+@pytest.mark.parametrize(
+    "dataset",
+    [WithBatch(), TensorDataset(torch.arange(10.0) * 2, torch.arange(10)), ItemWise()],
+    ids=["batch-method", "tensor-dataset", "item-wise"],
+)
 def test_batches_cover_the_shard_once_per_pass(dataset):
     from algorithms.lap.worker import batches
+
     shard = torch.tensor([1, 3, 5, 7, 9])
     it = batches(dataset, shard, batch_size=2, seed=3)
-    for _ in range(2):   # two passes: 2 + 2 + 1 items each, every shard index exactly once
+    for _ in range(2):  # two passes: 2 + 2 + 1 items each, every shard index exactly once
         seen = [next(it)[1] for _ in range(3)]
         assert [len(t) for t in seen] == [2, 2, 1]
         assert sorted(torch.cat([torch.as_tensor(t) for t in seen]).tolist()) == shard.tolist()

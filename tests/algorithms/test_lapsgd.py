@@ -1,5 +1,6 @@
 """lapsgd / lppsgd through algorithms.CommOptimizer: options, the interface on one rank, the averaging
 identity and MNIST convergence on 2 real ranks x 2 worker processes."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,13 +13,16 @@ from tests.launch import mpirun
 
 
 @pytest.mark.parametrize("algorithm", ["lapsgd", "lppsgd"])
-@pytest.mark.parametrize("option, value, message", [
-    ("num_processes", 0, "num_processes must be >= 1"),
-    ("num_processes", 1.5, "num_processes must be an integer"),
-    ("averaging_freq", 0, "averaging_freq .*must be >= 1"),
-    ("pre_post_steps", -1, "pre_post_steps must be >= 0"),
-    ("codec", "zip", "codec 'zip' is not a codec name"),
-])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("num_processes", 0, "num_processes must be >= 1"),
+        ("num_processes", 1.5, "num_processes must be an integer"),
+        ("averaging_freq", 0, "averaging_freq .*must be >= 1"),
+        ("pre_post_steps", -1, "pre_post_steps must be >= 0"),
+        ("codec", "zip", "codec 'zip' is not a codec name"),
+    ],
+)
 def test_bad_options_raise(algorithm, option, value, message):
     sgd = torch.optim.SGD(SmallCNN().parameters(), lr=0.1)
     with pytest.raises(ValueError, match=message):
@@ -43,8 +47,10 @@ def test_interface_on_one_rank():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("final, start_method, codec", [("final", "fork", "none"), ("no-final", "fork", "none"),
-                                                        ("final", "spawn", "none"), ("no-final", "fork", "int8")])
+@pytest.mark.parametrize(
+    "final, start_method, codec",
+    [("final", "fork", "none"), ("no-final", "fork", "none"), ("final", "spawn", "none"), ("no-final", "fork", "int8")],
+)
 def test_averaging_keeps_local_updates_and_ends_equal(final, start_method, codec):
     mpirun(2, "tests.algorithms.workers.lap_averaging", final, start_method, codec, timeout=600)
 

@@ -1,4 +1,5 @@
 """LARS against the formula of docs/algorithms.md written out by hand; the LR schedules' values."""
+
 from __future__ import annotations
 
 import math
@@ -9,8 +10,9 @@ import torch
 from algorithms import LARS, Constant, CosineWithWarmup, MultiStep
 
 
-def reference_lars(w: torch.Tensor, grads: list[torch.Tensor], lr: float, m: float, wd: float, eta: float,
-                   excluded: bool) -> torch.Tensor:
+def reference_lars(
+    w: torch.Tensor, grads: list[torch.Tensor], lr: float, m: float, wd: float, eta: float, excluded: bool
+) -> torch.Tensor:
     w, buf = w.clone().double(), torch.zeros_like(w, dtype=torch.float64)
     for g in grads:
         g = g.double()
@@ -65,19 +67,23 @@ def lrs(scheduler_factory, steps: int, lr: float = 1.0) -> list[float]:
 
 def test_cosine_with_warmup() -> None:
     got = lrs(lambda o: CosineWithWarmup(o, total_steps=10, warmup_steps=4, baseline_lr=0.2, min_lr=0.1), 12)
-    want = [0.2 + 0.8 * s / 4 for s in range(4)] + \
-           [0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - 4) / 6)) for s in range(4, 11)] + [0.1]
+    want = (
+        [0.2 + 0.8 * s / 4 for s in range(4)]
+        + [0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (s - 4) / 6)) for s in range(4, 11)]
+        + [0.1]
+    )
     assert got == pytest.approx(want)
 
 
 def test_multistep_and_constant() -> None:
-    assert lrs(lambda o: MultiStep(o, milestones=[2, 4], gamma=0.5), 6) == pytest.approx([1, 1, .5, .5, .25, .25])
+    assert lrs(lambda o: MultiStep(o, milestones=[2, 4], gamma=0.5), 6) == pytest.approx([1, 1, 0.5, 0.5, 0.25, 0.25])
     assert lrs(Constant, 3, lr=0.3) == pytest.approx([0.3] * 3)
 
 
 def test_schedules_accept_a_wrapper_and_reject_others() -> None:
     class Wrapper:
         optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+
     assert CosineWithWarmup(Wrapper(), total_steps=5).optimizer is Wrapper.optimizer
     with pytest.raises(TypeError, match="optimizer must be a torch optimizer or a CommOptimizer"):
         Constant(object())

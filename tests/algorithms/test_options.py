@@ -1,5 +1,6 @@
 """Bad input to the algorithm wrappers raises clearly (single process: options are checked before the
 communicator is touched); the registry lists every algorithm with its options."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,33 +36,46 @@ def test_available_lists_options_with_defaults() -> None:
 
 
 def test_classes_are_importable_and_registered() -> None:
-    for cls, name in ((algorithms.MBSGD, "mbsgd"), (algorithms.PLSGD, "plsgd"), (algorithms.QSR, "qsr"),
-                      (algorithms.EASGD, "easgd"), (algorithms.EASGDPlus, "easgd+"), (algorithms.LSGD, "lsgd"),
-                      (algorithms.LSGDPlus, "lsgd+")):
+    for cls, name in (
+        (algorithms.MBSGD, "mbsgd"),
+        (algorithms.PLSGD, "plsgd"),
+        (algorithms.QSR, "qsr"),
+        (algorithms.EASGD, "easgd"),
+        (algorithms.EASGDPlus, "easgd+"),
+        (algorithms.LSGD, "lsgd"),
+        (algorithms.LSGDPlus, "lsgd+"),
+    ):
         assert cls.name == name and issubclass(cls, algorithms.CommOptimizer)
 
 
-@pytest.mark.parametrize("algorithm, options, match", [
-    ("plsgd", {"averaging_freq": 0}, "averaging_freq must be >= 1"),
-    ("plsgd", {"averaging_freq": 2.5}, "averaging_freq must be an integer"),
-    ("plsgd", {"pre_post_steps": -1}, "pre_post_steps must be >= 0"),
-    ("qsr", {"h_base": 0}, "h_base must be >= 1"),
-    ("qsr", {"alpha": -0.1}, "alpha must be in"),
-    ("qsr", {"h_min": 0}, "h_min must be >= 1"),
-    ("easgd", {"comm_period": 0}, "comm_period must be >= 1"),
-    ("easgd", {"dist_pulling_strength": 1.5}, r"dist_pulling_strength must be in \[0.0, 1.0\]"),
-    ("easgd+", {"local_pulling_strength": -0.1}, "local_pulling_strength must be in"),
-    ("lsgd", {"dist_pulling_strength": 2}, "dist_pulling_strength must be in"),
-    ("lsgd", {"leader_metric": "accuracy"}, "leader_metric must be one of 'loss', 'proxy'"),
-    ("lsgd", {"leader_window": 0}, "leader_window must be >= 1"),
-    ("lsgd+", {"comm_period": "4"}, "comm_period must be an integer"),
-    ("mbsgd", {"bucket_bytes": 0}, "bucket_bytes must be >= 1"),
-    ("mbsgd", {"averaging_freq": 4}, r"unknown option 'averaging_freq' for algorithm 'mbsgd'; valid options: "
-                                     r"bucket_bytes, codec"),
-    ("easgd", {"comm_periode": 4}, "valid options: bucket_bytes, codec, comm_period, dist_pulling_strength"),
-    ("plsgd", {"codec": "gzip"}, "codec 'gzip' is not a codec name"),
-    ("plsgd", {"codec": object()}, r"codec must be None, a codec name \(.*\) or a pycomm codec instance"),
-])
+@pytest.mark.parametrize(
+    "algorithm, options, match",
+    [
+        ("plsgd", {"averaging_freq": 0}, "averaging_freq must be >= 1"),
+        ("plsgd", {"averaging_freq": 2.5}, "averaging_freq must be an integer"),
+        ("plsgd", {"pre_post_steps": -1}, "pre_post_steps must be >= 0"),
+        ("qsr", {"h_base": 0}, "h_base must be >= 1"),
+        ("qsr", {"alpha": -0.1}, "alpha must be in"),
+        ("qsr", {"h_min": 0}, "h_min must be >= 1"),
+        ("easgd", {"comm_period": 0}, "comm_period must be >= 1"),
+        ("easgd", {"dist_pulling_strength": 1.5}, r"dist_pulling_strength must be in \[0.0, 1.0\]"),
+        ("easgd+", {"local_pulling_strength": -0.1}, "local_pulling_strength must be in"),
+        ("lsgd", {"dist_pulling_strength": 2}, "dist_pulling_strength must be in"),
+        ("lsgd", {"leader_metric": "accuracy"}, "leader_metric must be one of 'loss', 'proxy'"),
+        ("lsgd", {"leader_window": 0}, "leader_window must be >= 1"),
+        ("lsgd+", {"comm_period": "4"}, "comm_period must be an integer"),
+        ("mbsgd", {"bucket_bytes": 0}, "bucket_bytes must be >= 1"),
+        (
+            "mbsgd",
+            {"averaging_freq": 4},
+            r"unknown option 'averaging_freq' for algorithm 'mbsgd'; valid options: "
+            r"bucket_bytes, codec",
+        ),
+        ("easgd", {"comm_periode": 4}, "valid options: bucket_bytes, codec, comm_period, dist_pulling_strength"),
+        ("plsgd", {"codec": "gzip"}, "codec 'gzip' is not a codec name"),
+        ("plsgd", {"codec": object()}, r"codec must be None, a codec name \(.*\) or a pycomm codec instance"),
+    ],
+)
 def test_invalid_options_raise(algorithm: str, options: dict, match: str) -> None:
     with pytest.raises(OptionError, match=match):
         algorithms.CommOptimizer(sgd(), algorithm=algorithm, **options)

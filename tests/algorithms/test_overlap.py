@@ -1,6 +1,7 @@
 """overlap_backward: gradient reductions started during backward give the parameters of the same
 reductions started after it, bit for bit, for mbsgd and ZeRO 1/2/3 on 2 real ranks, and only the
 overlapped run starts a bucket while backward still runs; bad values are refused naming the option."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,9 @@ def test_overlapped_equals_after_backward(name: str, n: int) -> None:
 def test_overlap_backward_must_be_a_bool(name: str) -> None:
     model = torch.nn.Linear(2, 2)
     with pytest.raises(OptionError, match="overlap_backward must be True or False, got 'no'"):
-        algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm=name, model=model,
-                                 overlap_backward="no")
+        algorithms.CommOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1), algorithm=name, model=model, overlap_backward="no"
+        )
 
 
 def test_gradient_buckets_overlap_must_be_a_bool() -> None:

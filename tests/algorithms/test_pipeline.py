@@ -4,6 +4,7 @@ and interleaved 1F1B (2 chunks per stage),
 micro-batches fewer than, equal to and more than the stages; the bubble measured in time slots from the
 executed order and the peak live activations match (p - 1)/(m + p - 1) and p (1F1B) / m (GPipe) within
 15%; bad input raises on every rank. In-process: the action lists, the split, the slot replay."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,8 @@ import algorithms
 import pycomm
 from algorithms import traits
 from algorithms.pipeline import action_list, compute_order, expected_bubble, slot_bubble
-from algorithms.pipeline.pipeline_schedules import B, F, RECV_B, RECV_F, Action
-from algorithms.pipeline.partition import balanced_bounds, stage_bounds, layers_of
+from algorithms.pipeline.partition import balanced_bounds, layers_of, stage_bounds
+from algorithms.pipeline.pipeline_schedules import RECV_B, RECV_F, Action, B, F
 from tests.algorithms.pipeline_problem import close, make_batch, make_model, reference_step
 from tests.algorithms.runs import case
 
@@ -38,8 +39,9 @@ def test_pipeline_stages(p: int, name: str) -> None:
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["dp_gpipe", "dp_gpipe_tokens", "dp_1f1b", "dp_1f1b_tokens", "dp_interleaved",
-                                  "dp_mbsgd_wrapper"])
+@pytest.mark.parametrize(
+    "name", ["dp_gpipe", "dp_gpipe_tokens", "dp_1f1b", "dp_1f1b_tokens", "dp_interleaved", "dp_mbsgd_wrapper"]
+)
 def test_pipeline_with_data_parallel(name: str) -> None:
     for rank, res in enumerate(case("pipeline", 4, name, "dp")):
         assert res["ok"] and res["bubble_ok"] and res["peak_ok"], f"rank {rank}: {res}"
@@ -53,7 +55,7 @@ def test_action_lists_are_complete_and_receive_ahead(schedule: str, p: int, m: i
         acts = action_list(schedule, s, p, m)
         assert sorted(a.mb for a in acts if a.kind == F) == list(range(m))
         assert sorted(a.mb for a in acts if a.kind == B) == list(range(m))
-        for a in acts:   # every receive is posted before the compute that waits for it
+        for a in acts:  # every receive is posted before the compute that waits for it
             if a.kind in (RECV_F, RECV_B):
                 assert acts.index(a) < acts.index(Action(F if a.kind == RECV_F else B, a.mb))
         assert (s == 0) == (not any(a.kind == RECV_F for a in acts))
@@ -70,7 +72,7 @@ def test_interleaved_action_lists(p: int, m: int, v: int) -> None:
         for kind in (F, B):
             done = sorted((a.chunk, a.mb) for a in acts if a.kind == kind)
             assert done == [(c, i) for c in range(v) for i in range(m)]
-        for a in acts:   # receives ahead of their compute, none for global chunk 0 (forward) / the last (backward)
+        for a in acts:  # receives ahead of their compute, none for global chunk 0 (forward) / the last (backward)
             if a.kind in (RECV_F, RECV_B):
                 assert acts.index(a) < acts.index(Action(F if a.kind == RECV_F else B, a.mb, a.chunk))
                 assert (a.chunk * p + s) != (0 if a.kind == RECV_F else p * v - 1)
@@ -127,14 +129,17 @@ def test_one_stage_equals_the_model(world: object, schedule: str) -> None:
     assert pipe.stats()["peak_live"] == [4 if schedule == "gpipe" else 1] and pipe.stats()["bubble"] == 0
 
 
-@pytest.mark.parametrize("kwargs, exc, words", [
-    ({"schedule": "zb"}, ValueError, "schedule must be one of gpipe, 1f1b"),
-    ({"microbatches": 0}, ValueError, "microbatches must be a positive int"),
-    ({"data_parallel": 2}, ValueError, "data_parallel=2 must divide"),
-    ({"data_parallel": 0}, ValueError, "data_parallel must be a positive int"),
-    ({"schedule": "interleaved_1f1b"}, ValueError, "interleaved_1f1b needs at least 2 stages"),
-    ({"schedule": "interleaved_1f1b", "chunks": 1}, ValueError, "chunks .* must be an int >= 2"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, words",
+    [
+        ({"schedule": "zb"}, ValueError, "schedule must be one of gpipe, 1f1b"),
+        ({"microbatches": 0}, ValueError, "microbatches must be a positive int"),
+        ({"data_parallel": 2}, ValueError, "data_parallel=2 must divide"),
+        ({"data_parallel": 0}, ValueError, "data_parallel must be a positive int"),
+        ({"schedule": "interleaved_1f1b"}, ValueError, "interleaved_1f1b needs at least 2 stages"),
+        ({"schedule": "interleaved_1f1b", "chunks": 1}, ValueError, "chunks .* must be an int >= 2"),
+    ],
+)
 def test_bad_arguments(world: object, kwargs: dict, exc: type, words: str) -> None:
     with pytest.raises(exc, match=words):
         algorithms.Pipeline(make_model("mlp", 1), world, **kwargs)

@@ -2,6 +2,7 @@
 pipelining, GPipe and 1F1B) is measured, pycomm's measured bubble is the formula's, the results file
 and PNG are written, and the inference section folds in benchmarks/pipeline_inference.py's results
 file when one is there. No timing assertions (the machine is shared and noisy)."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ def test_pipeline_benchmark_quick(tmp_path: Path) -> None:
     for r in doc["rows"]:
         if r["case"].startswith("pycomm"):
             assert r["bubble_slots"] == pytest.approx(r["bubble_expected"])
-            assert r["case"] == "pycomm_interleaved_1f1b" or r["speed_vs_torch"] > 0   # interleaved: no torch peer
+            assert r["case"] == "pycomm_interleaved_1f1b" or r["speed_vs_torch"] > 0  # interleaved: no torch peer
     assert payload["inference"]["rows"] == inference["rows"]
     assert payload["inference"]["source"].endswith("pipeline_inference.json")
 

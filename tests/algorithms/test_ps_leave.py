@@ -1,6 +1,7 @@
 """A worker's goodbye is confirmed by its server: one sent to a server that is killed before it answers is
 said again to the restarted server, which then counts the worker finished, not lost (tests/apps/test_fault_matrix.py
 found it: a worker that finished while its server was down was recorded as lost by the successor)."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from tests.algorithms.test_ps_options import WORKER, _build, _env
 from tests.launch import finish, independent
 
 STEPS = 3
-SUCCESSOR_DELAY_S = 4.0   # past the 2 s a closing ZeroMQ context keeps an undelivered goodbye (LINGER_MS)
+SUCCESSOR_DELAY_S = 4.0  # past the 2 s a closing ZeroMQ context keeps an undelivered goodbye (LINGER_MS)
 
 
 @pytest.mark.timeout(300)
@@ -34,17 +35,30 @@ def test_a_goodbye_lost_with_a_killed_server_is_said_again_to_its_successor(tmp_
     server[0].kill()
     server[0].communicate()
     successor: list = []
-    start = threading.Timer(SUCCESSOR_DELAY_S, lambda: successor.extend(independent(
-        2, WORKER, "asyncps", json.dumps({**options, "resume": True}), "0", str(tmp_path), "sgd", ranks=[0],
-        base_port=port)))
+    start = threading.Timer(
+        SUCCESSOR_DELAY_S,
+        lambda: successor.extend(
+            independent(
+                2,
+                WORKER,
+                "asyncps",
+                json.dumps({**options, "resume": True}),
+                "0",
+                str(tmp_path),
+                "sgd",
+                ranks=[0],
+                base_port=port,
+            )
+        ),
+    )
     start.start()
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", RuntimeWarning)   # "did not confirm its bye" would fail the test
+            warnings.simplefilter("error", RuntimeWarning)  # "did not confirm its bye" would fail the test
             opt.close()
     finally:
         start.join()
-    (_, _, err), = finish(successor)
+    ((_, _, err),) = finish(successor)
     summary = torch.load(tmp_path / "rank0.pt")["summary"]
     assert summary["finished"] == [1] and summary["lost"] == {}, (summary, err)
     assert f"worker 1 finished at step {STEPS}" in err, err

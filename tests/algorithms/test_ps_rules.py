@@ -3,6 +3,7 @@ independent simulations written from the rule, on real independent processes tal
 syncps with a = 0 is mbsgd and with a > 0 blends with the period's mean; asyncps with one worker is plain
 SGD; asyncps with a scripted arrival order follows the hand-computed staleness-scaled sequence; ssp with
 K = 0 is mbsgd; ssp with K = 2 and a rank 3x slower never sees staleness > 2 and does see 2."""
+
 from __future__ import annotations
 
 import json
@@ -19,15 +20,25 @@ from tests.launch import SECRET, finish, independent
 WORKER = "tests.algorithms.workers.ps_rules"
 STEPS = 8
 
-def run(tmp_path: Path, world: int, algorithm: str, options: dict, inner: str = "momentum", steps: int = STEPS,
-        slow: tuple[int, float] | None = None) -> list[dict]:
+
+def run(
+    tmp_path: Path,
+    world: int,
+    algorithm: str,
+    options: dict,
+    inner: str = "momentum",
+    steps: int = STEPS,
+    slow: tuple[int, float] | None = None,
+) -> list[dict]:
     options = {"worker_timeout": 20, **options}
     args = [algorithm, json.dumps(options), str(steps), str(tmp_path), inner, *map(str, slow or ())]
     finish(independent(world, WORKER, *args), timeout=400)
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
 
+
 def flat(params) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in params])
+
 
 def simulate(ranks: list[int], steps: int, inner: str, alpha: float = 0.0, period: int = 1) -> torch.Tensor:
     """Synchronous data parallelism from the rule: every step the mean of the ranks' gradients on their
@@ -52,6 +63,7 @@ def simulate(ranks: list[int], steps: int, inner: str, alpha: float = 0.0, perio
             window = []
     return flat(model.parameters())
 
+
 @pytest.mark.timeout(600)
 def test_asyncps_with_one_worker_is_plain_sgd(tmp_path):
     server, worker = run(tmp_path, 2, "asyncps", {"pull_every": 1})
@@ -60,14 +72,16 @@ def test_asyncps_with_one_worker_is_plain_sgd(tmp_path):
     torch.testing.assert_close(flat(worker["params"]), expected, rtol=0, atol=1e-6)
     assert server["stats"]["max_staleness"] == 0 and server["stats"]["rejected"] == 0
 
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("alpha,period", [(0.0, 1), (0.5, 3)])
 def test_syncps_is_mbsgd_then_polyak_blend(tmp_path, alpha, period):
     results = run(tmp_path, 4, "syncps", {"polyak_alpha": alpha, "pull_every": period})
     expected = simulate([1, 2, 3], STEPS, "momentum", alpha, period)
-    for r in results:   # the server and every worker (each pulled the last round's parameters)
+    for r in results:  # the server and every worker (each pulled the last round's parameters)
         torch.testing.assert_close(flat(r["params"]), expected, rtol=0, atol=1e-5)
     assert results[0]["summary"]["version"] == STEPS and results[0]["summary"]["finished"] == [1, 2, 3]
+
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("K", [0])
@@ -78,6 +92,7 @@ def test_ssp_with_bound_0_is_mbsgd(tmp_path, K):
         torch.testing.assert_close(flat(r["params"]), expected, rtol=0, atol=1e-5)
         assert r["stats"]["max_staleness"] == 0
 
+
 @pytest.mark.timeout(600)
 def test_ssp_staleness_stays_within_bound_and_reaches_it(tmp_path):
     steps = 24
@@ -85,8 +100,9 @@ def test_ssp_staleness_stays_within_bound_and_reaches_it(tmp_path):
     seen = [r["stats"]["max_staleness"] for r in results]
     assert max(seen) <= 2, seen
     assert max(seen) == 2, f"the fast ranks never ran 2 steps ahead of the slow one: {seen}"
-    for r in results[1:]:   # same sequence of averaged steps on every replica
+    for r in results[1:]:  # same sequence of averaged steps on every replica
         torch.testing.assert_close(flat(r["params"]), flat(results[0]["params"]), rtol=0, atol=1e-6)
+
 
 def _worker(monkeypatch, rank: int, base: int, bound: int):
     monkeypatch.setenv(layout.RANK_ENV, str(rank))
@@ -94,20 +110,34 @@ def _worker(monkeypatch, rank: int, base: int, bound: int):
     monkeypatch.setenv(layout.ADDRESS_ENV, f"127.0.0.1:{base}")
     monkeypatch.setenv(layout.SECRET_ENV, SECRET)
     model = make_model(seed=7)
-    opt = algorithms.CommOptimizer(make_inner("sgd", model.parameters(), lr=0.1), algorithm="asyncps", model=model,
-                                   pull_every=1000, staleness_bound=bound, worker_timeout=20)
+    opt = algorithms.CommOptimizer(
+        make_inner("sgd", model.parameters(), lr=0.1),
+        algorithm="asyncps",
+        model=model,
+        pull_every=1000,
+        staleness_bound=bound,
+        worker_timeout=20,
+    )
     return model, opt
+
 
 @pytest.mark.timeout(600)
 def test_asyncps_scripted_arrival_order(tmp_path, monkeypatch):
     """Two workers in this process push scripted gradients in a fixed order to a real server process
     (plain SGD, lr 0.1, bound K = 1); the server's parameters follow the hand-computed sequence."""
-    server = independent(3, WORKER, "asyncps", json.dumps({"pull_every": 1000, "staleness_bound": 1,
-                                                          "worker_timeout": 20}), "0", str(tmp_path), "sgd",
-                         ranks=[0])
+    server = independent(
+        3,
+        WORKER,
+        "asyncps",
+        json.dumps({"pull_every": 1000, "staleness_bound": 1, "worker_timeout": 20}),
+        "0",
+        str(tmp_path),
+        "sgd",
+        ranks=[0],
+    )
     base = server[0].base_port
     (m1, w1), (m2, w2) = _worker(monkeypatch, 1, base, 1), _worker(monkeypatch, 2, base, 1)
-    x = flat(m1.parameters()).clone()   # both adopted the server's (rank 0's) parameters at greeting
+    x = flat(m1.parameters()).clone()  # both adopted the server's (rank 0's) parameters at greeting
     torch.testing.assert_close(flat(m2.parameters()), x)
 
     def push(w, model, value):
@@ -121,11 +151,11 @@ def test_asyncps_scripted_arrival_order(tmp_path, monkeypatch):
     x = x - lr * g  # v0 -> s = 0, applied: v1
     g = push(w2, m2, 2.0)
     x = x - lr / 2 * g  # v0 at server v1: s = 1, step / 2: v2
-    push(w1, m1, 3.0)                                  # v0 at v2: s = 2 > K: rejected, w1 pulls v2
+    push(w1, m1, 3.0)  # v0 at v2: s = 2 > K: rejected, w1 pulls v2
     torch.testing.assert_close(flat(m1.parameters()), x)
     g = push(w1, m1, 4.0)
     x = x - lr * g  # v2 at v2: s = 0: v3
-    push(w2, m2, 5.0)                                  # v0 at v3: s = 3: rejected, w2 pulls v3
+    push(w2, m2, 5.0)  # v0 at v3: s = 3: rejected, w2 pulls v3
     torch.testing.assert_close(flat(m2.parameters()), x)
     g = push(w2, m2, 6.0)
     x = x - lr * g  # s = 0: v4
@@ -145,6 +175,7 @@ def test_syncps_under_mpirun_exchanges_addresses_over_the_communicator(tmp_path)
     """Started by mpirun instead of independently: each rank's address is all-gathered over pycomm's
     communicator once, then everything goes over ZeroMQ; the rule is the same (a = 0: mbsgd)."""
     from tests.launch import mpirun
+
     mpirun(3, WORKER, "syncps", json.dumps({"worker_timeout": 20}), str(STEPS), str(tmp_path), "momentum")
     expected = simulate([1, 2], STEPS, "momentum")
     for r in range(3):

@@ -1,4 +1,5 @@
 """Resuming from a mid-run state_dict (per rank) continues the uninterrupted trajectory bit for bit."""
+
 from __future__ import annotations
 
 import pytest

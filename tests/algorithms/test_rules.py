@@ -1,5 +1,6 @@
 """Each update rule on real ranks (mpirun 2 and 4; the SDTL-specific ones on 3 too) against the
 independent N-worker simulation."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,9 @@ TOL = 1e-6
 def _check(name: str, n: int, *only: str) -> None:
     per_rank = case("rules", n, name, *only)
     for rank, res in enumerate(per_rank):
-        assert res["max_diff"] <= TOL, f"rank {rank}: max |pycomm - simulation| = {res['max_diff']:.3g} per step " \
-                                       f"{res['per_step']}"
+        assert res["max_diff"] <= TOL, (
+            f"rank {rank}: max |pycomm - simulation| = {res['max_diff']:.3g} per step {res['per_step']}"
+        )
         assert res["comm_stats"]["bytes"] > 0 and res["comm_stats"]["calls"] > 0
     if RULES[name][0] != "mbsgd":  # simulated workers diverge between rounds: the comparison is not vacuous
         assert per_rank[0]["worker_spread"] > 1e-4, per_rank[0]

@@ -3,6 +3,7 @@ with K = 2 and one rank 3x slower, every replica ends where an independent repla
 replay taking each rank's gradient of step t on the parameters its staleness says (as each rank
 reported it) and applying the correction; with K = 0 every correction is mbsgd exactly; bad values are
 refused."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,7 +40,7 @@ def replay(seen: list[list[int]], inner: str, correction: str | None) -> torch.T
         opt.param_groups[0]["momentum"] = mu
         offset = 0
         for p in model.parameters():
-            p.grad = mean[offset:offset + p.numel()].view_as(p).clone()
+            p.grad = mean[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
         opt.step()
         history.append(flat(model.parameters()).clone())
@@ -49,13 +50,14 @@ def replay(seen: list[list[int]], inner: str, correction: str | None) -> torch.T
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("correction", [None, "momentum", "scale"])
 def test_ssp_correction_replays_the_observed_staleness(tmp_path, correction):
-    results = run(tmp_path, WORLD, "ssp", {"staleness_bound": 2, "staleness_correction": correction},
-                  steps=24, slow=(1, 3.0))
+    results = run(
+        tmp_path, WORLD, "ssp", {"staleness_bound": 2, "staleness_correction": correction}, steps=24, slow=(1, 3.0)
+    )
     seen = [r["seen"] for r in results]
-    assert max(map(max, seen)) == 2, seen         # the fast ranks did run ahead: the correction acted
+    assert max(map(max, seen)) == 2, seen  # the fast ranks did run ahead: the correction acted
     expected = replay(seen, "momentum", correction)
     plain = replay(seen, "momentum", None)
-    if correction is not None:                    # it changes the result the replay predicts
+    if correction is not None:  # it changes the result the replay predicts
         assert float((expected - plain).abs().max()) > 1e-4
     for r in results:
         torch.testing.assert_close(flat(r["params"]), expected, rtol=0, atol=1e-5)
@@ -74,5 +76,6 @@ def test_ssp_with_bound_0_and_a_correction_is_mbsgd(tmp_path, correction):
 def test_bad_correction_refused(value):
     model = torch.nn.Linear(2, 2)
     with pytest.raises(OptionError, match="staleness_correction"):
-        algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="ssp", model=model,
-                                 staleness_correction=value)
+        algorithms.CommOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1), algorithm="ssp", model=model, staleness_correction=value
+        )

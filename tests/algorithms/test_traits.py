@@ -1,4 +1,5 @@
 """Algorithm classes declare how they are trained and how their state is held (algorithms/traits.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,10 @@ def test_every_registered_class_declares_known_traits():
         assert cls.training in traits.TRAINING_MODES and cls.state_layout in traits.STATE_LAYOUTS, name
     assert algorithms.lookup("mbsgd").state_layout == traits.IDENTICAL
     assert algorithms.lookup("plsgd").state_layout == traits.PER_RANK
-    assert {n for n in algorithms.available() if algorithms.lookup(n).training == traits.OWN_LOOP} == \
-        {"lapsgd", "lppsgd"}
+    assert {n for n in algorithms.available() if algorithms.lookup(n).training == traits.OWN_LOOP} == {
+        "lapsgd",
+        "lppsgd",
+    }
 
 
 @pytest.mark.parametrize("attribute, value", [("training", "optimiser"), ("state_layout", "replicated")])

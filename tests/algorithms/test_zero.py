@@ -1,6 +1,7 @@
 """ZeRO stages 1/2/3 (and hybrid: 4 ranks as 2 nodes x 2) against mbsgd after 10 steps, fp32 to 1e-6 and
 bf16 parameters within a stated bound, on a model with a parameter smaller than the world size; zero3
 with a root parameter used outside the model's forward against torch's AdamW on averaged gradients."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +9,11 @@ import pytest
 from tests.algorithms.runs import case
 from tests.algorithms.workers.zero import STAGES, TOL, TOL_BF16, TOL_INT8
 
-CASES = [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")] + ["zero3_units", "zero3_gpt", "zero3_root_outside_forward", "zero2_int8", "zero3_int8"] + [f"{s}_no_sync" for s in STAGES]
+CASES = (
+    [f"{s}_{kind}" for s in STAGES for kind in ("adamw", "sgd", "bf16")]
+    + ["zero3_units", "zero3_gpt", "zero3_root_outside_forward", "zero2_int8", "zero3_int8"]
+    + [f"{s}_no_sync" for s in STAGES]
+)
 
 
 def _check(name: str, n: int, *args: str) -> None:

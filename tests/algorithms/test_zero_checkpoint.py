@@ -2,6 +2,7 @@
 full_state_dict(); same-N resume through state_dict() is bit-exact; another model's checkpoint is
 refused naming the first mismatched parameter. zero1 with staleness_bound=2 too (a checkpoint drains
 the steps in flight, so it reshards as zero1's)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from tests.algorithms.runs import case
 
-ALGORITHMS = ["zero1", "zero2", "zero3", "zero1-k2"]   # zero1-k2: staleness_bound=2, steps in flight
+ALGORITHMS = ["zero1", "zero2", "zero3", "zero1-k2"]  # zero1-k2: staleness_bound=2, steps in flight
 
 
 @pytest.fixture(scope="module")

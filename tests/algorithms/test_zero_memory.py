@@ -1,6 +1,7 @@
 """Per-rank bytes of parameters + gradients + optimizer state on 4 ranks within 10% of the ZeRO
 formulas (DDP 16 Psi, stage 1 (4 + 12/N) Psi, stage 2 (2 + 14/N) Psi, stage 3 16 Psi / N), counted from
 the live tensors after a step (byte counts, not RSS: no noise)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Bad input to the ZeRO stages raises clearly, naming what was wrong (single process, 1 rank)."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,15 +29,15 @@ def test_zero3_needs_model(comm: pycomm.Communicator) -> None:
 def test_units_must_be_submodules(comm: pycomm.Communicator) -> None:
     model = torch.nn.Linear(2, 2)
     with pytest.raises(OptionError, match="submodules of model="):
-        algorithms.CommOptimizer(adamw(model), algorithm="zero3", comm=comm, model=model,
-                                 units=[torch.nn.Linear(2, 2)])
+        algorithms.CommOptimizer(adamw(model), algorithm="zero3", comm=comm, model=model, units=[torch.nn.Linear(2, 2)])
 
 
 @pytest.mark.parametrize("algorithm", ["zero1", "zero2", "zero3"])
 def test_optimizer_params_must_be_the_models(comm: pycomm.Communicator, algorithm: str) -> None:
     with pytest.raises(ValueError, match="parameter 0 .* is not a parameter of model="):
-        algorithms.CommOptimizer(adamw(torch.nn.Linear(3, 2)), algorithm=algorithm, comm=comm,
-                                 model=torch.nn.Linear(3, 2))
+        algorithms.CommOptimizer(
+            adamw(torch.nn.Linear(3, 2)), algorithm=algorithm, comm=comm, model=torch.nn.Linear(3, 2)
+        )
 
 
 def test_bad_param_dtype(comm: pycomm.Communicator) -> None:
@@ -46,7 +47,7 @@ def test_bad_param_dtype(comm: pycomm.Communicator) -> None:
 
 
 def test_hybrid_node_size_must_divide_world(comm: pycomm.Communicator, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "2")          # 1 rank cannot form nodes of 2
+    monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "2")  # 1 rank cannot form nodes of 2
     model = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match="PYCOMM_RANKS_PER_NODE=2 does not divide this communicator's 1 ranks"):
         algorithms.CommOptimizer(adamw(model), algorithm="zero2", comm=comm, model=model, hybrid=True)
@@ -61,8 +62,9 @@ def test_load_sharded_needs_shards(comm: pycomm.Communicator, tmp_path) -> None:
         shard = opt.sharded_state_dict()
         opt.load_sharded_state_dict([{**shard, "rank": 1, "world_size": 2}])
     with pytest.raises(ValueError, match="different saves"):
-        opt.load_sharded_state_dict([{**shard, "rank": 0, "world_size": 2, "steps": 5},
-                                     {**shard, "rank": 1, "world_size": 2, "steps": 6}])
+        opt.load_sharded_state_dict(
+            [{**shard, "rank": 0, "world_size": 2, "steps": 5}, {**shard, "rank": 1, "world_size": 2, "steps": 6}]
+        )
 
 
 def test_single_rank_zero3_trains_like_adamw(comm: pycomm.Communicator) -> None:

@@ -3,9 +3,8 @@ K = 2 equals an independent simulation of the delayed rule x_{t+1} = x_t - opt(m
 also with one rank 3x slower; the staleness reported is min(t, K) per step; at most K gradient copies
 stay in flight between steps; a run resumed from a checkpoint (state_dict or sharded files) equals the
 run that wrote it; bad values are refused naming the option."""
-from __future__ import annotations
 
-from pathlib import Path
+from __future__ import annotations
 
 import pytest
 import torch
@@ -13,11 +12,11 @@ import torch
 import algorithms
 from algorithms import OptionError
 from tests.algorithms.problem import loss_on, lr_at, make_inner, make_model
-from tests.algorithms.workers.zero_staleness import CLIP, CUT, INNER, K, STEPS
+from tests.algorithms.workers.zero_staleness import CLIP, CUT, INNER, STEPS, K
 from tests.launch import mpirun
 
 WORLD = 3
-TOL = 1e-6   # a reduce-scatter sums in another order than the simulation's mean
+TOL = 1e-6  # a reduce-scatter sums in another order than the simulation's mean
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +74,7 @@ def test_bound_0_is_zero1_bit_for_bit(results):
 def test_bound_2_follows_the_delayed_rule(results, case):
     expected = simulate(K, STEPS)
     synchronous = simulate(0, STEPS)
-    assert max(float((a - b).abs().max()) for a, b in zip(expected, synchronous)) > 1e-3   # K matters here
+    assert max(float((a - b).abs().max()) for a, b in zip(expected, synchronous)) > 1e-3  # K matters here
     for r in results[case]:
         assert_params(r["params"], expected)
         # before close the model misses the last K updates: it holds the simulation's x_{STEPS-K}
@@ -85,11 +84,11 @@ def test_bound_2_follows_the_delayed_rule(results, case):
 @pytest.mark.mpi
 def test_clipping_applies_to_each_step_when_it_is_completed(results):
     expected = simulate(K, STEPS, clip=CLIP)
-    assert max(float((a - b).abs().max()) for a, b in zip(expected, simulate(K, STEPS))) > 1e-4   # it clipped
+    assert max(float((a - b).abs().max()) for a, b in zip(expected, simulate(K, STEPS))) > 1e-4  # it clipped
     for r in results["k2_clip"]:
         assert_params(r["params"], expected)
-        norms = r["norms"]   # the norm of the latest completed step: none for the first K steps
-        assert all(n != n for n in norms[:K + 1]) and all(n > CLIP for n in norms[K + 1:]), norms
+        norms = r["norms"]  # the norm of the latest completed step: none for the first K steps
+        assert all(n != n for n in norms[: K + 1]) and all(n > CLIP for n in norms[K + 1 :]), norms
 
 
 @pytest.mark.mpi
@@ -98,7 +97,7 @@ def test_staleness_reported_and_buffers_bounded(results, case):
     expected_hist = {str(s): 1 for s in range(K)} | {str(K): STEPS - K}
     for r in results[case]:
         stats = r["stats"]
-        assert stats["max_staleness"] == K          # reached, never exceeded (slowed rank or not)
+        assert stats["max_staleness"] == K  # reached, never exceeded (slowed rank or not)
         assert stats["staleness_histogram"] == expected_hist
         assert stats["mean_staleness"] == pytest.approx(sum(range(K)) / STEPS + K * (STEPS - K) / STEPS)
         assert r["in_flight"] == [min(t + 1, K) for t in range(STEPS)]
@@ -119,12 +118,14 @@ def test_resume_equals_the_run_that_wrote_the_checkpoint(results):
 def test_bad_bound_refused(value):
     model = torch.nn.Linear(2, 2)
     with pytest.raises(OptionError, match="staleness_bound"):
-        algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="zero1", model=model,
-                                 staleness_bound=value)
+        algorithms.CommOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1), algorithm="zero1", model=model, staleness_bound=value
+        )
 
 
 def test_zero2_has_no_bound():
     model = torch.nn.Linear(2, 2)
     with pytest.raises(OptionError, match="staleness_bound"):
-        algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="zero2", model=model,
-                                 staleness_bound=1)
+        algorithms.CommOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1), algorithm="zero2", model=model, staleness_bound=1
+        )

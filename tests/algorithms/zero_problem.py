@@ -1,5 +1,6 @@
 """The model and loop the ZeRO tests train: the algorithms' MLP plus a one-element parameter (smaller
 than any world size, the case of pytorch/pytorch#108869), AdamW with an LR schedule and gradient clipping."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,6 +1,7 @@
 """Holistic Trace Analysis (0.5) on CPU traces: which of its analyses run on a trace. The reference is torch's
 own CPU-only torch.profiler trace: an analysis that runs there must run on pycomm's traces too (those that
 fail there count GPU kernels, which a CPU trace has none of; docs/tracing.md lists both kinds)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ ANALYSES: dict[str, Callable[[Any], Any]] = {
     "get_cuda_kernel_launch_stats": lambda a: a.get_cuda_kernel_launch_stats(visualize=False),
     "get_queue_length_summary": lambda a: a.get_queue_length_summary(),
     "get_memory_bw_summary": lambda a: a.get_memory_bw_summary(),
-    "critical_path_analysis": lambda a: a.critical_path_analysis(rank=0, annotation="ProfilerStep",
-                                                                 instance_id=int(a.get_profiler_steps()[0])),
+    "critical_path_analysis": lambda a: a.critical_path_analysis(
+        rank=0, annotation="ProfilerStep", instance_id=int(a.get_profiler_steps()[0])
+    ),
 }
 
 
@@ -30,13 +32,16 @@ def torch_cpu_trace(directory: Path) -> Path:
     path = directory / "rank0.json"
     model = torch.nn.Linear(64, 64)
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=3)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=schedule,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         for _ in range(4):
             model(torch.randn(8, 64)).sum().backward()
             prof.step()
     trace = json.loads(path.read_text())
-    trace["distributedInfo"] = {"rank": 0}   # what HTA reads the rank from
+    trace["distributedInfo"] = {"rank": 0}  # what HTA reads the rank from
     path.write_text(json.dumps(trace))
     return directory
 
@@ -53,6 +58,6 @@ def outcomes(trace_dir: Path) -> dict[str, str]:
                 warnings.simplefilter("ignore")
                 run(analysis)
             result[name] = "ok"
-        except Exception as e:   # HTA's own failures, whatever their type
+        except Exception as e:  # HTA's own failures, whatever their type
             result[name] = f"{type(e).__name__}: {e}"
     return result

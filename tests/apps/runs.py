@@ -1,4 +1,5 @@
 """Helpers for end-to-end tests of `python -m apps.train`: small, fast runs and their results."""
+
 from __future__ import annotations
 
 import os
@@ -18,20 +19,45 @@ from apps.apps_settings import FAIL_AT_ENV
 from tests.launch import ROOT, worker_env
 
 # A small run: MLP on the embedded MNIST, segments of 1,000 samples, a checkpoint every 10 steps.
-SMALL = ["-o", "model.name=mlp", "-o", "train.max_steps=60", "-o", "data.segment_size=1000",
-         "-o", "checkpoint.every_steps=10", "-o", "train.log_every=5", "-o", "train.eval_every_epochs=0.1",
-         "-o", "logging.plot=false"]
+SMALL = [
+    "-o",
+    "model.name=mlp",
+    "-o",
+    "train.max_steps=60",
+    "-o",
+    "data.segment_size=1000",
+    "-o",
+    "checkpoint.every_steps=10",
+    "-o",
+    "train.log_every=5",
+    "-o",
+    "train.eval_every_epochs=0.1",
+    "-o",
+    "logging.plot=false",
+]
 
 
 def args(out: Path, name: str, algorithm: str, nproc: int, *extra: str) -> list[str]:
     algo = ["-o", f"algorithm.name={algorithm}"] + (["-o", "algorithm.options={}"] if algorithm != "plsgd" else [])
-    return ["-m", "apps.train", "--nproc", str(nproc), "-o", f"out_dir={out}", "-o", f"name={name}", *algo,
-            *SMALL, *extra]
+    return [
+        "-m",
+        "apps.train",
+        "--nproc",
+        str(nproc),
+        "-o",
+        f"out_dir={out}",
+        "-o",
+        f"name={name}",
+        *algo,
+        *SMALL,
+        *extra,
+    ]
 
 
 def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, env=worker_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{argv} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -47,12 +73,25 @@ def held_at(after_line: str) -> dict[str, str]:
 def _start_held(argv: list[str], after_line: str, via: Sequence[str] = (), **popen: Any) -> subprocess.Popen:
     """`python -u argv` (run by the command `via`, if any) with stdout and stderr merged into one text
     pipe, rank 0 held at after_line."""
-    return subprocess.Popen([*via, sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(held_at(after_line)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    return subprocess.Popen(
+        [*via, sys.executable, "-u", *argv],
+        cwd=ROOT,
+        env=worker_env(held_at(after_line)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
-def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIGTERM, timeout: float = 300,
-            whole_group: bool = False, via: Sequence[str] = ()) -> subprocess.CompletedProcess:
+def preempt(
+    argv: list[str],
+    after_line: str = "step 10/",
+    sig: int = signal.SIGTERM,
+    timeout: float = 300,
+    whole_group: bool = False,
+    via: Sequence[str] = (),
+) -> subprocess.CompletedProcess:
     """Start the run, send `sig` once a progress line containing after_line appears (rank 0 holds there
     until it arrives: held_at); wait for exit. whole_group: to the run's whole process group, as `timeout`,
     `kill -- -PGID` and batch systems do, not to the launcher alone. via: a command that runs the run
@@ -76,16 +115,23 @@ def preempt(argv: list[str], after_line: str = "step 10/", sig: int = signal.SIG
 @dataclass
 class Watched:
     returncode: int
-    output: str            # stdout and stderr, merged as they came
-    after_mark: float      # seconds from the first line containing the mark to the exit
+    output: str  # stdout and stderr, merged as they came
+    after_mark: float  # seconds from the first line containing the mark to the exit
 
 
 def watch(argv: list[str], mark: str, env: dict[str, str] | None = None, timeout: float = 100) -> Watched:
     """Run to its end (expected to fail), timing from the first output line containing `mark`.
     The timeout (default 100 s) stays below worker_env's PYCOMM_TIMEOUT=120: a job that only ends when
     a rank's collective times out fails the test instead of passing late."""
-    proc = subprocess.Popen([sys.executable, "-u", *argv], cwd=ROOT, env=worker_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", *argv],
+        cwd=ROOT,
+        env=worker_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))  # mpirun and the ranks too
     timer.start()
     lines, marked = [], None
@@ -103,8 +149,9 @@ def watch(argv: list[str], mark: str, env: dict[str, str] | None = None, timeout
     return Watched(proc.returncode, text, time.monotonic() - marked)
 
 
-def preempt_repeatedly(argv: list[str], after_line: str = "step 10/", timeout: float = 300
-                       ) -> subprocess.CompletedProcess:
+def preempt_repeatedly(
+    argv: list[str], after_line: str = "step 10/", timeout: float = 300
+) -> subprocess.CompletedProcess:
     """SIGTERM once a progress line containing after_line appears, then again every 0.1 s from the
     "preempted" message (the save is done) until the process exits, as an impatient scheduler would (rank 0
     holds at after_line until the first arrives: held_at)."""

@@ -1,5 +1,6 @@
 """Gradient accumulation (data.physical_batch_size), BatchNorm re-estimation (train.bn_batches) and
 train.eval_on_start: on real ranks, and in short real runs of `python -m apps.train`."""
+
 from __future__ import annotations
 
 import json
@@ -36,7 +37,19 @@ def test_a_run_with_micro_batches_trains_like_one_without(tmp_path: Path) -> Non
 
 
 def test_eval_on_start_evaluates_the_initial_model(tmp_path: Path) -> None:
-    runs.run(runs.args(tmp_path, "e", "none", 1, "-o", "train.max_steps=3", "-o", "train.eval_on_start=true",
-                       "-o", "train.bn_batches=2"))
+    runs.run(
+        runs.args(
+            tmp_path,
+            "e",
+            "none",
+            1,
+            "-o",
+            "train.max_steps=3",
+            "-o",
+            "train.eval_on_start=true",
+            "-o",
+            "train.bn_batches=2",
+        )
+    )
     steps = [json.loads(line)["step"] for line in open(tmp_path / "e" / "eval.jsonl")]
     assert steps[0] == 0 and steps[-1] == 3, steps

@@ -4,6 +4,7 @@ parameter server's state), replaced by a crafted pickle whose `__reduce__` would
 the manifest rewritten to match as an attacker would, is refused by the reader a resume uses, naming
 the file, and the marker never appears; through `python -m apps.train --resume auto` too, for an
 optimizer's shard and a parameter server's file (exit code 3, the checkpoint's)."""
+
 from __future__ import annotations
 
 import re
@@ -20,11 +21,13 @@ from apps.failure import EXIT_CHECKPOINT
 from tests.apps import runs
 from tests.checkpoint_payload import REFUSED, plant
 
-PS_OPTIONS = "algorithm.options={worker_timeout: 6, server_timeout: 12}"   # workers give up on a refused server soon
+PS_OPTIONS = "algorithm.options={worker_timeout: 6, server_timeout: 12}"  # workers give up on a refused server soon
 # name -> (algorithm, ranks, options): between them every kind of file apps.train writes
-RUNS = {"pipeline": ("mbsgd", 2, ["-o", "parallel.pp=2"]),
-        "zero": ("zero2", 2, ["-o", "checkpoint.state_dict_type=sharded"]),
-        "ps": ("asyncps", 3, ["-o", PS_OPTIONS])}
+RUNS = {
+    "pipeline": ("mbsgd", 2, ["-o", "parallel.pp=2"]),
+    "zero": ("zero2", 2, ["-o", "checkpoint.state_dict_type=sharded"]),
+    "ps": ("asyncps", 3, ["-o", PS_OPTIONS]),
+}
 STEPS = 10
 _FILE = re.compile(r"^(?P<stem>[\w-]+?)(?:\.pp(?P<pp>\d+))?(?:\.rank(?P<d>\d+))?\.pt$")
 
@@ -57,8 +60,10 @@ def _read_as_a_resume_does(file: Path) -> None:
         ckpt = checkpointing.read_manifest(file.parent)
         m, shape = _FILE.match(file.name), ckpt.layout.shape
         d = int(m["d"] or 0)
-        at = Placement(dict(shape), {"pp": int(m["pp"] or 0), "dp_replicate": d // shape["dp_shard"],
-                                     "dp_shard": d % shape["dp_shard"]})
+        at = Placement(
+            dict(shape),
+            {"pp": int(m["pp"] or 0), "dp_replicate": d // shape["dp_shard"], "dp_shard": d % shape["dp_shard"]},
+        )
         checkpoint.restore(str(file.parent), file.parent.parent, "ckpt", at)
     else:
         server_state.load(file)
@@ -68,18 +73,23 @@ def _read_as_a_resume_does(file: Path) -> None:
 @pytest.mark.parametrize("name", RUNS)
 def test_every_file_of_a_real_checkpoint_is_refused_when_crafted(saved: Path, tmp_path: Path, name: str) -> None:
     files = _files(saved / name / "checkpoints")
-    assert {f.name for f in files} >= {"model_state_dict" + ("" if name != "pipeline" else ".pp1") + ".pt",
-                                       "iter_state_dict.pt"}, files
+    assert {f.name for f in files} >= {
+        "model_state_dict" + ("" if name != "pipeline" else ".pp1") + ".pt",
+        "iter_state_dict.pt",
+    }, files
     if name == "zero":
-        assert "optim_state_dict.rank1.pt" in {f.name for f in files}, files   # the second shard
+        assert "optim_state_dict.rank1.pt" in {f.name for f in files}, files  # the second shard
     marker = tmp_path / "ran"
     for file in files:
         copy = tmp_path / file.name
         shutil.copytree(saved / name / "checkpoints", copy / "checkpoints")
         planted = copy / file.relative_to(saved / name)
         plant(planted, marker)
-        with pytest.raises(CheckpointError, match=rf"{re.escape(str(planted))} {REFUSED} \(a reference to .*exec"
-                                                  r".*\): refusing to load it; it may have been tampered with"):
+        with pytest.raises(
+            CheckpointError,
+            match=rf"{re.escape(str(planted))} {REFUSED} \(a reference to .*exec"
+            r".*\): refusing to load it; it may have been tampered with",
+        ):
             _read_as_a_resume_does(planted)
         assert not marker.exists(), f"{file.name}: the crafted file's code ran"
     kinds = {_FILE.match(f.name)["stem"] for f in files}
@@ -89,18 +99,19 @@ def test_every_file_of_a_real_checkpoint_is_refused_when_crafted(saved: Path, tm
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name, crafted", [("zero", "ckpt.step00000010/optim_state_dict.pt"),
-                                           ("ps", "ps-server-0.pt")])
-def test_resume_auto_refuses_a_crafted_file_and_runs_none_of_it(saved: Path, tmp_path: Path, name: str,
-                                                               crafted: str) -> None:
+@pytest.mark.parametrize("name, crafted", [("zero", "ckpt.step00000010/optim_state_dict.pt"), ("ps", "ps-server-0.pt")])
+def test_resume_auto_refuses_a_crafted_file_and_runs_none_of_it(
+    saved: Path, tmp_path: Path, name: str, crafted: str
+) -> None:
     shutil.copytree(saved / name, tmp_path / name)
     marker = tmp_path / "ran"
     planted = tmp_path / name / "checkpoints" / crafted
     plant(planted, marker)
-    done = runs.watch(_argv(tmp_path, name, "-o", f"train.max_steps={2 * STEPS}", "--resume", "auto"), "failed",
-                      timeout=100)
+    done = runs.watch(
+        _argv(tmp_path, name, "-o", f"train.max_steps={2 * STEPS}", "--resume", "auto"), "failed", timeout=100
+    )
     assert not marker.exists(), f"the crafted file's code ran\n{done.output}"
     assert f"{planted} {REFUSED}" in done.output, done.output
     assert done.returncode == EXIT_CHECKPOINT, done.output
-    if name == "ps":   # refused once: a restart would read the same file
+    if name == "ps":  # refused once: a restart would read the same file
         assert done.output.count(REFUSED) == 1 and "not restarted" in done.output, done.output

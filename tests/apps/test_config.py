@@ -1,4 +1,5 @@
 """Config validation: unknown keys suggest the closest, bad types, overrides, every shipped YAML loads."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +8,8 @@ import pytest
 
 from apps import optim
 from apps.config import loading
-from apps.config.schema import Config
 from apps.config.loading import ConfigError
+from apps.config.schema import Config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "apps" / "configs").glob("*.yaml"))
 
@@ -20,36 +21,52 @@ def test_no_config_is_the_embedded_default_and_matches_default_yaml() -> None:
     assert loading.load("apps/configs/default.yaml") == cfg
 
 
-@pytest.mark.parametrize("override, message", [
-    ("optim.lrr=0.1", "did you mean 'optim.lr'"),
-    ("tarin.epochs=1", "did you mean 'train'"),
-    ("model.options.widht=8", "did you mean 'width'"),
-    ("data.options.eval_cont=10", "did you mean 'eval_count'"),
-    ("model.name=cnm", "did you mean 'cnn'"),
-    ("optim.name=sdg", "did you mean 'sgd'"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.lrr=0.1", "did you mean 'optim.lr'"),
+        ("tarin.epochs=1", "did you mean 'train'"),
+        ("model.options.widht=8", "did you mean 'width'"),
+        ("data.options.eval_cont=10", "did you mean 'eval_count'"),
+        ("model.name=cnm", "did you mean 'cnn'"),
+        ("optim.name=sdg", "did you mean 'sgd'"),
+    ],
+)
 def test_unknown_names_suggest_the_closest(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         loading.load(None, [override])
 
 
-@pytest.mark.parametrize("override, message", [
-    ("optim.lr=abc", "optim.lr: expected float"),
-    ("data.batch_size=1.5", "data.batch_size: expected int"),
-    ("data.batch_size=0", "data.batch_size must be > 0"),
-    ("optim.nesterov=3", "optim.nesterov: expected bool"),
-    ("optim.betas=0.9", "optim.betas: expected a list"),
-    ("schedule.milestones=[1, x]", r"schedule.milestones\[1\]: expected float"),
-    ("optim.lr", "expected key=value"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.lr=abc", "optim.lr: expected float"),
+        ("data.batch_size=1.5", "data.batch_size: expected int"),
+        ("data.batch_size=0", "data.batch_size must be > 0"),
+        ("optim.nesterov=3", "optim.nesterov: expected bool"),
+        ("optim.betas=0.9", "optim.betas: expected a list"),
+        ("schedule.milestones=[1, x]", r"schedule.milestones\[1\]: expected float"),
+        ("optim.lr", "expected key=value"),
+    ],
+)
 def test_bad_values_name_the_key_and_what_was_expected(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         loading.load(None, [override])
 
 
 def test_overrides_are_typed_and_repeatable() -> None:
-    cfg = loading.load(None, ["optim.lr=1e-3", "train.epochs=2", "schedule.milestones=[1, 2]",
-                                "model.options.width=8", "data.path=/x", "data.path=/y", "train.max_steps=null"])
+    cfg = loading.load(
+        None,
+        [
+            "optim.lr=1e-3",
+            "train.epochs=2",
+            "schedule.milestones=[1, 2]",
+            "model.options.width=8",
+            "data.path=/x",
+            "data.path=/y",
+            "train.max_steps=null",
+        ],
+    )
     assert cfg.optim.lr == 0.001 and isinstance(cfg.optim.lr, float)
     assert cfg.train.epochs == 2.0 and cfg.schedule.milestones == [1.0, 2.0]
     assert cfg.model.options == {"width": 8} and cfg.data.path == "/y" and cfg.train.max_steps is None
@@ -94,6 +111,7 @@ def test_epoch_options_become_steps_and_unknown_algorithm_options_are_named() ->
 
 def test_print_config_cli(capsys: pytest.CaptureFixture[str]) -> None:
     from apps.train import main
+
     assert main(["--print-config", "-o", "optim.lr=0.2"]) == 0
     out = capsys.readouterr().out
     assert "lr: 0.2" in out and "name: mnist-cnn-plsgd" in out

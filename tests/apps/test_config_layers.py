@@ -1,6 +1,7 @@
 """How a configuration is put together: files layered left to right (positional or --config), the
 embedded default beneath them, a switch of algorithm (built in or the user's) that drops the old
 algorithm's options with a note, SmolCluster's keys, and the learning-rate schedule's horizon that train.max_steps leaves alone."""
+
 from __future__ import annotations
 
 import subprocess
@@ -9,16 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from apps.config import loading
 from apps.budget import Budget
+from apps.config import loading
 from apps.config.loading import ConfigError
 from apps.train import main
 from tests.launch import ROOT, worker_env
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "apps.train", *argv], cwd=ROOT, env=worker_env(),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "apps.train", *argv],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -28,8 +35,9 @@ def two_files(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "a.yaml", tmp_path / "b.yaml"
 
 
-def test_repeated_config_files_layer_left_to_right(two_files: tuple[Path, Path],
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_repeated_config_files_layer_left_to_right(
+    two_files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     a, b = two_files
     cfg = loading.load([a, b])
     assert (cfg.optim.lr, cfg.optim.momentum, cfg.train.epochs) == (0.25, 0.5, 7.0)
@@ -65,6 +73,7 @@ def test_switching_algorithm_drops_the_options_it_lacks_with_a_note() -> None:
 def registry_restored():
     """The plugin registers its algorithm in this process: leave the registry as other tests expect it."""
     from algorithms import registry
+
     saved = dict(registry._REGISTRY)
     yield
     registry._REGISTRY.clear()
@@ -97,14 +106,18 @@ def test_a_later_file_switching_algorithm_drops_an_earlier_files_options(tmp_pat
     assert any("averaging_freq" in note for note in resolved.notes)
 
 
-@pytest.mark.parametrize("override, message", [
-    ("algorithm.options.averaging_freq=0", "averaging_freq must be >= 1"),
-    ("algorithm.options={codec: gzip}", "codec 'gzip' is not a codec name"),
-    ("algorithm.name=none", "this launch runs 2 ranks"),
-    ("algorithm.name=lapsgd", "algorithm.options: num_processes must be"),
-])
-def test_print_config_fails_where_the_run_would(override: str, message: str,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("algorithm.options.averaging_freq=0", "averaging_freq must be >= 1"),
+        ("algorithm.options={codec: gzip}", "codec 'gzip' is not a codec name"),
+        ("algorithm.name=none", "this launch runs 2 ranks"),
+        ("algorithm.name=lapsgd", "algorithm.options: num_processes must be"),
+    ],
+)
+def test_print_config_fails_where_the_run_would(
+    override: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     extra = ["-o", "algorithm.options.num_processes=0"] if override.endswith("lapsgd") else []
     assert main(["--print-config", "-o", override, *extra]) == 2
     assert message in capsys.readouterr().err
@@ -113,11 +126,17 @@ def test_print_config_fails_where_the_run_would(override: str, message: str,
 def test_smolcluster_training_keys_map_to_ours_or_suggest(tmp_path: Path) -> None:
     (tmp_path / "gpt_config.yaml").write_text(
         "training: {batch_size: 16, epochs: 2, learning_rate: 6.0e-4, weight_decay: 0.01, grad_clip_norm: 1.0}\n"
-        "lr_schedule: {warmup_iters: 100, min_lr: 6.0e-5}\n")
+        "lr_schedule: {warmup_iters: 100, min_lr: 6.0e-5}\n"
+    )
     resolved = loading.resolve(tmp_path / "gpt_config.yaml")
     cfg = resolved.config
-    assert (cfg.data.batch_size, cfg.train.epochs, cfg.optim.lr, cfg.optim.weight_decay, cfg.train.grad_clip) == \
-        (16, 2.0, 6e-4, 0.01, 1.0)
+    assert (cfg.data.batch_size, cfg.train.epochs, cfg.optim.lr, cfg.optim.weight_decay, cfg.train.grad_clip) == (
+        16,
+        2.0,
+        6e-4,
+        0.01,
+        1.0,
+    )
     assert (cfg.schedule.warmup_steps, cfg.schedule.min_lr) == (100, 6e-5)
     assert any("'training.learning_rate' is SmolCluster's name for 'optim.lr'" in n for n in resolved.notes)
     assert loading.load(None, ["training.batch_size=16"]).data.batch_size == 16  # its --override habit
@@ -142,8 +161,15 @@ def test_s3df_script_asks_for_nccl_which_auto_never_picks() -> None:
     from pycomm.backends import choose_auto
     from pycomm.launch_env import detect
 
-    srun = detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0", "SLURM_STEP_ID": "0",
-                   "SLURM_JOB_NODELIST": "n1"})
+    srun = detect(
+        {
+            "SLURM_PROCID": "0",
+            "SLURM_NTASKS": "4",
+            "SLURM_LOCALID": "0",
+            "SLURM_STEP_ID": "0",
+            "SLURM_JOB_NODELIST": "n1",
+        }
+    )
     assert choose_auto(srun) != "nccl"
     script = (ROOT / "apps" / "slurm" / "s3df.sbatch").read_text()
     assert "-o launch.backend=nccl" in script and "NCCL for CUDA tensors" not in script
@@ -154,14 +180,19 @@ def test_training_stub_keys_map_to_ours(tmp_path: Path) -> None:
         "dist: {cpu_only: true, backend: mpi, dtype: bfloat16, sharding_stage: zero3_hybrid}\n"
         "lr_scheduler: {total_iterations: 1000000, warmup_iterations: 10}\n"
         "checkpoint: {state_dict_type: full, chkpt_saving_iterations: 100, directory: experiments/chkpts, "
-        "prefix: dummy-0.1}\n")
+        "prefix: dummy-0.1}\n"
+    )
     resolved = loading.resolve(tmp_path / "stub.yaml")
     cfg = resolved.config
     assert (cfg.algorithm.name, cfg.algorithm.options) == ("zero3", {"hybrid": True})
     assert (cfg.train.device, cfg.train.dtype, cfg.launch.backend) == ("cpu", "bfloat16", "mpi")
     assert (cfg.schedule.warmup_steps, cfg.schedule.total_steps) == (10, 1000000)
-    assert (cfg.checkpoint.every_steps, cfg.checkpoint.state_dict_type, cfg.checkpoint.directory,
-            cfg.checkpoint.prefix) == (100, "full", "experiments/chkpts", "dummy-0.1")
+    assert (
+        cfg.checkpoint.every_steps,
+        cfg.checkpoint.state_dict_type,
+        cfg.checkpoint.directory,
+        cfg.checkpoint.prefix,
+    ) == (100, "full", "experiments/chkpts", "dummy-0.1")
     assert any("'dist.sharding_stage' is maxie's name for 'algorithm'" in n for n in resolved.notes)
     zero0 = loading.load(None, ["dist.sharding_stage=zero0", "dist.cpu_only=false"])
     assert (zero0.algorithm.name, zero0.algorithm.options, zero0.train.device) == ("mbsgd", {}, "auto")
@@ -180,11 +211,14 @@ def test_zero_configs_resolve_and_print(path: Path) -> None:
     are here (the ViT ones need torchvision and wandb, which --print-config checks first)."""
     cfg = loading.load(path)
     stage = path.name.split("_")[0]
-    assert cfg.algorithm.name == stage and cfg.algorithm.options == ({"hybrid": True} if "_hybrid_" in path.name else {})
+    assert cfg.algorithm.name == stage and cfg.algorithm.options == (
+        {"hybrid": True} if "_hybrid_" in path.name else {}
+    )
     assert cfg.checkpoint.state_dict_type == "sharded"
     base = loading.load(ROOT / "apps" / "configs" / loading.read_layers(path)[0][0].rsplit("/", 1)[-1])
     assert (cfg.model, cfg.optim, cfg.data) == (base.model, base.optim, base.data)
     from apps import requirements
+
     try:
         requirements.check(cfg)
     except ValueError:

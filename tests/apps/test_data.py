@@ -1,4 +1,5 @@
 """Data loaders on real and synthetic files in the real formats; sharding disjoint and complete."""
+
 from __future__ import annotations
 
 import gzip
@@ -23,8 +24,10 @@ def test_embedded_mnist_parses_and_splits_8000_2000() -> None:
     assert x.shape == (5, 1, 28, 28) and x.dtype == torch.float32 and y.dtype == torch.int64
     again = DATASETS.build("mnist", {})  # the split is fixed: same on every rank and every run
     assert torch.equal(again.eval.labels, splits.eval.labels)
-    assert torch.bincount(torch.cat([splits.train.labels, splits.eval.labels]), minlength=10).tolist() == \
-        np.bincount(labels, minlength=10).tolist()  # a partition of the 10,000
+    assert (
+        torch.bincount(torch.cat([splits.train.labels, splits.eval.labels]), minlength=10).tolist()
+        == np.bincount(labels, minlength=10).tolist()
+    )  # a partition of the 10,000
 
 
 def test_embedded_tiny_shakespeare_is_the_text_default() -> None:
@@ -94,7 +97,8 @@ def test_text_windows_shift_by_one(tmp_path: Path) -> None:
     x, y = splits.train.batch(torch.tensor([0, 2]))
     assert x.shape == (2, 8) and torch.equal(x[:, 1:], y[:, :-1])
     assert "".join(splits.info["vocab"][i] for i in x[1].tolist()) == "qrstuvwx".translate(
-        str.maketrans("qrstuvwx", "ghijabcd"))
+        str.maketrans("qrstuvwx", "ghijabcd")
+    )
 
 
 def test_random_tensors_are_a_function_of_the_index() -> None:
@@ -115,15 +119,15 @@ def test_shards_are_disjoint_equal_and_deterministic(n: int, size: int, segment:
             shards = [p.shard(epoch, s) for p in plans]
             assert len({len(sh) for sh in shards}) == 1
             start, end = plans[0].bounds(s)
-            assert end - start - sum(map(len, shards)) < size   # a segment's rest of fewer than `size` is left
+            assert end - start - sum(map(len, shards)) < size  # a segment's rest of fewer than `size` is left
             seen += [i for sh in shards for i in sh.tolist()]
             assert len({p.steps_in_segment(s) for p in plans}) == 1  # every rank takes the same number of steps
-        assert len(set(seen)) == len(seen) and n - len(seen) < size * plans[0].num_segments   # disjoint
+        assert len(set(seen)) == len(seen) and n - len(seen) < size * plans[0].num_segments  # disjoint
     assert not torch.equal(plans[0].order(0), plans[0].order(1))
     again = ShardPlan(n, 0, size, batch_size=2, seed=3, segment_size=segment)
     assert torch.equal(again.shard(1, 0), plans[0].shard(1, 0))
     batches = list(plans[0].batches(0, 0))
-    taken = plans[0].global_batch   # one step of every rank: the position after it, in samples
+    taken = plans[0].global_batch  # one step of every rank: the position after it, in samples
     assert [b.tolist() for b in plans[0].batches(0, 0, taken)] == [b.tolist() for b in batches[1:]]
     assert plans[0].progress(1, 0, taken) == plans[0].steps_per_epoch + 1
 

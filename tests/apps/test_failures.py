@@ -2,6 +2,7 @@
 line (apps.failure, pycomm.abort), faults injected with PYCOMM_APPS_FAIL_AT as torchft's fail_at; the
 realistic causes (a corrupt per-rank checkpoint, a checkpoint directory that cannot be made); and
 the pieces: the launcher's verdict, Open MPI's messages held back, the fail-at spec."""
+
 from __future__ import annotations
 
 import io
@@ -35,8 +36,9 @@ def last_line(text: str) -> str:
 def test_a_rank_that_raises_ends_the_job_at_once_with_its_error(tmp_path: Path) -> None:
     w = runs.watch(runs.args(tmp_path, "raise", "plsgd", 2, *FAST), "step 3/", fail_at("1:3:raise"))
     assert w.returncode == failure.EXIT_FAILED, w.output
-    assert last_line(w.output) == ("rank 1 failed: InjectedFailure: PYCOMM_APPS_FAIL_AT=1:3:raise: injected failure "
-                                   "on rank 1 at step 3"), w.output
+    assert last_line(w.output) == (
+        "rank 1 failed: InjectedFailure: PYCOMM_APPS_FAIL_AT=1:3:raise: injected failure on rank 1 at step 3"
+    ), w.output
     assert w.output.count("Traceback") == 1 and "MPI_ABORT" not in w.output, w.output  # one traceback, no banner
     assert w.after_mark < 10, w.output
 
@@ -46,8 +48,9 @@ def test_a_rank_that_raises_ends_the_job_at_once_with_its_error(tmp_path: Path) 
 def test_a_rank_that_vanishes_ends_the_job_and_is_named(tmp_path: Path) -> None:
     w = runs.watch(runs.args(tmp_path, "exit", "plsgd", 2, *FAST), "step 2/", fail_at("0:2:exit"))
     assert w.returncode == fault_injection.EXIT_INJECTED, w.output
-    assert last_line(w.output) == f"rank 0 exited with code {fault_injection.EXIT_INJECTED} without reporting an error", \
-        w.output
+    assert (
+        last_line(w.output) == f"rank 0 exited with code {fault_injection.EXIT_INJECTED} without reporting an error"
+    ), w.output
     assert "Traceback" not in w.output and RULE not in w.output, w.output
     assert w.after_mark < 10, w.output
 
@@ -56,8 +59,9 @@ def test_a_checkpoint_directory_that_cannot_be_made_is_refused_before_any_rank_s
     """Caught where the config is checked: no rank starts, so none can fail at its first save."""
     (tmp_path / "a_file").write_text("")
     argv = runs.args(tmp_path, "nodir", "plsgd", 2, *FAST, "-o", f"checkpoint.directory={tmp_path / 'a_file' / 'ckpt'}")
-    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, env=worker_env(), capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2, proc.stderr
     assert f"{tmp_path / 'a_file'} is a file, not a directory" in proc.stderr and "rank" not in proc.stdout, proc
     assert not (tmp_path / "nodir").exists()
@@ -75,18 +79,26 @@ def test_a_corrupt_per_rank_checkpoint_on_resume_ends_the_job_with_rank_1s_error
     rank1.write_bytes(rank1.read_bytes()[:-8] + b"garbage!")
     w = runs.watch(argv + ["-o", "train.max_steps=20", "--resume", "auto"], "")
     assert w.returncode == failure.EXIT_CHECKPOINT, w.output
-    assert last_line(w.output) == (f"rank 1 failed: CheckpointError: checkpoint file {rank1} is corrupt: its SHA-256 "
-                                   "differs from the one in manifest.json (its contents changed after it was "
-                                   "written)"), w.output
-    assert "rank 0 failed" not in w.output, w.output   # rank 0 only stopped because rank 1 failed
+    assert last_line(w.output) == (
+        f"rank 1 failed: CheckpointError: checkpoint file {rank1} is corrupt: its SHA-256 "
+        "differs from the one in manifest.json (its contents changed after it was "
+        "written)"
+    ), w.output
+    assert "rank 0 failed" not in w.output, w.output  # rank 0 only stopped because rank 1 failed
     assert "Traceback" not in w.output and "StallError" not in w.output, w.output  # its message is the story
 
 
 @pytest.mark.mpi
 @needs_comm
 def test_under_the_users_own_mpirun_the_failing_rank_prints_its_summary(tmp_path: Path) -> None:
-    proc = mpirun(2, "apps.train", *runs.args(tmp_path, "own", "plsgd", 2, *FAST)[2:], env=fail_at("1:3:raise"),
-                  expect_ok=False, timeout=100)
+    proc = mpirun(
+        2,
+        "apps.train",
+        *runs.args(tmp_path, "own", "plsgd", 2, *FAST)[2:],
+        env=fail_at("1:3:raise"),
+        expect_ok=False,
+        timeout=100,
+    )
     assert proc.returncode == failure.EXIT_FAILED, proc.stdout + proc.stderr
     summary = "rank 1 failed: InjectedFailure: PYCOMM_APPS_FAIL_AT=1:3:raise: injected failure on rank 1 at step 3"
     assert proc.stderr.count(summary) == 1 and proc.stderr.count("Traceback") == 1, proc.stderr
@@ -95,8 +107,10 @@ def test_under_the_users_own_mpirun_the_failing_rank_prints_its_summary(tmp_path
 def test_verdict_groups_ranks_that_failed_alike_and_puts_the_first_first(tmp_path: Path) -> None:
     for rank, kind in ((2, "OSError"), (0, "OSError"), (1, "ValueError")):
         failure.record(tmp_path, failure.Failure(rank, 3, kind, "disk full" if kind == "OSError" else "bad", 1))
-    assert failure.verdict(failure.read(tmp_path)) == ["ranks 2, 0 failed: OSError: disk full",
-                                                       "rank 1 failed: ValueError: bad"]
+    assert failure.verdict(failure.read(tmp_path)) == [
+        "ranks 2, 0 failed: OSError: disk full",
+        "rank 1 failed: ValueError: bad",
+    ]
 
 
 def test_only_the_first_failing_rank_is_first(tmp_path: Path) -> None:
@@ -120,15 +134,20 @@ def test_a_bad_fail_at_spec_is_refused_with_the_expected_form(spec: str) -> None
 def test_a_hold_keeps_the_rank_at_its_step_until_a_signal_comes(tmp_path: Path) -> None:
     """PYCOMM_APPS_FAIL_AT=0:5:hold (what runs.preempt and runs.interrupt set): no step after 5 until the
     SIGTERM, which is then taken at step 5 itself, however fast the run."""
-    proc = subprocess.Popen([sys.executable, "-u", *runs.args(tmp_path, "hold", "none", 1, *FAST)], cwd=ROOT,
-                            env=worker_env(fail_at("0:5:hold")), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", *runs.args(tmp_path, "hold", "none", 1, *FAST)],
+        cwd=ROOT,
+        env=worker_env(fail_at("0:5:hold")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     for line in proc.stdout:
         lines.append(line)
         if "step 5/" in line:
             break
-    time.sleep(3)   # what a 20-step run needs many times over; held, it logs nothing more
+    time.sleep(3)  # what a 20-step run needs many times over; held, it logs nothing more
     assert proc.poll() is None, "".join(lines)
     proc.send_signal(signal.SIGTERM)
     out = "".join(lines) + proc.communicate(timeout=120)[0]
@@ -137,11 +156,27 @@ def test_a_hold_keeps_the_rank_at_its_step_until_a_signal_comes(tmp_path: Path) 
 
 
 def test_open_mpi_messages_are_held_back_and_summarised() -> None:
-    banner = [RULE, "mpirun detected that one or more processes exited with non-zero status, thus causing",
-              "the job to be terminated. The first process to do so was:", "",
-              "  Process name: [[18847,1],1]", "  Exit code:    7", RULE]
-    text = "\n".join(["rank output", *banner, "[vm:1] 1 more process has sent help message help-mpi-api.txt",
-                      "more rank output", f"{RULE} not a frame"]) + "\n"
+    banner = [
+        RULE,
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "",
+        "  Process name: [[18847,1],1]",
+        "  Exit code:    7",
+        RULE,
+    ]
+    text = (
+        "\n".join(
+            [
+                "rank output",
+                *banner,
+                "[vm:1] 1 more process has sent help message help-mpi-api.txt",
+                "more rank output",
+                f"{RULE} not a frame",
+            ]
+        )
+        + "\n"
+    )
     sink = io.StringIO()
     stderr = MpirunStderr(io.BytesIO(text.encode()), sink)
     stderr.join()

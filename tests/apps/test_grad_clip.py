@@ -1,6 +1,7 @@
 """apps.train's train.grad_clip goes through the optimizer's own clip_grad_norm_ for every algorithm (one
 rank, in process): the norm it returns is torch's on the model's gradient, and the step moves the
 parameters by at most lr * grad_clip, also where the gradients are sharded (zero2, zero3)."""
+
 from __future__ import annotations
 
 import copy
@@ -17,6 +18,7 @@ LR, CLIP = 1.0, 1e-3
 @pytest.fixture(autouse=True)
 def one_rank_world() -> None:
     import pycomm
+
     pycomm.init()
 
 

@@ -1,4 +1,5 @@
 """Metrics files, resume truncation, the progress line, optional TensorBoard / W&B."""
+
 from __future__ import annotations
 
 import csv
@@ -14,9 +15,20 @@ from apps.metrics import Metrics, Progress, algorithm_quantities
 
 
 def _row(step: int) -> dict:
-    return {"step": step, "epoch": 0, "segment": 0, "time": step * 0.1, "loss": 1.0 / step, "lr": 0.1,
-            "samples_per_s": 100.0, "tokens_per_s": None, "mfu": None, "comm_bytes": 8 * step,
-            "comm_seconds": 0.01, "H": 4}
+    return {
+        "step": step,
+        "epoch": 0,
+        "segment": 0,
+        "time": step * 0.1,
+        "loss": 1.0 / step,
+        "lr": 0.1,
+        "samples_per_s": 100.0,
+        "tokens_per_s": None,
+        "mfu": None,
+        "comm_bytes": 8 * step,
+        "comm_seconds": 0.01,
+        "H": 4,
+    }
 
 
 def test_files_and_truncation_on_resume(tmp_path: Path) -> None:
@@ -60,10 +72,10 @@ def test_algorithm_quantities_from_a_comm_optimizer_like_object() -> None:
             return {"bytes": 1024, "seconds": 0.5, "calls": 3}
 
     assert algorithm_quantities(Opt(), 4) == {"comm_bytes": 1024, "comm_seconds": 0.5, "H": 8, "ranks": 4}
-    Comm.size = 1   # independent processes (asyncps, ssp): each holds a one-rank world; the run has 3 ranks
+    Comm.size = 1  # independent processes (asyncps, ssp): each holds a one-rank world; the run has 3 ranks
     assert algorithm_quantities(Opt(), 3)["ranks"] == 3
 
-    class Split(Opt):   # bytes per mesh dimension, plus a pipeline's: the columns per dimension and their total
+    class Split(Opt):  # bytes per mesh dimension, plus a pipeline's: the columns per dimension and their total
         def comm_stats(self) -> dict:
             return {"bytes": 1024, "seconds": 0.5, "calls": 3, "bytes_by_dim": {"dp_shard": 1000, "dp": 24}}
 
@@ -72,8 +84,13 @@ def test_algorithm_quantities_from_a_comm_optimizer_like_object() -> None:
             return {"bytes": 300, "bytes_by_dim": {"pp": 292, "dp": 8}}
 
     q = algorithm_quantities(Split(), 4, Pipe())
-    assert (q["comm_bytes"], q["comm_bytes_pp"], q["comm_bytes_dp"], q["comm_bytes_dp_shard"],
-            q["comm_bytes_dp_replicate"]) == (1324, 292, 32, 1000, 0)
+    assert (
+        q["comm_bytes"],
+        q["comm_bytes_pp"],
+        q["comm_bytes_dp"],
+        q["comm_bytes_dp_shard"],
+        q["comm_bytes_dp_replicate"],
+    ) == (1324, 292, 32, 1000, 0)
 
 
 @pytest.mark.parametrize("module, option", [("tensorboard", {"tensorboard": True}), ("wandb", {"wandb": "offline"})])

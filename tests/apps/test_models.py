@@ -1,4 +1,5 @@
 """Every reference model: forward shapes, registry errors, the optional ViT-MAE."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -9,14 +10,17 @@ import torch
 from apps.models import MODELS
 
 
-@pytest.mark.parametrize("name, options, x, out", [
-    ("mlp", {}, torch.randn(3, 1, 28, 28), (3, 10)),
-    ("cnn", {}, torch.randn(3, 1, 28, 28), (3, 10)),
-    ("resnet20", {}, torch.randn(2, 3, 32, 32), (2, 10)),
-    ("resnet50", {"num_classes": 7}, torch.randn(1, 3, 64, 64), (1, 7)),
-    ("vit", {"depth": 2}, torch.randn(2, 3, 32, 32), (2, 10)),
-    ("gpt", {"n_layer": 2, "block_size": 16}, torch.randint(0, 65, (2, 16)), (2, 16, 65)),
-])
+@pytest.mark.parametrize(
+    "name, options, x, out",
+    [
+        ("mlp", {}, torch.randn(3, 1, 28, 28), (3, 10)),
+        ("cnn", {}, torch.randn(3, 1, 28, 28), (3, 10)),
+        ("resnet20", {}, torch.randn(2, 3, 32, 32), (2, 10)),
+        ("resnet50", {"num_classes": 7}, torch.randn(1, 3, 64, 64), (1, 7)),
+        ("vit", {"depth": 2}, torch.randn(2, 3, 32, 32), (2, 10)),
+        ("gpt", {"n_layer": 2, "block_size": 16}, torch.randint(0, 65, (2, 16)), (2, 16, 65)),
+    ],
+)
 def test_forward_shapes(name: str, options: dict, x: torch.Tensor, out: tuple) -> None:
     model = MODELS.build(name, options).eval()
     with torch.no_grad():
@@ -25,9 +29,9 @@ def test_forward_shapes(name: str, options: dict, x: torch.Tensor, out: tuple) -
 
 def test_reference_sizes() -> None:
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
-    assert count(MODELS.build("resnet50", {})) == 25_557_032          # as torchvision's ResNet-50
-    assert 0.26e6 < count(MODELS.build("resnet20", {})) < 0.28e6      # He et al.: 0.27M
-    assert 10.6e6 < count(MODELS.build("gpt", {})) < 10.8e6           # nanoGPT shakespeare_char: ~10.65M
+    assert count(MODELS.build("resnet50", {})) == 25_557_032  # as torchvision's ResNet-50
+    assert 0.26e6 < count(MODELS.build("resnet20", {})) < 0.28e6  # He et al.: 0.27M
+    assert 10.6e6 < count(MODELS.build("gpt", {})) < 10.8e6  # nanoGPT shakespeare_char: ~10.65M
 
 
 def test_data_sizes_fill_unset_model_options() -> None:
@@ -49,7 +53,14 @@ def test_vit_mae_needs_transformers() -> None:
         with pytest.raises(ImportError, match="pip install transformers"):
             MODELS.build("vit_mae", {})
     else:
-        cfg = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
-               "image_size": 32, "patch_size": 8, "num_channels": 1}
+        cfg = {
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "image_size": 32,
+            "patch_size": 8,
+            "num_channels": 1,
+        }
         out = MODELS.build("vit_mae", {"hf_config": cfg})(pixel_values=torch.randn(2, 1, 32, 32))
         assert out.loss.ndim == 0

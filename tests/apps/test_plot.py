@@ -1,6 +1,7 @@
 """apps.plot on run directories in the exact format apps.metrics writes (Metrics, config.yaml from
 apps/config/loading.py): titles name the algorithm, its options, ranks and model; bytes on a log axis with human
 units; loss against bytes a step curve; no accuracy panel without accuracy; runs compared in one figure."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,18 @@ from apps.config.schema import Config, LoggingConfig
 from apps.metrics import Metrics
 
 
-def _write_run(root: Path, name: str, algorithm: str, options: dict, ranks: int, period: int | None,
-               bytes_per_round: float, accuracy: bool = True, model: str = "mlp", steps: int = 40) -> Path:
+def _write_run(
+    root: Path,
+    name: str,
+    algorithm: str,
+    options: dict,
+    ranks: int,
+    period: int | None,
+    bytes_per_round: float,
+    accuracy: bool = True,
+    model: str = "mlp",
+    steps: int = 40,
+) -> Path:
     """A run directory as apps.train leaves it: config.yaml and Metrics' train/eval files. The
     algorithm communicates `bytes_per_round` every `period` steps (every step when period is None)."""
     cfg = Config(name=name, out_dir=str(root))
@@ -30,13 +41,33 @@ def _write_run(root: Path, name: str, algorithm: str, options: dict, ranks: int,
     for step in range(1, steps + 1):
         if period is None or step % period == 0:
             sent += bytes_per_round
-        metrics.step({"step": step, "epoch": 0, "segment": 0, "time": 0.5 * step, "loss": 2.0 / step ** 0.5,
-                      "lr": 0.1, "samples_per_s": 100.0, "tokens_per_s": None, "mfu": None,
-                      "comm_bytes": sent if algorithm != "none" else None, "comm_seconds": 0.01 * step,
-                      "H": period, "ranks": ranks if algorithm != "none" else None})
+        metrics.step(
+            {
+                "step": step,
+                "epoch": 0,
+                "segment": 0,
+                "time": 0.5 * step,
+                "loss": 2.0 / step**0.5,
+                "lr": 0.1,
+                "samples_per_s": 100.0,
+                "tokens_per_s": None,
+                "mfu": None,
+                "comm_bytes": sent if algorithm != "none" else None,
+                "comm_seconds": 0.01 * step,
+                "H": period,
+                "ranks": ranks if algorithm != "none" else None,
+            }
+        )
         if step % 10 == 0:
-            metrics.eval({"step": step, "epoch": 0, "time": 0.5 * step, "loss": 1.5 / step ** 0.5,
-                          "accuracy": 1 - 1 / step if accuracy else None})
+            metrics.eval(
+                {
+                    "step": step,
+                    "epoch": 0,
+                    "time": 0.5 * step,
+                    "loss": 1.5 / step**0.5,
+                    "accuracy": 1 - 1 / step if accuracy else None,
+                }
+            )
     metrics.close()
     return run_dir
 
@@ -51,10 +82,14 @@ def test_single_run_figure_titles_scales_and_files(tmp_path: Path) -> None:
     title = fig.get_suptitle()
     assert title == "plsgd (H=8, codec int8): mlp on mnist, 2 ranks", title
     axes = _axes(fig)
-    assert set(axes) == {("optimizer step", "training loss (mean of 2 steps)"),
-                         ("wall time (s)", "training loss (mean of 2 steps)"),
-                         ("bytes sent per rank", "training loss"), ("optimizer step", "eval loss"),
-                         ("optimizer step", "eval accuracy"), ("wall time (s)", "eval accuracy")}
+    assert set(axes) == {
+        ("optimizer step", "training loss (mean of 2 steps)"),
+        ("wall time (s)", "training loss (mean of 2 steps)"),
+        ("bytes sent per rank", "training loss"),
+        ("optimizer step", "eval loss"),
+        ("optimizer step", "eval accuracy"),
+        ("wall time (s)", "eval accuracy"),
+    }
     by_bytes = axes[("bytes sent per rank", "training loss")]
     assert by_bytes.get_xscale() == "log" and by_bytes.get_yscale() == "log"
     line = by_bytes.get_lines()[0]
@@ -98,22 +133,25 @@ def test_runs_of_different_algorithms_share_one_figure(tmp_path: Path) -> None:
     assert (proc_out / "training.png").stat().st_size > 0
 
 
-def test_same_algorithm_runs_are_told_apart_and_bad_dirs_are_errors(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture) -> None:
+def test_same_algorithm_runs_are_told_apart_and_bad_dirs_are_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     a = _write_run(tmp_path, "a", "plsgd", {"averaging_freq": 8}, 2, 8, 1e6)
     b = _write_run(tmp_path, "b", "plsgd", {"averaging_freq": 8}, 4, 8, 1e6)
     c = _write_run(tmp_path, "c", "plsgd", {"averaging_freq": 8}, 4, 8, 1e6)
     fig = plot.figure([plot.load_run(d) for d in (a, b, c)])
     assert fig.get_suptitle() == "plsgd, 3 runs: mlp on mnist"
     assert [t.get_text() for t in fig.legends[0].get_texts()] == [
-        "plsgd (H=8, 2 ranks)", "plsgd (H=8, 4 ranks) [b]", "plsgd (H=8, 4 ranks) [c]"]
+        "plsgd (H=8, 2 ranks)",
+        "plsgd (H=8, 4 ranks) [b]",
+        "plsgd (H=8, 4 ranks) [c]",
+    ]
     plt.close(fig)
     assert plot.main([str(tmp_path / "missing")]) == 2
     assert "no train.csv in" in capsys.readouterr().err
 
 
-def test_a_run_without_a_finite_loss_plots_nothing_and_says_so(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture) -> None:
+def test_a_run_without_a_finite_loss_plots_nothing_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run_dir = _write_run(tmp_path, "nan", "plsgd", {"averaging_freq": 8}, 2, 8, 1e6, steps=5)
     text = (run_dir / "train.csv").read_text().splitlines()
     header = text[0].split(",")

@@ -2,6 +2,7 @@
 the launch's secret in its environment and no process has it on its command line (which every user of the
 machine can read); under a plain `mpirun -n 3` asyncps trains to the end (its workers' preemption check
 is no collective the server rank would have to join)."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,18 @@ from tests.apps.runs import ROOT, worker_env
 from tests.apps.test_ps_faults import child_with_rank
 from tests.launch import mpirun
 
-SMALL = ["-o", "model.name=mlp", "-o", "data.segment_size=1000", "-o", "train.log_every=1", "-o", "logging.plot=false",
-         "-o", "algorithm.name=asyncps"]
+SMALL = [
+    "-o",
+    "model.name=mlp",
+    "-o",
+    "data.segment_size=1000",
+    "-o",
+    "train.log_every=1",
+    "-o",
+    "logging.plot=false",
+    "-o",
+    "algorithm.name=asyncps",
+]
 
 
 def environ(pid: int) -> dict[str, str]:
@@ -28,10 +39,23 @@ def environ(pid: int) -> dict[str, str]:
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the ranks' command lines in /proc (Linux)")
 def test_the_secret_is_in_the_ranks_environment_never_on_a_command_line(tmp_path):
-    argv = [sys.executable, "-m", "apps.train", "--nproc", "3", "-o", f"out_dir={tmp_path}", "-o", "name=run",
-            "-o", "train.max_steps=400", *SMALL]
-    launcher = subprocess.Popen(argv, cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "apps.train",
+        "--nproc",
+        "3",
+        "-o",
+        f"out_dir={tmp_path}",
+        "-o",
+        "name=run",
+        "-o",
+        "train.max_steps=400",
+        *SMALL,
+    ]
+    launcher = subprocess.Popen(
+        argv, cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         ranks: dict[int, int] = {}
         deadline = time.monotonic() + 200
@@ -40,7 +64,7 @@ def test_the_secret_is_in_the_ranks_environment_never_on_a_command_line(tmp_path
             ranks.update({r: pid for r in range(3) if (pid := child_with_rank(launcher.pid, r)) is not None})
             time.sleep(0.05)
         secrets = {environ(pid).get("PYCOMM_PS_SECRET") for pid in ranks.values()}
-        assert len(secrets) == 1 and None not in secrets, secrets   # one secret, the same in every rank
+        assert len(secrets) == 1 and None not in secrets, secrets  # one secret, the same in every rank
         secret = secrets.pop()
         assert len(secret) >= 32
         for pid in [launcher.pid, *ranks.values()]:
@@ -60,8 +84,18 @@ def test_the_secret_is_in_the_ranks_environment_never_on_a_command_line(tmp_path
 @pytest.mark.timeout(300)
 def test_asyncps_under_a_plain_mpirun_trains_to_the_end(tmp_path):
     steps = 5
-    proc = mpirun(3, "apps.train", "-o", f"out_dir={tmp_path}", "-o", "name=run", "-o", f"train.max_steps={steps}",
-                  *SMALL, timeout=240)
+    proc = mpirun(
+        3,
+        "apps.train",
+        "-o",
+        f"out_dir={tmp_path}",
+        "-o",
+        "name=run",
+        "-o",
+        f"train.max_steps={steps}",
+        *SMALL,
+        timeout=240,
+    )
     text = proc.stdout + proc.stderr
     assert f"done: {steps} steps" in text, text
     for worker in (1, 2):

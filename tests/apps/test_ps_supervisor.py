@@ -2,6 +2,7 @@
 server that dies while a worker runs is restarted with `--resume auto` at most PYCOMM_PS_SERVER_RESTARTS
 times, each restart logged with its cause; one that dies after the workers are done, or exits 0, is not.
 The restart of a real server under `python -m apps.train --nproc 4` is in test_ps_faults.py."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,15 +20,17 @@ def test_resume_argv_replaces_any_resume_option():
     assert resume_argv(["-o", "a=1"]) == ["-o", "a=1", "--resume", "auto"]
     assert resume_argv(["--resume", "/x/ckpt", "-o", "a=1"]) == ["-o", "a=1", "--resume", "auto"]
     assert resume_argv(["--resume=/x/ckpt"]) == ["--resume", "auto"]
-    assert resume_argv(["--overwrite", "-o", "a=1"]) == ["-o", "a=1", "--resume", "auto"]   # the launcher replaced once
+    assert resume_argv(["--overwrite", "-o", "a=1"]) == ["-o", "a=1", "--resume", "auto"]  # the launcher replaced once
 
 
 def starter(tmp_path: Path, server: str, worker: str):
     """Rank 0 runs `server`, rank 1 `worker` (python code); every start of a rank is recorded with its argv."""
+
     def start(rank: int, argv: Sequence[str]) -> subprocess.Popen:
         with open(tmp_path / "starts.txt", "a") as f:
             f.write(f"{rank} {' '.join(argv)}\n")
         return subprocess.Popen([sys.executable, "-c", server if rank == 0 else worker])
+
     return start
 
 
@@ -47,8 +50,10 @@ def test_a_dying_server_is_restarted_with_resume_until_the_limit(tmp_path, monke
     assert codes == {0: -9, 1: 0}
     assert starts(tmp_path) == ["0 -o x=1", "1 -o x=1", "0 -o x=1 --resume auto", "0 -o x=1 --resume auto"]
     err = capsys.readouterr().err
-    assert ("apps.launch: server rank 0 was killed by signal 9; restarting it from its latest checkpoint "
-            "(--resume auto), restart 1 of 2 (PYCOMM_PS_SERVER_RESTARTS)") in err, err
+    assert (
+        "apps.launch: server rank 0 was killed by signal 9; restarting it from its latest checkpoint "
+        "(--resume auto), restart 1 of 2 (PYCOMM_PS_SERVER_RESTARTS)"
+    ) in err, err
     assert "restart 2 of 2" in err and "not restarted: it was restarted 2 times already" in err, err
 
 
@@ -67,7 +72,7 @@ def test_apps_ps_roles_with_several_servers(monkeypatch):
     args, _ = ps.parse(["server", "--address", "127.0.0.1:29500", "--workers", "3", "--rank", "1"])
     monkeypatch.delenv("PYCOMM_PS_SECRET", raising=False)
     with pytest.raises(ValueError, match="PYCOMM_PS_SECRET is not set: export the same secret on every process"):
-        ps.role_env(args, 2)   # never taken from a command line
+        ps.role_env(args, 2)  # never taken from a command line
     monkeypatch.setenv("PYCOMM_PS_SECRET", "s" * 32)
     assert ps.role_env(args, 2)["PYCOMM_PS_RANK"] == "1" and ps.role_env(args, 2)["PYCOMM_PS_WORLD"] == "5"
     args, _ = ps.parse(["server", "--address", "127.0.0.1:29500", "--workers", "3", "--rank", "2"])

@@ -1,6 +1,7 @@
 """benchmarks.reproduce --quick end to end: every quick variant trains through `python -m apps.train` on 4
 real ranks, the JSON has finite numbers for each, the bytes are ordered as the rules imply, the report and
 figures are written, and a second start trains nothing (resumable). No timing assertions."""
+
 from __future__ import annotations
 
 import csv
@@ -17,16 +18,33 @@ from benchmarks.reproduce.summary import interpolate_log_bytes
 from tests.launch import ROOT
 
 # the quick grid, written out: (task, method, codec)
-QUICK = {(task, method, "fp32") for task in ("mnist", "gpt")
-         for method in ("mbsgd", "plsgd-h2", "plsgd-h16", "qsr-a1.41", "easgd", "lsgd")}
+QUICK = {
+    (task, method, "fp32")
+    for task in ("mnist", "gpt")
+    for method in ("mbsgd", "plsgd-h2", "plsgd-h16", "qsr-a1.41", "easgd", "lsgd")
+}
 QUICK |= {("mnist", "lapsgd", "fp32"), ("mnist", "plsgd-h2", "int8"), ("gpt", "plsgd-h2", "int8")}
 
 
 def _reproduce(tmp_path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "benchmarks.reproduce", "--quick", "--results-dir", str(tmp_path),
-                           "--runs-dir", str(tmp_path / "runs")], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=2400)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.reproduce",
+            "--quick",
+            "--results-dir",
+            str(tmp_path),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
 
 
 @pytest.mark.mpi
@@ -64,7 +82,7 @@ def test_reproduce_quick_end_to_end(tmp_path: Path) -> None:
         assert (tmp_path / f"reproduce_quick_{task}.png").stat().st_size > 0
         assert (tmp_path / "runs" / f"compare-{task}" / "training.png").stat().st_size > 0
 
-    again = _reproduce(tmp_path)   # every run finished: nothing is trained again
+    again = _reproduce(tmp_path)  # every run finished: nothing is trained again
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{len(QUICK)} of {len(QUICK)} runs already done, 0 to train" in again.stderr
     assert json.loads((tmp_path / "reproduce_quick.json").read_text())["rows"] == doc["rows"]
@@ -72,7 +90,7 @@ def test_reproduce_quick_end_to_end(tmp_path: Path) -> None:
 
 def test_constant_h_frontier_is_read_in_log_bytes() -> None:
     frontier = [(1e8, 0.80, "H=2"), (1e6, 0.90, "H=16")]
-    value, between, inside = interpolate_log_bytes(frontier, 1e7)   # halfway in log bytes
+    value, between, inside = interpolate_log_bytes(frontier, 1e7)  # halfway in log bytes
     assert math.isclose(value, 0.85) and between == "H=16 .. H=2" and inside
-    assert interpolate_log_bytes(frontier, 1e9) == (0.80, "H=2", False)    # past the ends: the nearest end
+    assert interpolate_log_bytes(frontier, 1e9) == (0.80, "H=2", False)  # past the ends: the nearest end
     assert interpolate_log_bytes(frontier, 1e5) == (0.90, "H=16", False)

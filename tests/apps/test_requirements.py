@@ -1,5 +1,6 @@
 """apps.requirements: a config's optional packages are checked before any rank starts, with the exact
 install line (torchvision pinned to the installed torch); plots never fail a run that trained."""
+
 from __future__ import annotations
 
 import importlib.machinery
@@ -19,18 +20,28 @@ from tests.launch import ROOT, worker_env
 
 # Runs `python -m apps.train ARGS` in this process with the named modules made unimportable
 # (sys.modules[name] = None makes both find_spec and import fail, as for a missing package).
-WITHOUT = ("import sys\nfor name in sys.argv[1].split(','): sys.modules[name] = None\n"
-           "from apps.train import main\nsys.exit(main(sys.argv[2:]))")
+WITHOUT = (
+    "import sys\nfor name in sys.argv[1].split(','): sys.modules[name] = None\n"
+    "from apps.train import main\nsys.exit(main(sys.argv[2:]))"
+)
 # The same, with a plotting function that raises.
-PLOT_RAISES = ("import sys, apps.plot\n"
-               "def boom(*args, **kwargs): raise RuntimeError('plotting broke')\n"
-               "apps.plot.plot_runs = boom\n"
-               "from apps.train import main\nsys.exit(main(sys.argv[1:]))")
+PLOT_RAISES = (
+    "import sys, apps.plot\n"
+    "def boom(*args, **kwargs): raise RuntimeError('plotting broke')\n"
+    "apps.plot.plot_runs = boom\n"
+    "from apps.train import main\nsys.exit(main(sys.argv[1:]))"
+)
 
 
 def train_without(modules: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", WITHOUT, modules, *args], cwd=ROOT, env=worker_env(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT, modules, *args],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_config_with_missing_packages_fails_before_launch_with_install_lines(tmp_path: Path) -> None:
@@ -41,8 +52,10 @@ def test_config_with_missing_packages_fails_before_launch_with_install_lines(tmp
     pin = requirements.torchvision_for(requirements.torch_version())
     assert "logging.wandb=offline needs wandb, which is not installed: pip install wandb" in proc.stderr
     assert "or set logging.wandb=disabled" in proc.stderr
-    assert f"data.name=imagefolder needs torchvision, which is not installed: pip install torchvision=={pin}" \
-        in proc.stderr, proc.stderr
+    assert (
+        f"data.name=imagefolder needs torchvision, which is not installed: pip install torchvision=={pin}"
+        in proc.stderr
+    ), proc.stderr
     assert not (tmp_path / "qsr-vit-adamw").exists(), "a rank started: the run directory was created"
     assert proc.stdout == "", proc.stdout  # no rank printed anything
     printed = train_without("wandb", *args, "-o", "data.name=mnist", "--print-config")
@@ -79,8 +92,9 @@ def test_import_points_raise_the_same_install_line(monkeypatch: pytest.MonkeyPat
     assert requirements.require("logging.plot", True, "matplotlib.colors").__name__ == "matplotlib.colors"
 
 
-@pytest.mark.parametrize("torch, vision", [("2.13.0", "0.28.0"), ("2.13.0+cpu", "0.28.0"), ("2.5.1", "0.20.1"),
-                                           ("2.0.0", "0.15.0")])
+@pytest.mark.parametrize(
+    "torch, vision", [("2.13.0", "0.28.0"), ("2.13.0+cpu", "0.28.0"), ("2.5.1", "0.20.1"), ("2.0.0", "0.15.0")]
+)
 def test_torchvision_pin_pairs_with_torch(torch: str, vision: str) -> None:
     assert requirements.torchvision_for(torch) == vision
 
@@ -115,15 +129,21 @@ def test_pyproject_declares_the_extras_with_the_torch_pin() -> None:
     tomllib = pytest.importorskip("tomllib")
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert {"plots", "tensorboard", "wandb", "hf", "vision", "serve", "mpi", "test"} <= extras.keys(), extras
-    torch_pin = next(line.split("==")[1] for line in (ROOT / "scripts" / "requirements.txt").read_text().splitlines()
-                     if line.startswith("torch=="))
+    torch_pin = next(
+        line.split("==")[1]
+        for line in (ROOT / "scripts" / "requirements.txt").read_text().splitlines()
+        if line.startswith("torch==")
+    )
     assert extras["vision"] == [f"torchvision=={requirements.torchvision_for(torch_pin)}"], (extras, torch_pin)
     for dep in requirements.DEPENDENCIES:
         assert any(req.split("=")[0] == dep.package for req in extras[dep.extra]), (dep, extras[dep.extra])
     # what a default config uses is a default dependency, not an extra: logging.plot is on by default
     defaults = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    default_needs = [need.dependency.package for need in requirements.NEEDS
-                     if need.applies(operator.attrgetter(need.key)(loading.load(None)))]
+    default_needs = [
+        need.dependency.package
+        for need in requirements.NEEDS
+        if need.applies(operator.attrgetter(need.key)(loading.load(None)))
+    ]
     assert default_needs and all(package in defaults for package in default_needs), (default_needs, defaults)
 
 
@@ -131,8 +151,9 @@ def test_pyproject_declares_the_extras_with_the_torch_pin() -> None:
 def test_a_plotting_failure_never_fails_a_finished_run(tmp_path: Path, how: str) -> None:
     argv = runs.args(tmp_path, "p", "none", 1, "-o", "train.max_steps=5", "-o", "logging.plot=true")[2:]
     code = [PLOT_RAISES] if how == "plotting raises" else [WITHOUT, "matplotlib"]
-    proc = subprocess.run([sys.executable, "-c", *code, *argv], cwd=ROOT, env=worker_env(), capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", *code, *argv], cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "step 5/5" in proc.stdout and (tmp_path / "p" / "train.csv").exists()
     assert "warning: the run finished but its plots were not drawn" in proc.stderr, proc.stderr
@@ -141,13 +162,17 @@ def test_a_plotting_failure_never_fails_a_finished_run(tmp_path: Path, how: str)
     assert not list((tmp_path / "p").glob("*.png"))
 
 
-@pytest.mark.parametrize("command", [
-    "import sys\nsys.modules['matplotlib'] = None\nfrom apps.plot_command import main\nsys.exit(main(['runs/x']))",
-    "import sys, runpy\nsys.modules['matplotlib'] = None\nsys.argv = ['apps.plot', 'runs/x']\n"
-    "runpy.run_module('apps.plot', run_name='__main__')",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "import sys\nsys.modules['matplotlib'] = None\nfrom apps.plot_command import main\nsys.exit(main(['runs/x']))",
+        "import sys, runpy\nsys.modules['matplotlib'] = None\nsys.argv = ['apps.plot', 'runs/x']\n"
+        "runpy.run_module('apps.plot', run_name='__main__')",
+    ],
+)
 def test_plot_command_without_matplotlib_says_what_to_install(command: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", command], cwd=ROOT, env=worker_env(), capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", command], cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "needs matplotlib" in proc.stderr and "pip install matplotlib" in proc.stderr, proc.stderr

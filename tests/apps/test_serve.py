@@ -3,6 +3,7 @@ with a relative data.path), served in 2 pipeline stages on 2 ranks in float64, s
 as SmolCluster's clients speak (its docs' request bodies, sessions, decoding strategies), streaming,
 concurrency, disconnects, bad requests, and generation past the context against a single-process
 float64 reference that applies the same window rule."""
+
 from __future__ import annotations
 
 import threading
@@ -19,22 +20,23 @@ from tests.apps.serving import serving, sse_events, train_tiny_gpt
 
 pytestmark = pytest.mark.mpi
 
-SLOTS, QUEUE = 4, 12   # 16 clients: 4 generating, 12 waiting
-BLOCK, KEEP = 64, 32   # the trained model's context (tests/apps/serving.py TINY_GPT) and the default window keep
+SLOTS, QUEUE = 4, 12  # 16 clients: 4 generating, 12 waiting
+BLOCK, KEEP = 64, 32  # the trained model's context (tests/apps/serving.py TINY_GPT) and the default window keep
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = train_tiny_gpt(tmp_path_factory.mktemp("serve"))
     data_path = yaml.safe_load((run / "config.yaml").read_text())["data"]["path"]
-    assert data_path == "text.txt" and not Path(data_path).exists()   # served from here, it names no file
+    assert data_path == "text.txt" and not Path(data_path).exists()  # served from here, it names no file
     return run
 
 
 @pytest.fixture(scope="module")
 def server(run_dir: Path):
-    with serving("--nproc", "2", "--checkpoint", str(run_dir), "--slots", str(SLOTS), "--queue", str(QUEUE),
-                 "--dtype", "float64") as s:
+    with serving(
+        "--nproc", "2", "--checkpoint", str(run_dir), "--slots", str(SLOTS), "--queue", str(QUEUE), "--dtype", "float64"
+    ) as s:
         yield s
 
 
@@ -59,7 +61,7 @@ def reference_greedy(run_dir: Path, prompt: str, n: int) -> str:
             if len(seq) - start > BLOCK:
                 start = len(seq) - KEEP
             seq.append(int(model(torch.tensor([seq[start:]]))[0, -1].argmax()))
-    return "".join(vocab[i] for i in seq[len(prompt):])
+    return "".join(vocab[i] for i in seq[len(prompt) :])
 
 
 def chat(client: httpx.Client, body: dict) -> list[tuple[float, dict]]:
@@ -97,8 +99,16 @@ def test_stream_is_incremental_and_equals_single_process_greedy(server, run_dir:
 def test_smolcluster_query_answers_in_its_fields(server, run_dir: Path) -> None:
     """Its docs' MP query, greedy: SmolCluster's response fields (ours kept beside them)."""
     with server.client() as c:
-        r = c.post("/query", json={"text": "whether", "max_tokens": 10, "decoding_strategy": "greedy",
-                                   "worker_rank": 0, "use_hf_defaults": True})
+        r = c.post(
+            "/query",
+            json={
+                "text": "whether",
+                "max_tokens": 10,
+                "decoding_strategy": "greedy",
+                "worker_rank": 0,
+                "use_hf_defaults": True,
+            },
+        )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["success"] is True and body["error"] is None and body["worker_rank"] == 0, body
@@ -130,12 +140,15 @@ def test_generation_past_the_context_equals_the_float64_window_reference(server,
         assert final["full_text"] == reference_greedy(run_dir, prompt, n)
 
 
-@pytest.mark.parametrize("body", [
-    {"decoding_strategy": "greedy", "temperature": 7.5},                 # greedy ignores the temperature
-    {"decoding_strategy": "top_k", "top_k": 1, "temperature": 2.0},      # top-1 is greedy
-    {"decoding_strategy": "top_p", "top_p": 1e-300, "temperature": 2.0},  # so is the smallest nucleus
-    {"temperature": 1e-300, "top_k": 2**63, "seed": -2**63},             # extreme values: safe, and greedy
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"decoding_strategy": "greedy", "temperature": 7.5},  # greedy ignores the temperature
+        {"decoding_strategy": "top_k", "top_k": 1, "temperature": 2.0},  # top-1 is greedy
+        {"decoding_strategy": "top_p", "top_p": 1e-300, "temperature": 2.0},  # so is the smallest nucleus
+        {"temperature": 1e-300, "top_k": 2**63, "seed": -(2**63)},  # extreme values: safe, and greedy
+    ],
+)
 def test_decoding_fields_reach_the_last_stage(server, run_dir: Path, body: dict) -> None:
     with server.client() as c:
         r = c.post("/query", json={"text": "to be", "max_tokens": 12, **body})
@@ -148,13 +161,28 @@ def test_smolcluster_sessions_keep_the_conversation(server) -> None:
     context (chat template), /memory/history returns the turns, /memory/clear forgets them, /query and
     requests without session_id never touch memory."""
     sid = "mp-session-1"
-    first = {"messages": [{"role": "system", "content": "be mind"}, {"role": "user", "content": "to be"}],
-             "max_tokens": 8, "decoding_strategy": "top_p", "top_p": 0.9, "temperature": 0.7, "session_id": sid,
-             "use_memory": True}
+    first = {
+        "messages": [{"role": "system", "content": "be mind"}, {"role": "user", "content": "to be"}],
+        "max_tokens": 8,
+        "decoding_strategy": "top_p",
+        "top_p": 0.9,
+        "temperature": 0.7,
+        "session_id": sid,
+        "use_memory": True,
+    }
     with server.client() as c:
         one = chat(c, first)[-1][1]
-        two = chat(c, {"text": "or not", "max_tokens": 8, "decoding_strategy": "top_k", "top_k": 40,
-                       "session_id": sid, "use_memory": True})[-1][1]
+        two = chat(
+            c,
+            {
+                "text": "or not",
+                "max_tokens": 8,
+                "decoding_strategy": "top_k",
+                "top_k": 40,
+                "session_id": sid,
+                "use_memory": True,
+            },
+        )[-1][1]
         alone = chat(c, {"text": "or not", "max_tokens": 8})[-1][1]
         c.post("/query", json={"text": "or not", "max_tokens": 4, "session_id": sid})
         history = c.get("/memory/history", params={"session_id": sid}).json()
@@ -165,9 +193,12 @@ def test_smolcluster_sessions_keep_the_conversation(server) -> None:
     assert one["prompt_tokens"] == len(template)
     second = f"USER:\nto be\n\nASSISTANT:\n{one['full_text']}\n\nUSER:\nor not\n\nASSISTANT:\n"
     assert two["prompt_tokens"] == len(second) and alone["prompt_tokens"] == len("or not"), (two, alone)
-    assert history["messages"] == [{"role": "user", "content": "to be"}, {"role": "assistant", "content": one["full_text"]},
-                                   {"role": "user", "content": "or not"},
-                                   {"role": "assistant", "content": two["full_text"]}], history
+    assert history["messages"] == [
+        {"role": "user", "content": "to be"},
+        {"role": "assistant", "content": one["full_text"]},
+        {"role": "user", "content": "or not"},
+        {"role": "assistant", "content": two["full_text"]},
+    ], history
     assert cleared == {"ok": True, "deleted": 4, "sessions_requested": 1} and after["messages"] == []
 
 
@@ -186,7 +217,7 @@ def test_sixteen_concurrent_clients_all_finish_and_seeds_do_not_depend_on_batchi
         t.join(timeout=300)
     assert all(f is not None and f["done"] and "error" not in f and f["num_tokens"] == 30 for f in finals), finals
     with server.client() as c:
-        alone = c.post("/query", json=bodies[3]).json()   # the same seed, now alone in its micro-batches
+        alone = c.post("/query", json=bodies[3]).json()  # the same seed, now alone in its micro-batches
         m = metrics_settle(c)
     assert alone["full_text"] == finals[3]["full_text"]
     assert m["active"] == 0 and m["queue_depth"] == 0 and m["completed"] >= 16, m
@@ -201,7 +232,7 @@ def test_a_disconnect_mid_stream_frees_its_slot(server) -> None:
             for _, event in sse_events(r):
                 got += 1
                 if got == 3:
-                    break   # leaving the block closes the connection mid-stream
+                    break  # leaving the block closes the connection mid-stream
         m = metrics_settle(c)
     assert m["active"] == 0 and m["queue_depth"] == 0, m
     assert m["cancelled"] == before + 1, m
@@ -241,35 +272,38 @@ def test_a_full_queue_answers_503_json(server) -> None:
         assert c.get("/metrics").json()["rejected"] >= len(rejected)
 
 
-@pytest.mark.parametrize("body, status, field", [
-    ({"max_tokens": 5}, 400, "text"),                           # no prompt at all
-    ({"text": ""}, 400, "text"),
-    ({"prompt": ""}, 400, "prompt"),
-    ({"text": 5}, 422, "text"),
-    ({"text": "to be \u20ac"}, 400, "text"),                    # not in the vocabulary
-    ({"text": "to", "prompt": "to"}, 400, "prompt"),
-    ({"text": "to", "messages": [{"role": "user", "content": "x"}]}, 400, "messages"),
-    ({"messages": []}, 400, "messages"),
-    ({"messages": [{"role": "wizard", "content": "to"}]}, 400, "messages.0.role"),
-    ({"messages": [{"role": "user", "content": 5}]}, 422, "messages.0.content"),
-    ({"text": "to", "max_tokens": 0}, 400, "max_tokens"),
-    ({"text": "to", "max_tokens": 10**6}, 400, "max_tokens"),
-    ({"text": "to", "max_tokens": "5"}, 422, "max_tokens"),
-    ({"text": "to", "max_tokens": 2.5}, 422, "max_tokens"),
-    ({"text": "to", "temperature": -0.5}, 400, "temperature"),
-    ({"text": "to", "temperature": 1e300}, 400, "temperature"),
-    ({"text": "to", "temperature": "hot"}, 422, "temperature"),
-    ({"text": "to", "top_k": 0}, 400, "top_k"),
-    ({"text": "to", "top_k": True}, 422, "top_k"),
-    ({"text": "to", "top_p": 0}, 400, "top_p"),
-    ({"text": "to", "top_p": 1.5}, 400, "top_p"),
-    ({"text": "to", "decoding_strategy": "beam"}, 400, "decoding_strategy"),
-    ({"text": "to", "worker_rank": 1}, 400, "worker_rank"),
-    ({"text": "to", "session_id": ""}, 400, "session_id"),
-    ({"text": "to", "seed": 1.5}, 422, "seed"),
-    ({"text": "to", "seed": 2**70}, 400, "seed"),
-    ({"text": "to", "stop": ["a"] * 5}, 400, "stop"),
-])
+@pytest.mark.parametrize(
+    "body, status, field",
+    [
+        ({"max_tokens": 5}, 400, "text"),  # no prompt at all
+        ({"text": ""}, 400, "text"),
+        ({"prompt": ""}, 400, "prompt"),
+        ({"text": 5}, 422, "text"),
+        ({"text": "to be \u20ac"}, 400, "text"),  # not in the vocabulary
+        ({"text": "to", "prompt": "to"}, 400, "prompt"),
+        ({"text": "to", "messages": [{"role": "user", "content": "x"}]}, 400, "messages"),
+        ({"messages": []}, 400, "messages"),
+        ({"messages": [{"role": "wizard", "content": "to"}]}, 400, "messages.0.role"),
+        ({"messages": [{"role": "user", "content": 5}]}, 422, "messages.0.content"),
+        ({"text": "to", "max_tokens": 0}, 400, "max_tokens"),
+        ({"text": "to", "max_tokens": 10**6}, 400, "max_tokens"),
+        ({"text": "to", "max_tokens": "5"}, 422, "max_tokens"),
+        ({"text": "to", "max_tokens": 2.5}, 422, "max_tokens"),
+        ({"text": "to", "temperature": -0.5}, 400, "temperature"),
+        ({"text": "to", "temperature": 1e300}, 400, "temperature"),
+        ({"text": "to", "temperature": "hot"}, 422, "temperature"),
+        ({"text": "to", "top_k": 0}, 400, "top_k"),
+        ({"text": "to", "top_k": True}, 422, "top_k"),
+        ({"text": "to", "top_p": 0}, 400, "top_p"),
+        ({"text": "to", "top_p": 1.5}, 400, "top_p"),
+        ({"text": "to", "decoding_strategy": "beam"}, 400, "decoding_strategy"),
+        ({"text": "to", "worker_rank": 1}, 400, "worker_rank"),
+        ({"text": "to", "session_id": ""}, 400, "session_id"),
+        ({"text": "to", "seed": 1.5}, 422, "seed"),
+        ({"text": "to", "seed": 2**70}, 400, "seed"),
+        ({"text": "to", "stop": ["a"] * 5}, 400, "stop"),
+    ],
+)
 @pytest.mark.parametrize("endpoint", ["/chat", "/query"])
 def test_bad_requests_get_4xx_json_naming_the_field(server, endpoint: str, body: dict, status: int, field: str) -> None:
     with server.client() as c:
@@ -288,10 +322,10 @@ def test_a_body_that_is_not_json_gets_4xx_json(server) -> None:
 
 def test_health_config_metrics(server, run_dir: Path) -> None:
     with server.client() as c:
-        assert c.post("/query", json={"prompt": "to", "max_tokens": 3}).status_code == 200   # work for every stage
+        assert c.post("/query", json={"prompt": "to", "max_tokens": 3}).status_code == 200  # work for every stage
         health, config, metrics = (c.get(p).json() for p in ("/health", "/config", "/metrics"))
     assert health["status"] == "ok" and health["stages"] == 2 and len(health["pids"]) == 2
-    run_name, checkpoint_name = config["source"].split("/")   # the run's and the checkpoint's names, no more
+    run_name, checkpoint_name = config["source"].split("/")  # the run's and the checkpoint's names, no more
     assert config["random_init"] is False and run_name == run_dir.name, config
     assert (run_dir / "checkpoints" / checkpoint_name).is_dir(), config
     # what a client may know: no absolute path of the server's files, no process id
@@ -300,8 +334,15 @@ def test_health_config_metrics(server, run_dir: Path) -> None:
     assert config["vocab"] == "".join(sorted(set((run_dir.parent.parent / "text.txt").read_text())))
     assert [s["layers"] for s in config["stages"]] == [[0, 1], [1, 2]] and config["block_size"] == BLOCK
     assert config["available_worker_ranks"] == [0] and config["window_keep"] == KEEP and config["dtype"] == "float64"
-    for key in ("queue_depth", "active", "slots", "tokens_per_second", "tokens_total", "microbatches_in_flight",
-                "context_restarts"):
+    for key in (
+        "queue_depth",
+        "active",
+        "slots",
+        "tokens_per_second",
+        "tokens_total",
+        "microbatches_in_flight",
+        "context_restarts",
+    ):
         assert isinstance(metrics[key], (int, float)), (key, metrics)
     assert len(metrics["tokens_per_second_history"]) == metrics["history_s"]
     assert [s["stage"] for s in metrics["stages"]] == [0, 1]
@@ -322,9 +363,9 @@ def test_a_checkpoint_without_a_vocabulary_needs_its_text(run_dir: Path, tmp_pat
 
     old = tmp_path / "old"
     shutil.copytree(run_dir, old)
-    for ckpt in (old / "checkpoints").glob("ckpt.*step*"):   # the periodic and the best one
+    for ckpt in (old / "checkpoints").glob("ckpt.*step*"):  # the periodic and the best one
         state = torch.load(ckpt / "iter_state_dict.pt", weights_only=True)
-        assert state["extra"]["vocab"]   # what apps.train stores now
+        assert state["extra"]["vocab"]  # what apps.train stores now
         state["extra"].pop("vocab")
         torch.save(state, ckpt / "iter_state_dict.pt")
         manifest = json.loads((ckpt / "manifest.json").read_text())
@@ -338,8 +379,9 @@ def test_a_checkpoint_without_a_vocabulary_needs_its_text(run_dir: Path, tmp_pat
     assert served.vocab == "".join(sorted(set(text.read_text())))
 
 
-@pytest.mark.parametrize("where, message", [("missing", "no such file or directory"),
-                                            ("empty_run", "has no complete checkpoint")])
+@pytest.mark.parametrize(
+    "where, message", [("missing", "no such file or directory"), ("empty_run", "has no complete checkpoint")]
+)
 def test_a_bad_checkpoint_is_a_clear_error_before_serving(tmp_path: Path, where: str, message: str) -> None:
     import subprocess
     import sys
@@ -347,10 +389,16 @@ def test_a_bad_checkpoint_is_a_clear_error_before_serving(tmp_path: Path, where:
     from tests.launch import ROOT, worker_env
 
     path = tmp_path / where
-    if where == "empty_run":   # a run directory whose training has not written a checkpoint yet
+    if where == "empty_run":  # a run directory whose training has not written a checkpoint yet
         path.mkdir()
         (path / "config.yaml").write_text("name: x\nmodel: {name: gpt}\ndata: {name: text, path: x.txt}\n")
-    proc = subprocess.run([sys.executable, "-m", "apps.serve", "--checkpoint", str(path), "--port", "0"], cwd=ROOT,
-                          env=worker_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "apps.serve", "--checkpoint", str(path), "--port", "0"],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -4,6 +4,7 @@ wait. Connections past --limit-concurrency are answered 503 and closed at once, 
 --header-timeout; /health answers; the server's log holds one line per kind of refusal, not one per
 socket. And the log filter itself: a flood of one message is one line per interval, and the next
 line says how many were left out."""
+
 from __future__ import annotations
 
 import logging
@@ -22,14 +23,14 @@ from tests.launch import ROOT, worker_env
 
 pytestmark = pytest.mark.mpi
 SLOW_CLIENTS = 300
-LIMIT = 32          # --limit-concurrency: far fewer than the slow clients
+LIMIT = 32  # --limit-concurrency: far fewer than the slow clients
 HEADER_TIMEOUT_S = 2
-WAIT_S = 120        # generous: a loaded 2-core machine
+WAIT_S = 120  # generous: a loaded 2-core machine
 
 
 def half_request(port: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
-    s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")   # and never the rest
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # and never the rest
     return s
 
 
@@ -47,18 +48,19 @@ def ending(s: socket.socket) -> str:
 
 
 def test_slow_connections_are_capped_and_timed_out_and_health_still_answers() -> None:
-    with serving("--nproc", "1", *RANDOM_GPT, "--limit-concurrency", str(LIMIT),
-                 "--header-timeout", str(HEADER_TIMEOUT_S)) as server:
+    with serving(
+        "--nproc", "1", *RANDOM_GPT, "--limit-concurrency", str(LIMIT), "--header-timeout", str(HEADER_TIMEOUT_S)
+    ) as server:
         port = int(server.url.rsplit(":", 1)[1])
         slow: list[socket.socket] = []
         try:
             for _ in range(SLOW_CLIENTS):
                 try:
                     slow.append(half_request(port))
-                except ConnectionError:   # refused and closed before our half head went out: as good
+                except ConnectionError:  # refused and closed before our half head went out: as good
                     pass
             deadline = time.monotonic() + WAIT_S
-            while True:   # while the slow sockets stay open on our side
+            while True:  # while the slow sockets stay open on our side
                 try:
                     health = httpx.get(server.url + "/health", timeout=10)
                     if health.status_code == 200:
@@ -67,14 +69,14 @@ def test_slow_connections_are_capped_and_timed_out_and_health_still_answers() ->
                     pass
                 assert time.monotonic() < deadline, f"no /health in {WAIT_S} s\n{server.output()[-4000:]}"
                 time.sleep(0.2)
-            endings = [ending(s) for s in slow]   # every one ends: none waits past the header timeout
+            endings = [ending(s) for s in slow]  # every one ends: none waits past the header timeout
         finally:
             for s in slow:
                 s.close()
         # both bounds were met: connections over the limit, and heads too slow
         assert "refused" in endings and "timed out" in endings, endings
         log = server.output()
-    assert len(log) < 20_000, log[-4000:]   # one line per kind of message, not one per socket
+    assert len(log) < 20_000, log[-4000:]  # one line per kind of message, not one per socket
     assert 1 <= log.count("refused a connection") <= 3, log
     assert 1 <= log.count("sent no whole request head") <= 3, log
 
@@ -82,14 +84,23 @@ def test_slow_connections_are_capped_and_timed_out_and_health_still_answers() ->
 def test_the_connection_limit_fits_the_open_files_limit() -> None:
     """In a process that may open 300 files (600 at most): the default limit is lowered to fit the hard
     limit and the soft one raised to it; a limit that cannot fit is refused, saying what would."""
-    check = ("import resource\nfrom apps.serve.connection_limits import ensure_descriptors\n"
-             "print(ensure_descriptors(None), resource.getrlimit(resource.RLIMIT_NOFILE))\n"
-             "try:\n    ensure_descriptors(1000)\nexcept ValueError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", check], cwd=ROOT, env=worker_env(), capture_output=True, text=True,
-                         timeout=120, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (300, 600)))
+    check = (
+        "import resource\nfrom apps.serve.connection_limits import ensure_descriptors\n"
+        "print(ensure_descriptors(None), resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+        "try:\n    ensure_descriptors(1000)\nexcept ValueError as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (300, 600)),
+    )
     assert out.returncode == 0, out.stderr
     fitted, refused = out.stdout.splitlines()
-    assert fitted == "344 (600, 600)", out.stdout   # 600 - 256 for everything but connections
+    assert fitted == "344 (600, 600)", out.stdout  # 600 - 256 for everything but connections
     assert "--limit-concurrency 1000 needs about 1256 open files" in refused and "to 344 or less" in refused, refused
 
 
@@ -108,12 +119,15 @@ def test_one_line_per_kind_of_message_per_interval() -> None:
     logger.addFilter(limit)
     try:
         for i in range(1000):
-            logger.warning("accept failed on socket %d", i)   # one kind: the same format string
+            logger.warning("accept failed on socket %d", i)  # one kind: the same format string
         logger.warning("another kind")
-        time.sleep(0.6)   # past the interval
+        time.sleep(0.6)  # past the interval
         logger.warning("accept failed on socket %d", 1000)
     finally:
         logger.removeHandler(handler)
         logger.removeFilter(limit)
-    assert seen == ["accept failed on socket 0", "another kind",
-                    "accept failed on socket 1000 (and 999 more like it in the last 0.5 s, not logged)"], seen
+    assert seen == [
+        "accept failed on socket 0",
+        "another kind",
+        "accept failed on socket 1000 (and 999 more like it in the last 0.5 s, not logged)",
+    ], seen

@@ -1,6 +1,7 @@
 """apps.serve's cached incremental forward equals the GPT's full forward (float64), over pipeline
 stages, ragged micro-batches (prefill and decode rows together) and reused slots; sampling and the
 stream decoder (the scheduler's queue and cancellation: tests/apps/test_serve_scheduler.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,26 +34,37 @@ def test_cached_incremental_forward_equals_the_full_forward(stages: int) -> None
     seqs = {slot: torch.randint(0, 13, (20,), generator=g) for slot in (0, 2, 3)}
     fed = {slot: 0 for slot in seqs}
     # (slot, new tokens) per micro-batch: prefill and decode rows mixed, one slot reused by a new sequence
-    schedule = [[(0, 5), (2, 1)], [(0, 1), (2, 6), (3, 3)], [(3, 1)], [(0, 4), (2, 1), (3, 1)],
-                ["reset", 2], [(2, 7), (0, 1)], [(2, 1), (3, 9), (0, 1)]]
+    schedule = [
+        [(0, 5), (2, 1)],
+        [(0, 1), (2, 6), (3, 3)],
+        [(3, 1)],
+        [(0, 4), (2, 1), (3, 1)],
+        ["reset", 2],
+        [(2, 7), (0, 1)],
+        [(2, 1), (3, 9), (0, 1)],
+    ]
     for step in schedule:
-        if step[0] == "reset":   # a new sequence in slot 2: the stale cache rows must not leak into it
+        if step[0] == "reset":  # a new sequence in slot 2: the stale cache rows must not leak into it
             seqs[step[1]] = torch.randint(0, 13, (20,), generator=g)
             fed[step[1]] = 0
             continue
         width = max(n for _, n in step)
         tokens = torch.zeros(len(step), width, dtype=torch.long)
         for i, (slot, n) in enumerate(step):
-            tokens[i, :n] = seqs[slot][fed[slot]:fed[slot] + n]
-        rows = Rows(torch.tensor([s for s, _ in step]), torch.tensor([fed[s] for s, _ in step]),
-                    torch.tensor([n for _, n in step]), width)
+            tokens[i, :n] = seqs[slot][fed[slot] : fed[slot] + n]
+        rows = Rows(
+            torch.tensor([s for s, _ in step]),
+            torch.tensor([fed[s] for s, _ in step]),
+            torch.tensor([n for _, n in step]),
+            width,
+        )
         x = tokens
         for stage in pipeline:
             x = stage.forward(x, rows)
         for i, (slot, n) in enumerate(step):
             fed[slot] += n
             with torch.no_grad():
-                full = gpt(seqs[slot][None, :fed[slot]])[0, -1]
+                full = gpt(seqs[slot][None, : fed[slot]])[0, -1]
             torch.testing.assert_close(x[i], full, rtol=1e-10, atol=1e-10)
 
 
@@ -72,7 +84,7 @@ def test_intermediate_activations_equal_the_full_forward() -> None:
 def test_sampling_greedy_top1_and_seeds() -> None:
     logits = torch.tensor([[0.1, 2.0, -1.0, 1.9]] * 3)
     s = Sampler(3)
-    assert s.sample(logits, [0, 1, 2], [0.0, 5.0, 5.0], [None, 1, 1], [1.0] * 3) == [1, 1, 1]   # T=0, top-1: argmax
+    assert s.sample(logits, [0, 1, 2], [0.0, 5.0, 5.0], [None, 1, 1], [1.0] * 3) == [1, 1, 1]  # T=0, top-1: argmax
     draws = []
     for _ in range(2):
         s.start(2, 1234)
@@ -82,7 +94,7 @@ def test_sampling_greedy_top1_and_seeds() -> None:
 
 def test_stream_decoder_never_splits_a_character() -> None:
     euro = "\u20ac".encode()
-    vocab = Vocabulary([bytes([b]) for b in euro] + [b"a"])   # a byte-level vocabulary
+    vocab = Vocabulary([bytes([b]) for b in euro] + [b"a"])  # a byte-level vocabulary
     dec = vocab.decoder()
     assert [dec.feed(i) for i in (3, 0, 1, 2, 3)] == ["a", "", "", "\u20ac", "a"]
     with pytest.raises(ValueError, match="not in the model's vocabulary"):

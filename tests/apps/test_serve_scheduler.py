@@ -2,6 +2,7 @@
 requests is taken in full, since free slots are given at submit rather than at the engine's next
 look; the request past that is refused with QueueFull naming the queue and the slots. (Served for
 real over HTTP: tests/apps/test_serve.py's sixteen concurrent clients.)"""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,9 @@ SLOTS, QUEUE = 4, 12
 
 
 def submit(scheduler: Scheduler, seed: int):
-    return scheduler.submit(Request([1, 2], 5, 0.0, None, seed), Vocabulary(["a", "b", "c"]).decoder(),
-                            lambda event: None)
+    return scheduler.submit(
+        Request([1, 2], 5, 0.0, None, seed), Vocabulary(["a", "b", "c"]).decoder(), lambda event: None
+    )
 
 
 def test_a_burst_of_slots_plus_queue_is_taken_before_the_engine_looks() -> None:
@@ -31,14 +33,14 @@ def test_a_burst_of_slots_plus_queue_is_taken_before_the_engine_looks() -> None:
 
 def test_cancelled_requests_free_their_place_once_back_from_the_pipeline() -> None:
     scheduler = Scheduler(1, 2, 2, 8, 4)
-    gens = [submit(scheduler, i) for i in range(3)]   # one slotted, two waiting
+    gens = [submit(scheduler, i) for i in range(3)]  # one slotted, two waiting
     batch = scheduler.next_microbatch()
-    assert batch == [gens[0]] and scheduler.next_microbatch() == []   # in flight: not in a second micro-batch
-    scheduler.cancel(gens[0])   # in flight: its slot is freed when its micro-batch is back
-    scheduler.cancel(gens[1])   # waiting: it leaves the queue at the engine's next look
+    assert batch == [gens[0]] and scheduler.next_microbatch() == []  # in flight: not in a second micro-batch
+    scheduler.cancel(gens[0])  # in flight: its slot is freed when its micro-batch is back
+    scheduler.cancel(gens[1])  # waiting: it leaves the queue at the engine's next look
     scheduler.admit()
     assert gens[2].slot == -1 and scheduler.counts()["active"] == 1
-    scheduler.returned(batch, [1], lambda g: None)   # a cancelled sequence's token is dropped, its slot freed
+    scheduler.returned(batch, [1], lambda g: None)  # a cancelled sequence's token is dropped, its slot freed
     scheduler.admit()
     assert gens[2].slot == 0 and gens[0].done and gens[1].done
     counts = scheduler.counts()

@@ -3,6 +3,7 @@ random GPT) started with an API key in PYCOMM_SERVE_API_KEY: the key as OpenAI's
 (401 in OpenAI's shape without it, /health open), a session's memory readable only by the caller
 that made it, no OpenAPI schema or docs, no absolute path or process id in /config, and Host
 headers of other names refused on loopback (DNS rebinding)."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ MODEL = "guarded"
 @pytest.fixture(scope="module")
 def server():
     before = os.environ.get(API_KEY_ENV)
-    os.environ[API_KEY_ENV] = KEY   # as the docs advise: not on the command line, where `ps` shows it
+    os.environ[API_KEY_ENV] = KEY  # as the docs advise: not on the command line, where `ps` shows it
     try:
         with serving("--nproc", "1", *RANDOM_GPT, "--model-name", MODEL) as s:
             yield s
@@ -53,17 +54,22 @@ def test_the_key_is_required_as_openai_clients_send_it(server) -> None:
             assert "Authorization: Bearer" in e.value.body["message"], e.value.body
     with server.client() as anyone:
         health = anyone.get("/health")
-        assert health.status_code == 200 and health.json()["healthy"], health.text   # open: for load balancers
-        assert "pids" not in health.json(), health.text                            # ... but no process ids
-        for method, path in [("GET", "/config"), ("GET", "/metrics"), ("POST", "/query"), ("GET", "/memory/status"),
-                             ("GET", "/v1/models")]:
+        assert health.status_code == 200 and health.json()["healthy"], health.text  # open: for load balancers
+        assert "pids" not in health.json(), health.text  # ... but no process ids
+        for method, path in [
+            ("GET", "/config"),
+            ("GET", "/metrics"),
+            ("POST", "/query"),
+            ("GET", "/memory/status"),
+            ("GET", "/v1/models"),
+        ]:
             r = anyone.request(method, path, json={"text": "ROMEO:"} if method == "POST" else None)
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (path, r.text)
-        r = anyone.get("/config", headers={"Authorization": KEY})   # the key without the Bearer scheme
+        r = anyone.get("/config", headers={"Authorization": KEY})  # the key without the Bearer scheme
         assert r.status_code == 401 and r.json()["field"] == "authorization", r.text
     with keyed(server) as c:
         assert c.post("/query", json={"text": "ROMEO:", "max_tokens": 2}).status_code == 200
-        assert c.get("/health").json()["pids"] == server.pids   # the launcher's caller, with the key
+        assert c.get("/health").json()["pids"] == server.pids  # the launcher's caller, with the key
 
 
 def test_the_key_option_and_its_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,7 +94,7 @@ def test_a_session_is_readable_only_by_the_caller_that_made_it(server) -> None:
         assert mallory.post("/memory/clear", json={"session_ids": [sid]}).json()["deleted"] == 0
         with mallory.stream("POST", "/chat", json={"text": "JULIET:", "max_tokens": 4, "session_id": sid}) as r:
             final = [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")][-1]
-        assert final["prompt_tokens"] == len(render([("user", "JULIET:")])), final   # none of alice's turns
+        assert final["prompt_tokens"] == len(render([("user", "JULIET:")])), final  # none of alice's turns
         assert alice.get("/memory/history", params={"session_id": sid}).json()["messages"] == mine
         assert alice.post("/memory/clear", json={"session_ids": [sid]}).json()["deleted"] == 2
 
@@ -102,12 +108,22 @@ def test_no_schema_no_docs_and_config_without_paths_or_pids(server) -> None:
     assert str(ROOT) not in json.dumps(config) and "RANDOMLY INITIALISED" in " ".join(config["notes"]), config
 
 
-@pytest.mark.parametrize("host, status", [
-    ("localhost", 200), ("localhost:{port}", 200), ("127.0.0.1:{port}", 200), ("[::1]:{port}", 200), ("[::1]", 200),
-    ("LOCALHOST:{port}", 200),
-    ("attacker.example:{port}", 400), ("attacker.example", 400), ("127.0.0.1.attacker.example", 400),
-    ("localhost.attacker.example:{port}", 400), ("0.0.0.0:{port}", 400),
-])
+@pytest.mark.parametrize(
+    "host, status",
+    [
+        ("localhost", 200),
+        ("localhost:{port}", 200),
+        ("127.0.0.1:{port}", 200),
+        ("[::1]:{port}", 200),
+        ("[::1]", 200),
+        ("LOCALHOST:{port}", 200),
+        ("attacker.example:{port}", 400),
+        ("attacker.example", 400),
+        ("127.0.0.1.attacker.example", 400),
+        ("localhost.attacker.example:{port}", 400),
+        ("0.0.0.0:{port}", 400),
+    ],
+)
 def test_on_loopback_only_loopback_names_are_answered(server, host: str, status: int) -> None:
     port = server.url.rsplit(":", 1)[1]
     with keyed(server) as c:

@@ -4,6 +4,7 @@ the model's block_size, and each equals a single-process reference written here 
 documented (when the context would pass block_size, restart from the last `keep` tokens), which runs
 the GPT's plain full forward over the window for every token. (Two stages over real ranks:
 tests/apps/test_serve.py.)"""
+
 from __future__ import annotations
 
 import threading
@@ -13,8 +14,8 @@ import torch
 
 from apps.models.gpt import GPT
 from apps.serve.engine import Engine, describe_stages
-from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.scheduler import Request, Scheduler
+from apps.serve.serve_metrics import ServeMetrics
 from apps.serve.stage import Stage
 from apps.serve.text_codec import Vocabulary
 
@@ -28,7 +29,7 @@ def window_reference(gpt: GPT, prompt: list[int], n: int, block: int, keep: int)
             if len(seq) - start > block:
                 start = len(seq) - keep
             seq.append(int(gpt(torch.tensor([seq[start:]]))[0, -1].argmax()))
-    return seq[len(prompt):]
+    return seq[len(prompt) :]
 
 
 def generate(gpt: GPT, prompts: list[list[int]], n: int, keep: int, slots: int) -> list[dict]:
@@ -44,6 +45,7 @@ def generate(gpt: GPT, prompts: list[list[int]], n: int, keep: int, slots: int) 
             if event["done"]:
                 finals[i] = event
                 done.release()
+
         return emit
 
     for i, p in enumerate(prompts):
@@ -58,7 +60,7 @@ def generate(gpt: GPT, prompts: list[list[int]], n: int, keep: int, slots: int) 
     return finals
 
 
-@pytest.mark.parametrize("keep", [BLOCK // 2, BLOCK])   # the default; nanoGPT's idx[:, -block:]
+@pytest.mark.parametrize("keep", [BLOCK // 2, BLOCK])  # the default; nanoGPT's idx[:, -block:]
 def test_generation_past_the_context_equals_the_window_reference(keep: int) -> None:
     torch.manual_seed(0)
     gpt = GPT(vocab_size=VOCAB, block_size=BLOCK, n_layer=2, n_head=2, n_embd=16, dropout=0.0).double().eval()
@@ -70,4 +72,4 @@ def test_generation_past_the_context_equals_the_window_reference(keep: int) -> N
     for prompt, final in zip(prompts, finals):
         want = "".join(chr(65 + t) for t in window_reference(gpt, prompt, n, BLOCK, keep))
         assert final["full_text"] == want and final["num_tokens"] == n and final["finish_reason"] == "length"
-        assert final["context_restarts"] >= 2, final   # the window moved more than once
+        assert final["context_restarts"] >= 2, final  # the window moved more than once

@@ -1,5 +1,6 @@
 """`python -m apps.train` on 2 real ranks: under mpirun, through --nproc (which re-runs itself under
 mpirun), and under srun on the test SLURM; preemption of a 2-rank run and an exact resume."""
+
 from __future__ import annotations
 
 import csv
@@ -13,12 +14,14 @@ from tests.launch import mpirun
 
 try:  # what the algorithms use (algorithms/channel.py) must be in this pycomm
     from pycomm import Communicator
+
     HAVE_COMM = hasattr(Communicator, "allreduce_coalesced")
 except ImportError:
     HAVE_COMM = False
 
-needs_comm = pytest.mark.skipif(not HAVE_COMM, reason="pycomm.Communicator.allreduce_coalesced (used by the "
-                                                      "algorithms) is not in this pycomm yet")
+needs_comm = pytest.mark.skipif(
+    not HAVE_COMM, reason="pycomm.Communicator.allreduce_coalesced (used by the algorithms) is not in this pycomm yet"
+)
 
 
 @pytest.mark.mpi
@@ -51,8 +54,12 @@ def test_sigterm_to_the_whole_process_group_is_a_clean_preemption(tmp_path: Path
 def test_a_run_whose_timeout_runs_out_is_a_clean_preemption(tmp_path: Path) -> None:
     """GNU `timeout` signals its command, then its whole process group. A SIGALRM to `timeout` is its own
     timer running out, so the test waits for no clock; --preserve-status: timeout exits with the run's code."""
-    out = runs.preempt(runs.args(tmp_path, "timeout", "plsgd", 2), sig=signal.SIGALRM,
-                       via=["timeout", "--preserve-status", "1000"], timeout=400).stdout
+    out = runs.preempt(
+        runs.args(tmp_path, "timeout", "plsgd", 2),
+        sig=signal.SIGALRM,
+        via=["timeout", "--preserve-status", "1000"],
+        timeout=400,
+    ).stdout
     assert "preempted" in out and "mpirun exited" not in out, out
     assert len(list((tmp_path / "timeout" / "checkpoints").glob("*.preempt"))) == 1, out
 
@@ -62,7 +69,7 @@ def test_a_run_whose_timeout_runs_out_is_a_clean_preemption(tmp_path: Path) -> N
 def test_nproc_run_preempted_by_sigterm_resumes_to_the_uninterrupted_parameters(tmp_path: Path) -> None:
     runs.run(runs.args(tmp_path, "straight", "plsgd", 2), timeout=400)
     argv = runs.args(tmp_path, "cut", "plsgd", 2)
-    out = runs.preempt(argv, timeout=400).stdout   # SIGTERM to the --nproc supervisor, forwarded to the ranks
+    out = runs.preempt(argv, timeout=400).stdout  # SIGTERM to the --nproc supervisor, forwarded to the ranks
     assert "preempted" in out, out
     assert len(list((tmp_path / "cut" / "checkpoints").glob("*.preempt"))) == 1
     runs.run(argv + ["--resume", "auto"], timeout=400)

@@ -1,5 +1,6 @@
 """`python -m apps.train` as one process: a full run, preemption by SIGTERM, a resume that ends with
 exactly the parameters of an uninterrupted run, and a resume of a finished run that says so."""
+
 from __future__ import annotations
 
 import csv
@@ -29,7 +30,7 @@ def test_run_leaves_metrics_checkpoints_and_plots(tmp_path: Path) -> None:
 def test_sigterm_saves_preempt_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
     straight = runs.args(tmp_path, "straight", "none", 1)
     runs.run(straight)
-    again = runs.run(straight + ["--resume", "auto"]).stdout   # resuming a finished run trains nothing
+    again = runs.run(straight + ["--resume", "auto"]).stdout  # resuming a finished run trains nothing
     assert "already finished: the run resumed at step 60 of 60, so nothing was trained" in again, again
     assert "done:" not in again, again
     argv = runs.args(tmp_path, "cut", "none", 1)
@@ -53,9 +54,18 @@ def test_plot_compares_runs(tmp_path: Path) -> None:
 
 
 def test_lppsgd_trains_through_its_worker_processes(tmp_path: Path) -> None:
-    proc = runs.run(runs.args(tmp_path, "lpp", "lppsgd", 1, "-o",
-                              "algorithm.options={num_processes: 2, averaging_freq: 4, prepassm_steps: 20}",
-                              "-o", "train.max_steps=40"))
+    proc = runs.run(
+        runs.args(
+            tmp_path,
+            "lpp",
+            "lppsgd",
+            1,
+            "-o",
+            "algorithm.options={num_processes: 2, averaging_freq: 4, prepassm_steps: 20}",
+            "-o",
+            "train.max_steps=40",
+        )
+    )
     assert "step 40/40" in proc.stdout
     rows = list(csv.DictReader(open(tmp_path / "lpp" / "train.csv")))
     assert int(rows[-1]["step"]) == 40 and rows[-1]["H"] == "4"
@@ -64,19 +74,59 @@ def test_lppsgd_trains_through_its_worker_processes(tmp_path: Path) -> None:
 
 def test_gpt_on_a_text_file_logs_tokens_per_second(tmp_path: Path) -> None:
     (tmp_path / "t.txt").write_text("To be, or not to be, that is the question.\n" * 200)
-    runs.run(runs.args(tmp_path, "gpt", "none", 1, "-o", "model.name=gpt", "-o", "data.name=text",
-                       "-o", f"data.path={tmp_path / 't.txt'}", "-o", "data.options={block_size: 16}",
-                       "-o", "model.options={n_layer: 1, n_head: 2, n_embd: 32}", "-o", "data.segment_size=null",
-                       "-o", "train.max_steps=6", "-o", "optim.name=adamw", "-o", "optim.lr=1e-3"))
+    runs.run(
+        runs.args(
+            tmp_path,
+            "gpt",
+            "none",
+            1,
+            "-o",
+            "model.name=gpt",
+            "-o",
+            "data.name=text",
+            "-o",
+            f"data.path={tmp_path / 't.txt'}",
+            "-o",
+            "data.options={block_size: 16}",
+            "-o",
+            "model.options={n_layer: 1, n_head: 2, n_embd: 32}",
+            "-o",
+            "data.segment_size=null",
+            "-o",
+            "train.max_steps=6",
+            "-o",
+            "optim.name=adamw",
+            "-o",
+            "optim.lr=1e-3",
+        )
+    )
     rows = list(csv.DictReader(open(tmp_path / "gpt" / "train.csv")))
     assert len(rows) == 6 and float(rows[-1]["tokens_per_s"]) == float(rows[-1]["samples_per_s"]) * 16
 
 
 def test_vit_on_the_stub_random_tensors_in_segments(tmp_path: Path) -> None:
-    runs.run(runs.args(tmp_path, "vit", "none", 1, "-o", "model.name=vit", "-o", "data.name=random",
-                       "-o", "data.options={num_samples: 256, eval_samples: 32, shape: [3, 8, 8], num_classes: 4}",
-                       "-o", "model.options={patch_size: 4, dim: 16, depth: 1, heads: 2}",
-                       "-o", "data.batch_size=16", "-o", "data.segment_size=64", "-o", "train.max_steps=12"))
+    runs.run(
+        runs.args(
+            tmp_path,
+            "vit",
+            "none",
+            1,
+            "-o",
+            "model.name=vit",
+            "-o",
+            "data.name=random",
+            "-o",
+            "data.options={num_samples: 256, eval_samples: 32, shape: [3, 8, 8], num_classes: 4}",
+            "-o",
+            "model.options={patch_size: 4, dim: 16, depth: 1, heads: 2}",
+            "-o",
+            "data.batch_size=16",
+            "-o",
+            "data.segment_size=64",
+            "-o",
+            "train.max_steps=12",
+        )
+    )
     rows = list(csv.DictReader(open(tmp_path / "vit" / "train.csv")))
     assert [int(r["segment"]) for r in rows] == [0] * 4 + [1] * 4 + [2] * 4
     state = torch.load(tmp_path / "vit" / "checkpoints" / "ckpt.step00000010" / "iter_state_dict.pt")

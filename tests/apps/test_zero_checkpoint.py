@@ -1,6 +1,7 @@
 """Checkpoints of sharded algorithms (ZeRO) in apps.train: checkpoint.state_dict_type=sharded writes
 one optimizer shard per rank beside the full model and resumes on any number of ranks; full writes the
 gathered state once; same-N resume is bit-exact."""
+
 from __future__ import annotations
 
 import re
@@ -20,17 +21,20 @@ ADAMW = ["-o", "optim.name=adamw", "-o", "optim.lr=0.001", "-o", "train.max_step
 
 
 def _argv(out: Path, name: str, algorithm: str, nproc: int, state_dict_type: str, *extra: str) -> list[str]:
-    return runs.args(out, name, algorithm, nproc, *ADAMW, "-o", f"checkpoint.state_dict_type={state_dict_type}",
-                     *extra)
+    return runs.args(out, name, algorithm, nproc, *ADAMW, "-o", f"checkpoint.state_dict_type={state_dict_type}", *extra)
 
 
 def test_sharded_algorithms_save_the_optimizer_per_rank_only_when_sharded() -> None:
     identical, sharded = traits.IDENTICAL, traits.SHARDED
-    assert state_kinds(algorithms.lookup("zero3"), {}, "sharded") == {"model_state_dict": identical,
-                                                                      "optim_state_dict": sharded}
-    assert state_kinds(algorithms.lookup("zero2"), {}, "full") == {"model_state_dict": identical,
-                                                                   "optim_state_dict": identical}
-    assert state_kinds(algorithms.lookup("mbsgd"), {}, "sharded")["optim_state_dict"] == identical   # moot type
+    assert state_kinds(algorithms.lookup("zero3"), {}, "sharded") == {
+        "model_state_dict": identical,
+        "optim_state_dict": sharded,
+    }
+    assert state_kinds(algorithms.lookup("zero2"), {}, "full") == {
+        "model_state_dict": identical,
+        "optim_state_dict": identical,
+    }
+    assert state_kinds(algorithms.lookup("mbsgd"), {}, "sharded")["optim_state_dict"] == identical  # moot type
 
 
 @pytest.mark.mpi
@@ -43,14 +47,29 @@ def test_sharded_checkpoint_resumes_on_1_and_3_ranks_to_the_saved_state(tmp_path
     assert (sharded / "optim_state_dict.rank1.pt").exists() and not (sharded / "model_state_dict.rank1.pt").exists()
     assert not (full / "optim_state_dict.rank1.pt").exists()
     model = torch.load(sharded / "model_state_dict.pt", weights_only=True)
-    assert all(v.numel() > 0 for v in model.values())       # the real model, not zero3's empty live parameters
+    assert all(v.numel() > 0 for v in model.values())  # the real model, not zero3's empty live parameters
     runs.assert_same(model, torch.load(full / "model_state_dict.pt", weights_only=True))
-    overrides = [f"algorithm.name={algorithm}", "algorithm.options={}", "model.name=mlp", "optim.name=adamw",
-                 "optim.lr=0.001", "logging.plot=false", "data.segment_size=1000"]
+    overrides = [
+        f"algorithm.name={algorithm}",
+        "algorithm.options={}",
+        "model.name=mlp",
+        "optim.name=adamw",
+        "optim.lr=0.001",
+        "logging.plot=false",
+        "data.segment_size=1000",
+    ]
     for n in (1, 3):
-        for source in (sharded, full):   # the gathered state after loading equals the full checkpoint's
-            out = mpirun(n, "tests.apps.workers.zero_reshard", str(tmp_path / f"w{n}"), str(source), str(full),
-                         *[f"name=w{n}{source.parent.parent.name}"], *overrides, timeout=400).stdout
+        for source in (sharded, full):  # the gathered state after loading equals the full checkpoint's
+            out = mpirun(
+                n,
+                "tests.apps.workers.zero_reshard",
+                str(tmp_path / f"w{n}"),
+                str(source),
+                str(full),
+                *[f"name=w{n}{source.parent.parent.name}"],
+                *overrides,
+                timeout=400,
+            ).stdout
             assert len(re.findall(rf"rank \d of {n} ok", out)) == n, out
 
 

@@ -1,5 +1,6 @@
 """The emulated cluster the tests of this folder run on (benchmarks/cluster.py): 2 nodes x 2 ranks at
 1 Gbit/s, one per test module; skipped with the reason where it cannot be made."""
+
 from __future__ import annotations
 
 from typing import Iterator

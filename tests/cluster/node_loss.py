@@ -1,5 +1,6 @@
 """Losing a node of the emulated cluster (benchmarks/cluster.py) for real: its processes of a job found by
 their command line and killed with SIGKILL, as a node's power failing would leave them."""
+
 from __future__ import annotations
 
 import os
@@ -13,13 +14,13 @@ from typing import Iterator, Mapping, Sequence
 from benchmarks.cluster import Cluster, node_pids
 from tests.launch import ROOT
 
-WATCHDOG_S = 240   # a job that never gets going fails its test, not CI
+WATCHDOG_S = 240  # a job that never gets going fails its test, not CI
 
 
 def command_line(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
-    except OSError:   # ended meanwhile
+    except OSError:  # ended meanwhile
         return ""
 
 
@@ -38,7 +39,7 @@ def read_until(proc: subprocess.Popen, mark: str, count: int = 1) -> str:
     """What `proc` printed up to the `count`-th occurrence of `mark` (ranks' lines may arrive joined on one
     line, so occurrences are counted in the text, not by line); all of it when it ends first."""
     lines = []
-    for line in proc.stdout:   # type: ignore[union-attr]
+    for line in proc.stdout:  # type: ignore[union-attr]
         lines.append(line)
         if "".join(lines).count(mark) >= count:
             break
@@ -53,8 +54,9 @@ LOST_NODE1 = (r"process rank [23] with PID \d+ on node node1 exited on signal 9"
 @contextmanager
 def job(argv: Sequence[str], env: Mapping[str, str]) -> Iterator[subprocess.Popen]:
     """A job started with its output merged into one text pipe; killed at WATCHDOG_S, and on leaving."""
-    proc = subprocess.Popen(list(argv), cwd=ROOT, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        list(argv), cwd=ROOT, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     watchdog = threading.Timer(WATCHDOG_S, proc.kill)
     watchdog.start()
     try:

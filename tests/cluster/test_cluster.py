@@ -3,6 +3,7 @@ nodes found by host name, Mesh's shard groups inside a node, an all-reduce whose
 between the nodes (its veth's byte counters), gloo rendezvous across nodes under torchrun --nnodes 2 and an
 srun-like launch, apps.train HSDP zero2, and losing a node. Skipped with the reason where the cluster cannot
 be made (not root, no iproute2, no tc tbf, namespaces refused)."""
+
 from __future__ import annotations
 
 import json
@@ -22,13 +23,15 @@ from tests.cluster.node_loss import LOST_NODE1, job, kill_node, read_until
 from tests.launch import ROOT, check, worker_env
 
 WORKER = "tests.cluster.workers.nodes"
-PAYLOAD = 4 << 20   # bytes all-reduced across the nodes
+PAYLOAD = 4 << 20  # bytes all-reduced across the nodes
 
 
 def run_all(commands: Sequence[tuple[list[str], dict[str, str]]], timeout: float = 120) -> str:
     """Start every (argv, env) at once (the nodes' launchers, or tasks), wait for all; their merged output."""
-    procs = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for argv, env in commands]
+    procs = [
+        subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for argv, env in commands
+    ]
     try:
         outs = [p.communicate(timeout=timeout)[0] for p in procs]
     finally:
@@ -43,8 +46,9 @@ def run_all(commands: Sequence[tuple[list[str], dict[str, str]]], timeout: float
 
 def ranks_ok(output: str) -> list[tuple[int, str, str, str]]:
     """(rank, host, backend, launcher) of every rank that passed the nodes worker."""
-    return sorted((int(r), h, b, lr) for r, h, b, lr in
-                  re.findall(r"rank (\d+)/4 on (\w+) \((\w+), (\w+)\): nodes ok", output))
+    return sorted(
+        (int(r), h, b, lr) for r, h, b, lr in re.findall(r"rank (\d+)/4 on (\w+) \((\w+), (\w+)\): nodes ok", output)
+    )
 
 
 def expected(backend: str, launcher: str) -> list[tuple[int, str, str, str]]:
@@ -53,15 +57,22 @@ def expected(backend: str, launcher: str) -> list[tuple[int, str, str, str]]:
 
 def assert_crossed(cluster: Cluster, before: tuple[int, int], at_least: int) -> None:
     into, out_of = (a - b for a, b in zip(cluster.link_bytes(1), before))
-    assert into >= at_least and out_of >= at_least, \
+    assert into >= at_least and out_of >= at_least, (
         f"node1's link carried {into} bytes in and {out_of} out, expected at least {at_least} each way"
+    )
 
 
 @pytest.mark.mpi
 def test_mpirun_across_nodes_finds_them_and_allreduces_over_the_link(cluster: Cluster) -> None:
     before = cluster.link_bytes(1)
-    proc = subprocess.run([*cluster.mpirun_argv(), sys.executable, "-m", WORKER, "--bytes", str(PAYLOAD)],
-                          cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*cluster.mpirun_argv(), sys.executable, "-m", WORKER, "--bytes", str(PAYLOAD)],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     check(proc, "mpirun on the emulated cluster")
     assert ranks_ok(proc.stdout) == expected("mpi", "openmpi"), proc.stdout
     assert_crossed(cluster, before, PAYLOAD)
@@ -87,10 +98,28 @@ def test_srun_like_tasks_meet_over_gloo(cluster: Cluster) -> None:
 @pytest.mark.mpi
 def test_apps_train_hsdp_zero2_on_two_nodes(cluster: Cluster, tmp_path: Path) -> None:
     before = cluster.link_bytes(1)
-    args = runs.args(tmp_path, "hsdp", "zero2", 4, "-o", "parallel.dp_replicate=2", "-o", "parallel.dp_shard=2",
-                     "-o", "train.max_steps=6", "-o", "checkpoint.every_steps=0")[2:]
-    proc = subprocess.run([*cluster.mpirun_argv(), sys.executable, "-m", "apps.train", *args], cwd=ROOT,
-                          env=worker_env(), capture_output=True, text=True, timeout=300)
+    args = runs.args(
+        tmp_path,
+        "hsdp",
+        "zero2",
+        4,
+        "-o",
+        "parallel.dp_replicate=2",
+        "-o",
+        "parallel.dp_shard=2",
+        "-o",
+        "train.max_steps=6",
+        "-o",
+        "checkpoint.every_steps=0",
+    )[2:]
+    proc = subprocess.run(
+        [*cluster.mpirun_argv(), sys.executable, "-m", "apps.train", *args],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     check(proc, "apps.train on the emulated cluster")
     assert "zero2 over 4 rank(s) as pp=1 x dp_replicate=2 x dp_shard=2" in proc.stdout, proc.stdout
     assert "done: 6 steps" in proc.stdout, proc.stdout
@@ -98,7 +127,7 @@ def test_apps_train_hsdp_zero2_on_two_nodes(cluster: Cluster, tmp_path: Path) ->
     assert last["step"] == 6 and last["comm_bytes_dp_replicate"] > 0, last
     # dp_shard stays in a node; dp (the initial broadcast) and dp_replicate span both
     assert last["comm_bytes_across_nodes"] == last["comm_bytes_dp"] + last["comm_bytes_dp_replicate"], last
-    assert_crossed(cluster, before, last["comm_bytes_dp_replicate"])   # rank 0's own, to its replica on node1
+    assert_crossed(cluster, before, last["comm_bytes_dp_replicate"])  # rank 0's own, to its replica on node1
 
 
 @pytest.mark.mpi
@@ -120,22 +149,32 @@ def test_down_runs_on_a_stop_signal_and_again_harmlessly(sig: int) -> None:
     reason = unavailable()
     if reason is not None:
         pytest.skip(reason)
-    name = f"pct{sig}x{os.getpid() % 1000}"    # one per case: a failed case's leftovers stay its own
-    code = (f"import time\nfrom benchmarks.cluster import Cluster\nwith Cluster(2, 1, '100mbit', name='{name}'):\n"
-            "    print('up', flush=True)\n    time.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
-                            text=True)
+    name = f"pct{sig}x{os.getpid() % 1000}"  # one per case: a failed case's leftovers stay its own
+    code = (
+        f"import time\nfrom benchmarks.cluster import Cluster\nwith Cluster(2, 1, '100mbit', name='{name}'):\n"
+        "    print('up', flush=True)\n    time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().strip() == "up"   # type: ignore[union-attr]
-        assert len(leftovers(name)) >= 3, leftovers(name)   # 2 namespaces, a bridge, the veths
+        assert proc.stdout.readline().strip() == "up"  # type: ignore[union-attr]
+        assert len(leftovers(name)) >= 3, leftovers(name)  # 2 namespaces, a bridge, the veths
         proc.send_signal(sig)
-        assert proc.wait(timeout=60) != 0   # SIGTERM/SIGHUP: 128 + the signal; Ctrl-C: KeyboardInterrupt
+        assert proc.wait(timeout=60) != 0  # SIGTERM/SIGHUP: 128 + the signal; Ctrl-C: KeyboardInterrupt
     finally:
         if proc.poll() is None:
             proc.kill()
     assert leftovers(name) == []
-    check(subprocess.run([sys.executable, "-m", "benchmarks.cluster", "down", "--name", name], cwd=ROOT,
-                         env=worker_env(), capture_output=True, text=True, timeout=60), "cluster down")
+    check(
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.cluster", "down", "--name", name],
+            cwd=ROOT,
+            env=worker_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ),
+        "cluster down",
+    )
     assert not Path(f"/etc/netns/{name}n0").exists() and not Path(f"/tmp/pycomm-cluster/{name}").exists()
 
 
@@ -152,13 +191,15 @@ def test_up_refuses_a_name_in_use_and_leaves_that_cluster_alone() -> None:
     assert leftovers(name) == []
 
 
-@pytest.mark.parametrize("kwargs,words", [
-    ({"nodes": 0}, "nodes=0: expected a whole number from 1 to 250"),
-    ({"ranks_per_node": 0}, "ranks_per_node=0: expected a whole number >= 1"),
-    ({"rate": "fast"}, "rate 'fast': expected a tc rate such as 10gbit, 1gbit, 100mbit, or None"),
-    ({"name": "Bad-Name"}, "cluster name 'Bad-Name': expected 1-9 lower-case letters"),
-])
+@pytest.mark.parametrize(
+    "kwargs,words",
+    [
+        ({"nodes": 0}, "nodes=0: expected a whole number from 1 to 250"),
+        ({"ranks_per_node": 0}, "ranks_per_node=0: expected a whole number >= 1"),
+        ({"rate": "fast"}, "rate 'fast': expected a tc rate such as 10gbit, 1gbit, 100mbit, or None"),
+        ({"name": "Bad-Name"}, "cluster name 'Bad-Name': expected 1-9 lower-case letters"),
+    ],
+)
 def test_bad_cluster_arguments_are_named(kwargs: dict, words: str) -> None:
     with pytest.raises(ValueError, match=re.escape(words)):
         Cluster(**kwargs)
-

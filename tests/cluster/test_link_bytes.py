@@ -10,6 +10,7 @@ size over the nodes (about 0.3%; bounded at 2% here: the veth coalesces segments
 fewer than one per 1500-byte packet). What is left may differ by 1% of the payload: op matching's signature
 exchange (a few hundred bytes per collective) and ACKs, whose number depends on how the kernel coalesced
 segments on this run. A method whose bytes crossed inside a node, or twice, misses by 50% or more."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,8 @@ from tests.launch import ROOT, check, worker_env
 
 WORKER = "tests.cluster.workers.link_bytes"
 STEPS = 4
-HEADERS_AT_MOST = 0.02     # h: TCP/IP and MPI headers, ACKs, per payload byte (measured about 0.003)
-RESIDUAL = 0.01            # of the payload: signatures, ACK counts varying with coalescing
+HEADERS_AT_MOST = 0.02  # h: TCP/IP and MPI headers, ACKs, per payload byte (measured about 0.003)
+RESIDUAL = 0.01  # of the payload: signatures, ACK counts varying with coalescing
 # of a rank's parameter bytes, what crosses nodes per step: mbsgd all-reduces every gradient over the 4 ranks
 # (each rank sends it once over the link: the halving and doubling steps between the nodes carry half each);
 # HSDP reduce-scatters in the node and all-reduces its half across; DiLoCo that half every 2nd step
@@ -35,8 +36,14 @@ PER_STEP = {"mbsgd": 1.0, "zero2": 0.5, "diloco": 0.25}
 
 @pytest.fixture(scope="module")
 def report(cluster: Cluster) -> dict[str, Any]:
-    proc = subprocess.run([*cluster.mpirun_argv(), sys.executable, "-m", WORKER, "--steps", str(STEPS)],
-                          cwd=ROOT, env=worker_env(), capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [*cluster.mpirun_argv(), sys.executable, "-m", WORKER, "--steps", str(STEPS)],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     check(proc, "the link bytes worker on the emulated cluster")
     line = re.search(r"^link bytes: (.*)$", proc.stdout, flags=re.M)
     assert line, proc.stdout
@@ -61,6 +68,7 @@ def test_bytes_out_of_each_node_are_what_comm_stats_says_crossed(report: dict[st
         assert train["said"] == 2 * STEPS * PER_STEP[method] * report[method]["param_bytes"], (node, report)
         carried = train["out"] - report["idle"][node]["out"]
         expected = train["said"] * (1 + h)
-        assert abs(carried - expected) <= RESIDUAL * train["said"], \
-            f"{method}: node{node}'s link carried {carried} bytes out, comm_stats said {train['said']} " \
+        assert abs(carried - expected) <= RESIDUAL * train["said"], (
+            f"{method}: node{node}'s link carried {carried} bytes out, comm_stats said {train['said']} "
             f"(x {1 + h:.4f} headers = {expected:.0f})\n{report}"
+        )

@@ -2,6 +2,7 @@
 a few steps): the torch DDP peer and pycomm's mbsgd both train and are scored, their bytes crossed the link, and
 the JSON and PNG hold a row, a curve and the time to DDP's loss for each. Skipped with the reason where the
 cluster cannot be made."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from benchmarks.cluster import unavailable
 from tests.launch import ROOT, check, worker_env
 
 STEPS = 6
-MODEL_BYTES = 861_480   # SmallCNN's fp32 parameters: what one all-reduce of its gradients moves per node
+MODEL_BYTES = 861_480  # SmallCNN's fp32 parameters: what one all-reduce of its gradients moves per node
 
 
 @pytest.mark.mpi
@@ -23,9 +24,27 @@ def test_the_benchmark_races_ddp_and_mbsgd_across_two_nodes(tmp_path: Path) -> N
     reason = unavailable()
     if reason is not None:
         pytest.skip(reason)
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.nodes", "--steps", str(STEPS), "--rates", "1gbit",
-                           "--cases", "ddp", "mbsgd", "--results-dir", str(tmp_path)], cwd=ROOT, env=worker_env(),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.nodes",
+            "--steps",
+            str(STEPS),
+            "--rates",
+            "1gbit",
+            "--cases",
+            "ddp",
+            "mbsgd",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     check(proc, "benchmarks.nodes")
     doc = json.loads((tmp_path / "nodes.json").read_text())
     rows = {r["case"]: r for r in doc["rows"]}

@@ -1,5 +1,6 @@
 """What the p2p workers print, read back by their tests: every rank's count of passed checks, and the
 StallError each rank that did call reports when the last rank never does (their --stall run)."""
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,9 @@ def assert_stall_names_last_rank(out: str, ranks: int, mark: str, op: str, timeo
 def run_stalled(worker: str, ranks: int) -> str:
     """The output of `worker` (a tests.comm.workers module) with --stall and PYCOMM_TIMEOUT=3 on `ranks`
     ranks, the last of which skips the ops the others stall in; every rank must still finish (MARK done)."""
-    proc = mpirun(ranks, f"tests.comm.workers.{worker}", "--stall", env={"PYCOMM_TIMEOUT": "3"},
-                  expect_ok=False, timeout=900)
+    proc = mpirun(
+        ranks, f"tests.comm.workers.{worker}", "--stall", env={"PYCOMM_TIMEOUT": "3"}, expect_ok=False, timeout=900
+    )
     out = proc.stdout + proc.stderr
     assert all(f"MARK rank {r} done" in out for r in range(ranks)), out
     return out

@@ -2,6 +2,7 @@
 compound ops' options keyword-only in one order, codec names on every compound op that takes a codec and a
 clear ValueError naming the choices for a bad one; the op table the core exports. One process (the local transport) here; the multi-rank checks run in
 tests/comm/workers/api_convention.py on test_ranks_per_node's 4 ranks."""
+
 from __future__ import annotations
 
 import inspect
@@ -17,9 +18,14 @@ from pycomm.codecs import CODEC_NAMES
 from pycomm.communicator import Communicator
 
 REDUCING = ("allreduce", "reduce_scatter", "allreduce_coalesced", "reduce_scatter_coalesced", "allreduce_quantized")
-COMPOUND = ("allreduce_coalesced", "broadcast_coalesced", "reduce_scatter_coalesced", "allgather_coalesced",
-            "allreduce_quantized")
-OPTIONS = ("bucket_bytes", "wire_dtype", "codec", "error_feedback", "async_op")   # the compound ops' one order
+COMPOUND = (
+    "allreduce_coalesced",
+    "broadcast_coalesced",
+    "reduce_scatter_coalesced",
+    "allgather_coalesced",
+    "allreduce_quantized",
+)
+OPTIONS = ("bucket_bytes", "wire_dtype", "codec", "error_feedback", "async_op")  # the compound ops' one order
 
 
 def local() -> Communicator:
@@ -69,7 +75,7 @@ def test_codec_names_on_every_compound_op(name: str) -> None:
     c = local()
     codec = CODEC_NAMES[name]()
 
-    def near(got: torch.Tensor, want: torch.Tensor) -> bool:     # within the codec's own error bound
+    def near(got: torch.Tensor, want: torch.Tensor) -> bool:  # within the codec's own error bound
         return bool(((got - want).abs() <= codec.error_bound(want) + 1e-6).all())
 
     x = torch.linspace(-1, 1, 512)
@@ -89,13 +95,18 @@ def test_codec_names_on_every_compound_op(name: str) -> None:
         c.broadcast_coalesced([x.clone()], async_op=False, codec=name)
 
 
-@pytest.mark.parametrize("call", [
-    lambda c: c.allreduce_quantized(torch.ones(4), op=pycomm.SUM, codec="gzip", async_op=False),
-    lambda c: c.allreduce_coalesced([torch.ones(4)], op=pycomm.SUM, codec="gzip", async_op=False),
-    lambda c: c.reduce_scatter_coalesced(torch.zeros(4), [torch.ones(4)], op=pycomm.SUM, codec="gzip",
-                                         async_op=False),
-    lambda c: c.allgather_coalesced([torch.ones(4)], torch.zeros(4), codec="gzip", async_op=False),
-], ids=["allreduce_quantized", "allreduce_coalesced", "reduce_scatter_coalesced", "allgather_coalesced"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.allreduce_quantized(torch.ones(4), op=pycomm.SUM, codec="gzip", async_op=False),
+        lambda c: c.allreduce_coalesced([torch.ones(4)], op=pycomm.SUM, codec="gzip", async_op=False),
+        lambda c: c.reduce_scatter_coalesced(
+            torch.zeros(4), [torch.ones(4)], op=pycomm.SUM, codec="gzip", async_op=False
+        ),
+        lambda c: c.allgather_coalesced([torch.ones(4)], torch.zeros(4), codec="gzip", async_op=False),
+    ],
+    ids=["allreduce_quantized", "allreduce_coalesced", "reduce_scatter_coalesced", "allgather_coalesced"],
+)
 def test_bad_codec_name_names_the_choices(call) -> None:
     with pytest.raises(ValueError, match=r"codec 'gzip' is not a codec name; expected one of 'int8', .*'1bit'"):
         call(local())

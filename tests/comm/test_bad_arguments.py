@@ -1,5 +1,6 @@
 """Every public function of pycomm fed generated bad arguments (tests/comm/bad_arguments.py) raises
 TypeError or ValueError naming the argument: never a crash, another exception, or a silent answer."""
+
 from __future__ import annotations
 
 import pytest

@@ -3,6 +3,7 @@ the 3-rank run also goes through PYCOMM_DEBUG=1's op matching (which must not fi
 nonblocking MPI collectives (PYCOMM_MPI_NONBLOCKING=1) instead of blocking ones on the queue thread.
 The 2ranks-inline run lets blocking ops up to 1 MiB run on the caller's thread when the queue is
 idle (PYCOMM_INLINE_BYTES; off by default)."""
+
 from __future__ import annotations
 
 import re
@@ -13,10 +14,17 @@ from tests.launch import mpirun
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks,env", [
-    (1, {}), (2, {}), (2, {"PYCOMM_INLINE_BYTES": "1048576"}), (3, {"PYCOMM_DEBUG": "1", "PYCOMM_MPI_NONBLOCKING": "1"}),
-    (4, {}),
-], ids=["1rank", "2ranks", "2ranks-inline", "3ranks-debug-nonblocking", "4ranks"])
+@pytest.mark.parametrize(
+    "ranks,env",
+    [
+        (1, {}),
+        (2, {}),
+        (2, {"PYCOMM_INLINE_BYTES": "1048576"}),
+        (3, {"PYCOMM_DEBUG": "1", "PYCOMM_MPI_NONBLOCKING": "1"}),
+        (4, {}),
+    ],
+    ids=["1rank", "2ranks", "2ranks-inline", "3ranks-debug-nonblocking", "4ranks"],
+)
 def test_collectives_against_numpy(ranks, env):
     proc = mpirun(ranks, "tests.comm.workers.collectives", "--launcher", "openmpi", env=env, timeout=600)
     passed = re.findall(r"rank (\d+)/(\d+) \(mpi\): (\d+) checks passed", proc.stdout)

@@ -1,5 +1,6 @@
 """Smoke test of benchmarks/collectives.py --quick: every section runs on real ranks, every peer is
 measured and the results file is written. No timing assertions (the machine is shared and noisy)."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ def _namespaces() -> list[str]:
 
 def test_plain_mpirun_keeps_open_mpis_default_binding() -> None:
     assert "--bind-to" not in collectives.mpirun_argv(4, (), bind_to_none=False)
-    launchers = collectives.mpirun_argv(4)    # the launchers' own, as before
+    launchers = collectives.mpirun_argv(4)  # the launchers' own, as before
     assert launchers[launchers.index("--bind-to") + 1] == "none"
 
 
@@ -29,7 +30,7 @@ def test_merge_keeps_what_the_run_did_not_measure() -> None:
     rows["small"] = [{"ranks": 2, "v": "new"}]
     got = collectives.merged(rows, old, ["small"], [2])
     assert got["small"] == [{"ranks": 4, "v": "old"}, {"ranks": 2, "v": "new"}]
-    assert got["fusion"] == [{"ranks": 2, "v": "old"}]    # a section this run did not measure
+    assert got["fusion"] == [{"ranks": 2, "v": "old"}]  # a section this run did not measure
     assert set(got) == set(collectives.SECTIONS) and got["busbw"] == []
 
 
@@ -47,8 +48,13 @@ def test_collectives_benchmark_quick() -> None:
     assert {r["peer"] for r in payload["busbw"]} == {"pycomm", "mpi4py", "gloo"}
     assert all(r["busbw_GBs"] > 0 for r in payload["busbw"])
     cases = {r["case"] for r in payload["fusion"]}
-    assert {"per_tensor_pycomm", "per_tensor_pycomm_blocking", "per_tensor_gloo", "coalesced_pycomm",
-            "flat_mpi4py"} <= cases
+    assert {
+        "per_tensor_pycomm",
+        "per_tensor_pycomm_blocking",
+        "per_tensor_gloo",
+        "coalesced_pycomm",
+        "flat_mpi4py",
+    } <= cases
     assert all(r["tensors"] == 161 and r["bytes"] == 4 * 25_557_032 for r in payload["fusion"])
     sent = {r["codec"]: r["bytes_sent_per_rank"] for r in payload["quantized"]}
     assert set(sent) == {"fp32", "int8", "1bit"} and all(v > 0 for v in sent.values())
@@ -59,27 +65,44 @@ def test_collectives_benchmark_quick() -> None:
     huge = hugepages.policy() == "madvise"
     loads = ("idle", "busy") + ((collectives.HUGEPAGES_LOAD, collectives.PAIRED_LOAD) if huge else ())
     small = {(r["load"], r["op"], r["peer"]) for s in collectives.SMALL_SECTIONS for r in payload[s]}
-    assert small == {(load, op, peer) for load in loads for peer in ("pycomm", "mpi4py")
-                     for op in ("allreduce", "broadcast", "allgather", "reduce_scatter")}
+    assert small == {
+        (load, op, peer)
+        for load in loads
+        for peer in ("pycomm", "mpi4py")
+        for op in ("allreduce", "broadcast", "allgather", "reduce_scatter")
+    }
     assert {g["goal"] for g in payload["goals"]} >= {"allreduce busbw vs mpi4py >= 1.0 (busy)"}
     assert not any(collectives.PAIRED_LOAD in g["goal"] for g in payload["goals"])
     # under a plain mpirun (default binding): both call patterns, every collective against mpi4py, each size
     plain = {(r["pattern"], r["op"], r["peer"], r["bytes"]) for r in payload["plain"]}
-    assert plain == {(pattern, op, peer, nbytes) for pattern in collectives.PATTERNS for peer in ("pycomm", "mpi4py")
-                     for op in ("allreduce", "broadcast", "allgather", "reduce_scatter")
-                     for nbytes in collectives.PLAIN_QUICK_SIZES}
+    assert plain == {
+        (pattern, op, peer, nbytes)
+        for pattern in collectives.PATTERNS
+        for peer in ("pycomm", "mpi4py")
+        for op in ("allreduce", "broadcast", "allgather", "reduce_scatter")
+        for nbytes in collectives.PLAIN_QUICK_SIZES
+    }
     assert all(r["load"] == collectives.PLAIN_LOAD and r["seconds"]["median"] > 0 for r in payload["plain"])
     isolated = [r for r in payload["plain"] if r["pattern"] == "isolated"]
     assert all(r["seconds"]["inner"] == 1 and r["seconds"]["repeats"] >= 5 for r in isolated)
-    assert {g["goal"] for g in payload["goals"]} >= {f"{op} vs mpi4py >= 0.9 (plain mpirun, {pattern})"
-                                                      for op in ("allreduce", "broadcast") for pattern in collectives.PATTERNS}
+    assert {g["goal"] for g in payload["goals"]} >= {
+        f"{op} vs mpi4py >= 0.9 (plain mpirun, {pattern})"
+        for op in ("allreduce", "broadcast")
+        for pattern in collectives.PATTERNS
+    }
     # the eager limit's sweep: pycomm on a communicator per PYCOMM_EAGER_BYTES value, mpi4py beside each
     limits = collectives.EAGER_LIMITS[:2]
     eager = {(r["eager_bytes"], r["pattern"], r["peer"], r["bytes"]) for r in payload["eager"]}
-    assert eager == {(limit, pattern, peer, nbytes) for limit in limits for pattern in collectives.PATTERNS
-                     for peer in ("pycomm", "mpi4py") for nbytes in limits}
+    assert eager == {
+        (limit, pattern, peer, nbytes)
+        for limit in limits
+        for pattern in collectives.PATTERNS
+        for peer in ("pycomm", "mpi4py")
+        for nbytes in limits
+    }
     assert {(r["eager_bytes"], r["pattern"]) for r in payload["eager_summary"]} == {
-        (limit, pattern) for limit in limits for pattern in collectives.PATTERNS}
+        (limit, pattern) for limit in limits for pattern in collectives.PATTERNS
+    }
     # 4 KiB pages are 4 KiB pages whatever this process's environment (the quick sizes stay below a huge page)
     assert all(r["huge_page_bytes"] == 0 for s in collectives.SMALL_SECTIONS for r in payload[s])
     if huge:
@@ -98,8 +121,9 @@ def test_collectives_benchmark_quick() -> None:
         assert {g["goal"] for g in payload["goals"]} >= {"int8 time <= 0.4x fp32 at 10gbit"}
         roof = payload["roofline"]
         assert {(r["codec"], r["bytes"]) for r in roof["rows"]} == {(r["codec"], r["bytes"]) for r in phased}
-        assert all(r["memory_floor_s"] > 0 and r["floor_ratio_serial"] >= r["floor_ratio_overlapped"] > 0
-                   for r in roof["rows"])
+        assert all(
+            r["memory_floor_s"] > 0 and r["floor_ratio_serial"] >= r["floor_ratio_overlapped"] > 0 for r in roof["rows"]
+        )
         assert all(v["read"] > 0 for v in roof["bandwidth_GBs_per_process"].values())
         assert not any(line.startswith("pycomm-bench-") for line in _namespaces()), "namespace left behind"
     else:

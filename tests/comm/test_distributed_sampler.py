@@ -1,6 +1,7 @@
 """pycomm.DistributedSampler: equal lengths per rank, a disjoint cover of the epoch, the same order from
 the same seed (another from another epoch or seed), and a resume at a sample offset on another number of
 ranks that takes exactly the samples not yet taken; usable as a DataLoader's sampler."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -26,9 +27,9 @@ def test_equal_lengths_and_a_disjoint_cover_of_the_epoch(n: int, size: int, drop
         shards = [list(s) for s in samplers]
         assert len({len(sh) for sh in shards} | {len(s) for s in samplers}) == 1, [len(sh) for sh in shards]
         counts = Counter(i for sh in shards for i in sh)
-        if drop_last:   # each sample at most once; all but fewer than `size` of them
+        if drop_last:  # each sample at most once; all but fewer than `size` of them
             assert max(counts.values(), default=1) == 1 and n - len(counts) < size
-        else:           # all of them; fewer than `size` repeated to fill the last round
+        else:  # all of them; fewer than `size` repeated to fill the last round
             assert set(counts) == set(range(n)) and sum(counts.values()) - n < size
     assert all(0 <= i < n for s in samplers for i in s)
 
@@ -40,8 +41,9 @@ def test_the_order_is_a_function_of_seed_and_epoch() -> None:
     assert list(a) == list(b)
     b.set_epoch(5)
     assert list(a) != list(b)
-    assert list(DistributedSampler(50, num_replicas=2, rank=1, seed=4)) != list(DistributedSampler(
-        50, num_replicas=2, rank=1, seed=3))
+    assert list(DistributedSampler(50, num_replicas=2, rank=1, seed=4)) != list(
+        DistributedSampler(50, num_replicas=2, rank=1, seed=3)
+    )
     plain = DistributedSampler(10, num_replicas=2, rank=1, shuffle=False)
     assert list(plain) == [1, 3, 5, 7, 9]
 
@@ -53,21 +55,23 @@ def test_a_resume_at_an_offset_on_other_ranks_takes_the_rest_once(before: int, a
     for s in first:
         s.set_epoch(2)
     taken_batches = 5
-    seen = Counter(i for s in first for i in list(s)[:taken_batches * batch])
+    seen = Counter(i for s in first for i in list(s)[: taken_batches * batch])
     offset = first[0].offset_after(taken_batches, batch)
-    assert offset == taken_batches * batch * before and first[0].state_dict(taken_batches, batch) == \
-        {"epoch": 2, "offset": offset}
+    assert offset == taken_batches * batch * before and first[0].state_dict(taken_batches, batch) == {
+        "epoch": 2,
+        "offset": offset,
+    }
     resumed = _ranks(n, after, seed=9, drop_last=True)
     for s in resumed:
         s.load_state_dict({"epoch": 2, "offset": offset})
         assert len(s) == (n - offset) // after
     seen.update(i for s in resumed for i in s)
-    assert max(seen.values()) == 1 and n - len(seen) < after   # nothing twice; only the last round's rest left
+    assert max(seen.values()) == 1 and n - len(seen) < after  # nothing twice; only the last round's rest left
     whole = _ranks(n, after, seed=9, drop_last=True)
     for s in whole:
         s.set_epoch(2)
     order = whole[0].order(2).tolist()
-    assert sorted(seen, key=order.index) == order[:len(seen)]   # the samples taken are the epoch's first ones
+    assert sorted(seen, key=order.index) == order[: len(seen)]  # the samples taken are the epoch's first ones
 
 
 def test_a_dataloader_takes_it_and_comm_defaults_to_the_world() -> None:

@@ -1,17 +1,17 @@
 """Provoked faults on real ranks: a skipped collective (or allreduce_quantized) becomes a StallError
 after one PYCOMM_TIMEOUT (no hang) naming the rank that has not reached it, PYCOMM_DEBUG=1 names both ranks' ops when they differ, and
 pycomm.abort on one rank ends the whole job at once."""
+
 from __future__ import annotations
 
 import re
 import time
 from pathlib import Path
 
-import pycomm
-from tests.comm.test_single_process import run_python
-
 import pytest
 
+import pycomm
+from tests.comm.test_single_process import run_python
 from tests.launch import mpirun, torchrun
 
 
@@ -35,14 +35,17 @@ def stalls_waiting_for_rank_2(out: str) -> list[str]:
         m = re.search(rf"MARK rank {r} stall after [\d.]+ s: (.*)", out)
         assert m, out
         waiting = re.search(r"waiting for ranks? ([\d, ]+):", m.group(1))
-        assert waiting and waiting.group(1) == "2", m.group(1)   # rank 2, neither rank 0 nor rank 1
+        assert waiting and waiting.group(1) == "2", m.group(1)  # rank 2, neither rank 0 nor rank 1
         messages.append(m.group(1))
     return messages
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nonblocking,inline_bytes", [("0", "0"), ("1", "0"), ("0", "1048576")],
-                         ids=["queued-blocking-collectives", "queued-nonblocking-collectives", "on-caller-thread"])
+@pytest.mark.parametrize(
+    "nonblocking,inline_bytes",
+    [("0", "0"), ("1", "0"), ("0", "1048576")],
+    ids=["queued-blocking-collectives", "queued-nonblocking-collectives", "on-caller-thread"],
+)
 def test_skipped_collective_raises_stall_error_within_timeout(nonblocking, inline_bytes):
     """The stalled all-reduce (4000 bytes, async_op=False) runs on the progress thread, with blocking
     or nonblocking MPI calls, or on the caller's thread (PYCOMM_INLINE_BYTES allows it there)."""
@@ -111,13 +114,16 @@ def test_abort_on_one_rank_ends_the_job_with_its_exit_code():
 
 
 def test_abort_alone_exits_with_the_code_and_the_reason():
-    proc = run_python("import pycomm; pycomm.init(); print('before', flush=True); pycomm.abort('gone', 7); "
-                      "print('after')")
+    proc = run_python(
+        "import pycomm; pycomm.init(); print('before', flush=True); pycomm.abort('gone', 7); print('after')"
+    )
     assert proc.returncode == 7 and proc.stdout == "before\n" and proc.stderr == "gone\n", proc
 
 
-@pytest.mark.parametrize("reason,code,error", [(5, 1, TypeError), ("x", 0, ValueError), ("x", 256, ValueError),
-                                               ("x", True, ValueError), ("x", "1", ValueError)])
+@pytest.mark.parametrize(
+    "reason,code,error",
+    [(5, 1, TypeError), ("x", 0, ValueError), ("x", 256, ValueError), ("x", True, ValueError), ("x", "1", ValueError)],
+)
 def test_abort_rejects_bad_arguments(reason, code, error):
     with pytest.raises(error, match="reason|exit_code"):
         pycomm.abort(reason, code)
@@ -127,8 +133,9 @@ def test_abort_rejects_bad_arguments(reason, code, error):
 STOPPED = {"gloo": "did not answer within 2 s", "mpi": "stood still for 0.5 s"}
 
 
-@pytest.mark.parametrize("backend,case", [("gloo", "missing"), ("gloo", "stopped"),
-                                          pytest.param("mpi", "stopped", marks=pytest.mark.mpi)])
+@pytest.mark.parametrize(
+    "backend,case", [("gloo", "missing"), ("gloo", "stopped"), pytest.param("mpi", "stopped", marks=pytest.mark.mpi)]
+)
 def test_stall_names_the_rank_from_its_peers_progress(backend: str, case: str, tmp_path: Path) -> None:
     """3 ranks (gloo under torchrun, MPI under mpirun): rank 2 sleeps instead of calling the all-reduce
     (`missing`), or submits it and is stopped before its peers call it (`stopped`). Ranks 0 and 1 wait for rank
@@ -137,14 +144,28 @@ def test_stall_names_the_rank_from_its_peers_progress(backend: str, case: str, t
     other rank has reached allreduce #N (one may be stuck inside it)` (MPI). MPI's `missing`:
     test_stall_error_names_the_rank_that_has_not_reached_the_op."""
     launch = torchrun if backend == "gloo" else mpirun
-    proc = launch(3, "tests.comm.workers.stall_progress", case, str(tmp_path), backend, env={"PYCOMM_TIMEOUT": "3"},
-                  expect_ok=False, timeout=240)
+    proc = launch(
+        3,
+        "tests.comm.workers.stall_progress",
+        case,
+        str(tmp_path),
+        backend,
+        env={"PYCOMM_TIMEOUT": "3"},
+        expect_ok=False,
+        timeout=240,
+    )
     for msg in stalls_waiting_for_rank_2(proc.stdout + proc.stderr):
-        assert re.match(r"allreduce #\d+ \(count 1000, float32, 4000 bytes, op SUM\) (on the mpi communicator "
-                        r"\(rank \d of 3\) )?did not complete", msg), msg
+        assert re.match(
+            r"allreduce #\d+ \(count 1000, float32, 4000 bytes, op SUM\) (on the mpi communicator "
+            r"\(rank \d of 3\) )?did not complete",
+            msg,
+        ), msg
         op = re.match(r"(allreduce #\d+)", msg).group(1)
         if case == "missing":
             assert re.search(rf"rank 2 has not reached {op} \(its latest collective is allreduce #\d+\)", msg), msg
         else:
-            assert re.search(rf"rank 2 {STOPPED[backend]} \(its latest collective is allreduce #\d+; its "
-                             rf"process is stopped or hung, inside {op}\)", msg), msg
+            assert re.search(
+                rf"rank 2 {STOPPED[backend]} \(its latest collective is allreduce #\d+; its "
+                rf"process is stopped or hung, inside {op}\)",
+                msg,
+            ), msg

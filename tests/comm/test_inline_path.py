@@ -1,6 +1,7 @@
 """Blocking ops run on the caller's thread when the queue is idle, through the progress thread
 otherwise (tests/comm/workers/inline_path.py), under each PYCOMM_INLINE_BYTES setting: 1 MiB, a small
 limit, and 0 (the default: the caller-thread path off)."""
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,8 @@ def test_blocking_ops_inline_or_queued_keep_order(inline_bytes):
 
 @pytest.mark.mpi
 def test_malformed_inline_bytes_is_a_clear_error():
-    proc = mpirun(2, "tests.comm.workers.inline_path", env={"PYCOMM_INLINE_BYTES": "lots"}, expect_ok=False,
-                  timeout=120)
+    proc = mpirun(
+        2, "tests.comm.workers.inline_path", env={"PYCOMM_INLINE_BYTES": "lots"}, expect_ok=False, timeout=120
+    )
     assert proc.returncode != 0
     assert "PYCOMM_INLINE_BYTES='lots' is not valid: expected a whole number of bytes" in proc.stdout + proc.stderr

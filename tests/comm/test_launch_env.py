@@ -1,4 +1,5 @@
 """pycomm.launch_env.detect on the environments of each launcher (plain dicts, no processes)."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,14 @@ def test_single_process():
 
 
 def test_open_mpi():
-    env = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
-           "OMPI_COMM_WORLD_LOCAL_SIZE": "4", "SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2"}
+    env = {
+        "OMPI_COMM_WORLD_RANK": "3",
+        "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+        "SLURM_PROCID": "0",
+        "SLURM_STEP_NUM_TASKS": "2",
+    }
     e = detect(env)
     assert (e.rank, e.size, e.local_rank, e.local_size, e.launcher) == (3, 8, 1, 4, "openmpi")
     assert e.mpi_launched
@@ -24,8 +31,14 @@ def test_mpich_pmi():
 
 
 def test_torchrun():
-    env = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1",
-           "MASTER_PORT": "29500"}
+    env = {
+        "RANK": "5",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "4",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "29500",
+    }
     e = detect(env)
     assert (e.rank, e.size, e.local_rank, e.local_size, e.launcher) == (5, 8, 1, 4, "torchrun")
     assert (e.master_addr, e.master_port) == ("10.0.0.1", 29500)
@@ -33,8 +46,15 @@ def test_torchrun():
 
 
 def test_srun_step():
-    env = {"SLURM_PROCID": "5", "SLURM_STEP_NUM_TASKS": "7", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
-           "SLURM_STEP_TASKS_PER_NODE": "4,3", "SLURM_STEP_NODELIST": "nid[0007-0008]", "SLURM_NTASKS": "7"}
+    env = {
+        "SLURM_PROCID": "5",
+        "SLURM_STEP_NUM_TASKS": "7",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "1",
+        "SLURM_STEP_TASKS_PER_NODE": "4,3",
+        "SLURM_STEP_NODELIST": "nid[0007-0008]",
+        "SLURM_NTASKS": "7",
+    }
     e = detect(env)
     assert (e.rank, e.size, e.local_rank, e.local_size, e.launcher) == (5, 7, 1, 3, "slurm")
     assert e.master_addr == "nid0007" and e.master_port is None
@@ -61,20 +81,24 @@ def test_bad_values_name_the_variable():
 
 def test_mpi_wireup_is_read_apart_from_the_launcher():
     step = {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "2"}
-    assert detect({**step, "PMIX_RANK": "1"}).mpi_wireup == "pmix"       # srun --mpi=pmix
-    none = detect(step)                                                   # srun --mpi=none
+    assert detect({**step, "PMIX_RANK": "1"}).mpi_wireup == "pmix"  # srun --mpi=pmix
+    none = detect(step)  # srun --mpi=none
     assert (none.launcher, none.mpi_wireup, none.mpi_launched) == ("slurm", None, False)
     assert detect({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2"}).mpi_launched
     assert not detect({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}).mpi_launched
 
 
 def test_slurm_jobs_get_a_default_master_port():
-    step = {"SLURM_PROCID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_NODELIST": "nid[0007-0008]",
-            "SLURM_JOB_ID": "123456"}
+    step = {
+        "SLURM_PROCID": "0",
+        "SLURM_STEP_NUM_TASKS": "2",
+        "SLURM_JOB_NODELIST": "nid[0007-0008]",
+        "SLURM_JOB_ID": "123456",
+    }
     e = detect(step)
     assert (e.master_addr, e.master_port) == ("nid0007", 29500 + 456)
     e = detect({**step, "MASTER_PORT": "4000", "MASTER_ADDR": "head"})
-    assert (e.master_addr, e.master_port) == ("head", 4000)   # the user's own win
+    assert (e.master_addr, e.master_port) == ("head", 4000)  # the user's own win
     assert detect({}).master_port is None
     with pytest.raises(ValueError, match="SLURM_JOB_ID"):
         detect({**step, "SLURM_JOB_ID": "abc"})

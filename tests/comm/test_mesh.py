@@ -2,6 +2,7 @@
 the rank layout (pp, dp_replicate, dp_shard innermost; dp flattened) in one process. On 4 real ranks
 (tests/comm/workers/mesh.py, in test_ranks_per_node's launch): each dimension's communicator, the shared
 groups and repr's node facts."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,14 +12,19 @@ from pycomm.mesh import coords_of, group_ranks, resolve_shape, server_roles
 from tests.launch import mpirun, torchrun
 
 
-@pytest.mark.parametrize("sizes, words", [
-    ({"pp": 3}, "pp=3 x dp_replicate=1 x dp_shard=-1 leaves 8/3 ranks for dp_shard"),
-    ({"pp": 2, "dp_replicate": 2, "dp_shard": 3},
-     "pp=2 x dp_replicate=2 x dp_shard=3 = 12 ranks, but the communicator has 8"),
-    ({"pp": 0}, "pp=0 must be >= 1 (or -1: the ranks left)"),
-    ({"pp": -1, "dp_shard": -1}, "only one size may be -1"),
-    ({"dp_replicate": -2}, "dp_replicate=-2 must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "sizes, words",
+    [
+        ({"pp": 3}, "pp=3 x dp_replicate=1 x dp_shard=-1 leaves 8/3 ranks for dp_shard"),
+        (
+            {"pp": 2, "dp_replicate": 2, "dp_shard": 3},
+            "pp=2 x dp_replicate=2 x dp_shard=3 = 12 ranks, but the communicator has 8",
+        ),
+        ({"pp": 0}, "pp=0 must be >= 1 (or -1: the ranks left)"),
+        ({"pp": -1, "dp_shard": -1}, "only one size may be -1"),
+        ({"dp_replicate": -2}, "dp_replicate=-2 must be >= 1"),
+    ],
+)
 def test_bad_shapes_name_the_sizes(sizes: dict, words: str) -> None:
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         resolve_shape(8, **sizes)
@@ -60,11 +66,15 @@ def test_ranks_that_ask_for_different_shapes_all_hear_each_ranks_shape(launcher:
         proc = torchrun(3, "tests.comm.workers.mesh_shapes", "gloo", env=env, timeout=240)
     out = proc.stdout
     for r in range(3):
-        assert (f"MARK rank {r} pp: pycomm.Mesh: the ranks of the communicator asked for different shapes (ranks "
-                "0, 1: pp=1 x dp_replicate=1 x dp_shard=3; rank 2: pp=3 x dp_replicate=1 x dp_shard=1); every rank "
-                "must build the same Mesh at the same point") in out, out
-        assert (f"MARK rank {r} invalid: pycomm.Mesh: the ranks of the communicator asked for different shapes "
-                "(ranks 0, 1: pp=1 x dp_replicate=1 x dp_shard=3; rank 2: pp=2 x dp_replicate=1 x dp_shard=-1 "
-                "(invalid))") in out, out
+        assert (
+            f"MARK rank {r} pp: pycomm.Mesh: the ranks of the communicator asked for different shapes (ranks "
+            "0, 1: pp=1 x dp_replicate=1 x dp_shard=3; rank 2: pp=3 x dp_replicate=1 x dp_shard=1); every rank "
+            "must build the same Mesh at the same point"
+        ) in out, out
+        assert (
+            f"MARK rank {r} invalid: pycomm.Mesh: the ranks of the communicator asked for different shapes "
+            "(ranks 0, 1: pp=1 x dp_replicate=1 x dp_shard=3; rank 2: pp=2 x dp_replicate=1 x dp_shard=-1 "
+            "(invalid))"
+        ) in out, out
         assert f"MARK rank {r} alike accepted {{'pp': 1, 'dp_replicate': 1, 'dp_shard': 3}}" in out, out
         assert f"MARK rank {r} sum 3" in out, out

@@ -6,6 +6,7 @@ matching (PYCOMM_EAGER_BYTES=65536), point-to-point, allreduce_quantized
 (also against a plain allreduce) and allreduce_coalesced; and the same collective and compound cases on
 the gloo transport under torchrun (its signature exchange on a private group: a broadcast whose root
 differs used to deliver root 0's data, a size mismatch to abort the process inside gloo)."""
+
 from __future__ import annotations
 
 import re
@@ -15,13 +16,21 @@ import pytest
 from tests.launch import mpirun, torchrun
 
 CASES = 24  # the cases of tests/comm/workers/mismatch.py
-P2P_CASES = 6   # of them, point to point (MPI only: gloo's are tests/comm/workers/gloo_edges.py's)
+P2P_CASES = 6  # of them, point to point (MPI only: gloo's are tests/comm/workers/gloo_edges.py's)
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("env", [{}, {"PYCOMM_INLINE_BYTES": "1048576"}, {"PYCOMM_MPI_NONBLOCKING": "1"},
-                                 {"PYCOMM_DEBUG": "1"}, {"PYCOMM_EAGER_BYTES": "65536"}],
-                         ids=["default", "on-caller-thread", "nonblocking-collectives", "debug", "data-in-op-matching"])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"PYCOMM_INLINE_BYTES": "1048576"},
+        {"PYCOMM_MPI_NONBLOCKING": "1"},
+        {"PYCOMM_DEBUG": "1"},
+        {"PYCOMM_EAGER_BYTES": "65536"},
+    ],
+    ids=["default", "on-caller-thread", "nonblocking-collectives", "debug", "data-in-op-matching"],
+)
 def test_mismatched_ops_raise_naming_both(env):
     proc = mpirun(2, "tests.comm.workers.mismatch", env={"PYCOMM_TIMEOUT": "60", **env}, timeout=600)
     passed = re.findall(r"rank (\d): (\d+) mismatch cases passed", proc.stdout)

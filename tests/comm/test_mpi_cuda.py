@@ -1,6 +1,7 @@
 """MPI with CUDA tensors on 2 real ranks sharing one GPU (pinned-memory staging unless the MPI is CUDA-aware):
 every op of the collectives suite on CUDA tensors, and allreduce_quantized on the GPU codec kernels with the
 CPU's bytes. On a GPU only (marked gpu): scripts/gpu_check.sh runs them there."""
+
 from __future__ import annotations
 
 import re
@@ -11,10 +12,14 @@ import torch
 import pycomm
 from tests.launch import mpirun
 
-pytestmark = [pytest.mark.gpu, pytest.mark.mpi,
-              pytest.mark.skipif(not (torch.cuda.is_available() and pycomm.build_info()["cuda"]
-                                      and pycomm.build_info()["mpi"]),
-                                 reason="needs a GPU and a build of pycomm with CUDA and MPI")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.mpi,
+    pytest.mark.skipif(
+        not (torch.cuda.is_available() and pycomm.build_info()["cuda"] and pycomm.build_info()["mpi"]),
+        reason="needs a GPU and a build of pycomm with CUDA and MPI",
+    ),
+]
 
 
 def test_collectives_suite_on_cuda_tensors():

@@ -4,6 +4,7 @@ split, stats, bad input, and pycomm.init(backend="nccl") through each way the id
 
 One GPU cannot hold two NCCL ranks, so multi-rank NCCL runs need a multi-GPU machine; the MPI
 transport covers several ranks with CUDA tensors (tests/comm/test_collectives.py)."""
+
 from __future__ import annotations
 
 import socket
@@ -30,9 +31,17 @@ def needs_gpu(test):
     return pytest.mark.gpu(skip(test))
 
 
-SECOND = 2_000_000_000   # torch.cuda._sleep cycles: about a second at the H100's ~2 GHz
-DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.int8,
-          torch.uint8]
+SECOND = 2_000_000_000  # torch.cuda._sleep cycles: about a second at the H100's ~2 GHz
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int32,
+    torch.int64,
+    torch.int8,
+    torch.uint8,
+]
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
@@ -49,18 +58,21 @@ def test_nccl_backend_explains_why_it_cannot_run_here():
     with pytest.raises(pycomm.PycommError, match="backend 'nccl' cannot be used") as e:
         backends.get("nccl")
     if not HAVE_NCCL:
-        assert "has no NCCL; rebuild with NCCL_HOME or pip install nvidia-nccl-cu13" in str(e.value) or \
-            "has no RCCL" in str(e.value)
+        assert "has no NCCL; rebuild with NCCL_HOME or pip install nvidia-nccl-cu13" in str(
+            e.value
+        ) or "has no RCCL" in str(e.value)
     else:
         assert "no GPU is visible" in str(e.value)
 
 
 def test_auto_does_not_pick_nccl_for_a_single_process():
     from pycomm.launch_env import LaunchEnv
+
     assert backends.choose_auto(LaunchEnv(0, 1, 0, 1, "single")) != "nccl"
 
 
 # ---- on a GPU -------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def comm():
@@ -119,8 +131,8 @@ def test_ops_see_the_callers_latest_writes_and_results_follow_on_its_stream(comm
         for _ in range(50):  # a long chain of kernels on the caller's stream, still running at submit
             x.mul_(1.01)
         out = torch.empty_like(x)
-        comm.allgather(out, x)            # the comm stream must wait for the chain
-        out.add_(1)                       # and this kernel must wait for the all-gather
+        comm.allgather(out, x)  # the comm stream must wait for the chain
+        out.add_(1)  # and this kernel must wait for the all-gather
         expected = x + 1
     side.synchronize()
     torch.testing.assert_close(out, expected)
@@ -138,7 +150,7 @@ def test_ops_and_wait_return_while_the_callers_stream_is_still_busy(comm):
     comm.allreduce(t, op=pycomm.SUM)
     work = comm.allreduce(u, op=pycomm.MAX, async_op=True)
     work.wait()
-    t.mul_(3)                      # after the all-reduce on this stream, which waited for it
+    t.mul_(3)  # after the all-reduce on this stream, which waited for it
     assert not stream.query(), "the host waited for the GPU: the stream was already idle"
     assert not work.is_completed(), "the all-reduce completed before the kernel it must wait for"
     stream.synchronize()
@@ -180,7 +192,7 @@ def test_async_work_completes_and_keeps_order(comm):
 def test_send_recv_to_self_and_barrier(comm):
     t = sample(torch.bfloat16, 300, seed=3)
     r = torch.zeros_like(t)
-    comm.send(t, 0, tag=5)    # staged: completes without its receive
+    comm.send(t, 0, tag=5)  # staged: completes without its receive
     comm.recv(r, 0, tag=5)
     torch.testing.assert_close(r, t, rtol=0, atol=0)
     w1 = comm.isend(t, 0, tag=1)
@@ -200,8 +212,11 @@ def test_p2p_without_headers_is_refused_by_name_and_dup_works(comm):
     t = torch.ones(4, device="cuda")
     with pytest.raises(pycomm.PycommError, match="backend 'nccl' has no receive from any source"):
         comm.recv(t, pycomm.ANY_SOURCE)
-    for name, call in (("send_tensor", lambda: comm.send_tensor(t, 0)), ("recv_tensor", lambda: comm.recv_tensor(0)),
-                       ("probe", lambda: comm.probe(0, block=False))):
+    for name, call in (
+        ("send_tensor", lambda: comm.send_tensor(t, 0)),
+        ("recv_tensor", lambda: comm.recv_tensor(0)),
+        ("probe", lambda: comm.probe(0, block=False)),
+    ):
         with pytest.raises(pycomm.PycommError, match=f"{name}: backend 'nccl' does not support it"):
             call()
     d = comm.dup()
@@ -276,7 +291,7 @@ def test_bad_input(comm):
     with pytest.raises(ValueError, match="reduce_scatter"):
         comm.reduce_scatter(torch.ones(3, device="cuda"), torch.ones(4, device="cuda"))
     t = torch.ones(4, device="cuda")
-    comm.allreduce(t, op=pycomm.SUM)   # the communicator is unharmed by all of the above
+    comm.allreduce(t, op=pycomm.SUM)  # the communicator is unharmed by all of the above
     assert t.tolist() == [1.0] * 4
     with pytest.raises(ValueError, match="unique id must be 128 bytes"):
         core().nccl_world(b"short", 0, 1, 0)
@@ -296,8 +311,14 @@ def test_ops_after_shutdown_raise():
 @needs_gpu
 @pytest.mark.parametrize("mode", ["host", "watchdog"])
 def test_stall_raises_naming_the_op(mode):
-    p = subprocess.run([sys.executable, "-m", "tests.comm.workers.nccl_stall", mode], cwd=ROOT,
-                       env=worker_env({"PYCOMM_TIMEOUT": "2"}), capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "tests.comm.workers.nccl_stall", mode],
+        cwd=ROOT,
+        env=worker_env({"PYCOMM_TIMEOUT": "2"}),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0 and "stall: allreduce #0" in p.stdout, p.stdout + p.stderr
     if mode == "watchdog":
         assert "pycomm: stall error" in p.stderr, p.stderr
@@ -309,8 +330,14 @@ def test_abort_with_an_op_in_flight_does_not_wait_for_it(mode):
     """exit: pycomm.abort() ends the process at once although an all-reduce waits behind a kernel of ten
     minutes; shutdown: comm.shutdown() aborts the communicator after PYCOMM_TIMEOUT, the stuck op's
     synchronize() raises, and later ops are refused (tests/comm/workers/nccl_abort.py)."""
-    p = subprocess.run([sys.executable, "-m", "tests.comm.workers.nccl_abort", mode], cwd=ROOT,
-                       env=worker_env({"PYCOMM_TIMEOUT": "2"}), capture_output=True, text=True, timeout=240)
+    p = subprocess.run(
+        [sys.executable, "-m", "tests.comm.workers.nccl_abort", mode],
+        cwd=ROOT,
+        env=worker_env({"PYCOMM_TIMEOUT": "2"}),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     if mode == "exit":
         assert p.returncode == 3 and "deliberate abort with an op in flight" in p.stderr, p.stdout + p.stderr
     else:
@@ -318,6 +345,7 @@ def test_abort_with_an_op_in_flight_does_not_wait_for_it(mode):
 
 
 # ---- pycomm.init(backend="nccl") in fresh processes ------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -330,8 +358,14 @@ def run_init_worker(extra_env: dict[str, str]) -> None:
     for key in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
         if key not in extra_env:
             env.pop(key, None)
-    p = subprocess.run([sys.executable, "-m", "tests.comm.workers.nccl_init"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "tests.comm.workers.nccl_init"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0 and "rank 0: ok" in p.stdout, p.stdout + p.stderr
 
 
@@ -342,8 +376,9 @@ def test_init_nccl_single_process():
 
 @needs_gpu
 def test_init_nccl_torchrun_style_exchanges_the_id_over_the_tcp_store():
-    run_init_worker({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-                     "MASTER_PORT": str(free_port())})
+    run_init_worker(
+        {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    )
 
 
 @needs_gpu

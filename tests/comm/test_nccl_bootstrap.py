@@ -1,6 +1,7 @@
 """The NCCL unique id's journey from rank 0 to every rank, on CPU with real processes: over the TCP
 store (torchrun-style environment without torchrun), over torchrun's own agent store, and over MPI.
 The id itself needs NCCL; these send 128 known bytes the same way (pycomm.nccl_backend)."""
+
 from __future__ import annotations
 
 import shutil
@@ -34,12 +35,26 @@ def clean_env(extra: dict[str, str]) -> dict[str, str]:
 def test_id_travels_over_the_tcp_store(world, timeout):
     """PYCOMM_TIMEOUT=0 (no timeout) must start NCCL as well (the store once refused it)."""
     port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-m", WORKER, "store"], cwd=ROOT, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env=clean_env({"RANK": str(r), "WORLD_SIZE": str(world), "LOCAL_RANK": str(r),
-                                             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
-                                             "PYCOMM_TIMEOUT": timeout}))
-             for r in range(world)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", WORKER, "store"],
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=clean_env(
+                {
+                    "RANK": str(r),
+                    "WORLD_SIZE": str(world),
+                    "LOCAL_RANK": str(r),
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": port,
+                    "PYCOMM_TIMEOUT": timeout,
+                }
+            ),
+        )
+        for r in range(world)
+    ]
     try:
         outs = [p.communicate(timeout=300)[0] for p in procs]
     finally:
@@ -54,10 +69,25 @@ def test_id_travels_over_the_tcp_store(world, timeout):
 def test_id_travels_over_torchruns_agent_store(timeout):
     if shutil.which("torchrun") is None:
         pytest.skip("torchrun not found")
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-            "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", WORKER, "torchrun"]
-    p = subprocess.run(argv, cwd=ROOT, env=clean_env({"PYCOMM_TIMEOUT": timeout}), capture_output=True, text=True,
-                       timeout=600)
+    argv = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        WORKER,
+        "torchrun",
+    ]
+    p = subprocess.run(
+        argv, cwd=ROOT, env=clean_env({"PYCOMM_TIMEOUT": timeout}), capture_output=True, text=True, timeout=600
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     assert "rank 0 of 2 (torchrun" in out and "rank 1 of 2 (torchrun" in out, out
@@ -75,5 +105,6 @@ def test_id_travels_over_mpi():
 def test_missing_master_port_is_named():
     from pycomm import nccl_backend
     from pycomm.launch_env import LaunchEnv
+
     with pytest.raises(pycomm.PycommError, match="MASTER_PORT"):
         nccl_backend.share_from_rank0(LaunchEnv(1, 2, 1, 2, "torchrun", "127.0.0.1", None), None, 128)

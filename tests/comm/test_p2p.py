@@ -2,6 +2,7 @@
 receive from ANY_SOURCE, probe, tags at the transport's bound, and Communicator.dup(). Multi-rank
 cases run real ranks (tests/comm/workers/p2p_messages.py on 3, p2p_dup.py on 2); the local
 transport's (one rank) are checked in this process."""
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,12 @@ def local() -> Communicator:
 @pytest.mark.mpi
 @pytest.mark.parametrize("inline_bytes", ["0", "1048576"], ids=["queued", "caller-thread"])
 def test_messages_of_unknown_shape_and_source_under_3_ranks(inline_bytes):
-    proc = mpirun(3, "tests.comm.workers.p2p_messages", env={"PYCOMM_INLINE_BYTES": inline_bytes,
-                                                             "PYCOMM_TIMEOUT": "60"}, timeout=300)
+    proc = mpirun(
+        3,
+        "tests.comm.workers.p2p_messages",
+        env={"PYCOMM_INLINE_BYTES": inline_bytes, "PYCOMM_TIMEOUT": "60"},
+        timeout=300,
+    )
     passed = re.findall(r"rank (\d+): (\d+) p2p checks passed", proc.stdout)
     assert sorted(int(r) for r, n in passed if n == "6") == [0, 1, 2], proc.stdout
 
@@ -48,8 +53,12 @@ def test_dup_is_independent_on_gloo_under_torchrun():
 
 def test_local_send_tensor_recv_tensor_keeps_shape_and_dtype():
     c = local()
-    cases = [torch.tensor(3.5, dtype=torch.float64), torch.zeros((0, 4), dtype=torch.int32),
-             torch.arange(16, dtype=torch.bfloat16).reshape([1, 2] * 4), torch.arange(24).reshape(2, 3, 4)[:, ::2]]
+    cases = [
+        torch.tensor(3.5, dtype=torch.float64),
+        torch.zeros((0, 4), dtype=torch.int32),
+        torch.arange(16, dtype=torch.bfloat16).reshape([1, 2] * 4),
+        torch.arange(24).reshape(2, 3, 4)[:, ::2],
+    ]
     for i, t in enumerate(cases):
         c.send_tensor(t, 0, tag=i)
     for i, t in enumerate(cases):
@@ -82,7 +91,7 @@ def test_local_probe_any_source_and_work_source():
 
 def test_local_tag_bound_is_the_transports():
     c = local()
-    assert c.max_tag == 2 ** 31 - 1
+    assert c.max_tag == 2**31 - 1
     c.send_tensor(torch.ones(1), 0, tag=c.max_tag)
     assert c.recv_tensor(0, tag=c.max_tag).tag == c.max_tag
     with pytest.raises(ValueError, match=rf"tag must be an int in \[0, {c.max_tag}\]"):

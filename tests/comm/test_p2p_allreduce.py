@@ -2,6 +2,7 @@
 exact results against numpy on 2, 3, 4 and 5 ranks (3 and 5 take the fold of recursive doubling and
 the ring), every dtype and op, sizes either side of the fused limit, async ops mixed with blocking
 ones; and a rank that never calls gives the others StallError naming it, on both paths."""
+
 from __future__ import annotations
 
 import pytest

@@ -8,6 +8,7 @@ refused with MismatchError, the tensor untouched; and a rank that never calls gi
 on both the fused and the scheduled path of each collective. 3 to 5 ranks on a small machine are
 oversubscribed (the broadcast then always takes the binomial tree): PYCOMM_OVERSUBSCRIBED=0 runs its
 scatter + all-gather too."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,12 @@ from tests.launch import mpirun
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [2, 3, 4, 5])
 def test_collectives_against_numpy(ranks):
-    proc = mpirun(ranks, "tests.comm.workers.p2p_collectives",
-                  env={"PYCOMM_TIMEOUT": "120", "PYCOMM_OVERSUBSCRIBED": "auto"}, timeout=900)
+    proc = mpirun(
+        ranks,
+        "tests.comm.workers.p2p_collectives",
+        env={"PYCOMM_TIMEOUT": "120", "PYCOMM_OVERSUBSCRIBED": "auto"},
+        timeout=900,
+    )
     assert_every_rank_passed(proc.stdout, "p2p-collective", ranks, at_least=400)
     # mpirun --bind-to none: every rank may run on this process's CPUs, so they are the node's cores
     crowded = ranks > len(os.sched_getaffinity(0))
@@ -36,16 +41,24 @@ def test_collectives_with_another_eager_limit():
     either side of that limit (the worker reads it), the data riding in op matching up to it, and the
     mismatches on either side of it."""
     ranks = 3
-    proc = mpirun(ranks, "tests.comm.workers.p2p_collectives",
-                  env={"PYCOMM_TIMEOUT": "120", "PYCOMM_EAGER_BYTES": "16384"}, timeout=900)
+    proc = mpirun(
+        ranks,
+        "tests.comm.workers.p2p_collectives",
+        env={"PYCOMM_TIMEOUT": "120", "PYCOMM_EAGER_BYTES": "16384"},
+        timeout=900,
+    )
     assert_every_rank_passed(proc.stdout, "p2p-collective", ranks, at_least=400)
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [3, 4])
 def test_collectives_as_on_dedicated_cores(ranks):
-    proc = mpirun(ranks, "tests.comm.workers.p2p_collectives",
-                  env={"PYCOMM_TIMEOUT": "120", "PYCOMM_OVERSUBSCRIBED": "0"}, timeout=900)
+    proc = mpirun(
+        ranks,
+        "tests.comm.workers.p2p_collectives",
+        env={"PYCOMM_TIMEOUT": "120", "PYCOMM_OVERSUBSCRIBED": "0"},
+        timeout=900,
+    )
     assert_every_rank_passed(proc.stdout, "p2p-collective", ranks, at_least=400)
     assert_agreed_oversubscribed(proc.stdout, ranks, oversubscribed=False)
 
@@ -56,8 +69,12 @@ def test_collectives_with_a_different_window_on_each_rank():
     rank 1 keeps 4 (unless this machine is crowded then): how many messages a rank posts at once is its own
     choice, the messages and their order are the same, so the results stay exact (reduce-scatter's 5 MiB
     blocks are 20 messages a step). The schedules' choice is agreed: both ranks report True."""
-    proc = mpirun(2, "tests.comm.workers.p2p_collectives",
-                  env={"PYCOMM_TIMEOUT": "120", "P2P_OVERSUBSCRIBED_RANK": "0"}, timeout=900)
+    proc = mpirun(
+        2,
+        "tests.comm.workers.p2p_collectives",
+        env={"PYCOMM_TIMEOUT": "120", "P2P_OVERSUBSCRIBED_RANK": "0"},
+        timeout=900,
+    )
     assert_every_rank_passed(proc.stdout, "p2p-collective", 2, at_least=400)
     assert_agreed_oversubscribed(proc.stdout, 2, oversubscribed=True)
 

@@ -1,5 +1,6 @@
 """pycomm.peer_hosts: a failed gloo connection's peer address named as the host and ranks it is, from the
 names this machine resolves (here loopback's, in every hosts file)."""
+
 from __future__ import annotations
 
 import socket

@@ -1,5 +1,6 @@
 """The progress thread sleeps when it has nothing to poll, and stops holding a core while it waits for a
 late peer (tests/comm/workers/progress_thread.py, on 2 real ranks; CPU times from /proc, not timings)."""
+
 from __future__ import annotations
 
 import re

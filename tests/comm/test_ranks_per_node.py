@@ -1,5 +1,6 @@
 """PYCOMM_RANKS_PER_NODE declares nodes of k consecutive ranks for split_by_node and pycomm.Mesh (node-aware
 code such as hybrid ZeRO tested on one machine); a k that does not divide the world is refused."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,11 @@ def test_declared_node_size_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYCOMM_RANKS_PER_NODE", raising=False)
     assert ranks_per_node(4) is None
     monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "3")
-    with pytest.raises(ValueError, match=r"PYCOMM_RANKS_PER_NODE=3 does not divide this communicator's 4 ranks into "
-                                         r"whole nodes: expected a divisor of 4 \(1, 2, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"PYCOMM_RANKS_PER_NODE=3 does not divide this communicator's 4 ranks into "
+        r"whole nodes: expected a divisor of 4 \(1, 2, 4\)",
+    ):
         ranks_per_node(4)
     monkeypatch.setenv("PYCOMM_RANKS_PER_NODE", "two")
     with pytest.raises(ValueError, match="PYCOMM_RANKS_PER_NODE='two' is not valid: expected a whole number of ranks"):

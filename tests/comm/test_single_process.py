@@ -1,5 +1,6 @@
 """One process, no mpirun: the local transport's ops really move data, the runtime's error paths,
 and init's backend choice. Fresh interpreters where process-wide state matters."""
+
 from __future__ import annotations
 
 import gc
@@ -27,8 +28,9 @@ def local() -> Communicator:
 
 def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in worker_env(env).items() if not k.startswith(("OMPI_", "PMI", "SLURM_"))}
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True,
-                          timeout=180)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=180
+    )
 
 
 def test_allreduce_fast_path_checks_like_the_full_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,13 +54,15 @@ def test_allreduce_fast_path_checks_like_the_full_path(monkeypatch: pytest.Monke
         except (TypeError, ValueError) as e:
             return (type(e).__name__, str(e))
 
-    cases = [(pycomm.SUM, -1, lambda: torch.arange(6.0)),
-             (pycomm.AVG, 3, lambda: torch.arange(6.0).view(2, 3)),
-             (pycomm.AVG, -1, lambda: torch.arange(6)),                    # AVG of ints
-             (pycomm.SUM, -1, lambda: torch.arange(12.0)[::2]),             # non-contiguous
-             (pycomm.SUM, -1, lambda: torch.zeros(0)),
-             (pycomm.SUM, -2, lambda: torch.arange(6.0)),                   # bucket out of range
-             (pycomm.SUM, -1, lambda: torch.zeros(3, dtype=torch.bool))]    # a dtype pycomm has no code for
+    cases = [
+        (pycomm.SUM, -1, lambda: torch.arange(6.0)),
+        (pycomm.AVG, 3, lambda: torch.arange(6.0).view(2, 3)),
+        (pycomm.AVG, -1, lambda: torch.arange(6)),  # AVG of ints
+        (pycomm.SUM, -1, lambda: torch.arange(12.0)[::2]),  # non-contiguous
+        (pycomm.SUM, -1, lambda: torch.zeros(0)),
+        (pycomm.SUM, -2, lambda: torch.arange(6.0)),  # bucket out of range
+        (pycomm.SUM, -1, lambda: torch.zeros(3, dtype=torch.bool)),
+    ]  # a dtype pycomm has no code for
     kinds, checked = [], {}
     for op, bucket, make in cases:
         got = {}
@@ -81,13 +85,13 @@ def test_dropped_async_works_keep_their_tensors_until_the_op_completes() -> None
     holds a bounded number of them."""
     c = local()
     got = torch.zeros(4)
-    c.irecv(got, 0, tag=9)                 # stays in flight until the send below; its Work is dropped
+    c.irecv(got, 0, tag=9)  # stays in flight until the send below; its Work is dropped
     pending = weakref.ref(got)
     del got
     refs = []
     for i in range(100):
         t = torch.full((4,), float(i))
-        c.allreduce(t, op=pycomm.SUM, async_op=True)   # dropped too
+        c.allreduce(t, op=pycomm.SUM, async_op=True)  # dropped too
         refs.append(weakref.ref(t))
         del t
         assert pending() is not None, f"the pending receive's tensor was freed after {i + 1} more submits"
@@ -106,6 +110,7 @@ def _fast_path_cases(c: Communicator, name: str) -> list[tuple[str, Call]]:
     """(label, call(async_op) -> (Work or None, result tensor)); each call makes fresh tensors. The
     first case is a plain float call; "parameter" is valid but not a plain tensor; the rest are invalid
     unless "ok"-looking (see the test's expectations)."""
+
     def f() -> torch.Tensor:
         return torch.arange(6.0)
 
@@ -116,29 +121,41 @@ def _fast_path_cases(c: Communicator, name: str) -> list[tuple[str, Call]]:
         def call(a: bool) -> tuple[Optional[pycomm.Work], torch.Tensor]:
             t = make()
             return c.broadcast(t, root, async_op=a), t
+
         return call
 
     def two(op_name: str, out: Callable[[], torch.Tensor], t: Callable[[], torch.Tensor], *extra: object) -> Call:
         def call(a: bool) -> tuple[Optional[pycomm.Work], torch.Tensor]:
             o = out()
             return getattr(c, op_name)(o, t(), *extra, async_op=a), o
+
         return call
 
     return {
-        "broadcast": [("float", bc(f, 0)), ("root 1 of 1 rank", bc(f, 1)), ("root True", bc(f, True)),
-                      ("non-contiguous", bc(lambda: torch.arange(12.0)[::2], 0)),
-                      ("bool", bc(lambda: z(3, torch.bool), 0)), ("empty", bc(lambda: z(0), 0)),
-                      ("parameter", bc(lambda: torch.nn.Parameter(f(), requires_grad=False), 0)),
-                      ("meta", bc(lambda: torch.zeros(3, device="meta"), 0))],
-        "allgather": [("float", two("allgather", z, f)), ("out too big", two("allgather", lambda: z(7), f)),
-                      ("dtypes differ", two("allgather", lambda: z(6, torch.float64), f)),
-                      ("int", two("allgather", lambda: z(6, torch.int64), lambda: f().long())),
-                      ("empty", two("allgather", lambda: z(0), lambda: z(0)))],
-        "reduce_scatter": [("sum", two("reduce_scatter", z, f)), ("avg", two("reduce_scatter", z, f, pycomm.AVG)),
-                           ("avg of ints", two("reduce_scatter", lambda: z(6, torch.int64), lambda: f().long(),
-                                               pycomm.AVG)),
-                           ("out too small", two("reduce_scatter", lambda: z(5), f)),
-                           ("op not an op", two("reduce_scatter", z, f, "sum"))],
+        "broadcast": [
+            ("float", bc(f, 0)),
+            ("root 1 of 1 rank", bc(f, 1)),
+            ("root True", bc(f, True)),
+            ("non-contiguous", bc(lambda: torch.arange(12.0)[::2], 0)),
+            ("bool", bc(lambda: z(3, torch.bool), 0)),
+            ("empty", bc(lambda: z(0), 0)),
+            ("parameter", bc(lambda: torch.nn.Parameter(f(), requires_grad=False), 0)),
+            ("meta", bc(lambda: torch.zeros(3, device="meta"), 0)),
+        ],
+        "allgather": [
+            ("float", two("allgather", z, f)),
+            ("out too big", two("allgather", lambda: z(7), f)),
+            ("dtypes differ", two("allgather", lambda: z(6, torch.float64), f)),
+            ("int", two("allgather", lambda: z(6, torch.int64), lambda: f().long())),
+            ("empty", two("allgather", lambda: z(0), lambda: z(0))),
+        ],
+        "reduce_scatter": [
+            ("sum", two("reduce_scatter", z, f)),
+            ("avg", two("reduce_scatter", z, f, pycomm.AVG)),
+            ("avg of ints", two("reduce_scatter", lambda: z(6, torch.int64), lambda: f().long(), pycomm.AVG)),
+            ("out too small", two("reduce_scatter", lambda: z(5), f)),
+            ("op not an op", two("reduce_scatter", z, f, "sum")),
+        ],
     }[name]
 
 
@@ -218,19 +235,26 @@ def test_local_blocking_ops_run_on_the_callers_thread():
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
-@pytest.mark.parametrize("call, args, error, message", [
-    ("allreduce_wait", (0, 1, 0, 0), TypeError, r"allreduce_wait takes 5 arguments \(4 given\)"),
-    ("allreduce_wait", (0, 1, 0, 0, "-1"), TypeError, "allreduce_wait: argument 4 must be an int, not str"),
-    ("allreduce_wait", (8, -1, 0, 0, -1), ValueError, "allreduce: tensor has a negative element count"),
-    ("allreduce_wait", (0, 1, 0, 2**40, -1), OverflowError,
-     "allreduce_wait: argument 3 is 1099511627776; expected a C int"),
-    ("allreduce_wait", (-8, 1, 0, 0, -1), OverflowError, "negative int to unsigned"),
-    ("allreduce_wait", (0, 1, 0, 0, -1), ValueError, "allreduce: tensor has a null data pointer"),
-    ("allreduce_wait", (None, 1, 0, 9, -1), TypeError, "allreduce_wait: argument 0 must be an int, not NoneType"),
-    ("broadcast_wait", (0, 1, 99, 0), ValueError, "dtype"),
-    ("reduce_scatter_wait", (0, 0, 0, 0, 0, 9), ValueError, "unknown reduce op 9; expected SUM, AVG, MAX or MIN"),
-    ("allgather_wait", (0, 0, 0, 0, 0, 0), TypeError, r"allgather_wait takes 5 arguments \(6 given\)"),
-])
+@pytest.mark.parametrize(
+    "call, args, error, message",
+    [
+        ("allreduce_wait", (0, 1, 0, 0), TypeError, r"allreduce_wait takes 5 arguments \(4 given\)"),
+        ("allreduce_wait", (0, 1, 0, 0, "-1"), TypeError, "allreduce_wait: argument 4 must be an int, not str"),
+        ("allreduce_wait", (8, -1, 0, 0, -1), ValueError, "allreduce: tensor has a negative element count"),
+        (
+            "allreduce_wait",
+            (0, 1, 0, 2**40, -1),
+            OverflowError,
+            "allreduce_wait: argument 3 is 1099511627776; expected a C int",
+        ),
+        ("allreduce_wait", (-8, 1, 0, 0, -1), OverflowError, "negative int to unsigned"),
+        ("allreduce_wait", (0, 1, 0, 0, -1), ValueError, "allreduce: tensor has a null data pointer"),
+        ("allreduce_wait", (None, 1, 0, 9, -1), TypeError, "allreduce_wait: argument 0 must be an int, not NoneType"),
+        ("broadcast_wait", (0, 1, 99, 0), ValueError, "dtype"),
+        ("reduce_scatter_wait", (0, 0, 0, 0, 0, 9), ValueError, "unknown reduce op 9; expected SUM, AVG, MAX or MIN"),
+        ("allgather_wait", (0, 0, 0, 0, 0, 0), TypeError, r"allgather_wait takes 5 arguments \(6 given\)"),
+    ],
+)
 def test_blocking_calls_refuse_bad_arguments(call: str, args: tuple, error: type, message: str) -> None:
     """The core's one-call blocking collectives (csrc/bindings/blocking_calls.cc, not dispatched by
     pybind11) check their arguments and raise what every binding raises, naming what was wrong."""
@@ -260,6 +284,7 @@ def test_local_ops_from_several_threads_and_queued_around_inline_ones() -> None:
                 fn()
             except BaseException as e:  # noqa: BLE001 - reported by the assertion below
                 errors.append(e)
+
         return run
 
     receiver = threading.Thread(target=guarded(lambda: c.recv(got, 0, tag=3)))
@@ -346,7 +371,8 @@ def test_use_before_init_and_init_single_process():
         "try:\n    c.split(0)\nexcept pycomm.SettingError as e:\n    print('timeout:', e)\n"
         "del os.environ['PYCOMM_TIMEOUT']\n"
         "pycomm.finalize()\n"
-        "try:\n    pycomm.world()\nexcept pycomm.PycommError as e:\n    print('after:', e)\n")
+        "try:\n    pycomm.world()\nexcept pycomm.PycommError as e:\n    print('after:', e)\n"
+    )
     assert p.returncode == 0, p.stderr
     assert "before: pycomm.world(): pycomm is not initialised; call pycomm.init() first" in p.stdout
     assert "world: local 1 [1.0, 1.0, 1.0]" in p.stdout
@@ -361,11 +387,12 @@ def test_a_stall_names_the_oldest_op_in_flight():
         "import pycomm, torch\n"
         "c = pycomm.init()\n"
         "first = c.irecv(torch.zeros(2), 0, tag=1)\n"
-        "c.allreduce(torch.ones(2), op=pycomm.AVG)\n"      # completes in between
+        "c.allreduce(torch.ones(2), op=pycomm.AVG)\n"  # completes in between
         "second = c.irecv(torch.zeros(3), 0, tag=2)\n"
         "try:\n    second.wait()\nexcept pycomm.StallError as e:\n    print('stall:', e)\n"
         "try:\n    c.barrier()\nexcept pycomm.PycommError as e:\n    print('after:', e)\n",
-        env={"PYCOMM_TIMEOUT": "1"})
+        env={"PYCOMM_TIMEOUT": "1"},
+    )
     assert p.returncode == 0, p.stderr
     stall = next(line for line in p.stdout.splitlines() if line.startswith("stall:"))
     assert "recv #2" in stall and "did not complete within PYCOMM_TIMEOUT=1 s" in stall, stall
@@ -385,7 +412,8 @@ def test_mpi_singleton_under_plain_python():
         "c = pycomm.init('mpi')\nt = torch.ones(2); c.allreduce(t, op=pycomm.AVG)\n"
         "print(c.backend, c.size, t.tolist())\n"
         "try:\n    backends.get('mpi').create_world(launch_env.LaunchEnv(1, 2, 1, 2, 'torchrun'))\n"
-        "except pycomm.PycommError as e:\n    print('mismatch:', e)\n")
+        "except pycomm.PycommError as e:\n    print('mismatch:', e)\n"
+    )
     assert p.returncode == 0, p.stderr
     assert "mpi 1 [1.0, 1.0]" in p.stdout
     assert "mismatch:" in p.stdout and "MPI was not started by this launcher" in p.stdout

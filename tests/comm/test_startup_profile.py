@@ -1,6 +1,7 @@
 """PYCOMM_PROFILE_STARTUP: the phase lines of real ranks (a 2-rank script under mpirun), their reader and
 `python -m pycomm.startup_report`, bad values, and benchmarks/startup.py's output. No timing thresholds:
 the phases are checked for presence, order and form, never for how long they took."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,15 @@ from pycomm.startup_profile import ENV, PROCESS_START
 from pycomm.startup_report import ProfileError, read
 from tests.launch import ROOT, mpirun, worker_env
 
-SCRIPT_PHASES = [PROCESS_START, "main_start", "torch_imported", "pycomm_imported", "mpi_init", "init",
-                 "first_allreduce"]
+SCRIPT_PHASES = [
+    PROCESS_START,
+    "main_start",
+    "torch_imported",
+    "pycomm_imported",
+    "mpi_init",
+    "init",
+    "first_allreduce",
+]
 LINE_KEYS = {"phase", "t", "pid", "launcher", "rank", "size"}
 
 
@@ -36,10 +44,16 @@ def test_two_rank_script_profile(tmp_path: Path) -> None:
     assert sorted(p.label for p in processes) == ["rank 0", "rank 1"]
     for p in processes:
         assert (p.launcher, p.size) == ("openmpi", 2)
-        assert [ph.name for ph in p.phases] == SCRIPT_PHASES   # read() orders by time: this is the real order
+        assert [ph.name for ph in p.phases] == SCRIPT_PHASES  # read() orders by time: this is the real order
         assert all(ph.seconds >= 0 for ph in p.phases) and p.phases[0].seconds == 0
-    shown = subprocess.run([sys.executable, "-m", "pycomm.startup_report", str(profile)], cwd=ROOT,
-                           env=worker_env(), capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "pycomm.startup_report", str(profile)],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "rank 0 (pid" in shown.stdout and "rank 1 (pid" in shown.stdout
     assert shown.stdout.count("first_allreduce") == 2
@@ -64,14 +78,20 @@ def test_off_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
     monkeypatch.setattr(startup_profile, "_path", startup_profile._UNSET)
     assert not startup_profile.enabled()
-    startup_profile.mark("nothing")   # no file to write: returns
+    startup_profile.mark("nothing")  # no file to write: returns
 
 
 def test_a_directory_is_refused_naming_the_variable() -> None:
     """(A path in a missing directory is refused too: tests/comm/test_settings.py's garbage values.)"""
     value = "."
-    p = subprocess.run([sys.executable, "-c", "import pycomm"], cwd=ROOT, env=worker_env({ENV: value}),
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", "import pycomm"],
+        cwd=ROOT,
+        env=worker_env({ENV: value}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode != 0
     assert f"{ENV}={value!r} is not valid: expected the path of a file in an existing directory" in p.stderr
 
@@ -81,8 +101,14 @@ def test_malformed_profile_is_named(tmp_path: Path) -> None:
     bad.write_text('{"phase":"a","t":1.0,"pid":1,"launcher":"single","rank":0,"size":1}\nnot json\n')
     with pytest.raises(ProfileError, match=r"bad.jsonl:2: not a start-up profile line"):
         read(bad)
-    shown = subprocess.run([sys.executable, "-m", "pycomm.startup_report", str(bad)], cwd=ROOT, env=worker_env(),
-                           capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "pycomm.startup_report", str(bad)],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 2 and "bad.jsonl:2" in shown.stderr
 
 

@@ -1,5 +1,6 @@
 """The TCP store with real processes on 127.0.0.1 (no MPI): key exchange, counters, barriers,
 timeouts naming the address, and bad input."""
+
 from __future__ import annotations
 
 import socket
@@ -24,10 +25,17 @@ def free_port() -> int:
 
 def run_ranks(scenario: str, ranks: range, world: int, timeout: float = 120) -> None:
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.comm.workers.tcp_store", scenario, str(r), str(world),
-                               str(port)], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-             for r in ranks]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.comm.workers.tcp_store", scenario, str(r), str(world), str(port)],
+            cwd=ROOT,
+            env=worker_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in ranks
+    ]
     outputs = []
     try:
         for p in procs:
@@ -99,28 +107,34 @@ def test_a_garbage_client_does_not_break_the_server():
     del other  # the server waits for its clients to hang up before it stops
 
 
-@pytest.mark.parametrize("kwargs, error, text", [
-    (dict(host="", port=1, world_size=1, is_server=False), ValueError, "host"),
-    (dict(host=HOST, port=70000, world_size=1, is_server=False), ValueError, "port"),
-    (dict(host=HOST, port=0, world_size=1, is_server=False), ValueError, "port"),
-    (dict(host=HOST, port=1, world_size=0, is_server=False), ValueError, "world_size"),
-    (dict(host=HOST, port="29500", world_size=1, is_server=False), TypeError, "port"),
-    (dict(host=HOST, port=1, world_size=1, is_server=False, timeout=0), ValueError, "timeout"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, text",
+    [
+        (dict(host="", port=1, world_size=1, is_server=False), ValueError, "host"),
+        (dict(host=HOST, port=70000, world_size=1, is_server=False), ValueError, "port"),
+        (dict(host=HOST, port=0, world_size=1, is_server=False), ValueError, "port"),
+        (dict(host=HOST, port=1, world_size=0, is_server=False), ValueError, "world_size"),
+        (dict(host=HOST, port="29500", world_size=1, is_server=False), TypeError, "port"),
+        (dict(host=HOST, port=1, world_size=1, is_server=False, timeout=0), ValueError, "timeout"),
+    ],
+)
 def test_bad_arguments(kwargs, error, text):
     with pytest.raises(error, match=text):
         TCPStore(**kwargs)
 
 
-@pytest.mark.parametrize("call, error, text", [
-    (lambda s: s.set("k", 5), TypeError, "value must be bytes or str, got int"),  # not five zero bytes
-    (lambda s: s.set(5, b"v"), TypeError, "key must be a str"),
-    (lambda s: s.barrier(timeout=-1), ValueError, "barrier: timeout must be >= 0"),
-    (lambda s: s.get("k", timeout=float("nan")), ValueError, "get: timeout must be a number"),
-    (lambda s: s.add("n", 2 ** 63), ValueError, "add: delta must be an int in"),
-    (lambda s: s.add("n", 1.5), TypeError, "add: delta must be an int"),
-    (lambda s: s.wait(["k", 1]), TypeError, r"keys\[1\] must be a str"),
-])
+@pytest.mark.parametrize(
+    "call, error, text",
+    [
+        (lambda s: s.set("k", 5), TypeError, "value must be bytes or str, got int"),  # not five zero bytes
+        (lambda s: s.set(5, b"v"), TypeError, "key must be a str"),
+        (lambda s: s.barrier(timeout=-1), ValueError, "barrier: timeout must be >= 0"),
+        (lambda s: s.get("k", timeout=float("nan")), ValueError, "get: timeout must be a number"),
+        (lambda s: s.add("n", 2**63), ValueError, "add: delta must be an int in"),
+        (lambda s: s.add("n", 1.5), TypeError, "add: delta must be an int"),
+        (lambda s: s.wait(["k", 1]), TypeError, r"keys\[1\] must be a str"),
+    ],
+)
 def test_bad_call_arguments(call, error, text):
     store = TCPStore(HOST, 0, 1, is_server=True, timeout=30)
     with pytest.raises(error, match=text):
@@ -137,10 +151,10 @@ def test_a_refused_add_keeps_the_connection():
     client.set("text", b"abc")
     with pytest.raises(ValueError, match=r"add\('text'\): the key holds a value of 3 bytes"):
         client.add("text", 1)
-    assert client.add("n", 2 ** 63 - 1) == 2 ** 63 - 1
+    assert client.add("n", 2**63 - 1) == 2**63 - 1
     with pytest.raises(ValueError, match="overflows a 64-bit counter"):
         client.add("n", 1)
-    assert client.add("n", -1) == 2 ** 63 - 2  # the refused add changed nothing
+    assert client.add("n", -1) == 2**63 - 2  # the refused add changed nothing
     assert client.get("text") == b"abc" and server.get("text") == b"abc"
     client.close()
 

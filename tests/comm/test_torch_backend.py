@@ -3,6 +3,7 @@ ranks (tests/comm/workers/torch_backend.py) under mpirun, with no torch variable
 rendezvous), and under torchrun (env://, pycomm's gloo transport): every supported op against expected
 values (all-to-alls with unequal chunks too), DDP against DDP on gloo on 2 and 4 ranks, and a mismatched
 collective raising pycomm's MismatchError (MPI's op check, and the gloo transport's)."""
+
 from __future__ import annotations
 
 import re
@@ -36,8 +37,9 @@ def test_ddp_on_pycomm_matches_ddp_on_gloo(ranks):
     assert _passed(proc.stdout, "ddp on pycomm == gloo") == [str(r) for r in range(ranks)], proc.stdout
 
 
-@pytest.mark.parametrize("launcher", [pytest.param(mpirun, marks=pytest.mark.mpi), torchrun],
-                         ids=["mpirun", "torchrun"])
+@pytest.mark.parametrize(
+    "launcher", [pytest.param(mpirun, marks=pytest.mark.mpi), torchrun], ids=["mpirun", "torchrun"]
+)
 def test_mismatched_collective_raises_mismatch_error(launcher):
     proc = launcher(2, "tests.comm.workers.torch_backend", "mismatch", env=ENV)
     assert _passed(proc.stdout, "MismatchError") == ["0", "1"], proc.stdout
@@ -51,13 +53,17 @@ def test_stopped_rank_under_ddp_ends_the_job_with_the_stall_report():
     # rank 1 stops in the middle of DDP training: rank 0's DDP all-reduce reaches the caller of backward() as
     # pycomm's StallError naming rank 1 (it used to crash DDP's reducer), and fail-fast ends the job, with
     # rank 0's traceback shown (torch's excepthook used to swallow it)
-    proc = mpirun(2, "tests.comm.workers.torch_backend", "dead", env={**ENV, "PYCOMM_TIMEOUT": "5"},
-                  expect_ok=False, timeout=240)
+    proc = mpirun(
+        2, "tests.comm.workers.torch_backend", "dead", env={**ENV, "PYCOMM_TIMEOUT": "5"}, expect_ok=False, timeout=240
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "rank 1: stopping at step" in out, out
     assert "loss.backward()" in out, out
-    assert re.search(r"RuntimeError: .*StallError: allreduce #\d+ .* waiting for rank 1: rank 1 stood still .*its "
-                     r"process is stopped or hung", out), out
+    assert re.search(
+        r"RuntimeError: .*StallError: allreduce #\d+ .* waiting for rank 1: rank 1 stood still .*its "
+        r"process is stopped or hung",
+        out,
+    ), out
     assert "pycomm: rank 0 of 2 raised an uncaught RuntimeError; ending the job" in out, out
 
 

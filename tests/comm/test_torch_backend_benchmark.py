@@ -1,5 +1,6 @@
 """Smoke test of benchmarks/ddp_backend.py --quick: DDP on backend "pycomm" and on gloo both measured on real
 ranks and the results file written with their ratio. No timing assertions (the machine is shared and noisy)."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """FSDP2's fully_shard on backend "pycomm" (tests/comm/workers/torch_backend_fsdp.py): the same parameters
 as on gloo after a few steps, on 2 ranks (bit for bit) and as HSDP on a (2, 2) DeviceMesh of 4 ranks, whose
 dimension groups are pycomm sub-communicators; FSDP2's reduce-scatters are counted in pycomm's stats."""
+
 from __future__ import annotations
 
 import re

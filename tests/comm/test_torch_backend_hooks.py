@@ -3,6 +3,7 @@
 accuracy band in a short run, on backend "pycomm" (pycomm's allreduce_quantized: its all-to-alls counted)
 and on a gloo group (all-gathered encodings); int4 and 1-bit with error feedback train too; the hook counts
 the encoded against the fp32 bytes, and every rank ends with the same parameters."""
+
 from __future__ import annotations
 
 import re
@@ -14,6 +15,10 @@ from tests.launch import mpirun
 
 @pytest.mark.mpi
 def test_quantized_hooks_train_like_fp32():
-    proc = mpirun(2, "tests.comm.workers.torch_backend_hooks",
-                  env={"PYCOMM_TIMEOUT": "60", "PYTHONWARNINGS": "ignore::FutureWarning"}, timeout=400)
+    proc = mpirun(
+        2,
+        "tests.comm.workers.torch_backend_hooks",
+        env={"PYCOMM_TIMEOUT": "60", "PYTHONWARNINGS": "ignore::FutureWarning"},
+        timeout=400,
+    )
     assert sorted(re.findall(r"rank (\d): hooks passed", proc.stdout)) == ["0", "1"], proc.stdout

@@ -4,6 +4,7 @@ are nested in it and ordered; the merged trace's sends precede their receives on
 when a rank's clock is 5 s off (the ping correction undoes it; without it they would not be ordered);
 tracing changes no result (the worker checks). The flight recorder: a forced stall (the last rank skips
 an all-reduce) dumps each rank's last op beside the StallError, on MPI and on gloo."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ SKEW_NS = 5_000_000_000
 
 
 def ops_of(doc: dict, comm: str = "world") -> list[dict]:
-    return sorted((e for e in doc["traceEvents"] if e.get("cat") == "pycomm" and e["args"]["comm"] == comm),
-                  key=lambda e: e["args"]["seq"])
+    return sorted(
+        (e for e in doc["traceEvents"] if e.get("cat") == "pycomm" and e["args"]["comm"] == comm),
+        key=lambda e: e["args"]["seq"],
+    )
 
 
 def check_rank(directory: Path, rank: int, size: int) -> None:
@@ -39,15 +42,17 @@ def check_rank(directory: Path, rank: int, size: int) -> None:
     phases = [e for e in doc["traceEvents"] if e.get("cat") == "pycomm.phase"]
     for op in ops:
         assert op["args"]["status"] == "done" and op["args"]["rank"] == rank and op["args"]["size"] == size
-        mine = sorted((p for p in phases if p["tid"] == op["tid"] and p["args"]["seq"] == op["args"]["seq"]),
-                      key=lambda p: p["ts"])
+        mine = sorted(
+            (p for p in phases if p["tid"] == op["tid"] and p["args"]["seq"] == op["args"]["seq"]),
+            key=lambda p: p["ts"],
+        )
         names = [p["name"] for p in mine]
         assert names[0] == "queued" and "wire" in names, names
-        assert names == sorted(names, key=PHASE_ORDER.index), names     # queued, op_check, wait_peers, wire
+        assert names == sorted(names, key=PHASE_ORDER.index), names  # queued, op_check, wait_peers, wire
         end = op["ts"] + op["dur"]
-        for p in mine:      # nested in the op (float microseconds: a rounding's slack)
+        for p in mine:  # nested in the op (float microseconds: a rounding's slack)
             assert op["ts"] - 1e-3 <= p["ts"] and p["ts"] + p["dur"] <= end + 1e-3, (op, p)
-        for a, b in zip(mine, mine[1:]):        # each phase ends where the next begins
+        for a, b in zip(mine, mine[1:]):  # each phase ends where the next begins
             assert abs(a["ts"] + a["dur"] - b["ts"]) < 1e-3, (a, b)
     # the coalesced op: a span with its bucket inside, logical and wire bytes
     spans = {e["name"]: e for e in doc["traceEvents"] if e.get("cat") == "pycomm.span"}
@@ -79,8 +84,10 @@ def check_merged(directory: Path, size: int, tmp_path: Path) -> None:
                     e["ts"] += SKEW_NS / 1e3
         (skewed / "ranks" / f"rank{r}.json").write_text(json.dumps(d))
     clock = doc["pycomm"]["clock"]
-    clock = {when: {r: [[t0, tr + (SKEW_NS if r == "1" else 0), t1] for t0, tr, t1 in s] for r, s in table.items()}
-             for when, table in clock.items()}
+    clock = {
+        when: {r: [[t0, tr + (SKEW_NS if r == "1" else 0), t1] for t0, tr, t1 in s] for r, s in table.items()}
+        for when, table in clock.items()
+    }
     files = [skewed / "ranks" / f"rank{r}.json" for r in range(size)]
     trace_merge.merge(files, skewed / "trace.json", clock, print)
     assert all(g >= 0 for g in send_recv_order(json.loads((skewed / "trace.json").read_text())))
@@ -95,13 +102,18 @@ def check_stall(out: str, directory: Path, size: int) -> None:
     assert m and all(f"MARK rank {r} done" in out for r in range(size)), out
     msg = m.group(1)
     assert f"Flight recorder: {directory / 'flight.json'}" in msg, msg
-    assert f"rank 0: allreduce #{seq[0] + 1} on world (" in msg, msg                       # stuck in it
-    assert f"rank {size - 1}: allreduce #{seq[size - 1]} on world (done), latest recv" in msg, msg   # never reached it
+    assert f"rank 0: allreduce #{seq[0] + 1} on world (" in msg, msg  # stuck in it
+    assert f"rank {size - 1}: allreduce #{seq[size - 1]} on world (done), latest recv" in msg, msg  # never reached it
     dump = json.loads((directory / "flight.json").read_text())
     assert dump["no_answer"] == [] and dump["stalled_comm"] == "world", dump["no_answer"]
     last = dump["ranks"][str(size - 1)]["last_op_on_stalled_comm"]
-    assert (last["name"], last["seq"], last["status"], last["count"], last["bytes"]) == \
-        ("allreduce", seq[size - 1], "done", 1000, 4000)
+    assert (last["name"], last["seq"], last["status"], last["count"], last["bytes"]) == (
+        "allreduce",
+        seq[size - 1],
+        "done",
+        1000,
+        4000,
+    )
     stuck = dump["ranks"]["0"]["last_op_on_stalled_comm"]
     assert (stuck["seq"], stuck["status"]) == (seq[0] + 1, "in flight"), stuck
 
@@ -115,10 +127,12 @@ def test_trace_of_one_process(tmp_path: Path) -> None:
 def test_pycomm_trace_traces_an_unmodified_program(tmp_path: Path) -> None:
     """PYCOMM_TRACE=DIR: from pycomm.init() to exit, no pycomm.profile() in the program; a profile()
     inside it is refused naming PYCOMM_TRACE."""
-    code = ("import torch, pycomm\n"
-            "comm = pycomm.init()\n"
-            "[comm.allreduce(torch.ones(8), op=pycomm.AVG) for _ in range(3)]\n"
-            "try:\n    pycomm.profile('elsewhere').start()\nexcept RuntimeError as e:\n    print('MARK', e)\n")
+    code = (
+        "import torch, pycomm\n"
+        "comm = pycomm.init()\n"
+        "[comm.allreduce(torch.ones(8), op=pycomm.AVG) for _ in range(3)]\n"
+        "try:\n    pycomm.profile('elsewhere').start()\nexcept RuntimeError as e:\n    print('MARK', e)\n"
+    )
     proc = run_python(code, env={"PYCOMM_TRACE": str(tmp_path / "t")})
     assert proc.returncode == 0 and "traces the whole program" in proc.stdout, proc.stdout + proc.stderr
     doc = json.loads((tmp_path / "t" / "trace.json").read_text())
@@ -128,8 +142,9 @@ def test_pycomm_trace_traces_an_unmodified_program(tmp_path: Path) -> None:
 def check_traces_and_stall(launcher: Callable[..., Any], ranks: int, tmp_path: Path) -> None:
     """The tracing worker under `launcher` (mpirun, torchrun): each rank's trace, the merged one, and the
     flight recorder's report of the stall it ends with."""
-    proc = launcher(ranks, "tests.comm.workers.tracing", str(tmp_path), str(tmp_path / "stall"), timeout=240,
-                    expect_ok=False)
+    proc = launcher(
+        ranks, "tests.comm.workers.tracing", str(tmp_path), str(tmp_path / "stall"), timeout=240, expect_ok=False
+    )
     for r in range(ranks):
         check_rank(tmp_path, r, ranks)
     check_merged(tmp_path, ranks, tmp_path)

@@ -3,6 +3,7 @@ and after its communicator was shut down and dropped; `info` names the op exactl
 text of every stall and mismatch error). The pattern tests/comm/test_nccl.py runs on a GPU (many async ops,
 the last synchronized, then their info), here on the local transport, whose Work is the host queue's (as
 MPI's)."""
+
 from __future__ import annotations
 
 import gc
@@ -27,10 +28,9 @@ def test_async_works_answer_after_completion_in_order_and_name_their_op() -> Non
     works[-1].synchronize()
     assert all(w.is_completed() for w in works)
     infos = [w.info for w in works]
-    assert [i["seq"] for i in infos] == sorted({i["seq"] for i in infos}), infos   # submission order, no repeats
+    assert [i["seq"] for i in infos] == sorted({i["seq"] for i in infos}), infos  # submission order, no repeats
     first = infos[0]
-    assert (first["name"], first["count"], first["dtype"], first["bytes"]) == ("allreduce", 1 << 16, "float32",
-                                                                              1 << 18)
+    assert (first["name"], first["count"], first["dtype"], first["bytes"]) == ("allreduce", 1 << 16, "float32", 1 << 18)
     assert first["describe"] == f"allreduce #{first['seq']} (count 65536, float32, 262144 bytes, op MAX)"
     assert repr(works[0]) == f"<pycomm.Work {first['describe']} completed>"
 
@@ -38,7 +38,7 @@ def test_async_works_answer_after_completion_in_order_and_name_their_op() -> Non
 def test_every_field_of_the_description_and_a_pending_receive() -> None:
     c = local()
     got = torch.zeros(3, dtype=torch.int64)
-    recv = c.irecv(got, 0, tag=5)   # pending until its send: every accessor answers meanwhile
+    recv = c.irecv(got, 0, tag=5)  # pending until its send: every accessor answers meanwhile
     assert not recv.is_completed()
     seq = recv.info["seq"]
     assert recv.info["describe"] == f"recv #{seq} (count 3, int64, 24 bytes, peer 0, tag 5)"
@@ -60,7 +60,7 @@ def test_works_outlive_their_communicator() -> None:
     works = [c.allreduce(torch.ones(8), op=pycomm.SUM, async_op=True) for _ in range(4)]
     recv = c.irecv(torch.zeros(1), 0, tag=1)
     c.isend(torch.ones(1), 0, tag=1)
-    c.shutdown()   # completes what was submitted
+    c.shutdown()  # completes what was submitted
     del c
     gc.collect()
     for w in works:

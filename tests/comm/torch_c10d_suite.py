@@ -7,17 +7,19 @@ prefix would pull in hundreds of multi-process tests); run a selection by hand, 
     python3 -m pytest -p no:cacheprovider tests/comm/torch_c10d_suite.py -k "all_reduce_sum or barrier"
 
 docs/port_ddp.md lists which pass and which fail, and why."""
+
 from __future__ import annotations
 
 import os
 import tempfile
 
-os.environ.setdefault("BACKEND", "pycomm")     # read when torch's test module is imported
+os.environ.setdefault("BACKEND", "pycomm")  # read when torch's test module is imported
 os.environ.setdefault("WORLD_SIZE", "2")
 os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="pycomm_c10d_"))
 
-import pycomm  # noqa: E402,F401  (registers the backend, in the spawned processes too)
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+import pycomm  # noqa: E402,F401  (registers the backend, in the spawned processes too)
 
 # what the backend has and lacks, declared as torch's tests read it (before their skips are decided)
 DistTestCases.backend_feature["ddp"].add("pycomm")

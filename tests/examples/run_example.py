@@ -2,6 +2,7 @@
 examples/NAME.py ...` (plus the flags a root user on 2 cores needs: --allow-run-as-root, --oversubscribe)
 or plain `python examples/NAME.py`, with the checkout NOT on PYTHONPATH: an example must find pycomm,
 algorithms and apps by itself."""
+
 from __future__ import annotations
 
 import ast
@@ -24,8 +25,8 @@ def user_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         env["PYTHONPATH"] = os.pathsep.join(kept)
     else:
         env.pop("PYTHONPATH", None)
-    env.setdefault("OMP_NUM_THREADS", "1")      # ranks share 2 cores
-    env.setdefault("PYCOMM_TIMEOUT", "120")     # a hang becomes an error
+    env.setdefault("OMP_NUM_THREADS", "1")  # ranks share 2 cores
+    env.setdefault("PYCOMM_TIMEOUT", "120")  # a hang becomes an error
     env.update(extra or {})
     return env
 

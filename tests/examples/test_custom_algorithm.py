@@ -2,6 +2,7 @@
 itself (under mpirun) and through `python -m apps.train -o algorithm.module=examples.custom_algorithm`,
 as its opening lines show, with its option reaching it and a bad value of it refused before any rank
 starts."""
+
 from __future__ import annotations
 
 import csv
@@ -20,19 +21,28 @@ APPS_TRAIN = ["-m", "apps.train", "-o", "algorithm.module=examples.custom_algori
 
 def apps_train(*args: str) -> subprocess.CompletedProcess:
     """`python -m apps.train ...` from the checkout root, as the example's docstring shows it."""
-    return subprocess.run([sys.executable, *APPS_TRAIN, *args], cwd=ROOT, env=run_example.user_env(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, *APPS_TRAIN, *args],
+        cwd=ROOT,
+        env=run_example.user_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.mpi
 def test_from_the_script_the_ranks_learn_the_same_weights() -> None:
     out = run_example.run("custom_algorithm.py").stdout
     losses = run_example.numbers(r"step \d+: loss ([\d.]+)", out)
-    assert len(losses) == 4 and losses[-1] < 0.05, out        # y = x . (0..9) + 1 + noise of variance 0.01
-    ranks = re.findall(r"rank (\d): GradAvg\(SGD, codec=None, bucket_bytes=None, max_norm=50\.0\), weights (\[.*?\]), "
-                       r"sent (\d+) bytes", out)
+    assert len(losses) == 4 and losses[-1] < 0.05, out  # y = x . (0..9) + 1 + noise of variance 0.01
+    ranks = re.findall(
+        r"rank (\d): GradAvg\(SGD, codec=None, bucket_bytes=None, max_norm=50\.0\), weights (\[.*?\]), "
+        r"sent (\d+) bytes",
+        out,
+    )
     assert sorted(r for r, _, _ in ranks) == ["0", "1"], out
-    assert ranks[0][1] == ranks[1][1] and int(ranks[0][2]) > 0, out   # the same weights, after communicating
+    assert ranks[0][1] == ranks[1][1] and int(ranks[0][2]) > 0, out  # the same weights, after communicating
     weights = [float(w) for w in ranks[0][1].strip("[]").split(",")]
     assert all(abs(w - i) < 0.05 for i, w in enumerate(weights)), weights
 
@@ -41,9 +51,26 @@ def test_from_the_script_the_ranks_learn_the_same_weights() -> None:
 def test_through_apps_train_as_its_docstring_shows(tmp_path: Path) -> None:
     shown = " ".join(APPS_TRAIN[2:])
     assert shown in " ".join(run_example.docstring("custom_algorithm.py").replace("\\\n", " ").split())
-    proc = apps_train("--nproc", "2", "-o", "algorithm.options.max_norm=1.0", "-o", "train.max_steps=30",
-                      "-o", "model.name=mlp", "-o", "data.segment_size=1000", "-o", "train.eval_every_epochs=0.1",
-                      "-o", "logging.plot=false", "-o", f"out_dir={tmp_path}", "-o", "name=gradavg")
+    proc = apps_train(
+        "--nproc",
+        "2",
+        "-o",
+        "algorithm.options.max_norm=1.0",
+        "-o",
+        "train.max_steps=30",
+        "-o",
+        "model.name=mlp",
+        "-o",
+        "data.segment_size=1000",
+        "-o",
+        "train.eval_every_epochs=0.1",
+        "-o",
+        "logging.plot=false",
+        "-o",
+        f"out_dir={tmp_path}",
+        "-o",
+        "name=gradavg",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "gradavg over 2 rank(s)" in proc.stdout, proc.stdout
     assert "options: {max_norm: 1.0}" in (tmp_path / "gradavg" / "config.yaml").read_text()

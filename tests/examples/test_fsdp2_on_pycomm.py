@@ -1,6 +1,7 @@
 """examples/fsdp2_on_pycomm.py on 2 real ranks under mpirun: the unmodified FSDP2 script reaches its stated
 accuracy on backend "pycomm", every rank ends with the same full parameters, and they are bit for bit
 those of the same script on torch's gloo (`--backend gloo`, as its opening lines show)."""
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """examples/pipeline_gpt.py on 2 real ranks under mpirun (pp=2: one stage each, ZeRO-2 on each stage):
 the loss, which comes back on every rank, decreases, and each stage held its half of the layers."""
+
 from __future__ import annotations
 
 from pathlib import Path

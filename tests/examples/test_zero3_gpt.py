@@ -1,6 +1,7 @@
 """examples/zero3_gpt.py on 2 real ranks under mpirun: the loss decreases, and a run resumed from the
 checkpoint it wrote halfway continues bit for bit (the same losses, and at the end the same shards:
 masters, AdamW state, step) as the run that went on without stopping."""
+
 from __future__ import annotations
 
 import re
@@ -49,7 +50,10 @@ def test_loss_decreases_and_a_resume_continues_bit_exactly(tmp_path: Path) -> No
     assert f"at step {HALF}" in again, again
     assert re.findall(r"step \d+: loss .*", again) == re.findall(r"step \d+: loss .*", out)[HALF:], again
     files = sorted(p.name for p in (straight / f"step{STEPS:06d}").glob("*.pt"))
-    assert len(files) == 2, files                                             # one shard per rank
+    assert len(files) == 2, files  # one shard per rank
     for name in files:
-        assert_identical(torch.load(straight / f"step{STEPS:06d}" / name, weights_only=False),
-                         torch.load(resumed / f"step{STEPS:06d}" / name, weights_only=False), name)
+        assert_identical(
+            torch.load(straight / f"step{STEPS:06d}" / name, weights_only=False),
+            torch.load(resumed / f"step{STEPS:06d}" / name, weights_only=False),
+            name,
+        )

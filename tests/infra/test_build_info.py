@@ -1,5 +1,6 @@
 """What the compiled core reports it was built with, against what this machine provides.
 CI installs Open MPI and has /usr/local/cuda (NVTX3 headers), so there mpi and nvtx must be in."""
+
 from __future__ import annotations
 
 import shutil

@@ -2,6 +2,7 @@
 what its method sends over a 100 Mbit/s and a 1 Gbit/s link), reproduces the committed benchmarks/nodes.py
 runs within the tolerance docs/scaling.md states, and its predictions at scale behave as the physics says
 (more nodes never make a step cheaper; a method that sends less never costs more)."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,13 @@ from benchmarks import cost_model
 from benchmarks.cost_model import FRONTIER, S3DF, Fit, Point
 from benchmarks.harness import RESULTS
 
-MODEL_BYTES = 861_480        # SmallCNN's fp32 parameters
-TRUE = Fit(compute_s_per_sample=2.5e-4, latency_s=1e-3, byte_s={"100mbit": 8 / 100e6, "1gbit": 8 / 1e9},
-           codec_s_per_element=2e-9)
+MODEL_BYTES = 861_480  # SmallCNN's fp32 parameters
+TRUE = Fit(
+    compute_s_per_sample=2.5e-4,
+    latency_s=1e-3,
+    byte_s={"100mbit": 8 / 100e6, "1gbit": 8 / 1e9},
+    codec_s_per_element=2e-9,
+)
 # the committed runs: median and worst relative error of a step time the fit may leave (a loaded 2-core machine)
 MEDIAN_TOLERANCE, WORST_TOLERANCE = 0.25, 0.8
 

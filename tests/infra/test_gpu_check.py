@@ -2,6 +2,7 @@
 started, a budget that skips later phases, a failure that does not stop the next), the report it leaves
 (summary, merged JUnit XML, failure tails, at most 8 files), the command line on a machine without a GPU,
 and --dry-run, which checks everything the GPU run names (PyPI is needed to resolve the wheels)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -38,7 +39,7 @@ def test_a_step_past_its_limit_is_killed_with_what_it_started(tmp_path):
     assert out.returncode is None and time.monotonic() - t0 < 60
     assert "killed after its time limit of 2 s" in (tmp_path / "hang.log").read_text()
     child = int(pid_file.read_text())
-    for _ in range(100):   # the grandchild is gone too (reaped by init once killed)
+    for _ in range(100):  # the grandchild is gone too (reaped by init once killed)
         if not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
             break
         time.sleep(0.05)
@@ -76,11 +77,12 @@ def test_the_report_merges_junit_counts_and_tails_failures(tmp_path):
     assert report.status_of(0, {**b, "passed": 0, "skipped": 4})[1].startswith("no test ran: all 4 skipped")
     assert report.junit_counts(logs / "missing.xml") is None
     assert report.findings(report.junit_outputs(logs / "b.xml")) == ["loss 4 -> 2"]
-    results = [Result("a", FAILED, 3.0, "pytest exited 1", counts, logs / "a.log", logs / "a.xml"),
-               Result("b", PASSED, 2.0, "", b, None, logs / "b.xml", ["7 GB/s"]),
-               Result("bench", PASSED, 1.0, "", None, logs / "c.log", None,
-                      report.findings([(logs / "c.log").read_text()])),
-               Result("nvtx", SKIPPED, note="budget: 3 s left")]
+    results = [
+        Result("a", FAILED, 3.0, "pytest exited 1", counts, logs / "a.log", logs / "a.xml"),
+        Result("b", PASSED, 2.0, "", b, None, logs / "b.xml", ["7 GB/s"]),
+        Result("bench", PASSED, 1.0, "", None, logs / "c.log", None, report.findings([(logs / "c.log").read_text()])),
+        Result("nvtx", SKIPPED, note="budget: 3 s left"),
+    ]
     out = tmp_path / "results"
     text = report.write(out, ["machine: test"], results, 360, 300, logs)
     assert sorted(p.name for p in out.iterdir()) == sorted([report.SUMMARY, report.JUNIT, report.FAILURES, report.LOGS])
@@ -133,8 +135,17 @@ def test_a_crash_in_a_pytest_phase_does_not_hide_the_tests_after_it(tmp_path):
     tests = tmp_path / "test_crashing.py"
     tests.write_text(CRASHING_TESTS)
     # --rootdir: the test ids must not depend on where the checkout lies relative to the temporary folder
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=3", "--timeout-method=thread",
-            f"--rootdir={tmp_path}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--timeout=3",
+        "--timeout-method=thread",
+        f"--rootdir={tmp_path}",
+    ]
     xml, log = tmp_path / "phase.xml", tmp_path / "phase.log"
     run = pytest_phase.run(argv, [str(tests)], log, xml, 240, os.environ, ROOT)
     assert (run.rounds, run.returncode) == (3, 1), log.read_text()
@@ -142,8 +153,15 @@ def test_a_crash_in_a_pytest_phase_does_not_hide_the_tests_after_it(tmp_path):
     assert report.junit_counts(xml) == {"tests": 7, "passed": 3, "failed": 3, "errors": 0, "skipped": 1}
     assert report.findings(report.junit_outputs(xml)) == ["before the crash 1 GB/s", "after the crash 2 GB/s"]
     cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
-    assert list(cases) == ["test_before", "test_fails", "test_skipped", "test_crashes", "test_after", "test_hangs",
-                           "test_last"]
+    assert list(cases) == [
+        "test_before",
+        "test_fails",
+        "test_skipped",
+        "test_crashes",
+        "test_after",
+        "test_hangs",
+        "test_last",
+    ]
     crash = cases["test_crashes"].find("failure")
     assert "exit -11" in crash.get("message") and "Segmentation fault" in crash.text
     assert "Timeout" in cases["test_hangs"].find("failure").text
@@ -163,13 +181,22 @@ def test_the_phases_are_ordered_named_and_selectable():
 
 def run_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The script under this interpreter ($PYTHON: the test's PATH may not lead to it)."""
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHON": sys.executable, **(env or {})})
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHON": sys.executable, **(env or {})},
+    )
 
 
 def test_bad_arguments_exit_2_naming_what_was_wrong(capsys):
-    for args, says in ((["--budget", "-1"], "--budget must be >= 0"), (["--phases", "kernels,nope"], "unknown phase"),
-                       (["--frobnicate"], "unrecognized arguments")):
+    for args, says in (
+        (["--budget", "-1"], "--budget must be >= 0"),
+        (["--phases", "kernels,nope"], "unknown phase"),
+        (["--frobnicate"], "unrecognized arguments"),
+    ):
         with pytest.raises(SystemExit) as e:
             parse(args)
         err = capsys.readouterr().err

@@ -1,6 +1,7 @@
 """cmake/PycommGpuChoice.cmake: PYCOMM_CUDA/PYCOMM_HIP=auto build GPU kernels only for a visible GPU or
 an explicit architecture list, never just because a compiler is installed (nvcc in a CPU container
 compiled sm_80/sm_90 kernels for minutes). Run in CMake's script mode, with stand-in GPU listers."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,7 @@ def choose(tmp_path: Path, listers: dict[str, tuple[int, str]], **options: str) 
         path.chmod(0o755)
     defines = [f"-D{k}={v}" for k, v in {"PYCOMM_CUDA": "auto", "PYCOMM_HIP": "auto", **options}.items()]
     env = dict(os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
-    return subprocess.run(["cmake", *defines, "-P", str(SCRIPT)], capture_output=True, text=True, env=env,
-                          timeout=60)
+    return subprocess.run(["cmake", *defines, "-P", str(SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
 
 
 def decision(proc: subprocess.CompletedProcess) -> str:
@@ -39,8 +39,13 @@ def decision(proc: subprocess.CompletedProcess) -> str:
 
 
 def test_auto_with_nvcc_but_no_gpu_builds_no_kernels_and_says_how_to(tmp_path: Path) -> None:
-    line = decision(choose(tmp_path, {"nvidia-smi": (6, "No devices were found"), "rocminfo": (1, "")},
-                           PYCOMM_NVCC="/opt/cuda/bin/nvcc"))
+    line = decision(
+        choose(
+            tmp_path,
+            {"nvidia-smi": (6, "No devices were found"), "rocminfo": (1, "")},
+            PYCOMM_NVCC="/opt/cuda/bin/nvcc",
+        )
+    )
     assert line.startswith("pycomm: GPU kernels: none"), line
     assert "/opt/cuda/bin/nvcc found, but no CUDA GPU is visible" in line, line
     assert "set PYCOMM_CUDA=on or PYCOMM_CUDA_ARCHS" in line, line
@@ -53,8 +58,14 @@ def test_auto_with_nvcc_and_a_listed_gpu_builds_cuda(tmp_path: Path) -> None:
 
 
 def test_auto_with_explicit_archs_builds_cuda_without_a_gpu(tmp_path: Path) -> None:
-    line = decision(choose(tmp_path, {"nvidia-smi": (6, "No devices were found")},
-                           PYCOMM_NVCC="/opt/cuda/bin/nvcc", PYCOMM_CUDA_ARCHS="90"))
+    line = decision(
+        choose(
+            tmp_path,
+            {"nvidia-smi": (6, "No devices were found")},
+            PYCOMM_NVCC="/opt/cuda/bin/nvcc",
+            PYCOMM_CUDA_ARCHS="90",
+        )
+    )
     assert line.startswith("pycomm: GPU kernels: cuda") and "PYCOMM_CUDA_ARCHS=90 given" in line, line
 
 
@@ -64,11 +75,17 @@ def test_auto_without_a_compiler_builds_none_even_with_a_gpu(tmp_path: Path) -> 
 
 
 def test_hip_auto_needs_a_listed_gpu_too(tmp_path: Path) -> None:
-    with_gpu = decision(choose(tmp_path, {"nvidia-smi": (6, ""), "rocminfo": (0, "  Name:   gfx90a")},
-                               PYCOMM_HIPCC="/opt/rocm/bin/hipcc"))
+    with_gpu = decision(
+        choose(
+            tmp_path, {"nvidia-smi": (6, ""), "rocminfo": (0, "  Name:   gfx90a")}, PYCOMM_HIPCC="/opt/rocm/bin/hipcc"
+        )
+    )
     assert with_gpu.startswith("pycomm: GPU kernels: hip") and "rocminfo lists gfx90a" in with_gpu, with_gpu
-    without = decision(choose(tmp_path, {"nvidia-smi": (6, ""), "rocminfo": (1, "HSA_STATUS_ERROR")},
-                              PYCOMM_HIPCC="/opt/rocm/bin/hipcc"))
+    without = decision(
+        choose(
+            tmp_path, {"nvidia-smi": (6, ""), "rocminfo": (1, "HSA_STATUS_ERROR")}, PYCOMM_HIPCC="/opt/rocm/bin/hipcc"
+        )
+    )
     assert without.startswith("pycomm: GPU kernels: none") and "no HIP GPU is visible" in without, without
 
 

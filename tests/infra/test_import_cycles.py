@@ -2,6 +2,7 @@
 each other as a tree, so each can be read (and loaded) after the ones it needs. Imports inside functions
 count: they hide a circle from the interpreter, not from the reader. The layers and the import reading
 are test_python_layers.py's, so both tests see the same graph."""
+
 from __future__ import annotations
 
 import ast
@@ -32,8 +33,15 @@ def import_graph(root: Path, layer: str) -> dict[str, dict[str, int]]:
     compiled module (pkg/_C*.so) is a module too, one that imports nothing."""
     base = root / layer
     files = {_module_of(p.relative_to(root)): p for p in _sources(base)} if base.is_dir() else {}
-    compiled = {_module_of(p.relative_to(root).with_name(p.name.split(".")[0] + ".py"))
-                for pattern in ("*.so", "*.pyd") for p in base.rglob(pattern)} if base.is_dir() else set()
+    compiled = (
+        {
+            _module_of(p.relative_to(root).with_name(p.name.split(".")[0] + ".py"))
+            for pattern in ("*.so", "*.pyd")
+            for p in base.rglob(pattern)
+        }
+        if base.is_dir()
+        else set()
+    )
     graph: dict[str, dict[str, int]] = {m: {} for m in files}
     for module, path in files.items():
         not_circles = _lines_of_no_circle(path)
@@ -41,8 +49,14 @@ def import_graph(root: Path, layer: str) -> dict[str, dict[str, int]]:
             if line in not_circles:
                 continue
             parts = name.split(".")
-            target = next((".".join(parts[:n]) for n in range(len(parts), 0, -1)
-                           if ".".join(parts[:n]) in files.keys() | compiled), None)
+            target = next(
+                (
+                    ".".join(parts[:n])
+                    for n in range(len(parts), 0, -1)
+                    if ".".join(parts[:n]) in files.keys() | compiled
+                ),
+                None,
+            )
             if target in files and target != module:
                 graph[module].setdefault(target, line)
     return graph

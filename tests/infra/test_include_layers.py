@@ -1,6 +1,7 @@
 """csrc/'s include graph points one way (csrc/README.md): every `#include "dir/..."` of a file under
 csrc/<layer>/ names its own layer or one the table below lets it use. A new directory must be
 added to the table, so the direction is decided when the directory is made, not later."""
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,10 @@ def upward_includes(root: Path) -> list[str]:
         rel = path.relative_to(root)
         layer = rel.parts[0]
         if layer not in MAY_INCLUDE:
-            bad.append(f"csrc/{rel}: directory csrc/{layer}/ is not in MAY_INCLUDE of {Path(__file__).name}; "
-                       "add it with the layers it may include")
+            bad.append(
+                f"csrc/{rel}: directory csrc/{layer}/ is not in MAY_INCLUDE of {Path(__file__).name}; "
+                "add it with the layers it may include"
+            )
             continue
         for target in INCLUDE.findall(path.read_text(errors="replace")):
             parts = Path(target).parts
@@ -74,5 +77,7 @@ def test_the_check_catches_an_upward_include(tmp_path):
     (fake / "queue" / "op_queue.cc").write_text('#include "common/errors.h"\n#include "diagnostics/stall.h"\n')
     (fake / "transport" / "mpi" / "x.cc").write_text('#include "transport/nccl/nccl_comm.h"\n')
     bad = upward_includes(fake)
-    assert bad == ['csrc/diagnostics/stall.cc: includes "queue/op_queue.h" (csrc/diagnostics/ may include common)',
-                   'csrc/transport/mpi/x.cc: includes "transport/nccl/nccl_comm.h", another transport\'s file'], bad
+    assert bad == [
+        'csrc/diagnostics/stall.cc: includes "queue/op_queue.h" (csrc/diagnostics/ may include common)',
+        'csrc/transport/mpi/x.cc: includes "transport/nccl/nccl_comm.h", another transport\'s file',
+    ], bad

@@ -1,5 +1,6 @@
 """An unbuilt pycomm/ in a source checkout shadows the installed package when Python runs from the
 checkout: the error must say what to do there (make build, and what it needs) or where else to run."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,7 @@ def python(code: str, cwd: Path, pythonpath: Path | None = None) -> subprocess.C
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_unbuilt_checkout_without_an_install_says_build_or_install(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 curve, ratios are per seed against that seed's DDP, a case that never gets there says so, and the goals are
 judged from the rows (best pycomm method at 100 Mbit/s, quantized mbsgd against its ceiling, DiLoCo against
 torchft's); apps.train's curve has its evaluations taken out of the clock."""
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,11 @@ def run(curve: list[tuple[int, float, float]], nbytes: float = 1e6) -> dict:
 
 
 def test_time_to_target_and_ratios_against_ddp():
-    runs = {"ddp": [run([(10, 1.0, 0.9), (20, 2.0, 0.50)])],
-            "hsdp+plsgd": [run([(10, 0.2, 0.6), (20, 0.4, 0.504)], 1e5)],   # 0.504 <= 0.50 x 1.01
-            "qsr": [run([(10, 0.3, 0.8), (20, 0.6, 0.6)], 2e5)]}
+    runs = {
+        "ddp": [run([(10, 1.0, 0.9), (20, 2.0, 0.50)])],
+        "hsdp+plsgd": [run([(10, 0.2, 0.6), (20, 0.4, 0.504)], 1e5)],  # 0.504 <= 0.50 x 1.01
+        "qsr": [run([(10, 0.3, 0.8), (20, 0.6, 0.6)], 2e5)],
+    }
     rows = {r["case"]: r for r in nodes.summarise("100mbit", runs, samples_per_step=64)}
     assert rows["ddp"]["to_target_s"] == 2.0 and rows["ddp"]["to_target_vs_ddp"] == 1.0
     assert rows["hsdp+plsgd"]["to_target_s"] == 0.4 and rows["hsdp+plsgd"]["to_target_vs_ddp"] == pytest.approx(0.2)
@@ -33,11 +36,22 @@ def test_time_to_target_and_ratios_against_ddp():
 
 
 def test_quantized_mbsgd_is_judged_against_its_ceiling_and_diloco_against_torchft():
-    rows = [{"rate": "1gbit", "case": c, "samples_per_s": s, "final_loss": loss, "bytes_across": b,
-             "to_target_vs_ddp": None}
-            for c, s, loss, b in [("mbsgd+int8", 850.0, 0.1, 1.0), ("mbsgd-nocomm", 1000.0, 0.1, 0.0),
-                                  ("diloco-torchft-settings", 900.0, 0.101, 90.0),
-                                  ("torchft-diloco", 800.0, 0.1, 100.0)]]
+    rows = [
+        {
+            "rate": "1gbit",
+            "case": c,
+            "samples_per_s": s,
+            "final_loss": loss,
+            "bytes_across": b,
+            "to_target_vs_ddp": None,
+        }
+        for c, s, loss, b in [
+            ("mbsgd+int8", 850.0, 0.1, 1.0),
+            ("mbsgd-nocomm", 1000.0, 0.1, 0.0),
+            ("diloco-torchft-settings", 900.0, 0.101, 90.0),
+            ("torchft-diloco", 800.0, 0.1, 100.0),
+        ]
+    ]
     got = {g["goal"]: (round(g["ratio"], 3), g["met"]) for g in nodes.goals(rows)}
     assert got["1gbit: mbsgd+int8 samples/s vs its ceiling (no communication)"] == (0.85, False)
     assert got["1gbit: pycomm DiLoCo with torchft's settings, final loss vs torchft's"] == (1.01, True)
@@ -46,7 +60,7 @@ def test_quantized_mbsgd_is_judged_against_its_ceiling_and_diloco_against_torchf
 
 
 def test_apps_train_curves_leave_the_evaluations_out(tmp_path: Path):
-    steps = [{"step": s, "time": t} for s, t in [(1, 0.1), (2, 0.2), (3, 1.3), (4, 1.4)]]   # eval at 2: 1.0 s
+    steps = [{"step": s, "time": t} for s, t in [(1, 0.1), (2, 0.2), (3, 1.3), (4, 1.4)]]  # eval at 2: 1.0 s
     evals = [{"step": 2, "time": 1.2, "loss": 0.7}, {"step": 4, "time": 9.0, "loss": 0.5}]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
     (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))

@@ -1,6 +1,7 @@
 """Every collective and kernel shows as an NVTX range in the "pycomm" domain with its bytes, seen through an
 NVTX injection library of our own (tests/infra/nvtx_log.c: Nsight Systems may be missing where this runs):
 on the CPU here (local backend, CPU kernels), and on a GPU (NCCL, CUDA kernels; marked gpu)."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from tests.launch import ROOT, worker_env
 # a waiter's "wait allreduce #3 4000B"
 PHASES = ("queued", "op_check", "wait_peers", "wire")
 OP = re.compile(rf"^(?:(wait|{'|'.join(PHASES)}) )?(\w+) #\d+ (\d+)B")
-KERNEL = re.compile(r"^(\w+) (\d+)B (cpu|gpu\d+)$")         # "pack 3200B gpu0"
+KERNEL = re.compile(r"^(\w+) (\d+)B (cpu|gpu\d+)$")  # "pack 3200B gpu0"
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,14 @@ def test_every_collective_and_kernel_shows_with_its_bytes(injection, tmp_path, d
         pytest.skip("needs a GPU and a build of pycomm with NCCL")
     log, manifest = tmp_path / "nvtx.log", tmp_path / "manifest.json"
     env = worker_env({"NVTX_INJECTION64_PATH": str(injection), "NVTX_LOG_FILE": str(log)})
-    p = subprocess.run([sys.executable, "-m", "tests.infra.workers.nvtx_ranges", device, str(manifest)], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "tests.infra.workers.nvtx_ranges", device, str(manifest)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     want = json.loads(manifest.read_text())
     events = [e for e in nvtx_log.read(log) if e.pid == want["pid"] and e.domain == "pycomm"]
@@ -58,7 +65,7 @@ def test_every_collective_and_kernel_shows_with_its_bytes(injection, tmp_path, d
                 phases[prefix] += 1
         assert int(nbytes) == e.payload, f"the message and the payload disagree on the bytes: {e}"
         seen[(name, e.payload)] += 1
-    if device == "cpu":   # the host queue's phases (NCCL's are timed by the GPU and shown at the watchdog)
+    if device == "cpu":  # the host queue's phases (NCCL's are timed by the GPU and shown at the watchdog)
         assert phases["wire"], f"no op shows its phases (wire): {sorted(phases)}"
     missing = [r for r in want["ranges"] if not seen[(r["name"], r["bytes"])]]
     assert not missing, f"no range for {missing}; pycomm's ranges: {sorted(seen)}"
@@ -67,5 +74,7 @@ def test_every_collective_and_kernel_shows_with_its_bytes(injection, tmp_path, d
     assert kinds["push"] == kinds["pop"] and kinds["start"] == kinds["end"], kinds
     assert {e.range_id for e in events if e.kind == "start"} == {e.range_id for e in events if e.kind == "end"}
     if device == "cuda":
-        print(f"GPU-RESULT: NVTX: {len(opened)} pycomm ranges on {torch.cuda.get_device_name(0)}, every collective "
-              f"(NCCL) and CUDA kernel of the worker with its bytes")
+        print(
+            f"GPU-RESULT: NVTX: {len(opened)} pycomm ranges on {torch.cuda.get_device_name(0)}, every collective "
+            f"(NCCL) and CUDA kernel of the worker with its bytes"
+        )

@@ -2,6 +2,7 @@
 generated from them and must be up to date; every result says what it measures, against which peer
 and how to run it; and the committed plots that are drawn again from their JSON draw every case
 properly (algorithms.png: one colour per algorithm and no line collapsed to a vertical; zero.png)."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ def test_a_changed_result_changes_the_documents_and_an_undescribed_one_is_refuse
     before = performance_doc.generated(tmp_path)
     doc = json.loads((tmp_path / "zero.json").read_text())
     doc["rows"][0]["speed_vs_fsdp2"] = 123.0
-    lowest = min(r["speed_vs_fsdp2"] for r in doc["rows"] if "speed_vs_fsdp2" in r)   # of the committed rows
+    lowest = min(r["speed_vs_fsdp2"] for r in doc["rows"] if "speed_vs_fsdp2" in r)  # of the committed rows
     (tmp_path / "zero.json").write_text(json.dumps(doc))
     after = performance_doc.generated(tmp_path)
     assert before[0] != after[0] and f"speed_vs_fsdp2 {lowest:.3g}-123" in after[1], after[1]
@@ -38,8 +39,10 @@ def test_a_changed_result_changes_the_documents_and_an_undescribed_one_is_refuse
 
 def test_algorithms_png_gives_each_algorithm_its_colour_and_no_vertical_line():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from benchmarks.algorithms import accuracy_and_bytes
 
     results = json.loads((RESULTS / "algorithms.json").read_text())["results"]
@@ -49,12 +52,13 @@ def test_algorithms_png_gives_each_algorithm_its_colour_and_no_vertical_line():
         lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
         assert [ln.get_label() for ln in lines] == [r["algorithm"] for r in results["default"]]
         assert len({ln.get_color() for ln in lines}) == len(lines), [ln.get_color() for ln in lines]
-        assert all(len(set(ln.get_xdata())) > 1 for ln in lines)   # qsr sends nothing after its start
+        assert all(len(set(ln.get_xdata())) > 1 for ln in lines)  # qsr sends nothing after its start
     plt.close(fig)
 
 
 def test_zero_png_is_drawn_from_its_json(tmp_path: Path):
     from benchmarks import zero
+
     shutil.copy(RESULTS / "zero.json", tmp_path / "zero.json")
     png = zero.replot(tmp_path)
     assert png == tmp_path / "zero.png" and png.read_bytes()[:4] == b"\x89PNG"

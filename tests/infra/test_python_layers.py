@@ -3,6 +3,7 @@ importing only those before it; tests may import anything, and nothing imports t
 `python -m tests.x` counts as an import). Every top-level folder holding Python must be placed below,
 so the direction is decided when the folder is made, not later. Read from the sources (ast), so
 imports inside functions count too."""
+
 from __future__ import annotations
 
 import ast
@@ -11,15 +12,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("pycomm", "algorithms", "apps", "benchmarks")  # each may import the ones before it
-TESTS = "tests"                                          # may import anything; nothing imports it
-CLIENTS = {"scripts", "examples", "docs", "setup.py"}    # programs on top: may import any layer, not tests
+TESTS = "tests"  # may import anything; nothing imports it
+CLIENTS = {"scripts", "examples", "docs", "setup.py"}  # programs on top: may import any layer, not tests
 NOT_SOURCES = {"build", "dist", "node_modules", "__pycache__"}
-TESTS_MODULE = re.compile(r"tests(\.[A-Za-z_]\w*)+")    # a module of tests named in a string (`-m tests.x`)
+TESTS_MODULE = re.compile(r"tests(\.[A-Za-z_]\w*)+")  # a module of tests named in a string (`-m tests.x`)
 
 
 def _sources(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.py")
-                  if not any(part in NOT_SOURCES or part.startswith(".") for part in p.relative_to(root).parts))
+    return sorted(
+        p
+        for p in root.rglob("*.py")
+        if not any(part in NOT_SOURCES or part.startswith(".") for part in p.relative_to(root).parts)
+    )
 
 
 def _absolute(node: ast.ImportFrom, rel: Path) -> str:
@@ -27,7 +31,7 @@ def _absolute(node: ast.ImportFrom, rel: Path) -> str:
     if node.level == 0:
         return node.module or ""
     package = list(rel.parent.parts)
-    base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+    base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -42,9 +46,13 @@ def imported(path: Path, rel: Path, names: bool = False) -> list[tuple[int, str]
         elif isinstance(node, ast.ImportFrom):
             module = _absolute(node, rel)
             found += [(node.lineno, f"{module}.{a.name}") for a in node.names] if names else [(node.lineno, module)]
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str) and getattr(node.func, "attr", getattr(node.func, "id", "")) \
-                in ("import_module", "__import__"):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
+        ):
             found.append((node.lineno, node.args[0].value))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and TESTS_MODULE.fullmatch(node.value):
             found.append((node.lineno, node.value))
@@ -66,10 +74,12 @@ def layer_violations(root: Path) -> list[str]:
         for line, module in imported(path, rel):
             target = module.split(".")[0]
             if target == TESTS:
-                bad.append(f"{rel}:{line}: imports {module} (nothing imports tests: move what it shares to the "
-                           "lowest layer that uses it)")
+                bad.append(
+                    f"{rel}:{line}: imports {module} (nothing imports tests: move what it shares to the "
+                    "lowest layer that uses it)"
+                )
             elif top in LAYERS and target in LAYERS and LAYERS.index(target) > LAYERS.index(top):
-                allowed = ", ".join(LAYERS[:LAYERS.index(top)]) or "no other layer"
+                allowed = ", ".join(LAYERS[: LAYERS.index(top)]) or "no other layer"
                 bad.append(f"{rel}:{line}: imports {module} ({top} may import {allowed})")
     return bad
 

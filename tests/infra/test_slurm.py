@@ -1,4 +1,5 @@
 """The single-node SLURM of tests/slurm.py: real srun --mpi=pmix steps, failure reporting, clean teardown."""
+
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 """Kernel tests run on every device this build and this machine have: cpu always, cuda (or ROCm)
 when torch sees a GPU and pycomm was built with GPU kernels; otherwise the cuda cases skip. The cuda
 cases are marked gpu (scripts/gpu_check.sh runs `-m gpu tests/kernels` on a GPU machine)."""
+
 import pytest
 import torch
 

@@ -1,5 +1,6 @@
 """Runs every CPU kernel on fixed inputs and saves the outputs (used by test_isa.py, which runs it
 once per CPU kernel variant)."""
+
 import sys
 
 import torch
@@ -19,7 +20,7 @@ def outputs() -> dict:
             q, s = kernels.quantize_int8(x, block=100, stochastic=stochastic, seed=3, residual=r)
             res[f"q{dtype}{stochastic}"], res[f"s{dtype}{stochastic}"], res[f"r{dtype}{stochastic}"] = q, s, r
             res[f"dq{dtype}{stochastic}"] = kernels.dequantize_int8(q, s, torch.empty(5000, dtype=dtype), block=100)
-            r = e[:4999].clone()   # int4: an odd size ends inside a byte
+            r = e[:4999].clone()  # int4: an odd size ends inside a byte
             q, s = kernels.quantize_int4(x[:4999], block=100, stochastic=stochastic, seed=3, residual=r)
             res[f"q4{dtype}{stochastic}"], res[f"s4{dtype}{stochastic}"], res[f"r4{dtype}{stochastic}"] = q, s, r
             res[f"dq4{dtype}{stochastic}"] = kernels.dequantize_int4(q, s, torch.empty(4999, dtype=dtype), block=100)

@@ -1,5 +1,6 @@
 """Reference implementations written independently of the kernels, with torch and numpy only.
 They follow the documented arithmetic (fp32 throughout), so results must match bit for bit."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,9 @@ def blocks_of(v: torch.Tensor, block: int) -> torch.Tensor:
     return torch.arange(v.numel()) // block
 
 
-def _absmax_levels(x: torch.Tensor, block: int, max_level: int, stochastic: bool, seed: int,
-                   residual: torch.Tensor | None):
+def _absmax_levels(
+    x: torch.Tensor, block: int, max_level: int, stochastic: bool, seed: int, residual: torch.Tensor | None
+):
     """(levels fp32, scales fp32, new residual or None) of symmetric absmax quantization (CPU tensor x)."""
     v = x.reshape(-1).float()
     if residual is not None:
@@ -58,8 +60,9 @@ def _absmax_levels(x: torch.Tensor, block: int, max_level: int, stochastic: bool
     return lv, scales, new_residual
 
 
-def quantize_int8(x: torch.Tensor, block: int, stochastic: bool = False, seed: int = 0,
-                  residual: torch.Tensor | None = None):
+def quantize_int8(
+    x: torch.Tensor, block: int, stochastic: bool = False, seed: int = 0, residual: torch.Tensor | None = None
+):
     """(q int8, scales fp32, new residual or None) for a CPU tensor x."""
     lv, scales, new_residual = _absmax_levels(x, block, 127, stochastic, seed, residual)
     return lv.to(torch.int8), scales, new_residual
@@ -69,8 +72,9 @@ def dequantize_int8(q: torch.Tensor, scales: torch.Tensor, block: int) -> torch.
     return q.reshape(-1).float() * scales[blocks_of(q.reshape(-1), block)]
 
 
-def quantize_int4(x: torch.Tensor, block: int, stochastic: bool = False, seed: int = 0,
-                  residual: torch.Tensor | None = None):
+def quantize_int4(
+    x: torch.Tensor, block: int, stochastic: bool = False, seed: int = 0, residual: torch.Tensor | None = None
+):
     """(packed uint8, scales fp32, new residual or None) for a CPU tensor x: levels in [-7, 7], element
     2k in the low nibble of byte k and 2k + 1 in the high one, as 4-bit two's complement."""
     lv, scales, new_residual = _absmax_levels(x, block, 7, stochastic, seed, residual)

@@ -1,4 +1,5 @@
 """benchmarks/kernels.py runs end to end (--quick) and writes its JSON and PNG; no timing thresholds."""
+
 import json
 import os
 import subprocess
@@ -6,15 +7,30 @@ import sys
 
 from tests.launch import ROOT
 
-KERNELS = {"pack f32->bf16 x0.5", "unpack bf16->f32 x0.5", "quantize int8", "quantize int8 stochastic",
-           "dequantize int8", "dequantize-accumulate int8", "1-bit compress +residual", "1-bit decompress",
-           "averaging apply (x += avg - snap)", "elastic update (x = (1-a)x + a c)"}
+KERNELS = {
+    "pack f32->bf16 x0.5",
+    "unpack bf16->f32 x0.5",
+    "quantize int8",
+    "quantize int8 stochastic",
+    "dequantize int8",
+    "dequantize-accumulate int8",
+    "1-bit compress +residual",
+    "1-bit decompress",
+    "averaging apply (x += avg - snap)",
+    "elastic update (x = (1-a)x + a c)",
+}
 
 
 def test_kernel_benchmark_quick(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYCOMM_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.kernels", "--quick", "--out", str(tmp_path)], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.kernels", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "kernels.json").read_text())
     assert (tmp_path / "kernels.png").stat().st_size > 0

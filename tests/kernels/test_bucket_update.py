@@ -1,4 +1,5 @@
 """Averaging apply and elastic updates (the bucket-update kernel) against torch references."""
+
 import pytest
 import torch
 
@@ -9,7 +10,7 @@ from tests.kernels.test_pack import FLOATS, acc_dtype, many_tensors
 
 def slices(bucket: torch.Tensor, ts: list[torch.Tensor]) -> list[torch.Tensor]:
     offsets, _ = kernels.bucket_offsets(ts)
-    return [bucket[o:o + t.numel()].cpu().reshape(t.shape) for t, o in zip(ts, offsets)]
+    return [bucket[o : o + t.numel()].cpu().reshape(t.shape) for t, o in zip(ts, offsets)]
 
 
 @pytest.mark.parametrize("tensor_dtype", FLOATS + [torch.float64])
@@ -45,8 +46,7 @@ def test_elastic_update(device, tensor_dtype, a):
     kernels.elastic_update(ts, centre, a)
     for t, x0, c in zip(ts, before, slices(centre, ts)):
         want = ((1 - a) * x0.double() + a * c.double()).to(tensor_dtype)
-        torch.testing.assert_close(t.cpu(), want, rtol=0 if tensor_dtype == torch.float32 else 1e-2,
-                                   atol=1e-6)
+        torch.testing.assert_close(t.cpu(), want, rtol=0 if tensor_dtype == torch.float32 else 1e-2, atol=1e-6)
         if a == 1.0:
             assert torch.equal(t.cpu(), c.to(tensor_dtype))
 
@@ -59,7 +59,7 @@ def test_bucket_lerp_and_offsets(device):
     kernels.bucket_lerp(ts, y, z, 0.5, offsets=offsets)
     for t, x0, o in zip(ts, before, offsets):
         n = t.numel()
-        torch.testing.assert_close(t.cpu(), x0 + 0.5 * (y[o:o + n].cpu() - z[o:o + n].cpu()))
+        torch.testing.assert_close(t.cpu(), x0 + 0.5 * (y[o : o + n].cpu() - z[o : o + n].cpu()))
 
 
 def test_over_16m_elements():

@@ -1,5 +1,6 @@
 """benchmarks/codec_roofline.py's byte counts: what each phase of the quantized all-reduce reads and writes
 per rank, checked against the passes counted by hand for one case of each codec."""
+
 import pytest
 
 from benchmarks.codec_roofline import MIB, phase_bytes

@@ -1,4 +1,5 @@
 """pycomm.Int8Codec, pycomm.Int4Codec and pycomm.OneBitCodec: round trip within the stated bound, wire size, slicing."""
+
 import pytest
 import torch
 

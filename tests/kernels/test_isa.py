@@ -1,5 +1,6 @@
 """The CPU kernels are built for the x86-64 baseline and for AVX2 (kernels/cpu/isa.h); both
 variants must give bit-identical results. PYCOMM_CPU_ISA=generic forces the baseline."""
+
 import os
 import subprocess
 import sys
@@ -16,8 +17,9 @@ def run_variant(path, force_generic: bool) -> dict:
     env.pop("PYCOMM_CPU_ISA", None)
     if force_generic:
         env["PYCOMM_CPU_ISA"] = "generic"
-    subprocess.run([sys.executable, "-m", "tests.kernels.isa_worker", str(path)], cwd=ROOT, env=env, check=True,
-                   timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "tests.kernels.isa_worker", str(path)], cwd=ROOT, env=env, check=True, timeout=300
+    )
     return torch.load(path)
 
 

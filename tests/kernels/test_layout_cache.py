@@ -1,6 +1,7 @@
 """The cache of validated multi-tensor layouts (pycomm/kernels/_layout_cache.py): a repeated call
 hits it, and any change to a tensor that the validation depends on (reallocation, resize, dtype,
 strides, a different list or bucket) gets a fresh layout, never a stale one."""
+
 import pytest
 import torch
 
@@ -9,16 +10,19 @@ from pycomm.kernels._layout_cache import LayoutCache
 from pycomm.kernels._segments import LAYOUTS
 
 
-def elastic_reference(ts: list[torch.Tensor], centre: torch.Tensor, a: float,
-                      offsets: list[int] | None = None) -> list[torch.Tensor]:
+def elastic_reference(
+    ts: list[torch.Tensor], centre: torch.Tensor, a: float, offsets: list[int] | None = None
+) -> list[torch.Tensor]:
     if offsets is None:
         offsets, _ = kernels.bucket_offsets(ts)
-    return [((1 - a) * t.double() + a * centre[o:o + t.numel()].double().view_as(t)).float()
-            for t, o in zip(ts, offsets)]
+    return [
+        ((1 - a) * t.double() + a * centre[o : o + t.numel()].double().view_as(t)).float() for t, o in zip(ts, offsets)
+    ]
 
 
-def pull_and_check(ts: list[torch.Tensor], centre: torch.Tensor, a: float = 0.25,
-                   offsets: list[int] | None = None) -> None:
+def pull_and_check(
+    ts: list[torch.Tensor], centre: torch.Tensor, a: float = 0.25, offsets: list[int] | None = None
+) -> None:
     want = elastic_reference(ts, centre, a, offsets)
     kernels.elastic_update(ts, centre, a, offsets=offsets)
     for t, w in zip(ts, want):
@@ -127,7 +131,9 @@ def test_layout_cache_evicts_the_oldest_and_never_stores_failures():
         def run():
             calls.append(name)
             return name
+
         return run
+
     assert [cache.get(k, validate(k)) for k in "abab"] == list("abab")
     assert calls == ["a", "b"]
     cache.get("c", validate("c"))  # evicts a
@@ -138,6 +144,7 @@ def test_layout_cache_evicts_the_oldest_and_never_stores_failures():
 
     def fail():
         raise ValueError("bad")
+
     for _ in range(2):
         with pytest.raises(ValueError):
             cache.get("f", fail)

@@ -1,4 +1,5 @@
 """1-bit sign compression with error feedback against the reference."""
+
 import pytest
 import torch
 
@@ -47,9 +48,13 @@ def test_other_blocks_with_residual(device, block):
 def test_decompress_and_accumulate(device, out_dtype, n):
     x = sample(n, torch.float32, device, seed=5)
     bits, scales = kernels.sign_compress(x, block=BLOCK)
-    check_decode_and_accumulate(lambda out: kernels.sign_decompress(bits, scales, out, block=BLOCK),
-                                lambda acc: kernels.sign_decompress_accumulate(bits, scales, acc, block=BLOCK),
-                                ref.sign_decompress(bits.cpu(), scales.cpu(), n, BLOCK), out_dtype, device)
+    check_decode_and_accumulate(
+        lambda out: kernels.sign_decompress(bits, scales, out, block=BLOCK),
+        lambda acc: kernels.sign_decompress_accumulate(bits, scales, acc, block=BLOCK),
+        ref.sign_decompress(bits.cpu(), scales.cpu(), n, BLOCK),
+        out_dtype,
+        device,
+    )
 
 
 def test_padding_bits_are_zero():

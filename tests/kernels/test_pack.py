@@ -1,4 +1,5 @@
 """Multi-tensor pack / unpack against torch.cat / split references."""
+
 import pytest
 import torch
 
@@ -16,8 +17,12 @@ def many_tensors(count: int, dtype: torch.dtype, device: str, seed: int = 0) -> 
     g = torch.Generator().manual_seed(seed)
     sizes = torch.randint(0, 600, (count,), generator=g).tolist()
     sizes[:4] = [0, 1, 7, 255]
-    return [torch.randn(s, generator=g).reshape(-1, 1).to(dtype).to(device) if s % 2 else
-            torch.randn(s, generator=g).to(dtype).to(device) for s in sizes]
+    return [
+        torch.randn(s, generator=g).reshape(-1, 1).to(dtype).to(device)
+        if s % 2
+        else torch.randn(s, generator=g).to(dtype).to(device)
+        for s in sizes
+    ]
 
 
 @pytest.mark.parametrize("tensor_dtype", FLOATS + [torch.float64])
@@ -38,7 +43,7 @@ def test_pack_unpack_many_tensors(device, tensor_dtype, bucket_dtype, scale):
     kernels.unpack(bucket, outs, scale=2.0)
     offsets, _ = kernels.bucket_offsets(ts)
     for t, o, off in zip(ts, outs, offsets):
-        expect = (bucket[off:off + t.numel()].cpu().to(acc) * 2.0).to(tensor_dtype).reshape(t.shape)
+        expect = (bucket[off : off + t.numel()].cpu().to(acc) * 2.0).to(tensor_dtype).reshape(t.shape)
         assert torch.equal(o.cpu(), expect)
 
 
@@ -49,7 +54,7 @@ def test_plain_copy_any_dtype(device, dtype):
     bucket = torch.zeros(400, dtype=dtype, device=device)
     kernels.pack(ts, bucket, offsets=offsets)
     for t, off in zip(ts, offsets):
-        assert torch.equal(bucket[off:off + t.numel()], t)
+        assert torch.equal(bucket[off : off + t.numel()], t)
     outs = [torch.zeros_like(t) for t in ts]
     kernels.unpack(bucket, outs, offsets=offsets)
     assert all(torch.equal(a, b) for a, b in zip(outs, ts))

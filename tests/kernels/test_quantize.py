@@ -1,6 +1,7 @@
 """Blockwise absmax quantize / dequantize / dequantize-accumulate against the reference, for both
 formats: int8 (a level per byte) and int4 (two per byte; tests/kernels/test_int4.py has its own
 layout and error-bound checks)."""
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,20 +23,36 @@ class Format:
     quantize: Callable
     dequantize: Callable
     accumulate: Callable
-    reference: Callable            # (x, block, stochastic, seed, residual) -> (q, scales, residual)
-    reference_decode: Callable     # (q, scales, n, block) -> fp32
+    reference: Callable  # (x, block, stochastic, seed, residual) -> (q, scales, residual)
+    reference_decode: Callable  # (q, scales, n, block) -> fp32
     max_level: int
-    blocks: tuple[int, ...]        # valid block sizes to try besides BLOCK
+    blocks: tuple[int, ...]  # valid block sizes to try besides BLOCK
 
     def decode(self, q: torch.Tensor, scales: torch.Tensor, n: int, block: int = BLOCK) -> torch.Tensor:
         return self.dequantize(q, scales, torch.empty(n, device=q.device), block=block)
 
 
 FORMATS = [
-    Format("int8", kernels.quantize_int8, kernels.dequantize_int8, kernels.dequantize_int8_accumulate,
-           ref.quantize_int8, lambda q, s, n, block: ref.dequantize_int8(q, s, block), 127, (1, 8, 100, 1000)),
-    Format("int4", kernels.quantize_int4, kernels.dequantize_int4, kernels.dequantize_int4_accumulate,
-           ref.quantize_int4, ref.dequantize_int4, 7, (2, 8, 100, 1000)),
+    Format(
+        "int8",
+        kernels.quantize_int8,
+        kernels.dequantize_int8,
+        kernels.dequantize_int8_accumulate,
+        ref.quantize_int8,
+        lambda q, s, n, block: ref.dequantize_int8(q, s, block),
+        127,
+        (1, 8, 100, 1000),
+    ),
+    Format(
+        "int4",
+        kernels.quantize_int4,
+        kernels.dequantize_int4,
+        kernels.dequantize_int4_accumulate,
+        ref.quantize_int4,
+        ref.dequantize_int4,
+        7,
+        (2, 8, 100, 1000),
+    ),
 ]
 
 
@@ -48,13 +65,17 @@ def sample(n: int, dtype: torch.dtype, device: str, seed: int = 0) -> torch.Tens
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, generator=g) * torch.logspace(-3, 3, n if n else 1)[:n]  # blocks of very different scale
     if n > 300:
-        x[BLOCK:2 * BLOCK] = 0  # an all-zero block: scale 0, no NaN
+        x[BLOCK : 2 * BLOCK] = 0  # an all-zero block: scale 0, no NaN
     return x.to(dtype).to(device)
 
 
-def check_decode_and_accumulate(decode: Callable[[torch.Tensor], torch.Tensor],
-                                accumulate: Callable[[torch.Tensor], torch.Tensor], expect: torch.Tensor,
-                                out_dtype: torch.dtype, device: str) -> None:
+def check_decode_and_accumulate(
+    decode: Callable[[torch.Tensor], torch.Tensor],
+    accumulate: Callable[[torch.Tensor], torch.Tensor],
+    expect: torch.Tensor,
+    out_dtype: torch.dtype,
+    device: str,
+) -> None:
     """decode(out) writes `expect` (a reference decode, fp32) into an `out` of out_dtype; accumulate(acc)
     adds it to acc in fp32 (fp64 for an fp64 acc) and rounds once to out_dtype."""
     n = expect.numel()
@@ -96,9 +117,13 @@ def test_quantize_other_blocks(device, fmt):
 def test_dequantize_and_accumulate(device, fmt, out_dtype, n):
     x = sample(n, torch.float32, device, seed=3)
     q, scales = fmt.quantize(x, block=BLOCK)
-    check_decode_and_accumulate(lambda out: fmt.dequantize(q, scales, out, block=BLOCK),
-                                lambda acc: fmt.accumulate(q, scales, acc, block=BLOCK),
-                                fmt.reference_decode(q.cpu(), scales.cpu(), n, BLOCK), out_dtype, device)
+    check_decode_and_accumulate(
+        lambda out: fmt.dequantize(q, scales, out, block=BLOCK),
+        lambda acc: fmt.accumulate(q, scales, acc, block=BLOCK),
+        fmt.reference_decode(q.cpu(), scales.cpu(), n, BLOCK),
+        out_dtype,
+        device,
+    )
 
 
 def test_residual_carries_what_was_lost(device, fmt):
@@ -116,7 +141,7 @@ def test_residual_carries_what_was_lost(device, fmt):
 
 
 def test_over_16m_elements():
-    fmt = FORMATS[0]   # int8 (int4's index arithmetic past 2^16 is test_int4.py's fused-reduce case)
+    fmt = FORMATS[0]  # int8 (int4's index arithmetic past 2^16 is test_int4.py's fused-reduce case)
     n = (1 << 24) + 3
     x = torch.randn(n)
     q, scales = fmt.quantize(x, block=BLOCK)
@@ -140,9 +165,9 @@ def test_stochastic_rounding_is_unbiased(fmt):
     mean = total / draws
     err = (mean - x.double()) / scale.item()  # in units of one level
     # each draw's error is within one level with std <= 1/2, so the mean's std <= 1/(2 sqrt(draws))
-    sigma = 0.5 / draws ** 0.5
+    sigma = 0.5 / draws**0.5
     assert err.abs().max() < 6 * sigma, err.abs().max()
-    assert abs(err.mean()) < 6 * sigma / n ** 0.5 * 2
+    assert abs(err.mean()) < 6 * sigma / n**0.5 * 2
     # deterministic rounding of the same values is biased by up to half a level
     qd, sd = fmt.quantize(x, block=block)
     det = (fmt.decode(qd, sd, n, block) - x) / scale

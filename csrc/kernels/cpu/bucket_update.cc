@@ -46,9 +46,8 @@ void update(const BucketUpdateArgs& a) {
 void bucket_update(const BucketUpdateArgs& a) {
   PYCOMM_DISPATCH_FLOAT(a.tensor_dtype, "bucket_update", [&] {
     using T = scalar_t;
-    PYCOMM_DISPATCH_FLOAT(a.bucket_dtype, "bucket_update", [&] {
-      return a.z ? update<T, scalar_t, true>(a) : update<T, scalar_t, false>(a);
-    });
+    PYCOMM_DISPATCH_FLOAT(a.bucket_dtype, "bucket_update",
+                          [&] { return a.z ? update<T, scalar_t, true>(a) : update<T, scalar_t, false>(a); });
   });
 }
 

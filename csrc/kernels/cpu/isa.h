@@ -25,9 +25,13 @@ const char* isa_name();  // "avx2" or "generic": what the kernels use in this pr
 }  // namespace pycomm::cpu
 
 // Declares `void name(const Args&)` in every ISA namespace.
-#define PYCOMM_ISA_DECLARE(name, Args)                    \
-  namespace pycomm::cpu::generic { void name(const Args&); } \
-  namespace pycomm::cpu::avx2 { void name(const Args&); }
+#define PYCOMM_ISA_DECLARE(name, Args) \
+  namespace pycomm::cpu::generic {     \
+  void name(const Args&);              \
+  }                                    \
+  namespace pycomm::cpu::avx2 {        \
+  void name(const Args&);              \
+  }
 
 #if PYCOMM_ISA_PRIMARY && defined(PYCOMM_HAVE_AVX2)
 #define PYCOMM_ISA_CALL(name, args) \

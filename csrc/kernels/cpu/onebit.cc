@@ -193,15 +193,13 @@ void reduce_sign_compress(const ReduceEncodeArgs& a) {
 }
 
 void sign_compress(const SignCompressArgs& a) {
-  PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
-    return a.residual ? compress<scalar_t, true>(a) : compress<scalar_t, false>(a);
-  });
+  PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress",
+                        [&] { return a.residual ? compress<scalar_t, true>(a) : compress<scalar_t, false>(a); });
 }
 
 void sign_decompress(const SignDecompressArgs& a) {
-  PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
-    return a.accumulate ? decompress<scalar_t, true>(a) : decompress<scalar_t, false>(a);
-  });
+  PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress",
+                        [&] { return a.accumulate ? decompress<scalar_t, true>(a) : decompress<scalar_t, false>(a); });
 }
 
 }  // namespace cpu::PYCOMM_ISA

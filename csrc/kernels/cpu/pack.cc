@@ -27,8 +27,10 @@ void run(const PackArgs& a, const char* what) {
   check_pack_dtypes(a, what);
   if (a.segs.empty()) return;
   if (a.bucket == nullptr) throw std::invalid_argument(std::string(what) + ": bucket has a null data pointer");
-  if (kPack) PYCOMM_ISA_CALL(pack_loops, a);
-  else PYCOMM_ISA_CALL(unpack_loops, a);
+  if (kPack)
+    PYCOMM_ISA_CALL(pack_loops, a);
+  else
+    PYCOMM_ISA_CALL(unpack_loops, a);
 }
 }  // namespace
 
@@ -45,8 +47,10 @@ void copy_bytes(const PackArgs& a) {
   cpu::for_each_chunk(a.segs, [&](const Segment& s, int64_t b, int64_t e) {
     char* bucket = static_cast<char*>(a.bucket) + (s.offset + b) * es;
     char* tensor = static_cast<char*>(s.ptr) + b * es;
-    if (kPack) std::memcpy(bucket, tensor, (e - b) * es);
-    else std::memcpy(tensor, bucket, (e - b) * es);
+    if (kPack)
+      std::memcpy(bucket, tensor, (e - b) * es);
+    else
+      std::memcpy(tensor, bucket, (e - b) * es);
   });
 }
 

@@ -32,7 +32,10 @@ void run_chunks(int64_t n, int64_t elems, Run run) {
 
 template <typename Op>
 void for_each_chunk(const std::vector<Segment>& segs, Op op) {
-  struct Chunk { int32_t seg; int64_t begin, end; };
+  struct Chunk {
+    int32_t seg;
+    int64_t begin, end;
+  };
   std::vector<Chunk> chunks;
   int64_t total = 0;
   for (size_t s = 0; s < segs.size(); ++s) {

@@ -30,9 +30,9 @@ namespace {
 template <typename Data>
 void check_block(int64_t block, int64_t numel, const char* what) {
   if constexpr (std::is_same_v<Data, uint8_t>)
-    require(block >= 2 && block % 2 == 0, what,
-            "block must be a positive even number (blocks own whole bytes of two levels), got " +
-                std::to_string(block));
+    require(
+        block >= 2 && block % 2 == 0, what,
+        "block must be a positive even number (blocks own whole bytes of two levels), got " + std::to_string(block));
   require(block >= 1, what, "block must be >= 1, got " + std::to_string(block));
   require(numel >= 0, what, "numel must be >= 0");
 }
@@ -227,25 +227,29 @@ void reduce_quantize(const ReduceEncodeArgs& a) {
                                                      a.scales_out + b0 / a.block, a.seed, b0, len);
   };
   auto decode_block = [&](int64_t b0, int64_t n, float* out) {
-    dequantize_block<L, float, false>(static_cast<const Data*>(a.data_out) + b0 / L::kGroup,
-                                      a.scales_out[b0 / a.block], out, n);
+    dequantize_block<L, float, false>(static_cast<const Data*>(a.data_out) + b0 / L::kGroup, a.scales_out[b0 / a.block],
+                                      out, n);
   };
   reduce_encode<kOwnResidual>(a, add_source, encode_block, decode_block);
 }
 
 template <typename L>
 void reduce_quantize_flags(const ReduceEncodeArgs& a) {
-  with_flags([&](auto own_residual, auto residual, auto stochastic) {
-    reduce_quantize<L, decltype(own_residual)::value, decltype(residual)::value, decltype(stochastic)::value>(a);
-  }, a.own_residual != nullptr && a.own_numel > 0, a.residual != nullptr, a.stochastic);
+  with_flags(
+      [&](auto own_residual, auto residual, auto stochastic) {
+        reduce_quantize<L, decltype(own_residual)::value, decltype(residual)::value, decltype(stochastic)::value>(a);
+      },
+      a.own_residual != nullptr && a.own_numel > 0, a.residual != nullptr, a.stochastic);
 }
 
 template <typename L>
 void quantize_flags(const AbsmaxQuantizeArgs<typename L::Data>& a, const char* what) {
   PYCOMM_DISPATCH_FLOAT(a.x_dtype, what, [&] {
-    with_flags([&](auto residual, auto stochastic) {
-      quantize<L, scalar_t, decltype(residual)::value, decltype(stochastic)::value>(a);
-    }, a.residual != nullptr, a.stochastic);
+    with_flags(
+        [&](auto residual, auto stochastic) {
+          quantize<L, scalar_t, decltype(residual)::value, decltype(stochastic)::value>(a);
+        },
+        a.residual != nullptr, a.stochastic);
   });
 }
 

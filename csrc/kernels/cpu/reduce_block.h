@@ -21,8 +21,7 @@ inline int64_t own_in_block(const ReduceEncodeArgs& a, int64_t b0, int64_t len) 
 // acc[0, len) = the block at b0: own (+ residual, then zeroed), then add_source(s, acc) for every source
 // in order (acc += its decode), then times factor.
 template <bool kOwnResidual, typename AddSource>
-void reduce_block(const ReduceEncodeArgs& a, int64_t b0, int64_t len, float* __restrict acc,
-                  AddSource add_source) {
+void reduce_block(const ReduceEncodeArgs& a, int64_t b0, int64_t len, float* __restrict acc, AddSource add_source) {
   const int64_t own = own_in_block(a, b0, len);
   const float* __restrict x = a.own + b0;
   float* __restrict e = kOwnResidual ? a.own_residual + b0 : nullptr;

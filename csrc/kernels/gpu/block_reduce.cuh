@@ -7,14 +7,18 @@
 
 namespace pycomm::gpu {
 
-struct MaxOp { __device__ float operator()(float a, float b) const { return a > b ? a : b; } };
-struct SumOp { __device__ float operator()(float a, float b) const { return a + b; } };
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return a > b ? a : b; }
+};
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
 
 // A reduction across a group of kLanes threads through xor shuffles (no barrier); every lane gets the same
 // result. For lane 0 the steps add lane t + 16, then t + 8, ..., t + 1, as the last five steps of a
 // shared-memory tree over the group do, so even a float sum comes out in that tree's order.
-constexpr int kLanes = 32;                      // a CUDA warp; half an AMD wavefront
-constexpr int kGroups = kThreads / kLanes;      // lane groups per thread block
+constexpr int kLanes = 32;                  // a CUDA warp; half an AMD wavefront
+constexpr int kGroups = kThreads / kLanes;  // lane groups per thread block
 template <typename Op>
 __device__ float group_reduce(float v, Op op) {
   for (int mask = kLanes / 2; mask > 0; mask /= 2) v = op(v, gpuShflXor(v, mask));
@@ -30,8 +34,7 @@ __device__ void for_each_codec_block(int64_t numel, int64_t block, Fn fn) {
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
   const int64_t groups = static_cast<int64_t>(gridDim.x) * kGroups;
   const int64_t nblocks = (numel + block - 1) / block;
-  for (int64_t blk = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / kLanes; blk < nblocks;
-       blk += groups) {
+  for (int64_t blk = static_cast<int64_t>(blockIdx.x) * kGroups + threadIdx.x / kLanes; blk < nblocks; blk += groups) {
     const int64_t b0 = blk * block;
     fn(blk, b0, block < numel - b0 ? block : numel - b0, lane);
   }

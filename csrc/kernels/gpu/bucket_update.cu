@@ -28,10 +28,10 @@ struct UpdateOp {
 template <typename T, typename B, bool kTwoBuckets>
 void launch(const BucketUpdateArgs& a, gpuStream_t stream) {
   using acc = typename Num<T>::acc;
-  gpu::launch_segments(a.segs, stream,
-                       UpdateOp<T, B, kTwoBuckets>{static_cast<const B*>(a.y), static_cast<const B*>(a.z),
-                                                   static_cast<acc>(a.alpha), static_cast<acc>(a.beta),
-                                                   static_cast<acc>(a.gamma)});
+  gpu::launch_segments(
+      a.segs, stream,
+      UpdateOp<T, B, kTwoBuckets>{static_cast<const B*>(a.y), static_cast<const B*>(a.z), static_cast<acc>(a.alpha),
+                                  static_cast<acc>(a.beta), static_cast<acc>(a.gamma)});
 }
 
 }  // namespace
@@ -43,9 +43,8 @@ void bucket_update_gpu(const BucketUpdateArgs& a, int device, uintptr_t stream) 
   auto s = reinterpret_cast<gpuStream_t>(stream);
   PYCOMM_DISPATCH_FLOAT(a.tensor_dtype, "bucket_update", [&] {
     using T = scalar_t;
-    PYCOMM_DISPATCH_FLOAT(a.bucket_dtype, "bucket_update", [&] {
-      return a.z ? launch<T, scalar_t, true>(a, s) : launch<T, scalar_t, false>(a, s);
-    });
+    PYCOMM_DISPATCH_FLOAT(a.bucket_dtype, "bucket_update",
+                          [&] { return a.z ? launch<T, scalar_t, true>(a, s) : launch<T, scalar_t, false>(a, s); });
   });
 }
 

@@ -32,8 +32,7 @@ __global__ void __launch_bounds__(gpu::kThreads) compress_kernel(SignCompressArg
         }
       }
     }
-    const float lane_sum =
-        ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
+    const float lane_sum = ((part[0] + part[4]) + (part[2] + part[6])) + ((part[1] + part[5]) + (part[3] + part[7]));
     // the shuffles also order every lane's reads of the block before the residual writes below
     const float scale = gpu::group_reduce(lane_sum, gpu::SumOp{}) / static_cast<float>(len);
     if (lane == 0) a.scales[blk] = scale;
@@ -89,8 +88,10 @@ void sign_compress_gpu(const SignCompressArgs& a, int device, uintptr_t stream) 
   check_sign_compress(a, "sign_compress");
   gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.x_dtype, "sign_compress", [&] {
-      if (a.residual) compress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
-      else compress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+      if (a.residual)
+        compress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else
+        compress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
     });
   });
 }
@@ -99,8 +100,10 @@ void sign_decompress_gpu(const SignDecompressArgs& a, int device, uintptr_t stre
   check_sign_decompress(a, "sign_decompress");
   gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.out_dtype, "sign_decompress", [&] {
-      if (a.accumulate) decompress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
-      else decompress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+      if (a.accumulate)
+        decompress_kernel<scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else
+        decompress_kernel<scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
     });
   });
 }

@@ -16,12 +16,16 @@ struct ConvertOp {
   B* bucket;
   typename Num<T>::acc scale;
   __device__ Value load(void* tensor, int64_t k, int64_t j) const {
-    if constexpr (kPack) return Num<B>::store(Num<T>::load(static_cast<const T*>(tensor)[j]) * scale);
-    else return Num<T>::store(Num<B>::load(bucket[k]) * scale);
+    if constexpr (kPack)
+      return Num<B>::store(Num<T>::load(static_cast<const T*>(tensor)[j]) * scale);
+    else
+      return Num<T>::store(Num<B>::load(bucket[k]) * scale);
   }
   __device__ void store(void* tensor, int64_t k, int64_t j, Value v) const {
-    if constexpr (kPack) bucket[k] = v;
-    else static_cast<T*>(tensor)[j] = v;
+    if constexpr (kPack)
+      bucket[k] = v;
+    else
+      static_cast<T*>(tensor)[j] = v;
   }
 };
 
@@ -33,8 +37,10 @@ struct CopyOp {  // same dtype, unscaled: any element type of W's width
     return kPack ? static_cast<const W*>(tensor)[j] : bucket[k];
   }
   __device__ void store(void* tensor, int64_t k, int64_t j, W v) const {
-    if (kPack) bucket[k] = v;
-    else static_cast<W*>(tensor)[j] = v;
+    if (kPack)
+      bucket[k] = v;
+    else
+      static_cast<W*>(tensor)[j] = v;
   }
 };
 
@@ -47,18 +53,23 @@ void run(const PackArgs& a, int device, uintptr_t stream_handle, const char* wha
   auto stream = reinterpret_cast<gpuStream_t>(stream_handle);
   if (is_plain_copy(a)) {
     switch (dtype_size(a.tensor_dtype)) {
-      case 1: return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint8_t>{static_cast<uint8_t*>(a.bucket)});
-      case 2: return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint16_t>{static_cast<uint16_t*>(a.bucket)});
-      case 4: return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint32_t>{static_cast<uint32_t*>(a.bucket)});
-      default: return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint64_t>{static_cast<uint64_t*>(a.bucket)});
+      case 1:
+        return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint8_t>{static_cast<uint8_t*>(a.bucket)});
+      case 2:
+        return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint16_t>{static_cast<uint16_t*>(a.bucket)});
+      case 4:
+        return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint32_t>{static_cast<uint32_t*>(a.bucket)});
+      default:
+        return gpu::launch_segments(a.segs, stream, CopyOp<kPack, uint64_t>{static_cast<uint64_t*>(a.bucket)});
     }
   }
   PYCOMM_DISPATCH_FLOAT(a.tensor_dtype, what, [&] {
     using T = scalar_t;
     PYCOMM_DISPATCH_FLOAT(a.bucket_dtype, what, [&] {
       using B = scalar_t;
-      gpu::launch_segments(a.segs, stream,
-                           ConvertOp<kPack, T, B>{static_cast<B*>(a.bucket), static_cast<typename Num<T>::acc>(a.scale)});
+      gpu::launch_segments(
+          a.segs, stream,
+          ConvertOp<kPack, T, B>{static_cast<B*>(a.bucket), static_cast<typename Num<T>::acc>(a.scale)});
     });
   });
 }

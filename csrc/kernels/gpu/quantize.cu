@@ -87,10 +87,12 @@ void quantize_gpu(const AbsmaxQuantizeArgs<typename L::Data>& a, int device, uin
   check_quantize(a, what);
   gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.x_dtype, what, [&] {
-      with_flags([&](auto residual, auto stochastic) {
-        quantize_kernel<L, scalar_t, decltype(residual)::value, decltype(stochastic)::value>
-            <<<grid, gpu::kThreads, 0, s>>>(a);
-      }, a.residual != nullptr, a.stochastic);
+      with_flags(
+          [&](auto residual, auto stochastic) {
+            quantize_kernel<L, scalar_t, decltype(residual)::value, decltype(stochastic)::value>
+                <<<grid, gpu::kThreads, 0, s>>>(a);
+          },
+          a.residual != nullptr, a.stochastic);
     });
   });
 }
@@ -100,8 +102,10 @@ void dequantize_gpu(const AbsmaxDequantizeArgs<typename L::Data>& a, int device,
   check_dequantize(a, what);
   gpu::launch_over_codec_blocks(device, stream, num_blocks(a.numel, a.block), [&](unsigned grid, gpuStream_t s) {
     PYCOMM_DISPATCH_FLOAT(a.out_dtype, what, [&] {
-      if (a.accumulate) dequantize_kernel<L, scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
-      else dequantize_kernel<L, scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
+      if (a.accumulate)
+        dequantize_kernel<L, scalar_t, true><<<grid, gpu::kThreads, 0, s>>>(a);
+      else
+        dequantize_kernel<L, scalar_t, false><<<grid, gpu::kThreads, 0, s>>>(a);
     });
   });
 }

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <cstdint>
 #include <vector>
 
 #include "common/gpu_compat.h"
@@ -14,9 +14,9 @@
 namespace pycomm::gpu {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;                  // elements per thread, all loaded before any is stored
-constexpr int64_t kChunk = kThreads * kUnroll;   // elements per block
-constexpr int kSegsPerLaunch = 48;          // keeps the argument struct well under 4 KiB
+constexpr int kUnroll = 4;                      // elements per thread, all loaded before any is stored
+constexpr int64_t kChunk = kThreads * kUnroll;  // elements per block
+constexpr int kSegsPerLaunch = 48;              // keeps the argument struct well under 4 KiB
 
 struct SegBatch {
   void* ptr[kSegsPerLaunch];

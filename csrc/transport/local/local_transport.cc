@@ -60,9 +60,10 @@ class ImmediateOp : public QueuedOp {
 // One rank's all-gather, reduce-scatter and all-to-all: its own input is the whole output.
 std::unique_ptr<QueuedOp> copy_op(OpInfo info, Buffer out, Buffer in, uintptr_t stream) {
   const bool on_device = out.device >= 0 || in.device >= 0;
-  return std::make_unique<ImmediateOp>(std::move(info), [out, in, stream] {
-    copy_bytes(out.ptr, in.ptr, static_cast<size_t>(in.bytes()), in.device, stream);
-  }, on_device);
+  return std::make_unique<ImmediateOp>(
+      std::move(info),
+      [out, in, stream] { copy_bytes(out.ptr, in.ptr, static_cast<size_t>(in.bytes()), in.device, stream); },
+      on_device);
 }
 
 // A send to itself: the message is copied out at once. A device buffer is copied on the caller's stream

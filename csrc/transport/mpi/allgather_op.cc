@@ -23,8 +23,8 @@ void P2pAllgatherOp::start() {
   // into the output overlaps the wire instead of delaying it (2 ranks, 1 MiB: 85 -> 67 us; mpi4py 49 us).
   char* own = static_cast<char*>(out_.ptr) + block * comm_->rank;
   std::vector<P2pStep> steps = allgather_steps(even_bounds(block * comm_->size, comm_->size), comm_->rank, comm_->size);
-  const bool first_sends_own = !steps.empty() && steps.front().send_begin == block * comm_->rank &&
-                               steps.front().send_count == block;
+  const bool first_sends_own =
+      !steps.empty() && steps.front().send_begin == block * comm_->rank && steps.front().send_count == block;
   // memmove: the input may be the output's own block (in place).
   if (!first_sends_own) {  // one rank, or a schedule that would read the output's own block first
     std::memmove(own, in_.ptr, static_cast<size_t>(block));

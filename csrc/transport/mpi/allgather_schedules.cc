@@ -14,7 +14,8 @@ int real(int vrank, int size, int root) { return (vrank + root) % size; }
 
 std::vector<int64_t> even_bounds(int64_t count, int parts) {
   std::vector<int64_t> b(static_cast<size_t>(parts) + 1);
-  for (int i = 0; i <= parts; ++i) b[static_cast<size_t>(i)] = i * (count / parts) + std::min<int64_t>(i, count % parts);
+  for (int i = 0; i <= parts; ++i)
+    b[static_cast<size_t>(i)] = i * (count / parts) + std::min<int64_t>(i, count % parts);
   return b;
 }
 
@@ -25,8 +26,8 @@ std::vector<P2pStep> doubling_allgather_steps(const std::vector<int64_t>& bounds
     const int vpeer = vr ^ mask;
     const int lo = vr / mask * mask, plo = vpeer / mask * mask;  // the blocks each side holds so far
     const int peer = real(vpeer, size, root);
-    steps.push_back({peer, bounds[lo], bounds[lo + mask] - bounds[lo], peer, bounds[plo],
-                     bounds[plo + mask] - bounds[plo], false});
+    steps.push_back(
+        {peer, bounds[lo], bounds[lo + mask] - bounds[lo], peer, bounds[plo], bounds[plo + mask] - bounds[plo], false});
   }
   return steps;
 }

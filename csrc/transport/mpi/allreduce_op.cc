@@ -19,8 +19,8 @@ int tag_of(const OpInfo& info, int tag_ub) {
 
 }  // namespace
 
-P2pAllreduceOp::P2pAllreduceOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer buf, MPI_Datatype type,
-                               MPI_Op op, double avg_scale)
+P2pAllreduceOp::P2pAllreduceOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer buf, MPI_Datatype type, MPI_Op op,
+                               double avg_scale)
     : QueuedOp(std::move(info)), comm_(std::move(comm)), buf_(buf), type_(type), op_(op), avg_scale_(avg_scale) {
   if (this->info.bytes <= kFusedAllreduceBytes && buf_.count > 0)
     matching_.fuse(buf_.ptr, buf_.count, type_, op_, this->info.bytes);

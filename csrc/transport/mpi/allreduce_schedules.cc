@@ -9,9 +9,7 @@ namespace pycomm::mpi {
 namespace {
 
 // Segment i of `count` elements split over `size` ranks, the first count % size one element longer.
-int64_t seg_begin(int64_t count, int size, int i) {
-  return i * (count / size) + std::min<int64_t>(i, count % size);
-}
+int64_t seg_begin(int64_t count, int size, int i) { return i * (count / size) + std::min<int64_t>(i, count % size); }
 
 P2pStep exchange(int peer, int64_t send_begin, int64_t send_end, int64_t recv_begin, int64_t recv_end, bool reduce) {
   return {peer, send_begin, send_end - send_begin, peer, recv_begin, recv_end - recv_begin, reduce};

@@ -18,13 +18,13 @@ namespace pycomm::mpi {
 
 struct CommHandles {
   MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm check = MPI_COMM_NULL;   // op matching before every collective (diagnostics/op_check.h)
+  MPI_Comm check = MPI_COMM_NULL;      // op matching before every collective (diagnostics/op_check.h)
   MPI_Comm allreduce = MPI_COMM_NULL;  // private duplicate for the host schedules (allreduce_op.h, p2p_collective_op.h)
   std::shared_ptr<ScratchPool> scratch = std::make_shared<ScratchPool>();  // their receive buffers
-  RecvOrder recv_order;   // point-to-point matching (p2p_matching.h)
+  RecvOrder recv_order;                                                    // point-to-point matching (p2p_matching.h)
   std::mutex p2p_mu;
   HeaderStash stash;
-  int tag_ub = 32767;     // the MPI_TAG_UB attribute of `comm`
+  int tag_ub = 32767;  // the MPI_TAG_UB attribute of `comm`
   int rank = 0, size = 1;
   // Some node of this communicator runs more ranks than the cores they may use (PYCOMM_OVERSUBSCRIBED);
   // the same on every rank, so schedules may key on it.

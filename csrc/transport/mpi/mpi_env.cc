@@ -24,10 +24,14 @@ std::set<Shutdownable*> g_live;
 
 const char* thread_level_name(int level) {
   switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE:
+      return "MPI_THREAD_MULTIPLE";
   }
   return "an unknown thread level";
 }
@@ -45,7 +49,8 @@ void check(int rc, const char* what) {
 void ensure_initialized() {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_ready) {
-    if (finalized()) throw PycommError("MPI was finalized (pycomm.finalize() or MPI.Finalize()); it cannot be used again");
+    if (finalized())
+      throw PycommError("MPI was finalized (pycomm.finalize() or MPI.Finalize()); it cannot be used again");
     return;
   }
   int done = 0;
@@ -61,7 +66,8 @@ void ensure_initialized() {
   }
   if (provided < MPI_THREAD_MULTIPLE)
     throw PycommError(std::string("pycomm needs MPI_THREAD_MULTIPLE (its progress threads call MPI concurrently), "
-                                  "but MPI provides ") + thread_level_name(provided) +
+                                  "but MPI provides ") +
+                      thread_level_name(provided) +
                       (inited ? ". MPI was initialised before pycomm: let pycomm initialise it, or with mpi4py set "
                                 "mpi4py.rc.thread_level = 'multiple' before `from mpi4py import MPI`."
                               : ". Use an MPI library built with thread support (Open MPI, MPICH)."));
@@ -110,13 +116,21 @@ std::string finalize() {
 
 MPI_Datatype datatype(DType t) {
   switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    case DType::F16: case DType::BF16: return MPI_UINT16_T;  // reduced by our user ops
-    case DType::I8: return MPI_INT8_T;
-    case DType::U8: return MPI_UINT8_T;
-    case DType::I32: return MPI_INT32_T;
-    case DType::I64: return MPI_INT64_T;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::F16:
+    case DType::BF16:
+      return MPI_UINT16_T;  // reduced by our user ops
+    case DType::I8:
+      return MPI_INT8_T;
+    case DType::U8:
+      return MPI_UINT8_T;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
   }
   throw std::invalid_argument("no MPI datatype for this dtype");
 }
@@ -124,9 +138,13 @@ MPI_Datatype datatype(DType t) {
 MPI_Op reduce_op(ReduceOp op, DType t) {
   if (t == DType::F16 || t == DType::BF16) return half_reduce_op(op, t);
   switch (op) {
-    case ReduceOp::SUM: case ReduceOp::AVG: return MPI_SUM;
-    case ReduceOp::MAX: return MPI_MAX;
-    case ReduceOp::MIN: return MPI_MIN;
+    case ReduceOp::SUM:
+    case ReduceOp::AVG:
+      return MPI_SUM;
+    case ReduceOp::MAX:
+      return MPI_MAX;
+    case ReduceOp::MIN:
+      return MPI_MIN;
   }
   throw std::invalid_argument("unknown reduce op");
 }

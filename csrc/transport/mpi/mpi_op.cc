@@ -6,10 +6,15 @@
 
 namespace pycomm::mpi {
 
-MpiOp::MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Buffer out, Post post,
-             double avg_scale, std::unique_ptr<GpuStaging> staging)
-    : QueuedOp(std::move(info)), comm_(std::move(comm)), in_(in), out_(out), post_(std::move(post)),
-      avg_scale_(avg_scale), staging_(std::move(staging)) {}
+MpiOp::MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Buffer out, Post post, double avg_scale,
+             std::unique_ptr<GpuStaging> staging)
+    : QueuedOp(std::move(info)),
+      comm_(std::move(comm)),
+      in_(in),
+      out_(out),
+      post_(std::move(post)),
+      avg_scale_(avg_scale),
+      staging_(std::move(staging)) {}
 
 MpiOp::~MpiOp() {
   // Abandoned with requests still pending (a broken communicator): MPI may still write into the
@@ -47,8 +52,10 @@ bool MpiOp::test() {
   if (!done) return false;
   if (avg_scale_ != 0) {  // where MPI wrote the sum: pinned host memory, or the device buffer itself
     Buffer h = staging_ ? staging_->host_out() : out_;
-    if (h.device >= 0) scale_device(h, avg_scale_);
-    else scale_host(h.ptr, h.count, h.dtype, avg_scale_);
+    if (h.device >= 0)
+      scale_device(h, avg_scale_);
+    else
+      scale_host(h.ptr, h.count, h.dtype, avg_scale_);
   }
   if (staging_) staging_->to_device();
   return true;

@@ -34,8 +34,8 @@ class MpiOp : public QueuedOp {
   // of nonblocking ones; `blocking`: collectives may be blocking calls (see CommHandles::blocking).
   // `avg_scale` != 0 multiplies `out` by it once complete.
   using Post = std::function<void(const Buffer& in, const Buffer& out, bool blocking, std::vector<MPI_Request>& reqs)>;
-  MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Buffer out, Post post,
-        double avg_scale, std::unique_ptr<GpuStaging> staging);
+  MpiOp(OpInfo info, std::shared_ptr<const CommHandles> comm, Buffer in, Buffer out, Post post, double avg_scale,
+        std::unique_ptr<GpuStaging> staging);
   ~MpiOp() override;
 
   // Host buffers up to PYCOMM_INLINE_BYTES only: GPU ones keep the progress thread (staging, or a

@@ -8,8 +8,8 @@
 
 namespace pycomm::mpi {
 
-void create_reduce_ops();  // after MPI_Init
-void free_reduce_ops();    // before MPI_Finalize
+void create_reduce_ops();                     // after MPI_Init
+void free_reduce_ops();                       // before MPI_Finalize
 MPI_Op half_reduce_op(ReduceOp op, DType t);  // t is F16 or BF16
 
 }  // namespace pycomm::mpi

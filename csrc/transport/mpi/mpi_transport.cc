@@ -11,11 +11,11 @@
 #include "diagnostics/op_validation.h"
 #include "queue/inline_run.h"
 #include "queue/spin.h"
-#include "transport/mpi/p2p.h"
-#include "transport/mpi/progress_window.h"
 #include "transport/mpi/allgather_op.h"
 #include "transport/mpi/allreduce_op.h"
 #include "transport/mpi/broadcast_op.h"
+#include "transport/mpi/p2p.h"
+#include "transport/mpi/progress_window.h"
 #include "transport/mpi/reduce_scatter_op.h"
 
 namespace pycomm::mpi {
@@ -72,8 +72,7 @@ MpiTransport::MpiTransport(MPI_Comm comm) : handles_(std::make_shared<CommHandle
   check(MPI_Comm_rank(comm, &handles_->rank), "MPI_Comm_rank");
   check(MPI_Comm_size(comm, &handles_->size), "MPI_Comm_size");
   MPI_Comm node;
-  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, handles_->rank, MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type");
+  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, handles_->rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int local_rank = 0, local_size = 1;
   MPI_Comm_rank(node, &local_rank);
   MPI_Comm_size(node, &local_size);
@@ -140,8 +139,8 @@ void MpiTransport::shutdown() {
   MPI_Comm_free(&handles_->comm);
 }
 
-std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post,
-                                                double avg_scale, uintptr_t stream) {
+std::unique_ptr<QueuedOp> MpiTransport::make_op(OpInfo info, Buffer in, Buffer out, MpiOp::Post post, double avg_scale,
+                                                uintptr_t stream) {
   refuse_if_finalized(info);
   info.algorithm = "mpi";  // the MPI library's own collective
   return std::make_unique<MpiOp>(std::move(info), handles_, in, out, std::move(post), avg_scale,
@@ -166,8 +165,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allreduce(OpInfo info, Buffer buf, 
     for (int64_t b = 0; b < in.count; b += kMaxChunk) {
       int n = static_cast<int>(std::min(kMaxChunk, in.count - b));
       void* p = at(in, b);
-      collective(blocking, reqs, "allreduce", [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, type, mop, h->comm); },
-                 [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, p, n, type, mop, h->comm, r); });
+      collective(
+          blocking, reqs, "allreduce", [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, type, mop, h->comm); },
+          [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, p, n, type, mop, h->comm, r); });
     }
   };
   return make_op(std::move(info), buf, buf, std::move(post), scale, stream);
@@ -181,8 +181,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_broadcast(OpInfo info, Buffer buf, 
   auto h = handles_;
   MpiOp::Post post = [h, root](const Buffer& in, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
     for_each_piece(in, [&](void* p, int n) {
-      collective(blocking, reqs, "broadcast", [&] { return MPI_Bcast(p, n, MPI_BYTE, root, h->comm); },
-                 [&](MPI_Request* r) { return MPI_Ibcast(p, n, MPI_BYTE, root, h->comm, r); });
+      collective(
+          blocking, reqs, "broadcast", [&] { return MPI_Bcast(p, n, MPI_BYTE, root, h->comm); },
+          [&](MPI_Request* r) { return MPI_Ibcast(p, n, MPI_BYTE, root, h->comm, r); });
     });
   };
   return make_op(std::move(info), buf, buf, std::move(post), 0.0, stream);
@@ -200,8 +201,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_allgather(OpInfo info, Buffer out, 
     MPI_Datatype t;
     bytes_of(i.dtype, &t);
     const int n = static_cast<int>(i.count);
-    collective(blocking, reqs, "allgather", [&] { return MPI_Allgather(i.ptr, n, t, o.ptr, n, t, h->comm); },
-               [&](MPI_Request* r) { return MPI_Iallgather(i.ptr, n, t, o.ptr, n, t, h->comm, r); });
+    collective(
+        blocking, reqs, "allgather", [&] { return MPI_Allgather(i.ptr, n, t, o.ptr, n, t, h->comm); },
+        [&](MPI_Request* r) { return MPI_Iallgather(i.ptr, n, t, o.ptr, n, t, h->comm, r); });
     MPI_Type_free(&t);  // a freed type stays valid for pending requests
   };
   return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
@@ -221,9 +223,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_reduce_scatter(OpInfo info, Buffer 
   MpiOp::Post post = [h, mop, type](const Buffer& i, const Buffer& o, bool blocking, std::vector<MPI_Request>& reqs) {
     if (o.count == 0) return;
     const int n = static_cast<int>(o.count);
-    collective(blocking, reqs, "reduce_scatter",
-               [&] { return MPI_Reduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm); },
-               [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm, r); });
+    collective(
+        blocking, reqs, "reduce_scatter", [&] { return MPI_Reduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm); },
+        [&](MPI_Request* r) { return MPI_Ireduce_scatter_block(i.ptr, o.ptr, n, type, mop, h->comm, r); });
   };
   return make_op(std::move(info), in, out, std::move(post), scale, stream);
 }
@@ -236,9 +238,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_alltoall(OpInfo info, Buffer out, B
     if (per_rank == 0) return;
     MPI_Datatype t;
     bytes_of(i.dtype, &t);
-    collective(blocking, reqs, "alltoall",
-               [&] { return MPI_Alltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm); },
-               [&](MPI_Request* r) { return MPI_Ialltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm, r); });
+    collective(
+        blocking, reqs, "alltoall", [&] { return MPI_Alltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm); },
+        [&](MPI_Request* r) { return MPI_Ialltoall(i.ptr, per_rank, t, o.ptr, per_rank, t, h->comm, r); });
     MPI_Type_free(&t);
   };
   return make_op(std::move(info), in, out, std::move(post), 0.0, stream);
@@ -278,8 +280,9 @@ std::unique_ptr<QueuedOp> MpiTransport::make_match(OpInfo info) {
 std::unique_ptr<QueuedOp> MpiTransport::make_barrier(OpInfo info) {
   auto h = handles_;
   MpiOp::Post post = [h](const Buffer&, const Buffer&, bool blocking, std::vector<MPI_Request>& reqs) {
-    collective(blocking, reqs, "barrier", [&] { return MPI_Barrier(h->comm); },
-               [&](MPI_Request* r) { return MPI_Ibarrier(h->comm, r); });
+    collective(
+        blocking, reqs, "barrier", [&] { return MPI_Barrier(h->comm); },
+        [&](MPI_Request* r) { return MPI_Ibarrier(h->comm, r); });
   };
   return make_op(std::move(info), Buffer{}, Buffer{}, std::move(post), 0.0, 0);
 }

@@ -117,8 +117,13 @@ void P2pSendOp::start() {
 
 P2pRecvOp::P2pRecvOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer buf, bool allocate,
                      std::unique_ptr<GpuStaging> staging)
-    : QueuedOp(std::move(info)), comm_(std::move(comm)), buf_(buf), target_(buf), allocate_(allocate),
-      want_src_(this->info.peer), staging_(std::move(staging)) {
+    : QueuedOp(std::move(info)),
+      comm_(std::move(comm)),
+      buf_(buf),
+      target_(buf),
+      allocate_(allocate),
+      want_src_(this->info.peer),
+      staging_(std::move(staging)) {
   received = std::make_shared<P2pMessage>();
 }
 

@@ -26,8 +26,8 @@ namespace pycomm::mpi {
 // A send: the header, then the payload, as nonblocking sends on h->comm. shape: send_tensor's.
 class P2pSendOp : public MpiOp {
  public:
-  P2pSendOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer buf, const std::optional<std::vector<int64_t>>& shape,
-            std::unique_ptr<GpuStaging> staging);
+  P2pSendOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer buf,
+            const std::optional<std::vector<int64_t>>& shape, std::unique_ptr<GpuStaging> staging);
   void start() override;  // fills in the header's sequence number, then posts
 
  private:
@@ -46,7 +46,7 @@ class P2pRecvOp : public QueuedOp {
   bool test() override;
 
  private:
-  bool take_header();   // true once the header is in and the payload receives are posted
+  bool take_header();                           // true once the header is in and the payload receives are posted
   void accept(const P2pHeader& h, int source);  // checks it, fills `received`, posts the payload
   void post_payload(char* dst, int64_t bytes);
   std::string mismatch(const P2pHeader& h) const;  // "" when the header matches this recv
@@ -54,8 +54,8 @@ class P2pRecvOp : public QueuedOp {
   std::shared_ptr<CommHandles> comm_;
   Buffer buf_, target_;  // target_: buf_, or its pinned host copy when staged
   bool allocate_;
-  int want_src_;         // info.peer as asked (kAnySource allowed)
-  int source_ = -1;      // the header's source
+  int want_src_;     // info.peer as asked (kAnySource allowed)
+  int source_ = -1;  // the header's source
   std::unique_ptr<GpuStaging> staging_;
   std::unique_ptr<std::vector<char>> drain_;  // the sender's payload when it does not fit this recv
   std::string mismatch_;

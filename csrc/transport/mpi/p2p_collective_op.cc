@@ -3,15 +3,16 @@
 #include <algorithm>
 #include <utility>
 
-
 namespace pycomm::mpi {
 
 P2pCollectiveOp::P2pCollectiveOp(OpInfo info, std::shared_ptr<CommHandles> comm)
     : QueuedOp(std::move(info)), comm_(std::move(comm)) {}
 
 P2pCollectiveOp::~P2pCollectiveOp() {
-  if (schedule_ && !done_) (void)work_.release();
-  else if (work_) comm_->scratch->give_back(std::move(work_));
+  if (schedule_ && !done_)
+    (void)work_.release();
+  else if (work_)
+    comm_->scratch->give_back(std::move(work_));
 }
 
 bool P2pCollectiveOp::fused() const { return info.bytes <= comm_->eager_bytes; }

@@ -34,8 +34,8 @@ class P2pCollectiveOp : public QueuedOp {
   bool fused() const;
   // Runs `steps` on `bufs` (P2pStep's buffer indexes) as the op's schedule, once matched (start()).
   // `segment_bytes`: P2pSchedule's (the same on every rank: it depends on the op's kind only).
-  void run(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type, int64_t elem_size,
-           MPI_Op op, int64_t segment_bytes = kSegmentBytes);
+  void run(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type, int64_t elem_size, MPI_Op op,
+           int64_t segment_bytes = kSegmentBytes);
   // Posts what the schedule can start at once (P2pSchedule::post_ready): local work after it overlaps.
   void post_ready();
   char* work_buffer(size_t bytes);  // scratch kept for the op's lifetime (from the communicator's pool)

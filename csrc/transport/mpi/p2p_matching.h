@@ -22,11 +22,11 @@ namespace pycomm::mpi {
 struct P2pHeader {
   uint32_t magic = 0;
   uint16_t version = 0;
-  int16_t ndim = -1;   // -1: a plain send (no shape); else shape[0..ndim) (send_tensor)
-  int32_t dtype = 0;   // a DType code
+  int16_t ndim = -1;  // -1: a plain send (no shape); else shape[0..ndim) (send_tensor)
+  int32_t dtype = 0;  // a DType code
   int32_t tag = 0;
-  int64_t count = 0;   // elements
-  int64_t seq = 0;     // the send's sequence number on its communicator (named in errors)
+  int64_t count = 0;  // elements
+  int64_t seq = 0;    // the send's sequence number on its communicator (named in errors)
   int64_t shape[8] = {};
 };
 static_assert(sizeof(P2pHeader) == 96, "the header is 96 bytes on the wire");

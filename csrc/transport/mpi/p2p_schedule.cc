@@ -39,10 +39,15 @@ P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datat
     : P2pSchedule(steps, std::vector<void*>{buf}, type, elem_size, op, comm, tag, pool, kSegmentBytes) {}
 
 P2pSchedule::P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type,
-                         int64_t elem_size, MPI_Op op, MPI_Comm comm, int tag, ScratchPool& pool,
-                         int64_t segment_bytes)
-    : steps_(segmented(steps, std::max<int64_t>(1, segment_bytes / elem_size))), bufs_(std::move(bufs)), type_(type),
-      elem_size_(elem_size), op_(op), comm_(comm), tag_(tag), pool_(pool) {
+                         int64_t elem_size, MPI_Op op, MPI_Comm comm, int tag, ScratchPool& pool, int64_t segment_bytes)
+    : steps_(segmented(steps, std::max<int64_t>(1, segment_bytes / elem_size))),
+      bufs_(std::move(bufs)),
+      type_(type),
+      elem_size_(elem_size),
+      op_(op),
+      comm_(comm),
+      tag_(tag),
+      pool_(pool) {
   int64_t longest = 0;
   for (const P2pStep& s : steps_)
     if (s.reduce) longest = std::max(longest, s.recv_count);

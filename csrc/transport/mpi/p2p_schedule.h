@@ -38,12 +38,12 @@ inline constexpr const char* kScatterAllgather = "scatter_allgather";
 inline constexpr const char* kInOpMatching = "in_op_matching";
 
 struct P2pStep {
-  int send_to = -1;  // -1: nothing to send
+  int send_to = -1;                        // -1: nothing to send
   int64_t send_begin = 0, send_count = 0;  // elements of the buffer
-  int recv_from = -1;  // -1: nothing to receive
+  int recv_from = -1;                      // -1: nothing to receive
   int64_t recv_begin = 0, recv_count = 0;
-  bool reduce = false;  // receive into scratch, then reduce into the buffer's range
-  int group = 0;        // the step a message belongs to (messages of one step may be in flight together)
+  bool reduce = false;             // receive into scratch, then reduce into the buffer's range
+  int group = 0;                   // the step a message belongs to (messages of one step may be in flight together)
   int send_buf = 0, recv_buf = 0;  // which of the schedule's buffers the ranges address
   // >= 0 (instead of `reduce`): receive straight into place, then reduce this buffer's range of the
   // same length at combine_begin into it (received op mine: the reduce ops are commutative).
@@ -55,8 +55,8 @@ class P2pSchedule {
  public:
   // `buf`: the elements the steps address (counts of a step <= INT_MAX); messages go on `comm` with
   // `tag`, which no other op in flight on `comm` may use. `pool` lends the scratch (returned when done).
-  P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datatype type, int64_t elem_size, MPI_Op op, MPI_Comm comm,
-              int tag, ScratchPool& pool);
+  P2pSchedule(const std::vector<P2pStep>& steps, void* buf, MPI_Datatype type, int64_t elem_size, MPI_Op op,
+              MPI_Comm comm, int tag, ScratchPool& pool);
   // Steps over several buffers (P2pStep::send_buf, recv_buf, combine_buf index `bufs`), cut into messages
   // of at most `segment_bytes` (every rank of the op must pass the same: both ends cut alike).
   P2pSchedule(const std::vector<P2pStep>& steps, std::vector<void*> bufs, MPI_Datatype type, int64_t elem_size,
@@ -92,9 +92,9 @@ class P2pSchedule {
   int tag_;
   ScratchPool& pool_;
   ScratchPool::Block scratch_;
-  size_t slot_bytes_ = 0;  // scratch per message in flight
-  size_t next_ = 0;        // the message to post next
-  size_t done_ = 0;        // the oldest message not finished
+  size_t slot_bytes_ = 0;          // scratch per message in flight
+  size_t next_ = 0;                // the message to post next
+  size_t done_ = 0;                // the oldest message not finished
   size_t window_ = kWindow;        // messages in flight at most (set by the constructor)
   std::vector<MPI_Request> reqs_;  // recv, send per slot
 };

@@ -14,10 +14,10 @@ struct Pow2Fold {
     rem = size - pof2;
   }
   bool power_of_two() const { return rem == 0; }
-  bool extra() const { return rank < 2 * rem && rank % 2 == 0; }    // folded into rank + 1
-  bool absorbs() const { return rank < 2 * rem && rank % 2 == 1; }  // stands in for rank - 1 too
+  bool extra() const { return rank < 2 * rem && rank % 2 == 0; }        // folded into rank + 1
+  bool absorbs() const { return rank < 2 * rem && rank % 2 == 1; }      // stands in for rank - 1 too
   int vrank() const { return rank < 2 * rem ? rank / 2 : rank - rem; }  // only when !extra()
-  int real(int vr) const { return vr < rem ? 2 * vr + 1 : vr + rem; }  // the rank of vrank vr
+  int real(int vr) const { return vr < rem ? 2 * vr + 1 : vr + rem; }   // the rank of vrank vr
 };
 
 }  // namespace pycomm::mpi

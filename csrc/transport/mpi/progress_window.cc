@@ -62,7 +62,8 @@ void ProgressWindow::beat(int64_t* slots) {
         }
         std::this_thread::sleep_for(std::chrono::duration<double>(kBeatS));
       }
-    }).detach();
+    })
+        .detach();
   }
   beating->push_back(slots);
 }
@@ -77,8 +78,8 @@ void ProgressWindow::publish(const OpInfo& latest) {
 
 void ProgressWindow::read_peers() {
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                        std::chrono::duration<double>(kAnswerWaitS));
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kAnswerWaitS));
   for (int r = 0; r < size_; ++r) {
     Read& rd = reads_[static_cast<size_t>(r)];
     rd.answered = false;
@@ -93,8 +94,10 @@ void ProgressWindow::read_peers() {
       if (rd.req == MPI_REQUEST_NULL) continue;
       int done = 0;
       if (MPI_Test(&rd.req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) continue;  // left pending: unanswered
-      if (done) rd.answered = true;
-      else pending = true;
+      if (done)
+        rd.answered = true;
+      else
+        pending = true;
     }
     if (!pending || Clock::now() >= deadline) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -118,10 +121,10 @@ std::string ProgressWindow::laggards(const OpInfo& waited) {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     const Read& rd = reads_[static_cast<size_t>(r)];
-    const std::string latest =
-        rd.got[kSubmitted] == 0
-            ? std::string("it has submitted no collective on this communicator")
-            : "its latest collective is " + std::string(op_kind_name(rd.got[kKind])) + " #" + std::to_string(rd.got[kSeq]);
+    const std::string latest = rd.got[kSubmitted] == 0
+                                   ? std::string("it has submitted no collective on this communicator")
+                                   : "its latest collective is " + std::string(op_kind_name(rd.got[kKind])) + " #" +
+                                         std::to_string(rd.got[kSeq]);
     std::string detail;
     if (!rd.answered) {
       char secs[32];
@@ -142,8 +145,7 @@ std::string ProgressWindow::laggards(const OpInfo& waited) {
     details += (details.empty() ? "" : "; ") + detail;
   }
   if (waiting.empty()) return "every other rank has reached " + op + " (one may be stuck inside it)";
-  return std::string(waiting.size() == 1 ? "waiting for rank " : "waiting for ranks ") + join(waiting) + ": " +
-         details;
+  return std::string(waiting.size() == 1 ? "waiting for rank " : "waiting for ranks ") + join(waiting) + ": " + details;
 }
 
 }  // namespace pycomm::mpi

@@ -27,8 +27,8 @@ namespace pycomm::mpi {
 class ProgressWindow : public PeerProgress {
  public:
   static constexpr double kAnswerWaitS = 2.0;
-  static constexpr double kBeatS = 0.1;       // how often every window's beat is counted
-  static constexpr double kBeatWaitS = 0.5;   // between the two reads that compare a peer's beats
+  static constexpr double kBeatS = 0.1;      // how often every window's beat is counted
+  static constexpr double kBeatWaitS = 0.5;  // between the two reads that compare a peer's beats
 
   // Collective over `comm` (rank and size are this rank's place in it). nullptr for one rank, or
   // when this MPI cannot make the window (no one-sided component): stall errors then name no ranks.

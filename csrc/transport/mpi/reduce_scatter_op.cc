@@ -9,7 +9,11 @@ namespace pycomm::mpi {
 
 P2pReduceScatterOp::P2pReduceScatterOp(OpInfo info, std::shared_ptr<CommHandles> comm, Buffer out, Buffer in,
                                        MPI_Datatype type, MPI_Op op, double avg_scale)
-    : P2pCollectiveOp(std::move(info), std::move(comm)), out_(out), in_(in), type_(type), op_(op),
+    : P2pCollectiveOp(std::move(info), std::move(comm)),
+      out_(out),
+      in_(in),
+      type_(type),
+      op_(op),
       avg_scale_(avg_scale) {
   const int64_t bytes = block_bytes() * comm_->size;
   this->info.algorithm = fused() ? kInOpMatching : reduce_scatter_algorithm(comm_->size);
@@ -29,8 +33,10 @@ void P2pReduceScatterOp::start() {
 void P2pReduceScatterOp::finish() {
   const size_t block = static_cast<size_t>(block_bytes());
   if (block == 0) return;
-  if (!reduced_.empty()) std::memcpy(out_.ptr, reduced_.data() + block * static_cast<size_t>(comm_->rank), block);
-  else if (comm_->size == 1) std::memcpy(out_.ptr, in_.ptr, block);
+  if (!reduced_.empty())
+    std::memcpy(out_.ptr, reduced_.data() + block * static_cast<size_t>(comm_->rank), block);
+  else if (comm_->size == 1)
+    std::memcpy(out_.ptr, in_.ptr, block);
   if (avg_scale_ != 0) scale_host(out_.ptr, out_.count, out_.dtype, avg_scale_);
 }
 

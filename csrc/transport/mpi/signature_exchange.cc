@@ -103,8 +103,8 @@ bool SignatureExchange::phase_done(const CommHandles& comm) {
     char* p = reinterpret_cast<char*>(bufs_->in.data());
     for (int64_t off = n; off < in_bytes_; off += kPieceBytes) {
       recv_reqs_.emplace_back();
-      check(MPI_Irecv(p + off, static_cast<int>(std::min(kPieceBytes, in_bytes_ - off)), MPI_BYTE, ph.recv_from,
-                      ph.tag, comm.check, &recv_reqs_.back()),
+      check(MPI_Irecv(p + off, static_cast<int>(std::min(kPieceBytes, in_bytes_ - off)), MPI_BYTE, ph.recv_from, ph.tag,
+                      comm.check, &recv_reqs_.back()),
             "op matching (MPI_Irecv)");
     }
   }
@@ -141,8 +141,10 @@ void SignatureExchange::take_message(const Phase& ph, int64_t in_bytes, int size
   if (bytes_ == 0) return;
   void* acc = known + words;
   const void* data = theirs + words;
-  if (ph.result) std::memcpy(acc, data, static_cast<size_t>(bytes_));
-  else check(MPI_Reduce_local(data, acc, static_cast<int>(count_), type_, op_), "allreduce (MPI_Reduce_local)");
+  if (ph.result)
+    std::memcpy(acc, data, static_cast<size_t>(bytes_));
+  else
+    check(MPI_Reduce_local(data, acc, static_cast<int>(count_), type_, op_), "allreduce (MPI_Reduce_local)");
 }
 
 bool SignatureExchange::poll(const OpInfo& info, const CommHandles& comm) {
@@ -170,8 +172,8 @@ bool SignatureExchange::poll(const OpInfo& info, const CommHandles& comm) {
   // Every signature agreed but data went missing on the way (a peer that sent a payload of another size,
   // or stopped sending one): refused, so a partial result never reaches the caller's buffer.
   if (!clean_)
-    throw MismatchError("op matching on the " + comm.label + " refused " + info.name + "'s data: " +
-                        (bad_payload_.empty() ? std::string("a peer sent none") : bad_payload_) +
+    throw MismatchError("op matching on the " + comm.label + " refused " + info.name +
+                        "'s data: " + (bad_payload_.empty() ? std::string("a peer sent none") : bad_payload_) +
                         " (PYCOMM_EAGER_BYTES differs between ranks?). The caller's buffer is untouched; the "
                         "communicator is now broken.");
   if (bytes_ > 0) std::memcpy(buf_, bufs_->out.data() + 1 + sig_words(comm.size), static_cast<size_t>(bytes_));

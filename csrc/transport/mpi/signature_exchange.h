@@ -7,10 +7,10 @@
 // corruption" of mismatched ring all-reduces).
 //
 // A small all-reduce travels in the same messages (fuse()): each message is every signature known
-// so far followed by the sender's partial sum (cut into pieces that MPI sends eagerly), so the op costs log2(size) message rounds in all.
-// Messages are taken with MPI_Improbe at whatever size they arrive, so ops of every kind and size
-// meet in the same exchange and any difference is named. A rank stops sending data once it has seen
-// a signature that differs, and the result reaches the caller's buffer only when all matched.
+// so far followed by the sender's partial sum (cut into pieces that MPI sends eagerly), so the op costs log2(size)
+// message rounds in all. Messages are taken with MPI_Improbe at whatever size they arrive, so ops of every kind and
+// size meet in the same exchange and any difference is named. A rank stops sending data once it has seen a signature
+// that differs, and the result reaches the caller's buffer only when all matched.
 //
 // Ordering: all of a communicator's check traffic is sent from prepare(), which the queue (or the
 // caller's thread, when the queue is idle) runs for one op at a time in submission order, so the
@@ -49,7 +49,7 @@ class SignatureExchange {
     // The message: its length in bytes, every signature known (size * kSignatureLen), the partial sum.
     // It travels in pieces of at most 4 KiB.
     std::vector<int64_t> out;
-    std::vector<int64_t> in;   // one received message
+    std::vector<int64_t> in;  // one received message
   };
   void plan(const CommHandles& comm);
   void start_phase(const CommHandles& comm);
@@ -62,7 +62,7 @@ class SignatureExchange {
   size_t phase_ = 0;
   bool posted_ = false, finished_ = false;
   std::vector<MPI_Request> send_reqs_, recv_reqs_;  // the current phase's pieces
-  bool probed_ = false;  // the current phase's first piece is in (MPI_Improbe)
+  bool probed_ = false;                             // the current phase's first piece is in (MPI_Improbe)
   int64_t in_bytes_ = 0;
   OpSignature mine_{};
   // The fused all-reduce (bytes_ == 0: none); `clean_`: every signature seen so far equals mine.

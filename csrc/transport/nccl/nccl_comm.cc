@@ -49,8 +49,8 @@ void NcclComm::check(ncclResult_t r, const char* what) {
       if (last && *last) detail = std::string(" (") + last + ")";
     }
   }
-  std::string msg = std::string(what) + ": NCCL error on the " + health_->label() + ": " + ncclGetErrorString(r) +
-                    detail;
+  std::string msg =
+      std::string(what) + ": NCCL error on the " + health_->label() + ": " + ncclGetErrorString(r) + detail;
   // Bad arguments leave the communicator usable; anything else leaves ranks out of step, so end
   // its kernels now (the caller holds call_mu_, so no other call is in NCCL).
   if (r != ncclInvalidArgument && r != ncclInvalidUsage) {

@@ -50,8 +50,6 @@ class NcclComm {
   void check(ncclResult_t r, const char* what);
   void abort_now();  // under state_mu_
 
-
-
   std::shared_ptr<CommHealth> health_;
   std::mutex call_mu_;           // one NCCL call at a time on comm_
   mutable std::mutex state_mu_;  // guards comm_ / released_ against abort from another thread

@@ -6,9 +6,12 @@ namespace pycomm::nccl {
 
 ncclDataType_t datatype(DType t, const char* what) {
   switch (t) {
-    case DType::F32: return ncclFloat32;
-    case DType::F64: return ncclFloat64;
-    case DType::F16: return ncclFloat16;
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::F16:
+      return ncclFloat16;
     case DType::BF16:
 #if PYCOMM_NCCL_HAS_AVG_BF16
       return ncclBfloat16;
@@ -16,19 +19,26 @@ ncclDataType_t datatype(DType t, const char* what) {
       throw std::invalid_argument(std::string(what) + ": bfloat16 needs NCCL >= 2.10; this build has " +
                                   library_version());
 #endif
-    case DType::I8: return ncclInt8;
-    case DType::U8: return ncclUint8;
-    case DType::I32: return ncclInt32;
-    case DType::I64: return ncclInt64;
+    case DType::I8:
+      return ncclInt8;
+    case DType::U8:
+      return ncclUint8;
+    case DType::I32:
+      return ncclInt32;
+    case DType::I64:
+      return ncclInt64;
   }
   throw std::invalid_argument(std::string(what) + ": unknown dtype");
 }
 
 ncclRedOp_t redop(ReduceOp op, const char* what) {
   switch (op) {
-    case ReduceOp::SUM: return ncclSum;
-    case ReduceOp::MAX: return ncclMax;
-    case ReduceOp::MIN: return ncclMin;
+    case ReduceOp::SUM:
+      return ncclSum;
+    case ReduceOp::MAX:
+      return ncclMax;
+    case ReduceOp::MIN:
+      return ncclMin;
     case ReduceOp::AVG:
 #if PYCOMM_NCCL_HAS_AVG_BF16
       return ncclAvg;

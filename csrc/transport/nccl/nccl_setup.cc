@@ -65,8 +65,8 @@ NcclTransport::NcclTransport(ncclComm_t comm, int device) : device_(device) {
     ncclCommAbort(comm);
     throw PycommError("nccl: cannot read the rank and size of a new communicator");
   }
-  auto health = std::make_shared<CommHealth>("nccl communicator (rank " + std::to_string(rank_) + " of " +
-                                             std::to_string(size_) + ")", rank_, size_);
+  auto health = std::make_shared<CommHealth>(
+      "nccl communicator (rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ")", rank_, size_);
   comm_ = std::make_shared<NcclComm>(comm, health);  // from here on, comm_ owns (and aborts) comm
   PYCOMM_GPU_CHECK(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking));
   PYCOMM_GPU_CHECK(gpuMalloc(&barrier_buf_, sizeof(int32_t)));
@@ -141,7 +141,9 @@ std::unique_ptr<Transport> NcclTransport::split_as(const char* name, int color, 
   if (use_comm_split()) {
 #if PYCOMM_NCCL_HAS_SPLIT
     ncclComm_t child = nullptr;
-    comm_->call(name, [&](ncclComm_t c) { return ncclCommSplit(c, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, nullptr); });
+    comm_->call(name, [&](ncclComm_t c) {
+      return ncclCommSplit(c, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, nullptr);
+    });
     if (color < 0 || child == nullptr) return nullptr;
     return std::make_unique<NcclTransport>(child, device_);
 #endif

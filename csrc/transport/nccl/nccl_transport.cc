@@ -47,7 +47,8 @@ std::shared_ptr<Work> NcclTransport::launch(OpInfo info, const uintptr_t* caller
     PYCOMM_GPU_CHECK(gpuStreamWaitEvent(stream_, op->ready, 0));
   }
   PYCOMM_GPU_CHECK(gpuEventRecord(op->start, stream_));
-  if (op->info.bytes > 0 || host_blocking) comm_->call(op->info.name.c_str(), [&](ncclComm_t c) { return body(c, stream_); });
+  if (op->info.bytes > 0 || host_blocking)
+    comm_->call(op->info.name.c_str(), [&](ncclComm_t c) { return body(c, stream_); });
   PYCOMM_GPU_CHECK(gpuEventRecord(op->done, stream_));
   comm_->health().note_started(op->info);
   watchdog_->track(op, timeout_s);
@@ -104,7 +105,8 @@ std::shared_ptr<Work> NcclTransport::alltoall(Buffer out, Buffer in, uintptr_t s
     if (r != ncclSuccess) return r;
     for (int peer = 0; peer < n && r == ncclSuccess; ++peer) {
       r = ncclSend(at(in.ptr, peer * chunk, in.dtype), static_cast<size_t>(chunk), dt, peer, c, s);
-      if (r == ncclSuccess) r = ncclRecv(at(out.ptr, peer * chunk, out.dtype), static_cast<size_t>(chunk), dt, peer, c, s);
+      if (r == ncclSuccess)
+        r = ncclRecv(at(out.ptr, peer * chunk, out.dtype), static_cast<size_t>(chunk), dt, peer, c, s);
     }
     ncclResult_t end = ncclGroupEnd();  // always close the group, even after a failed call
     return r != ncclSuccess ? r : end;
@@ -146,9 +148,8 @@ std::shared_ptr<Work> NcclTransport::recv(Buffer buf, int src, int tag, uintptr_
 
 std::shared_ptr<Work> NcclTransport::barrier(bool) {
   void* one = barrier_buf_;
-  return launch(barrier_info(), nullptr, true, [=](ncclComm_t c, gpuStream_t s) {
-    return ncclAllReduce(one, one, 1, ncclInt32, ncclSum, c, s);
-  });
+  return launch(barrier_info(), nullptr, true,
+                [=](ncclComm_t c, gpuStream_t s) { return ncclAllReduce(one, one, 1, ncclInt32, ncclSum, c, s); });
 }
 
 void NcclTransport::shutdown() {

@@ -61,8 +61,8 @@ class NcclTransport : public Transport {
   // Each rank's `n` bytes, rank by rank: an NCCL all-gather through device memory, awaited on the
   // host with the stall deadline. For setup, split and PYCOMM_DEBUG, not for user data.
   std::vector<char> host_allgather(const void* mine, size_t n, const OpInfo& info);
-  void place_on_nodes();                    // local_rank_, local_size_, node_color_
-  void debug_check(const OpInfo& info);     // PYCOMM_DEBUG=1 op matching
+  void place_on_nodes();                 // local_rank_, local_size_, node_color_
+  void debug_check(const OpInfo& info);  // PYCOMM_DEBUG=1 op matching
   std::unique_ptr<Transport> split_as(const char* name, int color, int key);
   void check_device(const Buffer& b, const char* what) const;
 

@@ -19,8 +19,8 @@ struct NcclOp {
   NcclOp& operator=(const NcclOp&) = delete;
 
   OpInfo info;
-  bool host_blocking;         // barrier: wait() blocks the host like synchronize()
-  bool observed = false;      // traced (diagnostics/trace.h): the watchdog records its wire and done phases
+  bool host_blocking;          // barrier: wait() blocks the host like synchronize()
+  bool observed = false;       // traced (diagnostics/trace.h): the watchdog records its wire and done phases
   gpuEvent_t ready = nullptr;  // on the caller's stream: the op's inputs are written
   gpuEvent_t start = nullptr;  // on the comm stream, before the NCCL call (timing)
   gpuEvent_t done = nullptr;   // on the comm stream, after it

@@ -4,6 +4,7 @@ user's loop: gradient clipping after backward, GradScaler's unscale_/step, an LR
 Every configuration communicates no parameters in the first steps (periods of 8), so the update of a
 step is exactly lr * (the gradients the user's code left): for mbsgd the averaged gradients, for the
 others the local ones. Usage: around_step OUT_DIR [ALGORITHM ...]"""
+
 from __future__ import annotations
 
 import sys
@@ -17,22 +18,31 @@ from tests.algorithms.problem import loss_on, make_model
 from tests.algorithms.workers.common import max_diff, run_cases, world
 
 LR, MAX_NORM = 1.0, 1e-3
-QUIET = {"mbsgd": {}, "plsgd": {"averaging_freq": 8}, "qsr": {"h_base": 8, "h_min": 8, "warmup_steps": 100},
-         "easgd": {"comm_period": 8}, "easgd+": {"comm_period": 8}, "lsgd": {"comm_period": 8},
-         "lsgd+": {"comm_period": 8}, "zero1": {}, "diloco": {"inner_steps": 8}}
-AVERAGED = {"mbsgd", "zero1"}        # p.grad is the mean over ranks when backward returns
+QUIET = {
+    "mbsgd": {},
+    "plsgd": {"averaging_freq": 8},
+    "qsr": {"h_base": 8, "h_min": 8, "warmup_steps": 100},
+    "easgd": {"comm_period": 8},
+    "easgd+": {"comm_period": 8},
+    "lsgd": {"comm_period": 8},
+    "lsgd+": {"comm_period": 8},
+    "zero1": {},
+    "diloco": {"inner_steps": 8},
+}
+AVERAGED = {"mbsgd", "zero1"}  # p.grad is the mean over ranks when backward returns
 # p.grad is not kept (sharded): the user clips through opt.clip_grad_norm_ and GradScaler cannot see the
 # gradients; tests/algorithms/test_zero.py covers their loop (clipping, LR schedule)
 SHARDED_GRADS = {"zero2", "zero3"}
-LOOP_OWNERS = {"lapsgd", "lppsgd"}   # train in their own worker processes: tests/algorithms/test_lapsgd.py
+LOOP_OWNERS = {"lapsgd", "lppsgd"}  # train in their own worker processes: tests/algorithms/test_lapsgd.py
 # independent processes over ZeroMQ (servers and workers, or stale peers): tests/algorithms/test_ps_*.py
 INDEPENDENT = {"asyncps", "syncps", "ssp"}
 
 
 def build(comm: Any, algorithm: str) -> tuple[torch.nn.Module, Any]:
     model = make_model(seed=1 + comm.rank)
-    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=LR), algorithm=algorithm, comm=comm,
-                                   model=model, **QUIET[algorithm])
+    opt = algorithms.CommOptimizer(
+        torch.optim.SGD(model.parameters(), lr=LR), algorithm=algorithm, comm=comm, model=model, **QUIET[algorithm]
+    )
     return model, opt
 
 
@@ -59,9 +69,16 @@ def clipping(comm: Any, algorithm: str) -> dict[str, Any]:
     update = [b - p.detach() for b, p in zip(before, params)]
     applied = max_diff(update, [LR * c for c in clipped])
     update_norm = float(torch.linalg.vector_norm(torch.cat([u.reshape(-1) for u in update])))
-    return {"ok": after_backward < 1e-6 and applied < 1e-7 and update_norm <= LR * MAX_NORM * 1.001 and norm > 10 * MAX_NORM,
-            "grads_after_backward_vs_expected": after_backward, "update_vs_lr_times_clipped": applied,
-            "update_norm": update_norm, "norm_before_clip": norm}
+    return {
+        "ok": after_backward < 1e-6
+        and applied < 1e-7
+        and update_norm <= LR * MAX_NORM * 1.001
+        and norm > 10 * MAX_NORM,
+        "grads_after_backward_vs_expected": after_backward,
+        "update_vs_lr_times_clipped": applied,
+        "update_norm": update_norm,
+        "norm_before_clip": norm,
+    }
 
 
 def scaler_and_scheduler(comm: Any, algorithm: str) -> dict[str, Any]:
@@ -85,9 +102,13 @@ def scaler_and_scheduler(comm: Any, algorithm: str) -> dict[str, Any]:
         sched.step()
         applied.append(max_diff([b - p.detach() for b, p in zip(before, params)], [lr * g for g in want]))
     lr_now, inner_lr = opt.param_groups[0]["lr"], opt.optimizer.param_groups[0]["lr"]
-    return {"ok": is_optimizer and max(applied) < 1e-6 and lr_now == inner_lr == LR * 0.25,
-            "isinstance_optimizer": is_optimizer, "update_vs_lr_times_unscaled": applied, "lr": lr_now,
-            "inner_lr": inner_lr}
+    return {
+        "ok": is_optimizer and max(applied) < 1e-6 and lr_now == inner_lr == LR * 0.25,
+        "isinstance_optimizer": is_optimizer,
+        "update_vs_lr_times_unscaled": applied,
+        "lr": lr_now,
+        "inner_lr": inner_lr,
+    }
 
 
 def main() -> None:

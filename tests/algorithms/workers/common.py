@@ -1,10 +1,11 @@
 """What every algorithm worker shares: the communicator, running a configuration for some steps."""
+
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 import traceback
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import torch
@@ -20,18 +21,27 @@ def world() -> Any:
     return pycomm.world()
 
 
-def build(comm: Any, algorithm: str, options: dict[str, Any], inner: str, batchnorm: bool,
-          init_seed: int | None = None) -> tuple[torch.nn.Module, Any]:
+def build(
+    comm: Any, algorithm: str, options: dict[str, Any], inner: str, batchnorm: bool, init_seed: int | None = None
+) -> tuple[torch.nn.Module, Any]:
     """A model initialised differently on every rank (wrapping must broadcast rank 0's) and its wrapper."""
     model = make_model(seed=1 + comm.rank if init_seed is None else init_seed, batchnorm=batchnorm)
-    opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, comm=comm,
-                                   model=model, **options)
+    opt = algorithms.CommOptimizer(
+        make_inner(inner, model.parameters()), algorithm=algorithm, comm=comm, model=model, **options
+    )
     return model, opt
 
 
-def train(comm: Any, model: torch.nn.Module, opt: Any, first: int, last: int, schedule: bool,
-          on_step: Callable[[int], None] | None = None,
-          before_step: Callable[[int], None] | None = None) -> list[list[torch.Tensor]]:
+def train(
+    comm: Any,
+    model: torch.nn.Module,
+    opt: Any,
+    first: int,
+    last: int,
+    schedule: bool,
+    on_step: Callable[[int], None] | None = None,
+    before_step: Callable[[int], None] | None = None,
+) -> list[list[torch.Tensor]]:
     """Steps first..last-1 on this rank's fixed batches; the state_dict values after each step."""
     base_lr = opt.param_groups[0].get("base_lr", opt.param_groups[0]["lr"])
     for g in opt.param_groups:

@@ -9,6 +9,7 @@ and diloco (streaming, 2 fragments, over ZeRO-3; plain over ZeRO-2) across the r
 simulation, each worker training on its shard ranks' rows; diloco given the mesh alone runs over
 mesh["dp"] (the 4-worker simulation). Parameters compared every step (float64 models; ZeRO's masters are
 fp32), to rtol 1e-5; bytes per mesh dimension against their formulas."""
+
 from __future__ import annotations
 
 import copy
@@ -22,15 +23,18 @@ from tests.algorithms import simulate
 from tests.algorithms.pipeline_problem import BATCH, close, make_batch, make_model
 from tests.algorithms.workers.common import run_cases, world
 
-STEPS, M = 4, 2           # optimizer steps, micro-batches
-H = 2                     # the periodic methods' period
-HIDDEN = 16               # the mlp's width at every cut
-MASTER_ATOL = 5e-7        # fp32 masters: a rounding of ~6e-8 per step on weights of ~0.5 (measured 9e-8 after 4)
-PERIODIC = {"plsgd": {"averaging_freq": H}, "qsr": {"h_base": H, "alpha": 0.0, "avg_m": True},
-            "easgd": {"comm_period": H, "dist_pulling_strength": 0.5, "local_pulling_strength": 0.2},
-            "lsgd": {"comm_period": H, "dist_pulling_strength": 0.5, "leader_window": 2},
-            "diloco": {"inner_steps": H, "outer_lr": 0.7, "outer_momentum": 0.9, "nesterov": True}}
-STREAMING = {**PERIODIC["diloco"], "fragments": 2}   # fragment 1's rounds at steps 1, 3; fragment 0's at 2, 4
+STEPS, M = 4, 2  # optimizer steps, micro-batches
+H = 2  # the periodic methods' period
+HIDDEN = 16  # the mlp's width at every cut
+MASTER_ATOL = 5e-7  # fp32 masters: a rounding of ~6e-8 per step on weights of ~0.5 (measured 9e-8 after 4)
+PERIODIC = {
+    "plsgd": {"averaging_freq": H},
+    "qsr": {"h_base": H, "alpha": 0.0, "avg_m": True},
+    "easgd": {"comm_period": H, "dist_pulling_strength": 0.5, "local_pulling_strength": 0.2},
+    "lsgd": {"comm_period": H, "dist_pulling_strength": 0.5, "leader_window": 2},
+    "diloco": {"inner_steps": H, "outer_lr": 0.7, "outer_momentum": 0.9, "nesterov": True},
+}
+STREAMING = {**PERIODIC["diloco"], "fragments": 2}  # fragment 1's rounds at steps 1, 3; fragment 0's at 2, 4
 
 
 def inner(kind: str, params: Any) -> torch.optim.Optimizer:
@@ -78,11 +82,11 @@ class Workers:
         rows = BATCH // self.n
         for w, (m, o) in enumerate(zip(self.models, self.opts)):
             o.zero_grad()
-            loss = loss_fn(m(x[w * rows:(w + 1) * rows]), y[w * rows:(w + 1) * rows])
+            loss = loss_fn(m(x[w * rows : (w + 1) * rows]), y[w * rows : (w + 1) * rows])
             loss.backward()
-            self.window[w] = (self.window[w] + [loss.item()])[-PERIODIC["lsgd"]["leader_window"]:]
+            self.window[w] = (self.window[w] + [loss.item()])[-PERIODIC["lsgd"]["leader_window"] :]
         with torch.no_grad():
-            if self.diloco is not None:   # its rule steps the inner optimizers itself
+            if self.diloco is not None:  # its rule steps the inner optimizers itself
                 self.diloco(t + 1, [])
                 return
             self.step_all()
@@ -92,12 +96,12 @@ class Workers:
         due = taken % H == 0
         if self.method in ("plsgd", "qsr") and due:
             self.average([self.x(w) for w in range(self.n)])
-            if self.method == "qsr":   # avg_m: Adam's first moments too
+            if self.method == "qsr":  # avg_m: Adam's first moments too
                 self.average([[o.state[p]["exp_avg"] for p in m.parameters()] for m, o in zip(self.models, self.opts)])
         elif self.method == "easgd":
             o = PERIODIC["easgd"]
             p_local = o["local_pulling_strength"] / o["comm_period"]
-            for w in range(self.n):   # local pull toward the centre every step
+            for w in range(self.n):  # local pull toward the centre every step
                 for x, c in zip(self.x(w), self.centre):
                     x.mul_(1 - p_local).add_(c, alpha=p_local)
             if due:
@@ -136,8 +140,9 @@ def synchronous_reference(method: str) -> list[dict[str, torch.Tensor]]:
     return out
 
 
-def periodic_reference(method: str, n: int, options: Optional[dict[str, Any]] = None
-                       ) -> list[list[dict[str, torch.Tensor]]]:
+def periodic_reference(
+    method: str, n: int, options: Optional[dict[str, Any]] = None
+) -> list[list[dict[str, torch.Tensor]]]:
     sim = Workers(n, method, options)
     out = []
     for t in range(STEPS):
@@ -162,32 +167,45 @@ def compare(mine: dict[str, torch.Tensor], want: dict[str, torch.Tensor], step: 
     """Equal to rtol 1e-5; where ZeRO holds fp32 masters of the float64 model, also within MASTER_ATOL."""
     if not fp32_masters:
         return [f"step {step} {n}" for n, v in mine.items() if not close(v.double(), want[n])]
-    return [f"step {step} {n}" for n, v in mine.items()
-            if not torch.allclose(v.double(), want[n], rtol=1e-5, atol=MASTER_ATOL)]
+    return [
+        f"step {step} {n}"
+        for n, v in mine.items()
+        if not torch.allclose(v.double(), want[n], rtol=1e-5, atol=MASTER_ATOL)
+    ]
 
 
 def pipeline_case(method: str, replicate: bool, zero_inside: bool = False) -> Callable[[], dict[str, Any]]:
     """pp2 x dp2 (dp_replicate=2 with `replicate`, else dp_shard=2): Pipeline over pp, `method` on the
     stages over its dimension; every rank's stage parameters against the reference after every step."""
+
     def run() -> dict[str, Any]:
         comm = world()
         mesh = pycomm.Mesh(comm, pp=2, dp_replicate=2 if replicate else 1, dp_shard=1 if replicate else 2)
         replica = mesh["dp"].rank
-        model = make_model("mlp", seed=1 + replica)   # replicas start apart: wrapping broadcasts replica 0's
+        model = make_model("mlp", seed=1 + replica)  # replicas start apart: wrapping broadcasts replica 0's
         pipe = algorithms.Pipeline(model, mesh=mesh, schedule="1f1b", microbatches=M, split=[4])
-        opt = algorithms.CommOptimizer(inner(inner_kind(method), pipe.stage_module.parameters()), algorithm=method,
-                                       mesh=mesh, model=pipe.stage_module, **PERIODIC.get(method, {}))
+        opt = algorithms.CommOptimizer(
+            inner(inner_kind(method), pipe.stage_module.parameters()),
+            algorithm=method,
+            mesh=mesh,
+            model=pipe.stage_module,
+            **PERIODIC.get(method, {}),
+        )
         synchronous = method.startswith("zero") or method == "mbsgd"
         want = synchronous_reference(method) if synchronous else periodic_reference(method, 2)
         bad: list[str] = []
         for t in range(STEPS):
             x, y, loss_fn = make_batch("mlp", t)
             opt.zero_grad()
-            pipe.train_step(rows(x, replica, 2) if pipe.is_first else None,
-                            rows(y, replica, 2) if pipe.is_last else None, loss_fn if pipe.is_last else None)
+            pipe.train_step(
+                rows(x, replica, 2) if pipe.is_first else None,
+                rows(y, replica, 2) if pipe.is_last else None,
+                loss_fn if pipe.is_last else None,
+            )
             opt.step(loss=pipe.replica_loss)
-            bad += compare(current(opt, pipe.stage_module), want[t] if synchronous else want[t][replica], t,
-                           fp32_state(method))
+            bad += compare(
+                current(opt, pipe.stage_module), want[t] if synchronous else want[t][replica], t, fp32_state(method)
+            )
         res: dict[str, Any] = {"ok": not bad, "bad": bad[:4], "stage": pipe.stage}
         # bytes: the pipeline's activations (stage 0) / their gradients and the loss (stage 1), and ZeRO-2/3's
         # reduce-scatter (fp32 wire) and all-gather (fp32 masters as float64 parameters) over dp_shard
@@ -199,13 +217,14 @@ def pipeline_case(method: str, replicate: bool, zero_inside: bool = False) -> Ca
         res["ok"] &= pipe.comm_stats()["bytes_by_dim"]["dp"] == STEPS * 8
         # zero3 too: a Pipeline keeps its units gathered across the micro-batches, one all-gather per step
         if method in ("zero2", "zero3") and not replicate:
-            numel = sum(g.total for g in opt.groups)     # zero3's parameters are empty between steps
+            numel = sum(g.total for g in opt.groups)  # zero3's parameters are empty between steps
             shards = sum(g.shard_numel for g in opt.groups)
             expected = STEPS * (numel * 4 + shards * 8)
             got = opt.comm_stats()["bytes_by_dim"]["dp_shard"]
             res.update(dp_shard_bytes=got, expected_dp_shard_bytes=expected)
             res["ok"] &= got == expected
         return res
+
     return run
 
 
@@ -218,8 +237,9 @@ def across_case(zero: str, method: str, options: Optional[dict[str, Any]] = None
         comm = world()
         mesh = pycomm.Mesh(comm, dp_replicate=2, dp_shard=2)
         model = make_model("mlp", seed=1 + comm.rank)
-        opt = algorithms.CommOptimizer(inner(inner_kind(method), model.parameters()), algorithm=zero, mesh=mesh,
-                                       model=model)
+        opt = algorithms.CommOptimizer(
+            inner(inner_kind(method), model.parameters()), algorithm=zero, mesh=mesh, model=model
+        )
         opt = algorithms.CommOptimizer(opt, algorithm=method, mesh=mesh, model=model, **options)
         want = periodic_reference(method, 2, options)
         replica, dp = mesh.coords["dp_replicate"], mesh["dp"]
@@ -232,19 +252,25 @@ def across_case(zero: str, method: str, options: Optional[dict[str, Any]] = None
             opt.step(loss=loss)
             bad += compare(current(opt, model), want[t][replica], t, True)
         by_dim = opt.comm_stats()["bytes_by_dim"]
-        return {"ok": not bad and by_dim["dp_replicate"] > 0 and by_dim["dp_shard"] > 0, "bad": bad[:4],
-                "bytes_by_dim": by_dim}
+        return {
+            "ok": not bad and by_dim["dp_replicate"] > 0 and by_dim["dp_shard"] > 0,
+            "bad": bad[:4],
+            "bytes_by_dim": by_dim,
+        }
+
     return run
 
 
 def mesh_case(method: str) -> Callable[[], dict[str, Any]]:
     """A data-parallel method given mesh= (dp_replicate2 x dp_shard2) runs over mesh["dp"], all 4 ranks:
     the 4-worker simulation, worker w on dp rank w's rows."""
+
     def run() -> dict[str, Any]:
         mesh = pycomm.Mesh(world(), dp_replicate=2, dp_shard=2)
         model = make_model("mlp", seed=1 + mesh["dp"].rank)
-        opt = algorithms.CommOptimizer(inner(inner_kind(method), model.parameters()), algorithm=method, mesh=mesh,
-                                       model=model, **PERIODIC[method])
+        opt = algorithms.CommOptimizer(
+            inner(inner_kind(method), model.parameters()), algorithm=method, mesh=mesh, model=model, **PERIODIC[method]
+        )
         want = periodic_reference(method, 4)
         bad: list[str] = []
         for t in range(STEPS):
@@ -255,8 +281,12 @@ def mesh_case(method: str) -> Callable[[], dict[str, Any]]:
             opt.step(loss=loss)
             bad += compare(current(opt, model), want[t][mesh["dp"].rank], t, fp32_state(method))
         by_dim = opt.comm_stats()["bytes_by_dim"]
-        return {"ok": not bad and opt.comm is mesh["dp"] and set(by_dim) == {"dp"} and by_dim["dp"] > 0,
-                "bad": bad[:4], "bytes_by_dim": by_dim}
+        return {
+            "ok": not bad and opt.comm is mesh["dp"] and set(by_dim) == {"dp"} and by_dim["dp"] > 0,
+            "bad": bad[:4],
+            "bytes_by_dim": by_dim,
+        }
+
     return run
 
 
@@ -267,6 +297,7 @@ def refused(make: Callable[[], Any], words: str) -> Callable[[], dict[str, Any]]
         except ValueError as e:
             return {"ok": words in str(e), "message": str(e)}
         return {"ok": False, "message": "no error"}
+
     return run
 
 
@@ -277,19 +308,29 @@ def unsupported() -> list[tuple[str, Callable[[], dict[str, Any]]]]:
             model = make_model("mlp", 1)
             opt = algorithms.CommOptimizer(inner("sgd", model.parameters()), algorithm="zero2", mesh=mesh, model=model)
             return algorithms.CommOptimizer(opt, algorithm=method, mesh=mesh, model=model, **options)
+
         return make
 
     def pipelined(method: str, **options: Any) -> Callable[[], Any]:
         def make() -> Any:
             mesh = pycomm.Mesh(world(), pp=2, dp_replicate=2)
             pipe = algorithms.Pipeline(make_model("mlp", 1), mesh=mesh, microbatches=M)
-            return algorithms.CommOptimizer(inner("sgd", pipe.stage_module.parameters()), algorithm=method, mesh=mesh,
-                                            model=pipe.stage_module, **options)
+            return algorithms.CommOptimizer(
+                inner("sgd", pipe.stage_module.parameters()),
+                algorithm=method,
+                mesh=mesh,
+                model=pipe.stage_module,
+                **options,
+            )
+
         return make
-    return [("refuse_mbsgd_over_zero2", refused(zero_then("mbsgd"), "mbsgd over zero2")),
-            ("refuse_lsgd_over_zero2", refused(zero_then("lsgd"), "lsgd over zero2")),
-            ("refuse_pipeline_lsgd_proxy", refused(pipelined("lsgd", leader_metric="proxy"), "pipeline x lsgd")),
-            ("refuse_pipeline_lapsgd", refused(pipelined("lapsgd"), "pipeline x lapsgd"))]
+
+    return [
+        ("refuse_mbsgd_over_zero2", refused(zero_then("mbsgd"), "mbsgd over zero2")),
+        ("refuse_lsgd_over_zero2", refused(zero_then("lsgd"), "lsgd over zero2")),
+        ("refuse_pipeline_lsgd_proxy", refused(pipelined("lsgd", leader_metric="proxy"), "pipeline x lsgd")),
+        ("refuse_pipeline_lapsgd", refused(pipelined("lapsgd"), "pipeline x lapsgd")),
+    ]
 
 
 def main() -> None:
@@ -302,9 +343,13 @@ def main() -> None:
         cases.append((f"pp_{method}", pipeline_case(method, replicate=True)))
     for method in ("plsgd", "qsr", "easgd"):
         cases.append((f"zero3_{method}", across_case("zero3", method)))
-    cases += [("zero1_plsgd", across_case("zero1", "plsgd")), ("zero2_plsgd", across_case("zero2", "plsgd")),
-              ("zero3_diloco_streaming", across_case("zero3", "diloco", STREAMING)),
-              ("zero2_diloco", across_case("zero2", "diloco")), ("mesh_diloco", mesh_case("diloco"))]
+    cases += [
+        ("zero1_plsgd", across_case("zero1", "plsgd")),
+        ("zero2_plsgd", across_case("zero2", "plsgd")),
+        ("zero3_diloco_streaming", across_case("zero3", "diloco", STREAMING)),
+        ("zero2_diloco", across_case("zero2", "diloco")),
+        ("mesh_diloco", mesh_case("diloco")),
+    ]
     cases += unsupported()
     run_cases(comm, cases)
 

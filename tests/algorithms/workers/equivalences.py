@@ -1,5 +1,6 @@
 """The equivalences that must hold exactly (docs/architecture.md, "How it is tested") on real ranks.
 Usage: equivalences OUT_DIR"""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -49,7 +50,7 @@ def mbsgd_overlapped_and_accumulated(comm: Any) -> list[list[torch.Tensor]]:
     """mbsgd where each step is two half-batch backward passes, the first under no_sync(); checks that
     the buckets' all-reduces start during backward (hooks), not in step()."""
     model, opt = build(comm, "mbsgd", {"bucket_bytes": 1}, "momentum", batchnorm=False)
-    assert opt.num_buckets == 4, opt.num_buckets   # one per parameter
+    assert opt.num_buckets == 4, opt.num_buckets  # one per parameter
     out = []
     for t in range(STEPS):
         x, y = batch(comm.rank, t)
@@ -59,11 +60,12 @@ def mbsgd_overlapped_and_accumulated(comm: Any) -> list[list[torch.Tensor]]:
             (0.5 * F.cross_entropy(model(x[:half]), y[:half])).backward()
         assert opt.launched_buckets == 0, "no_sync() launched an all-reduce"
         (0.5 * F.cross_entropy(model(x[half:]), y[half:])).backward()
-        assert opt.launched_buckets == opt.num_buckets, \
+        assert opt.launched_buckets == opt.num_buckets, (
             f"only {opt.launched_buckets} of {opt.num_buckets} buckets started during backward"
+        )
         opt.step()
         out.append([v.detach().clone() for v in model.state_dict().values()])
-    try:   # accumulating again after the all-reduce started is refused, not silently wrong
+    try:  # accumulating again after the all-reduce started is refused, not silently wrong
         loss_on(model, comm.rank, 0).backward()
         loss_on(model, comm.rank, 1).backward()
         raise AssertionError("a second backward without no_sync() was accepted")
@@ -74,22 +76,33 @@ def mbsgd_overlapped_and_accumulated(comm: Any) -> list[list[torch.Tensor]]:
 
 
 CASES: dict[str, Callable[[Any], tuple[list, list]]] = {
-    "mbsgd-no_sync-overlap==concatenated-batch-sgd": lambda c: (mbsgd_overlapped_and_accumulated(c),
-                                                                 concatenated_batch_sgd(c, "momentum")),
+    "mbsgd-no_sync-overlap==concatenated-batch-sgd": lambda c: (
+        mbsgd_overlapped_and_accumulated(c),
+        concatenated_batch_sgd(c, "momentum"),
+    ),
     "mbsgd==concatenated-batch-sgd": lambda c: (wrapped(c, "mbsgd", "momentum"), concatenated_batch_sgd(c, "momentum")),
-    "mbsgd-small-buckets==concatenated-batch-sgd": lambda c: (wrapped(c, "mbsgd", "sgd", bucket_bytes=64),
-                                                              concatenated_batch_sgd(c, "sgd")),
+    "mbsgd-small-buckets==concatenated-batch-sgd": lambda c: (
+        wrapped(c, "mbsgd", "sgd", bucket_bytes=64),
+        concatenated_batch_sgd(c, "sgd"),
+    ),
     "plsgd-H1==mbsgd": lambda c: (wrapped(c, "plsgd", "sgd", averaging_freq=1), wrapped(c, "mbsgd", "sgd")),
-    "plsgd-prepost==mbsgd": lambda c: (wrapped(c, "plsgd", "sgd", averaging_freq=5, pre_post_steps=STEPS),
-                                       wrapped(c, "mbsgd", "sgd")),
-    "qsr-alpha0==plsgd-Hbase": lambda c: (wrapped(c, "qsr", "momentum", h_base=3, alpha=0.0),
-                                          wrapped(c, "plsgd", "momentum", averaging_freq=3)),
+    "plsgd-prepost==mbsgd": lambda c: (
+        wrapped(c, "plsgd", "sgd", averaging_freq=5, pre_post_steps=STEPS),
+        wrapped(c, "mbsgd", "sgd"),
+    ),
+    "qsr-alpha0==plsgd-Hbase": lambda c: (
+        wrapped(c, "qsr", "momentum", h_base=3, alpha=0.0),
+        wrapped(c, "plsgd", "momentum", averaging_freq=3),
+    ),
     # X <- X - 1 * mean_i (X - x_i) = mean_i x_i: the outer step of plain SGD at lr 1 is plsgd's average
-    "diloco-outer-sgd-lr1==plsgd": lambda c: (wrapped(c, "diloco", "adamw", inner_steps=3, outer_lr=1.0,
-                                                      outer_momentum=0.0),
-                                              wrapped(c, "plsgd", "adamw", averaging_freq=3)),
-    "easgd-zero==local-sgd": lambda c: (wrapped(c, "easgd", "momentum", comm_period=2, dist_pulling_strength=0.0,
-                                                local_pulling_strength=0.0), local_sgd(c, "momentum")),
+    "diloco-outer-sgd-lr1==plsgd": lambda c: (
+        wrapped(c, "diloco", "adamw", inner_steps=3, outer_lr=1.0, outer_momentum=0.0),
+        wrapped(c, "plsgd", "adamw", averaging_freq=3),
+    ),
+    "easgd-zero==local-sgd": lambda c: (
+        wrapped(c, "easgd", "momentum", comm_period=2, dist_pulling_strength=0.0, local_pulling_strength=0.0),
+        local_sgd(c, "momentum"),
+    ),
 }
 
 

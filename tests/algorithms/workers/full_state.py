@@ -7,6 +7,7 @@ unsplit model after 2 steps (AdamW on the whole batch, one process), and one mor
 reference's third step (the optimizer state came along). refuse: rank 0's state_dict() of zero2, zero3 and
 plsgd loaded on rank 1 is refused, naming rank 0 and full_state_dict; plsgd's full state is the mean of
 its ranks' models and optimizer states."""
+
 from __future__ import annotations
 
 import sys
@@ -22,7 +23,7 @@ from tests.algorithms.workers.common import run_cases, world
 from tests.algorithms.workers.composition import current, rows
 
 METHODS = ("mbsgd", "zero2", "zero3")
-SAVED_STEPS, ATOL = 2, 1e-6   # ZeRO's fp32 masters of the float64 model
+SAVED_STEPS, ATOL = 2, 1e-6  # ZeRO's fp32 masters of the float64 model
 
 
 def adamw(params: Any) -> torch.optim.Optimizer:
@@ -57,7 +58,7 @@ def save(comm: Any, directory: Path) -> dict[str, Any]:
     for method in METHODS:
         model, opt = wrapped(comm, method, seed=1)
         train(comm, model, opt, range(SAVED_STEPS))
-        full = opt.full_state_dict()     # a collective: every rank
+        full = opt.full_state_dict()  # a collective: every rank
         if comm.rank == 0:
             torch.save(full, directory / f"{method}.pt")
     return {"ok": True}
@@ -66,11 +67,11 @@ def save(comm: Any, directory: Path) -> dict[str, Any]:
 def load(comm: Any, directory: Path, saved: str, method: str) -> dict[str, Any]:
     full = torch.load(directory / f"{saved}.pt", weights_only=True)
     plain = make_model("mlp", seed=5)
-    plain.load_state_dict(full["model"])             # the model part is a plain torch state dict
+    plain.load_state_dict(full["model"])  # the model part is a plain torch state dict
     before, after = reference(SAVED_STEPS), reference(SAVED_STEPS + 1)
     x = make_batch("mlp", 99)[0]
     plain_ok = torch.allclose(plain(x), before(x), atol=ATOL)
-    model, opt = wrapped(comm, method, seed=7)        # another initialisation: all of it must come from the file
+    model, opt = wrapped(comm, method, seed=7)  # another initialisation: all of it must come from the file
     opt.load_full_state_dict(full, steps=SAVED_STEPS)
     train(comm, model, opt, range(SAVED_STEPS, SAVED_STEPS + 1))
     want = dict(after.named_parameters())
@@ -86,8 +87,8 @@ def refuse(comm: Any, directory: Path, method: str) -> dict[str, Any]:
     path = directory / f"state_{method}.pt"
     if comm.rank == 0:
         torch.save(opt.state_dict(), path)
-    comm.allreduce(torch.zeros(1), op=pycomm.SUM)    # the file is written before any rank reads it
-    if comm.rank == 0:   # its own state loads (a collective under ZeRO, which the others must then join)
+    comm.allreduce(torch.zeros(1), op=pycomm.SUM)  # the file is written before any rank reads it
+    if comm.rank == 0:  # its own state loads (a collective under ZeRO, which the others must then join)
         return {"ok": True}
     try:
         opt.load_state_dict(torch.load(path, weights_only=False))
@@ -101,8 +102,9 @@ def refuse(comm: Any, directory: Path, method: str) -> dict[str, Any]:
 def average(comm: Any) -> dict[str, Any]:
     """plsgd's ranks hold different models between rounds: its full state is their mean, on every rank."""
     model = make_model("mlp", seed=1)
-    opt = algorithms.CommOptimizer(adamw(model.parameters()), algorithm="plsgd", comm=comm, model=model,
-                                   averaging_freq=8)
+    opt = algorithms.CommOptimizer(
+        adamw(model.parameters()), algorithm="plsgd", comm=comm, model=model, averaging_freq=8
+    )
     train(comm, model, opt, range(1))
     mine = {k: v.detach().clone() for k, v in model.state_dict().items()}
     full = opt.full_state_dict()
@@ -112,7 +114,7 @@ def average(comm: Any) -> dict[str, Any]:
         comm.allreduce(mean, op=pycomm.AVG)
         spread = value.clone()
         comm.allreduce(spread, op=pycomm.MAX)
-        if not torch.allclose(full["model"][name], mean) or torch.equal(spread, mean):   # ranks differed, mean given
+        if not torch.allclose(full["model"][name], mean) or torch.equal(spread, mean):  # ranks differed, mean given
             bad.append(name)
     state = full["optimizer"]["state"][0]["exp_avg"]
     mean_state = opt.torch_optimizer.state[model[0].weight]["exp_avg"].clone()

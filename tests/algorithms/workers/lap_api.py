@@ -1,5 +1,6 @@
 """Rank worker (1 rank): the lapsgd/lppsgd wrapper's interface: bad input, step(), train() on one rank
 with a schedule, repeated train() calls and state_dict round trips."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,9 @@ from tests.algorithms.test_lap_workers import LR, ones_dataset
 
 
 def wrap(model: torch.nn.Module, algorithm: str = "lapsgd", **options) -> algorithms.CommOptimizer:
-    return algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=LR, momentum=0.5),
-                                    algorithm=algorithm, comm=pycomm.world(), **options)
+    return algorithms.CommOptimizer(
+        torch.optim.SGD(model.parameters(), lr=LR, momentum=0.5), algorithm=algorithm, comm=pycomm.world(), **options
+    )
 
 
 def bad_input() -> None:
@@ -44,17 +46,25 @@ def single_rank_training() -> None:
     opt = wrap(model, "lapsgd", num_processes=2, averaging_freq=4)
     sched = torch.optim.lr_scheduler.StepLR(opt.optimizer, step_size=1, gamma=0.5)
     seen = []
-    result = opt.train(model, linear_loss, ones_dataset(64), epochs=2, batch_size=8, scheduler=sched,
-                       on_progress=seen.append, progress_every=4)
+    result = opt.train(
+        model,
+        linear_loss,
+        ones_dataset(64),
+        epochs=2,
+        batch_size=8,
+        scheduler=sched,
+        on_progress=seen.append,
+        progress_every=4,
+    )
     # one rank: the shard is the whole 64 items, 8 minibatches per epoch
     assert result.steps == 16 and sum(result.per_worker) == 16 and result.rounds == 0, result
     # a worker's updates are stale by at most the other worker's updates in all: their sum is <= 16
     assert 0.0 <= result.mean_staleness <= 1.0, result
-    stats = opt.comm_stats()   # apps log these: over all updates, and since the previous comm_stats()
+    stats = opt.comm_stats()  # apps log these: over all updates, and since the previous comm_stats()
     assert stats["mean_staleness"] == stats["step_metrics"]["staleness_mean"] == result.mean_staleness, stats
-    assert opt.comm_stats()["step_metrics"]["staleness_mean"] is None   # no update since
+    assert opt.comm_stats()["step_metrics"]["staleness_mean"] is None  # no update since
     assert opt.node_steps == 16
-    assert opt.optimizer.param_groups[0]["lr"] == LR / 4        # stepped at epochs 1 and 2
+    assert opt.optimizer.param_groups[0]["lr"] == LR / 4  # stepped at epochs 1 and 2
     assert seen and all(0 < s["step"] <= 16 for s in seen) and seen[-1]["loss"] < 0, seen
     w_after_first = model.w.detach().clone()
     assert torch.all(w_after_first < 0)
@@ -97,11 +107,11 @@ def workers_persist_across_calls() -> None:
     assert pids(opt) == started and second.startup_seconds == 0.0, (pids(opt), started, second)
     assert second.steps == 8 and sum(second.per_worker) == 8 and opt.node_steps == 16
     old = opt._pool
-    third = opt.train(model, linear_loss, ones_dataset(64), steps=8, batch_size=8)   # another dataset
+    third = opt.train(model, linear_loss, ones_dataset(64), steps=8, batch_size=8)  # another dataset
     assert opt._pool is not old and third.startup_seconds > 0 and opt.node_steps == 24
-    assert all(p.exitcode == 0 for p in old.procs), [p.exitcode for p in old.procs]   # closed, not left behind
+    assert all(p.exitcode == 0 for p in old.procs), [p.exitcode for p in old.procs]  # closed, not left behind
     state = opt.state_dict()
-    opt.load_state_dict(state)   # momentum and counters replaced: the old workers hold stale ones
+    opt.load_state_dict(state)  # momentum and counters replaced: the old workers hold stale ones
     old = opt._pool
     opt.train(model, linear_loss, ones_dataset(64), steps=4, batch_size=8)
     assert opt._pool is not old and opt.node_steps == 28

@@ -9,6 +9,7 @@ the final synchronous average every rank holds sum_r x_r / N. Lock-free races ca
 hence a tolerance of a few percent (a whole averaging scheme gone wrong is far outside it). Through
 the int8 codec the identity still holds to that tolerance: every coordinate is equal, and a constant
 block quantizes without error. Arguments: final|no-final, start method, codec ('none' or a name)."""
+
 from __future__ import annotations
 
 import sys
@@ -38,10 +39,18 @@ def main(final_average: bool, start_method: str, codec: str) -> None:
     comm = pycomm.world()
     model = Scale(WIDTH).double()
     sgd = torch.optim.SGD(model.parameters(), lr=LR)
-    opt = algorithms.CommOptimizer(sgd, algorithm="lapsgd", comm=comm, num_processes=2, averaging_freq=3,
-                                   codec=None if codec == "none" else codec)
-    result = opt.train(model, paced_linear_loss, rank_dependent_data(comm.size), steps=STEPS, batch_size=8,
-                       final_average=final_average, start_method=start_method)
+    opt = algorithms.CommOptimizer(
+        sgd, algorithm="lapsgd", comm=comm, num_processes=2, averaging_freq=3, codec=None if codec == "none" else codec
+    )
+    result = opt.train(
+        model,
+        paced_linear_loss,
+        rank_dependent_data(comm.size),
+        steps=STEPS,
+        batch_size=8,
+        final_average=final_average,
+        start_method=start_method,
+    )
     assert result.steps == STEPS and sum(result.per_worker) == STEPS, result
     assert result.rounds > 1 and same_on_all_ranks(comm, torch.tensor([float(result.rounds)])), result.rounds
     assert opt.node_steps == STEPS and opt.current_period == 3
@@ -59,8 +68,11 @@ def main(final_average: bool, start_method: str, codec: str) -> None:
         gaps = gather_scalar(comm, float(w[0]))
         spread = max(gaps) - min(gaps)
         assert spread < 0.25 * LR * STEPS, (gaps, LR * STEPS, result)
-    print(f"rank {comm.rank}: w[0] = {float(w[0]):.6f}, sum {float(total[0]):.6f} vs {expected:.6f}, "
-          f"{result.rounds} rounds, workers {result.per_worker}", flush=True)
+    print(
+        f"rank {comm.rank}: w[0] = {float(w[0]):.6f}, sum {float(total[0]):.6f} vs {expected:.6f}, "
+        f"{result.rounds} rounds, workers {result.per_worker}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Helpers of the LAP/LPP rank workers."""
+
 from __future__ import annotations
 
 import torch

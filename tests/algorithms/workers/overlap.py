@@ -2,6 +2,7 @@
 reductions started once backward has finished (False): the parameters after STEPS AdamW steps are equal
 bit for bit, for mbsgd and every ZeRO stage on real ranks, and only the overlapped run has started a
 bucket while backward was still producing gradients. argv: OUT_DIR."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -26,18 +27,28 @@ def launched(opt: Any) -> int:
 def trained(comm: Any, algorithm: str, overlap: bool) -> tuple[list[torch.Tensor], int]:
     """(the parameters after STEPS steps, the most buckets seen launched by a gradient hook during backward)."""
     model = TinyScaled(seed=1 + comm.rank)
-    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm=algorithm, comm=comm,
-                                   model=model, bucket_bytes=64, overlap_backward=overlap)   # several buckets
+    opt = algorithms.CommOptimizer(
+        make_inner("adamw", model.parameters()),
+        algorithm=algorithm,
+        comm=comm,
+        model=model,
+        bucket_bytes=64,
+        overlap_backward=overlap,
+    )  # several buckets
     seen = [0]
 
-    def during_backward(_: torch.Tensor) -> None:   # after the optimizer's own hook on the same parameter
+    def during_backward(_: torch.Tensor) -> None:  # after the optimizer's own hook on the same parameter
         seen[0] = max(seen[0], launched(opt))
+
     hooks = [p.register_post_accumulate_grad_hook(during_backward) for p in model.parameters()]
     train(model, opt, comm.rank, STEPS)
     for h in hooks:
         h.remove()
-    params = (list(opt.full_state_dict()["model"].values()) if algorithm == "zero3"    # zero3's are empty now
-              else [p.detach().clone() for p in model.parameters()])
+    params = (
+        list(opt.full_state_dict()["model"].values())
+        if algorithm == "zero3"  # zero3's are empty now
+        else [p.detach().clone() for p in model.parameters()]
+    )
     return params, seen[0]
 
 
@@ -47,9 +58,15 @@ def same_with_and_without(comm: Any, algorithm: str) -> Callable[[], dict[str, A
         after, during_after = trained(comm, algorithm, False)
         equal = all(torch.equal(a, b) for a, b in zip(overlapped, after))
         moved = max_diff(after, list(TinyScaled(seed=1).parameters()))
-        return {"ok": equal and moved > 0 and during > 0 and during_after == 0, "bit_equal": equal,
-                "max_diff": max_diff(overlapped, after), "moved": moved,
-                "launched_during_backward": during, "launched_during_backward_without": during_after}
+        return {
+            "ok": equal and moved > 0 and during > 0 and during_after == 0,
+            "bit_equal": equal,
+            "max_diff": max_diff(overlapped, after),
+            "moved": moved,
+            "launched_during_backward": during,
+            "launched_during_backward_without": during_after,
+        }
+
     return run
 
 

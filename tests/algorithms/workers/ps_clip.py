@@ -4,6 +4,7 @@ and the gradients are scaled to max_norm; the server holds no gradient and refus
 Each rank writes OUT/rank<r>.json.
 
     python -m tests.algorithms.workers.ps_clip OUT"""
+
 from __future__ import annotations
 
 import copy
@@ -24,8 +25,9 @@ def main() -> None:
     torch.set_num_threads(1)
     rank = pycomm.init().rank
     model = make_model(seed=1)
-    opt = algorithms.CommOptimizer(make_inner("sgd", model.parameters()), algorithm="syncps", model=model,
-                                   worker_timeout=20)
+    opt = algorithms.CommOptimizer(
+        make_inner("sgd", model.parameters()), algorithm="syncps", model=model, worker_timeout=20
+    )
     result: dict = {"ok": False}
     if opt.is_server:
         try:

@@ -9,6 +9,7 @@ a well-formed hello signed with a wrong secret. With the secret (PYCOMM_PS_SECRE
 real rank has it): a signed frame that is not an object, and messages whose content is implausible: a
 server gets a hello from rank 7 (no worker), a hello as worker AS_RANK, a push of NaN, one of step 10^9 and one
 of the wrong size; an ssp rank gets, as rank AS_RANK, a NaN gradient of step STEP and one of step 10^9."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ from algorithms.ps import wire
 from algorithms.ps.auth import Seal
 from tests.algorithms.problem import make_model
 
-ANSWER_S = 3.0   # how long to listen for an answer a server would give at once
-SSP_ANSWER_S = 0.5   # an ssp rank answers nothing ever: listen briefly, so all arrive while the run is under way
+ANSWER_S = 3.0  # how long to listen for an answer a server would give at once
+SSP_ANSWER_S = 0.5  # an ssp rank answers nothing ever: listen briefly, so all arrive while the run is under way
 
 
 def answers(sock: zmq.Socket, seconds: float = ANSWER_S) -> list[list[bytes]]:
@@ -58,13 +59,18 @@ def raw_dealer(ctx: zmq.Context, address: str) -> zmq.Socket:
     return sock
 
 
-def unsigned(ctx: zmq.Context, address: str, target: int, as_rank: int, signature: str,
-             listen: float = ANSWER_S) -> dict[str, list]:
+def unsigned(
+    ctx: zmq.Context, address: str, target: int, as_rank: int, signature: str, listen: float = ANSWER_S
+) -> dict[str, list]:
     """Messages without the run's secret; what came back to each (the test expects nothing)."""
     wrong = Seal("w" * 64, target, is_router=False)
     hello = wire.pack("hello", {"rank": as_rank, "signature": signature, "step": 0, "auth": wrong.stamp()})
-    cases = {"json15": [b'"fifteen bytes"'], "not_an_object": [b"[1, 2, 3]"], "garbage": [os.urandom(64)],
-             "wrong_secret_hello": wrong.sign(hello)}
+    cases = {
+        "json15": [b'"fifteen bytes"'],
+        "not_an_object": [b"[1, 2, 3]"],
+        "garbage": [os.urandom(64)],
+        "wrong_secret_hello": wrong.sign(hello),
+    }
     out = {}
     for name, frames in cases.items():
         sock = raw_dealer(ctx, address)
@@ -92,7 +98,13 @@ def to_server(ctx: zmq.Context, address: str, target: int, as_rank: int) -> dict
     signature = wire.signature(list(model.parameters()))
     out: dict = {"unsigned": unsigned(ctx, address, target, as_rank, signature)}
     sock = signed(ctx, address, target, as_rank)
-    sock.send_multipart(sock.seal.sign([b'"a string"', ]))   # signed, but not a JSON object
+    sock.send_multipart(
+        sock.seal.sign(
+            [
+                b'"a string"',
+            ]
+        )
+    )  # signed, but not a JSON object
     out["signed_not_an_object"] = answers(sock) != []
     wire.send(sock, "hello", {"rank": 7, "signature": signature, "step": 0})
     out["unknown_rank_hello"] = reply(sock)
@@ -102,7 +114,7 @@ def to_server(ctx: zmq.Context, address: str, target: int, as_rank: int) -> dict
     push = {"rank": as_rank, "codec": None, "version": 0, "lrs": [0.1], "loss": 1.0, "pull": True, "stop": False}
     wire.send(sock, "push", {**push, "step": 0}, [torch.full((numel,), float("nan"))])
     out["nan_push"] = reply(sock)
-    wire.send(sock, "push", {**push, "step": 10 ** 9}, [torch.zeros(numel)])
+    wire.send(sock, "push", {**push, "step": 10**9}, [torch.zeros(numel)])
     out["far_step_push"] = reply(sock)
     wire.send(sock, "push", {**push, "step": 0}, [torch.zeros(numel + 5)])
     out["wrong_size_push"] = reply(sock)
@@ -113,13 +125,14 @@ def to_server(ctx: zmq.Context, address: str, target: int, as_rank: int) -> dict
 def to_ssp(ctx: zmq.Context, address: str, target: int, as_rank: int, step: int) -> dict:
     model = make_model(seed=1)
     numel = sum(p.numel() for p in model.parameters())
-    out: dict = {"unsigned": unsigned(ctx, address, target, as_rank, wire.signature(list(model.parameters())),
-                                      SSP_ANSWER_S)}
+    out: dict = {
+        "unsigned": unsigned(ctx, address, target, as_rank, wire.signature(list(model.parameters())), SSP_ANSWER_S)
+    }
     sock = signed(ctx, address, target, as_rank)
     sock.send_multipart(sock.seal.sign([b"[]"]))
     grad = {"rank": as_rank, "codec": None, "staleness": 0}
     wire.send(sock, "grad", {**grad, "step": step}, [torch.full((numel,), float("nan"))])
-    wire.send(sock, "grad", {**grad, "step": 10 ** 9}, [torch.zeros(numel)])
+    wire.send(sock, "grad", {**grad, "step": 10**9}, [torch.zeros(numel)])
     out["signed_answers"] = len(answers(sock, SSP_ANSWER_S))
     sock.close()
     return out
@@ -129,8 +142,11 @@ def main() -> None:
     mode, address, target, as_rank = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     wait_listening(address)
     ctx = zmq.Context()
-    out = to_server(ctx, address, target, as_rank) if mode == "server" else \
-        to_ssp(ctx, address, target, as_rank, int(sys.argv[5]))
+    out = (
+        to_server(ctx, address, target, as_rank)
+        if mode == "server"
+        else to_ssp(ctx, address, target, as_rank, int(sys.argv[5]))
+    )
     ctx.destroy(linger=2000)
     print(json.dumps(out))
 

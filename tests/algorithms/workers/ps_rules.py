@@ -6,6 +6,7 @@ servers > 1 the servers start from one model and the k-th worker trains on the b
 the number of servers.
 
     python -m tests.algorithms.workers.ps_rules ALGORITHM OPTIONS_JSON STEPS OUT INNER [SLOW_RANK SLOW_FACTOR]"""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ import torch
 import algorithms
 from tests.algorithms.problem import loss_on, make_inner, make_model
 
-STEP_SECONDS = 0.02   # the fast ranks' step time when a slow rank is asked for (sleeping)
+STEP_SECONDS = 0.02  # the fast ranks' step time when a slow rank is asked for (sleeping)
 
 
 def main() -> None:
@@ -29,16 +30,16 @@ def main() -> None:
     slow_rank, slow = (int(sys.argv[6]), float(sys.argv[7])) if len(sys.argv) > 7 else (-1, 1.0)
     if "PYCOMM_PS_RANK" in os.environ:
         rank = int(os.environ["PYCOMM_PS_RANK"])
-    else:   # under mpirun: the algorithm exchanges addresses over the communicator
+    else:  # under mpirun: the algorithm exchanges addresses over the communicator
         import pycomm
+
         rank = pycomm.init().rank
     servers = options.get("servers", 1) if algorithm != "ssp" else 0
     # the servers' initial model must win (every server's the same: each holds a shard of it)
     model = make_model(seed=1 if rank < servers else 1 + rank)
-    batches = rank - servers + 1 if servers else rank   # worker k's batches whatever the number of servers
-    opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model,
-                                   **options)
-    result: dict = {"seen": []}   # ssp: the staleness of this rank's gradient of each step
+    batches = rank - servers + 1 if servers else rank  # worker k's batches whatever the number of servers
+    opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, model=model, **options)
+    result: dict = {"seen": []}  # ssp: the staleness of this rank's gradient of each step
     if getattr(opt, "is_server", False):
         result["summary"] = opt.serve()
     else:

@@ -2,6 +2,7 @@
 save each rank's states for a user's script on another number of ranks to load (test_checkpointing).
 argv: directory. Files: mbsgd.rank<r>.pt ({"model", "opt"}), plsgd.rank<r>.pt, zero2.rank<r>.pt
 (state_dict()), zero2.sharded.rank<r>.pt (sharded_state_dict())."""
+
 from __future__ import annotations
 
 import sys
@@ -15,8 +16,9 @@ import pycomm
 def train(name: str, comm: pycomm.Communicator, **options: object) -> tuple[torch.nn.Module, algorithms.CommOptimizer]:
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)
-    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), algorithm=name,
-                                   comm=comm, model=model, **options)
+    opt = algorithms.CommOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), algorithm=name, comm=comm, model=model, **options
+    )
     for step in range(3):
         torch.manual_seed(100 * comm.rank + step)
         model(torch.randn(5, 4)).pow(2).sum().backward()

@@ -1,5 +1,6 @@
 """state_dict mid-run, loaded into a fresh model and optimizer, continues exactly the uninterrupted
 trajectory. Usage: resume OUT_DIR"""
+
 from __future__ import annotations
 
 import io
@@ -10,10 +11,24 @@ import torch
 from tests.algorithms.configs import RULES, STEPS
 from tests.algorithms.workers.common import build, max_diff, run_cases, train, world
 
-CASES = ["mbsgd-momentum", "plsgd-bn", "qsr-sgd", "qsr-adamw", "easgd", "easgd+", "lsgd-loss", "lsgd-proxy", "lsgd+",
-         "diloco-stream", "diloco-qsr",   # diloco-stream: fragment 0's round is in flight at the cut
-         "mbsgd-momentum/int8", "plsgd-bn/onebit", "easgd/int8", "diloco-stream/int4"]   # /codec: residuals resume too
-CUT = 5   # mid-period for every case
+CASES = [
+    "mbsgd-momentum",
+    "plsgd-bn",
+    "qsr-sgd",
+    "qsr-adamw",
+    "easgd",
+    "easgd+",
+    "lsgd-loss",
+    "lsgd-proxy",
+    "lsgd+",
+    "diloco-stream",
+    "diloco-qsr",  # diloco-stream: fragment 0's round is in flight at the cut
+    "mbsgd-momentum/int8",
+    "plsgd-bn/onebit",
+    "easgd/int8",
+    "diloco-stream/int4",
+]  # /codec: residuals resume too
+CUT = 5  # mid-period for every case
 
 
 def roundtrip(obj: object) -> object:
@@ -33,7 +48,7 @@ def resume(comm: Any, case: str) -> dict[str, Any]:
     model, opt = build(comm, algorithm, options, inner, batchnorm)
     first = train(comm, model, opt, 0, CUT, schedule)
     saved = roundtrip({"model": model.state_dict(), "opt": opt.state_dict()})
-    model, opt = build(comm, algorithm, options, inner, batchnorm, init_seed=99)   # fresh everything
+    model, opt = build(comm, algorithm, options, inner, batchnorm, init_seed=99)  # fresh everything
     model.load_state_dict(saved["model"])
     opt.load_state_dict(saved["opt"])
     rest = train(comm, model, opt, CUT, STEPS, schedule)

@@ -1,5 +1,6 @@
 """Run every rule configuration with pycomm on real ranks and compare each step with the
 independent simulation (fp32, tolerance 1e-6). Usage: rules OUT_DIR [CONFIG ...]"""
+
 from __future__ import annotations
 
 import sys
@@ -18,9 +19,15 @@ def compare(comm: Any, name: str) -> dict[str, Any]:
     got = train(comm, model, opt, 0, STEPS, schedule)
     want = simulate(algorithm, options, comm.size, STEPS, inner, batchnorm, schedule)
     diffs = [max_diff(g, w[comm.rank]) for g, w in zip(got, want)]
-    spread = max(max_diff(w[0], w[-1]) for w in want)   # the simulated workers differ between rounds
-    return {"ok": max(diffs) <= TOL, "max_diff": max(diffs), "per_step": diffs, "worker_spread": spread,
-            "comm_stats": opt.comm_stats(), "period": opt.current_period}
+    spread = max(max_diff(w[0], w[-1]) for w in want)  # the simulated workers differ between rounds
+    return {
+        "ok": max(diffs) <= TOL,
+        "max_diff": max(diffs),
+        "per_step": diffs,
+        "worker_spread": spread,
+        "comm_stats": opt.comm_stats(),
+        "period": opt.current_period,
+    }
 
 
 def main() -> None:

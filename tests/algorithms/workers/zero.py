@@ -1,5 +1,6 @@
 """ZeRO stages against mbsgd: parameters after 10 AdamW steps (fp32 to TOL, bf16 to TOL_BF16) on the
 model with a parameter smaller than the world size. argv: OUT_DIR [hybrid]."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,8 @@ from tests.algorithms.workers.common import max_diff, run_cases, world
 from tests.algorithms.zero_problem import TinyScaled, make_inner, train
 
 TOL = 1e-6
-TOL_BF16 = 5e-3      # bf16 compute and parameters (fp32 masters) against fp32 mbsgd after 10 steps: measured 3e-4
-TOL_INT8 = 5e-3      # int8 gradients and weights on the wire after 10 steps: measured 1.2e-3
+TOL_BF16 = 5e-3  # bf16 compute and parameters (fp32 masters) against fp32 mbsgd after 10 steps: measured 3e-4
+TOL_INT8 = 5e-3  # int8 gradients and weights on the wire after 10 steps: measured 1.2e-3
 STEPS = 10
 STAGES = ("zero1", "zero2", "zero3")
 
@@ -30,8 +31,9 @@ def reference(comm: Any, inner: str) -> list[torch.Tensor]:
 
 def sharded(comm: Any, algorithm: str, inner: str, **options: Any) -> tuple[torch.nn.Module, Any]:
     model = TinyScaled(seed=1 + comm.rank)
-    opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm=algorithm, comm=comm,
-                                   model=model, bucket_bytes=64, **options)   # several buckets
+    opt = algorithms.CommOptimizer(
+        make_inner(inner, model.parameters()), algorithm=algorithm, comm=comm, model=model, bucket_bytes=64, **options
+    )  # several buckets
     train(model, opt, comm.rank, STEPS)
     return model, opt
 
@@ -46,8 +48,14 @@ def equal_to_mbsgd(comm: Any, algorithm: str, inner: str, hybrid: bool) -> Calla
         diff, full_diff = max_diff(mine, ref), max_diff(full, ref)
         moved = max_diff(ref, list(TinyScaled(seed=1).parameters()))
         shard_ranks = int(os.environ["PYCOMM_RANKS_PER_NODE"]) if hybrid else comm.size
-        return {"ok": diff <= TOL and full_diff <= TOL and moved > 0 and opt.shard_comm.size == shard_ranks,
-                "max_diff": diff, "full_diff": full_diff, "moved": moved, "shard_ranks": opt.shard_comm.size}
+        return {
+            "ok": diff <= TOL and full_diff <= TOL and moved > 0 and opt.shard_comm.size == shard_ranks,
+            "max_diff": diff,
+            "full_diff": full_diff,
+            "moved": moved,
+            "shard_ranks": opt.shard_comm.size,
+        }
+
     return run
 
 
@@ -56,13 +64,22 @@ def zero3_units(comm: Any) -> dict[str, Any]:
     and the parameters are empty tensors between steps (sharded, not merely copied)."""
     ref = reference(comm, "adamw")
     model = TinyScaled(seed=1 + comm.rank)
-    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm="zero3", comm=comm,
-                                   model=model, units=[model.body[0], model.body[2]])
+    opt = algorithms.CommOptimizer(
+        make_inner("adamw", model.parameters()),
+        algorithm="zero3",
+        comm=comm,
+        model=model,
+        units=[model.body[0], model.body[2]],
+    )
     train(model, opt, comm.rank, STEPS)
     diff = max_diff(list(opt.full_state_dict()["model"].values()), ref)
     empty = all(p.numel() == 0 for p in model.parameters())
-    return {"ok": diff <= TOL and empty and len(opt.units) == 3, "max_diff": diff, "params_empty": empty,
-            "units": len(opt.units)}
+    return {
+        "ok": diff <= TOL and empty and len(opt.units) == 3,
+        "max_diff": diff,
+        "params_empty": empty,
+        "units": len(opt.units),
+    }
 
 
 class RootPenalty(TinyScaled):
@@ -75,14 +92,14 @@ class RootPenalty(TinyScaled):
 
 
 def penalized_loss(model: RootPenalty, rank: int, step: int) -> torch.Tensor:
-    return loss_on(model, rank, step) + (model.tiny ** 2).sum()
+    return loss_on(model, rank, step) + (model.tiny**2).sum()
 
 
 def zero3_root_outside_forward(comm: Any) -> dict[str, Any]:
     """zero3 where a root parameter is used outside forward (backward must not fail with "attempting to
     assign a gradient of size [2] to a tensor of size [0]") equals torch's AdamW stepping the ranks' averaged
     gradients (comm.allreduce AVG, no algorithm involved)."""
-    ref = RootPenalty(seed=1)        # zero3 starts every rank from rank 0's parameters (seed 1)
+    ref = RootPenalty(seed=1)  # zero3 starts every rank from rank 0's parameters (seed 1)
     ref_opt = make_inner("adamw", ref.parameters())
     for t in range(STEPS):
         ref_opt.zero_grad()
@@ -104,12 +121,14 @@ def zero3_root_outside_forward(comm: Any) -> dict[str, Any]:
 
 def tiny_gpt_run(comm: Any, algorithm: str) -> tuple[Any, list[torch.Tensor]]:
     from apps.models.gpt import GPT
+
     torch.manual_seed(0)
     model = GPT(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=16, dropout=0.0)
     # lr 1e-3: Adam turns the last-bit differences of a 4-rank all-reduce against a reduce-scatter
     # (another summation order) into lr-sized ones where a gradient is near zero (2e-6 at lr 1e-2)
-    opt = algorithms.CommOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), algorithm=algorithm, comm=comm,
-                                   model=model)
+    opt = algorithms.CommOptimizer(
+        torch.optim.AdamW(model.parameters(), lr=1e-3), algorithm=algorithm, comm=comm, model=model
+    )
     for t in range(5):
         g = torch.Generator().manual_seed(1000 * comm.rank + t)
         idx = torch.randint(0, 11, (4, 8), generator=g)
@@ -132,9 +151,9 @@ def zero3_gpt(comm: Any) -> dict[str, Any]:
 def accumulated(comm: Any, algorithm: str) -> list[torch.Tensor]:
     """3 steps, each of two half batches (the first backward inside no_sync())."""
     from tests.algorithms.problem import batch
+
     model = TinyScaled(seed=1 + comm.rank)
-    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm=algorithm, comm=comm,
-                                   model=model)
+    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm=algorithm, comm=comm, model=model)
     for t in range(3):
         x, y = batch(comm.rank, t)
         opt.zero_grad()
@@ -157,7 +176,7 @@ def int8_near_mbsgd(comm: Any, algorithm: str) -> dict[str, Any]:
     ref = reference(comm, "adamw")
     _, opt = sharded(comm, algorithm, "adamw", codec="int8")
     diff = max_diff(list(opt.full_state_dict()["model"].values()), ref)
-    return {"ok": TOL < diff <= TOL_INT8, "max_diff": diff}    # above TOL: the codec was used
+    return {"ok": TOL < diff <= TOL_INT8, "max_diff": diff}  # above TOL: the codec was used
 
 
 def bf16_near_mbsgd(comm: Any, algorithm: str, hybrid: bool) -> Callable[[], dict[str, Any]]:
@@ -166,10 +185,14 @@ def bf16_near_mbsgd(comm: Any, algorithm: str, hybrid: bool) -> Callable[[], dic
         model, opt = sharded(comm, algorithm, "adamw", hybrid=hybrid, param_dtype=torch.bfloat16)
         masters = list(opt.full_state_dict()["model"].values())
         diff = max_diff(masters, ref)
-        dtypes = {str(p.dtype) for p in model.parameters()}    # what forward computes in
+        dtypes = {str(p.dtype) for p in model.parameters()}  # what forward computes in
         masters_fp32 = all(m.dtype == torch.float32 for m in masters)
-        return {"ok": diff <= TOL_BF16 and dtypes == {"torch.bfloat16"} and masters_fp32, "max_diff": diff,
-                "dtypes": sorted(dtypes)}
+        return {
+            "ok": diff <= TOL_BF16 and dtypes == {"torch.bfloat16"} and masters_fp32,
+            "max_diff": diff,
+            "dtypes": sorted(dtypes),
+        }
+
     return run
 
 

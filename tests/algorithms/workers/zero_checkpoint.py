@@ -4,6 +4,7 @@
   bit for bit.
 - load (any number of ranks): load CKPT_DIR/shards; full_state_dict() equal to the saved one exactly;
   a model with other parameter names is refused naming the first mismatched key."""
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +22,9 @@ def build(comm: Any, algorithm: str, model: torch.nn.Module | None = None) -> tu
     model = model or TinyScaled(seed=1 + comm.rank)
     name, _, bound = algorithm.partition("-k")
     options = {"staleness_bound": int(bound)} if bound else {}
-    opt = algorithms.CommOptimizer(make_inner("adamw", model.parameters()), algorithm=name, comm=comm,
-                                   model=model, bucket_bytes=64, **options)
+    opt = algorithms.CommOptimizer(
+        make_inner("adamw", model.parameters()), algorithm=name, comm=comm, model=model, bucket_bytes=64, **options
+    )
     return model, opt
 
 
@@ -73,8 +75,11 @@ def load(comm: Any, directory: str, algorithm: str) -> dict[str, Any]:
     model, opt = build(comm, algorithm)
     opt.load_sharded_state_dict(f"{directory}/shards")
     full = opt.full_state_dict()
-    return {"ok": same(full, saved) and opt.steps == 5, "steps": opt.steps,
-            "model_diff": max_diff(list(full["model"].values()), list(saved["model"].values()))}
+    return {
+        "ok": same(full, saved) and opt.steps == 5,
+        "steps": opt.steps,
+        "model_diff": max_diff(list(full["model"].values()), list(saved["model"].values())),
+    }
 
 
 def other_model(comm: Any, directory: str, algorithm: str) -> dict[str, Any]:
@@ -94,8 +99,10 @@ def main() -> None:
     if phase == "save":
         cases = [("save", lambda: save(comm, directory, algorithm)), ("resume", lambda: resume(comm, algorithm))]
     else:
-        cases = [("load", lambda: load(comm, directory, algorithm)),
-                 ("other_model", lambda: other_model(comm, directory, algorithm))]
+        cases = [
+            ("load", lambda: load(comm, directory, algorithm)),
+            ("other_model", lambda: other_model(comm, directory, algorithm)),
+        ]
     run_cases(comm, cases)
 
 

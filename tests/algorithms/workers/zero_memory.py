@@ -2,6 +2,7 @@
 tensors, algorithms/zero/memory.py) against the ZeRO paper's formulas for Adam with Psi parameters:
 DDP 16 Psi (fp32), stage 1 (4 + 12/N) Psi, stage 2 (2 + 14/N) Psi, stage 3 16 Psi / N (bf16 parameters
 and gradients, fp32 masters and Adam state). argv: OUT_DIR."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -26,8 +27,9 @@ def make_model() -> torch.nn.Sequential:
 
 def one_step(comm: Any, algorithm: str, **options: Any) -> tuple[torch.nn.Module, Any]:
     model = make_model()
-    opt = algorithms.CommOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), algorithm=algorithm, comm=comm,
-                                   model=model, **options)
+    opt = algorithms.CommOptimizer(
+        torch.optim.AdamW(model.parameters(), lr=1e-3), algorithm=algorithm, comm=comm, model=model, **options
+    )
     x = torch.randn(8, WIDTH, generator=torch.Generator().manual_seed(comm.rank))
     model(x).float().square().mean().backward()
     opt.step()
@@ -47,8 +49,7 @@ def measured(comm: Any, algorithm: str) -> dict[str, int]:
 
 
 def formula(algorithm: str, psi: int, n: int) -> float:
-    return {"ddp": 16 * psi, "zero1": (4 + 12 / n) * psi, "zero2": (2 + 14 / n) * psi,
-            "zero3": 16 * psi / n}[algorithm]
+    return {"ddp": 16 * psi, "zero1": (4 + 12 / n) * psi, "zero2": (2 + 14 / n) * psi, "zero3": 16 * psi / n}[algorithm]
 
 
 def case(comm: Any, algorithm: str) -> Callable[[], dict[str, Any]]:
@@ -58,6 +59,7 @@ def case(comm: Any, algorithm: str) -> Callable[[], dict[str, Any]]:
         expected = formula(algorithm, psi, comm.size)
         error = abs(got["total"] - expected) / expected
         return {"ok": error <= TOLERANCE, "bytes": got, "formula": expected, "relative_error": error, "psi": psi}
+
     return run
 
 

@@ -6,10 +6,10 @@ Cases: k0 (zero1 as it was, and with staleness_bound=0), k2 (bound 2; the gradie
 after every step), k2_slow (bound 2, one rank 3x slower: the same parameters), k2_clip (bound 2 with
 opt.clip_grad_norm_ every step), resume (bound 2: a run with
 a checkpoint at step 5, and a run resumed from it, through state_dict and through the sharded files)."""
+
 from __future__ import annotations
 
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,9 +19,9 @@ import torch
 from tests.algorithms.workers.common import build, train, world
 
 STEPS, K, CUT = 10, 2, 5
-CLIP = 0.05          # small enough to clip most steps of the problem
+CLIP = 0.05  # small enough to clip most steps of the problem
 INNER = "momentum"
-STEP_SECONDS = 0.02   # the ranks' step time in k2_slow (the slow one sleeps 3x as long)
+STEP_SECONDS = 0.02  # the ranks' step time in k2_slow (the slow one sleeps 3x as long)
 
 
 def params(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -37,12 +37,25 @@ def run(comm: Any, options: dict[str, Any], slow_rank: int = -1, clip: float | N
         time.sleep(STEP_SECONDS * (3.0 if comm.rank == slow_rank else 1.0) if slow_rank >= 0 else 0.0)
 
     norms: list[float] = []
-    train(comm, model, opt, 0, STEPS, schedule=True, on_step=after,
-          before_step=(lambda t: norms.append(float(opt.clip_grad_norm_(clip)))) if clip else None)
+    train(
+        comm,
+        model,
+        opt,
+        0,
+        STEPS,
+        schedule=True,
+        on_step=after,
+        before_step=(lambda t: norms.append(float(opt.clip_grad_norm_(clip)))) if clip else None,
+    )
     before_close = params(model)
     opt.close()
-    return {"params": params(model), "before_close": before_close, "stats": opt.comm_stats(),
-            "in_flight": in_flight, "norms": norms}
+    return {
+        "params": params(model),
+        "before_close": before_close,
+        "stats": opt.comm_stats(),
+        "in_flight": in_flight,
+        "norms": norms,
+    }
 
 
 def resumed(comm: Any, out: Path) -> dict[str, Any]:
@@ -50,7 +63,7 @@ def resumed(comm: Any, out: Path) -> dict[str, Any]:
     options = {"staleness_bound": K}
     model, opt = build(comm, "zero1", options, INNER, False)
     train(comm, model, opt, 0, CUT, schedule=True)
-    state = opt.state_dict()                      # drains: the model now holds every step taken
+    state = opt.state_dict()  # drains: the model now holds every step taken
     model_state = {k: v.clone() for k, v in model.state_dict().items()}
     directory = out / "sharded"
     opt.save_sharded_state_dict(directory)
@@ -65,11 +78,15 @@ def resumed(comm: Any, out: Path) -> dict[str, Any]:
     opt_b.close()
 
     model_c, opt_c = build(comm, "zero1", options, INNER, False, init_seed=98)
-    opt_c.load_sharded_state_dict(directory)     # the parameters follow the loaded masters
+    opt_c.load_sharded_state_dict(directory)  # the parameters follow the loaded masters
     train(comm, model_c, opt_c, CUT, STEPS, schedule=True)
     opt_c.close()
-    return {"whole": whole, "from_state_dict": params(model_b), "from_sharded": params(model_c),
-            "steps": [opt.steps, opt_b.steps, opt_c.steps]}
+    return {
+        "whole": whole,
+        "from_state_dict": params(model_b),
+        "from_sharded": params(model_c),
+        "steps": [opt.steps, opt_b.steps, opt_c.steps],
+    }
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """An algorithm that lives outside algorithms/ and apps/: majority-vote signSGD (Bernstein et al. 2018),
 registered from this test module, to prove a new algorithm needs no edit in apps/ (apps.train finds it
 through algorithm.module and drives it through its declared traits)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,7 +17,7 @@ from algorithms.registry import register
 @register("test-signsgd")
 class MajorityVoteSignSGD(CommOptimizer):
     training = traits.WRAPPER
-    state_layout = traits.IDENTICAL        # every rank applies the same voted signs
+    state_layout = traits.IDENTICAL  # every rank applies the same voted signs
     algorithm_options: dict[str, Any] = {}
 
     @torch.no_grad()

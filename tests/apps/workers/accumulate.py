@@ -1,6 +1,7 @@
 """On every rank: apps.train.forward_backward over micro-batches gives the gradients of the whole
 batch, runs the number of micro-batches asked for, and (mbsgd) communicates nothing before the last
 backward (all earlier ones inside opt.no_sync()); plsgd, which has no no_sync, accumulates too."""
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,13 @@ def reference_grads(model: MLP, ranks: list[int]) -> list[torch.Tensor]:
 def check(algorithm: str, dist: Dist) -> None:
     torch.manual_seed(0)
     model = MLP(hidden=(8,))
-    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm=algorithm,
-                                   comm=dist.comm, model=model, **({"averaging_freq": 1} if algorithm == "plsgd" else {}))
+    opt = algorithms.CommOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        algorithm=algorithm,
+        comm=dist.comm,
+        model=model,
+        **({"averaging_freq": 1} if algorithm == "plsgd" else {}),
+    )
     launched_at_forward: list[int] = []
 
     def counting_task(m: torch.nn.Module, batch: tuple[torch.Tensor, ...]):

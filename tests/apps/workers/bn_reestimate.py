@@ -1,6 +1,7 @@
 """On every rank: apps.bn_stats.reestimate replaces BatchNorm running statistics by the plain average
 over the given batches, then averages them over ranks (opt.average_buffers): every rank ends with
 the mean of all ranks' statistics, whatever they held before."""
+
 from __future__ import annotations
 
 import torch
@@ -21,8 +22,9 @@ def main() -> None:
     assert dist.size > 1, dist
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
-    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), algorithm="plsgd", comm=dist.comm,
-                                   model=model)
+    opt = algorithms.CommOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), algorithm="plsgd", comm=dist.comm, model=model
+    )
     bn = model[1]
     bn.running_mean.fill_(100.0 * (dist.rank + 1))  # stale, different per rank: must not survive
     used = bn_stats.reestimate(model, batches(dist.rank)[:2], lambda m, b: m(b[0]), opt)

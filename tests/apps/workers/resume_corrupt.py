@@ -2,6 +2,7 @@
 and resume from it through the Checkpointer. The last rank must raise a CheckpointError naming its
 file, every other rank one naming the failing rank, all at once (no rank trains on into a
 collective the failing one never joins). argv: directory."""
+
 from __future__ import annotations
 
 import sys
@@ -13,8 +14,8 @@ from algorithms import traits
 from apps import checkpoint
 from apps.checkpoint import CheckpointError, IterState
 from apps.config.schema import CheckpointConfig
-from apps.failure import PeerFailedError
 from apps.dist import Dist
+from apps.failure import PeerFailedError
 from apps.loop_support import Checkpointer
 
 PER_RANK = {stem: traits.PER_RANK for stem in checkpoint.STEMS}
@@ -28,8 +29,9 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.StepLR(opt, 10)
     state = IterState(step=4, world_size=dist.size)
-    path = checkpoint.save(directory, "ckpt.step00000004", dist, state, model.state_dict(), opt.state_dict(),
-                           sched.state_dict(), PER_RANK)
+    path = checkpoint.save(
+        directory, "ckpt.step00000004", dist, state, model.state_dict(), opt.state_dict(), sched.state_dict(), PER_RANK
+    )
     bad = path / f"model_state_dict.rank{last}.pt"
     if dist.rank == 0:
         data = bytearray(bad.read_bytes())
@@ -38,7 +40,7 @@ def main() -> None:
     dist.barrier()
     try:
         Checkpointer(CheckpointConfig(), directory, dist, model, opt, sched).restore(str(path), batch_size=1)
-    except (CheckpointError, PeerFailedError) as e:   # the failing rank's own error; the others stop too
+    except (CheckpointError, PeerFailedError) as e:  # the failing rank's own error; the others stop too
         message, error = str(e), e
     else:
         raise AssertionError(f"rank {dist.rank}: resuming from a corrupt checkpoint succeeded")

@@ -11,6 +11,7 @@ compare this rank's restored stage state with the files: the model's values, and
 per-element state, unsharded here from the saved shards for ZeRO); PARALLEL is a key of the parallel:
 section (pp, dp_replicate, sharding). Rank 0 writes OUT_DIR/results.<first action's NAME>.json: {name:
 {"error": text or null}}; a check writes OUT_DIR/check.<NAME>.rank<r>.json on every rank: the differences."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ import torch
 
 import pycomm
 from apps import stage_checkpoint
-from apps.config import loading
 from apps.checkpoint import CheckpointError, complete
+from apps.config import loading
 from apps.data import DATASETS
 from apps.data.random_tensors import RandomTensors, load
 from apps.run import Run
@@ -48,32 +49,60 @@ class Recorded:
             f.write(" ".join(map(str, indices.tolist())) + "\n")
         self.served += 1
         if self.stop_after == self.served and pycomm.world().rank == 0:
-            os.kill(os.getpid(), signal.SIGTERM)   # what SLURM sends before a time limit
+            os.kill(os.getpid(), signal.SIGTERM)  # what SLURM sends before a time limit
         return self.data.batch(indices)
 
 
-def recorded(record: str, stop_after: int | None = None, num_samples: int = SAMPLES, eval_samples: int = 8,
-             shape: list[int] = (1, 4, 4), num_classes: int = 3, stages: int = 1) -> Any:
+def recorded(
+    record: str,
+    stop_after: int | None = None,
+    num_samples: int = SAMPLES,
+    eval_samples: int = 8,
+    shape: list[int] = (1, 4, 4),
+    num_classes: int = 3,
+    stages: int = 1,
+) -> Any:
     splits = load(num_samples, eval_samples, shape, num_classes)
     world = pycomm.world()
-    if world.rank < world.size // stages:   # the first stage's ranks (pp is the outermost mesh dimension)
+    if world.rank < world.size // stages:  # the first stage's ranks (pp is the outermost mesh dimension)
         splits.train = Recorded(splits.train, f"{record}.rank{world.rank}.txt", stop_after)
     return splits
 
 
 def config(out: Path, name: str, algorithm: str, stop_after: int | None, parallel: dict[str, str]) -> Any:
-    options = {"record": str(out / "records" / name), **({"stop_after": stop_after} if stop_after else {}),
-               "stages": int(parallel.get("pp", 1))}
-    layout = [f"parallel.{k}={v}" for k, v in parallel.items()] + (["parallel.microbatches=2"] if "pp" in parallel
-                                                                    else [])
-    overrides = [*layout, f"out_dir={out}", f"name={name}", f"algorithm.name={algorithm}",
-                 "algorithm.options={averaging_freq: 2}" if algorithm == "plsgd" else "algorithm.options={}",
-                 "model.name=mlp", "model.options={in_features: 16, hidden: [8], num_classes: 3}",
-                 "data.name=recorded", f"data.options={json.dumps(options)}", f"data.batch_size={BATCH}",
-                 f"data.segment_size={SEGMENT}", f"train.epochs={EPOCHS}", "train.log_every=1",
-                 "train.eval_every_epochs=1", "optim.name=sgd", "optim.lr=0.1", "optim.momentum=0.9",
-                 "schedule.name=cosine", "schedule.warmup_epochs=0.5", "schedule.min_lr=0.01",
-                 "checkpoint.save_best=false", "logging.plot=false", "logging.progress=false"]
+    options = {
+        "record": str(out / "records" / name),
+        **({"stop_after": stop_after} if stop_after else {}),
+        "stages": int(parallel.get("pp", 1)),
+    }
+    layout = [f"parallel.{k}={v}" for k, v in parallel.items()] + (
+        ["parallel.microbatches=2"] if "pp" in parallel else []
+    )
+    overrides = [
+        *layout,
+        f"out_dir={out}",
+        f"name={name}",
+        f"algorithm.name={algorithm}",
+        "algorithm.options={averaging_freq: 2}" if algorithm == "plsgd" else "algorithm.options={}",
+        "model.name=mlp",
+        "model.options={in_features: 16, hidden: [8], num_classes: 3}",
+        "data.name=recorded",
+        f"data.options={json.dumps(options)}",
+        f"data.batch_size={BATCH}",
+        f"data.segment_size={SEGMENT}",
+        f"train.epochs={EPOCHS}",
+        "train.log_every=1",
+        "train.eval_every_epochs=1",
+        "optim.name=sgd",
+        "optim.lr=0.1",
+        "optim.momentum=0.9",
+        "schedule.name=cosine",
+        "schedule.warmup_epochs=0.5",
+        "schedule.min_lr=0.01",
+        "checkpoint.save_best=false",
+        "logging.plot=false",
+        "logging.progress=false",
+    ]
     return loading.load(None, overrides)
 
 
@@ -83,18 +112,19 @@ def _load(path: Path) -> Any:
 
 def _optimizer_state(run: Run, source: Path, stage: str) -> tuple[dict[int, dict], dict[int, dict]]:
     """({parameter index: {key: this run's restored value}}, the same from the files), per-element keys."""
-    if not hasattr(run.opt, "load_sharded_state_dict"):   # not sharded: its own state_dict holds the whole
+    if not hasattr(run.opt, "load_sharded_state_dict"):  # not sharded: its own state_dict holds the whole
         return run.opt.state_dict()["optimizer"]["state"], _load(source / f"optim_state_dict{stage}.pt")["optimizer"][
-            "state"]
+            "state"
+        ]
     mine = run.opt.full_state_dict()["optimizer"]["state"]
     shards = sorted((_load(f) for f in source.glob(f"optim_state_dict{stage}*.pt")), key=lambda s: s["rank"])
     saved: dict[int, dict] = {}
-    for group in range(len(shards[0]["groups"])):   # each group's flat state: the shards in rank order
+    for group in range(len(shards[0]["groups"])):  # each group's flat state: the shards in rank order
         for key in shards[0]["groups"][group]["state"]:
             flat, at = torch.cat([s["groups"][group]["state"][key] for s in shards]), 0
             for j in shards[0]["groups"][group]["params"]:
                 n = torch.Size(shards[0]["shapes"][j]).numel()
-                saved.setdefault(j, {})[key] = flat[at:at + n].view(shards[0]["shapes"][j])
+                saved.setdefault(j, {})[key] = flat[at : at + n].view(shards[0]["shapes"][j])
                 at += n
     return mine, saved
 

@@ -3,6 +3,7 @@ another number of ranks and check that the resumed state, gathered (full_state_d
 reference: the model and optimizer files of a full-state checkpoint of the same step (the learning rate:
 this world's schedule's at the same samples).
 argv: out_dir, checkpoint to resume from, reference checkpoint (state_dict_type=full), then overrides."""
+
 from __future__ import annotations
 
 import sys

@@ -7,6 +7,7 @@ Each window: barrier, node counters read, barrier (no rank sends before both nod
 barrier, counters read. Rank 0 prints one JSON line "link bytes: {...}" with, per window (idle: none but the
 barriers; calibration; each method's training), every node's bytes out and the bytes its ranks'
 comm_stats() said they put across nodes."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,8 @@ import algorithms
 import pycomm
 from pycomm import SUM
 
-NIC = Path("/sys/class/net/nic0/statistics")   # the node's end of its link (sysfs of the node's namespace)
-WIDTH = 512            # the model: two 512 x 512 layers, about 2 MiB of fp32 parameters
+NIC = Path("/sys/class/net/nic0/statistics")  # the node's end of its link (sysfs of the node's namespace)
+WIDTH = 512  # the model: two 512 x 512 layers, about 2 MiB of fp32 parameters
 CALIBRATION = 2 << 20  # bytes all-reduced over the nodes in the calibration window
 
 
@@ -35,7 +36,7 @@ def build(method: str, model: nn.Module, mesh: pycomm.Mesh) -> Any:
     if method == "mbsgd":
         return algorithms.CommOptimizer(sgd, algorithm="mbsgd", mesh=mesh, model=model)
     zero = algorithms.CommOptimizer(sgd, algorithm="zero2", mesh=mesh, model=model)
-    if method == "zero2":   # HSDP: reduce-scatter in the node, the shard averaged across the nodes
+    if method == "zero2":  # HSDP: reduce-scatter in the node, the shard averaged across the nodes
         return zero
     # DiLoCo across the nodes over ZeRO-2's master shards: a round every 2 inner steps
     return algorithms.CommOptimizer(zero, algorithm="diloco", mesh=mesh, model=model, inner_steps=2, outer_lr=0.7)
@@ -54,8 +55,13 @@ def window(world: pycomm.Communicator, local: int, work: Callable[[], int]) -> l
     world.allgather(rows, torch.tensor([out, said], dtype=torch.int64))
     per_rank = rows.view(world.size, 2).tolist()
     nodes = world.size // 2
-    return [{"out": sum(per_rank[r][0] for r in range(2 * k, 2 * k + 2)),
-             "said": sum(per_rank[r][1] for r in range(2 * k, 2 * k + 2))} for k in range(nodes)]
+    return [
+        {
+            "out": sum(per_rank[r][0] for r in range(2 * k, 2 * k + 2)),
+            "said": sum(per_rank[r][1] for r in range(2 * k, 2 * k + 2)),
+        }
+        for k in range(nodes)
+    ]
 
 
 def main() -> None:
@@ -70,10 +76,13 @@ def main() -> None:
 
     def calibration() -> int:
         mesh["dp_replicate"].allreduce(torch.ones(CALIBRATION // 4), op=SUM)
-        return CALIBRATION   # an all-reduce over 2 ranks sends each rank's payload once
+        return CALIBRATION  # an all-reduce over 2 ranks sends each rank's payload once
 
-    report: dict[str, Any] = {"steps": args.steps, "idle": window(world, local, lambda: 0),
-                              "calibration": window(world, local, calibration)}
+    report: dict[str, Any] = {
+        "steps": args.steps,
+        "idle": window(world, local, lambda: 0),
+        "calibration": window(world, local, calibration),
+    }
     for method in args.methods.split(","):
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH))
@@ -88,9 +97,11 @@ def main() -> None:
                 opt.step()
             return opt.comm_stats()["bytes_across_nodes"] - before
 
-        steps(2)   # a round of every method before the window: what happens once (buckets, state) stays out
-        report[method] = {"training": window(world, local, lambda: steps(args.steps)),
-                          "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
+        steps(2)  # a round of every method before the window: what happens once (buckets, state) stays out
+        report[method] = {
+            "training": window(world, local, lambda: steps(args.steps)),
+            "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        }
     if world.rank == 0:
         print("link bytes: " + json.dumps(report), flush=True)
     world.barrier()

@@ -3,6 +3,7 @@ its node by its host name (no PYCOMM_RANKS_PER_NODE), split_by_node and pycomm.M
 and the nodes in dp_replicate, and an all-reduce of --bytes over dp_replicate (which crosses the link
 between the nodes) sums right. Prints "rank R/N on nodeK (BACKEND, LAUNCHER): nodes ok"; an AssertionError
 names the failed check. --hold: then all-reduce over the world until killed (for losing a node)."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,13 @@ def main() -> None:
     assert world.size == 4, world.size
     assert host == f"node{r // 2}", f"rank {r} runs on {host}, expected node{r // 2} (placed node by node)"
     intra, inter = world.split_by_node()
-    assert (intra.size, inter.size, intra.rank, inter.rank) == (2, 2, r % 2, r // 2), \
-        (r, intra.size, inter.size, intra.rank, inter.rank)
+    assert (intra.size, inter.size, intra.rank, inter.rank) == (2, 2, r % 2, r // 2), (
+        r,
+        intra.size,
+        inter.size,
+        intra.rank,
+        inter.rank,
+    )
     mesh = pycomm.Mesh.across_nodes(world)
     assert mesh.shape == {"pp": 1, "dp_replicate": 2, "dp_shard": 2}, mesh.shape
     assert mesh.groups("dp_shard") == [[0, 1], [2, 3]] and mesh.groups("dp_replicate") == [[0, 2], [1, 3]]
@@ -40,7 +46,7 @@ def main() -> None:
     n = args.bytes // 4
     t = torch.full((n,), float(r))
     mesh["dp_replicate"].allreduce(t, op=SUM)
-    expect = float(r % 2 + (r % 2 + 2))          # the two ranks with this local rank, one per node
+    expect = float(r % 2 + (r % 2 + 2))  # the two ranks with this local rank, one per node
     assert bool((t == expect).all()), f"rank {r}: all-reduce over the nodes gave {t[:4].tolist()}, expected {expect}"
     world.barrier()
     print(f"rank {r}/{world.size} on {host} ({world.backend}, {detect().launcher}): nodes ok", flush=True)

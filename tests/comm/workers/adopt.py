@@ -1,12 +1,12 @@
 """mpi4py initialises MPI first; pycomm adopts it: from_mpi4py works before pycomm.init(), init('mpi')
 then reuses the same MPI, and at exit pycomm shuts its communicators down before mpi4py finalises."""
+
 from __future__ import annotations
 
 import sys
 
-from mpi4py import MPI  # initialises MPI (mpi4py asks for MPI_THREAD_MULTIPLE by default)
-
 import torch
+from mpi4py import MPI  # initialises MPI (mpi4py asks for MPI_THREAD_MULTIPLE by default)
 
 import pycomm
 

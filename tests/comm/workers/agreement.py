@@ -2,6 +2,7 @@
 init, a split, a dup) is refused on both ranks with a SettingError naming the variable and both values,
 for a flag, a choice and a number; set alike again, the same calls succeed and the ops run.
 Run: `mpirun -n 2 python -m tests.comm.workers.agreement`."""
+
 from __future__ import annotations
 
 import os
@@ -34,11 +35,20 @@ def refused(make: Callable[[], Any], name: str, value: str, *fragments: str) -> 
 def main() -> int:
     refused(pycomm.init, "PYCOMM_DEBUG", "1", "rank 0 has PYCOMM_DEBUG=0 and rank 1 has PYCOMM_DEBUG=1")
     comm = pycomm.init()
-    refused(lambda: comm.split(0), "PYCOMM_NCCL_SPLIT", "init",
-            "rank 0 has PYCOMM_NCCL_SPLIT=split and rank 1 has PYCOMM_NCCL_SPLIT=init")
-    refused(comm.dup, "PYCOMM_QUANTIZED_SEGMENT", "4096",
-            "rank 0 has it unset (default 1048576 for host tensors", "rank 1 has PYCOMM_QUANTIZED_SEGMENT=4096")
-    os.environ["PYCOMM_RANKS_PER_NODE"] = "1"          # alike on both: agreed
+    refused(
+        lambda: comm.split(0),
+        "PYCOMM_NCCL_SPLIT",
+        "init",
+        "rank 0 has PYCOMM_NCCL_SPLIT=split and rank 1 has PYCOMM_NCCL_SPLIT=init",
+    )
+    refused(
+        comm.dup,
+        "PYCOMM_QUANTIZED_SEGMENT",
+        "4096",
+        "rank 0 has it unset (default 1048576 for host tensors",
+        "rank 1 has PYCOMM_QUANTIZED_SEGMENT=4096",
+    )
+    os.environ["PYCOMM_RANKS_PER_NODE"] = "1"  # alike on both: agreed
     both = comm.split(0)
     del os.environ["PYCOMM_RANKS_PER_NODE"]
     t = torch.tensor([float(RANK + 1)])

@@ -2,6 +2,7 @@
 tests/comm/workers/ranks_per_node.py to share its 4 ranks): a call that gives no op sums and one that gives
 no async_op blocks, silently, on allreduce and the compound ops alike; async_op=False blocks and returns
 None on every compound op, codec names work on every op that takes a codec."""
+
 from __future__ import annotations
 
 import warnings
@@ -44,7 +45,7 @@ def check(comm: pycomm.Communicator) -> None:
         assert comm.reduce_scatter_coalesced(shard, full, op=pycomm.SUM, async_op=False) is None
         k = shard.numel()
         at = torch.arange(r * k, (r + 1) * k)
-        assert torch.equal(shard, torch.where(at < 6, total, 0.0)), shard     # past 6: the zero padding
+        assert torch.equal(shard, torch.where(at < 6, total, 0.0)), shard  # past 6: the zero padding
         out = [torch.zeros(6)]
         assert comm.allgather_coalesced(out, torch.full((shard.numel(),), float(r)), async_op=False) is None
         want = torch.cat([torch.full((shard.numel(),), float(k)) for k in range(n)])[:6]
@@ -66,6 +67,7 @@ def check_split_by_node(comm: pycomm.Communicator) -> None:
     """Later calls return the same pair; PYCOMM_RANKS_PER_NODE that does not divide the size is a ValueError
     naming the value, the size and what is expected (on every rank, before any collective)."""
     import os
+
     first = comm.split_by_node()
     assert comm.split_by_node() is first and comm.split_by_node()[0] is first[0], "split_by_node built new ones"
     other = comm.dup()
@@ -79,5 +81,5 @@ def check_split_by_node(comm: pycomm.Communicator) -> None:
         raise AssertionError("PYCOMM_RANKS_PER_NODE=3 on 4 ranks was accepted")
     finally:
         os.environ["PYCOMM_RANKS_PER_NODE"] = old
-    assert other.split_by_node()[0].size == first[0].size   # the error cached nothing
+    assert other.split_by_node()[0].size == first[0].size  # the error cached nothing
     other.shutdown()

@@ -2,6 +2,7 @@
 for several bucket sizes, with and without a bf16 wire dtype, async and blocking; the routing of large
 tensors (reduced where they lie) against small ones (packed) at every edge of the thresholds; and bad
 input."""
+
 from __future__ import annotations
 
 import functools
@@ -63,12 +64,14 @@ def expected(seed: int, size: int, specs, op: str, wire: torch.dtype | None):
     return refs
 
 
-def check(comm, seed: int, op: str, bucket_bytes: int | None, wire: torch.dtype | None, specs=None,
-          async_op: bool = True) -> list[torch.Tensor]:
+def check(
+    comm, seed: int, op: str, bucket_bytes: int | None, wire: torch.dtype | None, specs=None, async_op: bool = True
+) -> list[torch.Tensor]:
     specs = make_case(seed) if specs is None else specs
     tensors = inputs(seed, comm.rank, specs)
-    work = comm.allreduce_coalesced(tensors, op=getattr(pycomm, op), bucket_bytes=bucket_bytes, wire_dtype=wire,
-                                    async_op=async_op)
+    work = comm.allreduce_coalesced(
+        tensors, op=getattr(pycomm, op), bucket_bytes=bucket_bytes, wire_dtype=wire, async_op=async_op
+    )
     if async_op:
         work.wait()
         assert work.is_completed()
@@ -78,8 +81,10 @@ def check(comm, seed: int, op: str, bucket_bytes: int | None, wire: torch.dtype 
         assert t.shape == specs[k][0] and t.dtype == specs[k][1]
         err = np.abs(as_np(t).reshape(-1) - ref)
         bad = np.nonzero(err > tol)[0]
-        assert bad.size == 0, (f"{op} bucket_bytes={bucket_bytes} wire={wire}: tensor {k} {specs[k]} element "
-                               f"{bad[0]}: got {as_np(t).reshape(-1)[bad[0]]}, want {ref[bad[0]]} (tol {tol[bad[0]]})")
+        assert bad.size == 0, (
+            f"{op} bucket_bytes={bucket_bytes} wire={wire}: tensor {k} {specs[k]} element "
+            f"{bad[0]}: got {as_np(t).reshape(-1)[bad[0]]}, want {ref[bad[0]]} (tol {tol[bad[0]]})"
+        )
     return tensors
 
 
@@ -89,8 +94,7 @@ def edge_case(threshold: int) -> list[tuple[tuple[int, ...], torch.dtype]]:
     specs: list[tuple[tuple[int, ...], torch.dtype]] = []
     for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32):
         n = threshold // torch.empty((), dtype=dtype).element_size()
-        specs += [((n - 1,), dtype), ((3,), dtype), ((n,), dtype), ((0,), dtype), ((1, n + 1), dtype),
-                  ((1,), dtype)]
+        specs += [((n - 1,), dtype), ((3,), dtype), ((n,), dtype), ((0,), dtype), ((1, n + 1), dtype), ((1,), dtype)]
     return specs
 
 
@@ -135,7 +139,7 @@ def check_in_flight_together(comm) -> None:
 
 def check_bad_input(comm) -> None:
     x = torch.ones(8)
-    f = functools.partial(comm.allreduce_coalesced, op=pycomm.AVG, async_op=True)   # each case overrides one
+    f = functools.partial(comm.allreduce_coalesced, op=pycomm.AVG, async_op=True)  # each case overrides one
     expect_raises(TypeError, "tensors must be a list", lambda: f(x))
     expect_raises(ValueError, r"tensors\[1\].*contiguous", lambda: f([x, torch.ones(4, 4).t()]))
     expect_raises(TypeError, r"tensors\[0\].*expected a torch.Tensor", lambda: f([np.ones(3)]))

@@ -5,6 +5,7 @@ Run under mpirun (or srun --mpi=pmix) with any number of ranks:
 makes the worker assert that pycomm.init() read that launcher's environment (tests/comm/test_srun.py uses it);
 --device cuda runs every op's checks on CUDA tensors (rank r on GPU r mod the GPUs it sees) instead of host
 ones (tests/comm/test_mpi_cuda.py)."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ from tests.comm.workers.common import ALL, FLOATS, INTS, as_np, assert_close, ra
 
 SIZES = [0, 1, 7, 1000, 70_001]
 checks = 0
-DEVICE = torch.device("cpu")   # where the ops' tensors live (--device)
+DEVICE = torch.device("cpu")  # where the ops' tensors live (--device)
 
 
 def ok() -> None:
@@ -35,8 +36,12 @@ def inputs(comm, numel, dtype, case):
 def allreduce_case(comm, dtype: torch.dtype, numel: int, op) -> None:
     xs = inputs(comm, numel, dtype, f"ar{numel}{op}")
     stack = np.stack([as_np(x) for x in xs]) if numel else np.zeros((comm.size, 0))
-    want = {pycomm.SUM: stack.sum(0), pycomm.AVG: stack.sum(0) / comm.size, pycomm.MAX: stack.max(0),
-            pycomm.MIN: stack.min(0)}[op]
+    want = {
+        pycomm.SUM: stack.sum(0),
+        pycomm.AVG: stack.sum(0) / comm.size,
+        pycomm.MAX: stack.max(0),
+        pycomm.MIN: stack.min(0),
+    }[op]
     t = xs[comm.rank].clone()
     comm.allreduce(t, op=op)
     exact = op != pycomm.AVG or comm.size in (1, 2, 4)
@@ -61,8 +66,13 @@ RING_BYTES = 32 << 20
 
 
 def check_large_allreduce(comm) -> None:
-    for dtype, op in ((torch.float32, pycomm.SUM), (torch.float32, pycomm.AVG), (torch.float16, pycomm.SUM),
-                      (torch.bfloat16, pycomm.MAX), (torch.int64, pycomm.MIN)):
+    for dtype, op in (
+        (torch.float32, pycomm.SUM),
+        (torch.float32, pycomm.AVG),
+        (torch.float16, pycomm.SUM),
+        (torch.bfloat16, pycomm.MAX),
+        (torch.int64, pycomm.MIN),
+    ):
         allreduce_case(comm, dtype, RING_BYTES // dtype.itemsize + 3, op)
 
 
@@ -99,7 +109,7 @@ def check_reduce_scatter(comm) -> None:
                 out = torch.zeros(numel, dtype=dtype, device=DEVICE)
                 comm.reduce_scatter(out, xs[comm.rank], op=op)
                 exact = op != pycomm.AVG or comm.size in (1, 2, 4)
-                assert_close(out, full[comm.rank * numel:(comm.rank + 1) * numel], f"reduce_scatter {op.name}", exact)
+                assert_close(out, full[comm.rank * numel : (comm.rank + 1) * numel], f"reduce_scatter {op.name}", exact)
                 ok()
 
 
@@ -109,7 +119,7 @@ def check_alltoall(comm) -> None:
             xs = inputs(comm, per * comm.size, dtype, f"a2a{per}")
             out = torch.zeros(per * comm.size, dtype=dtype, device=DEVICE)
             comm.alltoall(out, xs[comm.rank])
-            want = np.concatenate([as_np(xs[r])[comm.rank * per:(comm.rank + 1) * per] for r in range(comm.size)])
+            want = np.concatenate([as_np(xs[r])[comm.rank * per : (comm.rank + 1) * per] for r in range(comm.size)])
             assert_close(out, want, "alltoall")
             ok()
 
@@ -152,8 +162,9 @@ def check_many_async(comm) -> None:
         tensors.append(t)
         wants.append(np.stack([as_np(x) for x in xs]).sum(0) if numel else np.zeros(0))
         works.append(comm.allreduce(t, op=pycomm.SUM, async_op=True))
-    extra = comm.allgather(torch.zeros(comm.size, device=DEVICE), torch.tensor([float(comm.rank)], device=DEVICE),
-                           async_op=True)
+    extra = comm.allgather(
+        torch.zeros(comm.size, device=DEVICE), torch.tensor([float(comm.rank)], device=DEVICE), async_op=True
+    )
     for w in reversed(works):  # waiting out of order is fine
         w.wait()
         assert w.is_completed()
@@ -205,6 +216,7 @@ def check_split(comm) -> None:
 
 def check_mpi4py(comm) -> None:
     from mpi4py import MPI
+
     c = pycomm.from_mpi4py(MPI.COMM_WORLD)
     assert (c.rank, c.size) == (comm.rank, comm.size)
     t = torch.tensor([1.0, float(comm.rank)])
@@ -316,8 +328,20 @@ def main() -> int:
     t0 = time.perf_counter()
     if args.launcher:
         check_launcher(comm, args.launcher)
-    for check in (check_allreduce, check_large_allreduce, check_broadcast, check_allgather, check_reduce_scatter, check_alltoall,
-                  check_p2p, check_many_async, check_overlap, check_split, check_bad_input, check_stats):
+    for check in (
+        check_allreduce,
+        check_large_allreduce,
+        check_broadcast,
+        check_allgather,
+        check_reduce_scatter,
+        check_alltoall,
+        check_p2p,
+        check_many_async,
+        check_overlap,
+        check_split,
+        check_bad_input,
+        check_stats,
+    ):
         check(comm)
     if pycomm.build_info()["mpi"] and comm.backend == "mpi":
         check_mpi4py(comm)
@@ -328,8 +352,10 @@ def main() -> int:
         print(f"rank {comm.rank}: GPU tensor checks skipped (no GPU, or a CPU-only build)", flush=True)
     comm.barrier()
     print(f"rank {comm.rank}: op tensors on {DEVICE}", flush=True)
-    print(f"rank {comm.rank}/{comm.size} ({comm.backend}): {checks} checks passed in "
-          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"rank {comm.rank}/{comm.size} ({comm.backend}): {checks} checks passed in {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     pycomm.finalize()
     return 0
 

@@ -1,5 +1,6 @@
 """Shared by the comm workers: deterministic per-rank inputs (so each rank can compute every rank's
 input and hence a numpy reference without communicating) and comparisons."""
+
 from __future__ import annotations
 
 import time
@@ -38,12 +39,15 @@ def assert_close(got: torch.Tensor, want: np.ndarray, what: str, exact: bool = T
         ok = np.allclose(g, want, rtol=tol, atol=tol)
     if not ok:
         bad = np.flatnonzero(~np.isclose(g, want)) if g.shape == want.shape else []
-        raise AssertionError(f"{what}: dtype {got.dtype}, numel {got.numel()}: got {g[:8]}... want {want[:8]}... "
-                             f"(first bad index {bad[:1]})")
+        raise AssertionError(
+            f"{what}: dtype {got.dtype}, numel {got.numel()}: got {g[:8]}... want {want[:8]}... "
+            f"(first bad index {bad[:1]})"
+        )
 
 
-def stall_without_last_rank(side: "pycomm.Communicator", last: int, rank: int, call: Callable[[], Any],
-                            what: str) -> None:
+def stall_without_last_rank(
+    side: "pycomm.Communicator", last: int, rank: int, call: Callable[[], Any], what: str
+) -> None:
     """Every rank but `last` runs `call` (an op `last` never joins) and prints `MARK rank R stall{what}
     after T s: <the StallError>` (or `no stall error`), then releases `last` over `side`; `last` waits
     asleep in Python, so no pycomm call of it reaches MPI meanwhile."""

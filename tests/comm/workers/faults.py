@@ -5,6 +5,7 @@ same with allreduce_quantized (after one that both ranks ran, so its helper comm
 must name it (and only it) as the rank they wait for. `mismatch`: under PYCOMM_DEBUG=1 ranks submit all-reduces of different sizes and every rank must get
 MismatchError naming both ops. `abort`: rank 1 calls pycomm.abort while rank 0 waits in an
 all-reduce; the job must end at once with rank 1's exit code. Prints MARK lines the test checks."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,9 @@ def stall(comm: pycomm.Communicator, quantized: bool = False) -> None:
     side = comm.split(0)  # a second communicator, to release rank 1 once rank 0 has its error
     x = torch.ones(1000)
     if quantized:
-        comm.allreduce_quantized(torch.ones(1 << 16), op=pycomm.AVG, async_op=True).wait()  # both ranks: the helper communicator exists
+        comm.allreduce_quantized(
+            torch.ones(1 << 16), op=pycomm.AVG, async_op=True
+        ).wait()  # both ranks: the helper communicator exists
     else:
         comm.allreduce(x, op=pycomm.SUM)  # seq 1 (seq 0 was the split): everyone takes part
     if comm.rank == 0:
@@ -96,5 +99,10 @@ def abort(comm: pycomm.Communicator) -> None:
 
 if __name__ == "__main__":
     world = pycomm.init(backend="mpi")
-    {"stall": stall, "quantized_stall": lambda c: stall(c, quantized=True), "missing_rank": missing_rank,
-     "mismatch": mismatch, "abort": abort}[sys.argv[1]](world)
+    {
+        "stall": stall,
+        "quantized_stall": lambda c: stall(c, quantized=True),
+        "missing_rank": missing_rank,
+        "mismatch": mismatch,
+        "abort": abort,
+    }[sys.argv[1]](world)

@@ -1,5 +1,6 @@
 """Shared by the fusion / quantized / layer-wise averaging workers: the communicator, inputs every rank
 can regenerate for any other rank (so each rank computes the reference itself), and raise checks."""
+
 from __future__ import annotations
 
 import re

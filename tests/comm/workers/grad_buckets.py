@@ -3,6 +3,7 @@ gives every rank the mean (exact for fp32 up to rounding, bf16 wire within its r
 mode gives each rank its padded flat shard of each bucket's mean (and frees the full gradients when
 asked); no_sync accumulates without communicating. The reference is computed by every rank from every
 rank's batch."""
+
 from __future__ import annotations
 
 import torch
@@ -47,15 +48,16 @@ def check_allreduce(comm: pycomm.Communicator, wire: torch.dtype | None, tol: fl
 
 def check_reduce_scatter(comm: pycomm.Communicator, free_grads: bool) -> None:
     m = model()
-    buckets = pycomm.GradientBuckets(m.parameters(), comm=comm, mode="reduce_scatter", bucket_bytes=100,
-                                     free_grads=free_grads)
+    buckets = pycomm.GradientBuckets(
+        m.parameters(), comm=comm, mode="reduce_scatter", bucket_bytes=100, free_grads=free_grads
+    )
     want = dict(zip(m.parameters(), mean_grads(m, comm.size)))
     x, y = batch(comm.rank)
     F.cross_entropy(m(x), y).backward()
     for b in buckets.buckets:
         flat = torch.cat([want[p].reshape(-1) for p in b.params])
         flat = F.pad(flat, (0, comm.size * b.shard.numel() - flat.numel()))
-        mine = flat[comm.rank * b.shard.numel():(comm.rank + 1) * b.shard.numel()]
+        mine = flat[comm.rank * b.shard.numel() : (comm.rank + 1) * b.shard.numel()]
         assert torch.allclose(b.shard, mine, atol=1e-6), (b.index, b.shard, mine)
         assert all((p.grad is None) == free_grads for p in b.params), "free_grads"
     buckets.reset()

@@ -6,6 +6,7 @@ inline_calls tells which path each op took. Run under mpirun with 2 or more rank
 `PYCOMM_INLINE_BYTES=n python -m tests.comm.workers.inline_path` (unset or 0: every op but host
 all-reduces, broadcasts, all-gathers and reduce-scatters must take the queue; those run on
 point-to-point messages on the caller's thread at any size)."""
+
 from __future__ import annotations
 
 import os
@@ -144,7 +145,7 @@ def check_two_threads_share_the_communicator(comm: pycomm.Communicator) -> None:
 
     receiver = threading.Thread(target=receive)
     receiver.start()
-    time.sleep(0.2)                  # the recv is posted before the send is submitted
+    time.sleep(0.2)  # the recv is posted before the send is submitted
     comm.isend(torch.full((5,), float(comm.rank)), right, tag=7).wait()
     receiver.join(60)
     assert not receiver.is_alive() and not errors, errors
@@ -162,8 +163,7 @@ def check_async_batch_waited_out_of_order(comm: pycomm.Communicator) -> None:
         batch = [summed(comm, 300_000, f"batch{round_}.{i}") for i in range(6)]
         works = [comm.allreduce(t, op=pycomm.SUM, async_op=True) for t, _ in batch[:3]]
         got = torch.zeros(5)
-        p2p = [comm.isend(torch.full((5,), float(comm.rank)), right, tag=11),
-               comm.irecv(got, left, tag=11)]
+        p2p = [comm.isend(torch.full((5,), float(comm.rank)), right, tag=11), comm.irecv(got, left, tag=11)]
         works += [comm.allreduce(t, op=pycomm.SUM, async_op=True) for t, _ in batch[3:]]
         works[-1].wait()
         errors: list[BaseException] = []

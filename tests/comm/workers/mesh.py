@@ -4,6 +4,7 @@ exactly the ranks the layout names (a sum of the ranks over it says who is in it
 ranks share one communicator, a dimension spanning the world is the world itself,
 coords/shape/ranks/spans_nodes/repr agree, and Mesh.across_nodes puts a node in dp_shard. An
 AssertionError names the failed check."""
+
 from __future__ import annotations
 
 import torch
@@ -30,11 +31,14 @@ def check(world: pycomm.Communicator) -> None:
     assert mesh.ranks("pp") == [r % 2, r % 2 + 2] and mesh.groups("dp") == [[0, 1], [2, 3]]
     assert mesh.spans_nodes("pp") and not mesh.spans_nodes("dp_shard")
     text = repr(mesh)
-    for line in ("pp: 2 group(s) of 2 rank(s): [0, 2] [1, 3]; each spans nodes",
-                 "dp_shard: 2 group(s) of 2 rank(s): [0, 1] [2, 3]; each within one node",
-                 "dp: the groups of dp_shard", "on 2 node(s)"):
+    for line in (
+        "pp: 2 group(s) of 2 rank(s): [0, 2] [1, 3]; each spans nodes",
+        "dp_shard: 2 group(s) of 2 rank(s): [0, 1] [2, 3]; each within one node",
+        "dp: the groups of dp_shard",
+        "on 2 node(s)",
+    ):
         assert line in text, f"{line!r} not in\n{text}"
-    whole = pycomm.Mesh(world)     # 1-D: every data-parallel dimension is the world
+    whole = pycomm.Mesh(world)  # 1-D: every data-parallel dimension is the world
     assert whole["dp"] is world and whole["dp_shard"] is world and whole["pp"].size == 1
     nodes = pycomm.Mesh.across_nodes(world)
     assert nodes.shape == {"pp": 1, "dp_replicate": 2, "dp_shard": 2}, nodes.shape

@@ -11,6 +11,7 @@ asserts the message on each rank; prints "mismatch ok: <case>" per case and a co
 argv: [gloo] runs the collective and compound cases on the gloo transport (under torchrun): the same
 messages, from its own signature exchange (pycomm/gloo_matching.py); its point-to-point mismatches are
 tests/comm/workers/gloo_edges.py's."""
+
 from __future__ import annotations
 
 import sys
@@ -37,8 +38,9 @@ def fresh(world: pycomm.Communicator) -> pycomm.Communicator:
     return sub
 
 
-def both_ranks(world: pycomm.Communicator, case: str, run: Callable[[pycomm.Communicator], object],
-               pattern: str) -> None:
+def both_ranks(
+    world: pycomm.Communicator, case: str, run: Callable[[pycomm.Communicator], object], pattern: str
+) -> None:
     """`run` raises MismatchError matching `pattern` (a regex; {me} / {peer} are this / the other rank)."""
     sub = fresh(world)
     me, peer = sub.rank, 1 - sub.rank
@@ -51,9 +53,11 @@ def both_ranks(world: pycomm.Communicator, case: str, run: Callable[[pycomm.Comm
 
 def sizes_pattern(op: str, mine: int, theirs: int, dtype: str = "float32", item: int = 4) -> str:
     """Both ops with their sequence numbers and both sizes, in this rank's order."""
-    return (rf"sizes differ: {mine * item} vs {theirs * item} bytes\): rank {{me}} submitted {op} #\d+ "
-            rf"\(count {mine}, {dtype}, {mine * item} bytes.*but rank {{peer}} submitted {op} #\d+ "
-            rf"\(count {theirs}, {dtype}, {theirs * item} bytes")
+    return (
+        rf"sizes differ: {mine * item} vs {theirs * item} bytes\): rank {{me}} submitted {op} #\d+ "
+        rf"\(count {mine}, {dtype}, {mine * item} bytes.*but rank {{peer}} submitted {op} #\d+ "
+        rf"\(count {theirs}, {dtype}, {theirs * item} bytes"
+    )
 
 
 def check_ring_sizes(world: pycomm.Communicator) -> None:
@@ -61,8 +65,12 @@ def check_ring_sizes(world: pycomm.Communicator) -> None:
     counts = [40 * MIB // 4, 48 * MIB // 4]
     mine, theirs = counts[world.rank], counts[1 - world.rank]
     t = torch.ones(mine)
-    both_ranks(world, "ring all-reduce sizes (40 vs 48 MiB)", lambda c: c.allreduce(t, op=pycomm.SUM),
-               sizes_pattern("allreduce", mine, theirs))
+    both_ranks(
+        world,
+        "ring all-reduce sizes (40 vs 48 MiB)",
+        lambda c: c.allreduce(t, op=pycomm.SUM),
+        sizes_pattern("allreduce", mine, theirs),
+    )
     assert bool((t == 1).all()), "the buffer was written although the ranks disagreed"
 
 
@@ -70,55 +78,106 @@ def check_ring_dtypes(world: pycomm.Communicator) -> None:
     """40 MiB of float32 against 40 MiB of int32: same bytes, different meaning."""
     dtype = [torch.float32, torch.int32][world.rank]
     t = torch.ones(40 * MIB // 4, dtype=dtype)
-    both_ranks(world, "ring all-reduce dtypes (float32 vs int32, 40 MiB)", lambda c: c.allreduce(t, op=pycomm.SUM),
-               r"dtypes differ\): rank {me} submitted allreduce #\d+ .*but rank {peer} submitted allreduce")
+    both_ranks(
+        world,
+        "ring all-reduce dtypes (float32 vs int32, 40 MiB)",
+        lambda c: c.allreduce(t, op=pycomm.SUM),
+        r"dtypes differ\): rank {me} submitted allreduce #\d+ .*but rank {peer} submitted allreduce",
+    )
     assert bool((t == 1).all())
 
 
 def check_small_collectives(world: pycomm.Communicator) -> None:
     r = world.rank
     n = [1000, 2000][r]
-    both_ranks(world, "allreduce sizes (1000 vs 2000)", lambda c: c.allreduce(torch.ones(n), op=pycomm.SUM),
-               sizes_pattern("allreduce", n, 3000 - n))
-    both_ranks(world, "async allreduce sizes", lambda c: c.allreduce(torch.ones(n), async_op=True, op=pycomm.AVG).wait(),
-               sizes_pattern("allreduce", n, 3000 - n))
+    both_ranks(
+        world,
+        "allreduce sizes (1000 vs 2000)",
+        lambda c: c.allreduce(torch.ones(n), op=pycomm.SUM),
+        sizes_pattern("allreduce", n, 3000 - n),
+    )
+    both_ranks(
+        world,
+        "async allreduce sizes",
+        lambda c: c.allreduce(torch.ones(n), async_op=True, op=pycomm.AVG).wait(),
+        sizes_pattern("allreduce", n, 3000 - n),
+    )
     dt = [torch.float32, torch.float64][r]
-    both_ranks(world, "allreduce dtypes (float32 vs float64)", lambda c: c.allreduce(torch.ones(1000, dtype=dt), op=pycomm.AVG),
-               r"sizes differ: (4000 vs 8000|8000 vs 4000) bytes.*float(32|64).*float(64|32)")
+    both_ranks(
+        world,
+        "allreduce dtypes (float32 vs float64)",
+        lambda c: c.allreduce(torch.ones(1000, dtype=dt), op=pycomm.AVG),
+        r"sizes differ: (4000 vs 8000|8000 vs 4000) bytes.*float(32|64).*float(64|32)",
+    )
     di = [torch.float32, torch.int32][r]
-    both_ranks(world, "allreduce dtypes (float32 vs int32)",
-               lambda c: c.allreduce(torch.ones(1000, dtype=di), op=pycomm.SUM),
-               r"dtypes differ\): rank {me} submitted allreduce #\d+ \(count 1000, (float32|int32)")
+    both_ranks(
+        world,
+        "allreduce dtypes (float32 vs int32)",
+        lambda c: c.allreduce(torch.ones(1000, dtype=di), op=pycomm.SUM),
+        r"dtypes differ\): rank {me} submitted allreduce #\d+ \(count 1000, (float32|int32)",
+    )
     op = [pycomm.SUM, pycomm.MAX][r]
-    both_ranks(world, "allreduce reduce ops (SUM vs MAX)", lambda c: c.allreduce(torch.ones(10), op=op),
-               r"reduce ops differ\): rank {me} submitted allreduce #\d+ \(.*op (SUM|MAX)\) but .*op (MAX|SUM)\)")
-    both_ranks(world, "broadcast roots (0 vs 1)", lambda c: c.broadcast(torch.ones(10), root=r),
-               r"roots differ\): rank {me} submitted broadcast #\d+ \(.*root {me}\) but rank {peer} .*root {peer}\)")
-    both_ranks(world, "broadcast sizes", lambda c: c.broadcast(torch.ones(n), root=0),
-               sizes_pattern("broadcast", n, 3000 - n))
-    both_ranks(world, "allgather sizes", lambda c: c.allgather(torch.zeros(2 * n), torch.ones(n)),
-               r"sizes differ.*allgather #\d+ \(count " + str(n))
-    both_ranks(world, "reduce_scatter sizes", lambda c: c.reduce_scatter(torch.zeros(n), torch.ones(2 * n)),
-               r"sizes differ.*reduce_scatter #\d+ \(count " + str(2 * n))
-    both_ranks(world, "alltoall sizes", lambda c: c.alltoall(torch.zeros(2 * n), torch.ones(2 * n)),
-               r"sizes differ.*alltoall #\d+ \(count " + str(2 * n))
+    both_ranks(
+        world,
+        "allreduce reduce ops (SUM vs MAX)",
+        lambda c: c.allreduce(torch.ones(10), op=op),
+        r"reduce ops differ\): rank {me} submitted allreduce #\d+ \(.*op (SUM|MAX)\) but .*op (MAX|SUM)\)",
+    )
+    both_ranks(
+        world,
+        "broadcast roots (0 vs 1)",
+        lambda c: c.broadcast(torch.ones(10), root=r),
+        r"roots differ\): rank {me} submitted broadcast #\d+ \(.*root {me}\) but rank {peer} .*root {peer}\)",
+    )
+    both_ranks(
+        world, "broadcast sizes", lambda c: c.broadcast(torch.ones(n), root=0), sizes_pattern("broadcast", n, 3000 - n)
+    )
+    both_ranks(
+        world,
+        "allgather sizes",
+        lambda c: c.allgather(torch.zeros(2 * n), torch.ones(n)),
+        r"sizes differ.*allgather #\d+ \(count " + str(n),
+    )
+    both_ranks(
+        world,
+        "reduce_scatter sizes",
+        lambda c: c.reduce_scatter(torch.zeros(n), torch.ones(2 * n)),
+        r"sizes differ.*reduce_scatter #\d+ \(count " + str(2 * n),
+    )
+    both_ranks(
+        world,
+        "alltoall sizes",
+        lambda c: c.alltoall(torch.zeros(2 * n), torch.ones(2 * n)),
+        r"sizes differ.*alltoall #\d+ \(count " + str(2 * n),
+    )
     # 256 KiB and 2 MiB lie either side of PYCOMM_INLINE_BYTES=1048576 (one rank's op may run on its
     # caller's thread, the other's on the queue): both must still run the same exchange.
     m = [64 * 1024, 512 * 1024][r]
-    both_ranks(world, "allreduce sizes across the inline limit (256 KiB vs 2 MiB)",
-               lambda c: c.allreduce(torch.ones(m), op=pycomm.SUM), sizes_pattern("allreduce", m, 576 * 1024 - m))
+    both_ranks(
+        world,
+        "allreduce sizes across the inline limit (256 KiB vs 2 MiB)",
+        lambda c: c.allreduce(torch.ones(m), op=pycomm.SUM),
+        sizes_pattern("allreduce", m, 576 * 1024 - m),
+    )
     kind = ["allreduce", "barrier"][r]
-    both_ranks(world, "allreduce vs barrier",
-               lambda c: c.allreduce(torch.ones(4), op=pycomm.AVG) if r == 0 else c.barrier(),
-               r"the ops differ\): rank {me} submitted " + kind)
+    both_ranks(
+        world,
+        "allreduce vs barrier",
+        lambda c: c.allreduce(torch.ones(4), op=pycomm.AVG) if r == 0 else c.barrier(),
+        r"the ops differ\): rank {me} submitted " + kind,
+    )
 
 
 def check_compound(world: pycomm.Communicator) -> None:
     r = world.rank
     n = [1000, 2000][r]
-    both_ranks(world, "allreduce_quantized sizes", lambda c: c.allreduce_quantized(torch.ones(n), op=pycomm.AVG, async_op=True).wait(),
-               r"allreduce_quantized \(" + str(n) + r" x torch.float32.*failed: .*sizes differ.*rank {me} submitted "
-               r"allreduce_quantized #\d+ \(count " + str(n))
+    both_ranks(
+        world,
+        "allreduce_quantized sizes",
+        lambda c: c.allreduce_quantized(torch.ones(n), op=pycomm.AVG, async_op=True).wait(),
+        r"allreduce_quantized \(" + str(n) + r" x torch.float32.*failed: .*sizes differ.*rank {me} submitted "
+        r"allreduce_quantized #\d+ \(count " + str(n),
+    )
 
     def quantized_or_plain(c: pycomm.Communicator) -> None:
         t = torch.ones(4096)
@@ -126,23 +185,37 @@ def check_compound(world: pycomm.Communicator) -> None:
             c.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
         else:
             c.allreduce(t, op=pycomm.AVG)
+
     kinds = ["allreduce_quantized", "allreduce"]
-    both_ranks(world, "allreduce_quantized vs allreduce", quantized_or_plain,
-               rf"the ops differ\): rank {{me}} submitted {kinds[r]} #\d+ \(count 4096.*rank {{peer}} submitted "
-               rf"{kinds[1 - r]} #\d+")
+    both_ranks(
+        world,
+        "allreduce_quantized vs allreduce",
+        quantized_or_plain,
+        rf"the ops differ\): rank {{me}} submitted {kinds[r]} #\d+ \(count 4096.*rank {{peer}} submitted "
+        rf"{kinds[1 - r]} #\d+",
+    )
     sizes = [[100, 200], [100, 300]][r]
-    both_ranks(world, "allreduce_coalesced sizes",
-               lambda c: c.allreduce_coalesced([torch.ones(k) for k in sizes], op=pycomm.SUM, async_op=True).wait(),
-               r"allreduce_coalesced \(2 tensors.*\(bucket 0 of 1\) failed: .*sizes differ")
+    both_ranks(
+        world,
+        "allreduce_coalesced sizes",
+        lambda c: c.allreduce_coalesced([torch.ones(k) for k in sizes], op=pycomm.SUM, async_op=True).wait(),
+        r"allreduce_coalesced \(2 tensors.*\(bucket 0 of 1\) failed: .*sizes differ",
+    )
 
 
 def check_p2p(world: pycomm.Communicator) -> None:
     """send 10 / recv 5, and float32 sent to an int32 recv, blocking and async: the receiver names both
     ops and its buffer is untouched; the sender's send completes (its payload was drained)."""
-    cases = (("sizes (send 10, recv 5)", torch.ones(10), torch.zeros(5), "sizes differ"),
-             ("dtypes (float32 to int32)", torch.ones(5), torch.zeros(5, dtype=torch.int32),
-              "dtypes or element counts differ"),
-             ("sizes, large (send 8 MiB, recv 4 MiB)", torch.ones(2 * MIB), torch.zeros(MIB), "sizes differ"))
+    cases = (
+        ("sizes (send 10, recv 5)", torch.ones(10), torch.zeros(5), "sizes differ"),
+        (
+            "dtypes (float32 to int32)",
+            torch.ones(5),
+            torch.zeros(5, dtype=torch.int32),
+            "dtypes or element counts differ",
+        ),
+        ("sizes, large (send 8 MiB, recv 4 MiB)", torch.ones(2 * MIB), torch.zeros(MIB), "sizes differ"),
+    )
     for case, send_t, recv_t, what in cases:
         for blocking in (True, False):
             sub = fresh(world)
@@ -150,11 +223,13 @@ def check_p2p(world: pycomm.Communicator) -> None:
                 sub.send(send_t, 1, tag=3) if blocking else sub.isend(send_t, 1, tag=3).wait()
             else:
                 recv_dtype = str(recv_t.dtype).replace("torch.", "")
-                expect_raises(pycomm.MismatchError,
-                              rf"recv #\d+ \(count {recv_t.numel()}, {recv_dtype}.*tag 3\).*matched rank 0's "
-                              rf"send #\d+ \(count {send_t.numel()}, float32.*\({what}: the sender's "
-                              rf"{send_t.numel()} x float32 vs this recv's {recv_t.numel()} x {recv_dtype}",
-                              lambda: sub.recv(recv_t, 0, tag=3) if blocking else sub.irecv(recv_t, 0, tag=3).wait())
+                expect_raises(
+                    pycomm.MismatchError,
+                    rf"recv #\d+ \(count {recv_t.numel()}, {recv_dtype}.*tag 3\).*matched rank 0's "
+                    rf"send #\d+ \(count {send_t.numel()}, float32.*\({what}: the sender's "
+                    rf"{send_t.numel()} x float32 vs this recv's {recv_t.numel()} x {recv_dtype}",
+                    lambda: sub.recv(recv_t, 0, tag=3) if blocking else sub.irecv(recv_t, 0, tag=3).wait(),
+                )
                 assert not bool(recv_t.any()), "the mismatched payload was written into the recv buffer"
                 expect_raises(pycomm.PycommError, "is broken", lambda: sub.irecv(recv_t, 0, tag=4))
             sub.shutdown()
@@ -181,10 +256,12 @@ def check_one_rank_of_three(world: pycomm.Communicator) -> None:
     counts = [1000, 1000, 3000]
     me = sub.rank
     other = 0 if me == 2 else 2  # the first rank whose op differs from mine
-    expect_raises(pycomm.MismatchError,
-                  rf"rank {me} submitted allreduce #\d+ \(count {counts[me]},.*but rank {other} submitted "
-                  rf"allreduce #\d+ \(count {counts[other]},",
-                  lambda: sub.allreduce(torch.ones(counts[me]), op=pycomm.SUM))
+    expect_raises(
+        pycomm.MismatchError,
+        rf"rank {me} submitted allreduce #\d+ \(count {counts[me]},.*but rank {other} submitted "
+        rf"allreduce #\d+ \(count {counts[other]},",
+        lambda: sub.allreduce(torch.ones(counts[me]), op=pycomm.SUM),
+    )
     sub.shutdown()
     done("one rank of three")
 
@@ -199,8 +276,14 @@ def main() -> None:
         pycomm.finalize()
         return
     assert world.size == 2, "run on 2 or 3 ranks"
-    checks = [check_ring_sizes, check_ring_dtypes, check_small_collectives, check_compound, check_p2p,
-              check_matching_still_works]
+    checks = [
+        check_ring_sizes,
+        check_ring_dtypes,
+        check_small_collectives,
+        check_compound,
+        check_p2p,
+        check_matching_still_works,
+    ]
     if backend == "gloo":
         checks.remove(check_p2p)
     for check in checks:

@@ -3,6 +3,7 @@ stream (run in its own process: the kernel outlives the test):
   exit:     pycomm.abort() must end the process with its exit code at once, the reason on stderr;
   shutdown: comm.shutdown() must return after PYCOMM_TIMEOUT (2 s) by aborting the communicator, the stuck
             op's synchronize() raise instead of waiting, and a later op be refused."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ import torch
 
 import pycomm
 
-TEN_MINUTES = 600 * 2_000_000_000   # torch.cuda._sleep cycles at about 2 GHz
+TEN_MINUTES = 600 * 2_000_000_000  # torch.cuda._sleep cycles at about 2 GHz
 
 
 def main() -> None:
@@ -37,7 +38,7 @@ def main() -> None:
     else:
         raise AssertionError("an op on a shut-down communicator was accepted")
     print("shutdown: ok", flush=True)
-    os._exit(0)   # the ten-minute kernel still runs: skip the interpreter's teardown
+    os._exit(0)  # the ten-minute kernel still runs: skip the interpreter's teardown
 
 
 if __name__ == "__main__":

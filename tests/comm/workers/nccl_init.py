@@ -1,5 +1,6 @@
 """pycomm.init(backend="nccl") in a fresh process, however it was launched (single, torchrun-style
 environment with a TCP store, mpirun): one all-reduce of a CUDA tensor checked against the sum."""
+
 from __future__ import annotations
 
 import torch

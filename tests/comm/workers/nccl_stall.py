@@ -4,6 +4,7 @@ for it, cannot finish within PYCOMM_TIMEOUT (2 s):
   host:     synchronize() raises StallError naming the op, its sequence number and sizes;
   watchdog: the op is only stream-waited; the watchdog aborts past the deadline, and the next
             pycomm call on the communicator raises StallError."""
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ the ring on others), AVG's result bitwise equal on every rank, async ops mixed w
 (the queue vs the caller's thread; schedules over 32 KiB run one at a time on the queue), then a
 stall: the last rank never calls, the others get StallError naming it. Prints "rank R: N p2p-allreduce
 checks passed" and the MARK lines tests/comm/test_p2p_allreduce.py reads."""
+
 from __future__ import annotations
 
 import os
@@ -22,11 +23,11 @@ FUSED_BYTES = 32 << 10  # kFusedAllreduceBytes
 checks = 0
 
 
-def reference(comm: pycomm.Communicator, numel: int, dtype: torch.dtype, op: pycomm.ReduceOp,
-              case: str) -> tuple[torch.Tensor, np.ndarray]:
+def reference(
+    comm: pycomm.Communicator, numel: int, dtype: torch.dtype, op: pycomm.ReduceOp, case: str
+) -> tuple[torch.Tensor, np.ndarray]:
     xs = np.stack([as_np(rank_input(r, numel, dtype, case)) for r in range(comm.size)])
-    want = {pycomm.SUM: xs.sum(0), pycomm.AVG: xs.sum(0) / comm.size, pycomm.MAX: xs.max(0),
-            pycomm.MIN: xs.min(0)}[op]
+    want = {pycomm.SUM: xs.sum(0), pycomm.AVG: xs.sum(0) / comm.size, pycomm.MAX: xs.max(0), pycomm.MIN: xs.min(0)}[op]
     return rank_input(comm.rank, numel, dtype, case), want
 
 
@@ -85,8 +86,8 @@ def check_async_then_blocking(comm: pycomm.Communicator) -> None:
 
 def check_stall_names_the_missing_rank(comm: pycomm.Communicator, numel: int) -> None:
     """The last rank never calls this all-reduce: the others get StallError within PYCOMM_TIMEOUT naming it."""
-    side = comm.split(0)   # releases the last rank once the others have their error
-    sub = comm.split(0)    # the communicator that stalls (a stall breaks it)
+    side = comm.split(0)  # releases the last rank once the others have their error
+    sub = comm.split(0)  # the communicator that stalls (a stall breaks it)
     last = comm.size - 1
     t = torch.ones(numel)
     sub.allreduce(t, op=pycomm.SUM)  # everyone takes part
@@ -103,8 +104,10 @@ def main() -> int:
     comm.barrier()
     print(f"rank {comm.rank}: {checks} p2p-allreduce checks passed", flush=True)
     if "--stall" in sys.argv:
-        check_stall_names_the_missing_rank(comm, 1000)              # data with op matching
-        check_stall_names_the_missing_rank(comm, 32768)  # 128 KiB, above FUSED_BYTES: matched first, then Rabenseifner / ring
+        check_stall_names_the_missing_rank(comm, 1000)  # data with op matching
+        check_stall_names_the_missing_rank(
+            comm, 32768
+        )  # 128 KiB, above FUSED_BYTES: matched first, then Rabenseifner / ring
         print(f"MARK rank {comm.rank} done", flush=True)
         sys.stdout.flush()
         os._exit(0)  # the stalled all-reduces can never complete

@@ -10,6 +10,7 @@ of the wrong size) refused with MismatchError, the caller's tensor untouched; th
 that never calls gives the others StallError naming it. With
 P2P_OVERSUBSCRIBED_RANK=r, rank r alone sets PYCOMM_OVERSUBSCRIBED=1 (the others 0). Prints
 "rank R: N p2p-collective checks passed" and the MARK lines tests/comm/test_p2p_collectives.py reads."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,8 @@ from tests.comm.workers.common import ALL, FLOATS, as_np, assert_close, rank_inp
 from tests.comm.workers.fusion_common import expect_raises
 
 FUSED_BYTES = settings.get("PYCOMM_EAGER_BYTES")  # up to here the data rides in op matching
-SCATTER_BYTES = 512 << 10   # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks,
-                            # not oversubscribed: PYCOMM_OVERSUBSCRIBED=0 forces it on a small machine)
+SCATTER_BYTES = 512 << 10  # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks,
+# not oversubscribed: PYCOMM_OVERSUBSCRIBED=0 forces it on a small machine)
 checks = 0
 
 
@@ -100,7 +101,7 @@ def check_reduce_scatter(comm: pycomm.Communicator) -> None:
             for numel in gather_counts(dtype, comm.size):
                 case = f"reduce_scatter/{dtype}/{op}/{numel}"
                 xs = np.stack([as_np(rank_input(r, comm.size * numel, dtype, case)) for r in range(comm.size)])
-                want = reduced(xs, op, comm.size)[comm.rank * numel:(comm.rank + 1) * numel]
+                want = reduced(xs, op, comm.size)[comm.rank * numel : (comm.rank + 1) * numel]
                 t = rank_input(comm.rank, comm.size * numel, dtype, case)
                 before = t.clone()
                 out = torch.full((numel,), 7, dtype=dtype)
@@ -137,9 +138,10 @@ def check_async_then_blocking(comm: pycomm.Communicator) -> None:
             checks_after.append(lambda g=g, w=want_g, c=case: assert_close(g, w, c + " allgather"))
             xs = np.stack([as_np(rank_input(r, size * numel, torch.float32, case + "s")) for r in range(size)])
             s = torch.zeros(numel)
-            works.append(comm.reduce_scatter(s, rank_input(comm.rank, size * numel, torch.float32, case + "s"),
-                                             async_op=True))
-            want_s = xs.sum(0)[comm.rank * numel:(comm.rank + 1) * numel]
+            works.append(
+                comm.reduce_scatter(s, rank_input(comm.rank, size * numel, torch.float32, case + "s"), async_op=True)
+            )
+            want_s = xs.sum(0)[comm.rank * numel : (comm.rank + 1) * numel]
             checks_after.append(lambda s=s, w=want_s, c=case: assert_close(s, w, c + " reduce_scatter"))
         last = rank_input(comm.rank, numel, torch.float32, f"blocking{numel}")
         comm.broadcast(last, root=size - 1)
@@ -147,7 +149,9 @@ def check_async_then_blocking(comm: pycomm.Communicator) -> None:
             w.wait()
         for check in checks_after:
             check()
-        assert_close(last, as_np(rank_input(size - 1, numel, torch.float32, f"blocking{numel}")), "blocking after async")
+        assert_close(
+            last, as_np(rank_input(size - 1, numel, torch.float32, f"blocking{numel}")), "blocking after async"
+        )
         passed()
 
 
@@ -167,20 +171,34 @@ def check_mismatches(world: pycomm.Communicator) -> None:
     for n in (max(1, FUSED_BYTES // 16 // size), (1 << 20) // 4):
         on_fresh(world, lambda c: c.broadcast(torch.ones(n), root=r), r"roots differ\).*broadcast #\d+")
         on_fresh(world, lambda c: c.broadcast(torch.ones(n + r), root=0), r"sizes differ.*broadcast #\d+")
-        on_fresh(world, lambda c: c.allgather(torch.zeros(c.size * (n + r)), torch.ones(n + r)),
-                 r"sizes differ.*allgather #\d+")
-        on_fresh(world, lambda c: c.reduce_scatter(torch.zeros(n + r), torch.ones(c.size * (n + r))),
-                 r"sizes differ.*reduce_scatter #\d+")
+        on_fresh(
+            world,
+            lambda c: c.allgather(torch.zeros(c.size * (n + r)), torch.ones(n + r)),
+            r"sizes differ.*allgather #\d+",
+        )
+        on_fresh(
+            world,
+            lambda c: c.reduce_scatter(torch.zeros(n + r), torch.ones(c.size * (n + r))),
+            r"sizes differ.*reduce_scatter #\d+",
+        )
         # different collectives of the same bytes: rank 0 broadcasts, the others all-gather
-        on_fresh(world, lambda c: c.broadcast(torch.ones(size * n), root=0) if r == 0
-                 else c.allgather(torch.zeros(size * n), torch.ones(n)), r"the ops differ\): rank \d submitted")
+        on_fresh(
+            world,
+            lambda c: (
+                c.broadcast(torch.ones(size * n), root=0)
+                if r == 0
+                else c.allgather(torch.zeros(size * n), torch.ones(n))
+            ),
+            r"the ops differ\): rank \d submitted",
+        )
     # rank 0 at the limit (data in op matching), the others one element past it (scheduled)
     at = FUSED_BYTES // 4 // size * size
     n = at if r == 0 else at + size
     on_fresh(world, lambda c: c.broadcast(torch.ones(n), root=0), r"sizes differ.*broadcast #\d+")
     on_fresh(world, lambda c: c.allgather(torch.zeros(n), torch.ones(n // size)), r"sizes differ.*allgather #\d+")
-    on_fresh(world, lambda c: c.reduce_scatter(torch.zeros(n // size), torch.ones(n)),
-             r"sizes differ.*reduce_scatter #\d+")
+    on_fresh(
+        world, lambda c: c.reduce_scatter(torch.zeros(n // size), torch.ones(n)), r"sizes differ.*reduce_scatter #\d+"
+    )
 
 
 def check_wrong_size_payload(world: pycomm.Communicator) -> None:
@@ -197,8 +215,12 @@ def check_wrong_size_payload(world: pycomm.Communicator) -> None:
     numel = 2 * FUSED_BYTES // 4 // world.size * world.size
     t = torch.full((numel,), 5.0 + world.rank)
     sent = numel * 4 if world.rank == 0 else 0
-    expect_raises(pycomm.MismatchError, rf"refused broadcast's data: rank {1 - world.rank} sent {sent} bytes of data "
-                  rf"with the same op, expected {numel * 4 - sent}", lambda: sub.broadcast(t, root=0))
+    expect_raises(
+        pycomm.MismatchError,
+        rf"refused broadcast's data: rank {1 - world.rank} sent {sent} bytes of data "
+        rf"with the same op, expected {numel * 4 - sent}",
+        lambda: sub.broadcast(t, root=0),
+    )
     assert torch.equal(t, torch.full((numel,), 5.0 + world.rank)), "the refused broadcast wrote the tensor"
     sub.shutdown()
     passed()
@@ -213,15 +235,15 @@ STALLS: dict[str, Callable[[pycomm.Communicator, int], object]] = {
 
 def check_stall_names_the_missing_rank(comm: pycomm.Communicator, kind: str, numel: int) -> None:
     """The last rank never calls this op: the others get StallError within PYCOMM_TIMEOUT naming it."""
-    side = comm.split(0)   # releases the last rank once the others have their error
-    sub = comm.split(0)    # the communicator that stalls (a stall breaks it)
+    side = comm.split(0)  # releases the last rank once the others have their error
+    sub = comm.split(0)  # the communicator that stalls (a stall breaks it)
     STALLS[kind](sub, numel)  # everyone takes part once
     stall_without_last_rank(side, comm.size - 1, comm.rank, lambda: STALLS[kind](sub, numel), f" of {kind} {numel}")
     side.barrier()
 
 
 def main() -> int:
-    only = os.environ.get("P2P_OVERSUBSCRIBED_RANK")   # that rank alone says its node is oversubscribed
+    only = os.environ.get("P2P_OVERSUBSCRIBED_RANK")  # that rank alone says its node is oversubscribed
     if only is not None:
         os.environ["PYCOMM_OVERSUBSCRIBED"] = "1" if os.environ.get("OMPI_COMM_WORLD_RANK") == only else "0"
     comm = pycomm.init(backend="mpi")

@@ -1,5 +1,6 @@
 """Communicator.dup(): a second communicator on the same ranks whose ops never wait behind the
 first's. Run under mpirun with 2 ranks: `python -m tests.comm.workers.p2p_dup`."""
+
 from __future__ import annotations
 
 import threading
@@ -23,6 +24,7 @@ def check_blocked_recv_does_not_block_the_dup(world: pycomm.Communicator, dup: p
                 world.recv(got, 0, tag=5)
             except BaseException as e:  # noqa: BLE001 - re-raised below
                 errors.append(e)
+
         waiter = threading.Thread(target=blocked)
         waiter.start()
         entering.wait()
@@ -67,8 +69,10 @@ def check_two_threads_two_channels(world: pycomm.Communicator, dup: pycomm.Commu
         except BaseException as e:  # noqa: BLE001 - re-raised below
             errors.append(e)
 
-    threads = [threading.Thread(target=channel, args=(world, 100, 30)),
-               threading.Thread(target=channel, args=(dup, 333, 30))]
+    threads = [
+        threading.Thread(target=channel, args=(world, 100, 30)),
+        threading.Thread(target=channel, args=(dup, 333, 30)),
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -3,6 +3,7 @@ send_tensor / recv_tensor of many shapes and dtypes, receive from ANY_SOURCE, pr
 receiving from ANY_SOURCE on one tag, tags at the transport's bound and past it, and bad input.
 Run with 3 ranks under mpirun (MPI) or torchrun (gloo, where probe is refused naming the backend):
 `python -m tests.comm.workers.p2p_messages`."""
+
 from __future__ import annotations
 
 import threading
@@ -34,8 +35,10 @@ def expect_raises(kind: type, words: tuple[str, ...], fn: Callable[[], object]) 
 # ---- shapes and dtypes a receiver does not know ------------------------------------------------
 def case_tensor(sender: int, name: str) -> torch.Tensor:
     """The tensor rank `sender` sends for case `name` (non-contiguous ones on purpose)."""
+
     def values(numel: int, dtype: torch.dtype) -> torch.Tensor:
         return rank_input(sender, numel, dtype, name)
+
     if name == "scalar f64":
         return values(1, torch.float64).reshape(())
     if name == "empty i32":
@@ -140,8 +143,10 @@ def check_threads_any_source(comm: pycomm.Communicator) -> None:
     messages of different sizes: every message arrives whole, once, with its true source."""
     tag = 300
     if comm.rank != 0:
-        works = [comm.isend_tensor(torch.full((numel_of(comm.rank, i),), comm.rank * 1000 + i, dtype=torch.int64),
-                                   0, tag) for i in range(PER_SENDER)]
+        works = [
+            comm.isend_tensor(torch.full((numel_of(comm.rank, i),), comm.rank * 1000 + i, dtype=torch.int64), 0, tag)
+            for i in range(PER_SENDER)
+        ]
         for w in works:
             w.wait()
         comm.barrier()
@@ -198,10 +203,12 @@ def check_tags(comm: pycomm.Communicator) -> None:
     w = comm.isend(torch.tensor([comm.rank, 0]), right, tag=top)
     assert comm.recv(buf, left, tag=top) == left and buf.tolist() == [left, 0]
     w.wait()
-    for fn in (lambda: comm.send(torch.zeros(1), right, tag=top + 1),
-               lambda: comm.isend_tensor(torch.zeros(1), right, tag=top + 1),
-               lambda: comm.recv_tensor(left, tag=top + 1),
-               *([lambda: comm.probe(left, top + 1, block=False)] if comm.backend != "gloo" else [])):
+    for fn in (
+        lambda: comm.send(torch.zeros(1), right, tag=top + 1),
+        lambda: comm.isend_tensor(torch.zeros(1), right, tag=top + 1),
+        lambda: comm.recv_tensor(left, tag=top + 1),
+        *([lambda: comm.probe(left, top + 1, block=False)] if comm.backend != "gloo" else []),
+    ):
         expect_raises(ValueError, ("tag", str(top)), fn)
     # pycomm's own traffic uses no user tag: a user message on tag 0 waits while the ring all-reduce
     # (private communicator, its own tag 0) moves 32 MiB, and both arrive intact.
@@ -243,8 +250,14 @@ def main() -> None:
     comm = pycomm.world()
     assert comm.size == 3, "run with 3 ranks"
     probes = check_probe if comm.backend != "gloo" else check_probe_refused
-    for check in (check_unknown_shapes, check_any_source, probes, check_threads_any_source, check_tags,
-                  check_bad_input):
+    for check in (
+        check_unknown_shapes,
+        check_any_source,
+        probes,
+        check_threads_any_source,
+        check_tags,
+        check_bad_input,
+    ):
         check(comm)
     comm.barrier()
     print(f"rank {comm.rank}: {len(checks)} p2p checks passed", flush=True)

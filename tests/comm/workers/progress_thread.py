@@ -3,6 +3,7 @@ it is named `pycomm-progress`; idle, it sleeps (its CPU time over a second stays
 for a peer that is late to an async all-reduce, it stops polling after a short while instead of
 holding a core, and the all-reduce still completes with the right sum once the peer comes. CPU times
 are the kernel's per-thread schedstat counters (nanoseconds on a CPU). Run under mpirun with 2 ranks."""
+
 from __future__ import annotations
 
 import glob
@@ -34,9 +35,9 @@ def cpu_seconds(tasks: list[str]) -> float:
 def main() -> None:
     comm = pycomm.init()
     t = torch.ones(1024)
-    comm.allreduce(t, op=pycomm.AVG, async_op=True).wait()   # through the queue: its thread is up and has run
-    deadline = time.monotonic() + 10                  # the thread names itself once it runs: on a loaded
-    while not (threads := progress_threads()) and time.monotonic() < deadline:   # machine, maybe later
+    comm.allreduce(t, op=pycomm.AVG, async_op=True).wait()  # through the queue: its thread is up and has run
+    deadline = time.monotonic() + 10  # the thread names itself once it runs: on a loaded
+    while not (threads := progress_threads()) and time.monotonic() < deadline:  # machine, maybe later
         time.sleep(0.05)
     assert len(threads) >= 1, "no thread named pycomm-progress in /proc/self/task"
 
@@ -46,10 +47,10 @@ def main() -> None:
     assert idle < 0.05, f"the idle progress thread used {idle:.3f} s of CPU in 1 s"
 
     comm.barrier()
-    x = torch.full((1 << 18,), float(comm.rank + 1))   # 1 MiB: polled by the progress thread
+    x = torch.full((1 << 18,), float(comm.rank + 1))  # 1 MiB: polled by the progress thread
     before = cpu_seconds(threads)
     if comm.rank == 1:
-        time.sleep(LATE_S)              # rank 0's all-reduce waits for this rank meanwhile
+        time.sleep(LATE_S)  # rank 0's all-reduce waits for this rank meanwhile
     work = comm.allreduce(x, op=pycomm.SUM, async_op=True)
     work.wait()
     waited = cpu_seconds(threads) - before

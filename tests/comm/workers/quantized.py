@@ -1,10 +1,10 @@
 """Worker: allreduce_quantized (int8, int4 and 1-bit) against a numpy reference: the error stays within the
 bound of its two quantization stages, error feedback carries the loss across steps, and the bytes
 each rank sends are O(S), not O(N S)."""
+
 from __future__ import annotations
 
 import functools
-
 import os
 
 import numpy as np
@@ -51,7 +51,9 @@ def check_int8(comm, op: str, dtype: torch.dtype, block: int, codec_class: type 
         err = np.abs(t.double().numpy() - y)
         bound = absmax_bound(xs, op, block, codec.max_level) + float(torch.finfo(dtype).eps) * np.abs(y)
         bad = np.nonzero(err > bound)[0]
-        assert bad.size == 0, f"{codec!r} {op} {dtype} n={n}: element {bad[0]} error {err[bad[0]]} > bound {bound[bad[0]]}"
+        assert bad.size == 0, (
+            f"{codec!r} {op} {dtype} n={n}: element {bad[0]} error {err[bad[0]]} > bound {bound[bad[0]]}"
+        )
         if n >= 1000:
             assert err.max() > 0, "no quantization error at all: was the tensor quantized?"
 
@@ -106,12 +108,15 @@ def check_int8_exact(comm) -> None:
             comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=pycomm.Int8Codec(block=256), async_op=True).wait()
             want = expected_int8(xs, op, 256, host_segment(comm))
             bad = torch.nonzero(t != want)
-            assert bad.numel() == 0, (f"int8 {op} n={n}: element {bad[0].item()} is {t[bad[0]].item()}, the reference "
-                                      f"gives {want[bad[0]].item()}")
+            assert bad.numel() == 0, (
+                f"int8 {op} n={n}: element {bad[0].item()} is {t[bad[0]].item()}, the reference "
+                f"gives {want[bad[0]].item()}"
+            )
 
 
-def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block: int,
-                          segment: int) -> list[torch.Tensor]:
+def expected_onebit_calls(
+    xs_per_call: list[list[torch.Tensor]], op: str, block: int, segment: int
+) -> list[torch.Tensor]:
     """docs/algorithms.md's 1-bit all-reduce with error feedback over successive calls, from pycomm's own
     sign kernels run one after another (the reference's scales sum in another order), on the inputs' device:
     every rank's local residual encodes the chunks it sends, the owner spends its own and re-encodes the
@@ -127,7 +132,7 @@ def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block:
         for seg in segs:
             for owner in range(size):
                 lo, hi = min(seg.lo + owner * seg.c, seg.hi), min(seg.lo + (owner + 1) * seg.c, seg.hi)
-                pad = lambda v: torch.cat([v[lo:hi], torch.zeros(seg.c - (hi - lo), device=dev)])   # noqa: E731
+                pad = lambda v: torch.cat([v[lo:hi], torch.zeros(seg.c - (hi - lo), device=dev)])  # noqa: E731
                 acc = pad(xs[owner] + local[owner])
                 local[owner][lo:hi] = 0.0
                 for r in range(size):
@@ -138,10 +143,12 @@ def expected_onebit_calls(xs_per_call: list[list[torch.Tensor]], op: str, block:
                         pycomm.kernels.sign_decompress_accumulate(bits, scales, acc, block=block)
                 if op == "AVG":
                     acc *= torch.tensor(1.0 / size, dtype=torch.float32, device=dev)
-                bits, scales = pycomm.kernels.sign_compress(acc, block=block,
-                                                            residual=server[owner][seg.mine:seg.mine + seg.c])
-                out[lo:hi] = pycomm.kernels.sign_decompress(bits, scales, torch.empty(seg.c, device=dev),
-                                                            block=block)[: hi - lo]
+                bits, scales = pycomm.kernels.sign_compress(
+                    acc, block=block, residual=server[owner][seg.mine : seg.mine + seg.c]
+                )
+                out[lo:hi] = pycomm.kernels.sign_decompress(bits, scales, torch.empty(seg.c, device=dev), block=block)[
+                    : hi - lo
+                ]
         outs.append(out)
     return outs
 
@@ -156,11 +163,14 @@ def check_onebit_exact(comm) -> None:
             ef = pycomm.ErrorFeedback()
             for c, (xs, want) in enumerate(zip(calls, wants)):
                 t = xs[comm.rank].clone()
-                comm.allreduce_quantized(t, op=getattr(pycomm, op), codec=pycomm.OneBitCodec(block=256),
-                                         error_feedback=ef, async_op=True).wait()
+                comm.allreduce_quantized(
+                    t, op=getattr(pycomm, op), codec=pycomm.OneBitCodec(block=256), error_feedback=ef, async_op=True
+                ).wait()
                 bad = torch.nonzero(t != want)
-                assert bad.numel() == 0, (f"1-bit {op} n={n} call {c}: element {bad[0].item()} is {t[bad[0]].item()}, "
-                                          f"the composed kernels give {want[bad[0]].item()}")
+                assert bad.numel() == 0, (
+                    f"1-bit {op} n={n} call {c}: element {bad[0].item()} is {t[bad[0]].item()}, "
+                    f"the composed kernels give {want[bad[0]].item()}"
+                )
 
 
 def run_steps(comm, codec, n: int, steps: int, error_feedback) -> tuple[float, float]:
@@ -175,7 +185,7 @@ def run_steps(comm, codec, n: int, steps: int, error_feedback) -> tuple[float, f
         out = t.double().numpy()
         first = out if first is None else first
         total += out
-    rms = lambda v: float(np.sqrt(np.mean(v ** 2)))  # noqa: E731
+    rms = lambda v: float(np.sqrt(np.mean(v**2)))  # noqa: E731
     return rms(first - y), rms(total / steps - y)
 
 
@@ -193,8 +203,8 @@ def check_error_feedback(comm) -> None:
     print(f"rank {comm.rank}: int8 mean error without feedback {no_ef}, with both residuals {averaged}")
     assert averaged < 0.3 * one_step, f"int8 + ErrorFeedback: mean error {averaged} vs one step {one_step}"
     if comm.size == 1:
-        return                          # stage 1 is exact on one rank: a plain residual has no loss to carry
-    residual = torch.zeros(n)           # a plain tensor: stage 1's loss only (stage 2's is not fed back)
+        return  # stage 1 is exact on one rank: a plain residual has no loss to carry
+    residual = torch.zeros(n)  # a plain tensor: stage 1's loss only (stage 2's is not fed back)
     _, local_only = run_steps(comm, int8, n, 20, residual)
     print(f"rank {comm.rank}: int8 mean error with the local residual only {local_only}")
     assert local_only < 0.8 * no_ef, f"int8 + residual tensor: mean error {local_only} vs none {no_ef}"
@@ -204,8 +214,11 @@ def check_error_feedback(comm) -> None:
 def check_bytes(comm) -> None:
     """Bytes sent per rank ~ 2 (N-1)/N * wire bytes: compare with the fp32 size S, independent of N."""
     n = 1 << 20
-    for codec, limit in ((pycomm.Int8Codec(block=256), 0.3), (pycomm.Int4Codec(block=128), 0.15),
-                         (pycomm.OneBitCodec(block=256), 0.05)):
+    for codec, limit in (
+        (pycomm.Int8Codec(block=256), 0.3),
+        (pycomm.Int4Codec(block=128), 0.15),
+        (pycomm.OneBitCodec(block=256), 0.05),
+    ):
         t = torch.ones(n)
         before = bytes_sent()
         comm.allreduce_quantized(t, codec=codec, op=pycomm.AVG, async_op=True).wait()
@@ -217,14 +230,19 @@ def check_bytes(comm) -> None:
 
 
 def check_bad_input(comm) -> None:
-    f = functools.partial(comm.allreduce_quantized, op=pycomm.AVG, async_op=True)   # each case overrides one
+    f = functools.partial(comm.allreduce_quantized, op=pycomm.AVG, async_op=True)  # each case overrides one
     expect_raises(TypeError, r"tensor: dtype torch.int64", lambda: f(torch.ones(4, dtype=torch.int64)))
     expect_raises(ValueError, r"tensor: tensor must be contiguous", lambda: f(torch.ones(4, 4).t()))
     expect_raises(ValueError, "op must be pycomm.SUM or pycomm.AVG", lambda: f(torch.ones(4), op=pycomm.MAX))
-    expect_raises(ValueError, "codec 'int9' is not a codec name; expected one of 'int8'",
-                  lambda: f(torch.ones(4), codec="int9"))
+    expect_raises(
+        ValueError, "codec 'int9' is not a codec name; expected one of 'int8'", lambda: f(torch.ones(4), codec="int9")
+    )
     expect_raises(ValueError, "residual must have", lambda: f(torch.ones(4), error_feedback=torch.zeros(5)))
-    expect_raises(TypeError, r"error_feedback: dtype", lambda: f(torch.ones(4), error_feedback=torch.zeros(4, dtype=torch.float64)))
+    expect_raises(
+        TypeError,
+        r"error_feedback: dtype",
+        lambda: f(torch.ones(4), error_feedback=torch.zeros(4, dtype=torch.float64)),
+    )
     ef = pycomm.ErrorFeedback()
     f(torch.ones(300), error_feedback=ef).wait()
     expect_raises(ValueError, "one ErrorFeedback per tensor", lambda: f(torch.ones(301), error_feedback=ef))
@@ -259,7 +277,11 @@ def check_pipelined(comm) -> None:
         check_phase_profile(comm)
         check_error_feedback(comm)
         os.environ["PYCOMM_QUANTIZED_SEGMENT"] = "0"
-        expect_raises(ValueError, "PYCOMM_QUANTIZED_SEGMENT='0' is not valid", lambda: comm.allreduce_quantized(torch.ones(4), op=pycomm.AVG, async_op=True))
+        expect_raises(
+            ValueError,
+            "PYCOMM_QUANTIZED_SEGMENT='0' is not valid",
+            lambda: comm.allreduce_quantized(torch.ones(4), op=pycomm.AVG, async_op=True),
+        )
     finally:
         del os.environ["PYCOMM_QUANTIZED_SEGMENT"]
 
@@ -270,8 +292,8 @@ def main() -> None:
     for op in ("AVG", "SUM"):
         check_int8(comm, op, torch.float32, 256)
     check_int8(comm, "AVG", torch.bfloat16, 64)
-    check_int8(comm, "AVG", torch.float32, 128, pycomm.Int4Codec)   # the fused int4 reduce (fp32 on the CPU)
-    check_int8(comm, "SUM", torch.bfloat16, 64, pycomm.Int4Codec)   # the kernels one after another
+    check_int8(comm, "AVG", torch.float32, 128, pycomm.Int4Codec)  # the fused int4 reduce (fp32 on the CPU)
+    check_int8(comm, "SUM", torch.bfloat16, 64, pycomm.Int4Codec)  # the kernels one after another
     check_int8_exact(comm)
     check_onebit_exact(comm)
     check_error_feedback(comm)

@@ -3,6 +3,7 @@ codec kernels. The CPU and GPU codecs give the same bytes: int8 results equal th
 host run's do), and a stochastic int8 run with a seed equals the same call on host tensors; 1-bit with error
 feedback equals pycomm's own sign kernels composed on the GPU, call after call; and the call follows the
 caller's stream. Prints `rank R: quantized gpu ok (N checks)` and `GPU-RESULT:` lines."""
+
 from __future__ import annotations
 
 import os
@@ -13,16 +14,18 @@ import pycomm
 from tests.comm.workers.fusion_common import rank_values, world
 from tests.comm.workers.quantized import SIZES, expected_int8, expected_onebit_calls
 
-SEGMENT = 1000       # several segments for the larger sizes: the pipeline, not one call
-HALF_SECOND = 1_000_000_000   # torch.cuda._sleep cycles at about 2 GHz
+SEGMENT = 1000  # several segments for the larger sizes: the pipeline, not one call
+HALF_SECOND = 1_000_000_000  # torch.cuda._sleep cycles at about 2 GHz
 checks = 0
 
 
 def same(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     global checks
     bad = torch.nonzero(got.cpu() != want.cpu())
-    assert bad.numel() == 0, (f"{what}: element {bad[0].item()} is {got.flatten()[bad[0]].item()}, "
-                              f"expected {want.flatten()[bad[0]].item()} ({bad.numel()} differ)")
+    assert bad.numel() == 0, (
+        f"{what}: element {bad[0].item()} is {got.flatten()[bad[0]].item()}, "
+        f"expected {want.flatten()[bad[0]].item()} ({bad.numel()} differ)"
+    )
     checks += 1
 
 
@@ -41,20 +44,23 @@ def check_stochastic_int8_equals_host(comm, dev: torch.device) -> None:
         host, gpu = x.clone(), x.to(dev)
         for t in (host, gpu):
             codec = pycomm.Int8Codec(block=64, stochastic=True, seed=1234 + comm.rank)
-            for _ in range(2):   # the second call takes the codec's advanced seeds
+            for _ in range(2):  # the second call takes the codec's advanced seeds
                 comm.allreduce_quantized(t, op=pycomm.AVG, codec=codec, async_op=True).wait()
         same(gpu, host, f"stochastic int8 n={n}: GPU vs host bytes")
 
 
 def check_onebit_error_feedback(comm, dev: torch.device) -> None:
     for k, n in enumerate(SIZES):
-        calls = [[rank_values(180 + 3 * k + c, r, n, torch.float32).to(dev) for r in range(comm.size)]
-                 for c in range(3)]
+        calls = [
+            [rank_values(180 + 3 * k + c, r, n, torch.float32).to(dev) for r in range(comm.size)] for c in range(3)
+        ]
         wants = expected_onebit_calls(calls, "AVG", 256, SEGMENT)
         ef = pycomm.ErrorFeedback()
         for c, (xs, want) in enumerate(zip(calls, wants)):
             t = xs[comm.rank].clone()
-            comm.allreduce_quantized(t, op=pycomm.AVG, codec=pycomm.OneBitCodec(block=256), error_feedback=ef, async_op=True).wait()
+            comm.allreduce_quantized(
+                t, op=pycomm.AVG, codec=pycomm.OneBitCodec(block=256), error_feedback=ef, async_op=True
+            ).wait()
             same(t, want, f"1-bit + error feedback n={n} call {c} vs the GPU kernels composed")
         assert ef.local.is_cuda and ef.server.is_cuda
 
@@ -91,8 +97,11 @@ def throughput(comm, dev: torch.device) -> None:
     stop.synchronize()
     if comm.rank == 0:
         ms = start.elapsed_time(stop) / 3
-        print(f"GPU-RESULT: allreduce_quantized int8 of 64 MiB fp32 on {comm.size} ranks sharing "
-              f"{torch.cuda.get_device_name(dev)} over MPI (staged): {ms:.1f} ms", flush=True)
+        print(
+            f"GPU-RESULT: allreduce_quantized int8 of 64 MiB fp32 on {comm.size} ranks sharing "
+            f"{torch.cuda.get_device_name(dev)} over MPI (staged): {ms:.1f} ms",
+            flush=True,
+        )
 
 
 def main() -> None:

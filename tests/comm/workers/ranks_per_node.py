@@ -2,6 +2,7 @@
 joins the ranks with the same local rank; a sum over each says who is in it. Then pycomm.Mesh on the same
 nodes (tests/comm/workers/mesh.py), split_by_node's cache and errors, and Communicator's convention
 (tests/comm/workers/api_convention.py) on the same ranks."""
+
 from __future__ import annotations
 
 import torch
@@ -20,7 +21,7 @@ def main() -> None:
     t = torch.tensor([float(comm.rank)])
     intra.allreduce(t, op=SUM)
     node = comm.rank // 2
-    assert t.item() == 4 * node + 1, f"rank {comm.rank}: node sum {t.item()}"      # 2n + (2n + 1)
+    assert t.item() == 4 * node + 1, f"rank {comm.rank}: node sum {t.item()}"  # 2n + (2n + 1)
     u = torch.tensor([float(comm.rank)])
     inter.allreduce(u, op=SUM)
     assert u.item() == 2 * (comm.rank % 2) + 2, f"rank {comm.rank}: inter sum {u.item()}"  # l + (l + 2)

@@ -1,6 +1,7 @@
 """How the NCCL unique id reaches every rank, without a GPU: rank 0 shares 128 bytes through
 pycomm.nccl_backend.share_from_rank0 (MPI, the TCP store, or torchrun's agent store, as the launch
 environment dictates) and every rank checks it got exactly rank 0's bytes."""
+
 from __future__ import annotations
 
 import hashlib

@@ -5,13 +5,13 @@ collective. `stopped`: the last rank submits the all-reduce and then stops (SIGS
 it; they must name it as the rank that stopped answering, inside the op. argv: the case, a directory for
 the waiting ranks' flag files, the backend (gloo by default). Prints MARK lines tests/comm/test_faults.py
 checks."""
+
 from __future__ import annotations
 
 import os
 import signal
 import sys
 import time
-
 from pathlib import Path
 
 import torch
@@ -23,7 +23,7 @@ def missing(comm: pycomm.Communicator, flags: Path) -> None:
     """The last rank waits for the others' flag files, not in a pycomm op: gloo bounds every wait by
     PYCOMM_TIMEOUT, point to point included."""
     x = torch.ones(1000)
-    comm.allreduce(x, op=pycomm.SUM)   # everyone takes part
+    comm.allreduce(x, op=pycomm.SUM)  # everyone takes part
     last = comm.size - 1
     if comm.rank == last:
         while not all((flags / f"rank{r}").exists() for r in range(last)):
@@ -31,14 +31,14 @@ def missing(comm: pycomm.Communicator, flags: Path) -> None:
     else:
         t0 = time.perf_counter()
         try:
-            comm.allreduce(x, op=pycomm.SUM)   # the last rank never calls it
+            comm.allreduce(x, op=pycomm.SUM)  # the last rank never calls it
         except pycomm.StallError as e:
             print(f"MARK rank {comm.rank} stall after {time.perf_counter() - t0:.1f} s: {e}", flush=True)
         else:
             print(f"MARK rank {comm.rank} no stall error", flush=True)
         (flags / f"rank{comm.rank}").touch()
     print(f"MARK rank {comm.rank} done", flush=True)
-    os._exit(0)   # the stalled all-reduce can never complete
+    os._exit(0)  # the stalled all-reduce can never complete
 
 
 def _stopped(pid: int) -> bool:
@@ -50,13 +50,13 @@ def stopped(comm: pycomm.Communicator, flags: Path) -> None:
     pids = torch.empty(comm.size, dtype=torch.int64)
     comm.allgather(pids, torch.tensor([os.getpid()], dtype=torch.int64))
     last = comm.size - 1
-    peers = comm.split(0 if comm.rank < last else 1)   # the ranks that wait, to agree when to wake the last one
+    peers = comm.split(0 if comm.rank < last else 1)  # the ranks that wait, to agree when to wake the last one
     x = torch.ones(1000)
-    comm.allreduce(x, op=pycomm.SUM)   # everyone takes part
+    comm.allreduce(x, op=pycomm.SUM)  # everyone takes part
     if comm.rank == last:
-        comm.allreduce(x, op=pycomm.SUM, async_op=True)   # submitted: its record says so within a beat
+        comm.allreduce(x, op=pycomm.SUM, async_op=True)  # submitted: its record says so within a beat
         time.sleep(2.0)
-        os.kill(os.getpid(), signal.SIGSTOP)   # a peer sends SIGCONT once every other rank has its error
+        os.kill(os.getpid(), signal.SIGSTOP)  # a peer sends SIGCONT once every other rank has its error
         print(f"MARK rank {comm.rank} done", flush=True)
         os._exit(0)
     while not _stopped(int(pids[last])):

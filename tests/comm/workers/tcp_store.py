@@ -2,6 +2,7 @@
 
 Started as plain processes by tests/comm/test_tcp_store.py (no MPI); asserts and exits non-zero on
 failure."""
+
 from __future__ import annotations
 
 import sys
@@ -31,7 +32,7 @@ def exchange(rank: int, world: int, port: int) -> None:
 def missing_peer(rank: int, world: int, port: int) -> None:
     """Started with one rank fewer than `world`: the barrier must time out, naming the address."""
     store = TCPStore(HOST, port, world, is_server=rank == 0, timeout=60)
-    store.set(f"up/{rank}", b"1")   # the ranks that came meet first: a slow start is not the missing rank
+    store.set(f"up/{rank}", b"1")  # the ranks that came meet first: a slow start is not the missing rank
     store.wait([f"up/{r}" for r in range(world - 1)])
     start = time.monotonic()
     try:

@@ -3,6 +3,7 @@
 Cases (argv[1]): "ddp" (DDP on "pycomm" against DDP on gloo, bit for bit), "mismatch" (rank 0 all_reduce,
 rank 1 broadcast: pycomm's MismatchError on both), "ops" (every supported op against its expected values),
 "dead" (the last rank stops in the middle of DDP training; nothing catches the others' error)."""
+
 from __future__ import annotations
 
 import datetime
@@ -19,20 +20,19 @@ import pycomm
 from tests.comm.workers.torch_backend_models import batch, mlp, same, train
 
 STEPS = 5
-DEAD_AT = 2   # "dead": the step before whose backward the last rank stops
+DEAD_AT = 2  # "dead": the step before whose backward the last rank stops
 
 
 def ddp() -> None:
     gloo = dist.new_group(backend="gloo")
     before = pycomm.stats().get("allreduce", {}).get("calls", 0)
-    on_pycomm = train(DDP(mlp(), bucket_cap_mb=0.001), STEPS)   # small buckets: several all-reduces per step
+    on_pycomm = train(DDP(mlp(), bucket_cap_mb=0.001), STEPS)  # small buckets: several all-reduces per step
     calls = pycomm.stats()["allreduce"]["calls"] - before
     on_gloo = train(DDP(mlp(), process_group=gloo, bucket_cap_mb=0.001), STEPS)
     # 2 ranks: a sum of two is the same in any order, so bit for bit; more may add in another order
     same(on_pycomm, on_gloo, "DDP on pycomm vs gloo", exact=dist.get_world_size() == 2)
     assert calls >= STEPS, f"expected DDP's all-reduces to run through pycomm, saw {calls}"
-    print(f"rank {dist.get_rank()}: ddp on pycomm == gloo after {STEPS} steps ({calls} pycomm all-reduces)",
-          flush=True)
+    print(f"rank {dist.get_rank()}: ddp on pycomm == gloo after {STEPS} steps ({calls} pycomm all-reduces)", flush=True)
 
 
 def dead() -> None:
@@ -77,27 +77,37 @@ def _unequal_all_to_all(rank: int, size: int) -> None:
     inp = torch.cat([torch.full((n, 2), 100.0 * rank + j) for j, n in enumerate(sends)])
     out = torch.empty(sum(receives), 2)
     dist.all_to_all_single(out, inp, receives, sends)
-    _expect(out, torch.cat([torch.full((n, 2), 100.0 * i + rank) for i, n in enumerate(receives)]),
-            "all_to_all_single with unequal splits")
+    _expect(
+        out,
+        torch.cat([torch.full((n, 2), 100.0 * i + rank) for i, n in enumerate(receives)]),
+        "all_to_all_single with unequal splits",
+    )
     outs = [torch.empty(i + rank + 1) for i in range(size)]
     dist.all_to_all(outs, [torch.full((rank + j + 1,), 10.0 * rank + j) for j in range(size)])
-    _expect(torch.cat(outs), torch.cat([torch.full((i + rank + 1,), 10.0 * i + rank) for i in range(size)]),
-            "all_to_all with unequal tensors")
+    _expect(
+        torch.cat(outs),
+        torch.cat([torch.full((i + rank + 1,), 10.0 * i + rank) for i in range(size)]),
+        "all_to_all with unequal tensors",
+    )
 
 
 def ops() -> None:
     rank, size = dist.get_rank(), dist.get_world_size()
     ranks = torch.arange(size, dtype=torch.float32)
-    for op, want in ((dist.ReduceOp.SUM, ranks.sum() + size), (dist.ReduceOp.AVG, ranks.mean() + 1),
-                     (dist.ReduceOp.MIN, torch.tensor(1.0)), (dist.ReduceOp.MAX, torch.tensor(size - 1.0 + 1)),
-                     (dist.ReduceOp.PRODUCT, (ranks + 1).prod())):
+    for op, want in (
+        (dist.ReduceOp.SUM, ranks.sum() + size),
+        (dist.ReduceOp.AVG, ranks.mean() + 1),
+        (dist.ReduceOp.MIN, torch.tensor(1.0)),
+        (dist.ReduceOp.MAX, torch.tensor(size - 1.0 + 1)),
+        (dist.ReduceOp.PRODUCT, (ranks + 1).prod()),
+    ):
         t = torch.full((3,), rank + 1.0)
         dist.all_reduce(t, op=op)
         _expect(t, want.expand(3), f"all_reduce {op}")
     bits = torch.tensor([1 << rank, 3], dtype=torch.int64)
     dist.all_reduce(bits, op=dist.ReduceOp.BOR)
     _expect(bits, torch.tensor([(1 << size) - 1, 3]), "all_reduce BOR")
-    strided = torch.full((4, 2), float(rank)).t()        # non-contiguous: staged and copied back
+    strided = torch.full((4, 2), float(rank)).t()  # non-contiguous: staged and copied back
     dist.all_reduce(strided)
     _expect(strided, torch.full((2, 4), ranks.sum().item()), "all_reduce of a non-contiguous tensor")
     b = torch.full((5,), float(rank))
@@ -111,7 +121,7 @@ def ops() -> None:
     _expect(flat, ranks.repeat_interleave(2), "all_gather_single")
     rs = torch.empty(2)
     dist.reduce_scatter_single(rs, torch.arange(2.0 * size))
-    _expect(rs, torch.arange(2.0 * size)[2 * rank:2 * rank + 2] * size, "reduce_scatter_single")
+    _expect(rs, torch.arange(2.0 * size)[2 * rank : 2 * rank + 2] * size, "reduce_scatter_single")
     rl = torch.empty(2)
     dist.reduce_scatter(rl, [torch.full((2,), float(r)) for r in range(size)])
     _expect(rl, torch.full((2,), float(rank * size)), "reduce_scatter")
@@ -125,15 +135,16 @@ def ops() -> None:
     dist.barrier()
     peer = (rank + 1) % size
     got = torch.empty(3)
-    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((3,), float(rank)), peer),
-                                   dist.P2POp(dist.irecv, got, (rank - 1) % size)])
+    reqs = dist.batch_isend_irecv(
+        [dist.P2POp(dist.isend, torch.full((3,), float(rank)), peer), dist.P2POp(dist.irecv, got, (rank - 1) % size)]
+    )
     for r in reqs:
         r.wait()
     _expect(got, torch.full((3,), float((rank - 1) % size)), "batch_isend_irecv")
     work = dist.all_reduce(torch.ones(2), async_op=True)
     assert work.wait(timeout=datetime.timedelta(seconds=120)) is True
     late = torch.ones(2)
-    if rank == 0:   # rank 1 joins 3 s late: a bounded wait gives up naming the op, the op itself completes later
+    if rank == 0:  # rank 1 joins 3 s late: a bounded wait gives up naming the op, the op itself completes later
         work = dist.all_reduce(late, async_op=True)
         try:
             work.wait(timeout=datetime.timedelta(seconds=0.5))
@@ -148,8 +159,10 @@ def ops() -> None:
     _expect(late, torch.full((2,), float(size)), "all_reduce after a timed-out wait")
     fut = dist.all_reduce(torch.ones(2), async_op=True).get_future()
     _expect(fut.wait()[0], torch.full((2,), float(size)), "get_future")
-    for call, name in ((lambda: dist.all_reduce(torch.ones(1), op=dist._make_nccl_premul_sum(2.0)), "PREMUL_SUM"),
-                       (lambda: dist.reduce(torch.ones(1), dst=0), "reduce")):
+    for call, name in (
+        (lambda: dist.all_reduce(torch.ones(1), op=dist._make_nccl_premul_sum(2.0)), "PREMUL_SUM"),
+        (lambda: dist.reduce(torch.ones(1), dst=0), "reduce"),
+    ):
         try:
             call()
         except NotImplementedError as e:

@@ -1,6 +1,7 @@
 """Worker of tests/comm/test_torch_backend_fsdp.py: FSDP2's fully_shard, unchanged, on backend "pycomm"
 against the same model on gloo. argv[1]: "1d" (every rank one shard group) or "hsdp" (4 ranks, a (2, 2)
 DeviceMesh: replicate over dim 0, shard over dim 1; its groups are pycomm sub-communicators)."""
+
 from __future__ import annotations
 
 import sys
@@ -44,8 +45,11 @@ def main(kind: str) -> None:
     # 2 ranks: a sum of two is the same in any order, so bit for bit; 4 ranks may add in another order
     same(on_pycomm, on_gloo, f"FSDP2 ({kind}) on pycomm vs gloo", exact=size == 2)
     assert reduce_scatters >= STEPS, f"expected FSDP2's reduce-scatters to run through pycomm, saw {reduce_scatters}"
-    print(f"rank {dist.get_rank()}: fsdp2 {kind} on pycomm == gloo after {STEPS} steps "
-          f"({reduce_scatters} pycomm reduce-scatters)", flush=True)
+    print(
+        f"rank {dist.get_rank()}: fsdp2 {kind} on pycomm == gloo after {STEPS} steps "
+        f"({reduce_scatters} pycomm reduce-scatters)",
+        flush=True,
+    )
     dist.destroy_process_group()
 
 

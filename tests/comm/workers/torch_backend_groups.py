@@ -3,6 +3,7 @@ new_group (every rank calling it, and members only with use_local_synchronizatio
 init_device_mesh are pycomm sub-communicators of the world's own transport (MPI under mpirun, gloo under
 torchrun): their collectives and sends give the expected values, a mesh dimension's communicator carries its
 name for traces, and a mismatched collective inside a sub-group raises pycomm's MismatchError there."""
+
 from __future__ import annotations
 
 import torch
@@ -35,7 +36,7 @@ def main() -> None:
     rank, size = dist.get_rank(), dist.get_world_size()
     assert size == 4, "this worker runs on 4 ranks"
 
-    odd = dist.new_group([1, 3])                        # every rank calls it; only 1 and 3 get a group
+    odd = dist.new_group([1, 3])  # every rank calls it; only 1 and 3 get a group
     if rank in (1, 3):
         _summed(odd, [1, 3])
         got = torch.empty(2)
@@ -44,10 +45,10 @@ def main() -> None:
         else:
             dist.recv(got, src=1, group=odd)
             assert got.tolist() == [7.0, 7.0], got
-    if rank in (0, 2):                                  # members only
+    if rank in (0, 2):  # members only
         _summed(dist.new_group([0, 2], use_local_synchronization=True), [0, 2])
 
-    mine, _ = dist.new_subgroups(2)                     # [0, 1] and [2, 3]
+    mine, _ = dist.new_subgroups(2)  # [0, 1] and [2, 3]
     _summed(mine, [rank - rank % 2, rank - rank % 2 + 1])
 
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
@@ -56,7 +57,7 @@ def main() -> None:
         _summed(group, members)
         assert _comm(group).mesh_dim == dim, (dim, _comm(group).mesh_dim)
 
-    pair = dist.new_group([0, 1])                       # a mismatch inside a sub-group
+    pair = dist.new_group([0, 1])  # a mismatch inside a sub-group
     if rank in (0, 1):
         t = torch.ones(100)
         try:

@@ -2,6 +2,7 @@
 (pycomm/ddp_hooks.py) training the MNIST CNN on 2 ranks, on backend "pycomm" and on a gloo group, against
 plain fp32 DDP and against algorithms' mbsgd with the same codec: the accuracy each reaches, the bytes the
 hook counted, and that every rank ends with the same parameters."""
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -46,8 +47,9 @@ def mbsgd(codec: str) -> float:
     """algorithms' mbsgd with the same codec, model, data and optimizer: the accuracy the hook must match."""
     torch.manual_seed(0)
     model = TinyCNN()
-    opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), algorithm="mbsgd",
-                                   model=model, codec=codec)
+    opt = algorithms.CommOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), algorithm="mbsgd", model=model, codec=codec
+    )
     return accuracy(_fit(model, opt), *DATA[1])
 
 
@@ -58,16 +60,23 @@ if __name__ == "__main__":
     rank = dist.get_rank()
     fp32 = trained(None, None)
     results = {"fp32": fp32}
-    for name, codec, group in (("int8 pycomm", "int8", None), ("int8 gloo", "int8", gloo),
-                               ("int4 pycomm", "int4", None), ("1bit+ef pycomm", "1bit", None),
-                               ("1bit+ef gloo", "1bit", gloo)):
+    for name, codec, group in (
+        ("int8 pycomm", "int8", None),
+        ("int8 gloo", "int8", gloo),
+        ("int4 pycomm", "int4", None),
+        ("1bit+ef pycomm", "1bit", None),
+        ("1bit+ef gloo", "1bit", gloo),
+    ):
         before = pycomm.stats().get("alltoall", {}).get("calls", 0)
         state = ddp_hooks.QuantizedState(codec, process_group=group)
         results[name] = trained(group, state)
         alltoalls = pycomm.stats().get("alltoall", {}).get("calls", 0) - before
         ratio = state.raw_bytes / state.wire_bytes
-        print(f"rank {rank}: {name}: accuracy {results[name]:.3f} (fp32 {fp32:.3f}), fp32/wire bytes {ratio:.2f}, "
-              f"{alltoalls} pycomm all-to-alls", flush=True)
+        print(
+            f"rank {rank}: {name}: accuracy {results[name]:.3f} (fp32 {fp32:.3f}), fp32/wire bytes {ratio:.2f}, "
+            f"{alltoalls} pycomm all-to-alls",
+            flush=True,
+        )
         assert state.raw_bytes > 0 and ratio > {"int8": 3.5, "int4": 6.5, "1bit": 20}[codec], (name, ratio)
         assert (alltoalls > 0) == (group is None), f"{name}: {alltoalls} pycomm all-to-alls"
     assert fp32 > 0.8, f"fp32 DDP reached only {fp32:.3f}"
@@ -80,8 +89,9 @@ if __name__ == "__main__":
         print(f"rank {rank}: mbsgd with {codec}: accuracy {reference:.3f}", flush=True)
         for name in names:
             gap = results[name] - reference
-            assert (abs(gap) if codec == "int8" else -gap) < 0.05, \
+            assert (abs(gap) if codec == "int8" else -gap) < 0.05, (
                 f"{name}: {results[name]:.3f} vs mbsgd {reference:.3f}"
+            )
     for name in ("int4 pycomm", "1bit+ef pycomm", "1bit+ef gloo"):
         assert results[name] > 0.6, f"{name}: {results[name]:.3f}"
     print(f"rank {rank}: hooks passed", flush=True)

@@ -1,5 +1,6 @@
 """Shared by the torch backend workers: training a model with a torch.distributed wrapper on one process
 group, from fixed seeds, so two backends' runs can be compared parameter by parameter."""
+
 from __future__ import annotations
 
 from typing import Callable

@@ -1,6 +1,7 @@
 """Worker of tests/comm/test_torch_backend_pipeline.py: torch.distributed.pipelining's 1F1B schedule on 2 or 4
 ranks (one stage each), unchanged, on backend "pycomm" (its stages' sends and receives) against the same run on
 gloo."""
+
 from __future__ import annotations
 
 import torch
@@ -20,11 +21,11 @@ def run(group: dist.ProcessGroup) -> list[torch.Tensor]:
     """This rank's stage (its layers of the MLP) after STEPS steps of 1F1B over `group`."""
     rank, size = dist.get_rank(group), dist.get_world_size(group)
     bounds = BOUNDS[size]
-    part = mlp()[bounds[rank]:bounds[rank + 1]]
+    part = mlp()[bounds[rank] : bounds[rank + 1]]
     stage = PipelineStage(part, rank, size, torch.device("cpu"), group=group)
     schedule = Schedule1F1B(stage, n_microbatches=MICROBATCHES, loss_fn=nn.functional.cross_entropy)
     params = list(part.parameters())
-    opt = torch.optim.SGD(params, lr=0.1) if params else None   # a ReLU stage has none
+    opt = torch.optim.SGD(params, lr=0.1) if params else None  # a ReLU stage has none
     for step in range(STEPS):
         g = torch.Generator().manual_seed(step)  # one batch per step, the same on every stage
         x, y = torch.randn(4 * MICROBATCHES, 16, generator=g), torch.randint(0, 4, (4 * MICROBATCHES,), generator=g)

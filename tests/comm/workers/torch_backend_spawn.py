@@ -1,6 +1,7 @@
 """Worker of tests/comm/test_torch_backend.py: 3 processes started by torch.multiprocessing.spawn, each told its
 rank by init_process_group("pycomm", init_method="file://...", rank=, world_size=) (no launcher pycomm could
 read): the default group and a sub-group run on pycomm's gloo transport over torch's store."""
+
 from __future__ import annotations
 
 import sys

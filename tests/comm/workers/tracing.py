@@ -3,6 +3,7 @@ process, mpirun, torchrun/gloo): the results must be bit-identical (tracing chan
 DIR/expected_rank<R>.json lists the ops the trace must show on the world communicator, in order.
 With a second directory, the last rank then skips an all-reduce inside pycomm.profile(DIR2): the other
 ranks' StallError must carry the flight recorder's dump (printed as MARK lines)."""
+
 from __future__ import annotations
 
 import json
@@ -35,16 +36,21 @@ def run_ops(comm: pycomm.Communicator) -> tuple[list[torch.Tensor], list[dict]]:
     w.wait()
     fused = [rank_input(r, k, torch.float32, f"fused{k}") for k in (3, 5, 7)]
     comm.allreduce_coalesced(fused, op=pycomm.SUM, async_op=True).wait()
-    expected = [dict(name="allreduce", count=256, bytes=1024), dict(name="allreduce", count=1 << 16, bytes=1 << 18),
-                dict(name="broadcast", count=1000, bytes=4000), dict(name="allgather", count=100, bytes=400 * n),
-                dict(name="send", count=10, bytes=40), dict(name="recv", count=10, bytes=40),
-                dict(name="allreduce", count=15, bytes=60)]     # the coalesced op's one packed bucket
+    expected = [
+        dict(name="allreduce", count=256, bytes=1024),
+        dict(name="allreduce", count=1 << 16, bytes=1 << 18),
+        dict(name="broadcast", count=1000, bytes=4000),
+        dict(name="allgather", count=100, bytes=400 * n),
+        dict(name="send", count=10, bytes=40),
+        dict(name="recv", count=10, bytes=40),
+        dict(name="allreduce", count=15, bytes=60),
+    ]  # the coalesced op's one packed bucket
     return [small, large, b, gathered, got, *fused], expected
 
 
 def traced(directory: str, stall: str = "") -> None:
     comm = pycomm.init()
-    side = comm.split(0) if stall else None      # releases the last rank once rank 0 has its error
+    side = comm.split(0) if stall else None  # releases the last rank once rank 0 has its error
     plain, expected = run_ops(comm)
     with pycomm.profile(directory) as p:
         again, _ = run_ops(comm)
@@ -67,14 +73,14 @@ def stall_in_profile(comm: pycomm.Communicator, side: pycomm.Communicator, direc
         with pycomm.profile(directory):
             w = comm.allreduce(x, async_op=True, op=pycomm.AVG)
             w.wait()
-            print(f"MARK rank {comm.rank} last joint seq {w.info['seq']}", flush=True)   # seqs differ by rank
+            print(f"MARK rank {comm.rank} last joint seq {w.info['seq']}", flush=True)  # seqs differ by rank
             if comm.rank == last:
                 flag = torch.zeros(1)
                 w = side.irecv(flag, 0)
-                while not w.is_completed():     # Python keeps running: the flight recorder's watcher answers
+                while not w.is_completed():  # Python keeps running: the flight recorder's watcher answers
                     time.sleep(0.05)
-                leave(side)                     # inside the block: its end would wait for the others' pings
-            comm.allreduce(x, op=pycomm.AVG)   # the last rank never joins
+                leave(side)  # inside the block: its end would wait for the others' pings
+            comm.allreduce(x, op=pycomm.AVG)  # the last rank never joins
     except pycomm.StallError as e:
         print(f"MARK rank {comm.rank} stall: {e}", flush=True)
     if comm.rank == 0:
@@ -88,7 +94,7 @@ def leave(side: pycomm.Communicator) -> None:
     print(f"MARK rank {side.rank} done", flush=True)
     sys.stdout.flush()
     side.barrier()
-    os._exit(0)     # the stalled all-reduce can never complete: no MPI_Finalize
+    os._exit(0)  # the stalled all-reduce can never complete: no MPI_Finalize
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Exits with the given code on one task (and 0 on the others): the launcher must report failure."""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 local backend; cuda: one rank of NCCL), run under our NVTX injection library (tests/infra/nvtx_log.c, through
 NVTX_INJECTION64_PATH). Writes to MANIFEST the ranges it must have made: pid, and per range its name and bytes.
 Usage: python -m tests.infra.workers.nvtx_ranges cpu|cuda MANIFEST"""
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,9 @@ def main() -> None:
     comm.broadcast(ones(1001), root=0)
     expect("broadcast", 4004, "op")
     comm.allgather(ones(1002 * n), ones(1002))
-    expect("allgather", 4008 * n, "op")          # nccl-tests' bytes: the output
+    expect("allgather", 4008 * n, "op")  # nccl-tests' bytes: the output
     comm.reduce_scatter(ones(1003), ones(1003 * n), op=pycomm.SUM)
-    expect("reduce_scatter", 4012 * n, "op")     # the input
+    expect("reduce_scatter", 4012 * n, "op")  # the input
     comm.alltoall(ones(1004 * n), ones(1004 * n))
     expect("alltoall", 4016 * n, "op")
 
@@ -63,7 +64,7 @@ def main() -> None:
     kernels.elastic_update([ones(700, torch.float64)], torch.zeros(700, dtype=torch.float64, device=dev), 0.1)
     expect("bucket_update", 3200, "kernel")
     expect("bucket_update", 5600, "kernel")
-    if device == "cpu":   # fp32 host tensors: the fused reduce step (chunk of 1024 elements: whole blocks)
+    if device == "cpu":  # fp32 host tensors: the fused reduce step (chunk of 1024 elements: whole blocks)
         comm.allreduce_quantized(ones(1000), op=pycomm.SUM, async_op=True).wait()
         expect("reduce_quantize_int8", 4096, "kernel")
     if device == "cuda":

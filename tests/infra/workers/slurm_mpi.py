@@ -1,4 +1,5 @@
 """Runs on every task of an `srun --mpi=pmix` step: MPI's world must be SLURM's job step."""
+
 from __future__ import annotations
 
 import os
