@@ -30,9 +30,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
+from apps.data.text import EMBEDDED_TEXT
 from benchmarks import shaped_link
 from benchmarks.harness import held, save, table
-from benchmarks.reproduce.grid import DATA
 from benchmarks.run_ranks import ROOT, free_port, mpirun_argv, worker_env
 
 RANKS = 4
@@ -246,7 +246,12 @@ def add_launch_arguments(ap: argparse.ArgumentParser, name: str, steps: int, loc
     ap.add_argument("--batch", type=int, default=4, help="sequences of 64 characters per rank and step")
     ap.add_argument("--ranks", type=int, default=RANKS, help="ranks of every case (the goals are set at 4)")
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
-    ap.add_argument("--data-dir", type=Path, default=DATA, help="holds tinyshakespeare/input.txt")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="holds tinyshakespeare/input.txt (default: the copy apps.train embeds)",
+    )
     ap.add_argument("--lock", type=Path, default=None, help=lock_help)
     ap.add_argument("--timeout", type=float, default=900, help="seconds one case may take")
     ap.add_argument("--name", default=name, help="results/<name>.json and .png")
@@ -255,7 +260,7 @@ def add_launch_arguments(ap: argparse.ArgumentParser, name: str, steps: int, loc
 
 def data_and_links(args: argparse.Namespace) -> tuple[Path, list[str], dict[str, str]]:
     """(tiny Shakespeare's input.txt, the links to run, {link: why skipped}); exits naming a missing file."""
-    data = args.data_dir / "tinyshakespeare" / "input.txt"
+    data = EMBEDDED_TEXT if args.data_dir is None else args.data_dir / "tinyshakespeare" / "input.txt"
     if not data.is_file():
         raise SystemExit(f"--data-dir: {data} is not a file (tiny Shakespeare's input.txt is expected there)")
     links, skipped = list(args.links), {}
