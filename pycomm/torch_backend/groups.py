@@ -19,7 +19,7 @@ import sys
 from types import TracebackType
 from typing import Any, Optional, Sequence
 
-from pycomm import fail_fast, gloo_backend, launch_env, runtime, settings
+from pycomm import fail_fast, gloo_backend, launch_env, process_comms, runtime, settings
 from pycomm._build import core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
@@ -40,7 +40,7 @@ def create(opts: Any, backend_options: Any = None) -> PycommProcessGroup:
         _default = (
             _launched_world(rank, size)
             if launched
-            else runtime._track(
+            else process_comms.track(
                 Communicator(gloo_backend.transport_over(opts.store, rank, size, WORLD_PREFIX), "world")
             )
         )
@@ -55,7 +55,7 @@ def create(opts: Any, backend_options: Any = None) -> PycommProcessGroup:
         comm = _mpi_subgroup(world, ranks, name) or Communicator(
             gloo_backend.transport_over(opts.store, rank, size, GROUP_PREFIX), name
         )
-    return PycommProcessGroup(runtime._track(comm), owned=True)
+    return PycommProcessGroup(process_comms.track(comm), owned=True)
 
 
 def _launcher_size() -> int:
