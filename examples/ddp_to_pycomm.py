@@ -12,7 +12,6 @@ another folder of MNIST IDX files (the full 60,000-image set, Fashion-MNIST). Ea
 fingerprint of its parameters at the end: the same on every rank, as with DDP. Run from a checkout, the
 script finds pycomm, algorithms and apps there (the sys.path line); after `pip install .` it runs from
 anywhere."""
-
 import argparse
 import hashlib
 import pathlib
@@ -22,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))  # the checkout's packages, unless installed
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))   # the checkout's packages, unless installed
 import algorithms
 import pycomm
-from apps.data import idx  # MNIST's IDX files (the 10,000 images in the checkout by default)
+from apps.data import idx                     # MNIST's IDX files (the 10,000 images in the checkout by default)
 
 parser = argparse.ArgumentParser(description="An MLP on MNIST")
 parser.add_argument("--data", default=None, help="a folder of MNIST IDX files (default: the embedded 10,000)")
@@ -35,17 +34,16 @@ parser.add_argument("--lr", type=float, default=0.05)
 parser.add_argument("--save", default="mnist_mlp.pt")
 args = parser.parse_args()
 
-comm = pycomm.init()  # rank and size from mpirun, srun or torchrun
+comm = pycomm.init()                                  # rank and size from mpirun, srun or torchrun
 torch.manual_seed(0)
 mnist = idx.load(args.data)
 train = TensorDataset(*mnist.train.batch(torch.arange(len(mnist.train))))
 x_eval, y_eval = mnist.eval.batch(torch.arange(len(mnist.eval)))
-sampler = pycomm.DistributedSampler(train, seed=0)  # this rank's part of each epoch
+sampler = pycomm.DistributedSampler(train, seed=0)    # this rank's part of each epoch
 loader = DataLoader(train, batch_size=args.batch_size, sampler=sampler)
 model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
-opt = algorithms.CommOptimizer(
-    torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9), algorithm="mbsgd", model=model
-)  # gradients averaged over the ranks
+opt = algorithms.CommOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9),
+                               algorithm="mbsgd", model=model)   # gradients averaged over the ranks
 
 for epoch in range(args.epochs):
     sampler.set_epoch(epoch)
