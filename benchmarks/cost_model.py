@@ -86,13 +86,15 @@ class Fit:
 
 
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Non-negative least squares (Lawson-Hanson), small and dependency-free: every constant is a cost."""
+    """Non-negative least squares (scipy's Lawson-Hanson): every constant is a cost. A clipped plain least
+    squares is not a substitute (its fit is far off), so without scipy this says how to get it."""
     try:
         from scipy.optimize import nnls
-
-        return nnls(a, b)[0]
-    except ImportError:  # plain least squares, clipped
-        return np.clip(np.linalg.lstsq(a, b, rcond=None)[0], 0, None)
+    except ImportError:
+        raise ImportError(
+            "benchmarks.cost_model fits with scipy's nnls: pip install -r scripts/requirements-test.txt"
+        ) from None
+    return nnls(a, b)[0]
 
 
 def fit(points: Sequence[Point]) -> Fit:
