@@ -1,10 +1,12 @@
 """apps.supervisor, the launcher's automatic restart of parameter-server processes, on real processes: a
 server that dies while a worker runs is restarted with `--resume auto` at most PYCOMM_PS_SERVER_RESTARTS
-times, each restart logged with its cause; one that dies after the workers are done, or exits 0, is not.
+times, each restart logged with its cause; one that dies after the workers are done, or exits 0, is not. A
+server given up on stops its workers (which would otherwise wait for it until their server timeout).
 The restart of a real server under `python -m apps.train --nproc 4` is in test_ps_faults.py."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,8 @@ from typing import Sequence
 
 import pytest
 
-from apps import ps
+from apps import ps, supervisor
+from apps.failure import EXIT_CHECKPOINT
 from apps.supervisor import RESTARTS_ENV, Supervisor, resume_argv
 
 
@@ -45,9 +48,9 @@ def workers_running(procs: dict[int, subprocess.Popen]) -> bool:
 @pytest.mark.timeout(120)
 def test_a_dying_server_is_restarted_with_resume_until_the_limit(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(RESTARTS_ENV, "2")
-    start = starter(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "import time; time.sleep(8)")
+    start = starter(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "import time; time.sleep(600)")
     codes = Supervisor(start, ["-o", "x=1"], [0, 1], [0], workers_running).wait()
-    assert codes == {0: -9, 1: 0}
+    assert codes == {0: -9, 1: -signal.SIGUSR1}  # given up on: its worker is stopped, not left waiting
     assert starts(tmp_path) == ["0 -o x=1", "1 -o x=1", "0 -o x=1 --resume auto", "0 -o x=1 --resume auto"]
     err = capsys.readouterr().err
     assert (
@@ -55,6 +58,20 @@ def test_a_dying_server_is_restarted_with_resume_until_the_limit(tmp_path, monke
         "(--resume auto), restart 1 of 2 (PYCOMM_PS_SERVER_RESTARTS)"
     ) in err, err
     assert "restart 2 of 2" in err and "not restarted: it was restarted 2 times already" in err, err
+    assert "stopping worker ranks [1]: they cannot go on without server rank 0" in err, err
+
+
+@pytest.mark.timeout(120)
+def test_a_server_given_up_on_stops_its_workers_and_kills_one_that_ignores_the_stop(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(supervisor, "STOP_GRACE_SECONDS", 2.0)
+    ignores_stop = "import signal, time; signal.signal(signal.SIGUSR1, signal.SIG_IGN); time.sleep(600)"
+    start = starter(tmp_path, f"import time, sys; time.sleep(1); sys.exit({EXIT_CHECKPOINT})", ignores_stop)
+    codes = Supervisor(start, [], [0, 1], [0], workers_running).wait()
+    assert codes == {0: EXIT_CHECKPOINT, 1: -signal.SIGKILL}, codes
+    assert starts(tmp_path) == ["0 ", "1 "]  # a refused checkpoint is never restarted
+    err = capsys.readouterr().err
+    assert "not restarted: --resume auto would read the same" in err, err
+    assert "worker rank 1 did not stop within 2 s of SIGUSR1: killing it" in err, err
 
 
 @pytest.mark.timeout(120)
