@@ -69,7 +69,7 @@ def test_sharded_checkpoint_resumes_on_1_and_3_ranks_to_the_saved_state(tmp_path
             timeout=400,
         ).stdout
         for source in ("sharded", "full"):
-            assert len(re.findall(rf"rank \d of {n} ok: {source}\b", out)) == n, out
+            assert len(re.findall(rf"rank \d of {n} ok: {source}", out)) == n, out  # lines of ranks may run together
 
 
 @pytest.mark.mpi
