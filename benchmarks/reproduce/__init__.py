@@ -5,7 +5,7 @@ tiny Shakespeare; final eval metric against bytes sent per rank, time to a targe
 constant-H local SGD at equal bytes and LSGD >= EASGD hold here.
 
     python -m benchmarks.reproduce            # full grid (~40 min on 2 idle cores); resumable
-    python -m benchmarks.reproduce --quick    # tiny budgets, 1 seed, a few methods (the test)
+    python -m benchmarks.reproduce --quick    # tiny budgets, 1 seed, a few methods, 2 ranks (the test)
 
 Writes results/reproduce.json, reproduce.md (printed too), reproduce_mnist.png, reproduce_gpt.png;
 the runs themselves go to runs/reproduce/<task>-<method>-<codec>-s<seed>/ (a finished run is skipped

@@ -11,13 +11,13 @@ from typing import Any
 
 from benchmarks.harness import RESULTS, save
 from benchmarks.reproduce import figure, report, summary
-from benchmarks.reproduce.grid import METHODS, RANKS, REPO, SEEDS, TASKS, Variant, variants
+from benchmarks.reproduce.grid import METHODS, REPO, SEEDS, TASKS, Variant, ranks, variants
 from benchmarks.reproduce.runner import RunSpec, finished, run_all
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.reproduce", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny budgets, 1 seed, a few methods (a smoke test)")
+    ap.add_argument("--quick", action="store_true", help="tiny budgets, 1 seed, a few methods, 2 ranks (a smoke test)")
     ap.add_argument("--tasks", nargs="+", choices=[t.key for t in TASKS], help="default: all")
     ap.add_argument("--seeds", type=int, help=f"seeds per variant (default {len(SEEDS)}; 1 with --quick)")
     ap.add_argument("--runs-dir", type=Path, help="where the runs go (default runs/reproduce[-quick])")
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     budgets = {t.key: vars(t.quick if args.quick else t.full) for t in tasks}
     payload = {
         "quick": args.quick,
-        "ranks": RANKS,
+        "ranks": ranks(args.quick),
         "seeds": list(range(args.seeds)),
         "budgets": budgets,
         "targets": {t.key: {"metric": t.metric, "value": t.target} for t in tasks},
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.results_dir / f"{args.name}.md").write_text(text + "\n")
     for task in tasks:
         figure.save_task_figure(
-            args.results_dir / f"{args.name}_{task.key}.png", task, rows, RANKS, budgets[task.key]["steps"]
+            args.results_dir / f"{args.name}_{task.key}.png", task, rows, ranks(args.quick), budgets[task.key]["steps"]
         )
         seed0 = [RunSpec(v, 0, args.quick).directory(args.runs_dir) for v in grid if v.task is task]
         figure.training_curves([d for d in seed0 if (d / "train.csv").exists()], args.runs_dir / f"compare-{task.key}")

@@ -9,6 +9,9 @@ import torch
 import algorithms
 from tests.algorithms import lap_mnist
 from tests.algorithms.lap_models import SmallCNN
+from tests.algorithms.runs import case
+from tests.algorithms.workers import lap_averaging
+from tests.algorithms.workers import lap_mnist as lap_mnist_worker
 from tests.launch import mpirun
 
 
@@ -47,20 +50,20 @@ def test_interface_on_one_rank():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize(
-    "final, start_method, codec",
-    [("final", "fork", "none"), ("no-final", "fork", "none"), ("final", "spawn", "none"), ("no-final", "fork", "int8")],
-)
+@pytest.mark.parametrize("final, start_method, codec", lap_averaging.CASES)
 def test_averaging_keeps_local_updates_and_ends_equal(final, start_method, codec):
-    mpirun(2, "tests.algorithms.workers.lap_averaging", final, start_method, codec, timeout=600)
+    # one launch runs every case (tests/algorithms/runs.py); each case reports its own result
+    for rank, res in enumerate(case("lap_averaging", 2, lap_averaging.name(final, start_method, codec))):
+        assert res["ok"], (rank, res)
 
 
 @pytest.mark.mpi
 @pytest.mark.skipif(not lap_mnist.available(), reason="MNIST IDX files not found")
-@pytest.mark.parametrize("algorithm, codec", [("lapsgd", "none"), ("lppsgd", "none"), ("lapsgd", "int8")])
+@pytest.mark.parametrize("algorithm, codec", lap_mnist_worker.CASES)
 def test_mnist_convergence_2_ranks_x_2_processes(algorithm, codec):
-    proc = mpirun(2, "tests.algorithms.workers.lap_mnist", algorithm, "fork", codec, timeout=900)
-    print(proc.stdout)
+    # one launch trains every case in turn (tests/algorithms/runs.py)
+    for rank, res in enumerate(case("lap_mnist", 2, lap_mnist_worker.name(algorithm, codec), timeout=1500)):
+        assert res["ok"], (rank, res)
 
 
 @pytest.mark.mpi

@@ -1,4 +1,4 @@
-"""benchmarks.reproduce --quick end to end: every quick variant trains through `python -m apps.train` on 4
+"""benchmarks.reproduce --quick end to end: every quick variant trains through `python -m apps.train` on 2
 real ranks, the JSON has finite numbers for each, the bytes are ordered as the rules imply, the report and
 figures are written, and a second start trains nothing (resumable). No timing assertions."""
 
@@ -53,7 +53,7 @@ def test_reproduce_quick_end_to_end(tmp_path: Path) -> None:
     proc = _reproduce(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((tmp_path / "reproduce_quick.json").read_text())
-    assert doc["quick"] is True and doc["ranks"] == 4 and doc["missing"] == {}
+    assert doc["quick"] is True and doc["ranks"] == 2 and doc["missing"] == {}
     rows = {(r["task"], r["method"], r["codec"]): r for r in doc["rows"]}
     assert set(rows) == QUICK
     for key, r in rows.items():

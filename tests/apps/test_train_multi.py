@@ -24,11 +24,20 @@ needs_comm = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(scope="module")
+def under_mpirun(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A whole 2-rank plsgd run under a plain mpirun (its directory, its output): checked as such, and the
+    uninterrupted run that a preempted and resumed --nproc run must end equal to."""
+    out = tmp_path_factory.mktemp("mpirun")
+    proc = mpirun(2, "apps.train", *runs.args(out, "plsgd", "plsgd", 2)[2:], timeout=400)
+    return out / "plsgd", proc.stdout
+
+
 @pytest.mark.mpi
 @needs_comm
-def test_two_ranks_under_mpirun(tmp_path: Path) -> None:
-    proc = mpirun(2, "apps.train", *runs.args(tmp_path, "plsgd", "plsgd", 2)[2:], timeout=400)
-    _check_two_rank_run(proc.stdout, tmp_path / "plsgd", per_rank=True)
+def test_two_ranks_under_mpirun(under_mpirun: tuple[Path, str]) -> None:
+    run_dir, stdout = under_mpirun
+    _check_two_rank_run(stdout, run_dir, per_rank=True)
 
 
 def _check_two_rank_run(stdout: str, run_dir: Path, per_rank: bool) -> None:
@@ -66,15 +75,16 @@ def test_a_run_whose_timeout_runs_out_is_a_clean_preemption(tmp_path: Path) -> N
 
 @pytest.mark.mpi
 @needs_comm
-def test_nproc_run_preempted_by_sigterm_resumes_to_the_uninterrupted_parameters(tmp_path: Path) -> None:
-    runs.run(runs.args(tmp_path, "straight", "plsgd", 2), timeout=400)
+def test_nproc_run_preempted_by_sigterm_resumes_to_the_uninterrupted_parameters(
+    tmp_path: Path, under_mpirun: tuple[Path, str]
+) -> None:
     argv = runs.args(tmp_path, "cut", "plsgd", 2)
     out = runs.preempt(argv, timeout=400).stdout  # SIGTERM to the --nproc supervisor, forwarded to the ranks
     assert "preempted" in out, out
     assert len(list((tmp_path / "cut" / "checkpoints").glob("*.preempt"))) == 1
     runs.run(argv + ["--resume", "auto"], timeout=400)
     for rank in (0, 1):
-        runs.assert_same(runs.final_params(tmp_path / "straight", rank), runs.final_params(tmp_path / "cut", rank))
+        runs.assert_same(runs.final_params(under_mpirun[0], rank), runs.final_params(tmp_path / "cut", rank))
 
 
 @pytest.mark.slurm

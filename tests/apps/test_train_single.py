@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.apps import runs
 
+PLOT = ("-o", "logging.plot=true")
 
-def test_run_leaves_metrics_checkpoints_and_plots(tmp_path: Path) -> None:
-    proc = runs.run(runs.args(tmp_path, "a", "none", 1, "-o", "logging.plot=true"))
-    assert "step 60/60" in proc.stdout and "eval @ step" in proc.stdout
-    run_dir = tmp_path / "a"
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One whole 60-step run, plots on, and its output: the tests that only read a finished run share it
+    (one start of python and torch less each); a test that runs it again works on a copy."""
+    out = tmp_path_factory.mktemp("finished")
+    return out / "a", runs.run(runs.args(out, "a", "none", 1, *PLOT)).stdout
+
+
+def test_run_leaves_metrics_checkpoints_and_plots(finished: tuple[Path, str]) -> None:
+    run_dir, stdout = finished
+    assert "step 60/60" in stdout and "eval @ step" in stdout
     rows = list(csv.DictReader(open(run_dir / "train.csv")))
     assert [int(r["step"]) for r in rows] == list(range(1, 61))
     assert {"loss", "lr", "samples_per_s", "comm_bytes", "H", "segment"} <= rows[0].keys()
@@ -27,9 +38,9 @@ def test_run_leaves_metrics_checkpoints_and_plots(tmp_path: Path) -> None:
     assert (run_dir / "loss_vs_step.png").stat().st_size > 0 and (run_dir / "accuracy_vs_step.png").exists()
 
 
-def test_sigterm_saves_preempt_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
-    straight = runs.args(tmp_path, "straight", "none", 1)
-    runs.run(straight)
+def test_sigterm_saves_preempt_and_resume_matches_uninterrupted(tmp_path: Path, finished: tuple[Path, str]) -> None:
+    shutil.copytree(finished[0], tmp_path / "straight")  # the finished run, as a copy: resumed below
+    straight = runs.args(tmp_path, "straight", "none", 1, *PLOT)
     again = runs.run(straight + ["--resume", "auto"]).stdout  # resuming a finished run trains nothing
     assert "already finished: the run resumed at step 60 of 60, so nothing was trained" in again, again
     assert "done:" not in again, again
@@ -47,9 +58,8 @@ def test_sigterm_saves_preempt_and_resume_matches_uninterrupted(tmp_path: Path) 
     assert steps == list(range(1, 61))  # the log continues without gaps or repeats
 
 
-def test_plot_compares_runs(tmp_path: Path) -> None:
-    runs.run(runs.args(tmp_path, "p", "none", 1, "-o", "train.max_steps=10"))
-    proc = runs.run(["-m", "apps.plot", str(tmp_path / "p"), str(tmp_path / "p"), "--out", str(tmp_path / "cmp")])
+def test_plot_compares_runs(tmp_path: Path, finished: tuple[Path, str]) -> None:
+    proc = runs.run(["-m", "apps.plot", str(finished[0]), str(finished[0]), "--out", str(tmp_path / "cmp")])
     assert (tmp_path / "cmp" / "loss_vs_time.png").exists() and "loss_vs_step.png" in proc.stdout
 
 

@@ -3,6 +3,8 @@ plus the single-process parts: bucket planning and the wire layout of encodings.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -20,40 +22,58 @@ from pycomm.fusion import (
 from pycomm.quantized import chunk_numel, segments
 from tests.launch import mpirun
 
+# worker -> the world sizes it runs on; one launch per world size runs every worker of that size in turn
+# (tests/comm/workers/in_turn.py), and each test reads its worker's lines from that launch's output
+WORKERS = {
+    "coalesced": (1, 2, 3, 4),
+    "quantized": (1, 2, 3, 4),
+    "flat_shards": (1, 2, 3, 4),
+    "grad_buckets": (1, 2, 3),
+    "layerwise": (1, 2, 4),
+}
+
+
+@functools.cache
+def _launch(ranks: int) -> str:
+    workers = [w for w, sizes in WORKERS.items() if ranks in sizes]
+    proc = mpirun(ranks, "tests.comm.workers.in_turn", *workers, timeout=900, expect_ok=False)
+    return f"{' '.join(workers)} on {ranks} rank(s): exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+def _oks(ranks: int, line: str) -> None:
+    """Every rank printed the worker's closing line in that launch."""
+    out = _launch(ranks)
+    assert out.count(line) == ranks, out
+
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("ranks", WORKERS["coalesced"])
 def test_allreduce_coalesced(ranks: int) -> None:
-    out = mpirun(ranks, "tests.comm.workers.coalesced", timeout=600).stdout
-    assert out.count("coalesced ok") == ranks
+    _oks(ranks, "coalesced ok")
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("ranks", WORKERS["quantized"])
 def test_allreduce_quantized(ranks: int) -> None:
-    out = mpirun(ranks, "tests.comm.workers.quantized", timeout=600).stdout
-    assert out.count("quantized ok") == ranks
+    _oks(ranks, "quantized ok")
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4])
+@pytest.mark.parametrize("ranks", WORKERS["flat_shards"])
 def test_reduce_scatter_and_allgather_coalesced(ranks: int) -> None:
-    out = mpirun(ranks, "tests.comm.workers.flat_shards", timeout=600).stdout
-    assert out.count("flat shards ok") == ranks
+    _oks(ranks, "flat shards ok")
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 3])
+@pytest.mark.parametrize("ranks", WORKERS["grad_buckets"])
 def test_gradient_buckets(ranks: int) -> None:
-    out = mpirun(ranks, "tests.comm.workers.grad_buckets", timeout=600).stdout
-    assert out.count("grad buckets ok") == ranks
+    _oks(ranks, "grad buckets ok")
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 4])
+@pytest.mark.parametrize("ranks", WORKERS["layerwise"])
 def test_layerwise_averager(ranks: int) -> None:
-    out = mpirun(ranks, "tests.comm.workers.layerwise", timeout=600).stdout
-    assert out.count("layerwise ok") == ranks
+    _oks(ranks, "layerwise ok")
 
 
 def test_plan_buckets_groups_by_dtype_and_fills_to_the_limit() -> None:

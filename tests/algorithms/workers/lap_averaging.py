@@ -8,11 +8,12 @@ whatever the interleaving; an average that overwrote x with avg(s) would lose th
 the final synchronous average every rank holds sum_r x_r / N. Lock-free races can lose a rare update,
 hence a tolerance of a few percent (a whole averaging scheme gone wrong is far outside it). Through
 the int8 codec the identity still holds to that tolerance: every coordinate is equal, and a constant
-block quantizes without error. Arguments: final|no-final, start method, codec ('none' or a name)."""
+block quantizes without error. One launch runs every case of CASES in turn (final|no-final, start method,
+codec 'none' or a name), each rank writing its results to argv[1] (tests/algorithms/runs.py reads them)."""
 
 from __future__ import annotations
 
-import sys
+from typing import Any
 
 import torch
 from torch.utils.data import TensorDataset
@@ -20,11 +21,20 @@ from torch.utils.data import TensorDataset
 import algorithms
 import pycomm
 from tests.algorithms.lap_models import Scale, paced_linear_loss
+from tests.algorithms.workers.common import run_cases
 from tests.algorithms.workers.lap_common import flat, gather_scalar, same_on_all_ranks
 
 LR = 1.0 / 64
 STEPS = 300
 WIDTH = 16
+# (final average, start method of the Hogwild workers, codec): the final average or not, fork and spawn,
+# and the int8 codec
+CASES = [
+    ("final", "fork", "none"),
+    ("no-final", "fork", "none"),
+    ("final", "spawn", "none"),
+    ("no-final", "fork", "int8"),
+]
 
 
 def rank_dependent_data(size: int) -> TensorDataset:
@@ -34,9 +44,11 @@ def rank_dependent_data(size: int) -> TensorDataset:
     return TensorDataset(torch.ones(n, WIDTH, dtype=torch.float64), target)
 
 
-def main(final_average: bool, start_method: str, codec: str) -> None:
-    pycomm.init()
-    comm = pycomm.world()
+def name(final: str, start_method: str, codec: str) -> str:
+    return f"{final}-{start_method}-{codec}"
+
+
+def averaging(comm: Any, final_average: bool, start_method: str, codec: str) -> dict[str, Any]:
     model = Scale(WIDTH).double()
     sgd = torch.optim.SGD(model.parameters(), lr=LR)
     opt = algorithms.CommOptimizer(
@@ -73,7 +85,14 @@ def main(final_average: bool, start_method: str, codec: str) -> None:
         f"{result.rounds} rounds, workers {result.per_worker}",
         flush=True,
     )
+    return {"ok": True}
+
+
+def main() -> None:
+    pycomm.init()
+    comm = pycomm.world()
+    run_cases(comm, [(name(*c), lambda c=c: averaging(comm, c[0] == "final", c[1], c[2])) for c in CASES])
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] == "final", sys.argv[2], sys.argv[3])
+    main()

@@ -29,13 +29,26 @@ ANSWER_S = 3.0  # how long to listen for an answer a server would give at once
 SSP_ANSWER_S = 0.5  # an ssp rank answers nothing ever: listen briefly, so all arrive while the run is under way
 
 
-def answers(sock: zmq.Socket, seconds: float = ANSWER_S) -> list[list[bytes]]:
-    """Every raw multipart message that comes back within `seconds`."""
-    got, deadline = [], time.monotonic() + seconds
+def answers_each(socks: list[zmq.Socket], seconds: float = ANSWER_S, first: bool = False) -> list[list[list[bytes]]]:
+    """Per socket, every raw multipart message that comes back within `seconds` (the sockets listened to
+    together, so n silent peers cost one window, not n); first: stop at the first message (an answer
+    expected: what comes after it is not read anyway)."""
+    got: list[list[list[bytes]]] = [[] for _ in socks]
+    poller = zmq.Poller()
+    for sock in socks:
+        poller.register(sock, zmq.POLLIN)
+    deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        if sock.poll(int(left * 1000) + 1, zmq.POLLIN):
-            got.append(sock.recv_multipart())
+        for sock, _ in poller.poll(int(left * 1000) + 1):
+            got[socks.index(sock)].append(sock.recv_multipart())
+        if first and any(got):
+            break
     return got
+
+
+def answers(sock: zmq.Socket, seconds: float = ANSWER_S, first: bool = False) -> list[list[bytes]]:
+    """Every raw multipart message that comes back within `seconds` (first: up to the first)."""
+    return answers_each([sock], seconds, first)[0]
 
 
 def wait_listening(address: str, seconds: float = 120.0) -> None:
@@ -71,13 +84,13 @@ def unsigned(
         "garbage": [os.urandom(64)],
         "wrong_secret_hello": wrong.sign(hello),
     }
-    out = {}
-    for name, frames in cases.items():
-        sock = raw_dealer(ctx, address)
+    socks = [raw_dealer(ctx, address) for _ in cases]
+    for sock, frames in zip(socks, cases.values()):
         sock.send_multipart(frames)
-        out[name] = [[bytes(f).decode("latin-1") for f in m] for m in answers(sock, listen)]
+    got = answers_each(socks, listen)
+    for sock in socks:
         sock.close()
-    return out
+    return {name: [[bytes(f).decode("latin-1") for f in m] for m in msgs] for name, msgs in zip(cases, got)}
 
 
 def signed(ctx: zmq.Context, address: str, target: int, as_rank: int) -> zmq.Socket:
@@ -86,7 +99,7 @@ def signed(ctx: zmq.Context, address: str, target: int, as_rank: int) -> zmq.Soc
 
 def reply(sock: zmq.Socket) -> dict | None:
     """The one signed answer that comes back (its header), None when nothing does."""
-    got = answers(sock)
+    got = answers(sock, first=True)
     if not got:
         return None
     msg = wire.unpack(sock.seal.verify(got[0]))

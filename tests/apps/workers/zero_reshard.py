@@ -1,8 +1,10 @@
 """On every rank of a world of any size: resume a ZeRO run of apps.train from a checkpoint written on
 another number of ranks and check that the resumed state, gathered (full_state_dict), equals the
 reference: the model and optimizer files of a full-state checkpoint of the same step (the learning rate:
-this world's schedule's at the same samples).
-argv: out_dir, checkpoint to resume from, reference checkpoint (state_dict_type=full), then overrides."""
+this world's schedule's at the same samples). Each checkpoint is resumed in turn by a new Run in this
+process (one launch serves them all: a launch of python and torch per rank is most of the test's time).
+argv: out_dir, reference checkpoint (state_dict_type=full), the checkpoints to resume from joined by ",",
+then overrides; each resumed run is named after its checkpoint's run directory."""
 
 from __future__ import annotations
 
@@ -30,9 +32,8 @@ def _equal(a: object, b: object, where: str) -> None:
         assert a == b, (where, a, b)
 
 
-def main() -> None:
-    out, resume, reference = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    cfg = loading.load(None, [f"out_dir={out}", *sys.argv[4:]])
+def check(out: str, resume: Path, reference: Path, overrides: list[str]) -> None:
+    cfg = loading.load(None, [f"out_dir={out}", f"name={resume.parent.parent.name}", *overrides])
     run = Run(cfg, str(resume))
     full = run.opt.full_state_dict()
     _equal(full["model"], torch.load(reference / "model_state_dict.pt", weights_only=True), "model")
@@ -44,7 +45,13 @@ def main() -> None:
     _equal(full["optimizer"], saved, "optimizer")
     assert run.state.step == torch.load(reference / "iter_state_dict.pt")["step"]
     run.finish(preempted=True)
-    print(f"rank {run.dist.rank} of {run.dist.size} ok", flush=True)
+    print(f"rank {run.dist.rank} of {run.dist.size} ok: {resume.parent.parent.name}", flush=True)
+
+
+def main() -> None:
+    out, reference = sys.argv[1], Path(sys.argv[2])
+    for resume in sys.argv[3].split(","):
+        check(out, Path(resume), reference, sys.argv[4:])
 
 
 if __name__ == "__main__":
