@@ -6,7 +6,11 @@ on a shared machine: "idle" is then only as idle as the machine was (the load av
 figures).
 
     python -m benchmarks.ddp_backend [--model mnist|gpt] [--repeats 3] [--steps N] [--ranks 2 4]
-        [--wrappers ddp fsdp2] [--quick]
+        [--wrappers ddp fsdp2] [--quick] [--profile]
+
+--profile prints, instead, where DDP's step time goes on each backend (benchmarks/workers/ddp_backend_phases.py:
+forward+backward and optimizer medians, each thread's CPU, run-queue wait and context switches), one JSON line
+per run.
 
 Writes benchmarks/results/ddp_backend.json and .png (the MNIST CNN), ddp_backend_gpt.json and .png (the GPT)."""
 
@@ -55,6 +59,19 @@ def measure(
         return json.loads(out.read_text()), machine_load()
 
 
+def profile(model: str, ranks: int, busy: bool, repeats: int, steps: int) -> str:
+    """The phases worker's JSON lines (rank 0's), DDP on each backend alternating, in one mpirun job."""
+    with busy_cores() if busy else contextlib.nullcontext():
+        proc = mpirun(
+            ranks,
+            "benchmarks.workers.ddp_backend_phases",
+            *("--model", model, "--steps", str(steps), "--repeats", str(repeats)),
+            timeout=1800,
+            env={"PYTHONWARNINGS": "ignore::FutureWarning"},
+        )
+        return f"# {model}, {ranks} ranks, {'busy' if busy else 'idle'}, load {machine_load()}\n{proc.stdout}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.ddp_backend", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=MODELS, default="mnist")
@@ -66,11 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wrappers", nargs="+", choices=("ddp", "fsdp2"), default=["ddp", "fsdp2"])
     p.add_argument("--loads", nargs="+", choices=("idle", "busy"), default=["idle", "busy"])
     p.add_argument("--quick", action="store_true", help="2 repeats of 10 steps, DDP on 2 idle ranks (a smoke run)")
+    p.add_argument("--profile", action="store_true", help="print where DDP's step time goes (writes no results)")
     p.add_argument("--results-dir", type=Path, help="where the JSON and PNG go (default benchmarks/results)")
     args = p.parse_args(argv)
     args.steps = args.steps or DEFAULT_STEPS[args.model]
     if args.quick:
         args.repeats, args.steps, args.ranks, args.wrappers, args.loads = 2, 10, [2], ["ddp"], ["idle"]
+    if args.profile:
+        for ranks in args.ranks:
+            for load in args.loads:
+                print(profile(args.model, ranks, load == "busy", args.repeats, args.steps), flush=True)
+        return 0
     rows: list[dict[str, Any]] = []
     samples: dict[str, dict[str, list[float]]] = {}
     for wrapper in args.wrappers:
