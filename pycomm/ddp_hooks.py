@@ -13,7 +13,7 @@ buckets this rank reduced.
 
 (No `from __future__ import annotations` here: DDP checks the hook's annotations as objects.)"""
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
@@ -43,7 +43,9 @@ class QuantizedState:
             raise TypeError(f"QuantizedState: error_feedback must be None or a bool, got {error_feedback!r}")
         self.error_feedback = isinstance(self.codec, OneBitCodec) if error_feedback is None else error_feedback
         self.process_group = process_group
-        self.feedback: dict[int, Any] = {}  # bucket index -> ErrorFeedback (pycomm) or residual tensor (other)
+        # bucket index -> (its parameters, ErrorFeedback (pycomm) or residual tensor (other)); DDP rebuilds
+        # its buckets after the first step, so a residual is kept only while its bucket holds the same parameters
+        self.feedback: dict[int, tuple[tuple[int, ...], Any]] = {}
         self.wire_bytes = 0
         self.raw_bytes = 0
 
@@ -62,26 +64,37 @@ def quantized_allreduce(state: QuantizedState, bucket: dist.GradBucket) -> torch
             f"encodes float32 ones"
         )
     state._count(grads.numel())
+    key = (bucket.index(), tuple(id(p) for p in bucket.parameters()))
     if isinstance(group, PycommProcessGroup):
-        return _on_pycomm(state, group, bucket.index(), grads)
-    return _on_torch_group(state, group, bucket.index(), grads)
+        return _on_pycomm(state, group, key, grads)
+    return _on_torch_group(state, group, key, grads)
+
+
+def _feedback(state: QuantizedState, key: tuple[int, tuple[int, ...]], make: Callable[[], Any]) -> Any:
+    """The bucket's error-feedback state, new where the bucket is new or DDP re-bucketed its parameters (the old
+    residual was laid out for other parameters: dropped, as at the start)."""
+    index, params = key
+    held = state.feedback.get(index)
+    if held is None or held[0] != params:
+        held = state.feedback[index] = (params, make())
+    return held[1]
 
 
 def _on_pycomm(
-    state: QuantizedState, group: PycommProcessGroup, index: int, grads: torch.Tensor
+    state: QuantizedState, group: PycommProcessGroup, key: tuple[int, tuple[int, ...]], grads: torch.Tensor
 ) -> torch.futures.Future:
-    feedback = state.feedback.setdefault(index, ErrorFeedback()) if state.error_feedback else None
+    feedback = _feedback(state, key, ErrorFeedback) if state.error_feedback else None
     work = group.comm.allreduce_quantized(grads, op=AVG, codec=state.codec, error_feedback=feedback, async_op=True)
     done = PycommWork("allreduce_quantized", [work], [grads], None, group._waiter)
     return done.get_future().then(lambda fut: fut.value()[0])
 
 
 def _on_torch_group(
-    state: QuantizedState, group: dist.ProcessGroup, index: int, grads: torch.Tensor
+    state: QuantizedState, group: dist.ProcessGroup, key: tuple[int, tuple[int, ...]], grads: torch.Tensor
 ) -> torch.futures.Future:
     residual = None
     if state.error_feedback:
-        residual = state.feedback.setdefault(index, torch.zeros_like(grads))
+        residual = _feedback(state, key, lambda: torch.zeros_like(grads))
     enc = state.codec.encode(grads, residual=residual)
     data, scales = enc.data.view(torch.uint8), enc.scales.view(torch.uint8)
     mine = torch.cat([data, scales])

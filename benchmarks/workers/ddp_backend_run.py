@@ -1,8 +1,8 @@
 """Worker of benchmarks/ddp_backend.py (mpirun, any number of ranks): DDP or FSDP2 (fully_shard on a 1-D
-mesh) on the MNIST CNN with the process group on backend "pycomm" and on a gloo group, alternating repeat
-by repeat; samples/s of the slowest rank.
+mesh) on the MNIST CNN or the char GPT (benchmarks/workers/ddp_tasks.py) with the process group on backend
+"pycomm" and on a gloo group, alternating repeat by repeat; samples/s of the slowest rank.
 
-    python benchmarks/workers/ddp_backend_run.py --wrapper ddp --steps 60 --repeats 5 --out rows.json"""
+    python benchmarks/workers/ddp_backend_run.py --model gpt --wrapper ddp --steps 60 --repeats 5 --out rows.json"""
 
 from __future__ import annotations
 
@@ -12,37 +12,32 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import pycomm
-from benchmarks.mnist_cnn import TinyCNN, shard_batches, split
+from benchmarks.workers.ddp_tasks import DEFAULT_BATCH, MODELS, Task, task
 from benchmarks.workers.rank0_result import write_result_and_close
 
 WARMUP = 5
 
 
-def wrapped(wrapper: str, group: dist.ProcessGroup) -> torch.nn.Module:
-    """The CNN under DDP, or sharded by FSDP2 over a 1-D mesh of `group`."""
-    torch.manual_seed(0)
+def wrapped(wrapper: str, model: torch.nn.Module, group: dist.ProcessGroup) -> torch.nn.Module:
+    """`model` under DDP, or sharded by FSDP2 over a 1-D mesh of `group`."""
     if wrapper == "ddp":
-        return DDP(TinyCNN(), process_group=group)
-    model = TinyCNN()
+        return DDP(model, process_group=group)
     fully_shard(model, mesh=DeviceMesh.from_group(group, "cpu"))
     return model
 
 
-def samples_per_s(
-    wrapper: str, group: dist.ProcessGroup, x: torch.Tensor, y: torch.Tensor, batches: list[torch.Tensor]
-) -> float:
-    model = wrapped(wrapper, group)
+def samples_per_s(wrapper: str, group: dist.ProcessGroup, work: Task, batches: list[torch.Tensor]) -> float:
+    model = wrapped(wrapper, work.make_model(), group)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
 
     def step(idx: torch.Tensor) -> None:
         opt.zero_grad()
-        F.cross_entropy(model(x[idx]), y[idx]).backward()
+        work.loss(model, idx).backward()
         opt.step()
 
     for idx in batches[:WARMUP]:
@@ -61,21 +56,22 @@ def samples_per_s(
 
 def main() -> None:
     p = argparse.ArgumentParser()
+    p.add_argument("--model", choices=MODELS, default="mnist")
     p.add_argument("--wrapper", choices=("ddp", "fsdp2"), default="ddp")
     p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batch", type=int, help="samples per rank and step (default: the model's)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", required=True)
     args = p.parse_args()
     dist.init_process_group("pycomm")
     gloo = dist.new_group(backend="gloo")
-    (x, y), _ = split()
-    batches = shard_batches(len(y), dist.get_rank(), dist.get_world_size(), args.batch, epoch=0)
-    batches = batches[: WARMUP + args.steps]
+    work = task(args.model)
+    batch = args.batch or DEFAULT_BATCH[args.model]
+    batches = work.batches(dist.get_rank(), dist.get_world_size(), batch, WARMUP + args.steps)
     rows: dict[str, list[float]] = {"pycomm": [], "gloo": []}
     for _ in range(args.repeats):
-        rows["pycomm"].append(samples_per_s(args.wrapper, dist.group.WORLD, x, y, batches))
-        rows["gloo"].append(samples_per_s(args.wrapper, gloo, x, y, batches))
+        rows["pycomm"].append(samples_per_s(args.wrapper, dist.group.WORLD, work, batches))
+        rows["gloo"].append(samples_per_s(args.wrapper, gloo, work, batches))
     write_result_and_close(pycomm.world(), args.out, rows)
 
 

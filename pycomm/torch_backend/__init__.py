@@ -1,14 +1,14 @@
 """pycomm as a torch.distributed backend: `import pycomm` registers "pycomm", so unchanged torch.distributed
 code (DDP, FSDP2's fully_shard, torch.distributed.pipelining, DeviceMesh) runs on pycomm's core with
 
-    dist.init_process_group("pycomm")      # under mpirun (no env variables needed) or torchrun
+    dist.init_process_group("pycomm")      # under mpirun or srun (no env variables needed) or torchrun
 
 Ops: all_reduce (SUM, AVG, MIN, MAX natively; PRODUCT, BAND, BOR, BXOR via an all-gather), broadcast,
 all_gather(_into_tensor), reduce_scatter(_tensor), all_to_all(_single, any split sizes), barrier, send / recv /
 isend / irecv / batch_isend_irecv, with Works (wait(), wait(timeout), get_future()). CPU tensors.
 Others (reduce, gather, scatter, recv from any source, PREMUL_SUM) raise NotImplementedError naming the op.
 Files: process_group.py (the ops), alltoallv.py (all-to-alls of unequal chunks), work.py, groups.py (which
-communicator a group runs on), reduce_ops.py, rendezvous.py (mpirun without torch's variables)."""
+communicator a group runs on), reduce_ops.py, rendezvous.py (mpirun and srun without torch's variables)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Backend "pycomm" of torch.distributed (pycomm/torch_backend): unchanged torch.distributed code on real
 ranks (tests/comm/workers/torch_backend.py) under mpirun, with no torch variables set (pycomm's MPI
-rendezvous), and under torchrun (env://, pycomm's gloo transport): every supported op against expected
-values (all-to-alls with unequal chunks too), DDP against DDP on gloo on 2 and 4 ranks, and a mismatched
+rendezvous), under srun (--mpi=pmix: MPI; --mpi=none: pycomm's gloo transport; no torch variables either),
+and under torchrun (env://, pycomm's gloo transport): every supported op against expected values
+(all-to-alls with unequal chunks too), DDP against DDP on gloo on 2 and 4 ranks, and a mismatched
 collective raising pycomm's MismatchError (MPI's op check, and the gloo transport's)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 import pytest
 
 from tests.launch import mpirun, python, torchrun
+from tests.slurm import SlurmCluster
 
 ENV = {"PYCOMM_TIMEOUT": "60", "PYTHONWARNINGS": "ignore::FutureWarning"}
 
@@ -35,6 +37,20 @@ def test_ops_under_torchrun():
 def test_ddp_on_pycomm_matches_ddp_on_gloo(ranks):
     proc = mpirun(ranks, "tests.comm.workers.torch_backend", "ddp", env=ENV)
     assert _passed(proc.stdout, "ddp on pycomm == gloo") == [str(r) for r in range(ranks)], proc.stdout
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize(
+    "mpi,extra,transport",
+    [("pmix", {}, "mpi"), ("none", {"MASTER_ADDR": "127.0.0.1"}, "gloo")],
+    ids=["pmix", "mpi-none"],
+)
+def test_ddp_on_pycomm_under_srun(slurm: SlurmCluster, mpi: str, extra: dict[str, str], transport: str):
+    # init_process_group("pycomm") with only SLURM's variables (it used to fail under --mpi=none: torch's env://
+    # wanted RANK); --mpi=none has no MPI wire-up, so pycomm's world runs on its gloo transport
+    proc = slurm.srun(2, "tests.comm.workers.torch_backend", "ddp", mpi=mpi, env={**ENV, **extra}, timeout=300)
+    assert _passed(proc.stdout, "ddp on pycomm == gloo") == ["0", "1"], proc.stdout
+    assert proc.stdout.count(f"launcher slurm, transport {transport})") == 2, proc.stdout
 
 
 @pytest.mark.parametrize(

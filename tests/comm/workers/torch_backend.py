@@ -32,7 +32,11 @@ def ddp() -> None:
     # 2 ranks: a sum of two is the same in any order, so bit for bit; more may add in another order
     same(on_pycomm, on_gloo, "DDP on pycomm vs gloo", exact=dist.get_world_size() == 2)
     assert calls >= STEPS, f"expected DDP's all-reduces to run through pycomm, saw {calls}"
-    print(f"rank {dist.get_rank()}: ddp on pycomm == gloo after {STEPS} steps ({calls} pycomm all-reduces)", flush=True)
+    print(
+        f"rank {dist.get_rank()}: ddp on pycomm == gloo after {STEPS} steps ({calls} pycomm all-reduces, "
+        f"launcher {pycomm.runtime.launch_env().launcher}, transport {pycomm.world().backend})",
+        flush=True,
+    )
 
 
 def dead() -> None:

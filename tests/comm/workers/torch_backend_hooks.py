@@ -1,10 +1,13 @@
 """Worker of tests/comm/test_torch_backend_hooks.py: DDP with pycomm's quantized communication hooks
 (pycomm/ddp_hooks.py) training the MNIST CNN on 2 ranks, on backend "pycomm" and on a gloo group, against
 plain fp32 DDP and against algorithms' mbsgd with the same codec: the accuracy each reaches, the bytes the
-hook counted, and that every rank ends with the same parameters."""
+hook counted, and that every rank ends with the same parameters. `rebuilt`: error feedback across DDP's
+re-bucketing after the first step (2 MB of gradients: one bucket in the first step, then a first bucket of
+1 MB and the rest), on both groups."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
 import torch
@@ -18,6 +21,7 @@ from pycomm import ddp_hooks
 from tests.algorithms.mnist import TinyCNN, accuracy, shard_batches, split
 
 STEPS, BATCH = 60, 32
+REBUILT_STEPS = 4
 
 
 def _fit(model: torch.nn.Module, opt: Any) -> torch.nn.Module:
@@ -53,7 +57,36 @@ def mbsgd(codec: str) -> float:
     return accuracy(_fit(model, opt), *DATA[1])
 
 
-if __name__ == "__main__":
+def rebuilt(group: Optional[dist.ProcessGroup], name: str) -> None:
+    """1-bit with error feedback over steps before and after DDP re-buckets: the residuals follow the new
+    buckets (they used to be kept per bucket index, and the first rebuilt bucket met the old one's residual)."""
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.Linear(512, 512)), process_group=group)
+    state = ddp_hooks.QuantizedState("1bit", process_group=group)
+    model.register_comm_hook(state, ddp_hooks.quantized_allreduce)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    g = torch.Generator().manual_seed(dist.get_rank())
+    for _ in range(REBUILT_STEPS):
+        opt.zero_grad()
+        model(torch.randn(8, 512, generator=g)).square().mean().backward()
+        opt.step()
+    assert len(state.feedback) == 2, f"{name}: expected 2 buckets after the rebuild, got {len(state.feedback)}"
+    held = sum(fb.local.numel() if group is None else fb.numel() for _, fb in state.feedback.values())
+    assert held == sum(p.numel() for p in model.parameters()), f"{name}: residuals of {held} elements"
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    every = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, flat, group=group)
+    assert all(torch.equal(every[0], e) for e in every), f"{name}: ranks ended with different parameters"
+    assert torch.isfinite(flat).all(), name
+    print(f"rank {dist.get_rank()}: rebuilt buckets {name}: {len(state.feedback)} residuals, ranks agree", flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["rebuilt"]:
+    dist.init_process_group("pycomm")
+    rebuilt(None, "pycomm")
+    rebuilt(dist.new_group(backend="gloo"), "gloo")
+    dist.destroy_process_group()
+elif __name__ == "__main__":
     dist.init_process_group("pycomm")
     DATA = split()
     gloo = dist.new_group(backend="gloo")
@@ -82,8 +115,9 @@ if __name__ == "__main__":
     assert fp32 > 0.8, f"fp32 DDP reached only {fp32:.3f}"
     for name in ("int8 pycomm", "int8 gloo"):
         assert abs(results[name] - fp32) < 0.05, f"{name}: {results[name]:.3f} vs fp32 {fp32:.3f}"
-    # int8: the same accuracy as mbsgd's; 1-bit: not worse (in this short run mbsgd's 1-bit lands well below
-    # the hook's, 0.46 against 0.65 on this data: a difference still to be explained)
+    # int8: the same accuracy as mbsgd's; 1-bit: not worse. In this short run 1-bit lands far apart from run to
+    # run layout: the gloo hook reached 0.65 while its first step's residual was added to the rebuilt bucket's
+    # gradients in another parameter order; laid out right it reaches 0.47, beside mbsgd's 0.46
     for codec, names in (("int8", ("int8 pycomm", "int8 gloo")), ("1bit", ("1bit+ef pycomm", "1bit+ef gloo"))):
         reference = mbsgd(codec)
         print(f"rank {rank}: mbsgd with {codec}: accuracy {reference:.3f}", flush=True)
@@ -92,7 +126,7 @@ if __name__ == "__main__":
             assert (abs(gap) if codec == "int8" else -gap) < 0.05, (
                 f"{name}: {results[name]:.3f} vs mbsgd {reference:.3f}"
             )
-    for name in ("int4 pycomm", "1bit+ef pycomm", "1bit+ef gloo"):
-        assert results[name] > 0.6, f"{name}: {results[name]:.3f}"
+    for name, floor in (("int4 pycomm", 0.6), ("1bit+ef pycomm", 0.4), ("1bit+ef gloo", 0.4)):  # chance: 0.1
+        assert results[name] > floor, f"{name}: {results[name]:.3f}"
     print(f"rank {rank}: hooks passed", flush=True)
     dist.destroy_process_group()
