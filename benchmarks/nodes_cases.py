@@ -33,6 +33,7 @@ class Case:
     independent: bool = False  # every rank alone, no communication at all (a ceiling)
     torchft: bool = False  # a peer under torchft: a replica group per node
     gloo: bool = False  # apps.train under torchrun: pycomm's gloo backend, not MPI
+    bare: bool = False  # pycomm in the peers' bare loop (benchmarks/workers/nodes_diloco.py) under mpirun
 
 
 def _algo(name: str, options: str = "{}") -> list[str]:
@@ -85,6 +86,14 @@ CASES: dict[str, Case] = {
                 *_hsdp(c, "zero2"),
             ],
         ),
+        # the same rule through apps.train without HSDP, and in torchft's own bare loop with its fragments: the
+        # like-for-like comparison (apps.train's loop and ZeRO's wrapping apart)
+        Case(
+            "diloco-apps",
+            False,
+            lambda c: _algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+        ),
+        Case("diloco-bare", False, lambda c: ["24"], bare=True),
         Case("qsr", False, lambda c: _algo("qsr")),
         Case("lsgd", False, lambda c: _algo("lsgd")),
     ]
@@ -98,6 +107,13 @@ def launch_env(cluster: Cluster) -> dict[str, str]:
     a descheduled thread, 172 ms per all-reduce against 38 ms with 1 thread)."""
     share = str(max(1, (os.cpu_count() or 1) // cluster.size))
     return worker_env({"PYCOMM_NUM_THREADS": share, "OMP_NUM_THREADS": share})
+
+
+def _popen(argv: list[str], cluster: Cluster) -> subprocess.Popen:
+    """One launch on the cluster, its output (stdout and stderr together) read by _communicate."""
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _communicate(procs: list[subprocess.Popen], timeout: float) -> tuple[list[int], str]:
@@ -130,28 +146,13 @@ def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout
     ]
     if case.gloo:  # apps.train joins torchrun's launch over gloo; node 0's writes the run's files
         argvs = cluster.torchrun_argvs(["-m", "apps.train", "-o", f"name={case.name}", *common])
-        return _communicate(
-            [
-                subprocess.Popen(
-                    a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-                )
-                for a in argvs
-            ],
-            timeout,
-        )
+        return _communicate([_popen(a, cluster) for a in argvs], timeout)
     if not case.independent:
         argv = [*cluster.mpirun_argv(), sys.executable, "-m", "apps.train", "-o", f"name={case.name}", *common]
-        return _communicate(
-            [
-                subprocess.Popen(
-                    argv, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-                )
-            ],
-            timeout,
-        )
+        return _communicate([_popen(argv, cluster)], timeout)
     # one lone rank per node slot, all at once: the same script and compute with no communication
     procs = [
-        subprocess.Popen(
+        _popen(
             [
                 *cluster.enter(k // cluster.ranks_per_node),
                 sys.executable,
@@ -163,11 +164,7 @@ def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout
                 f"name={case.name}{'' if k == 0 else k}",
                 *common,
             ],
-            cwd=ROOT,
-            env=launch_env(cluster),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            cluster,
         )
         for k in range(cluster.size)
     ]
@@ -190,10 +187,12 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
     link (in + out, the run's whole traffic between the nodes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     before, start = cluster.link_bytes(1), time.perf_counter()
-    if case.peer:
-        evals = out_dir / f"{case.name}.json"
-        worker = "nodes_torchft" if case.torchft else "nodes_ddp"
-        argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals), *case.overrides(cluster)]
+    evals = out_dir / f"{case.name}.json"
+    worker = "nodes_diloco" if case.bare else "nodes_torchft" if case.torchft else "nodes_ddp"
+    argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals), *case.overrides(cluster)]
+    if case.bare:  # pycomm's own launch: mpirun over the nodes
+        codes, text = _communicate([_popen([*cluster.mpirun_argv(), sys.executable, *argv], cluster)], timeout)
+    elif case.peer:
         argvs = (
             [
                 [
@@ -211,12 +210,7 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
             if case.torchft
             else cluster.torchrun_argvs(argv)
         )  # torchft: each node its own group
-        procs = [
-            subprocess.Popen(
-                a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
-            for a in argvs
-        ]
+        procs = [_popen(a, cluster) for a in argvs]
         codes, text = _communicate(procs, timeout)
     else:
         codes, text = _apps_train(cluster, case, steps, out_dir, timeout)
@@ -225,7 +219,7 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
     done = DONE.findall(text)
     if any(codes) or not done or any(int(d[0]) != steps for d in done):
         raise RuntimeError(f"{case.name}: exit codes {codes}, expected 'done: {steps} steps'\n{text[-3000:]}")
-    if case.peer:
+    if case.peer or case.bare:
         got = json.loads(evals.read_text())
         curve, train_s = [tuple(p) for p in got["curve"]], got["train_s"]
     else:
