@@ -7,7 +7,6 @@ taken out (they cost every case the same and are no part of the method)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks.cluster import Cluster
-from benchmarks.run_ranks import ROOT, worker_env
+from benchmarks.run_ranks import ROOT
 
 BATCH = 32  # per rank, apps.train's default problem
 EVAL_EVERY = 25  # steps between evaluations, every case
@@ -86,12 +85,18 @@ CASES: dict[str, Case] = {
                 *_hsdp(c, "zero2"),
             ],
         ),
-        # the same rule through apps.train without HSDP, and in torchft's own bare loop with its fragments: the
-        # like-for-like comparison (apps.train's loop and ZeRO's wrapping apart)
+        # the same rule through apps.train without HSDP and without its per-step collective (the ranks' agreement
+        # on a pending preemption, train.preempt_check_every=1 by default: a blocking all-reduce across the slow
+        # link every step, which torchft's loop does not have), and in torchft's own bare loop with its fragments:
+        # the like-for-like comparison
         Case(
             "diloco-apps",
             False,
-            lambda c: _algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+            lambda c: [
+                *_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+                "-o",
+                "train.preempt_check_every=24",
+            ],
         ),
         Case("diloco-bare", False, lambda c: ["24"], bare=True),
         Case("qsr", False, lambda c: _algo("qsr")),
@@ -100,19 +105,10 @@ CASES: dict[str, Case] = {
 }
 
 
-def launch_env(cluster: Cluster) -> dict[str, str]:
-    """Every launch's environment: the emulated nodes share this machine's cores, so each rank gets its share
-    of them for the kernels' OpenMP threads and torch's (the launchers count only a node's own ranks and give
-    each a whole emulated node's worth: 2 ranks x 2 threads on 2 cores made every int8 kernel wait ~20 ms for
-    a descheduled thread, 172 ms per all-reduce against 38 ms with 1 thread)."""
-    share = str(max(1, (os.cpu_count() or 1) // cluster.size))
-    return worker_env({"PYCOMM_NUM_THREADS": share, "OMP_NUM_THREADS": share})
-
-
 def _popen(argv: list[str], cluster: Cluster) -> subprocess.Popen:
     """One launch on the cluster, its output (stdout and stderr together) read by _communicate."""
     return subprocess.Popen(
-        argv, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv, cwd=ROOT, env=cluster.launch_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
 
 
