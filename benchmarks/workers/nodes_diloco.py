@@ -3,7 +3,7 @@ directly, no apps.train) in the bare loop of nodes_torchft.py with torchft's set
 fragments (the first convolution, the second, the classifier) synced in the same order, one every
 SYNC / 3 steps, one step of delay, mixing 0.5, outer SGD lr 0.7 momentum 0.9 Nesterov, fp32, the same data
 order, and the first rank scoring its own model. Started by mpirun over the nodes (one rank per node slot).
-Usage: nodes_diloco STEPS EVAL_EVERY OUT SYNC"""
+Usage: nodes_diloco STEPS EVAL_EVERY OUT SYNC [--outer-lr 0.7]"""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("eval_every", type=int)
     ap.add_argument("out", type=Path)
     ap.add_argument("sync", type=int)
+    ap.add_argument("--outer-lr", type=float, default=0.7)
     args = ap.parse_args()
     comm = pycomm.init()
     torch.manual_seed(0)
@@ -43,7 +44,7 @@ def main() -> None:
         fragments=3,
         sync_delay=1,
         mixing=0.5,
-        outer_lr=0.7,
+        outer_lr=args.outer_lr,
         outer_momentum=0.9,
         nesterov=True,
     )
