@@ -204,12 +204,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "diloco-torchft-settings diloco-apps diloco-bare",
     ),
     "nodes_more": Benchmark(
-        "the rest of the nodes benchmark's methods at 100 Mbit/s, in a run of their own (its "
+        "the rest of the nodes benchmark's methods at 100 Mbit/s, 1 Gbit/s and 10 Gbit/s, in runs of their own (its "
         "own DDP): zero3, qsr, lsgd, mbsgd and mbsgd + int8 on pycomm's gloo backend, mbsgd + "
         "1-bit, HSDP zero2 (dp_shard 1 at 1 rank per node); torchft LocalSGD (H = 8)",
         "torch DDP (gloo, torchrun per node); torchft LocalSGD",
         "python -m benchmarks.nodes --rates 100mbit --name nodes_more --cases ddp zero3 qsr lsgd "
-        "mbsgd-gloo mbsgd+int8-gloo torchft-localsgd mbsgd+1bit hsdp-zero2",
+        "mbsgd-gloo mbsgd+int8-gloo torchft-localsgd mbsgd+1bit hsdp-zero2; the same with --rates 1gbit 10gbit --merge",
     ),
     "overlap": Benchmark(
         "share of backward's compute time with a gradient reduction in flight, char GPT on 2 ranks "
