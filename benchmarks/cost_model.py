@@ -298,7 +298,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"Fitted to {len(points)} runs of `benchmarks/results/nodes.json` ({doc['environment']['date']}, "
         f"load average {doc['environment'].get('load_average')}): {constants}. Median error "
         f"{errors[len(errors) // 2]:.0%}, worst {errors[-1]:.0%} (tests/infra/test_cost_model.py holds "
-        f"the fit to a median of 25% and a worst of 80% on these runs, and to 1e-6 on synthetic points).\n\n"
+        f"the fit to a median of 35% and a worst of 80% on these runs, and to 1e-6 on synthetic points).\n\n"
         + markdown(measured, ["link", "case", "ops", "measured_ms", "model_ms", "error"])
         + "\n\n![scaling](images/scaling.png)"
     )

@@ -7,7 +7,6 @@ taken out (they cost every case the same and are no part of the method)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks.cluster import Cluster
-from benchmarks.run_ranks import ROOT, worker_env
+from benchmarks.run_ranks import ROOT
 
 BATCH = 32  # per rank, apps.train's default problem
 EVAL_EVERY = 25  # steps between evaluations, every case
@@ -33,6 +32,7 @@ class Case:
     independent: bool = False  # every rank alone, no communication at all (a ceiling)
     torchft: bool = False  # a peer under torchft: a replica group per node
     gloo: bool = False  # apps.train under torchrun: pycomm's gloo backend, not MPI
+    bare: bool = False  # pycomm in the peers' bare loop (benchmarks/workers/nodes_diloco.py) under mpirun
 
 
 def _algo(name: str, options: str = "{}") -> list[str]:
@@ -85,19 +85,31 @@ CASES: dict[str, Case] = {
                 *_hsdp(c, "zero2"),
             ],
         ),
+        # the same rule through apps.train without HSDP and without its per-step collective (the ranks' agreement
+        # on a pending preemption, train.preempt_check_every=1 by default: a blocking all-reduce across the slow
+        # link every step, which torchft's loop does not have), and in torchft's own bare loop with its fragments:
+        # the like-for-like comparison
+        Case(
+            "diloco-apps",
+            False,
+            lambda c: [
+                *_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+                "-o",
+                "train.preempt_check_every=24",
+            ],
+        ),
+        Case("diloco-bare", False, lambda c: ["24"], bare=True),
         Case("qsr", False, lambda c: _algo("qsr")),
         Case("lsgd", False, lambda c: _algo("lsgd")),
     ]
 }
 
 
-def launch_env(cluster: Cluster) -> dict[str, str]:
-    """Every launch's environment: the emulated nodes share this machine's cores, so each rank gets its share
-    of them for the kernels' OpenMP threads and torch's (the launchers count only a node's own ranks and give
-    each a whole emulated node's worth: 2 ranks x 2 threads on 2 cores made every int8 kernel wait ~20 ms for
-    a descheduled thread, 172 ms per all-reduce against 38 ms with 1 thread)."""
-    share = str(max(1, (os.cpu_count() or 1) // cluster.size))
-    return worker_env({"PYCOMM_NUM_THREADS": share, "OMP_NUM_THREADS": share})
+def _popen(argv: list[str], cluster: Cluster) -> subprocess.Popen:
+    """One launch on the cluster, its output (stdout and stderr together) read by _communicate."""
+    return subprocess.Popen(
+        argv, cwd=ROOT, env=cluster.launch_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _communicate(procs: list[subprocess.Popen], timeout: float) -> tuple[list[int], str]:
@@ -130,28 +142,13 @@ def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout
     ]
     if case.gloo:  # apps.train joins torchrun's launch over gloo; node 0's writes the run's files
         argvs = cluster.torchrun_argvs(["-m", "apps.train", "-o", f"name={case.name}", *common])
-        return _communicate(
-            [
-                subprocess.Popen(
-                    a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-                )
-                for a in argvs
-            ],
-            timeout,
-        )
+        return _communicate([_popen(a, cluster) for a in argvs], timeout)
     if not case.independent:
         argv = [*cluster.mpirun_argv(), sys.executable, "-m", "apps.train", "-o", f"name={case.name}", *common]
-        return _communicate(
-            [
-                subprocess.Popen(
-                    argv, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-                )
-            ],
-            timeout,
-        )
+        return _communicate([_popen(argv, cluster)], timeout)
     # one lone rank per node slot, all at once: the same script and compute with no communication
     procs = [
-        subprocess.Popen(
+        _popen(
             [
                 *cluster.enter(k // cluster.ranks_per_node),
                 sys.executable,
@@ -163,11 +160,7 @@ def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout
                 f"name={case.name}{'' if k == 0 else k}",
                 *common,
             ],
-            cwd=ROOT,
-            env=launch_env(cluster),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            cluster,
         )
         for k in range(cluster.size)
     ]
@@ -190,10 +183,12 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
     link (in + out, the run's whole traffic between the nodes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     before, start = cluster.link_bytes(1), time.perf_counter()
-    if case.peer:
-        evals = out_dir / f"{case.name}.json"
-        worker = "nodes_torchft" if case.torchft else "nodes_ddp"
-        argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals), *case.overrides(cluster)]
+    evals = out_dir / f"{case.name}.json"
+    worker = "nodes_diloco" if case.bare else "nodes_torchft" if case.torchft else "nodes_ddp"
+    argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals), *case.overrides(cluster)]
+    if case.bare:  # pycomm's own launch: mpirun over the nodes
+        codes, text = _communicate([_popen([*cluster.mpirun_argv(), sys.executable, *argv], cluster)], timeout)
+    elif case.peer:
         argvs = (
             [
                 [
@@ -211,12 +206,7 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
             if case.torchft
             else cluster.torchrun_argvs(argv)
         )  # torchft: each node its own group
-        procs = [
-            subprocess.Popen(
-                a, cwd=ROOT, env=launch_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
-            for a in argvs
-        ]
+        procs = [_popen(a, cluster) for a in argvs]
         codes, text = _communicate(procs, timeout)
     else:
         codes, text = _apps_train(cluster, case, steps, out_dir, timeout)
@@ -225,7 +215,7 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
     done = DONE.findall(text)
     if any(codes) or not done or any(int(d[0]) != steps for d in done):
         raise RuntimeError(f"{case.name}: exit codes {codes}, expected 'done: {steps} steps'\n{text[-3000:]}")
-    if case.peer:
+    if case.peer or case.bare:
         got = json.loads(evals.read_text())
         curve, train_s = [tuple(p) for p in got["curve"]], got["train_s"]
     else:

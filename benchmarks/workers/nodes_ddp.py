@@ -9,32 +9,14 @@ Usage: nodes_ddp STEPS EVAL_EVERY OUT [--fsdp2]"""
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
-from algorithms.schedules import CosineWithWarmup
-from apps.data import idx
 from apps.models import SmallCNN
-
-BATCH = 32
-
-
-@torch.no_grad()
-def eval_loss(model: torch.nn.Module, data: object) -> float:
-    model.eval()
-    total, count = 0.0, 0
-    for chunk in torch.arange(len(data)).split(500):  # type: ignore[arg-type]
-        x, y = data.batch(chunk)[:2]  # type: ignore[attr-defined]
-        total += float(F.cross_entropy(model(x), y, reduction="sum"))
-        count += len(chunk)
-    model.train()
-    return total / count
+from benchmarks.workers.nodes_loop import inner_sgd, train, write
 
 
 def wrap(model: torch.nn.Module, fsdp2: bool) -> torch.nn.Module:
@@ -59,27 +41,11 @@ def main() -> None:
     rank, size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = wrap(SmallCNN(), args.fsdp2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    sched = CosineWithWarmup(opt, args.steps)
-    splits = idx.load()
-    mine = torch.arange(rank, len(splits.train), size)  # this rank's strided shard
-    curve, clock = [], 0.0
     dist.barrier()
-    for step in range(1, args.steps + 1):
-        start = time.perf_counter()
-        at = ((step - 1) * BATCH) % (len(mine) - BATCH)
-        x, y = splits.train.batch(mine[at : at + BATCH])[:2]
-        opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
-        sched.step()
-        clock += time.perf_counter() - start
-        if step % args.eval_every == 0 or step == args.steps:
-            dist.barrier()  # the step is over on every rank before the clock stops
-            curve.append((step, clock, eval_loss(model, splits.eval)))
+    # the step is over on every rank before the evaluation
+    curve, clock = train(model, inner_sgd(model), args.steps, args.eval_every, rank, size, dist.barrier)
     if rank == 0:
-        args.out.write_text(json.dumps({"curve": curve, "train_s": clock}))
-        print(f"done: {args.steps} steps in {clock:.1f}s", flush=True)
+        write(args.out, args.steps, curve, clock)
     dist.destroy_process_group()
 
 

@@ -8,7 +8,6 @@ Scoring and output as nodes_ddp.py. Usage: nodes_torchft STEPS EVAL_EVERY OUT {d
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import time
@@ -16,12 +15,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from algorithms.schedules import CosineWithWarmup
-from apps.data import idx
 from apps.models import SmallCNN
-from benchmarks.workers.nodes_ddp import BATCH, eval_loss
+from benchmarks.workers.nodes_loop import inner_sgd, train, write
 
 LIGHTHOUSE_PORT = 29510
 LIGHTHOUSE_HOST = "node0"
@@ -49,8 +45,7 @@ def main() -> None:
     )
     torch.manual_seed(0)
     model = SmallCNN()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    sched = CosineWithWarmup(opt, args.steps)
+    opt = inner_sgd(model)
     manager = Manager(
         pg=ProcessGroupGloo(timeout=timedelta(seconds=120)),
         min_replica_size=args.nodes,
@@ -72,27 +67,13 @@ def main() -> None:
         )
     else:
         wrapper = LocalSGD(manager, model, opt, sync_every=args.sync)
-    splits = idx.load()
     # the global rank across replica groups: node k's ranks after the nodes before it
     world_rank = node * int(os.environ["WORLD_SIZE"]) + rank
     world = args.nodes * int(os.environ["WORLD_SIZE"])
-    mine = torch.arange(world_rank, len(splits.train), world)
-    curve, clock = [], 0.0
     with wrapper:
-        for step in range(1, args.steps + 1):
-            start = time.perf_counter()
-            at = ((step - 1) * BATCH) % (len(mine) - BATCH)
-            x, y = splits.train.batch(mine[at : at + BATCH])[:2]
-            opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
-            sched.step()
-            clock += time.perf_counter() - start
-            if step % args.eval_every == 0 or step == args.steps:
-                curve.append((step, clock, eval_loss(model, splits.eval)))
+        curve, clock = train(model, opt, args.steps, args.eval_every, world_rank, world)
     if node == 0 and rank == 0:
-        args.out.write_text(json.dumps({"curve": curve, "train_s": clock}))
-        print(f"done: {args.steps} steps in {clock:.1f}s", flush=True)
+        write(args.out, args.steps, curve, clock)
     manager.shutdown(wait=False)
     if lighthouse is not None:
         time.sleep(2)  # the other replica's last quorum call

@@ -203,3 +203,14 @@ def test_up_refuses_a_name_in_use_and_leaves_that_cluster_alone() -> None:
 def test_bad_cluster_arguments_are_named(kwargs: dict, words: str) -> None:
     with pytest.raises(ValueError, match=re.escape(words)):
         Cluster(**kwargs)
+
+
+def test_every_launch_gives_each_rank_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")  # a caller's setting would oversubscribe the shared cores
+    c = Cluster(nodes=2, ranks_per_node=2, rate=None)  # 4 ranks on 8 cores: 2 threads each
+    env = c.launch_env({"EXTRA": "1"})
+    assert (env["OMP_NUM_THREADS"], env["PYCOMM_NUM_THREADS"], env["EXTRA"]) == ("2", "2", "1")
+    tasks = c.srun_tasks([sys.executable, "-c", "pass"])
+    assert {(t["OMP_NUM_THREADS"], t["PYCOMM_NUM_THREADS"]) for _, t in tasks} == {("2", "2")}
+    assert Cluster(nodes=4, ranks_per_node=4).launch_env()["OMP_NUM_THREADS"] == "1"  # never none

@@ -20,8 +20,9 @@ TRUE = Fit(
     byte_s={"100mbit": 8 / 100e6, "1gbit": 8 / 1e9},
     codec_s_per_element=2e-9,
 )
-# the committed runs: median and worst relative error of a step time the fit may leave (a loaded 2-core machine)
-MEDIAN_TOLERANCE, WORST_TOLERANCE = 0.25, 0.8
+# the committed runs: median and worst relative error of a step time the fit may leave (a loaded 2-core machine:
+# its 1 and 10 Gbit/s rows were measured at a load average near 20, where a run's step time moves by 2x)
+MEDIAN_TOLERANCE, WORST_TOLERANCE = 0.35, 0.8
 
 
 def synthetic() -> list[Point]:

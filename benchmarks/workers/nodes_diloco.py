@@ -1,0 +1,58 @@
+"""One rank of benchmarks/nodes.py's like-for-like DiLoCo case: pycomm's DiLoCo (algorithms.CommOptimizer
+directly, no apps.train) in the bare loop of nodes_torchft.py with torchft's settings exactly: the same three
+fragments (the first convolution, the second, the classifier) synced in the same order, one every
+SYNC / 3 steps, one step of delay, mixing 0.5, outer SGD lr 0.7 momentum 0.9 Nesterov, fp32, the same data
+order, and the first rank scoring its own model. Started by mpirun over the nodes (one rank per node slot).
+Usage: nodes_diloco STEPS EVAL_EVERY OUT SYNC [--outer-lr 0.7]"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+import algorithms
+import pycomm
+from apps.models import SmallCNN
+from benchmarks.workers.nodes_loop import inner_sgd, train, write
+
+
+def torchft_fragments(model: SmallCNN) -> torch.nn.Module:
+    """A holder of the model's parameters whose layers (algorithms/fragments.py: one per top-level index) are
+    torchft's fragments, ordered so that pycomm's schedule (fragment f at steps t with t mod H = f H / 3,
+    fragment 0 last) syncs them in torchft's order: the first convolution, the second, the classifier."""
+    return torch.nn.Sequential(model.classifier, model.features[0], model.features[3])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("steps", type=int)
+    ap.add_argument("eval_every", type=int)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("sync", type=int)
+    ap.add_argument("--outer-lr", type=float, default=0.7)
+    args = ap.parse_args()
+    comm = pycomm.init()
+    torch.manual_seed(0)
+    model = SmallCNN()
+    opt = algorithms.CommOptimizer(
+        inner_sgd(model),
+        algorithm="diloco",
+        model=torchft_fragments(model),
+        inner_steps=args.sync,
+        fragments=3,
+        sync_delay=1,
+        mixing=0.5,
+        outer_lr=args.outer_lr,
+        outer_momentum=0.9,
+        nesterov=True,
+    )
+    curve, clock = train(model, opt, args.steps, args.eval_every, comm.rank, comm.size)
+    if comm.rank == 0:
+        write(args.out, args.steps, curve, clock)
+    comm.barrier()
+
+
+if __name__ == "__main__":
+    main()
