@@ -63,7 +63,7 @@ class Communicator:
         self._reduce_scatter_wait = calls.get("reduce_scatter_wait")
         self.name = name
         # The pycomm.Mesh dimension this communicator serves ("pp", "dp_shard", ...; "" for none): traces
-        # show it beside each op (pycomm/tracing.py).
+        # show it beside each op (pycomm/tracing/__init__.py).
         self.mesh_dim = ""
         # Async ops' Works, so their tensors outlive a Work the caller drops (see _submit). The lock: threads
         # sharing the communicator (is_completed releases the GIL mid-sweep, and a sweep must not drop a

@@ -28,13 +28,14 @@ from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, Broad
 from torch.distributed import PrefixStore, ProcessGroupGloo, Store
 from torch.distributed import ReduceOp as TorchReduceOp
 
-from pycomm import flight_recorder, op_stats, peer_hosts, tracing
+from pycomm import op_stats, peer_hosts, tracing
 from pycomm._dtypes import CODES, DTYPES
 from pycomm.errors import PycommError, StallError
 from pycomm.gloo import p2p as gloo_p2p
 from pycomm.gloo.matching import OpMatcher
 from pycomm.gloo.work import GlooWork, describe
 from pycomm.ops import ReduceOp
+from pycomm.tracing import flight_recorder
 
 _OPEN: "weakref.WeakSet[GlooTransport]" = weakref.WeakSet()  # shut down at exit (close_all)
 TORCH_OPS = {
