@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from pycomm.trace_analysis import is_computation, merge_intervals  # noqa: E402
-from pycomm.trace_chrome import PHASE_CATEGORY, SPAN_CATEGORY  # noqa: E402
+from pycomm.tracing.analysis import is_computation, merge_intervals  # noqa: E402
+from pycomm.tracing.chrome import PHASE_CATEGORY, SPAN_CATEGORY  # noqa: E402
 
 PHASE_COLOURS = {"queued": "#d9d9d9", "op_check": "#fdb462", "wait_peers": "#fb8072", "wire": "#4c72b0"}
 COMPUTE_COLOUR = "#8dd3c7"

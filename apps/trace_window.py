@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pycomm
-from pycomm import trace_analysis
+from pycomm.tracing import analysis as trace_analysis
 
 
 def parse(text: str) -> tuple[int, int]:
@@ -32,7 +32,7 @@ class TraceWindow:
         self.first, self.end = steps
         self.directory = Path(run_dir) / "trace"
         self.comm, self.message = comm, message
-        self.profile: Optional[pycomm.profiling.Profile] = None
+        self.profile: Optional[pycomm.tracing.profiling.Profile] = None
         self.done = False
 
     def before_step(self, step: int) -> None:

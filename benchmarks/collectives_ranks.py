@@ -377,7 +377,7 @@ def _bus_bytes() -> float:
 
 def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
     """fp32 all-reduce vs int8 and 1-bit quantized all-reduce: bytes each rank sends, time, and where a
-    quantized call's time goes (pycomm._phase_profile: encode, wire waits, reduce, decode)."""
+    quantized call's time goes (pycomm._quantized_phases: encode, wire waits, reduce, decode)."""
     comm, rows = peers.comm, []
     top = min(max_bytes, 16 * MIB if quick else 256 * MIB)
     nbytes = 16 * MIB
@@ -418,7 +418,7 @@ def section_quantized(peers: Peers, quick: bool, max_bytes: int) -> list[dict]:
 def _phases(fn: Callable[[], Any], mpi_comm: Any, calls: int) -> dict:
     """Per-phase seconds per call (each phase: the slowest rank's mean over `calls`), and the timeline of
     the last call: every rank's (segment, phase, start ms, duration ms) from the call's start."""
-    from pycomm._phase_profile import profile_phases
+    from pycomm._quantized_phases import profile_phases
 
     with profile_phases() as log:
         for _ in range(calls):

@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable
 
-from pycomm.trace_analysis import ACTIVE_PHASES, intersection, merge_intervals, total
-from pycomm.trace_chrome import OP_CATEGORY, PHASE_CATEGORY
+from pycomm.tracing.analysis import ACTIVE_PHASES, intersection, merge_intervals, total
+from pycomm.tracing.chrome import OP_CATEGORY, PHASE_CATEGORY
 
 Interval = tuple[float, float]
 BACKWARD_FUNCTION = re.compile(r"^[A-Za-z0-9_]+Backward\d*$")

@@ -59,10 +59,10 @@ from pycomm.layerwise_averager import LayerwiseAverager
 from pycomm.mesh import Mesh
 from pycomm.ops import AVG, MAX, MIN, SUM, ReduceOp
 from pycomm.p2p import ANY_SOURCE, ANY_TAG, Message, Received, TensorWork
-from pycomm.profiling import profile
 from pycomm.quantized import ErrorFeedback
 from pycomm.runtime import abort, finalize, from_mpi4py, init, is_initialized, stats, world
 from pycomm.store import TCPStore
+from pycomm.tracing.profiling import profile
 from pycomm.work import Work
 
 __all__ = [

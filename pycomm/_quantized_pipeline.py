@@ -15,7 +15,7 @@ import torch
 from pycomm import settings
 from pycomm._buffers import POOL
 from pycomm._codec_wire import WireLayout
-from pycomm._phase_profile import PhaseClock
+from pycomm._quantized_phases import PhaseClock
 from pycomm.codecs import Codec
 from pycomm.ops import AVG
 

@@ -17,7 +17,7 @@ from pycomm.errors import PycommError
 from pycomm.launch_env import LaunchEnv
 
 # backend name -> module that calls register() when imported
-PLUGINS: dict[str, str] = {"nccl": "pycomm.nccl_backend", "gloo": "pycomm.gloo_backend"}
+PLUGINS: dict[str, str] = {"nccl": "pycomm.nccl_backend", "gloo": "pycomm.gloo.backend"}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """pycomm.Communicator: collectives and point-to-point ops on torch tensors over one transport.
 
 Every op is checked here (tensor kind, dtype, device, sizes, peers) and handed to the transport as raw
-buffers; the transport runs the ops of one communicator in submission order on its own queue."""
+buffers; the transport runs the ops of one communicator in submission order on its own queue. The compound
+ops (coalesced, sharded, quantized) are pycomm/communicator_compound.py's, a class Communicator mixes in."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any, Optional, Sequence, cast
 
 import torch
 
-from pycomm import _dtypes, flat_shards, fusion, p2p, quantized, rank_agreement, settings, tracing
+from pycomm import _dtypes, p2p, rank_agreement, settings, tracing
 from pycomm._build import core
 from pycomm._tensors import CPU, Place, check_tensor, place_of, ptr
 from pycomm._validate import check_bool, check_int
+from pycomm.communicator_compound import CompoundOps
 from pycomm.errors import PycommError
 from pycomm.ops import AVG, SUM, ReduceOp, check_op
 from pycomm.work import Work
@@ -42,7 +44,7 @@ def _plain_host(t: object) -> bool:
     return type(t) is torch.Tensor and t.is_cpu and t.is_contiguous()
 
 
-class Communicator:
+class Communicator(CompoundOps):
     """A group of ranks. Obtain one from pycomm.world(), comm.split(), comm.split_by_node() or
     pycomm.from_mpi4py(); every rank of the group must call each collective, in the same order."""
 
@@ -63,7 +65,7 @@ class Communicator:
         self._reduce_scatter_wait = calls.get("reduce_scatter_wait")
         self.name = name
         # The pycomm.Mesh dimension this communicator serves ("pp", "dp_shard", ...; "" for none): traces
-        # show it beside each op (pycomm/tracing.py).
+        # show it beside each op (pycomm/tracing/__init__.py).
         self.mesh_dim = ""
         # Async ops' Works, so their tensors outlive a Work the caller drops (see _submit). The lock: threads
         # sharing the communicator (is_completed releases the GIL mid-sweep, and a sweep must not drop a
@@ -408,121 +410,6 @@ class Communicator:
         self._t.shutdown()
         with self._in_flight_lock:
             self._in_flight = []
-
-    # ---- coalesced and quantized ops (logic in pycomm/fusion.py, flat_shards.py, quantized.py) ----
-    # The convention of every op (docs/api.md): op=SUM, async_op=False (a Work when True), codec= a codec
-    # instance or name. The tensors (and op, root) are positional; every option is keyword-only, in one
-    # order: bucket_bytes, wire_dtype, codec, error_feedback, async_op.
-    def allreduce_coalesced(
-        self,
-        tensors: Sequence[torch.Tensor],
-        op: ReduceOp = SUM,
-        *,
-        bucket_bytes: int | None = None,
-        wire_dtype: Optional[torch.dtype] = None,
-        codec: Any = None,
-        async_op: bool = False,
-    ) -> Optional[Work]:
-        """All-reduces many tensors in place: small ones through fused buckets (grouped by dtype; floating
-        tensors travel as wire_dtype when given), large host tensors where they lie; async_op=True returns a
-        Work whose wait() unpacks the results, async_op=False blocks (on the caller's thread where the
-        transport allows) and returns None. bucket_bytes None: 4 MiB for host tensors (they stay in the
-        last-level cache), 25 MiB (DDP's default) for GPU tensors. codec (floating tensors of one dtype and
-        device): the tensors concatenated and all-reduced through allreduce_quantized. See pycomm/fusion.py."""
-        if codec is not None:
-            if wire_dtype is not None:
-                raise ValueError(
-                    "allreduce_coalesced: give a codec or a wire_dtype, not both (the codec decides the wire format)"
-                )
-            return quantized.allreduce_coalesced_encoded(self, tensors, op, codec, async_op)
-        return fusion.allreduce_coalesced(self, tensors, op, bucket_bytes, wire_dtype, async_op)
-
-    def broadcast_coalesced(
-        self,
-        tensors: Sequence[torch.Tensor],
-        root: int = 0,
-        *,
-        bucket_bytes: int | None = None,
-        codec: Any = None,
-        async_op: bool = False,
-    ) -> Optional[Work]:
-        """Broadcasts many tensors (any dtypes) from `root` in place through flat buckets per dtype (large
-        host tensors where they lie); async_op=False: blocking, returns None. codec must be None: a
-        broadcast copies the root's values exactly (ValueError otherwise)."""
-        _no_codec(
-            codec,
-            "broadcast_coalesced",
-            "a broadcast copies the root's values exactly; a lossy codec would give every other rank different values",
-        )
-        root = self._peer(root, "broadcast_coalesced", "root")
-        return fusion.broadcast_coalesced(self, tensors, root, bucket_bytes, async_op)
-
-    def reduce_scatter_coalesced(
-        self,
-        shards: torch.Tensor,
-        tensors: Sequence[torch.Tensor],
-        op: ReduceOp = SUM,
-        *,
-        bucket_bytes: int | None = None,
-        wire_dtype: Optional[torch.dtype] = None,
-        codec: Any = None,
-        async_op: bool = False,
-    ) -> Optional[Work]:
-        """`shards` (one flat tensor of pycomm.flat_shard_numel(tensors, size) elements) = this rank's shard
-        of the reduction over ranks of the tensors' zero-padded concatenation (ZeRO's gradient shard).
-        Tensors share one dtype; floating ones travel as wire_dtype, or through `codec` (e.g. "int8" or
-        pycomm.Int8Codec(): int8 all-to-all, fp32 accumulation). See pycomm/flat_shards.py."""
-        async_op = _async(async_op, "reduce_scatter_coalesced")
-        work = flat_shards.reduce_scatter_coalesced(self, shards, tensors, op, bucket_bytes, wire_dtype, codec)
-        return _waited(work, async_op)
-
-    def allgather_coalesced(
-        self,
-        tensors: Sequence[torch.Tensor],
-        shards: torch.Tensor,
-        *,
-        bucket_bytes: int | None = None,
-        wire_dtype: Optional[torch.dtype] = None,
-        codec: Any = None,
-        async_op: bool = False,
-    ) -> Optional[Work]:
-        """The inverse layout: every rank's `shards` (flat, pycomm.flat_shard_numel(tensors, size) elements)
-        gathered and written into `tensors` (ZeRO's parameters from their shards); padding is dropped."""
-        async_op = _async(async_op, "allgather_coalesced")
-        work = flat_shards.allgather_coalesced(self, tensors, shards, bucket_bytes, wire_dtype, codec)
-        return _waited(work, async_op)
-
-    def allreduce_quantized(
-        self,
-        tensor: torch.Tensor,
-        op: ReduceOp = SUM,
-        *,
-        codec: Any = None,
-        error_feedback: Any = None,
-        async_op: bool = False,
-    ) -> Optional[Work]:
-        """All-reduces floating `tensor` in place with a codec (default pycomm.Int8Codec(block=256); a name
-        such as "int8" or "1bit" is accepted) in the reduce-scatter pattern; error_feedback: None, a
-        pycomm.ErrorFeedback or a residual."""
-        async_op = _async(async_op, "allreduce_quantized")
-        return _waited(quantized.allreduce_quantized(self, tensor, op, codec, error_feedback), async_op)
-
-
-def _async(async_op: object, what: str) -> bool:
-    return check_bool(async_op, f"{what}: async_op")
-
-
-def _waited(work: Work, async_op: bool) -> Optional[Work]:
-    """`work` for async_op=True; waited, None for async_op=False (compound ops that run on a Work)."""
-    if async_op:
-        return work
-    work.wait()
-    return None
-
-
-def _no_codec(codec: object, what: str, why: str) -> None:
-    if codec is not None:
-        raise ValueError(f"{what}: codec must be None ({why}), got {codec!r}")
 
 
 def ranks_per_node(size: int) -> Optional[int]:

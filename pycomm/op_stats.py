@@ -12,7 +12,7 @@ _COUNTERS: dict[str, dict[str, float]] = {}
 
 def bus_factor(op: str, size: int) -> float:
     """busbw = bytes * bus_factor / seconds: the core's op table (pycomm._C.op_table(), defined once in
-    csrc/diagnostics/op_validation.cc); ValueError naming the known ops for another name."""
+    csrc/common/op_table.cc); ValueError naming the known ops for another name."""
     from pycomm._build import core  # the core is built before any transport counts an op
 
     return float(core().bus_factor(op, size))

@@ -34,7 +34,7 @@ import torch
 
 from pycomm import _dtypes, tracing
 from pycomm._codec_wire import WireLayout, check_codec
-from pycomm._phase_profile import PhaseClock
+from pycomm._quantized_phases import PhaseClock
 from pycomm._quantized_pipeline import (
     Pipeline,
     Segment,

@@ -8,12 +8,13 @@ import sys
 import warnings
 from typing import Any
 
-from pycomm import backends, fail_fast, op_stats, profiling, settings, startup_profile
+from pycomm import backends, fail_fast, op_stats, settings, startup_profile
 from pycomm._build import build_info, core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
 from pycomm.launch_env import detect
 from pycomm.process_comms import STATE, abort, is_initialized, launch_env, track, world
+from pycomm.tracing import profiling
 
 # world, is_initialized, launch_env and abort live in pycomm.process_comms, beside the state they read
 __all__ = ["abort", "finalize", "from_mpi4py", "init", "is_initialized", "launch_env", "stats", "world"]

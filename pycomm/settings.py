@@ -285,7 +285,7 @@ SETTINGS: tuple[Setting, ...] = (
         "merged `DIR/trace.json` (clocks aligned by a ping exchange); as `with pycomm.profile(DIR):` around "
         "the whole program (see docs/tracing.md). A StallError also dumps every reachable rank's last events "
         "there (the flight recorder)",
-        "pycomm.profiling, pycomm.flight_recorder",
+        "pycomm.tracing.profiling, pycomm.tracing.flight_recorder",
         default_text="no trace",
     ),
     Setting(
@@ -304,7 +304,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`StallError` dumps the last events of every rank still reachable into this directory "
         "(`flight_rank<R>.json`, and on the rank that stalled `flight.json` naming each rank's last op), as "
         "PyTorch's NCCL flight recorder does; the error's message names the file",
-        "pycomm.flight_recorder",
+        "pycomm.tracing.flight_recorder",
         default_text="off (on with `PYCOMM_TRACE`, dumping there)",
     ),
     Setting(

@@ -171,7 +171,7 @@ void register_comm(py::module_& m) {
       "A transport of one rank (no MPI or NCCL needed).");
   m.def("stall_timeout", &stall_timeout_s, "PYCOMM_TIMEOUT in seconds (<= 0: no stall check).");
   m.def("debug_checks", &debug_checks_enabled, "Whether PYCOMM_DEBUG asks for the full op matching.");
-  // Op matching for transports written in Python (pycomm/gloo_matching.py): the same signature and the
+  // Op matching for transports written in Python (pycomm/gloo/matching.py): the same signature and the
   // same MismatchError as the MPI transport's exchange.
   m.attr("SIGNATURE_LEN") = kSignatureLen;
   m.def(

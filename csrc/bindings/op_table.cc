@@ -1,9 +1,10 @@
-// pycomm._C.op_table(): the op table of diagnostics/op_validation (bytes counted, bus factor, argument
+// pycomm._C.op_table(): the op table of common/op_table (bytes counted, bus factor, argument
 // roles), so Python's stats, the benchmarks and the docs define none of it again.
+#include "common/op_table.h"
+
 #include <pybind11/pybind11.h>
 
 #include "bindings/bindings.h"
-#include "diagnostics/op_validation.h"
 
 namespace py = pybind11;
 

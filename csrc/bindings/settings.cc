@@ -89,6 +89,7 @@ void register_settings(py::module_& m) {
   m.def(
       "settings", [] { return to_dict(settings()); },
       "The PYCOMM_* values the core holds, as apply_settings took them.");
+  m.attr("EAGER_BYTES_DEFAULT") = kEagerBytesDefault;  // pycomm/settings.py declares the same default
 }
 
 }  // namespace pycomm::bind

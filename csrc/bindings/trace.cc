@@ -1,5 +1,5 @@
 // _C.trace_*: switching the core's trace on and off, reading its rings (diagnostics/trace.h), and
-// recording events from Python (compound ops, the gloo transport). pycomm/tracing.py is the user.
+// recording events from Python (compound ops, the gloo transport). pycomm/tracing/__init__.py is the user.
 #include "diagnostics/trace.h"
 
 #include <pybind11/stl.h>
@@ -15,7 +15,7 @@ namespace py = pybind11;
 namespace pycomm::bind {
 namespace {
 
-// [(thread id, raw events as bytes)]: pycomm/tracing.py views them with a numpy dtype from trace_layout().
+// [(thread id, raw events as bytes)]: pycomm/tracing/__init__.py views them with a numpy dtype from trace_layout().
 py::list as_python(const std::vector<TraceThreadEvents>& rings) {
   py::list out;
   for (const auto& r : rings)
@@ -58,7 +58,7 @@ py::dict phases() {
   return d;
 }
 
-// The Python function the stall hook calls (pycomm.flight_recorder.on_stall); leaked on purpose: the
+// The Python function the stall hook calls (pycomm.tracing.flight_recorder.on_stall); leaked on purpose: the
 // hook may run during interpreter shutdown, when destroying a Python object is no longer allowed.
 py::object* g_on_stall = nullptr;
 

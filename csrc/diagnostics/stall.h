@@ -19,7 +19,7 @@ std::string stall_message(const OpInfo& waited, double timeout_s, const CommHeal
 // Marks `health` broken and throws StallError for `waited`, which did not complete in timeout_s.
 [[noreturn]] void raise_stall(const OpInfo& waited, double timeout_s, CommHealth& health);
 
-// Called with the stall message before StallError is thrown (the flight recorder, pycomm/flight_recorder.py,
+// Called with the stall message before StallError is thrown (the flight recorder, pycomm/tracing/flight_recorder.py,
 // dumps the ranks' last trace events); what it returns is appended to the message ("" adds nothing).
 // It must not throw. Set once by the bindings; empty: none.
 using StallHook = std::string (*)(const std::string& message, uint32_t comm_id);

@@ -1,5 +1,5 @@
 // Trace events: each op's facts and the start of each of its phases, recorded into a ring buffer of
-// the thread that reaches the phase (pycomm/tracing.py reads them out; pycomm.profile() writes chrome
+// the thread that reaches the phase (pycomm/tracing/__init__.py reads them out; pycomm.profile() writes chrome
 // traces from them; the flight recorder dumps the last ones on a StallError).
 //
 // Off by default. Whether anything observes ops (tracing, or an NVTX tool attached) is one relaxed
@@ -40,7 +40,7 @@ struct TraceComm {
   int32_t size = 1;
 };
 
-// One event. Trivially copyable, 128 bytes; pycomm/tracing.py reads it through trace_layout().
+// One event. Trivially copyable, 128 bytes; pycomm/tracing/__init__.py reads it through trace_layout().
 struct TraceEvent {
   int64_t ts_ns;             // steady clock (CLOCK_MONOTONIC), trace_now_ns()
   uint64_t seq;              // the op's number on its communicator

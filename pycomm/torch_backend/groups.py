@@ -19,10 +19,11 @@ import sys
 from types import TracebackType
 from typing import Any, Optional, Sequence
 
-from pycomm import fail_fast, gloo_backend, launch_env, process_comms, runtime, settings
+from pycomm import fail_fast, launch_env, process_comms, runtime, settings
 from pycomm._build import core
 from pycomm.communicator import Communicator
 from pycomm.errors import PycommError
+from pycomm.gloo import backend as gloo_backend
 from pycomm.torch_backend.process_group import NAME, PycommProcessGroup
 
 GROUP_PREFIX = "pycomm/torch_group"

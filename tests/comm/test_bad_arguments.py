@@ -1,4 +1,4 @@
-"""Every public function of pycomm fed generated bad arguments (tests/comm/bad_arguments.py) raises
+"""Every public function of pycomm fed generated bad arguments (tests/comm/bad_arguments/) raises
 TypeError or ValueError naming the argument: never a crash, another exception, or a silent answer."""
 
 from __future__ import annotations

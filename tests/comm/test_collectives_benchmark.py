@@ -11,7 +11,7 @@ import pytest
 from benchmarks import collectives, shaped_link
 from benchmarks.harness import RESULTS
 from pycomm import hugepages
-from pycomm._phase_profile import PHASES
+from pycomm._quantized_phases import PHASES
 
 
 def _namespaces() -> list[str]:

@@ -139,7 +139,7 @@ STOPPED = {"gloo": "did not answer within 2 s", "mpi": "stood still for 0.5 s"}
 def test_stall_names_the_rank_from_its_peers_progress(backend: str, case: str, tmp_path: Path) -> None:
     """3 ranks (gloo under torchrun, MPI under mpirun): rank 2 sleeps instead of calling the all-reduce
     (`missing`), or submits it and is stopped before its peers call it (`stopped`). Ranks 0 and 1 wait for rank
-    2 alone and say where it is, from the progress every rank publishes (gloo: pycomm/gloo_progress.py; MPI:
+    2 alone and say where it is, from the progress every rank publishes (gloo: pycomm/gloo/progress.py; MPI:
     csrc/transport/mpi/progress_window.h). They used to say `a rank has not reached it` (gloo) and `every
     other rank has reached allreduce #N (one may be stuck inside it)` (MPI). MPI's `missing`:
     test_stall_error_names_the_rank_that_has_not_reached_the_op."""

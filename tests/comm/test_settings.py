@@ -173,6 +173,12 @@ def test_the_core_refuses_an_incomplete_or_unknown_settings_dict():
     assert core().settings() == values  # a refused dict changes nothing
 
 
+def test_the_core_and_the_registry_default_to_the_same_eager_limit():
+    """The core's own default (what it holds before Python applies its values) is the registry's, so a
+    reader of either sees one number (the core said 4096 while the registry said 8192)."""
+    assert core().EAGER_BYTES_DEFAULT == settings.declared("PYCOMM_EAGER_BYTES").default
+
+
 @pytest.mark.parametrize(
     "misspelt, meant",
     [

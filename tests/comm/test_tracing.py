@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
-from pycomm import trace_merge
+from pycomm.tracing import merge as trace_merge
 from tests.comm.test_single_process import run_python
 from tests.launch import mpirun, python, torchrun
 

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/settings.h"
 #include "transport/mpi/p2p_matching.h"
 #include "transport/mpi/scratch_pool.h"
 
@@ -31,7 +32,7 @@ struct CommHandles {
   bool oversubscribed = false;
   // PYCOMM_EAGER_BYTES when the communicator was made (agreed by every rank): broadcasts, all-gathers and
   // reduce-scatters up to it carry their data in op matching (p2p_collective_op.h).
-  int64_t eager_bytes = 4 << 10;
+  int64_t eager_bytes = kEagerBytesDefault;
   std::string label;
   // MPI collectives other than host all-reduces (allreduce_op.h: point-to-point, always polled) as
   // blocking calls on the queue thread (Open MPI's tuned algorithms, much faster than its nonblocking

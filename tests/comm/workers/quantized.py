@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 import pycomm
-from pycomm._phase_profile import PHASES, profile_phases
+from pycomm._quantized_phases import PHASES, profile_phases
 from pycomm._quantized_pipeline import SEGMENT, SEGMENT_ON_OWN_CORES, default_segment
 from pycomm.quantized import segments
 from tests.comm.workers.fusion_common import bytes_sent, expect_raises, rank_values, world

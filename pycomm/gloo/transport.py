@@ -1,15 +1,15 @@
 """The gloo transport: the interface pycomm._C's transports give Communicator (ops on raw host buffers,
 each returning a handle with wait(stream, timeout_s) / synchronize / is_completed / info), carried out by
 torch.distributed's ProcessGroupGloo. It needs no MPI, so it connects CPU ranks that MPI cannot wire
-up: torchrun, srun --mpi=none, RANK/WORLD_SIZE set by hand (pycomm/gloo_backend.py starts it).
+up: torchrun, srun --mpi=none, RANK/WORLD_SIZE set by hand (pycomm/gloo/backend.py starts it).
 
 - Order: the process group runs on one gloo thread, so one communicator's collectives run in
   submission order, as on the core's queue. Point-to-point ops bypass that queue (gloo posts them at once).
 - Buffers: Communicator hands over (address, count, dtype code) of tensors it keeps alive until the op
   completes; they are seen here as tensors on the same memory, never copied.
-- Point-to-point messages carry a small header (count, dtype, sender; pycomm/gloo_p2p.py), so a receive
+- Point-to-point messages carry a small header (count, dtype, sender; pycomm/gloo/p2p.py), so a receive
   whose tensor does not fit its send raises MismatchError instead of gloo aborting the process.
-- Op matching (pycomm/gloo_matching.py): every collective first exchanges its signature on a private
+- Op matching (pycomm/gloo/matching.py): every collective first exchanges its signature on a private
   gloo group, so ranks that disagree (size, dtype, reduce op, root, kind) get MismatchError naming both
   ranks' ops, as on MPI, and no data moves (gloo itself would abort the process, or deliver another
   root's data). Compound ops (allreduce_quantized, allreduce_coalesced) are matched under their own name.
@@ -28,12 +28,14 @@ from torch._C._distributed_c10d import AllgatherOptions, AllreduceOptions, Broad
 from torch.distributed import PrefixStore, ProcessGroupGloo, Store
 from torch.distributed import ReduceOp as TorchReduceOp
 
-from pycomm import flight_recorder, gloo_p2p, op_stats, peer_hosts, tracing
+from pycomm import op_stats, peer_hosts, tracing
 from pycomm._dtypes import CODES, DTYPES
 from pycomm.errors import PycommError, StallError
-from pycomm.gloo_matching import OpMatcher
-from pycomm.gloo_work import GlooWork, describe
+from pycomm.gloo import p2p as gloo_p2p
+from pycomm.gloo.matching import OpMatcher
+from pycomm.gloo.work import GlooWork, describe
 from pycomm.ops import ReduceOp
+from pycomm.tracing import flight_recorder
 
 _OPEN: "weakref.WeakSet[GlooTransport]" = weakref.WeakSet()  # shut down at exit (close_all)
 TORCH_OPS = {
@@ -110,7 +112,7 @@ class GlooTransport:
         self._matching = OpMatcher(
             self, process_group(PrefixStore(f"{prefix}/matching", store), rank, size, timeout_s, device), timeout_s
         )
-        from pycomm.gloo_progress import Progress
+        from pycomm.gloo.progress import Progress
 
         self._progress = Progress(store, prefix, rank, size)  # where this rank is, for the peers' stall reports
         _OPEN.add(self)
@@ -200,7 +202,7 @@ class GlooTransport:
         return err
 
     def _matched(self, info: dict, data_op: Callable[[], Sequence[Any]] = lambda: (), keep: tuple = ()) -> GlooWork:
-        """A collective: `data_op` submits its data once every rank's signature matched (gloo_matching)."""
+        """A collective: `data_op` submits its data once every rank's signature matched (gloo/matching.py)."""
         info["collective_index"] = self._progress.collective(info["name"], info["seq"])
         return self._matching.submit(info, data_op, keep)
 
@@ -250,7 +252,7 @@ class GlooTransport:
         info["bus_factor"] = 0.0  # it moves no data (as the MPI transport counts it): stats' busbw stays the parts'
         return self._matched(info)
 
-    # ---- point to point (framing in pycomm/gloo_p2p.py; the contract in pycomm/p2p.py) ------
+    # ---- point to point (framing in pycomm/gloo/p2p.py; the contract in pycomm/p2p.py) ------
     def send(self, p: int, n: int, dt: int, dev: int, dst: int, tag: int, stream: int, waits: bool) -> GlooWork:
         info = self._begin("send", n, dt, dev, peer=dst, tag=tag)
         return gloo_p2p.send(self, self._pg, info, host_tensor(p, n, dt), dst, tag)

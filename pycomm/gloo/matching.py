@@ -25,10 +25,10 @@ from torch._C._distributed_c10d import AllgatherOptions
 
 from pycomm._build import core
 from pycomm.errors import PycommError
-from pycomm.gloo_work import GlooWork
+from pycomm.gloo.work import GlooWork
 
 if TYPE_CHECKING:
-    from pycomm.gloo_transport import GlooTransport
+    from pycomm.gloo.transport import GlooTransport
 
 DataOp = Callable[[], Sequence[Any]]  # submits the op's data movement; returns gloo's works
 POLL_S = 0.5

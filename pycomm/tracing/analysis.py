@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from pycomm.trace_chrome import OP_CATEGORY, PHASE_CATEGORY
+from pycomm.tracing.chrome import OP_CATEGORY, PHASE_CATEGORY
 
 ACTIVE_PHASES = ("op_check", "wait_peers", "wire")
 

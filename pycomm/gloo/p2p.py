@@ -20,10 +20,10 @@ import torch
 
 from pycomm._dtypes import CODES, DTYPES
 from pycomm.errors import MismatchError
-from pycomm.gloo_work import GlooWork
+from pycomm.gloo.work import GlooWork
 
 if TYPE_CHECKING:  # the transport imports this module
-    from pycomm.gloo_transport import GlooTransport
+    from pycomm.gloo.transport import GlooTransport
 
 ANY_SOURCE = -1
 MAX_DIMS = 8

@@ -66,7 +66,7 @@ def profile_phases() -> Iterator[PhaseLog]:
 
 class PhaseClock:
     """The pipeline's handle: `with clock(segment, "encode"): ...` records when profiling, and while
-    tracing (pycomm/tracing.py) a span of the segment's step on `comm`; else nothing."""
+    tracing (pycomm/tracing/__init__.py) a span of the segment's step on `comm`; else nothing."""
 
     def __init__(self) -> None:
         self.log = _ACTIVE

@@ -20,7 +20,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from pycomm import flight_recorder, settings, trace_chrome, trace_merge, tracing
+from pycomm import settings, tracing
+from pycomm.tracing import chrome as trace_chrome
+from pycomm.tracing import flight_recorder
+from pycomm.tracing import merge as trace_merge
 
 RANKS_DIR = "ranks"
 MERGED = "trace.json"

@@ -6,7 +6,10 @@ queued -> op_check -> wait_peers -> wire -> done (or failed). A phase ends where
 whose first poll of its op check already finishes it has no wait_peers. `ops()` turns events into `Op`
 records; spans (a coalesced op, its buckets, a quantized pipeline segment's steps) into `Span` records.
 
-`pycomm.profile()` (pycomm/profiling.py) is the user's entry; this module is its engine."""
+`pycomm.profile()` (profiling.py) is the user's entry; this module is its engine, and the package's other
+files read what it records: chrome.py (records as chrome-trace events), merge.py (every rank's trace on
+rank 0's clock), analysis.py (overlap and top ops of a merged trace), flight_recorder.py (the last events
+of every rank, dumped when an op stalls). None of them is imported here: they import this engine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""pycomm's trace records (pycomm/tracing.py) as chrome-trace events ("Trace Event Format": Perfetto,
+"""pycomm's trace records (pycomm/tracing/__init__.py) as chrome-trace events ("Trace Event Format": Perfetto,
 chrome://tracing, TensorBoard, Holistic Trace Analysis read it).
 
 One process row per rank; one thread row per communicator, named by its key ("world", "world.dup()");

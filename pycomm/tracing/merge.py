@@ -15,7 +15,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from pycomm import trace_chrome, tracing
+from pycomm import tracing
+from pycomm.tracing import chrome as trace_chrome
 
 PING_ROUNDS = 8
 Sample = tuple[int, int, int]  # (rank 0 before, rank r, rank 0 after), trace clock ns

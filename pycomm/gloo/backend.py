@@ -1,5 +1,5 @@
 """The "gloo" backend of pycomm.init(), registered with pycomm.backends: CPU ranks connected by
-torch.distributed's gloo (pycomm/gloo_transport.py), for launches MPI cannot join (torchrun,
+torch.distributed's gloo (pycomm/gloo/transport.py), for launches MPI cannot join (torchrun,
 srun --mpi=none, RANK/WORLD_SIZE by hand). backend="auto" picks it there.
 
 Ranks meet through a torch TCPStore at MASTER_ADDR:MASTER_PORT (pycomm.launch_env: inside a SLURM
@@ -58,7 +58,7 @@ def rendezvous_store(env: LaunchEnv, timeout_s: float) -> Any:
     """The torch store every rank of this launch reaches at MASTER_ADDR:MASTER_PORT."""
     from torch.distributed import PrefixStore, TCPStore
 
-    from pycomm.gloo_transport import timedelta as bounded  # PYCOMM_TIMEOUT=0 makes timeout_s inf
+    from pycomm.gloo.transport import timedelta as bounded  # PYCOMM_TIMEOUT=0 makes timeout_s inf
 
     if not env.master_addr or env.master_port is None:
         raise PycommError(
@@ -100,7 +100,7 @@ def transport_over(store: Any, rank: int, size: int, prefix: str) -> Any:
     from torch.distributed import PrefixStore
 
     from pycomm._build import core
-    from pycomm.gloo_transport import GlooTransport, process_group
+    from pycomm.gloo.transport import GlooTransport, process_group
 
     stall_s = core().stall_timeout()
     pg = process_group(PrefixStore(prefix, store), rank, size, stall_s, device())

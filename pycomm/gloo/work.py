@@ -1,4 +1,4 @@
-"""The handle of one op of the gloo transport (pycomm/gloo_transport.py), with the interface of
+"""The handle of one op of the gloo transport (pycomm/gloo/transport.py), with the interface of
 pycomm._C.Work that Communicator and pycomm.Work use: wait(stream, timeout_s), synchronize(timeout_s),
 is_completed(), info; plus `received` for receives (pycomm/p2p.py reads it)."""
 
@@ -12,7 +12,7 @@ from pycomm import op_stats, tracing
 from pycomm.errors import PycommError
 
 if TYPE_CHECKING:
-    from pycomm.gloo_transport import GlooTransport
+    from pycomm.gloo.transport import GlooTransport
 
 
 def describe(info: dict) -> str:
@@ -58,7 +58,7 @@ class GlooWork:
 
     def attach(self, works: Sequence[Any]) -> None:
         """The gloo works of an op whose data movement was submitted after the work was made (op matching:
-        pycomm/gloo_matching.py), before its `done` event is set."""
+        pycomm/gloo/matching.py), before its `done` event is set."""
         self._works = list(works)
 
     def is_completed(self) -> bool:
