@@ -245,7 +245,8 @@ def check_wrong_size_payload(world: pycomm.Communicator) -> None:
 
 
 STALLS: dict[str, Callable[[pycomm.Communicator, int], object]] = {
-    "broadcast": lambda c, n: c.broadcast(torch.ones(n), root=0),
+    # a broadcast with its data in op matching is matched one way: its root stalls at its next op
+    "broadcast": lambda c, n: (c.broadcast(torch.ones(n), root=0), c.barrier()),
     "allgather": lambda c, n: c.allgather(torch.zeros(c.size * n), torch.ones(n)),
     "reduce_scatter": lambda c, n: c.reduce_scatter(torch.zeros(n), torch.ones(c.size * n)),
 }
