@@ -1,8 +1,9 @@
 """Collectives benchmark: `python -m benchmarks.collectives [--ranks 2,4] [--quick]`.
 
 Launches benchmarks/collectives_ranks.py under mpirun for every rank count and section, merges the
-rows into benchmarks/results/collectives.json, draws busbw against size (a line per peer) and prints
-the tables and the goals (`goals` below) as ratios against the peers measured in the same run:
+rows into benchmarks/results/collectives.json, draws busbw against size (a line per peer,
+collectives_plots.py) and prints the tables and the goals (collectives_goals.py) as ratios against the
+peers measured in the same run:
   (a) busbw of pycomm allreduce vs mpi4py Allreduce vs torch.distributed gloo all_reduce;
   (b) ResNet-50's 161 gradients per tensor (pycomm, gloo), allreduce_coalesced, one flat mpi4py buffer;
   (c) int8 / 1-bit allreduce_quantized vs fp32 on a bandwidth-bound link (--mca btl self,tcp);
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -46,36 +46,28 @@ from typing import Any, Sequence
 
 from benchmarks import codec_roofline, shaped_link
 from benchmarks.busy_load import busy_cores
+from benchmarks.collectives_common import (
+    BUSY_SAMPLE_S,
+    EAGER_LIMITS,
+    HUGEPAGES_LOAD,
+    MIB,
+    PAIRED_LOAD,
+    PATTERNS,
+    PLAIN_LOAD,
+    PLAIN_QUICK_SIZES,
+    PLAIN_SIZES,
+    SECTIONS,
+    SHAPED_BYTES_PER_S,
+    SHAPED_RATE,
+    SMALL_SECTIONS,
+)
+from benchmarks.collectives_goals import eager_summary, goals, hugepage_speedup, link_floor, measured_small
+from benchmarks.collectives_plots import plot_busbw, plot_codec_time, plot_eager, plot_plain, plot_shards, plot_small
 from benchmarks.harness import RESULTS, save, table
 from benchmarks.run_ranks import ROOT, free_port, mpirun_argv, worker_env
 from pycomm import hugepages
 
-SECTIONS = (
-    "busbw",
-    "fusion",
-    "quantized",
-    "shards",
-    "quantized_shaped",
-    "small",
-    "small_busy",
-    "small_hugepages",
-    "plain",
-    "eager",
-)
-SMALL_SECTIONS = ("small", "small_busy", "small_hugepages")
-HUGEPAGES_LOAD = "idle, huge pages"
-PAIRED_LOAD = "idle, 4 KiB pages beside huge"  # small_hugepages' own 4 KiB rows: only for hugepage_speedup
 SMALL_PAGES = {hugepages.TORCH_ENV: "0"}  # torch's default: the user's tensors on 4 KiB pages
-SHAPED_RATE = "10gbit"  # our users' CPU clusters and cross-node links run at 10-25 Gbit/s
-SHAPED_BYTES_PER_S = 10e9 / 8
-KIB, MIB = 1 << 10, 1 << 20
-BUSY_SAMPLE_S = 0.1
-PLAIN_LOAD = "plain mpirun"
-PATTERNS = ("isolated", "back_to_back")
-# plain's sizes: every 2x around the eager limit (where op matching carries the data), then every 4x
-PLAIN_SIZES = (4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 16 * MIB, 64 * MIB, 256 * MIB)
-PLAIN_QUICK_SIZES = (4 * KIB, 64 * KIB)
-EAGER_LIMITS = (4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB)  # PYCOMM_EAGER_BYTES values the eager section tries
 
 
 def run_section(section: str, ranks: int, quick: bool, max_bytes: int, timeout: float) -> list[dict]:
@@ -184,427 +176,6 @@ def _run_ranks(
         if proc.returncode != 0:
             raise RuntimeError(f"{section} on {ranks} ranks failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return json.loads(out.read_text())
-
-
-def shaped_goals(rows: list[dict]) -> list[dict]:
-    """On the shaped 10 Gbit/s link the codec must pay: int8 <= 0.4x and 1-bit <= 0.15x fp32's time."""
-    q = {(r["ranks"], r["codec"], r["bytes"]): r["seconds"]["median"] for r in rows}
-    limits = {"int8": 0.4, "1bit": 0.15}
-    return [
-        {
-            "goal": f"{codec} time <= {limits[codec]}x fp32 at {SHAPED_RATE}",
-            "ranks": n,
-            "bytes": nbytes,
-            "ratio": sec / q[(n, "fp32", nbytes)],
-            "met": sec / q[(n, "fp32", nbytes)] <= limits[codec],
-        }
-        for (n, codec, nbytes), sec in sorted(q.items())
-        if codec in limits
-    ]
-
-
-def link_floor(rows: list[dict]) -> None:
-    """Adds to each shaped row the time its traffic needs at the shaped rate alone (every rank's bytes
-    pass the one token bucket) and measured / that: ~1 when the link is the bottleneck."""
-    for r in rows:
-        r["link_floor_s"] = r["ranks"] * r["bytes_sent_per_rank"] / SHAPED_BYTES_PER_S
-        r["vs_link_floor"] = r["seconds"]["median"] / r["link_floor_s"] if r["link_floor_s"] else None
-
-
-def shard_goals(rows: list[dict]) -> list[dict]:
-    """Coalesced reduce-scatter / all-gather busbw against mpi4py's on the same bytes (goal >= 0.9x at
-    >= 1 MiB), and against pycomm's own collective on one flat buffer."""
-    by = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
-    out = []
-    for (n, op, peer, nbytes), sec in sorted(by.items()):
-        if peer != "pycomm_coalesced":
-            continue
-        ratio = by[(n, op, "mpi4py", nbytes)] / sec
-        separate = by[(n, op, "mpi4py", nbytes)] / by[(n, op, "pycomm_coalesced_separate", nbytes)]
-        out.append(
-            {
-                "goal": f"{op}_coalesced busbw vs mpi4py >= 0.9 (>= 1 MiB)",
-                "ranks": n,
-                "bytes": nbytes,
-                "ratio": ratio,
-                "separate_tensors_ratio": separate,
-                "met": ratio >= 0.9 if nbytes >= MIB else None,
-            }
-        )
-    return out
-
-
-def small_goals(rows: list[dict]) -> list[dict]:
-    """The small-message goal: busbw >= 1.0x mpi4py's for all-reduce at every size, the other three from
-    1 MiB, idle and busy."""
-    by = {(r["load"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
-    out = []
-    for (load, n, op, peer, nbytes), sec in sorted(by.items()):
-        if peer != "pycomm":
-            continue
-        ratio = by[(load, n, op, "mpi4py", nbytes)] / sec
-        applies = op == "allreduce" or nbytes >= MIB
-        out.append(
-            {
-                "goal": f"{op} busbw vs mpi4py >= 1.0 ({load})",
-                "ranks": n,
-                "bytes": nbytes,
-                "ratio": ratio,
-                "met": ratio >= 1.0 if applies else None,
-            }
-        )
-    return out
-
-
-def plain_goals(rows: list[dict]) -> list[dict]:
-    """Under a plain mpirun: every collective >= 0.9x mpi4py's speed at every size, in both call patterns."""
-    by = {(r["pattern"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
-    out = []
-    for (pattern, n, op, peer, nbytes), sec in sorted(by.items()):
-        if peer == "pycomm":
-            ratio = by[(pattern, n, op, "mpi4py", nbytes)] / sec
-            out.append(
-                {
-                    "goal": f"{op} vs mpi4py >= 0.9 (plain mpirun, {pattern})",
-                    "ranks": n,
-                    "bytes": nbytes,
-                    "ratio": ratio,
-                    "met": ratio >= 0.9,
-                }
-            )
-    return out
-
-
-EAGER_OPS = ("broadcast", "allgather", "reduce_scatter")  # what PYCOMM_EAGER_BYTES decides for
-
-
-def _ratios(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, float]:
-    """mpi4py's median time over pycomm's, keyed by `keys` of the pycomm row (every other field alike)."""
-    by = {(*(r[k] for k in keys), r["peer"]): r["seconds"]["median"] for r in rows}
-    return {k[:-1]: by[(*k[:-1], "mpi4py")] / sec for k, sec in by.items() if k[-1] == "pycomm"}
-
-
-def eager_summary(rows: list[dict]) -> list[dict]:
-    """Per eager limit, call pattern and rank count: the geometric mean and the lowest of mpi4py time /
-    pycomm time over the collectives the limit decides for and the sizes measured."""
-    ratios = _ratios(rows, ("eager_bytes", "pattern", "ranks", "op", "bytes"))
-    out = []
-    for limit, pattern, n in sorted({k[:3] for k in ratios}):
-        vals = [v for k, v in ratios.items() if k[:3] == (limit, pattern, n) and k[3] in EAGER_OPS]
-        out.append(
-            {
-                "eager_bytes": limit,
-                "pattern": pattern,
-                "ranks": n,
-                "geomean_ratio": math.exp(sum(map(math.log, vals)) / len(vals)),
-                "lowest_ratio": min(vals),
-            }
-        )
-    return out
-
-
-def plot_eager(rows: list[dict]):
-    """mpi4py time / pycomm time per size for each eager limit (geometric mean over broadcast, all-gather
-    and reduce-scatter), a panel per call pattern; 2 ranks solid, 4 dashed."""
-
-    def draw(axes: Any) -> None:
-        ratios = _ratios(rows, ("eager_bytes", "pattern", "ranks", "op", "bytes"))
-        for ax, pattern in zip(axes, PATTERNS):
-            for limit, n in sorted({(k[0], k[2]) for k in ratios if k[1] == pattern}):
-                sizes = sorted({k[4] for k in ratios if k[:3] == (limit, pattern, n)})
-                means = [
-                    math.exp(sum(math.log(ratios[(limit, pattern, n, op, b)]) for op in EAGER_OPS) / len(EAGER_OPS))
-                    for b in sizes
-                ]
-                ax.plot(
-                    sizes,
-                    means,
-                    marker="o",
-                    linestyle="-" if n == 2 else "--",
-                    color=f"C{EAGER_LIMITS.index(limit) if limit in EAGER_LIMITS else 9}",
-                    label=f"limit {limit // KIB} KiB, {n} ranks",
-                )
-            ax.axhline(0.9, color="grey", linewidth=1, linestyle=":")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("message size (bytes)")
-            ax.set_ylabel("mpi4py time / pycomm time (geomean of 3 collectives)")
-            ax.set_title(f"PYCOMM_EAGER_BYTES, {pattern.replace('_', ' ')} calls")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=6, ncol=2)
-
-    draw.panels = len(PATTERNS)  # type: ignore[attr-defined]
-    return draw
-
-
-def plot_plain(rows: list[dict]):
-    """mpi4py time / pycomm time per collective under a plain mpirun: a panel per call pattern."""
-
-    def draw(axes: Any) -> None:
-        colors = {
-            "allreduce": "tab:blue",
-            "broadcast": "tab:green",
-            "allgather": "tab:red",
-            "reduce_scatter": "tab:purple",
-        }
-        by = {(r["pattern"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
-        for ax, pattern in zip(axes, PATTERNS):
-            for n, op in sorted({(k[1], k[2]) for k in by if k[0] == pattern}):
-                sizes = sorted(k[4] for k in by if k[:4] == (pattern, n, op, "pycomm"))
-                ax.plot(
-                    sizes,
-                    [by[(pattern, n, op, "mpi4py", b)] / by[(pattern, n, op, "pycomm", b)] for b in sizes],
-                    marker="o",
-                    color=colors[op],
-                    linestyle="-" if n == 2 else "--",
-                    label=f"{op}, {n} ranks",
-                )
-            ax.axhline(0.9, color="grey", linewidth=1, linestyle=":")
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log", base=2)
-            ax.set_xlabel("message size (bytes)")
-            ax.set_ylabel("mpi4py time / pycomm time (same run)")
-            ax.set_title(f"plain mpirun, {pattern.replace('_', ' ')} calls (goal 0.9)")
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=6, ncol=2)
-
-    draw.panels = len(PATTERNS)  # type: ignore[attr-defined]
-    return draw
-
-
-def hugepage_speedup(rows: list[dict]) -> list[dict]:
-    """Each peer's time on 4 KiB pages over its time on huge pages, from small_hugepages' rows (both
-    kinds timed interleaved in the same rounds)."""
-    on_huge = {
-        (r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows if r["pages"] == "huge"
-    }
-    return [
-        {
-            "ranks": r["ranks"],
-            "op": r["op"],
-            "peer": r["peer"],
-            "bytes": r["bytes"],
-            "speedup": r["seconds"]["median"] / on_huge[key],
-        }
-        for r in rows
-        if r["pages"] == "4k" and (key := (r["ranks"], r["op"], r["peer"], r["bytes"])) in on_huge
-    ]
-
-
-def measured_small(rows: dict[str, list[dict]]) -> list[dict]:
-    """The small sections' rows that the goals and the plot read (not small_hugepages' paired 4 KiB ones)."""
-    return [r for s in SMALL_SECTIONS for r in rows[s] if r["load"] != PAIRED_LOAD]
-
-
-def goals(rows: dict[str, list[dict]]) -> list[dict]:
-    """The goals as measured ratios (median times of the same run)."""
-    out = shard_goals(rows["shards"]) if rows.get("shards") else []
-    out += small_goals(measured_small(rows))
-    out += plain_goals(rows["plain"]) if rows.get("plain") else []
-    out += shaped_goals(rows["quantized_shaped"]) if rows.get("quantized_shaped") else []
-    by = {(r["ranks"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows.get("busbw", [])}
-    for (n, peer, nbytes), sec in sorted(by.items()):
-        if peer != "pycomm":
-            continue
-        speed_vs_mpi = by[(n, "mpi4py", nbytes)] / sec
-        speed_vs_gloo = by[(n, "gloo", nbytes)] / sec
-        out.append(
-            {
-                "goal": "busbw vs mpi4py >= 0.9 (>= 1 MiB)",
-                "ranks": n,
-                "bytes": nbytes,
-                "ratio": speed_vs_mpi,
-                "met": speed_vs_mpi >= 0.9 if nbytes >= MIB else None,
-            }
-        )
-        out.append(
-            {
-                "goal": "busbw vs gloo >= 1",
-                "ranks": n,
-                "bytes": nbytes,
-                "ratio": speed_vs_gloo,
-                "met": speed_vs_gloo >= 1.0,
-            }
-        )
-    fus = {(r["ranks"], r["case"]): r["seconds"]["median"] for r in rows.get("fusion", [])}
-    for n in sorted({r["ranks"] for r in rows.get("fusion", [])}):
-        co = fus[(n, "coalesced_pycomm")]
-        flat_ratio = fus[(n, "flat_mpi4py")] / co
-        gloo_ratio = fus[(n, "per_tensor_gloo")] / co
-        out.append(
-            {
-                "goal": "coalesced (defaults) time <= 0.7x flat mpi4py",
-                "ranks": n,
-                "ratio": co / fus[(n, "flat_mpi4py")],
-                "met": flat_ratio >= 1 / 0.7,
-            }
-        )
-        out.append(
-            {
-                "goal": "coalesced (defaults) >= 3x faster than per-tensor gloo",
-                "ranks": n,
-                "ratio": gloo_ratio,
-                "met": gloo_ratio >= 3.0,
-            }
-        )
-    q = {(r["ranks"], r["codec"], r["bytes"]): r for r in rows.get("quantized", [])}
-    for (n, codec, nbytes), r in sorted(q.items()):
-        if codec == "fp32":
-            continue
-        fp32 = q[(n, "fp32", nbytes)]
-        byte_ratio = r["bytes_sent_per_rank"] / fp32["bytes_sent_per_rank"] if fp32["bytes_sent_per_rank"] else None
-        limit = 0.3 if codec == "int8" else 0.05
-        out.append(
-            {
-                "goal": f"{codec} bytes <= {limit}x fp32",
-                "ranks": n,
-                "bytes": nbytes,
-                "ratio": byte_ratio,
-                "met": byte_ratio is not None and byte_ratio <= limit,
-            }
-        )
-        if codec == "int8":
-            time_ratio = r["seconds"]["median"] / fp32["seconds"]["median"]
-            out.append(
-                {
-                    "goal": "int8 time <= 0.6x fp32 on tcp",
-                    "ranks": n,
-                    "bytes": nbytes,
-                    "ratio": time_ratio,
-                    "met": time_ratio <= 0.6,
-                }
-            )
-    return out
-
-
-def plot_busbw(rows: list[dict]):
-    def draw(ax: Any) -> None:
-        lines: dict[tuple[int, str], list[tuple[int, float]]] = {}
-        for r in rows:
-            lines.setdefault((r["ranks"], r["peer"]), []).append((r["bytes"], r["busbw_GBs"]))
-        for (n, peer), pts in sorted(lines.items()):
-            pts.sort()
-            ax.plot(
-                [p[0] for p in pts],
-                [p[1] for p in pts],
-                marker="o",
-                label=f"{peer}, {n} ranks",
-                linestyle="-" if n == min(k[0] for k in lines) else "--",
-            )
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("all-reduce busbw (GB/s, nccl-tests definition)")
-        ax.set_title("all-reduce bus bandwidth (CPU, shared machine)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-
-    return draw
-
-
-def plot_codec_time(rows: list[dict]):
-    """Quantized all-reduce time as a fraction of fp32's (same size, same run) on the shaped link, and
-    (inset) where a 64 MiB call's time goes, per phase (the slowest rank's)."""
-
-    def draw(ax: Any) -> None:
-        by = {(r["ranks"], r["codec"], r["bytes"]): r["seconds"]["median"] for r in rows}
-        for codec, color in (("int8", "tab:blue"), ("1bit", "tab:red")):
-            for n in sorted({k[0] for k in by}):
-                sizes = sorted(b for (m, c, b) in by if (m, c) == (n, codec))
-                ax.plot(
-                    sizes,
-                    [by[(n, codec, b)] / by[(n, "fp32", b)] for b in sizes],
-                    marker="o",
-                    color=color,
-                    linestyle="-" if n == 2 else "--",
-                    label=f"{codec}, {n} ranks",
-                )
-        ax.axhline(0.4, color="tab:blue", linewidth=1, linestyle=":")
-        ax.axhline(0.15, color="tab:red", linewidth=1, linestyle=":")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("time / fp32 all-reduce time")
-        quantized = [by[k] / by[(k[0], "fp32", k[2])] for k in by if k[1] != "fp32"]
-        ax.set_ylim(0, max(0.9, 2.0 * max(quantized, default=0.0)))  # the upper half holds the inset
-        ax.set_title(f"quantized all-reduce on a {SHAPED_RATE} link (tc tbf; goals dotted)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
-        profiled = [r for r in rows if "phase_seconds" in r and r["bytes"] == 64 * MIB]
-        if profiled:
-            inset = ax.inset_axes([0.5, 0.56, 0.48, 0.4])
-            where = list(range(len(profiled)))
-            bottom = [0.0] * len(profiled)
-            for phase in profiled[0]["phase_seconds"]:
-                ms = [r["phase_seconds"][phase] * 1e3 for r in profiled]
-                inset.bar(where, ms, bottom=bottom, label=phase)
-                bottom = [b + m for b, m in zip(bottom, ms)]
-            inset.set_xticks(where, [f"{r['codec']} {r['ranks']}r" for r in profiled])
-            inset.set_ylabel("ms per call (64 MiB)", fontsize=7)
-            inset.tick_params(labelsize=6)
-            inset.legend(fontsize=5)
-
-    return draw
-
-
-def plot_shards(rows: list[dict]):
-    """busbw of the coalesced ops as a ratio of mpi4py's on the same bytes (goal 0.9 from 1 MiB)."""
-
-    def draw(ax: Any) -> None:
-        by = {(r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
-        colors = {
-            ("reduce_scatter", "pycomm_coalesced"): "tab:blue",
-            ("reduce_scatter", "pycomm_coalesced_separate"): "tab:cyan",
-            ("allgather", "pycomm_coalesced"): "tab:red",
-            ("allgather", "pycomm_coalesced_separate"): "tab:orange",
-        }
-        for (op, peer), color in colors.items():
-            for n in sorted({k[0] for k in by}):
-                sizes = sorted(b for (m, o, p, b) in by if (m, o, p) == (n, op, peer))
-                ratios = [by[(n, op, "mpi4py", b)] / by[(n, op, peer, b)] for b in sizes]
-                label = f"{op} {'separate tensors' if peer.endswith('separate') else 'one buffer'}, {n} ranks"
-                ax.plot(sizes, ratios, marker="o", color=color, linestyle="-" if n == 2 else "--", label=label)
-        ax.axhline(0.9, color="grey", linewidth=1, linestyle=":")
-        ax.axvline(MIB, color="grey", linewidth=1, linestyle=":")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("bytes over all ranks' shards")
-        ax.set_ylabel("busbw / mpi4py busbw (same bytes, same run)")
-        ax.set_title("coalesced reduce-scatter / all-gather against mpi4py (goal 0.9 from 1 MiB)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-
-    return draw
-
-
-def plot_small(rows: list[dict]):
-    """pycomm's time advantage over mpi4py (mpi4py time / pycomm time) per collective, idle and busy."""
-
-    def draw(ax: Any) -> None:
-        by = {(r["load"], r["ranks"], r["op"], r["peer"], r["bytes"]): r["seconds"]["median"] for r in rows}
-        colors = {
-            "allreduce": "tab:blue",
-            "broadcast": "tab:green",
-            "allgather": "tab:red",
-            "reduce_scatter": "tab:purple",
-        }
-        for load, n, op in sorted({k[:3] for k in by}):
-            sizes = sorted(k[4] for k in by if k[:4] == (load, n, op, "pycomm"))
-            ax.plot(
-                sizes,
-                [by[(load, n, op, "mpi4py", b)] / by[(load, n, op, "pycomm", b)] for b in sizes],
-                marker={"idle": "o", HUGEPAGES_LOAD: "s"}.get(load, "x"),
-                color=colors[op],
-                linestyle="-" if n == 2 else "--",
-                alpha=1.0 if load == "idle" else 0.6,
-                label=f"{op}, {n} ranks, {load}",
-            )
-        ax.axhline(1.0, color="grey", linewidth=1, linestyle=":")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("mpi4py time / pycomm time (same run)")
-        ax.set_title("collectives against mpi4py: idle, every core busy, huge pages (goal 1.0)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
-
-    return draw
 
 
 def print_report(rows: dict[str, list[dict]], checks: list[dict], roofline: list[dict]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from benchmarks.collectives_common import mpi4py_ratios
 from benchmarks.harness import RESULTS
 
 ROOT = RESULTS.parent.parent
@@ -258,6 +259,18 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the floors",
         "python -m benchmarks.startup --cases script apps floor --repeats 3",
     ),
+    "small_profile_before": Benchmark(
+        "where a small collective's time goes on 2 ranks under a plain mpirun (the cases below 0.9x): "
+        "the op, op matching's round alone, the op on 1 rank (fixed cost), isolated and back to back; "
+        "the build before one-way broadcast matching",
+        "mpi4py on the same buffers, on 2 ranks and on COMM_SELF",
+        "python -m benchmarks.small_profile --calls 60 --name small_profile_before",
+    ),
+    "small_profile_one_way": Benchmark(
+        "small_profile_before's splits on the build with one-way broadcast matching",
+        "mpi4py on the same buffers, on 2 ranks and on COMM_SELF",
+        "python -m benchmarks.small_profile --calls 60 --name small_profile_one_way",
+    ),
     "trace_overhead": Benchmark(
         "a 4 KiB all-reduce on 2 ranks with tracing compiled in but off, and on",
         "the core built from before tracing (the same source without trace events)",
@@ -271,6 +284,22 @@ BENCHMARKS: dict[str, Benchmark] = {
         "python -m benchmarks.zero --repeats 3",
     ),
 }
+
+
+def eager_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """collectives_eager's rows (mpi4py's repeated once per limit) as one line per case: mpi4py time /
+    pycomm time at each PYCOMM_EAGER_BYTES value."""
+    ratios = mpi4py_ratios(rows, ("pattern", "ranks", "op", "bytes", "eager_bytes"))
+    lines: dict[tuple, dict[str, Any]] = {}
+    for (pattern, ranks, op, nbytes, limit), ratio in sorted(ratios.items()):
+        line = lines.setdefault((pattern, ranks, op, nbytes), {"pattern": pattern, "ranks": ranks, "op": op})
+        line["bytes"] = nbytes
+        line[f"ratio at {limit // 1024} KiB"] = ratio
+    return list(lines.values())
+
+
+# Tables shown as a summary instead of their raw rows: (result, table) -> (title, summary of the rows).
+SUMMARIES = {("collectives_eager", "eager"): ("eager: mpi4py time / pycomm time per eager limit", eager_ratios)}
 
 
 def results(results_dir: Path = RESULTS) -> dict[str, dict[str, Any]]:
@@ -370,6 +399,9 @@ def performance(docs: dict[str, dict[str, Any]], results_dir: Path = RESULTS) ->
         if (results_dir / f"{name}.png").exists():
             out += [f"![{name}](../benchmarks/results/{name}.png)", ""]
         for table_name, rows in tables(doc):
+            if (name, table_name) in SUMMARIES:
+                table_name, summarize = SUMMARIES[(name, table_name)]
+                rows = summarize(rows)
             out += [
                 f"<details><summary>{table_name}: {len(rows)} rows</summary>",
                 "",

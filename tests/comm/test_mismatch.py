@@ -2,7 +2,8 @@
 in the default mode and under PYCOMM_DEBUG=1, on every path (tests/comm/workers/mismatch.py): the ring
 all-reduce at 40 vs 48 MiB (it used to corrupt the smaller rank's memory), MPI's collectives queued,
 on the caller's thread (PYCOMM_INLINE_BYTES) and nonblocking, with the small collectives' data in op
-matching (PYCOMM_EAGER_BYTES=65536), point-to-point, allreduce_quantized
+matching (PYCOMM_EAGER_BYTES=65536), broadcasts matched one way (a wrong root, size or dtype: the
+receiver raises in the broadcast with its buffer untouched, the root at its next op), point-to-point, allreduce_quantized
 (also against a plain allreduce) and allreduce_coalesced; and the same collective and compound cases on
 the gloo transport under torchrun (its signature exchange on a private group: a broadcast whose root
 differs used to deliver root 0's data, a size mismatch to abort the process inside gloo)."""
@@ -15,8 +16,9 @@ import pytest
 
 from tests.launch import mpirun, torchrun
 
-CASES = 24  # the cases of tests/comm/workers/mismatch.py
+CASES = 26  # the cases of tests/comm/workers/mismatch.py on MPI
 P2P_CASES = 6  # of them, point to point (MPI only: gloo's are tests/comm/workers/gloo_edges.py's)
+ONE_WAY_ONLY = 2  # of them, one-way broadcast cases (scheduled sizes, dtypes) that gloo's symmetric matching has not
 
 
 @pytest.mark.mpi
@@ -47,4 +49,7 @@ def test_ranks_that_agree_hear_of_the_one_that_differs():
 def test_mismatched_collectives_raise_naming_both_on_gloo():
     proc = torchrun(2, "tests.comm.workers.mismatch", "gloo", env={"PYCOMM_TIMEOUT": "60"}, timeout=600)
     passed = re.findall(r"rank (\d): (\d+) mismatch cases passed", proc.stdout)
-    assert sorted(passed) == [("0", str(CASES - P2P_CASES)), ("1", str(CASES - P2P_CASES))], proc.stdout
+    assert sorted(passed) == [
+        ("0", str(CASES - P2P_CASES - ONE_WAY_ONLY)),
+        ("1", str(CASES - P2P_CASES - ONE_WAY_ONLY)),
+    ], proc.stdout

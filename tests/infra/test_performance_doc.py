@@ -15,6 +15,24 @@ from benchmarks import performance_doc
 from benchmarks.harness import RESULTS
 
 
+def test_eager_rows_are_shown_as_a_ratio_per_limit():
+    """collectives_eager repeats mpi4py's row once per eager limit: the document shows one line per case,
+    mpi4py time / pycomm time at each limit, not the raw rows."""
+    case = {"pattern": "isolated", "ranks": 2, "op": "broadcast", "bytes": 4096}
+    rows = [
+        {**case, "peer": peer, "eager_bytes": limit, "seconds": {"median": sec}}
+        for limit, peer, sec in (
+            (4096, "pycomm", 2.0),
+            (4096, "mpi4py", 1.0),
+            (8192, "pycomm", 4.0),
+            (8192, "mpi4py", 1.0),
+        )
+    ]
+    assert performance_doc.eager_ratios(rows) == [{**case, "ratio at 4 KiB": 0.5, "ratio at 8 KiB": 0.25}]
+    doc = performance_doc.performance({"collectives_eager": {"eager": rows}}, Path("/nonexistent"))
+    assert "eager: mpi4py time / pycomm time per eager limit: 1 rows" in doc and "eager: 4 rows" not in doc
+
+
 def test_the_documents_match_the_results():
     doc, readme = performance_doc.generated()
     assert performance_doc.DOC.read_text() == doc, f"run `{performance_doc.COMMAND}` and commit docs/performance.md"

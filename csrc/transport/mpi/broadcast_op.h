@@ -1,11 +1,11 @@
-// pycomm's own broadcast of a host buffer on MPI point-to-point messages (p2p_collective_op.h): up
-// to the fused size the root's bytes travel with op matching (an all-reduce with bitwise OR, where
-// the other ranks contribute zeros); larger ones run broadcast_schedules.h's steps.
+// pycomm's own broadcast of a host buffer on MPI point-to-point messages (p2p_collective_op.h): up to
+// the fused size matched one way (signature_exchange.h: the root sends its signature with its bytes and
+// returns without waiting for the others'); larger ones are matched on every rank, then run
+// broadcast_schedules.h's steps.
 // GPU buffers keep MpiOp (MPI_Bcast, or staged through pinned host memory).
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "transport/mpi/p2p_collective_op.h"
 
@@ -17,11 +17,8 @@ class P2pBroadcastOp : public P2pCollectiveOp {
   void start() override;
 
  private:
-  void finish() override;
-
   Buffer buf_;
   int root_;
-  std::vector<char> received_;  // fused, not the root: zeros in, the root's bytes out
 };
 
 }  // namespace pycomm::mpi

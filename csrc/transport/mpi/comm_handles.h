@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,11 @@ struct CommHandles {
   // to PYCOMM_INLINE_BYTES are always nonblocking calls (they may run on the caller's thread, which
   // must stay able to give up at the deadline).
   bool blocking = true;
+  // One-way broadcasts (signature_exchange.h): a digest of the signatures of every one this rank took
+  // part in, in order, compared at every op matching (a root's mismatch its receivers could not see
+  // shows up there); and whether this rank was the root of one (a receiver's refusal may come back).
+  mutable std::atomic<uint64_t> one_way_digest{0};
+  mutable std::atomic<bool> rooted_one_way{false};
 };
 
 }  // namespace pycomm::mpi

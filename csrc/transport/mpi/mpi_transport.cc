@@ -134,6 +134,10 @@ void MpiTransport::shutdown() {
     abandoned_ = true;  // dropped requests may still reference the communicator
     return;
   }
+  // A broken communicator keeps its MPI communicators: a peer may still send into them (the root of a
+  // one-way broadcast this rank refused runs on until it hears of it), and once freed, their context id
+  // could go to a new communicator whose receives would meet those messages.
+  if (health()->broken()) return;
   if (handles_->check != MPI_COMM_NULL) MPI_Comm_free(&handles_->check);
   if (handles_->allreduce != MPI_COMM_NULL) MPI_Comm_free(&handles_->allreduce);
   MPI_Comm_free(&handles_->comm);

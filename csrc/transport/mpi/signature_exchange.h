@@ -12,6 +12,20 @@
 // size meet in the same exchange and any difference is named. A rank stops sending data once it has seen a signature
 // that differs, and the result reaches the caller's buffer only when all matched.
 //
+// A broadcast whose data rides in op matching is matched one way (one_way()): the root sends its
+// signature, the digest below and its data straight to every other rank and is done once those sends
+// are; it never waits for theirs, as MPI's root returns once its eager send is out. Each receiver takes
+// the root's first message of any tag, checks the signature, digest and size against its own op and
+// raises MismatchError on a difference, its buffer untouched (the data lands in the exchange's own
+// buffer at whatever size it came). The root cannot be told in the same call, so a receiver that refuses
+// tells it (kRefusedTag): the root's next op on the communicator raises MismatchError naming both ops.
+// Ranks that each took themselves for the root are caught through the digest: every rank folds each
+// one-way broadcast's signature into CommHandles::one_way_digest, and every later op matching, one-way
+// or not, compares the digests, so the next op raises on every rank that differs. A symmetric exchange
+// that meets, while it waits, a one-way message tagged with its own op's index refuses that broadcast
+// the same way (ranks disagree on the op). Ranks that all wait for a root that runs another op stall,
+// and the stall report names their op and its root. Nothing reaches a caller's buffer unmatched.
+//
 // Ordering: all of a communicator's check traffic is sent from prepare(), which the queue (or the
 // caller's thread, when the queue is idle) runs for one op at a time in submission order, so the
 // per-(source, tag) order of MPI messages keeps consecutive ops apart.
@@ -24,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "diagnostics/op_check.h"
 #include "transport/mpi/comm_handles.h"
 
@@ -39,6 +54,12 @@ class SignatureExchange {
   // is in its buffer); throws MismatchError when one differs, leaving the buffer untouched.
   bool poll(const OpInfo& info, const CommHandles& comm);
   bool pending() const;  // requests posted and not finished
+  // Matches a broadcast from `root` one way (above). Before the first poll; with fuse(), the receivers'
+  // `buf` gets the root's bytes once matched.
+  void one_way(int root) { root_ = root; }
+  // A rank refused an op of this rank's, matched one way against its broadcast: throws MismatchError
+  // naming both. Looks only on a rank that was a one-way root, unless `waiting` (a symmetric exchange).
+  static void check_refused(const CommHandles& comm, bool waiting = false);
 
  private:
   struct Phase {
@@ -46,16 +67,34 @@ class SignatureExchange {
     bool result = false;  // the received data is the finished result (the fold's last message)
   };
   struct Buffers {  // on the heap: leaked if the exchange is abandoned while MPI may still use them
-    // The message: its length in bytes, every signature known (size * kSignatureLen), the partial sum.
-    // It travels in pieces of at most 4 KiB.
+    // The message: its length in bytes, every signature known (size * kSignatureLen), every rank's
+    // one-way digest (size), the partial sum; a one-way broadcast's: its length, the root's signature,
+    // the root's digest, the data. It travels in pieces of at most 4 KiB.
     std::vector<int64_t> out;
-    std::vector<int64_t> in;  // one received message
+    std::vector<int64_t> in;       // one received message
+    std::vector<int64_t> refusal;  // to a one-way root: the reason, this rank's signature, the root's
   };
   void plan(const CommHandles& comm);
   void start_phase(const CommHandles& comm);
   bool phase_done(const CommHandles& comm);  // polls the current phase's requests
   void take_message(const Phase& ph, int64_t in_bytes, int size);
+  bool poll_one_way(const OpInfo& info, const CommHandles& comm);
+  void take_root_message(const OpInfo& info, const CommHandles& comm);
+  // Tells `root` why this rank refused its broadcast (reason: kRefused*; root_sig: its signature, or
+  // null), then throws `error`.
+  [[noreturn]] void refuse(const CommHandles& comm, int root, const int64_t* root_sig, int64_t reason,
+                           const MismatchError& error);
+  // Throws MismatchError naming both where `root_sig` (null: unknown) differs from this rank's op.
+  void check_against(int root, const int64_t* root_sig, const CommHandles& comm) const;
+  // While a symmetric exchange waits: a one-way broadcast's message for this op is one this rank does not run.
+  void check_stray_root(const CommHandles& comm);
+  // A one-way receiver got the root's message of another `tag` (`first`: its first `n` bytes): throws.
+  [[noreturn]] void root_runs_another_op(int tag, const int64_t* first, int n, const CommHandles& comm);
+  [[noreturn]] static void throw_refusal(const int64_t* refusal, int from, const CommHandles& comm);
+  void send_pieces(const char* p, int64_t bytes, int to, int tag, const CommHandles& comm);
   int64_t sig_words(int size) const { return static_cast<int64_t>(size) * kSignatureLen; }
+  // The message's head: its length, every signature known, then every rank's one-way digest.
+  int64_t head_words(int size) const { return 1 + sig_words(size) + size; }
 
   std::unique_ptr<Buffers> bufs_;
   std::vector<Phase> phases_;
@@ -71,6 +110,9 @@ class SignatureExchange {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
   MPI_Op op_ = MPI_OP_NULL;
   bool clean_ = true;
+  int root_ = -1;            // one_way()'s root
+  int one_way_tag_ = 0;      // this op's one-way message tag
+  uint64_t digest_ = 0;      // CommHandles::one_way_digest when posted
   std::string bad_payload_;  // a matching signature came with data of another size: who, how much
 };
 

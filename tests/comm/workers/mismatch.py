@@ -51,6 +51,85 @@ def both_ranks(
     done(case)
 
 
+def is_gloo(world: pycomm.Communicator) -> bool:
+    return sys.argv[1:2] == ["gloo"]
+
+
+def one_way(
+    world: pycomm.Communicator,
+    case: str,
+    make: Callable[[int], torch.Tensor],
+    root: Callable[[int], int],
+    receiver_pattern: str | None,
+    root_pattern: str,
+) -> None:
+    """A broadcast on MPI is matched one way: the root returns without hearing from the others. A
+    receiver whose op differs raises MismatchError matching `receiver_pattern` ({me} / {peer}) in the
+    broadcast, its buffer untouched; the root hears of it at its next op, or in the broadcast while its
+    schedule waits for that receiver (`root_pattern`). Where every rank took itself for the root
+    (`receiver_pattern` None), all return and all raise at the next op.
+    `make(rank)`: the rank's buffer (filled with rank + 1); `root(rank)`: the root the rank passes."""
+    sub = fresh(world)
+    me, peer = sub.rank, 1 - sub.rank
+    t = make(me).fill_(me + 1)
+    if root(me) == me:  # in the broadcast (a schedule still waiting for the receiver) or at the next op
+
+        def broadcast_then_next() -> None:
+            sub.broadcast(t, root=me)
+            sub.allreduce(torch.ones(4), op=pycomm.SUM)
+
+        expect_raises(pycomm.MismatchError, root_pattern.format(me=me, peer=peer), broadcast_then_next)
+    else:
+        assert receiver_pattern is not None
+        expect_raises(
+            pycomm.MismatchError, receiver_pattern.format(me=me, peer=peer), lambda: sub.broadcast(t, root=root(me))
+        )
+        assert bool((t == me + 1).all()), "a mismatched broadcast wrote into the receiver's buffer"
+    expect_raises(pycomm.PycommError, "is broken", lambda: sub.allreduce(torch.ones(1), op=pycomm.AVG))
+    sub.shutdown()
+    done(case)
+
+
+def check_one_way_broadcasts(world: pycomm.Communicator) -> None:
+    """Wrong root, size and dtype with the data in op matching (one way), and sizes past it (1 vs 2 MiB)."""
+    refused = r"rank {peer} refused this rank's \({me}\) op, matched one way against its broadcast.*"
+    one_way(
+        world,
+        "broadcast roots (0 vs 1)",
+        lambda me: torch.ones(10),
+        lambda me: me,
+        None,
+        r"ranks disagree on an earlier broadcast .*: rank {me} and rank {peer} took part in different broadcasts",
+    )
+    counts = (1000, 2000)
+    one_way(
+        world,
+        "broadcast sizes",
+        lambda me: torch.empty(counts[me]),
+        lambda me: 0,
+        sizes_pattern("broadcast", counts[1], counts[0]),
+        refused + sizes_pattern("broadcast", counts[0], counts[1]),
+    )
+    # past the eager limit, a broadcast is matched on every rank: both raise in it
+    n = [MIB // 4, MIB // 2][world.rank]
+    both_ranks(
+        world,
+        "broadcast sizes, scheduled",
+        lambda c: c.broadcast(torch.ones(n), root=0),
+        sizes_pattern("broadcast", n, 3 * MIB // 4 - n),
+    )
+    dtypes = (torch.float32, torch.int32)
+    one_way(
+        world,
+        "broadcast dtypes (float32 vs int32)",
+        lambda me: torch.empty(1000, dtype=dtypes[me]),
+        lambda me: 0,
+        r"dtypes differ\): rank {me} submitted broadcast #\d+ \(count 1000, int32.*but rank {peer} submitted "
+        r"broadcast #\d+ \(count 1000, float32",
+        refused + r"dtypes differ\): rank {me} submitted broadcast #\d+ \(count 1000, float32",
+    )
+
+
 def sizes_pattern(op: str, mine: int, theirs: int, dtype: str = "float32", item: int = 4) -> str:
     """Both ops with their sequence numbers and both sizes, in this rank's order."""
     return (
@@ -123,15 +202,21 @@ def check_small_collectives(world: pycomm.Communicator) -> None:
         lambda c: c.allreduce(torch.ones(10), op=op),
         r"reduce ops differ\): rank {me} submitted allreduce #\d+ \(.*op (SUM|MAX)\) but .*op (MAX|SUM)\)",
     )
-    both_ranks(
-        world,
-        "broadcast roots (0 vs 1)",
-        lambda c: c.broadcast(torch.ones(10), root=r),
-        r"roots differ\): rank {me} submitted broadcast #\d+ \(.*root {me}\) but rank {peer} .*root {peer}\)",
-    )
-    both_ranks(
-        world, "broadcast sizes", lambda c: c.broadcast(torch.ones(n), root=0), sizes_pattern("broadcast", n, 3000 - n)
-    )
+    if is_gloo(world):  # gloo's matching is symmetric: both ranks raise in the broadcast itself
+        both_ranks(
+            world,
+            "broadcast roots (0 vs 1)",
+            lambda c: c.broadcast(torch.ones(10), root=r),
+            r"roots differ\): rank {me} submitted broadcast #\d+ \(.*root {me}\) but rank {peer} .*root {peer}\)",
+        )
+        both_ranks(
+            world,
+            "broadcast sizes",
+            lambda c: c.broadcast(torch.ones(n), root=0),
+            sizes_pattern("broadcast", n, 3000 - n),
+        )
+    else:
+        check_one_way_broadcasts(world)
     both_ranks(
         world,
         "allgather sizes",

@@ -163,14 +163,24 @@ def on_fresh(world: pycomm.Communicator, run: Callable[[pycomm.Communicator], ob
     passed()
 
 
+def then_barrier(run: Callable[[pycomm.Communicator], object]) -> Callable[[pycomm.Communicator], object]:
+    """`run`, then a barrier: a broadcast is matched one way, so its root hears of a mismatch at its next op."""
+    return lambda c: (run(c), c.barrier())
+
+
 def check_mismatches(world: pycomm.Communicator) -> None:
     """Roots and sizes that differ with the data in op matching (a quarter of the eager limit), on the
     scheduled path (1 MiB) and either side of the eager limit: MismatchError on every rank, before any
-    data reaches a tensor."""
+    data reaches a tensor (a broadcast's root at its next op, or while its schedule waits)."""
     r, size = world.rank, world.size
     for n in (max(1, FUSED_BYTES // 16 // size), (1 << 20) // 4):
-        on_fresh(world, lambda c: c.broadcast(torch.ones(n), root=r), r"roots differ\).*broadcast #\d+")
-        on_fresh(world, lambda c: c.broadcast(torch.ones(n + r), root=0), r"sizes differ.*broadcast #\d+")
+        # every rank its own root: all return, and the next op finds it
+        on_fresh(
+            world,
+            then_barrier(lambda c: c.broadcast(torch.ones(n), root=r)),
+            r"(roots differ\)|the ops differ\).*broadcast #\d+|disagree on an earlier broadcast)",
+        )
+        on_fresh(world, then_barrier(lambda c: c.broadcast(torch.ones(n + r), root=0)), r"sizes differ.*broadcast #\d+")
         on_fresh(
             world,
             lambda c: c.allgather(torch.zeros(c.size * (n + r)), torch.ones(n + r)),
@@ -184,17 +194,24 @@ def check_mismatches(world: pycomm.Communicator) -> None:
         # different collectives of the same bytes: rank 0 broadcasts, the others all-gather
         on_fresh(
             world,
-            lambda c: (
-                c.broadcast(torch.ones(size * n), root=0)
-                if r == 0
-                else c.allgather(torch.zeros(size * n), torch.ones(n))
+            then_barrier(
+                lambda c: (
+                    c.broadcast(torch.ones(size * n), root=0)
+                    if r == 0
+                    else c.allgather(torch.zeros(size * n), torch.ones(n))
+                )
             ),
             r"the ops differ\): rank \d submitted",
         )
     # rank 0 at the limit (data in op matching), the others one element past it (scheduled)
     at = FUSED_BYTES // 4 // size * size
     n = at if r == 0 else at + size
-    on_fresh(world, lambda c: c.broadcast(torch.ones(n), root=0), r"sizes differ.*broadcast #\d+")
+    # the root (one way) may meet the others' symmetric message at its next op before their refusal
+    on_fresh(
+        world,
+        then_barrier(lambda c: c.broadcast(torch.ones(n), root=0)),
+        r"(sizes differ|the ops differ).*broadcast #\d+",
+    )
     on_fresh(world, lambda c: c.allgather(torch.zeros(n), torch.ones(n // size)), r"sizes differ.*allgather #\d+")
     on_fresh(
         world, lambda c: c.reduce_scatter(torch.zeros(n // size), torch.ones(n)), r"sizes differ.*reduce_scatter #\d+"
@@ -204,8 +221,8 @@ def check_mismatches(world: pycomm.Communicator) -> None:
 def check_wrong_size_payload(world: pycomm.Communicator) -> None:
     """2 ranks: rank 1's core keeps 4x the eager limit for a new communicator (behind the settings'
     agreement, which compares the environment): at twice the limit it expects rank 0's broadcast in op
-    matching (and sends zeros of that size), while rank 0 sends none. The ops match, yet both refuse:
-    rank 1 the data it lacks, rank 0 the data it did not expect; no tensor is touched. (On more ranks only the ranks that exchange with a
+    matching, matched one way, while rank 0 matches it on every rank and sends no data. The ops match, yet
+    both refuse; no tensor is touched. (On more ranks only the ranks that exchange with a
     disagreeing one see it; the others would wait in the schedule until PYCOMM_TIMEOUT.)"""
     c = core()
     if world.rank == world.size - 1:
@@ -214,20 +231,22 @@ def check_wrong_size_payload(world: pycomm.Communicator) -> None:
     settings.apply()
     numel = 2 * FUSED_BYTES // 4 // world.size * world.size
     t = torch.full((numel,), 5.0 + world.rank)
-    sent = numel * 4 if world.rank == 0 else 0
-    expect_raises(
-        pycomm.MismatchError,
-        rf"refused broadcast's data: rank {1 - world.rank} sent {sent} bytes of data "
-        rf"with the same op, expected {numel * 4 - sent}",
-        lambda: sub.broadcast(t, root=0),
+    # rank 1 matches one way (data in op matching), rank 0 on every rank (scheduled): rank 1 refuses rank 0's
+    # message, and rank 0 hears of it while it waits
+    pattern = (
+        r"rank 1 refused this rank's \(0\) op, matched one way.*it ran the same op with every rank's signature"
+        if world.rank == 0
+        else r"rank 0 ran this broadcast .* with every rank's signature .*where rank 1 matched it one way"
     )
+    expect_raises(pycomm.MismatchError, pattern, lambda: sub.broadcast(t, root=0))
     assert torch.equal(t, torch.full((numel,), 5.0 + world.rank)), "the refused broadcast wrote the tensor"
     sub.shutdown()
     passed()
 
 
 STALLS: dict[str, Callable[[pycomm.Communicator, int], object]] = {
-    "broadcast": lambda c, n: c.broadcast(torch.ones(n), root=0),
+    # a broadcast with its data in op matching is matched one way: its root stalls at its next op
+    "broadcast": lambda c, n: (c.broadcast(torch.ones(n), root=0), c.barrier()),
     "allgather": lambda c, n: c.allgather(torch.zeros(c.size * n), torch.ones(n)),
     "reduce_scatter": lambda c, n: c.reduce_scatter(torch.zeros(n), torch.ones(c.size * n)),
 }
