@@ -134,9 +134,16 @@ BENCHMARKS: dict[str, Benchmark] = {
         "python -m benchmarks.composition --repeats 3 --steps 4 (results copied to composition_busy)",
     ),
     "ddp_backend": Benchmark(
-        'DDP on the tiny MNIST CNN, 2 ranks, on the torch.distributed backend "pycomm": samples/s',
-        "DDP on gloo in the same job",
+        'DDP and FSDP2 on the tiny MNIST CNN, 2 and 4 ranks, idle and beside a busy loop per core, on the '
+        'torch.distributed backend "pycomm": samples/s',
+        "the same on gloo in the same job",
         "python -m benchmarks.ddp_backend",
+    ),
+    "ddp_backend_gpt": Benchmark(
+        'DDP and FSDP2 on a char GPT (4 x 128, tiny Shakespeare), 2 and 4 ranks, "idle" (load average 8-14 '
+        'from other jobs) and beside a busy loop per core, on the torch.distributed backend "pycomm": samples/s',
+        "the same on gloo in the same job",
+        "python -m benchmarks.ddp_backend --model gpt --repeats 3 --steps 10",
     ),
     "diloco": Benchmark(
         "eval loss against bytes sent per rank for DDP, plsgd, qsr, DiLoCo (H 16, 64; int8, int4), "
