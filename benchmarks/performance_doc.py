@@ -134,7 +134,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "python -m benchmarks.composition --repeats 3 --steps 4 (results copied to composition_busy)",
     ),
     "ddp_backend": Benchmark(
-        'DDP and FSDP2 on the tiny MNIST CNN, 2 and 4 ranks, idle and beside a busy loop per core, on the '
+        "DDP and FSDP2 on the tiny MNIST CNN, 2 and 4 ranks, idle and beside a busy loop per core, on the "
         'torch.distributed backend "pycomm": samples/s',
         "the same on gloo in the same job",
         "python -m benchmarks.ddp_backend",
@@ -144,6 +144,13 @@ BENCHMARKS: dict[str, Benchmark] = {
         'from other jobs) and beside a busy loop per core, on the torch.distributed backend "pycomm": samples/s',
         "the same on gloo in the same job",
         "python -m benchmarks.ddp_backend --model gpt --repeats 3 --steps 10",
+    ),
+    "ddp_hooks_link": Benchmark(
+        "DDP with pycomm's int8 and 1-bit communication hooks, 2 emulated nodes x 1 rank over a shaped 1 Gbit/s "
+        'link, the MNIST CNN and a char GPT (4 x 128), on backend "pycomm" and on gloo, 2 repeats of 30 steps: '
+        "samples/s, final loss, bytes on the wire per step",
+        "DDP fp32 on the same backend in the same run",
+        "python -m benchmarks.ddp_hooks_link --repeats 2 --steps 30",
     ),
     "diloco": Benchmark(
         "eval loss against bytes sent per rank for DDP, plsgd, qsr, DiLoCo (H 16, 64; int8, int4), "
