@@ -1,5 +1,5 @@
 """What every family of bad-argument cases shares: the good tensors, the bad values of each kind of
-argument, a Case, and `_vary`, which makes one case per (argument, bad value) of a good call."""
+argument, a Case, and `vary`, which makes one case per (argument, bad value) of a good call."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class Case:
         return f"{self.api}({self.arg}={self.label})"
 
 
-def _vary(
+def vary(
     api: str, fn: Callable[..., Any], good: Callable[[], dict[str, Any]], bad: dict[str, list[tuple[str, Any]]]
 ) -> Iterator[Case]:
     """One case per (argument, bad value): fn(**good() with that argument replaced)."""
@@ -104,10 +104,10 @@ def without(values: list[tuple[str, Any]], *labels: str) -> list[tuple[str, Any]
     return [v for v in values if v[0] not in labels]
 
 
-def _tensor_arg(n: int, dtype: torch.dtype = torch.float32, optional: bool = False) -> list[tuple[str, Any]]:
+def tensor_arg(n: int, dtype: torch.dtype = torch.float32, optional: bool = False) -> list[tuple[str, Any]]:
     return without(_tensor_bad(n, dtype), "None") if optional else _tensor_bad(n, dtype)
 
 
-def _input_tensor(n: int) -> list[tuple[str, Any]]:
+def input_tensor(n: int) -> list[tuple[str, Any]]:
     """Bad values of a tensor whose size sets the others' (any size of it is fine)."""
     return without(_tensor_bad(n, torch.float32), "wrong size")

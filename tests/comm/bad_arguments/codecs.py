@@ -12,28 +12,28 @@ from tests.comm.bad_arguments.cases import (
     BLOCK,
     Case,
     N,
-    _input_tensor,
-    _tensor_arg,
-    _vary,
     f32,
+    input_tensor,
+    tensor_arg,
+    vary,
     without,
 )
 
 
 def codec_cases() -> Iterator[Case]:
-    yield from _vary(
+    yield from vary(
         "Int8Codec",
         pycomm.Int8Codec,
         lambda: dict(block=BLOCK, stochastic=False, seed=0),
         dict(block=BAD_INT_POSITIVE, stochastic=BAD_BOOL, seed=BAD_INT_NONNEGATIVE),
     )
-    yield from _vary(
+    yield from vary(
         "Int4Codec",
         pycomm.Int4Codec,
         lambda: dict(block=BLOCK, stochastic=False, seed=0),
         dict(block=BAD_INT_POSITIVE + [("odd", 255)], stochastic=BAD_BOOL, seed=BAD_INT_NONNEGATIVE),
     )
-    yield from _vary(
+    yield from vary(
         "OneBitCodec",
         pycomm.OneBitCodec,
         lambda: dict(block=BLOCK),
@@ -45,40 +45,40 @@ def codec_cases() -> Iterator[Case]:
         def enc(codec=codec):
             return codec.encode(f32())
 
-        yield from _vary(
+        yield from vary(
             f"{cls}.encode",
             codec.encode,
             lambda: dict(x=f32(), residual=None, out=None),
             dict(
-                x=_input_tensor(N),
-                residual=_tensor_arg(N, optional=True),
+                x=input_tensor(N),
+                residual=tensor_arg(N, optional=True),
                 out=[("str", "x"), ("tensor", f32()), ("other size", codec.empty(N + 1))],
             ),
         )
         for method, out in (("decode", "out"), ("decode_accumulate", "acc")):
-            yield from _vary(
+            yield from vary(
                 f"{cls}.{method}",
                 getattr(codec, method),
                 lambda enc=enc, out=out: {"enc": enc(), out: f32()},
-                {"enc": [("str", "x"), ("None", None), ("tensor", f32())], out: _input_tensor(N)},
+                {"enc": [("str", "x"), ("None", None), ("tensor", f32())], out: input_tensor(N)},
             )
         for method in ("wire_bytes", "data_numel"):
-            yield from _vary(
+            yield from vary(
                 f"{cls}.{method}", getattr(codec, method), lambda: dict(numel=N), dict(numel=BAD_INT_NONNEGATIVE)
             )
-        yield from _vary(
+        yield from vary(
             f"{cls}.empty",
             codec.empty,
             lambda: dict(numel=N, device="cpu"),
             dict(numel=BAD_INT_NONNEGATIVE, device=[("int", 5.5), ("unknown", "nodevice")]),
         )
-        yield from _vary(
+        yield from vary(
             f"{cls}.error_bound",
             codec.error_bound,
             lambda: dict(x=f32()),
-            dict(x=without(_input_tensor(N), "non-contiguous")),
+            dict(x=without(input_tensor(N), "non-contiguous")),
         )  # any layout
-        yield from _vary(
+        yield from vary(
             f"{cls}.slice",
             codec.slice,
             lambda enc=enc: dict(enc=enc(), start=0, stop=BLOCK),

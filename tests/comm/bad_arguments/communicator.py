@@ -17,10 +17,10 @@ from tests.comm.bad_arguments.cases import (
     BAD_TENSORS,
     Case,
     N,
-    _input_tensor,
-    _tensor_arg,
-    _vary,
     f32,
+    input_tensor,
+    tensor_arg,
+    vary,
     without,
 )
 
@@ -30,7 +30,7 @@ def local_comm() -> Communicator:
 
 
 def averager_cases() -> Iterator[Case]:
-    yield from _vary(
+    yield from vary(
         "LayerwiseAverager",
         pycomm.LayerwiseAverager,
         lambda: dict(params_by_layer=[f32(4)], comm=local_comm(), codec=None),
@@ -56,14 +56,14 @@ def averager_cases() -> Iterator[Case]:
 def communicator_cases() -> Iterator[Case]:
     c = local_comm()
     # collectives move any dtype: a tensor is bad for its type or layout, not its dtype
-    tensor = without(_input_tensor(4), "wrong dtype")
-    yield from _vary(
+    tensor = without(input_tensor(4), "wrong dtype")
+    yield from vary(
         "Communicator.allreduce",
         c.allreduce,
         lambda: dict(tensor=f32(4), op=pycomm.SUM, async_op=False, bucket=-1),
         dict(tensor=tensor, op=BAD_OP, async_op=BAD_BOOL, bucket=[("str", "x"), ("float", 1.5), ("huge", 2**62)]),
     )
-    yield from _vary(
+    yield from vary(
         "Communicator.broadcast",
         c.broadcast,
         lambda: dict(tensor=f32(4), root=0, async_op=False),
@@ -74,24 +74,24 @@ def communicator_cases() -> Iterator[Case]:
         ),
     )
     for name in ("allgather", "alltoall", "reduce_scatter"):
-        yield from _vary(
+        yield from vary(
             f"Communicator.{name}",
             getattr(c, name),
             lambda: dict(out=f32(4), tensor=f32(4)),
-            dict(out=_tensor_arg(4), tensor=_input_tensor(4)),
+            dict(out=tensor_arg(4), tensor=input_tensor(4)),
         )
-    yield from _vary("Communicator.barrier", c.barrier, lambda: dict(async_op=False), dict(async_op=BAD_BOOL))
+    yield from vary("Communicator.barrier", c.barrier, lambda: dict(async_op=False), dict(async_op=BAD_BOOL))
     bad_tag = [("str", "0"), ("negative", -1), ("huge", 2**62), ("past max_tag", c.max_tag + 1), ("float", 1.0)]
     bad_dst = [("str", "0"), ("None", None), ("ANY_SOURCE", pycomm.ANY_SOURCE), ("negative", -2), ("size", 1)]
     bad_src = [("str", "0"), ("None", None), ("negative", -2), ("size", 1)]  # -1 is ANY_SOURCE
     for name, peer in (("isend", "dst"), ("irecv", "src")):
-        yield from _vary(
+        yield from vary(
             f"Communicator.{name}",
             getattr(c, name),
             lambda peer=peer: {"tensor": f32(4), peer: 0, "tag": 0},
             {"tensor": tensor, peer: bad_dst if peer == "dst" else bad_src, "tag": bad_tag},
         )
-    yield from _vary(
+    yield from vary(
         "Communicator.isend_tensor",
         c.isend_tensor,
         lambda: dict(tensor=f32(4), dst=0, tag=0),
@@ -107,16 +107,16 @@ def communicator_cases() -> Iterator[Case]:
             tag=bad_tag,
         ),
     )
-    yield from _vary(
+    yield from vary(
         "Communicator.irecv_tensor", c.irecv_tensor, lambda: dict(src=0, tag=0), dict(src=bad_src, tag=bad_tag)
     )
-    yield from _vary(
+    yield from vary(
         "Communicator.probe",
         c.probe,
         lambda: dict(src=0, tag=0, block=False),
         dict(src=bad_src, tag=[("str", "0"), ("negative", -2), ("past max_tag", c.max_tag + 1)], block=BAD_BOOL),
     )
-    yield from _vary(
+    yield from vary(
         "Communicator.split",
         c.split,
         lambda: dict(color=0, key=None),
@@ -125,7 +125,7 @@ def communicator_cases() -> Iterator[Case]:
             key=[("str", "0"), ("float", 0.0), ("huge", 2**62)],
         ),
     )
-    yield from _vary(
+    yield from vary(
         "Communicator.allreduce_coalesced",
         lambda **kw: c.allreduce_coalesced(**kw).wait(),
         lambda: dict(tensors=[f32(4)], op=pycomm.SUM, bucket_bytes=1 << 20, wire_dtype=None, async_op=True),
@@ -137,12 +137,12 @@ def communicator_cases() -> Iterator[Case]:
             async_op=BAD_BOOL,
         ),
     )
-    yield from _vary(
+    yield from vary(
         "Communicator.allreduce_quantized",
         lambda **kw: c.allreduce_quantized(**kw).wait(),
         lambda: dict(tensor=f32(), op=pycomm.SUM, codec=None, error_feedback=None, async_op=True),
         dict(
-            tensor=_input_tensor(N),
+            tensor=input_tensor(N),
             op=BAD_OP,
             codec=BAD_CODEC,
             error_feedback=[

@@ -15,7 +15,7 @@ from tests.comm.bad_arguments.cases import (
     BAD_VALUE,
     HOST,
     Case,
-    _vary,
+    vary,
 )
 
 _STORE: pycomm.TCPStore | None = None
@@ -31,7 +31,7 @@ def store() -> pycomm.TCPStore:
 
 
 def store_cases() -> Iterator[Case]:
-    yield from _vary(
+    yield from vary(
         "TCPStore",
         pycomm.TCPStore,
         lambda: dict(host=HOST, port=0, world_size=1, is_server=True, timeout=30.0),
@@ -44,29 +44,29 @@ def store_cases() -> Iterator[Case]:
         ),
     )
     s = store
-    yield from _vary(
+    yield from vary(
         "TCPStore.set",
         lambda **kw: s().set(**kw),
         lambda: dict(key="k", value=b"v"),
         dict(key=BAD_KEY, value=BAD_VALUE),
     )
-    yield from _vary(
+    yield from vary(
         "TCPStore.get",
         lambda **kw: s().get(**kw),
         lambda: dict(key="counter-is-bytes", timeout=1.0),
         dict(key=BAD_KEY, timeout=BAD_TIMEOUT),
     )
-    yield from _vary(
+    yield from vary(
         "TCPStore.add", lambda **kw: s().add(**kw), lambda: dict(key="n", delta=1), dict(key=BAD_KEY, delta=BAD_INT64)
     )
     yield Case("TCPStore.add", "key", "key holding bytes", lambda: s().add("counter-is-bytes", 1))
-    yield from _vary("TCPStore.check", lambda **kw: s().check(**kw), lambda: dict(key="k"), dict(key=BAD_KEY))
-    yield from _vary(
+    yield from vary("TCPStore.check", lambda **kw: s().check(**kw), lambda: dict(key="k"), dict(key=BAD_KEY))
+    yield from vary(
         "TCPStore.wait",
         lambda **kw: s().wait(**kw),
         lambda: dict(keys=["counter-is-bytes"], timeout=1.0),
         dict(keys=[("str", "k"), ("None", None), ("list of ints", [1])], timeout=BAD_TIMEOUT),
     )
-    yield from _vary(
+    yield from vary(
         "TCPStore.barrier", lambda **kw: s().barrier(**kw), lambda: dict(timeout=1.0), dict(timeout=BAD_TIMEOUT)
     )
