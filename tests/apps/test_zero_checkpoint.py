@@ -24,6 +24,26 @@ def _argv(out: Path, name: str, algorithm: str, nproc: int, state_dict_type: str
     return runs.args(out, name, algorithm, nproc, *ADAMW, "-o", f"checkpoint.state_dict_type={state_dict_type}", *extra)
 
 
+class _ShardedRuns(dict):
+    """{algorithm: the directory of an uninterrupted 2-rank run with sharded checkpoints}, trained when first
+    asked for: the reshard test reads its step-10 checkpoint, the preemption test compares with its end."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        super().__init__()
+        self.factory = factory
+
+    def __missing__(self, algorithm: str) -> Path:
+        out = self.factory.mktemp(f"{algorithm}-sharded")
+        runs.run(_argv(out, "sharded", algorithm, 2, "sharded"), timeout=400)
+        self[algorithm] = out / "sharded"
+        return self[algorithm]
+
+
+@pytest.fixture(scope="module")
+def sharded_runs(tmp_path_factory: pytest.TempPathFactory) -> _ShardedRuns:
+    return _ShardedRuns(tmp_path_factory)
+
+
 def test_sharded_algorithms_save_the_optimizer_per_rank_only_when_sharded() -> None:
     identical, sharded = traits.IDENTICAL, traits.SHARDED
     assert state_kinds(algorithms.lookup("zero3"), {}, "sharded") == {
@@ -39,10 +59,11 @@ def test_sharded_algorithms_save_the_optimizer_per_rank_only_when_sharded() -> N
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("algorithm", ["zero3", "zero2"])
-def test_sharded_checkpoint_resumes_on_1_and_3_ranks_to_the_saved_state(tmp_path: Path, algorithm: str) -> None:
-    runs.run(_argv(tmp_path, "sharded", algorithm, 2, "sharded"), timeout=400)
+def test_sharded_checkpoint_resumes_on_1_and_3_ranks_to_the_saved_state(
+    tmp_path: Path, algorithm: str, sharded_runs: _ShardedRuns
+) -> None:
     runs.run(_argv(tmp_path, "full", algorithm, 2, "full"), timeout=400)
-    sharded = tmp_path / "sharded" / "checkpoints" / "ckpt.step00000010"
+    sharded = sharded_runs[algorithm] / "checkpoints" / "ckpt.step00000010"
     full = tmp_path / "full" / "checkpoints" / "ckpt.step00000010"
     assert (sharded / "optim_state_dict.rank1.pt").exists() and not (sharded / "model_state_dict.rank1.pt").exists()
     assert not (full / "optim_state_dict.rank1.pt").exists()
@@ -73,13 +94,12 @@ def test_sharded_checkpoint_resumes_on_1_and_3_ranks_to_the_saved_state(tmp_path
 
 
 @pytest.mark.mpi
-def test_preempted_zero3_resumes_bit_exact_on_2_and_runs_on_3_ranks(tmp_path: Path) -> None:
-    runs.run(_argv(tmp_path, "straight", "zero3", 2, "sharded"), timeout=400)
+def test_preempted_zero3_resumes_bit_exact_on_2_and_runs_on_3_ranks(tmp_path: Path, sharded_runs: _ShardedRuns) -> None:
     argv = _argv(tmp_path, "cut", "zero3", 2, "sharded")
     assert "preempted" in runs.preempt(argv, timeout=400).stdout
     shutil.copytree(tmp_path / "cut", tmp_path / "cut3")
     runs.run(argv + ["--resume", "auto"], timeout=400)
-    runs.assert_same(runs.final_params(tmp_path / "straight"), runs.final_params(tmp_path / "cut"))
+    runs.assert_same(runs.final_params(sharded_runs["zero3"]), runs.final_params(tmp_path / "cut"))
     argv3 = _argv(tmp_path, "cut3", "zero3", 3, "sharded")
     out = runs.run(argv3 + ["--resume", "auto"], timeout=400).stdout
     # 10 of 20 steps of 2 x 32 samples done: 640 samples left, 6 whole steps of 3 x 32, then the end
