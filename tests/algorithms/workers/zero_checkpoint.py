@@ -1,14 +1,18 @@
-"""ZeRO checkpoints. argv: OUT_DIR PHASE CKPT_DIR ALGORITHM (zero1-k2: zero1 with staleness_bound=2).
-- save: train 5 steps, write the sharded checkpoint to CKPT_DIR/shards and full_state_dict() to CKPT_DIR/full.pt;
+"""ZeRO checkpoints. argv: OUT_DIR PHASE CKPT_ROOT ALGORITHM,ALGORITHM,... (zero1-k2: zero1 with
+staleness_bound=2). Each algorithm in turn, in the same processes (one launch per world size serves them all),
+with its own fresh model and optimizer, its checkpoint in CKPT_ROOT/<algorithm> and its results under
+"<case>_<algorithm>":
+- save: train 5 steps, write the sharded checkpoint to <dir>/shards and full_state_dict() to <dir>/full.pt;
   and same-N resume: state_dict() after 5 steps, 5 more steps == a fresh optimizer loading it, 5 steps,
   bit for bit.
-- load (any number of ranks): load CKPT_DIR/shards; full_state_dict() equal to the saved one exactly;
+- load (any number of ranks): load <dir>/shards; full_state_dict() equal to the saved one exactly;
   a model with other parameter names is refused naming the first mismatched key."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -93,9 +97,8 @@ def other_model(comm: Any, directory: str, algorithm: str) -> dict[str, Any]:
     return {"ok": False, "why": "another model's checkpoint loaded"}
 
 
-def main() -> None:
-    comm = world()
-    phase, directory, algorithm = sys.argv[2:5]
+def phase_cases(comm: Any, phase: str, directory: str, algorithm: str) -> list[tuple[str, Callable[[], Any]]]:
+    """The cases of `phase` for one algorithm, named "<case>_<algorithm>"."""
     if phase == "save":
         cases = [("save", lambda: save(comm, directory, algorithm)), ("resume", lambda: resume(comm, algorithm))]
     else:
@@ -103,6 +106,18 @@ def main() -> None:
             ("load", lambda: load(comm, directory, algorithm)),
             ("other_model", lambda: other_model(comm, directory, algorithm)),
         ]
+    return [(f"{name}_{algorithm}", run) for name, run in cases]
+
+
+def main() -> None:
+    comm = world()
+    phase, root, algorithms_arg = sys.argv[2:5]
+    cases = []
+    for algorithm in algorithms_arg.split(","):
+        directory = Path(root) / algorithm
+        if phase == "save":
+            directory.mkdir(exist_ok=True)  # every rank: whichever gets there first makes it
+        cases += phase_cases(comm, phase, str(directory), algorithm)
     run_cases(comm, cases)
 
 
