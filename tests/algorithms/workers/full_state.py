@@ -1,4 +1,5 @@
-"""Full and per-rank state dicts on real ranks. argv: OUT_DIR MODE DIR.
+"""Full and per-rank state dicts on real ranks. argv: OUT_DIR MODE[,MODE...] DIR (modes run in turn in the
+same processes, so one launch serves them).
 
 save: mbsgd, zero2 and zero3 (AdamW) train 2 steps, each rank on its rows of the batch; opt.full_state_dict()
 is written by rank 0 to DIR. load: on another number of ranks, each saved state is loaded into each of the
@@ -122,9 +123,7 @@ def average(comm: Any) -> dict[str, Any]:
     return {"ok": not bad and torch.allclose(state, mean_state), "bad": bad[:4]}
 
 
-def main() -> None:
-    comm = world()
-    mode, directory = sys.argv[2], Path(sys.argv[3])
+def mode_cases(comm: Any, mode: str, directory: Path) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     cases: list[tuple[str, Callable[[], dict[str, Any]]]] = []
     if mode == "save":
         cases.append(("save", lambda: save(comm, directory)))
@@ -132,11 +131,19 @@ def main() -> None:
         for saved in METHODS:
             for method in METHODS:
                 cases.append((f"{saved}_to_{method}", lambda s=saved, m=method: load(comm, directory, s, m)))
-    else:
+    elif mode == "refuse":
         for method in ("zero2", "zero3", "plsgd"):
             cases.append((f"refuse_{method}", lambda m=method: refuse(comm, directory, m)))
         cases.append(("average_plsgd", lambda: average(comm)))
-    run_cases(comm, cases)
+    else:
+        raise ValueError(f"full_state worker: mode {mode!r}, expected save, load or refuse")
+    return cases
+
+
+def main() -> None:
+    comm = world()
+    modes, directory = sys.argv[2].split(","), Path(sys.argv[3])
+    run_cases(comm, [c for mode in modes for c in mode_cases(comm, mode, directory)])
 
 
 if __name__ == "__main__":

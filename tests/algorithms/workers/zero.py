@@ -1,5 +1,7 @@
 """ZeRO stages against mbsgd: parameters after 10 AdamW steps (fp32 to TOL, bf16 to TOL_BF16) on the
-model with a parameter smaller than the world size. argv: OUT_DIR [hybrid]."""
+model with a parameter smaller than the world size. argv: OUT_DIR [hybrid=K]: hybrid=K runs, after the
+cases, those that take hybrid= again as "hybrid_<case>" with hybrid=True and PYCOMM_RANKS_PER_NODE=K (nodes
+of K ranks), in the same processes."""
 
 from __future__ import annotations
 
@@ -22,11 +24,17 @@ STEPS = 10
 STAGES = ("zero1", "zero2", "zero3")
 
 
+_REFERENCES: dict[str, list[torch.Tensor]] = {}
+
+
 def reference(comm: Any, inner: str) -> list[torch.Tensor]:
-    model = TinyScaled(seed=1 + comm.rank)
-    opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm="mbsgd", comm=comm, model=model)
-    train(model, opt, comm.rank, STEPS)
-    return [p.detach().clone() for p in model.parameters()]
+    """mbsgd's parameters after STEPS steps with `inner`: computed once per run, every case compares with them."""
+    if inner not in _REFERENCES:
+        model = TinyScaled(seed=1 + comm.rank)
+        opt = algorithms.CommOptimizer(make_inner(inner, model.parameters()), algorithm="mbsgd", comm=comm, model=model)
+        train(model, opt, comm.rank, STEPS)
+        _REFERENCES[inner] = [p.detach().clone() for p in model.parameters()]
+    return _REFERENCES[inner]
 
 
 def sharded(comm: Any, algorithm: str, inner: str, **options: Any) -> tuple[torch.nn.Module, Any]:
@@ -196,19 +204,40 @@ def bf16_near_mbsgd(comm: Any, algorithm: str, hybrid: bool) -> Callable[[], dic
     return run
 
 
-def main() -> None:
-    comm = world()
-    hybrid = "hybrid" in sys.argv[2:]
+def with_nodes_of(per_node: int, run: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """`run` with PYCOMM_RANKS_PER_NODE=per_node (read when a hybrid mesh is made), unset again after."""
+
+    def in_nodes() -> dict[str, Any]:
+        os.environ["PYCOMM_RANKS_PER_NODE"] = str(per_node)
+        try:
+            return run()
+        finally:
+            del os.environ["PYCOMM_RANKS_PER_NODE"]
+
+    return in_nodes
+
+
+def hybrid_cases(comm: Any, hybrid: bool) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """The cases that take hybrid= (the others run the same code with or without nodes declared)."""
     cases = []
     for algorithm in STAGES:
         cases.append((f"{algorithm}_adamw", equal_to_mbsgd(comm, algorithm, "adamw", hybrid)))
         cases.append((f"{algorithm}_sgd", equal_to_mbsgd(comm, algorithm, "sgd", hybrid)))
         cases.append((f"{algorithm}_bf16", bf16_near_mbsgd(comm, algorithm, hybrid)))
+    return cases
+
+
+def main() -> None:
+    comm = world()
+    per_node = [int(a.removeprefix("hybrid=")) for a in sys.argv[2:] if a.startswith("hybrid=")]
+    cases = hybrid_cases(comm, False)
     cases.append(("zero3_units", lambda: zero3_units(comm)))
     cases.append(("zero3_gpt", lambda: zero3_gpt(comm)))
     cases.append(("zero3_root_outside_forward", lambda: zero3_root_outside_forward(comm)))
     cases += [(f"{a}_no_sync", lambda a=a: accumulation(comm, a)) for a in STAGES]
     cases += [(f"{a}_int8", lambda a=a: int8_near_mbsgd(comm, a)) for a in ("zero2", "zero3")]
+    for k in per_node:  # after the others: their meshes are made without nodes declared
+        cases += [(f"hybrid_{name}", with_nodes_of(k, run)) for name, run in hybrid_cases(comm, True)]
     run_cases(comm, cases)
 
 

@@ -1,14 +1,19 @@
-"""ZeRO checkpoints. argv: OUT_DIR PHASE CKPT_DIR ALGORITHM (zero1-k2: zero1 with staleness_bound=2).
-- save: train 5 steps, write the sharded checkpoint to CKPT_DIR/shards and full_state_dict() to CKPT_DIR/full.pt;
-  and same-N resume: state_dict() after 5 steps, 5 more steps == a fresh optimizer loading it, 5 steps,
-  bit for bit.
-- load (any number of ranks): load CKPT_DIR/shards; full_state_dict() equal to the saved one exactly;
-  a model with other parameter names is refused naming the first mismatched key."""
+"""ZeRO checkpoints on 4 ranks, in one launch. argv: OUT_DIR CKPT_ROOT ALGORITHM,ALGORITHM,... (zero1-k2: zero1
+with staleness_bound=2). Each algorithm in turn, with its own fresh model and optimizer, its checkpoint in
+CKPT_ROOT/<algorithm> and its results under "<case>_<algorithm>":
+- save (4 ranks): train 5 steps, write the sharded checkpoint to <dir>/shards and full_state_dict() to
+  <dir>/full.pt; and same-N resume: state_dict() after 5 steps, 5 more steps == a fresh optimizer loading
+  it, 5 steps, bit for bit.
+- load2 / load3, once every algorithm has saved: on communicators of 2 ranks (ranks 0-1 and 2-3, each) and
+  of 3 (ranks 0-2; rank 3 reports {"outside": True}) split from the 4, load <dir>/shards into a fresh model
+  and optimizer: full_state_dict() equal to the saved one exactly; other_model (on the 2-rank ones): a model
+  with other parameter names is refused naming the first mismatched key."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -93,17 +98,34 @@ def other_model(comm: Any, directory: str, algorithm: str) -> dict[str, Any]:
     return {"ok": False, "why": "another model's checkpoint loaded"}
 
 
+LOAD_SIZES = (2, 3)
+
+
 def main() -> None:
     comm = world()
-    phase, directory, algorithm = sys.argv[2:5]
-    if phase == "save":
-        cases = [("save", lambda: save(comm, directory, algorithm)), ("resume", lambda: resume(comm, algorithm))]
-    else:
-        cases = [
-            ("load", lambda: load(comm, directory, algorithm)),
-            ("other_model", lambda: other_model(comm, directory, algorithm)),
+    root, names = Path(sys.argv[2]), sys.argv[3].split(",")
+    # made up front: a split is collective over all 4 ranks, whichever sub-communicator a rank joins
+    subs = {n: comm.split(comm.rank // n if comm.rank // n < comm.size // n else -1) for n in LOAD_SIZES}
+    cases: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+    for algorithm in names:
+        directory = str(root / algorithm)
+        (root / algorithm).mkdir(exist_ok=True)  # every rank: whichever gets there first makes it
+        cases += [
+            (f"save_{algorithm}", lambda d=directory, a=algorithm: save(comm, d, a)),
+            (f"resume_{algorithm}", lambda a=algorithm: resume(comm, a)),
         ]
+    for algorithm in names:  # after every save (save() ends in a barrier)
+        directory = str(root / algorithm)
+        for n, sub in subs.items():
+            cases.append((f"load{n}_{algorithm}", in_group(sub, lambda s, d=directory, a=algorithm: load(s, d, a))))
+        other = in_group(subs[2], lambda s, d=directory, a=algorithm: other_model(s, d, a))
+        cases.append((f"other_model_{algorithm}", other))
     run_cases(comm, cases)
+
+
+def in_group(sub: Any, run: Callable[[Any], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """`run` on sub-communicator `sub`; a rank outside it (None) reports so instead."""
+    return lambda: {"ok": True, "outside": True} if sub is None else {**run(sub), "group": sub.size}
 
 
 if __name__ == "__main__":
