@@ -15,26 +15,28 @@ import torch
 from algorithms.options import OptionError
 from algorithms.ps import shards
 from tests.algorithms.problem import loss_on, make_model
-from tests.algorithms.ps_cases import STEPS, WORKER, case, results
-from tests.algorithms.test_ps_rules import flat, simulate
+from tests.algorithms.ps_cases import STEPS, WORKER, case, flat, register, results, simulate
 from tests.launch import finish, independent
 
 INT8_STEPS = 30
-# one launch of 5 processes runs every case below (tests/algorithms/ps_cases.py); with 2 servers the
-# world has one process more and the same workers
-CASES = {
-    "asyncps-1-servers-1": case("asyncps", 2, {"pull_every": 1}),
-    "asyncps-1-servers-2": case("asyncps", 3, {"pull_every": 1, "servers": 2}),
-    "syncps-3-servers-1": case("syncps", 4, {"polyak_alpha": 0.5, "pull_every": 3}),
-    "syncps-3-servers-2": case("syncps", 5, {"polyak_alpha": 0.5, "pull_every": 3, "servers": 2}),
-    "asyncps-int8-bound-1": case(
-        "asyncps",
-        5,
-        {"servers": 2, "codec": "int8", "staleness_bound": 1, "pull_every": 2},
-        inner="sgd",
-        steps=INT8_STEPS,
-    ),
-}
+# run by the one launch of independent processes of tests/algorithms/ps_cases.py; with 2 servers the world
+# has one process more and the same workers
+CASES = register(
+    "shards",
+    {
+        "asyncps-1-servers-1": case("asyncps", 2, {"pull_every": 1}),
+        "asyncps-1-servers-2": case("asyncps", 3, {"pull_every": 1, "servers": 2}),
+        "syncps-3-servers-1": case("syncps", 4, {"polyak_alpha": 0.5, "pull_every": 3}),
+        "syncps-3-servers-2": case("syncps", 5, {"polyak_alpha": 0.5, "pull_every": 3, "servers": 2}),
+        "asyncps-int8-bound-1": case(
+            "asyncps",
+            5,
+            {"servers": 2, "codec": "int8", "staleness_bound": 1, "pull_every": 2},
+            inner="sgd",
+            steps=INT8_STEPS,
+        ),
+    },
+)
 
 
 def test_shards_are_contiguous_balanced_and_never_empty():
@@ -62,7 +64,7 @@ def test_two_servers_equal_one_server_exactly(algorithm, workers, options, refer
     name = f"{algorithm}-{workers}-servers"
     assert CASES[f"{name}-2"] == case(algorithm, 2 + workers, {**options, "servers": 2})
     assert CASES[f"{name}-1"] == case(algorithm, 1 + workers, options)
-    one, two = results(CASES, f"{name}-1"), results(CASES, f"{name}-2")
+    one, two = results("shards", f"{name}-1"), results("shards", f"{name}-2")
     # server 0 (which gathered the other shard at the end) and every worker hold the same model as with 1 server
     for a, b in zip([one[0], *one[1:]], [two[0], *two[2:]]):
         torch.testing.assert_close(flat(b["params"]), flat(a["params"]), rtol=0, atol=0)
@@ -80,7 +82,7 @@ def test_two_servers_equal_one_server_exactly(algorithm, workers, options, refer
 @pytest.mark.timeout(600)
 def test_asyncps_two_servers_int8_with_a_bound_trains():
     steps = INT8_STEPS
-    ranks = results(CASES, "asyncps-int8-bound-1")
+    ranks = results("shards", "asyncps-int8-bound-1")
     model = make_model(seed=1)
     before = sum(loss_on(model, r, t).item() for r in (1, 2, 3) for t in range(steps))
     torch.nn.utils.vector_to_parameters(flat(ranks[0]["params"]), model.parameters())
