@@ -15,7 +15,7 @@ import time
 import pytest
 import torch
 
-from tests.algorithms.test_ps_rules import STEPS, WORKER, flat, simulate
+from tests.algorithms.ps_cases import STEPS, WORKER, flat, simulate
 from tests.launch import ROOT, SECRET, finish, independent, worker_env
 
 FORGER = "tests.algorithms.workers.ps_forger"

@@ -7,66 +7,32 @@ K = 0 is mbsgd; ssp with K = 2 and a rank 3x slower never sees staleness > 2 and
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 import algorithms
 from algorithms.ps import layout
-from tests.algorithms.problem import loss_on, make_inner, make_model
+from tests.algorithms.problem import make_inner, make_model
+from tests.algorithms.ps_cases import STEPS, WORKER, case, flat, register, results, simulate
 from tests.launch import SECRET, finish, independent
 
-WORKER = "tests.algorithms.workers.ps_rules"
-STEPS = 8
-
-
-def run(
-    tmp_path: Path,
-    world: int,
-    algorithm: str,
-    options: dict,
-    inner: str = "momentum",
-    steps: int = STEPS,
-    slow: tuple[int, float] | None = None,
-) -> list[dict]:
-    options = {"worker_timeout": 20, **options}
-    args = [algorithm, json.dumps(options), str(steps), str(tmp_path), inner, *map(str, slow or ())]
-    finish(independent(world, WORKER, *args), timeout=400)
-    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
-
-
-def flat(params) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in params])
-
-
-def simulate(ranks: list[int], steps: int, inner: str, alpha: float = 0.0, period: int = 1) -> torch.Tensor:
-    """Synchronous data parallelism from the rule: every step the mean of the ranks' gradients on their
-    batches, one optimizer step; every `period` steps x <- alpha * (mean of the period's iterates) +
-    (1 - alpha) * x. Starts from rank 0's model (seed 1)."""
-    model = make_model(seed=1)
-    opt = make_inner(inner, model.parameters())
-    window = []
-    for t in range(steps):
-        grads = []
-        for r in ranks:
-            model.zero_grad()
-            loss_on(model, r, t).backward()
-            grads.append([p.grad.clone() for p in model.parameters()])
-        for i, p in enumerate(model.parameters()):
-            p.grad = torch.stack([g[i] for g in grads]).mean(0)
-        opt.step()
-        window.append(flat(model.parameters()).clone())
-        if (t + 1) % period == 0:
-            x = alpha * torch.stack(window).mean(0) + (1 - alpha) * flat(model.parameters())
-            torch.nn.utils.vector_to_parameters(x, model.parameters())
-            window = []
-    return flat(model.parameters())
+# run by the one launch of independent processes of tests/algorithms/ps_cases.py
+CASES = register(
+    "rules",
+    {
+        "asyncps-1-worker": case("asyncps", 2, {"pull_every": 1}),
+        "syncps-0.0-1": case("syncps", 4, {"polyak_alpha": 0.0, "pull_every": 1}),
+        "syncps-0.5-3": case("syncps", 4, {"polyak_alpha": 0.5, "pull_every": 3}),
+        "ssp-0": case("ssp", 3, {"staleness_bound": 0}),
+        "ssp-2-slow": case("ssp", 3, {"staleness_bound": 2}, steps=24, slow=(1, 3.0)),
+    },
+)
 
 
 @pytest.mark.timeout(600)
-def test_asyncps_with_one_worker_is_plain_sgd(tmp_path):
-    server, worker = run(tmp_path, 2, "asyncps", {"pull_every": 1})
+def test_asyncps_with_one_worker_is_plain_sgd():
+    server, worker = results("rules", "asyncps-1-worker")
     expected = simulate([1], STEPS, "momentum")
     torch.testing.assert_close(flat(server["params"]), expected, rtol=0, atol=1e-6)
     torch.testing.assert_close(flat(worker["params"]), expected, rtol=0, atol=1e-6)
@@ -75,33 +41,31 @@ def test_asyncps_with_one_worker_is_plain_sgd(tmp_path):
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("alpha,period", [(0.0, 1), (0.5, 3)])
-def test_syncps_is_mbsgd_then_polyak_blend(tmp_path, alpha, period):
-    results = run(tmp_path, 4, "syncps", {"polyak_alpha": alpha, "pull_every": period})
+def test_syncps_is_mbsgd_then_polyak_blend(alpha, period):
+    ranks = results("rules", f"syncps-{alpha}-{period}")
     expected = simulate([1, 2, 3], STEPS, "momentum", alpha, period)
-    for r in results:  # the server and every worker (each pulled the last round's parameters)
+    for r in ranks:  # the server and every worker (each pulled the last round's parameters)
         torch.testing.assert_close(flat(r["params"]), expected, rtol=0, atol=1e-5)
-    assert results[0]["summary"]["version"] == STEPS and results[0]["summary"]["finished"] == [1, 2, 3]
+    assert ranks[0]["summary"]["version"] == STEPS and ranks[0]["summary"]["finished"] == [1, 2, 3]
 
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("K", [0])
-def test_ssp_with_bound_0_is_mbsgd(tmp_path, K):
-    results = run(tmp_path, 3, "ssp", {"staleness_bound": K})
+def test_ssp_with_bound_0_is_mbsgd(K):
     expected = simulate([0, 1, 2], STEPS, "momentum")
-    for r in results:
+    for r in results("rules", f"ssp-{K}"):
         torch.testing.assert_close(flat(r["params"]), expected, rtol=0, atol=1e-5)
         assert r["stats"]["max_staleness"] == 0
 
 
 @pytest.mark.timeout(600)
-def test_ssp_staleness_stays_within_bound_and_reaches_it(tmp_path):
-    steps = 24
-    results = run(tmp_path, 3, "ssp", {"staleness_bound": 2}, steps=steps, slow=(1, 3.0))
-    seen = [r["stats"]["max_staleness"] for r in results]
+def test_ssp_staleness_stays_within_bound_and_reaches_it():
+    ranks = results("rules", "ssp-2-slow")  # 24 steps, rank 1 3x slower
+    seen = [r["stats"]["max_staleness"] for r in ranks]
     assert max(seen) <= 2, seen
     assert max(seen) == 2, f"the fast ranks never ran 2 steps ahead of the slow one: {seen}"
-    for r in results[1:]:  # same sequence of averaged steps on every replica
-        torch.testing.assert_close(flat(r["params"]), flat(results[0]["params"]), rtol=0, atol=1e-6)
+    for r in ranks[1:]:  # same sequence of averaged steps on every replica
+        torch.testing.assert_close(flat(r["params"]), flat(ranks[0]["params"]), rtol=0, atol=1e-6)
 
 
 def _worker(monkeypatch, rank: int, base: int, bound: int):

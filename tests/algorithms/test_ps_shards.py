@@ -15,8 +15,28 @@ import torch
 from algorithms.options import OptionError
 from algorithms.ps import shards
 from tests.algorithms.problem import loss_on, make_model
-from tests.algorithms.test_ps_rules import STEPS, WORKER, flat, run, simulate
+from tests.algorithms.ps_cases import STEPS, WORKER, case, flat, register, results, simulate
 from tests.launch import finish, independent
+
+INT8_STEPS = 30
+# run by the one launch of independent processes of tests/algorithms/ps_cases.py; with 2 servers the world
+# has one process more and the same workers
+CASES = register(
+    "shards",
+    {
+        "asyncps-1-servers-1": case("asyncps", 2, {"pull_every": 1}),
+        "asyncps-1-servers-2": case("asyncps", 3, {"pull_every": 1, "servers": 2}),
+        "syncps-3-servers-1": case("syncps", 4, {"polyak_alpha": 0.5, "pull_every": 3}),
+        "syncps-3-servers-2": case("syncps", 5, {"polyak_alpha": 0.5, "pull_every": 3, "servers": 2}),
+        "asyncps-int8-bound-1": case(
+            "asyncps",
+            5,
+            {"servers": 2, "codec": "int8", "staleness_bound": 1, "pull_every": 2},
+            inner="sgd",
+            steps=INT8_STEPS,
+        ),
+    },
+)
 
 
 def test_shards_are_contiguous_balanced_and_never_empty():
@@ -40,10 +60,11 @@ def test_shards_are_contiguous_balanced_and_never_empty():
         ("syncps", 3, {"polyak_alpha": 0.5, "pull_every": 3}, lambda: simulate([1, 2, 3], STEPS, "momentum", 0.5, 3)),
     ],
 )
-def test_two_servers_equal_one_server_exactly(tmp_path, algorithm, workers, options, reference):
-    (tmp_path / "one").mkdir(), (tmp_path / "two").mkdir()
-    one = run(tmp_path / "one", 1 + workers, algorithm, options)
-    two = run(tmp_path / "two", 2 + workers, algorithm, {**options, "servers": 2})
+def test_two_servers_equal_one_server_exactly(algorithm, workers, options, reference):
+    name = f"{algorithm}-{workers}-servers"
+    assert CASES[f"{name}-2"] == case(algorithm, 2 + workers, {**options, "servers": 2})
+    assert CASES[f"{name}-1"] == case(algorithm, 1 + workers, options)
+    one, two = results("shards", f"{name}-1"), results("shards", f"{name}-2")
     # server 0 (which gathered the other shard at the end) and every worker hold the same model as with 1 server
     for a, b in zip([one[0], *one[1:]], [two[0], *two[2:]]):
         torch.testing.assert_close(flat(b["params"]), flat(a["params"]), rtol=0, atol=0)
@@ -59,27 +80,20 @@ def test_two_servers_equal_one_server_exactly(tmp_path, algorithm, workers, opti
 
 
 @pytest.mark.timeout(600)
-def test_asyncps_two_servers_int8_with_a_bound_trains(tmp_path):
-    steps = 30
-    results = run(
-        tmp_path,
-        5,
-        "asyncps",
-        {"servers": 2, "codec": "int8", "staleness_bound": 1, "pull_every": 2},
-        inner="sgd",
-        steps=steps,
-    )
+def test_asyncps_two_servers_int8_with_a_bound_trains():
+    steps = INT8_STEPS
+    ranks = results("shards", "asyncps-int8-bound-1")
     model = make_model(seed=1)
     before = sum(loss_on(model, r, t).item() for r in (1, 2, 3) for t in range(steps))
-    torch.nn.utils.vector_to_parameters(flat(results[0]["params"]), model.parameters())
+    torch.nn.utils.vector_to_parameters(flat(ranks[0]["params"]), model.parameters())
     after = sum(loss_on(model, r, t).item() for r in (1, 2, 3) for t in range(steps))
     assert after < before, (before, after)  # random labels: learnt slowly, but learnt
-    for server in results[:2]:  # each shard counted its own versions and staleness, within the bound once applied
+    for server in ranks[:2]:  # each shard counted its own versions and staleness, within the bound once applied
         summary = server["summary"]
         assert summary["finished"] == [2, 3, 4]
         assert summary["version"] + summary["rejected"] == 3 * steps
-    workers = [r["stats"] for r in results[2:]]
-    assert sum(w["rejected"] for w in workers) == sum(r["summary"]["rejected"] for r in results[:2])
+    workers = [r["stats"] for r in ranks[2:]]
+    assert sum(w["rejected"] for w in workers) == sum(r["summary"]["rejected"] for r in ranks[:2])
 
 
 @pytest.mark.timeout(300)

@@ -13,9 +13,26 @@ import algorithms
 from algorithms import OptionError
 from algorithms.ps.stale_steps import compensated_momentum
 from tests.algorithms.problem import loss_on, make_inner, make_model
-from tests.algorithms.test_ps_rules import flat, run, simulate
+from tests.algorithms.ps_cases import case, flat, register, results, simulate
 
 WORLD = 3
+CORRECTIONS = [None, "momentum", "scale"]
+# run by the one launch of independent processes of tests/algorithms/ps_cases.py
+CASES = register(
+    "ssp-correction",
+    {
+        **{
+            f"bound-2-{c}": case(
+                "ssp", WORLD, {"staleness_bound": 2, "staleness_correction": c}, steps=24, slow=(1, 3.0)
+            )
+            for c in CORRECTIONS
+        },
+        **{
+            f"bound-0-{c}": case("ssp", WORLD, {"staleness_bound": 0, "staleness_correction": c})
+            for c in CORRECTIONS[1:]
+        },
+    },
+)
 
 
 def replay(seen: list[list[int]], inner: str, correction: str | None) -> torch.Tensor:
@@ -48,27 +65,24 @@ def replay(seen: list[list[int]], inner: str, correction: str | None) -> torch.T
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("correction", [None, "momentum", "scale"])
-def test_ssp_correction_replays_the_observed_staleness(tmp_path, correction):
-    results = run(
-        tmp_path, WORLD, "ssp", {"staleness_bound": 2, "staleness_correction": correction}, steps=24, slow=(1, 3.0)
-    )
-    seen = [r["seen"] for r in results]
+@pytest.mark.parametrize("correction", CORRECTIONS)
+def test_ssp_correction_replays_the_observed_staleness(correction):
+    ranks = results("ssp-correction", f"bound-2-{correction}")  # 24 steps, rank 1 3x slower
+    seen = [r["seen"] for r in ranks]
     assert max(map(max, seen)) == 2, seen  # the fast ranks did run ahead: the correction acted
     expected = replay(seen, "momentum", correction)
     plain = replay(seen, "momentum", None)
     if correction is not None:  # it changes the result the replay predicts
         assert float((expected - plain).abs().max()) > 1e-4
-    for r in results:
+    for r in ranks:
         torch.testing.assert_close(flat(r["params"]), expected, rtol=0, atol=1e-5)
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("correction", ["momentum", "scale"])
-def test_ssp_with_bound_0_and_a_correction_is_mbsgd(tmp_path, correction):
-    results = run(tmp_path, WORLD, "ssp", {"staleness_bound": 0, "staleness_correction": correction})
+@pytest.mark.parametrize("correction", CORRECTIONS[1:])
+def test_ssp_with_bound_0_and_a_correction_is_mbsgd(correction):
     expected = simulate([0, 1, 2], 8, "momentum")
-    for r in results:
+    for r in results("ssp-correction", f"bound-0-{correction}"):
         torch.testing.assert_close(flat(r["params"]), expected, rtol=0, atol=1e-5)
 
 

@@ -72,10 +72,8 @@ def raw_dealer(ctx: zmq.Context, address: str) -> zmq.Socket:
     return sock
 
 
-def unsigned(
-    ctx: zmq.Context, address: str, target: int, as_rank: int, signature: str, listen: float = ANSWER_S
-) -> dict[str, list]:
-    """Messages without the run's secret; what came back to each (the test expects nothing)."""
+def send_unsigned(ctx: zmq.Context, address: str, target: int, as_rank: int, signature: str) -> dict[str, zmq.Socket]:
+    """Messages without the run's secret, each from a socket of its own (the test expects no answer)."""
     wrong = Seal("w" * 64, target, is_router=False)
     hello = wire.pack("hello", {"rank": as_rank, "signature": signature, "step": 0, "auth": wrong.stamp()})
     cases = {
@@ -84,43 +82,61 @@ def unsigned(
         "garbage": [os.urandom(64)],
         "wrong_secret_hello": wrong.sign(hello),
     }
-    socks = [raw_dealer(ctx, address) for _ in cases]
-    for sock, frames in zip(socks, cases.values()):
-        sock.send_multipart(frames)
-    got = answers_each(socks, listen)
-    for sock in socks:
+    socks = {name: raw_dealer(ctx, address) for name in cases}
+    for name, frames in cases.items():
+        socks[name].send_multipart(frames)
+    return socks
+
+
+def readable(got: list[list[bytes]]) -> list[list[str]]:
+    return [[bytes(f).decode("latin-1") for f in m] for m in got]
+
+
+def unsigned(
+    ctx: zmq.Context, address: str, target: int, as_rank: int, signature: str, listen: float = ANSWER_S
+) -> dict[str, list]:
+    """Messages without the run's secret; what came back to each (the test expects nothing)."""
+    socks = send_unsigned(ctx, address, target, as_rank, signature)
+    got = answers_each(list(socks.values()), listen)
+    for sock in socks.values():
         sock.close()
-    return {name: [[bytes(f).decode("latin-1") for f in m] for m in msgs] for name, msgs in zip(cases, got)}
+    return {name: readable(msgs) for name, msgs in zip(socks, got)}
 
 
-def signed(ctx: zmq.Context, address: str, target: int, as_rank: int) -> zmq.Socket:
-    return wire.dealer(ctx, address, f"forger-{os.getpid()}", os.environ["PYCOMM_PS_SECRET"], target)
+def signed(ctx: zmq.Context, address: str, target: int, name: str = "") -> zmq.Socket:
+    """A socket signing with the run's secret; `name` tells apart several (a router drops a second
+    connection that shows an identity already connected)."""
+    return wire.dealer(ctx, address, f"forger-{os.getpid()}{name}", os.environ["PYCOMM_PS_SECRET"], target)
 
 
-def reply(sock: zmq.Socket) -> dict | None:
-    """The one signed answer that comes back (its header), None when nothing does."""
-    got = answers(sock, first=True)
+def header(sock: zmq.Socket, got: list[list[bytes]]) -> dict | None:
+    """The first signed answer among `got` (its header), None when nothing came."""
     if not got:
         return None
     msg = wire.unpack(sock.seal.verify(got[0]))
     return {"kind": msg.kind, **msg.header}
 
 
+def reply(sock: zmq.Socket) -> dict | None:
+    """The one signed answer that comes back (its header), None when nothing does."""
+    return header(sock, answers(sock, first=True))
+
+
 def to_server(ctx: zmq.Context, address: str, target: int, as_rank: int) -> dict:
     model = make_model(seed=1)
     signature = wire.signature(list(model.parameters()))
-    out: dict = {"unsigned": unsigned(ctx, address, target, as_rank, signature)}
-    sock = signed(ctx, address, target, as_rank)
-    sock.send_multipart(
-        sock.seal.sign(
-            [
-                b'"a string"',
-            ]
-        )
-    )  # signed, but not a JSON object
-    out["signed_not_an_object"] = answers(sock) != []
-    wire.send(sock, "hello", {"rank": 7, "signature": signature, "step": 0})
-    out["unknown_rank_hello"] = reply(sock)
+    # every message that must get no answer at all from a socket of its own, all heard in one window
+    silent = send_unsigned(ctx, address, target, as_rank, signature)
+    not_an_object, stranger = signed(ctx, address, target, "-not-an-object"), signed(ctx, address, target, "-rank-7")
+    not_an_object.send_multipart(not_an_object.seal.sign([b'"a string"']))  # signed, but not a JSON object
+    wire.send(stranger, "hello", {"rank": 7, "signature": signature, "step": 0})
+    *got, got_not_an_object, got_stranger = answers_each([*silent.values(), not_an_object, stranger])
+    out: dict = {"unsigned": {name: readable(msgs) for name, msgs in zip(silent, got)}}
+    out["signed_not_an_object"] = got_not_an_object != []
+    out["unknown_rank_hello"] = header(stranger, got_stranger)
+    for s in [*silent.values(), not_an_object, stranger]:
+        s.close()
+    sock = signed(ctx, address, target)
     wire.send(sock, "hello", {"rank": as_rank, "signature": signature, "step": 0})
     out["hello"] = reply(sock)
     numel = sum(p.numel() for p in model.parameters())
@@ -141,7 +157,7 @@ def to_ssp(ctx: zmq.Context, address: str, target: int, as_rank: int, step: int)
     out: dict = {
         "unsigned": unsigned(ctx, address, target, as_rank, wire.signature(list(model.parameters())), SSP_ANSWER_S)
     }
-    sock = signed(ctx, address, target, as_rank)
+    sock = signed(ctx, address, target)
     sock.send_multipart(sock.seal.sign([b"[]"]))
     grad = {"rank": as_rank, "codec": None, "staleness": 0}
     wire.send(sock, "grad", {**grad, "step": step}, [torch.full((numel,), float("nan"))])
