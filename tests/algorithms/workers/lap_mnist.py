@@ -19,7 +19,7 @@ from tests.algorithms.workers.common import run_cases
 from tests.algorithms.workers.lap_common import flat, same_on_all_ranks
 
 # node minibatches per rank (all its workers together): 6.4 passes over its 4,000 images. 800 (12.8 passes)
-# reached no higher: 6 runs of each case at 400 on the 2-core machine at load 15-18 gave 0.9605-0.969
+# reached no higher: 3 runs of each case at 400 on the 2-core machine at load 15-22 gave 0.9605-0.969
 STEPS = int(os.environ.get("LAP_STEPS", 400))
 BATCH = int(os.environ.get("LAP_BATCH", 64))
 PROCESSES = 2
