@@ -1,5 +1,5 @@
-"""Smoke tests of benchmarks/diloco.py (and its sweep) on 2 real ranks: 3 steps of mbsgd and diloco (H = 64, int4) on a
-small generated text and a small GPT, then the JSON it writes (ratios against mbsgd, the goal, bytes sent
+"""Smoke tests of benchmarks/diloco.py (and its sweep) on 2 real ranks: 20 steps of mbsgd and diloco (H = 64, int4)
+on a small generated text and a small GPT, then the JSON it writes (ratios against mbsgd, the goal, bytes sent
 while training: none for diloco before its first round) and the PNG. No timing assertions."""
 
 from __future__ import annotations
@@ -7,23 +7,59 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from benchmarks import diloco, diloco_sweep
+from benchmarks import algorithms_gpt, diloco, diloco_sweep
 from tests import pseudo_text
+
+_LAUNCHED: dict[str, dict[str, Any]] = {}
+
+
+def launch_once(
+    case: str,
+    link: str,
+    steps: int,
+    batch: int,
+    data: Path,
+    timeout: float,
+    overrides: dict[str, Any] | None = None,
+    ranks: int = algorithms_gpt.RANKS,
+    settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """algorithms_gpt.launch, each distinct launch made once per session: both smoke tests run the same mbsgd
+    reference (same steps, batch, data, seed and model), and a launch costs ~20 s of CPU for a second of
+    training. A case's result is deterministic for its arguments."""
+    key = json.dumps([case, link, steps, batch, str(data), overrides or {}, ranks, settings], sort_keys=True)
+    if key not in _LAUNCHED:
+        _LAUNCHED[key] = algorithms_gpt.launch(case, link, steps, batch, data, timeout, overrides, ranks, settings)
+    return _LAUNCHED[key]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One data directory for both tests (the text's path is part of a launch's arguments)."""
+    data = tmp_path_factory.mktemp("diloco") / "data"
+    pseudo_text.write(data / "tinyshakespeare" / "input.txt")
+    return data
+
+
+@pytest.fixture(autouse=True)
+def shared_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(diloco, "launch", launch_once)
+    monkeypatch.setattr(diloco_sweep, "launch", launch_once)
 
 
 @pytest.mark.mpi
-def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
-    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")
+def test_diloco_benchmark_smoke(tmp_path: Path, data_dir: Path) -> None:
     out = tmp_path / "results"
     diloco.main(
         [
             "--ranks",
             "2",
             "--steps",
-            "3",
+            "20",
             "--batch",
             "2",
             "--n-layer",
@@ -39,7 +75,7 @@ def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
             "--links",
             "default",
             "--data-dir",
-            str(tmp_path / "data"),
+            str(data_dir),
             "--results-dir",
             str(out),
             "--timeout",
@@ -48,15 +84,15 @@ def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
     )
     doc = json.loads((out / "diloco.json").read_text())
     assert (out / "diloco.png").stat().st_size > 0
-    assert (doc["ranks"], doc["steps"], doc["seeds"], doc["reference"]) == (2, 3, 1, "mbsgd")
+    assert (doc["ranks"], doc["steps"], doc["seeds"], doc["reference"]) == (2, 20, 1, "mbsgd")
     assert [r["case"] for r in doc["runs"]] == ["mbsgd", "diloco-h64+int4"] and all("result" in r for r in doc["runs"])
     rows = {r["case"]: r for r in doc["results"]["default"]}
     for row in rows.values():
         assert set(diloco.COLUMNS) - {"goal"} <= set(row), set(diloco.COLUMNS) - set(row)
         assert math.isfinite(row["eval_loss"]) and row["samples_per_s"] > 0 and row["seeds"] == 1
     runs = {r["case"]: r["result"] for r in doc["runs"]}
-    assert runs["mbsgd"]["bytes_sent"] == 3 * 4 * runs["mbsgd"]["parameters"]  # fp32 gradients every step
-    assert runs["diloco-h64+int4"]["bytes_sent"] == 0  # no round in 3 steps
+    assert runs["mbsgd"]["bytes_sent"] == 20 * 4 * runs["mbsgd"]["parameters"]  # fp32 gradients every step
+    assert runs["diloco-h64+int4"]["bytes_sent"] == 0  # no round in 20 steps (H = 64)
     assert rows["mbsgd"]["eval_loss_vs_mbsgd"] == 1.0 and "goal" not in rows["mbsgd"]
     d = rows["diloco-h64+int4"]
     assert d["eval_loss_vs_mbsgd"] == pytest.approx(d["eval_loss"] / rows["mbsgd"]["eval_loss"])
@@ -65,11 +101,10 @@ def test_diloco_benchmark_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.mpi
-def test_diloco_sweep_smoke(tmp_path: Path) -> None:
+def test_diloco_sweep_smoke(tmp_path: Path, data_dir: Path) -> None:
     """benchmarks/diloco_sweep.py's QSR variant reaches the worker: in 20 steps it makes two outer rounds
     (H 16 through the 2 warm-up steps' period, then the 4 steps left), where the case it overrides (H = 16)
     makes one; an int4 round sends a little over half a byte per parameter."""
-    pseudo_text.write(tmp_path / "data" / "tinyshakespeare" / "input.txt")
     out = tmp_path / "results"
     diloco_sweep.main(
         [
@@ -88,7 +123,7 @@ def test_diloco_sweep_smoke(tmp_path: Path) -> None:
             "--variants",
             "diloco-qsr+int4",
             "--data-dir",
-            str(tmp_path / "data"),
+            str(data_dir),
             "--results-dir",
             str(out),
             "--timeout",

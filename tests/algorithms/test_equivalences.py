@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.algorithms.runs import case
+from tests.algorithms.together import together_case
 from tests.algorithms.workers.equivalences import CASES, TOL
 
 
@@ -14,6 +14,6 @@ from tests.algorithms.workers.equivalences import CASES, TOL
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("name", list(CASES))
 def test_equivalence(name: str, n: int) -> None:
-    for rank, res in enumerate(case("equivalences", n, name)):
+    for rank, res in enumerate(together_case("equivalences", n, name)):
         assert res["max_diff"] <= TOL, f"rank {rank}: {res}"
         assert res["moved"] > 0, f"rank {rank}: the parameters never changed: {res}"

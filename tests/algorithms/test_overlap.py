@@ -10,7 +10,7 @@ import torch
 import algorithms
 import pycomm
 from algorithms import OptionError
-from tests.algorithms.runs import case
+from tests.algorithms.together import together_case
 from tests.algorithms.workers.overlap import ALGORITHMS
 
 
@@ -18,7 +18,7 @@ from tests.algorithms.workers.overlap import ALGORITHMS
 @pytest.mark.parametrize("n", [2])
 @pytest.mark.parametrize("name", ALGORITHMS)
 def test_overlapped_equals_after_backward(name: str, n: int) -> None:
-    for rank, res in enumerate(case("overlap", n, name)):
+    for rank, res in enumerate(together_case("overlap", n, name)):
         assert res["ok"], f"rank {rank}: {res}"
 
 

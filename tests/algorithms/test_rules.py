@@ -7,12 +7,13 @@ import pytest
 
 from tests.algorithms.configs import RULES, SDTL_RULES_ON_THREE
 from tests.algorithms.runs import case
+from tests.algorithms.together import together_case
 
 TOL = 1e-6
 
 
 def _check(name: str, n: int, *only: str) -> None:
-    per_rank = case("rules", n, name, *only)
+    per_rank = case("rules", n, name, *only) if only else together_case("rules", n, name)
     for rank, res in enumerate(per_rank):
         assert res["max_diff"] <= TOL, (
             f"rank {rank}: max |pycomm - simulation| = {res['max_diff']:.3g} per step {res['per_step']}"

@@ -113,9 +113,13 @@ def compare(comm: Any, run: Callable[[Any], tuple[list, list]]) -> dict[str, Any
     return {"ok": diff <= TOL and moved > 0, "max_diff": diff, "moved": moved}
 
 
+def cases(comm: Any) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    return [(name, lambda run=run: compare(comm, run)) for name, run in CASES.items()]
+
+
 def main() -> None:
     comm = world()
-    run_cases(comm, ((name, lambda run=run: compare(comm, run)) for name, run in CASES.items()))
+    run_cases(comm, cases(comm))
 
 
 if __name__ == "__main__":

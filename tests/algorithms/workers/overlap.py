@@ -70,9 +70,13 @@ def same_with_and_without(comm: Any, algorithm: str) -> Callable[[], dict[str, A
     return run
 
 
+def cases(comm: Any) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    return [(a, same_with_and_without(comm, a)) for a in ALGORITHMS]
+
+
 def main() -> None:
     comm = world()
-    run_cases(comm, [(a, same_with_and_without(comm, a)) for a in ALGORITHMS])
+    run_cases(comm, cases(comm))
 
 
 if __name__ == "__main__":

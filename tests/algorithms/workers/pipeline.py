@@ -1,4 +1,5 @@
-"""algorithms.Pipeline on real ranks against the unsplit model on one process. argv: OUT_DIR MODE.
+"""algorithms.Pipeline on real ranks against the unsplit model on one process. argv: OUT_DIR MODE [MODE]
+(each MODE's cases in turn, in the same ranks: one launch serves both on 4 ranks).
 MODE "stages": every rank a stage (p = ranks); both schedules, several micro-batch counts (also fewer
 than the stages), both models, a user split, interleaved 1F1B: loss and every gradient over two SGD steps, the measured
 bubble and peak live activations, and the input errors. MODE "dp": 2 stages x 2 replicas, gradients
@@ -200,7 +201,7 @@ def main() -> None:
     comm = world()
     p = comm.size
     cases: list[tuple[str, Callable[[], dict[str, Any]]]] = []
-    if sys.argv[2] == "stages":
+    if "stages" in sys.argv[2:]:
         for schedule in ("gpipe", "1f1b"):
             for m in sorted({1, p - 1, 2 * p}):
                 for kind in ("mlp", "tokens"):
@@ -215,7 +216,7 @@ def main() -> None:
         )
         cases.append(("interleaved_shape", schedule_shape("interleaved_1f1b", 4 * p)))
         cases += errors()
-    else:
+    if "dp" in sys.argv[2:]:
         for schedule in ("gpipe", "1f1b"):
             cases.append((f"dp_{schedule}", compare("mlp", schedule, 3, data_parallel=2)))
             cases.append((f"dp_{schedule}_tokens", compare("tokens", schedule, 2, data_parallel=2)))

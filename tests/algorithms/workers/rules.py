@@ -4,7 +4,7 @@ independent simulation (fp32, tolerance 1e-6). Usage: rules OUT_DIR [CONFIG ...]
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from tests.algorithms.configs import RULES, STEPS
 from tests.algorithms.simulate import simulate
@@ -30,9 +30,14 @@ def compare(comm: Any, name: str) -> dict[str, Any]:
     }
 
 
+def cases(comm: Any, names: list[str] | None = None) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    """Every configuration of `names` (default: all of RULES)."""
+    return [(name, lambda name=name: compare(comm, name)) for name in names or RULES]
+
+
 def main() -> None:
     comm = world()
-    run_cases(comm, ((name, lambda name=name: compare(comm, name)) for name in sys.argv[2:] or RULES))
+    run_cases(comm, cases(comm, sys.argv[2:]))
 
 
 if __name__ == "__main__":
