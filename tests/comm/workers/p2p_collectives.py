@@ -283,6 +283,8 @@ def run_checks(comm: pycomm.Communicator, label: str) -> None:
     global checks, FUSED_BYTES
     checks = 0
     FUSED_BYTES = settings.get("PYCOMM_EAGER_BYTES")  # this phase's limit (the worker's sizes straddle it)
+    # the core took this phase's settings when `comm` was made (else its sizes straddle another limit)
+    assert core().settings()["PYCOMM_EAGER_BYTES"] == FUSED_BYTES, f"{label}: the core kept another eager limit"
     check_broadcast(comm)
     check_allgather(comm)
     check_reduce_scatter(comm)
