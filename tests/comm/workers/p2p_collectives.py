@@ -7,9 +7,10 @@ worlds, the ring on others), reduce-scatter's input left untouched, async ops mi
 (the queue vs the caller's thread), mismatched roots and sizes on the eager and the scheduled path and
 across the eager limit giving MismatchError, and a peer whose core keeps another eager limit (its data
 of the wrong size) refused with MismatchError, the caller's tensor untouched; then with --stall a rank
-that never calls gives the others StallError naming it. With
-P2P_OVERSUBSCRIBED_RANK=r, rank r alone sets PYCOMM_OVERSUBSCRIBED=1 (the others 0). Prints
-"rank R: N p2p-collective checks passed" and the MARK lines tests/comm/test_p2p_collectives.py reads."""
+that never calls gives the others StallError naming it. With --phases the checks run again under other
+settings (PHASES: another eager limit, dedicated cores, a different window on each rank) on a split made
+under them. Prints "rank R: N p2p-collective[/phase] checks passed" and the MARK lines
+tests/comm/test_p2p_collectives.py reads."""
 
 from __future__ import annotations
 
@@ -261,18 +262,29 @@ def check_stall_names_the_missing_rank(comm: pycomm.Communicator, kind: str, num
     side.barrier()
 
 
-def main() -> int:
-    only = os.environ.get("P2P_OVERSUBSCRIBED_RANK")  # that rank alone says its node is oversubscribed
-    if only is not None:
-        os.environ["PYCOMM_OVERSUBSCRIBED"] = "1" if os.environ.get("OMPI_COMM_WORLD_RANK") == only else "0"
-    comm = pycomm.init(backend="mpi")
-    assert comm.size >= 2, "run on 2 or more ranks"
-    if "--stall" in sys.argv:
-        for kind in STALLS:
-            for numel in (100, (1 << 20) // 4):  # data with op matching; matched, then scheduled
-                check_stall_names_the_missing_rank(comm, kind, numel)
-        print(f"MARK rank {comm.rank} done", flush=True)
-        os._exit(0)  # the stalled ops can never complete
+# Settings each phase runs under, on a new communicator of the same ranks (a split reads the environment
+# afresh, and agrees `oversubscribed` anew): one launch serves them all instead of one launch each.
+PHASES: dict[str, dict[str, str]] = {
+    "default": {},
+    "eager-16k": {"PYCOMM_EAGER_BYTES": "16384"},  # the fold of recursive doubling in op matching on 3 ranks
+    "dedicated-cores": {"PYCOMM_OVERSUBSCRIBED": "0"},  # broadcast's scatter + all-gather on a small machine
+    "window-per-rank": {},  # rank 0 alone says its node is oversubscribed (set in phase_environment)
+}
+
+
+def phase_environment(phase: str, rank: int) -> dict[str, str]:
+    if phase == "window-per-rank":
+        return {"PYCOMM_OVERSUBSCRIBED": "1" if rank == 0 else "0"}
+    return PHASES[phase]
+
+
+def run_checks(comm: pycomm.Communicator, label: str) -> None:
+    """Every check on `comm`, then "rank R: N <label> checks passed" and its agreed `oversubscribed`."""
+    global checks, FUSED_BYTES
+    checks = 0
+    FUSED_BYTES = settings.get("PYCOMM_EAGER_BYTES")  # this phase's limit (the worker's sizes straddle it)
+    # the core took this phase's settings when `comm` was made (else its sizes straddle another limit)
+    assert core().settings()["PYCOMM_EAGER_BYTES"] == FUSED_BYTES, f"{label}: the core kept another eager limit"
     check_broadcast(comm)
     check_allgather(comm)
     check_reduce_scatter(comm)
@@ -281,8 +293,34 @@ def main() -> int:
     if comm.size == 2:
         check_wrong_size_payload(comm)
     comm.barrier()
-    print(f"rank {comm.rank}: {checks} p2p-collective checks passed", flush=True)
-    print(f"rank {comm.rank}: oversubscribed {comm.oversubscribed}", flush=True)
+    print(f"rank {comm.rank}: {checks} {label} checks passed", flush=True)
+    print(f"rank {comm.rank}: {label} oversubscribed {comm.oversubscribed}", flush=True)
+
+
+def main() -> int:
+    """argv: --stall, or --phases a,b,... (names of PHASES, in order; default: default). The default phase
+    runs on the world as launched, each other one on a split made under its settings."""
+    comm = pycomm.init(backend="mpi")
+    assert comm.size >= 2, "run on 2 or more ranks"
+    if "--stall" in sys.argv:
+        for kind in STALLS:
+            for numel in (100, (1 << 20) // 4):  # data with op matching; matched, then scheduled
+                check_stall_names_the_missing_rank(comm, kind, numel)
+        print(f"MARK rank {comm.rank} done", flush=True)
+        os._exit(0)  # the stalled ops can never complete
+    phases = sys.argv[sys.argv.index("--phases") + 1].split(",") if "--phases" in sys.argv else ["default"]
+    launched = dict(os.environ)
+    for phase in phases:
+        os.environ.clear()
+        os.environ.update({**launched, **phase_environment(phase, comm.rank)})
+        if phase == "default":
+            run_checks(comm, "p2p-collective")
+            continue
+        sub = comm.split(0)
+        run_checks(sub, f"p2p-collective/{phase}")
+        sub.shutdown()
+    os.environ.clear()
+    os.environ.update(launched)
     pycomm.finalize()
     return 0
 
