@@ -124,7 +124,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the char GPT on 4 ranks in every supported layout (DP, ZeRO-3, HSDP, ZeRO-3 in plsgd, "
         "pp2 x mbsgd / zero1-3): samples/s, memory per rank, bytes per step per mesh dimension",
         "torch DDP, FSDP2 on a 2-D mesh (HSDP), torch.distributed.pipelining 1F1B x DDP (gloo)",
-        "python -m benchmarks.composition --repeats 2",
+        "python -m benchmarks.composition --repeats 3",
     ),
     "composition_busy": Benchmark(
         "the same, 3 repeats of 4 steps, after zero3 under a pipeline gathers each unit "
