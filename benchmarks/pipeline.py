@@ -65,20 +65,30 @@ def inference_section(results_dir: Path | None) -> dict[str, Any] | None:
     return {"source": str(path), **{k: v for k, v in doc.items() if k != "benchmark"}}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The benchmark's options; --quick shrinks the model and, unless --repeats is given, the repeats."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stages", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--layers", type=int, default=8, help="Linear+GELU pairs (2 x layers modules to split)")
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--microbatches", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=None, help="timed runs of each case (default 7; 5 with --quick)")
     ap.add_argument("--cases", nargs="+", default=CASES, choices=CASES)
     ap.add_argument("--quick", action="store_true", help="8 layers, 128 wide, batch 32, 5 repeats")
     ap.add_argument("--results-dir", type=Path, default=None)
     a = ap.parse_args(argv)
     if a.quick:
-        a.layers, a.width, a.batch, a.repeats = 8, 128, 32, 5
+        a.layers, a.width, a.batch = 8, 128, 32
+    if a.repeats is None:  # --quick's 5 must not override repeats the caller asked for
+        a.repeats = 5 if a.quick else 7
+    if a.repeats < 1:
+        ap.error(f"--repeats must be >= 1 (timed runs of each case), got {a.repeats}")
+    return a
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    a = parse(argv)
     rows = [row for p in a.stages for row in rows_of(p, a.microbatches, launch(p, a))]
     print(
         table(

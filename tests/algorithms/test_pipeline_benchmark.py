@@ -30,5 +30,12 @@ def test_pipeline_benchmark_quick(tmp_path: Path) -> None:
     assert payload["inference"]["source"].endswith("pipeline_inference.json")
 
 
+def test_quick_keeps_the_repeats_asked_for() -> None:
+    assert pipeline.parse(["--quick", "--repeats", "2"]).repeats == 2
+    assert pipeline.parse(["--quick"]).repeats == 5 and pipeline.parse([]).repeats == 7
+    with pytest.raises(SystemExit):
+        pipeline.parse(["--repeats", "0"])
+
+
 def test_inference_section_absent(tmp_path: Path) -> None:
     assert pipeline.inference_section(tmp_path) is None
