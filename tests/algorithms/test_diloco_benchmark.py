@@ -4,6 +4,7 @@ while training: none for diloco before its first round) and the PNG. No timing a
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -17,23 +18,20 @@ from tests import pseudo_text
 _LAUNCHED: dict[str, dict[str, Any]] = {}
 
 
-def launch_once(
-    case: str,
-    link: str,
-    steps: int,
-    batch: int,
-    data: Path,
-    timeout: float,
-    overrides: dict[str, Any] | None = None,
-    ranks: int = algorithms_gpt.RANKS,
-    settings: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+_LAUNCH = inspect.signature(algorithms_gpt.launch)
+
+
+def launch_once(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """algorithms_gpt.launch, each distinct launch made once per session: both smoke tests run the same mbsgd
     reference (same steps, batch, data, seed and model), and a launch costs ~20 s of CPU for a second of
-    training. A case's result is deterministic for its arguments."""
-    key = json.dumps([case, link, steps, batch, str(data), overrides or {}, ranks, settings], sort_keys=True)
+    training. A case's result is deterministic for its arguments (the timeout aside)."""
+    call = _LAUNCH.bind(*args, **kwargs)
+    call.apply_defaults()
+    named = {**call.arguments, "overrides": call.arguments["overrides"] or {}}
+    del named["timeout"]
+    key = json.dumps(named, sort_keys=True, default=str)
     if key not in _LAUNCHED:
-        _LAUNCHED[key] = algorithms_gpt.launch(case, link, steps, batch, data, timeout, overrides, ranks, settings)
+        _LAUNCHED[key] = algorithms_gpt.launch(*args, **kwargs)
     return _LAUNCHED[key]
 
 
