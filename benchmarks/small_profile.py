@@ -8,7 +8,7 @@
   COMM_SELF): the fixed cost of a call (the Python binding, the core's op, local copies), no wire;
 
 in both call patterns (isolated: a barrier, then one call; back to back: calls batched), every case
-interleaved with the others in the same rounds (benchmarks.collectives_ranks' `isolated` and `timed`).
+interleaved with the others in the same rounds (benchmarks.collectives_timing's `isolated` and `timed`).
 Writes results/<name>.json and prints medians in microseconds.
 
     python -m benchmarks.small_profile [--name small_profile] [--calls 200]
@@ -75,7 +75,7 @@ def rank_main(out: str, calls: int) -> None:
     from mpi4py import MPI
 
     import pycomm
-    from benchmarks.collectives_ranks import isolated, timed
+    from benchmarks.collectives_timing import isolated, timed
 
     torch.set_num_threads(1)
     world = pycomm.init()
