@@ -63,5 +63,7 @@ def test_a_refusal_by_every_rank_shows_its_verdict_only_and_logs_what_mpirun_pri
     assert len(lines) == 1 and lines[0] in (f"ranks 0, 1 {verdict}", f"ranks 1, 0 {verdict}"), proc.stderr
     log = (tmp_path / "refused" / "mpirun.log").read_text()
     assert log.startswith("==== ") and "mpirun -n 2 " in log.splitlines()[0], log
-    assert "MPI_ABORT was invoked on rank" in log, log  # Open MPI's banner, which the terminal is spared too
+    # Open MPI's banner, which the terminal is spared too; when both ranks abort at once, mpirun's help
+    # aggregation sometimes fails to unpack the banner and prints ORTE_ERROR_LOG lines in its place
+    assert "MPI_ABORT was invoked on rank" in log or "ORTE_ERROR_LOG" in log, log
     assert log.rstrip().endswith(f"==== mpirun exited with code {failure.EXIT_CHECKPOINT} ===="), log
