@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -157,3 +158,10 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def sigint_as_in_a_terminal() -> None:
+    """A Popen preexec_fn: SIGINT's default action, as a terminal's foreground job has it. A process started in
+    the background (`nohup`, `&` in a script) ignores SIGINT, its children inherit that, and Python then installs
+    no KeyboardInterrupt: a Ctrl-C a test sends would be slept through."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

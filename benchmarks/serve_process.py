@@ -17,7 +17,7 @@ from typing import Iterator
 
 import httpx
 
-from benchmarks.run_ranks import ROOT, free_port, worker_env
+from benchmarks.run_ranks import ROOT, free_port, sigint_as_in_a_terminal, worker_env
 
 START_TIMEOUT_S = 180  # import torch + fastapi on every rank of a loaded 2-core machine
 STOP_TIMEOUT_S = 60
@@ -58,6 +58,7 @@ def _start(args: tuple[str, ...], log: Path) -> Server:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=sigint_as_in_a_terminal,  # it may be stopped with Ctrl-C's SIGINT
             )
         server = Server(proc, f"http://127.0.0.1:{port}", log)
         deadline = time.monotonic() + START_TIMEOUT_S

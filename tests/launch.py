@@ -12,6 +12,7 @@ from benchmarks.run_ranks import (  # noqa: F401
     mpirun,
     mpirun_argv,
     python,
+    sigint_as_in_a_terminal,
     torchrun,
     worker_env,
 )

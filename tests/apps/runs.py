@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import torch
 
 from apps.apps_settings import FAIL_AT_ENV
-from tests.launch import ROOT, worker_env
+from tests.launch import ROOT, sigint_as_in_a_terminal, worker_env
 
 # A small run: MLP on the embedded MNIST, segments of 1,000 samples, a checkpoint every 10 steps.
 SMALL = [
@@ -180,17 +180,10 @@ def preempt_repeatedly(
     return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines), "")
 
 
-def _sigint_as_in_a_terminal() -> None:
-    """A terminal's foreground job takes SIGINT's default action. Tests run in the background (`nohup`,
-    `&`) ignore SIGINT, children inherit that, and Python then installs no KeyboardInterrupt: the launcher
-    slept through the Ctrl-C while mpirun, which sets its own handler, stopped the ranks."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def interrupt(argv: list[str], after_line: str = "step 10/", timeout: float = 300) -> subprocess.CompletedProcess:
     """Ctrl-C as a terminal sends it (SIGINT to the process group) once after_line appears (rank 0 holds
     there until it arrives: held_at)."""
-    proc = _start_held(argv, after_line, start_new_session=True, preexec_fn=_sigint_as_in_a_terminal)
+    proc = _start_held(argv, after_line, start_new_session=True, preexec_fn=sigint_as_in_a_terminal)
     lines = []
     for line in proc.stdout:
         lines.append(line)

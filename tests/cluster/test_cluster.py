@@ -20,7 +20,7 @@ import pytest
 from benchmarks.cluster import Cluster, leftovers, unavailable
 from tests.apps import runs
 from tests.cluster.node_loss import LOST_NODE1, job, kill_node, read_until
-from tests.launch import ROOT, check, worker_env
+from tests.launch import ROOT, check, sigint_as_in_a_terminal, worker_env
 
 WORKER = "tests.cluster.workers.nodes"
 PAYLOAD = 4 << 20  # bytes all-reduced across the nodes
@@ -154,7 +154,14 @@ def test_down_runs_on_a_stop_signal_and_again_harmlessly(sig: int) -> None:
         f"import time\nfrom benchmarks.cluster import Cluster\nwith Cluster(2, 1, '100mbit', name='{name}'):\n"
         "    print('up', flush=True)\n    time.sleep(120)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=worker_env(), stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=worker_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_as_in_a_terminal,
+    )
     try:
         assert proc.stdout.readline().strip() == "up"  # type: ignore[union-attr]
         assert len(leftovers(name)) >= 3, leftovers(name)  # 2 namespaces, a bridge, the veths
