@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import warnings
 
 import pytest
 import torch
 
+from algorithms.ps import server_state
 from tests.algorithms.problem import loss_on, make_model
 from tests.algorithms.test_ps_options import WORKER, _build, _env
 from tests.launch import finish, independent
@@ -32,6 +34,12 @@ def test_a_goodbye_lost_with_a_killed_server_is_said_again_to_its_successor(tmp_
         loss = loss_on(model, 1, t)
         loss.backward()
         opt.step(loss=loss)
+    # the successor must resume: the server checkpoints after it has answered a push, so on a loaded machine
+    # it can be killed before its first checkpoint (the successor then starts at version 0)
+    saved = server_state.path_for(tmp_path / "ckpt", 0)
+    deadline = time.monotonic() + 120
+    while not (saved.exists() and server_state.load(saved)["version"] == STEPS) and time.monotonic() < deadline:
+        time.sleep(0.05)
     server[0].kill()
     server[0].communicate()
     successor: list = []
