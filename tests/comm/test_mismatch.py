@@ -6,7 +6,9 @@ matching (PYCOMM_EAGER_BYTES=65536), broadcasts matched one way (a wrong root, s
 receiver raises in the broadcast with its buffer untouched, the root at its next op), point-to-point, allreduce_quantized
 (also against a plain allreduce) and allreduce_coalesced; and the same collective and compound cases on
 the gloo transport under torchrun (its signature exchange on a private group: a broadcast whose root
-differs used to deliver root 0's data, a size mismatch to abort the process inside gloo)."""
+differs used to deliver root 0's data, a size mismatch to abort the process inside gloo), where a
+communicator broken by a mismatch posts nothing more (a lone exchange left in gloo froze its rank for
+PYCOMM_TIMEOUT when the group was collected, and the peer's next split timed out)."""
 
 from __future__ import annotations
 

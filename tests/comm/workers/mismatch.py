@@ -9,7 +9,8 @@ rank with "double free or corruption".
 Every case runs on a fresh communicator split from the world (a mismatch breaks its communicator) and
 asserts the message on each rank; prints "mismatch ok: <case>" per case and a count at the end.
 argv: [gloo] runs the collective and compound cases on the gloo transport (under torchrun): the same
-messages, from its own signature exchange (pycomm/gloo/matching.py); its point-to-point mismatches are
+messages, from its own signature exchange (pycomm/gloo/matching.py), and its broken communicators'
+release while the peer keeps its own open; its point-to-point mismatches are
 tests/comm/workers/gloo_edges.py's."""
 
 from __future__ import annotations
