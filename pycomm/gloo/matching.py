@@ -8,9 +8,13 @@ for a broadcast whose root differs between ranks.
 Each communicator chains the exchange and its data op on one helper thread, in submission order: an
 async_op caller is not blocked until its peers arrive, and the process group still runs the collectives
 in the order they were called (its one gloo thread). After a mismatch or a failure the communicator is
-broken: ops queued behind it fail without moving data. The helper waits for an exchange in slices of
-POLL_S, so that closing the communicator never leaves it inside gloo (a group torn down under a waiting
-thread ends the process in std::terminate)."""
+broken: ops queued behind it fail without moving data. The helper posts an op's exchange only once the
+ops before it matched, so a broken communicator leaves no exchange in gloo that its peers never post:
+such an op stays until gloo's timeout, and a gloo group cannot be released before its ops end (its
+destructor waits for them, holding the GIL when the garbage collector runs it: the whole process
+froze for PYCOMM_TIMEOUT while its peers waited in their next op). The helper waits for an exchange in
+slices of POLL_S, so that closing the communicator never leaves it inside gloo (a group torn down
+under a waiting thread ends the process in std::terminate)."""
 
 from __future__ import annotations
 
@@ -48,8 +52,9 @@ class OpMatcher:
         self._thread.start()
 
     def submit(self, info: dict, data_op: DataOp, keep: tuple = ()) -> GlooWork:
-        """Collective `info`: its signature exchange starts now; `data_op` runs once every rank's signature
-        agrees with this one. The returned work completes with the data op (or raises the mismatch)."""
+        """Collective `info`: its signature is exchanged once the ops before it matched; `data_op` runs once
+        every rank's signature agrees with this one. The returned work completes with the data op (or raises
+        the mismatch)."""
         t = self._t
         mine = torch.tensor(
             self._core.op_signature(
@@ -58,21 +63,20 @@ class OpMatcher:
             dtype=torch.int64,
         )
         table = torch.empty(t.size * mine.numel(), dtype=torch.int64)
-        exchange = self._group._allgather_base(table, mine, AllgatherOptions())
         failure: list[PycommError] = []
         done = threading.Event()
         work = GlooWork(t, info, (), keep + (mine, table), done=done, finish=lambda: _raise_first(failure))
-        self._queue.put((exchange, table, info, data_op, work, failure, done))
+        self._queue.put((mine, table, info, data_op, work, failure, done))
         return work
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            exchange, table, info, data_op, work, failure, done = item
+            mine, table, info, data_op, work, failure, done = item
             try:
-                # broken by an op queued before (a mismatch the peers saw too): fail at once, not after waiting
-                # PYCOMM_TIMEOUT for peers that have moved on (the split of allreduce_quantized's first call)
+                # broken by an op queued before (a mismatch the peers saw too): fail at once, posting nothing
+                # the peers that moved on would never match (the split of allreduce_quantized's first call)
                 self._t.check_usable(info["name"])
-                self._wait(exchange)
+                self._wait(self._group._allgather_base(table, mine, AllgatherOptions()))
                 self._core.check_signatures(table.tolist(), self._t.rank, self._t.label)
                 self._t.check_usable(info["name"])  # broken meanwhile (the caller's stall): move no data
                 work.attach(data_op())

@@ -9,11 +9,13 @@ rank with "double free or corruption".
 Every case runs on a fresh communicator split from the world (a mismatch breaks its communicator) and
 asserts the message on each rank; prints "mismatch ok: <case>" per case and a count at the end.
 argv: [gloo] runs the collective and compound cases on the gloo transport (under torchrun): the same
-messages, from its own signature exchange (pycomm/gloo/matching.py); its point-to-point mismatches are
+messages, from its own signature exchange (pycomm/gloo/matching.py), and its broken communicators'
+release while the peer keeps its own open; its point-to-point mismatches are
 tests/comm/workers/gloo_edges.py's."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Callable
 
@@ -40,8 +42,9 @@ def fresh(world: pycomm.Communicator) -> pycomm.Communicator:
 
 def both_ranks(
     world: pycomm.Communicator, case: str, run: Callable[[pycomm.Communicator], object], pattern: str
-) -> None:
-    """`run` raises MismatchError matching `pattern` (a regex; {me} / {peer} are this / the other rank)."""
+) -> pycomm.Communicator:
+    """`run` raises MismatchError matching `pattern` (a regex; {me} / {peer} are this / the other rank).
+    Returns the communicator it broke, shut down."""
     sub = fresh(world)
     me, peer = sub.rank, 1 - sub.rank
     expect_raises(pycomm.MismatchError, pattern.format(me=me, peer=peer), lambda: run(sub))
@@ -49,6 +52,7 @@ def both_ranks(
     expect_raises(pycomm.PycommError, "is broken", lambda: sub.allreduce(torch.ones(1), op=pycomm.AVG))
     sub.shutdown()
     done(case)
+    return sub
 
 
 def is_gloo(world: pycomm.Communicator) -> bool:
@@ -253,6 +257,23 @@ def check_small_collectives(world: pycomm.Communicator) -> None:
     )
 
 
+def quantized_or_plain(c: pycomm.Communicator) -> None:
+    """Rank 0 an allreduce_quantized (its op matching, then its first call's split), the others an allreduce."""
+    t = torch.ones(4096)
+    if c.rank == 0:
+        c.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
+    else:
+        c.allreduce(t, op=pycomm.AVG)
+
+
+def quantized_or_plain_pattern(rank: int) -> str:
+    kinds = ["allreduce_quantized", "allreduce"]
+    return (
+        rf"the ops differ\): rank {{me}} submitted {kinds[rank]} #\d+ \(count 4096.*rank {{peer}} submitted "
+        rf"{kinds[1 - rank]} #\d+"
+    )
+
+
 def check_compound(world: pycomm.Communicator) -> None:
     r = world.rank
     n = [1000, 2000][r]
@@ -264,21 +285,7 @@ def check_compound(world: pycomm.Communicator) -> None:
         r"allreduce_quantized #\d+ \(count " + str(n),
     )
 
-    def quantized_or_plain(c: pycomm.Communicator) -> None:
-        t = torch.ones(4096)
-        if r == 0:
-            c.allreduce_quantized(t, op=pycomm.AVG, async_op=True).wait()
-        else:
-            c.allreduce(t, op=pycomm.AVG)
-
-    kinds = ["allreduce_quantized", "allreduce"]
-    both_ranks(
-        world,
-        "allreduce_quantized vs allreduce",
-        quantized_or_plain,
-        rf"the ops differ\): rank {{me}} submitted {kinds[r]} #\d+ \(count 4096.*rank {{peer}} submitted "
-        rf"{kinds[1 - r]} #\d+",
-    )
+    both_ranks(world, "allreduce_quantized vs allreduce", quantized_or_plain, quantized_or_plain_pattern(r))
     sizes = [[100, 200], [100, 300]][r]
     both_ranks(
         world,
@@ -286,6 +293,29 @@ def check_compound(world: pycomm.Communicator) -> None:
         lambda c: c.allreduce_coalesced([torch.ones(k) for k in sizes], op=pycomm.SUM, async_op=True).wait(),
         r"allreduce_coalesced \(2 tensors.*\(bucket 0 of 1\) failed: .*sizes differ",
     )
+
+
+def check_released_while_peer_keeps_its_own(world: pycomm.Communicator) -> None:
+    """gloo: a communicator broken by a mismatch posts nothing of the ops queued behind it (here rank 0's
+    split after its allreduce_quantized's op matching), so its groups are released at once even while rank
+    1 keeps its own open. A signature exchange posted on one rank only stayed in gloo until gloo's timeout,
+    and the group holding it could not be released before: collecting it froze rank 0's whole process
+    (GIL held) for PYCOMM_TIMEOUT each, while rank 1 waited for it in the next op and timed out."""
+    # two of them: the old freeze (2 x PYCOMM_TIMEOUT) outlasts rank 1's wait whichever rank arrives first
+    kept = [
+        both_ranks(
+            world,
+            f"allreduce_quantized vs allreduce ({i} of 2 kept)",
+            quantized_or_plain,
+            quantized_or_plain_pattern(world.rank),
+        )
+        for i in (1, 2)
+    ]
+    if world.rank == 0:
+        kept.clear()
+        gc.collect()  # the broken communicators are garbage in reference cycles: their groups released here
+    world.barrier()
+    done("broken communicators released while the peer keeps its own")
 
 
 def check_p2p(world: pycomm.Communicator) -> None:
@@ -371,6 +401,7 @@ def main() -> None:
     ]
     if backend == "gloo":
         checks.remove(check_p2p)
+        checks.insert(checks.index(check_matching_still_works), check_released_while_peer_keeps_its_own)
     for check in checks:
         check(world)
     world.barrier()
