@@ -3,9 +3,10 @@
 # to pytest (e.g. `scripts/test.sh tests/kernels -k pack`). Exits with pytest's status: any failure,
 # and also "no tests collected" (5), is non-zero.
 # The whole suite runs as two pytest processes at once (tests/conftest.py's --part): the tests that start
-# ranks keep the cores busy, the rest mostly wait on processes, sockets and timeouts (about 40% of a core
-# each), so the rest fills the ranks' idle time instead of adding to the wall time. The rest's report
-# follows the ranks' one; the exit status is the first non-zero of the two.
+# ranks keep the cores busy, the rest mostly wait on processes, sockets and timeouts (run one after the
+# other, the two left a 2-core machine 31% idle), so the rest fills the ranks' idle time instead of adding to
+# the wall time (41 -> 26 minutes there). The rest's report follows the ranks' one; the exit status is the
+# first non-zero of the two.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$PYCOMM_ROOT"
