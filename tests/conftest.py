@@ -25,9 +25,12 @@ def starts_ranks(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config, items):
     part = config.getoption("--part")
     if part is not None:
-        dropped = [item for item in items if starts_ranks(item) != (part == "ranks")]
+        kept: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        for item in items:
+            (kept if starts_ranks(item) == (part == "ranks") else dropped).append(item)
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if starts_ranks(item) == (part == "ranks")]
+        items[:] = kept
     skip_mpi = pytest.mark.skip(reason="mpirun not found (apt-get install openmpi-bin libopenmpi-dev)")
     slurm_reason = slurm_missing_reason()
     for item in items:
