@@ -7,7 +7,8 @@ reaches DDP's loss in <= 1/3 of DDP's time at 100 Mbit/s; quantized mbsgd runs a
 same script with no communication: every rank alone). Needs root (the cluster); says why not otherwise.
 
     python -m benchmarks.nodes [--rates 100mbit 1gbit] [--ranks-per-node 1] [--steps 300] [--seeds 1]
-    python -m benchmarks.nodes --rates 10gbit --merge     # add a link to results/nodes.json"""
+    python -m benchmarks.nodes --rates 10gbit --merge     # add a link to results/nodes.json
+    python -m benchmarks.nodes --problem gpt-char --ranks-per-node 2 --name nodes_gpt --cases ddp mbsgd qsr"""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from typing import Any, Callable, Optional
 
 from benchmarks.cluster import Cluster, unavailable
 from benchmarks.harness import RESULTS, plot_if_matplotlib, save, table
-from benchmarks.nodes_cases import BATCH, CASES, Curve, run_case
+from benchmarks.nodes_cases import CASES, Curve, run_case
+from benchmarks.nodes_problem import BATCH, PROBLEMS
 
 TARGET_SLACK = 1.01  # "DDP's final loss within 1%"
 PEER = "ddp"
@@ -174,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--ranks-per-node", type=int, default=1)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--problem", default="mnist-cnn", choices=list(PROBLEMS), help="benchmarks/nodes_problem.py's")
     ap.add_argument("--name", default="nodes", help="results/<name>.json and .png")
     ap.add_argument("--results-dir", type=Path, default=None, help="instead of benchmarks/results")
     ap.add_argument("--merge", action="store_true", help="keep the other links' rows of results/<name>.json")
@@ -230,7 +233,9 @@ def _run_rate(
         for seed in range(args.seeds):  # cases interleaved per seed: load drift hits each alike
             for case in cases:
                 try:
-                    got = run_case(cluster, CASES[case], args.steps, Path(out) / f"{seed}", args.timeout)
+                    got = run_case(
+                        cluster, PROBLEMS[args.problem], CASES[case], args.steps, Path(out) / f"{seed}", args.timeout
+                    )
                 except (RuntimeError, subprocess.TimeoutExpired) as e:  # the other cases still count
                     print(f"{rate} seed {seed} {case} FAILED: {e}", file=sys.stderr, flush=True)
                     failed.append({"rate": rate, "case": case, "seed": seed, "error": str(e)[:300]})
@@ -255,14 +260,14 @@ def _save(
     failed: list[dict[str, Any]],
 ) -> None:
     met = goals(rows)
-    title = f"MNIST CNN, {args.nodes} nodes x {args.ranks_per_node} rank(s), {args.steps} steps"
+    title = f"{PROBLEMS[args.problem].title}, {args.nodes} nodes x {args.ranks_per_node} rank(s), {args.steps} steps"
     print(f"== {title}")
     print(table(rows, COLUMNS))
     print(table(met, ["goal", "ratio", "target", "met"]))
     path = save(
         args.name,
         {
-            "model": "mnist-cnn",
+            "model": args.problem,
             "steps": args.steps,
             "seeds": args.seeds,
             "nodes": args.nodes,

@@ -1,11 +1,11 @@
 """The methods benchmarks/nodes.py races on the emulated cluster, and how one run of each is launched and read
-back: every case trains the same problem (apps.train's embedded default: SmallCNN on the embedded MNIST, batch
-32 per rank, SGD lr 0.05 momentum 0.9, cosine over the run's steps) and is scored on the same eval split at the
-same steps. Its curve is [(step, seconds, eval loss)] where seconds is the training clock with the evaluations
+back: every case trains the same problem (benchmarks/nodes_problem.py's; apps.train's embedded default unless
+told otherwise) and is scored on the same eval split at the same steps. Its curve is [(step, seconds, eval loss)] where seconds is the training clock with the evaluations
 taken out (they cost every case the same and are no part of the method)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from benchmarks.cluster import Cluster
+from benchmarks.nodes_problem import BATCH, Problem
 from benchmarks.run_ranks import ROOT
 
-BATCH = 32  # per rank, apps.train's default problem
 EVAL_EVERY = 25  # steps between evaluations, every case
 DONE = re.compile(r"done: (\d+) steps in ([\d.]+)s")
 Curve = list[tuple[int, float, float]]
@@ -33,6 +33,14 @@ class Case:
     torchft: bool = False  # a peer under torchft: a replica group per node
     gloo: bool = False  # apps.train under torchrun: pycomm's gloo backend, not MPI
     bare: bool = False  # pycomm in the peers' bare loop (benchmarks/workers/nodes_diloco.py) under mpirun
+    # apps.train's train.preempt_check_every: the ranks' agreement on a pending preemption, a blocking all-reduce
+    # across the slow link every that many steps (none in the peers' loops or in a lone rank)
+    preempt_check_every: int = 1
+
+    @property
+    def agreements_per_step(self) -> float:
+        """apps.train's preemption all-reduces per step: one more latency-bound collective across the link."""
+        return 0.0 if self.peer or self.bare or self.independent else 1 / self.preempt_check_every
 
 
 def _algo(name: str, options: str = "{}") -> list[str]:
@@ -92,11 +100,8 @@ CASES: dict[str, Case] = {
         Case(
             "diloco-apps",
             False,
-            lambda c: [
-                *_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
-                "-o",
-                "train.preempt_check_every=24",
-            ],
+            lambda c: _algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+            preempt_check_every=24,
         ),
         Case("diloco-bare", False, lambda c: ["24"], bare=True),
         Case("qsr", False, lambda c: _algo("qsr")),
@@ -123,9 +128,12 @@ def _communicate(procs: list[subprocess.Popen], timeout: float) -> tuple[list[in
     return [p.returncode for p in procs], "\n".join(outs)
 
 
-def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: float) -> tuple[list[int], str]:
-    ranks = 1 if case.independent else cluster.size  # an epoch is 8,000 samples, in steps of ranks x BATCH
+def _apps_train(
+    cluster: Cluster, problem: Problem, case: Case, steps: int, out_dir: Path, timeout: float
+) -> tuple[list[int], str]:
+    ranks = 1 if case.independent else cluster.size  # an epoch is the training split, in steps of ranks x BATCH
     common = [
+        *problem.apps_options,
         "-o",
         f"out_dir={out_dir}",
         *case.overrides(cluster),
@@ -138,7 +146,9 @@ def _apps_train(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout
         "-o",
         "logging.plot=false",
         "-o",
-        f"train.eval_every_epochs={EVAL_EVERY * BATCH * ranks / 8000}",
+        f"train.preempt_check_every={case.preempt_check_every}",
+        "-o",
+        f"train.eval_every_epochs={EVAL_EVERY * BATCH * ranks / train_samples(problem)}",
     ]
     if case.gloo:  # apps.train joins torchrun's launch over gloo; node 0's writes the run's files
         argvs = cluster.torchrun_argvs(["-m", "apps.train", "-o", f"name={case.name}", *common])
@@ -178,14 +188,29 @@ def apps_curve(run_dir: Path) -> tuple[Curve, float]:
     return curve, step_time[last] - evals
 
 
-def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: float) -> dict:
-    """One run of `case`: its curve, training seconds, launch wall seconds and the bytes that crossed node 1's
+@functools.cache
+def train_samples(problem: Problem) -> int:
+    """The samples of `problem`'s training split (apps.train's epoch)."""
+    return len(problem.splits().train)
+
+
+def run_case(cluster: Cluster, problem: Problem, case: Case, steps: int, out_dir: Path, timeout: float) -> dict:
+    """One run of `case` on `problem`: its curve, training seconds, launch wall seconds and the bytes that crossed node 1's
     link (in + out, the run's whole traffic between the nodes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     before, start = cluster.link_bytes(1), time.perf_counter()
     evals = out_dir / f"{case.name}.json"
     worker = "nodes_diloco" if case.bare else "nodes_torchft" if case.torchft else "nodes_ddp"
-    argv = ["-m", f"benchmarks.workers.{worker}", str(steps), str(EVAL_EVERY), str(evals), *case.overrides(cluster)]
+    argv = [
+        "-m",
+        f"benchmarks.workers.{worker}",
+        str(steps),
+        str(EVAL_EVERY),
+        str(evals),
+        *case.overrides(cluster),
+        "--problem",
+        problem.name,
+    ]
     if case.bare:  # pycomm's own launch: mpirun over the nodes
         codes, text = _communicate([_popen([*cluster.mpirun_argv(), sys.executable, *argv], cluster)], timeout)
     elif case.peer:
@@ -209,7 +234,7 @@ def run_case(cluster: Cluster, case: Case, steps: int, out_dir: Path, timeout: f
         procs = [_popen(a, cluster) for a in argvs]
         codes, text = _communicate(procs, timeout)
     else:
-        codes, text = _apps_train(cluster, case, steps, out_dir, timeout)
+        codes, text = _apps_train(cluster, problem, case, steps, out_dir, timeout)
     wall = time.perf_counter() - start
     crossed = sum(cluster.link_bytes(1)) - sum(before)
     done = DONE.findall(text)

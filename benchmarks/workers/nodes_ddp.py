@@ -1,10 +1,10 @@
-"""One rank of benchmarks/nodes.py's torch peers: apps.train's embedded default problem (SmallCNN on the
-embedded MNIST, batch 32 per rank, SGD lr 0.05 momentum 0.9, cosine over STEPS) under torch DDP over gloo,
+"""One rank of benchmarks/nodes.py's torch peers: one of benchmarks/nodes_problem.py's problems (apps.train's
+embedded default unless --problem says otherwise) under torch DDP over gloo,
 or with --fsdp2 FSDP2 as HSDP on a 2-D DeviceMesh (replicas across the nodes, shards within a node), started
 by torchrun (one per node). Every EVAL_EVERY steps and at the last, every rank scores the eval split (the
 clock stopped: evaluation is no part of the method); rank 0 writes {"curve": [[step, seconds, eval loss]],
 "train_s": seconds} to OUT and prints "done: STEPS steps in X.Xs" as apps.train does.
-Usage: nodes_ddp STEPS EVAL_EVERY OUT [--fsdp2]"""
+Usage: nodes_ddp STEPS EVAL_EVERY OUT [--fsdp2] [--problem NAME]"""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from apps.models import SmallCNN
-from benchmarks.workers.nodes_loop import inner_sgd, train, write
+from benchmarks.workers.nodes_loop import problem_arg, train, write
 
 
 def wrap(model: torch.nn.Module, fsdp2: bool) -> torch.nn.Module:
@@ -36,14 +35,17 @@ def main() -> None:
     ap.add_argument("eval_every", type=int)
     ap.add_argument("out", type=Path)
     ap.add_argument("--fsdp2", action="store_true")
+    ap.add_argument("--problem", type=problem_arg, default="mnist-cnn")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    model = wrap(SmallCNN(), args.fsdp2)
+    model = wrap(args.problem.model(), args.fsdp2)
     dist.barrier()
     # the step is over on every rank before the evaluation
-    curve, clock = train(model, inner_sgd(model), args.steps, args.eval_every, rank, size, dist.barrier)
+    curve, clock = train(
+        args.problem, model, args.problem.optimizer(model), args.steps, args.eval_every, rank, size, dist.barrier
+    )
     if rank == 0:
         write(args.out, args.steps, curve, clock)
     dist.destroy_process_group()

@@ -1,9 +1,9 @@
 """One rank of benchmarks/nodes.py's like-for-like DiLoCo case: pycomm's DiLoCo (algorithms.CommOptimizer
 directly, no apps.train) in the bare loop of nodes_torchft.py with torchft's settings exactly: the same three
-fragments (the first convolution, the second, the classifier) synced in the same order, one every
+fragments (benchmarks/nodes_problem.py's) synced in the same order, one every
 SYNC / 3 steps, one step of delay, mixing 0.5, outer SGD lr 0.7 momentum 0.9 Nesterov, fp32, the same data
 order, and the first rank scoring its own model. Started by mpirun over the nodes (one rank per node slot).
-Usage: nodes_diloco STEPS EVAL_EVERY OUT SYNC [--outer-lr 0.7]"""
+Usage: nodes_diloco STEPS EVAL_EVERY OUT SYNC [--outer-lr 0.7] [--problem NAME]"""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ import torch
 
 import algorithms
 import pycomm
-from apps.models import SmallCNN
-from benchmarks.workers.nodes_loop import inner_sgd, train, write
+from benchmarks.nodes_problem import Problem
+from benchmarks.workers.nodes_loop import problem_arg, train, write
 
 
-def torchft_fragments(model: SmallCNN) -> torch.nn.Module:
+def torchft_fragments(problem: Problem, model: torch.nn.Module) -> torch.nn.Module:
     """A holder of the model's parameters whose layers (algorithms/fragments.py: one per top-level index) are
     torchft's fragments, ordered so that pycomm's schedule (fragment f at steps t with t mod H = f H / 3,
-    fragment 0 last) syncs them in torchft's order: the first convolution, the second, the classifier."""
-    return torch.nn.Sequential(model.classifier, model.features[0], model.features[3])
+    fragment 0 last) syncs them in torchft's order."""
+    first, second, last = problem.fragments(model)
+    return torch.nn.Sequential(last, first, second)
 
 
 def main() -> None:
@@ -32,14 +33,15 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("sync", type=int)
     ap.add_argument("--outer-lr", type=float, default=0.7)
+    ap.add_argument("--problem", type=problem_arg, default="mnist-cnn")
     args = ap.parse_args()
     comm = pycomm.init()
     torch.manual_seed(0)
-    model = SmallCNN()
+    model = args.problem.model()
     opt = algorithms.CommOptimizer(
-        inner_sgd(model),
+        args.problem.optimizer(model),
         algorithm="diloco",
-        model=torchft_fragments(model),
+        model=torchft_fragments(args.problem, model),
         inner_steps=args.sync,
         fragments=3,
         sync_delay=1,
@@ -48,7 +50,7 @@ def main() -> None:
         outer_momentum=0.9,
         nesterov=True,
     )
-    curve, clock = train(model, opt, args.steps, args.eval_every, comm.rank, comm.size)
+    curve, clock = train(args.problem, model, opt, args.steps, args.eval_every, comm.rank, comm.size)
     if comm.rank == 0:
         write(args.out, args.steps, curve, clock)
     comm.barrier()

@@ -1,24 +1,25 @@
 """The training loop that benchmarks/nodes.py's own-loop workers share (torch DDP/FSDP2, torchft, pycomm's DiLoCo
-in the same bare loop): apps.train's embedded default problem (SmallCNN on the embedded MNIST, batch 32 per
-rank, SGD lr 0.05 momentum 0.9, cosine over the steps), each rank walking its strided shard of the training
-split in order. Every `eval_every` steps and at the last the clock stops and the rank scores its own model on
-the eval split; the first rank writes {"curve": [[step, seconds, eval loss]], "train_s": seconds} and prints
+in the same bare loop) on one of benchmarks/nodes_problem.py's problems (cosine over the steps), each rank
+taking the samples apps.train's data order gives it (apps/data/sharding.py, seed 0): every case of the race
+sees the same batches. Every `eval_every` steps and at the last the clock
+stops and the rank scores its own model on the eval split; the first rank writes {"curve": [[step, seconds, eval loss]], "train_s": seconds} and prints
 "done: STEPS steps in X.Xs" as apps.train does."""
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
 from algorithms.schedules import CosineWithWarmup
-from apps.data import idx
+from apps.data.sharding import ShardPlan
+from benchmarks.nodes_problem import BATCH, PROBLEMS, Problem, mean_loss
 
-BATCH = 32
 Curve = list[tuple[int, float, float]]
 
 
@@ -28,17 +29,21 @@ def eval_loss(model: torch.nn.Module, data: object) -> float:
     total, count = 0.0, 0
     for chunk in torch.arange(len(data)).split(500):  # type: ignore[arg-type]
         x, y = data.batch(chunk)[:2]  # type: ignore[attr-defined]
-        total += float(F.cross_entropy(model(x), y, reduction="sum"))
-        count += len(chunk)
+        total += float(mean_loss(model(x), y, reduction="sum"))
+        count += y.numel()
     model.train()
     return total / count
 
 
-def inner_sgd(model: torch.nn.Module) -> torch.optim.SGD:
-    return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+def problem_arg(value: str) -> Problem:
+    """A worker's --problem option."""
+    if value not in PROBLEMS:
+        raise argparse.ArgumentTypeError(f"unknown problem {value!r}; expected one of {', '.join(PROBLEMS)}")
+    return PROBLEMS[value]
 
 
 def train(
+    problem: Problem,
     model: torch.nn.Module,
     opt: Any,
     steps: int,
@@ -47,18 +52,18 @@ def train(
     world: int,
     before_eval: Callable[[], None] = lambda: None,
 ) -> tuple[Curve, float]:
-    """`steps` steps of `opt` (an inner optimizer a wrapper hooks, or a CommOptimizer) on rank `rank` of `world`:
+    """`steps` steps of `problem` with `opt` (an inner optimizer a wrapper hooks, or a CommOptimizer) on rank `rank` of `world`:
     (curve, training seconds). `before_eval`: run before each evaluation, the clock stopped (e.g. a barrier)."""
     sched = CosineWithWarmup(opt, steps)
-    splits = idx.load()
-    mine = torch.arange(rank, len(splits.train), world)  # this rank's strided shard
+    splits = problem.splits()
+    plan = ShardPlan(len(splits.train), rank, world, BATCH, seed=0)
+    batches = (b for epoch in itertools.count() for b in plan.batches(epoch, 0))
     curve, clock = [], 0.0
     for step in range(1, steps + 1):
         start = time.perf_counter()
-        at = ((step - 1) * BATCH) % (len(mine) - BATCH)
-        x, y = splits.train.batch(mine[at : at + BATCH])[:2]
+        x, y = splits.train.batch(next(batches))[:2]
         opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
+        mean_loss(model(x), y).backward()
         opt.step()
         sched.step()
         clock += time.perf_counter() - start

@@ -1,9 +1,9 @@
-"""One rank of benchmarks/nodes.py's torchft peers: the problem of nodes_ddp.py (SmallCNN on the embedded MNIST,
-batch 32 per rank, SGD lr 0.05 momentum 0.9, cosine over STEPS) under torchft's DiLoCo (3 fragments: the two
-convolutions and the classifier, every SYNC steps, one step of delay, mixing 0.5, outer SGD lr 0.7 momentum 0.9
+"""One rank of benchmarks/nodes.py's torchft peers: one of benchmarks/nodes_problem.py's problems under torchft's
+DiLoCo (the problem's 3 fragments, every SYNC steps, one step of delay, mixing 0.5, outer SGD lr 0.7 momentum 0.9
 Nesterov; fp32: torchft quantizes with Triton kernels, on CUDA only) or LocalSGD (averaging every SYNC steps).
 Each node is one replica group (a torchrun --standalone per node); node 0's first rank runs the Lighthouse.
-Scoring and output as nodes_ddp.py. Usage: nodes_torchft STEPS EVAL_EVERY OUT {diloco,localsgd} SYNC"""
+Scoring and output as nodes_ddp.py.
+Usage: nodes_torchft STEPS EVAL_EVERY OUT {diloco,localsgd} SYNC [--nodes N] [--problem NAME]"""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import torch
 
-from apps.models import SmallCNN
-from benchmarks.workers.nodes_loop import inner_sgd, train, write
+from benchmarks.workers.nodes_loop import problem_arg, train, write
 
 LIGHTHOUSE_PORT = 29510
 LIGHTHOUSE_HOST = "node0"
@@ -31,6 +30,7 @@ def main() -> None:
     ap.add_argument("method", choices=["diloco", "localsgd"])
     ap.add_argument("sync", type=int)
     ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--problem", type=problem_arg, default="mnist-cnn")
     args = ap.parse_args()
     from torchft import Manager, ProcessGroupGloo
     from torchft.coordination import LighthouseServer
@@ -44,8 +44,8 @@ def main() -> None:
         else None
     )
     torch.manual_seed(0)
-    model = SmallCNN()
-    opt = inner_sgd(model)
+    model = args.problem.model()
+    opt = args.problem.optimizer(model)
     manager = Manager(
         pg=ProcessGroupGloo(timeout=timedelta(seconds=120)),
         min_replica_size=args.nodes,
@@ -60,7 +60,7 @@ def main() -> None:
         connect_timeout=timedelta(seconds=120),
     )
     if args.method == "diloco":
-        fragments = [model.features[0], model.features[3], model.classifier]
+        fragments = args.problem.fragments(model)
         outer = [torch.optim.SGD(f.parameters(), lr=0.7, momentum=0.9, nesterov=True) for f in fragments]
         wrapper = DiLoCo(
             manager, fragments, opt, outer, sync_every=args.sync, fragment_sync_delay=1, fragment_update_alpha=0.5
@@ -71,7 +71,7 @@ def main() -> None:
     world_rank = node * int(os.environ["WORLD_SIZE"]) + rank
     world = args.nodes * int(os.environ["WORLD_SIZE"])
     with wrapper:
-        curve, clock = train(model, opt, args.steps, args.eval_every, world_rank, world)
+        curve, clock = train(args.problem, model, opt, args.steps, args.eval_every, world_rank, world)
     if node == 0 and rank == 0:
         write(args.out, args.steps, curve, clock)
     manager.shutdown(wait=False)

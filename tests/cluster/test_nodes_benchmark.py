@@ -1,7 +1,7 @@
 """benchmarks/nodes.py in its smallest configuration on the emulated cluster (2 nodes x 1 rank at 1 Gbit/s,
 a few steps): the torch DDP peer and pycomm's mbsgd both train and are scored, their bytes crossed the link, and
-the JSON and PNG hold a row, a curve and the time to DDP's loss for each. Skipped with the reason where the
-cluster cannot be made."""
+the JSON and PNG hold a row, a curve and the time to DDP's loss for each, and the two, one method on the same
+samples, end at the same loss. Skipped with the reason where the cluster cannot be made."""
 
 from __future__ import annotations
 
@@ -55,5 +55,8 @@ def test_the_benchmark_races_ddp_and_mbsgd_across_two_nodes(tmp_path: Path) -> N
         assert 0 < row["train_s"] and row["samples_per_s"] > 0, row
         # each step's gradients (one model's worth per node each way) crossed the link between the nodes
         assert row["bytes_across"] >= 2 * STEPS * MODEL_BYTES, row
+    # the same problem on both sides (benchmarks/nodes_problem.py), the same samples in the same order (the peers'
+    # loop takes apps.train's data order): DDP and mbsgd are one method, so they end at the same loss
+    assert rows["mbsgd"]["final_loss"] == pytest.approx(rows["ddp"]["final_loss"], rel=1e-3), rows
     assert rows["ddp"]["to_target_vs_ddp"] == 1.0 and rows["ddp"]["to_target_s"] is not None, rows["ddp"]
     assert (tmp_path / "nodes.png").read_bytes()[:4] == b"\x89PNG"
