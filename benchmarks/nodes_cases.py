@@ -129,7 +129,7 @@ def _communicate(procs: list[subprocess.Popen], timeout: float) -> tuple[list[in
 
 
 def _apps_train(
-    cluster: Cluster, problem: Problem, case: Case, steps: int, out_dir: Path, timeout: float
+    cluster: Cluster, problem: Problem, case: Case, steps: int, seed: int, out_dir: Path, timeout: float
 ) -> tuple[list[int], str]:
     ranks = 1 if case.independent else cluster.size  # an epoch is the training split, in steps of ranks x BATCH
     common = [
@@ -147,6 +147,8 @@ def _apps_train(
         "logging.plot=false",
         "-o",
         f"train.preempt_check_every={case.preempt_check_every}",
+        "-o",
+        f"train.seed={seed}",
         "-o",
         f"train.eval_every_epochs={EVAL_EVERY * BATCH * ranks / train_samples(problem)}",
     ]
@@ -194,8 +196,10 @@ def train_samples(problem: Problem) -> int:
     return len(problem.splits().train)
 
 
-def run_case(cluster: Cluster, problem: Problem, case: Case, steps: int, out_dir: Path, timeout: float) -> dict:
-    """One run of `case` on `problem`: its curve, training seconds, launch wall seconds and the bytes that crossed node 1's
+def run_case(
+    cluster: Cluster, problem: Problem, case: Case, steps: int, seed: int, out_dir: Path, timeout: float
+) -> dict:
+    """One run of `case` on `problem` with `seed` (the model's initialisation and the data order): its curve, training seconds, launch wall seconds and the bytes that crossed node 1's
     link (in + out, the run's whole traffic between the nodes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     before, start = cluster.link_bytes(1), time.perf_counter()
@@ -210,6 +214,8 @@ def run_case(cluster: Cluster, problem: Problem, case: Case, steps: int, out_dir
         *case.overrides(cluster),
         "--problem",
         problem.name,
+        "--seed",
+        str(seed),
     ]
     if case.bare:  # pycomm's own launch: mpirun over the nodes
         codes, text = _communicate([_popen([*cluster.mpirun_argv(), sys.executable, *argv], cluster)], timeout)
@@ -234,7 +240,7 @@ def run_case(cluster: Cluster, problem: Problem, case: Case, steps: int, out_dir
         procs = [_popen(a, cluster) for a in argvs]
         codes, text = _communicate(procs, timeout)
     else:
-        codes, text = _apps_train(cluster, problem, case, steps, out_dir, timeout)
+        codes, text = _apps_train(cluster, problem, case, steps, seed, out_dir, timeout)
     wall = time.perf_counter() - start
     crossed = sum(cluster.link_bytes(1)) - sum(before)
     done = DONE.findall(text)

@@ -4,7 +4,7 @@ or with --fsdp2 FSDP2 as HSDP on a 2-D DeviceMesh (replicas across the nodes, sh
 by torchrun (one per node). Every EVAL_EVERY steps and at the last, every rank scores the eval split (the
 clock stopped: evaluation is no part of the method); rank 0 writes {"curve": [[step, seconds, eval loss]],
 "train_s": seconds} to OUT and prints "done: STEPS steps in X.Xs" as apps.train does.
-Usage: nodes_ddp STEPS EVAL_EVERY OUT [--fsdp2] [--problem NAME]"""
+Usage: nodes_ddp STEPS EVAL_EVERY OUT [--fsdp2] [--problem NAME] [--seed K]"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from benchmarks.workers.nodes_loop import problem_arg, train, write
+from benchmarks.workers.nodes_loop import add_problem_options, train, write
 
 
 def wrap(model: torch.nn.Module, fsdp2: bool) -> torch.nn.Module:
@@ -35,16 +35,24 @@ def main() -> None:
     ap.add_argument("eval_every", type=int)
     ap.add_argument("out", type=Path)
     ap.add_argument("--fsdp2", action="store_true")
-    ap.add_argument("--problem", type=problem_arg, default="mnist-cnn")
+    add_problem_options(ap)
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = wrap(args.problem.model(), args.fsdp2)
     dist.barrier()
     # the step is over on every rank before the evaluation
     curve, clock = train(
-        args.problem, model, args.problem.optimizer(model), args.steps, args.eval_every, rank, size, dist.barrier
+        args.problem,
+        model,
+        args.problem.optimizer(model),
+        args.steps,
+        args.eval_every,
+        rank,
+        size,
+        args.seed,
+        dist.barrier,
     )
     if rank == 0:
         write(args.out, args.steps, curve, clock)

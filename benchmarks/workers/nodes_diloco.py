@@ -3,7 +3,7 @@ directly, no apps.train) in the bare loop of nodes_torchft.py with torchft's set
 fragments (benchmarks/nodes_problem.py's) synced in the same order, one every
 SYNC / 3 steps, one step of delay, mixing 0.5, outer SGD lr 0.7 momentum 0.9 Nesterov, fp32, the same data
 order, and the first rank scoring its own model. Started by mpirun over the nodes (one rank per node slot).
-Usage: nodes_diloco STEPS EVAL_EVERY OUT SYNC [--outer-lr 0.7] [--problem NAME]"""
+Usage: nodes_diloco STEPS EVAL_EVERY OUT SYNC [--outer-lr 0.7] [--problem NAME] [--seed K]"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 import algorithms
 import pycomm
 from benchmarks.nodes_problem import Problem
-from benchmarks.workers.nodes_loop import problem_arg, train, write
+from benchmarks.workers.nodes_loop import add_problem_options, train, write
 
 
 def torchft_fragments(problem: Problem, model: torch.nn.Module) -> torch.nn.Module:
@@ -33,10 +33,10 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("sync", type=int)
     ap.add_argument("--outer-lr", type=float, default=0.7)
-    ap.add_argument("--problem", type=problem_arg, default="mnist-cnn")
+    add_problem_options(ap)
     args = ap.parse_args()
     comm = pycomm.init()
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = args.problem.model()
     opt = algorithms.CommOptimizer(
         args.problem.optimizer(model),
@@ -50,7 +50,7 @@ def main() -> None:
         outer_momentum=0.9,
         nesterov=True,
     )
-    curve, clock = train(args.problem, model, opt, args.steps, args.eval_every, comm.rank, comm.size)
+    curve, clock = train(args.problem, model, opt, args.steps, args.eval_every, comm.rank, comm.size, args.seed)
     if comm.rank == 0:
         write(args.out, args.steps, curve, clock)
     comm.barrier()

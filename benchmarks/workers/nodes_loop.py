@@ -1,7 +1,7 @@
 """The training loop that benchmarks/nodes.py's own-loop workers share (torch DDP/FSDP2, torchft, pycomm's DiLoCo
 in the same bare loop) on one of benchmarks/nodes_problem.py's problems (cosine over the steps), each rank
-taking the samples apps.train's data order gives it (apps/data/sharding.py, seed 0): every case of the race
-sees the same batches. Every `eval_every` steps and at the last the clock
+taking the samples apps.train's data order gives it (apps/data/sharding.py, with apps.train's seed): every case
+of the race sees the same batches. Every `eval_every` steps and at the last the clock
 stops and the rank scores its own model on the eval split; the first rank writes {"curve": [[step, seconds, eval loss]], "train_s": seconds} and prints
 "done: STEPS steps in X.Xs" as apps.train does."""
 
@@ -35,6 +35,12 @@ def eval_loss(model: torch.nn.Module, data: object) -> float:
     return total / count
 
 
+def add_problem_options(ap: argparse.ArgumentParser) -> None:
+    """Every worker's --problem and --seed (apps.train's train.seed: the model's initialisation, the data order)."""
+    ap.add_argument("--problem", type=problem_arg, default="mnist-cnn")
+    ap.add_argument("--seed", type=int, default=0)
+
+
 def problem_arg(value: str) -> Problem:
     """A worker's --problem option."""
     if value not in PROBLEMS:
@@ -50,13 +56,14 @@ def train(
     eval_every: int,
     rank: int,
     world: int,
+    seed: int,
     before_eval: Callable[[], None] = lambda: None,
 ) -> tuple[Curve, float]:
-    """`steps` steps of `problem` with `opt` (an inner optimizer a wrapper hooks, or a CommOptimizer) on rank `rank` of `world`:
+    """`steps` steps of `problem` in `seed`'s data order with `opt` (an inner optimizer a wrapper hooks, or a CommOptimizer) on rank `rank` of `world`:
     (curve, training seconds). `before_eval`: run before each evaluation, the clock stopped (e.g. a barrier)."""
     sched = CosineWithWarmup(opt, steps)
     splits = problem.splits()
-    plan = ShardPlan(len(splits.train), rank, world, BATCH, seed=0)
+    plan = ShardPlan(len(splits.train), rank, world, BATCH, seed=seed)
     batches = (b for epoch in itertools.count() for b in plan.batches(epoch, 0))
     curve, clock = [], 0.0
     for step in range(1, steps + 1):

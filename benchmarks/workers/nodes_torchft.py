@@ -3,7 +3,7 @@ DiLoCo (the problem's 3 fragments, every SYNC steps, one step of delay, mixing 0
 Nesterov; fp32: torchft quantizes with Triton kernels, on CUDA only) or LocalSGD (averaging every SYNC steps).
 Each node is one replica group (a torchrun --standalone per node); node 0's first rank runs the Lighthouse.
 Scoring and output as nodes_ddp.py.
-Usage: nodes_torchft STEPS EVAL_EVERY OUT {diloco,localsgd} SYNC [--nodes N] [--problem NAME]"""
+Usage: nodes_torchft STEPS EVAL_EVERY OUT {diloco,localsgd} SYNC [--nodes N] [--problem NAME] [--seed K]"""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.workers.nodes_loop import problem_arg, train, write
+from benchmarks.workers.nodes_loop import add_problem_options, train, write
 
 LIGHTHOUSE_PORT = 29510
 LIGHTHOUSE_HOST = "node0"
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("method", choices=["diloco", "localsgd"])
     ap.add_argument("sync", type=int)
     ap.add_argument("--nodes", type=int, default=2)
-    ap.add_argument("--problem", type=problem_arg, default="mnist-cnn")
+    add_problem_options(ap)
     args = ap.parse_args()
     from torchft import Manager, ProcessGroupGloo
     from torchft.coordination import LighthouseServer
@@ -43,7 +43,7 @@ def main() -> None:
         if node == 0 and rank == 0
         else None
     )
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = args.problem.model()
     opt = args.problem.optimizer(model)
     manager = Manager(
@@ -71,7 +71,7 @@ def main() -> None:
     world_rank = node * int(os.environ["WORLD_SIZE"]) + rank
     world = args.nodes * int(os.environ["WORLD_SIZE"])
     with wrapper:
-        curve, clock = train(args.problem, model, opt, args.steps, args.eval_every, world_rank, world)
+        curve, clock = train(args.problem, model, opt, args.steps, args.eval_every, world_rank, world, args.seed)
     if node == 0 and rank == 0:
         write(args.out, args.steps, curve, clock)
     manager.shutdown(wait=False)

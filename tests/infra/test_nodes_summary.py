@@ -38,30 +38,36 @@ def test_time_to_target_and_ratios_against_ddp():
 def test_quantized_mbsgd_is_judged_against_its_ceiling_and_diloco_against_torchft():
     rows = [
         {
-            "rate": "1gbit",
+            "rate": rate,
             "case": c,
             "samples_per_s": s,
             "final_loss": loss,
+            "final_loss_max": worst,
             "bytes_across": b,
             "to_target_vs_ddp": None,
         }
-        for c, s, loss, b in [
-            ("mbsgd+int8", 850.0, 0.1, 1.0),
-            ("mbsgd-nocomm", 1000.0, 0.1, 0.0),
-            ("diloco-torchft-settings", 900.0, 0.101, 90.0),
-            ("torchft-diloco", 800.0, 0.1, 100.0),
-            ("diloco-bare", 1200.0, 0.099, 80.0),  # the like-for-like case: the same bare loop as torchft's
+        for rate, c, s, loss, worst, b in [
+            ("1gbit", "mbsgd+int8", 850.0, 0.1, 0.1, 1.0),
+            ("1gbit", "mbsgd-nocomm", 1000.0, 0.1, 0.1, 0.0),
+            # 5% behind torchft's median, but no worse than its worst seed: the same loss within seed noise
+            ("1gbit", "diloco-torchft-settings", 900.0, 0.105, 0.12, 90.0),
+            ("1gbit", "torchft-diloco", 800.0, 0.1, 0.11, 100.0),
+            ("1gbit", "diloco-bare", 1200.0, 0.099, 0.1, 80.0),  # the like-for-like case: torchft's bare loop
+            # one seed each: no spread to hide in, 5% behind is not the same loss
+            ("100mbit", "diloco-bare", 1200.0, 0.105, 0.105, 80.0),
+            ("100mbit", "torchft-diloco", 800.0, 0.1, 0.1, 100.0),
         ]
     ]
     got = {g["goal"]: (round(g["ratio"], 3), g["met"]) for g in nodes.goals(rows)}
     assert got["1gbit: mbsgd+int8 samples/s vs its ceiling (no communication)"] == (0.85, False)
     ours = "1gbit: pycomm DiLoCo (diloco-torchft-settings) with torchft's settings"
-    assert got[f"{ours}, final loss vs torchft's"] == (1.01, True)
+    assert got[f"{ours}, final loss vs torchft's"] == (1.05, True)
     assert got[f"{ours}, bytes across vs torchft's"] == (0.9, True)
     assert got[f"{ours}, samples/s vs torchft's"] == (1.125, True)
     bare = "1gbit: pycomm DiLoCo (diloco-bare) with torchft's settings"
     assert got[f"{bare}, final loss vs torchft's"] == (0.99, True)
     assert got[f"{bare}, samples/s vs torchft's"] == (1.5, True)
+    assert got["100mbit: pycomm DiLoCo (diloco-bare) with torchft's settings, final loss vs torchft's"] == (1.05, False)
     assert not any("diloco-apps" in g for g in got)  # a case not run is not judged
 
 
