@@ -25,7 +25,7 @@ class Problem:
     name: str
     title: str  # for tables and plots
     apps_options: tuple[str, ...]  # apps.train's arguments (besides the run's length and the method)
-    model: Callable[[], torch.nn.Module]  # built after torch.manual_seed(0) on every rank
+    model: Callable[[], torch.nn.Module]  # built after torch.manual_seed(seed) on every rank, as apps.train does
     splits: Callable[[], Any]  # apps.data's Splits: .train and .eval, each with len() and .batch(indices)
     optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer]  # the inner optimizer of the peers' loop
     # torchft's DiLoCo fragments: three parts of the model whose parameters cover it, synced in this order

@@ -59,8 +59,8 @@ def train(
     seed: int,
     before_eval: Callable[[], None] = lambda: None,
 ) -> tuple[Curve, float]:
-    """`steps` steps of `problem` in `seed`'s data order with `opt` (an inner optimizer a wrapper hooks, or a CommOptimizer) on rank `rank` of `world`:
-    (curve, training seconds). `before_eval`: run before each evaluation, the clock stopped (e.g. a barrier)."""
+    """`steps` steps of `problem` in `seed`'s data order with `opt` (an inner optimizer a wrapper hooks, or a
+    CommOptimizer) on rank `rank` of `world`: (curve, training seconds). `before_eval`: run before each evaluation, the clock stopped (e.g. a barrier)."""
     sched = CosineWithWarmup(opt, steps)
     splits = problem.splits()
     plan = ShardPlan(len(splits.train), rank, world, BATCH, seed=seed)
