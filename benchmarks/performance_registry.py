@@ -166,20 +166,20 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the MNIST CNN of apps.train on 2 nodes x 1 rank of the emulated cluster at 100 Mbit/s, 1 Gbit/s "
         "and 10 Gbit/s: training seconds to DDP's final eval loss (within 1%), samples/s, bytes across the "
         "nodes, final loss of mbsgd (fp32, int8, and its no-communication ceiling), HSDP plsgd / streaming "
-        "DiLoCo int4, and DiLoCo with torchft's settings; every case on the same samples in the same order; "
-        "one seed per link, quiet machine (2026-11-29, load 2-3)",
+        "DiLoCo int4, and DiLoCo with torchft's settings; each seed (the model's initialisation and the data "
+        "order) alike for every case; medians of 3 seeds, quiet machine (2026-11-29, load 2-3)",
         "torch DDP and FSDP2 as HSDP on a 2-D DeviceMesh (gloo, torchrun per node); torchft DiLoCo",
-        "python -m benchmarks.nodes --rates 100mbit 1gbit 10gbit --cases ddp mbsgd mbsgd+int8 mbsgd-nocomm "
-        "hsdp+plsgd hsdp+diloco torchft-diloco diloco-torchft-settings fsdp2-hsdp",
+        "python -m benchmarks.nodes --seeds 3 --rates 100mbit 1gbit 10gbit --cases ddp mbsgd mbsgd+int8 "
+        "mbsgd-nocomm hsdp+plsgd hsdp+diloco torchft-diloco diloco-torchft-settings fsdp2-hsdp",
     ),
     "nodes_diloco": Benchmark(
         "pycomm's DiLoCo against torchft's with torchft's settings (3 fragments, H = 24, one step of delay, "
         "mixing 0.5, outer SGD 0.7 / Nesterov 0.9, fp32), MNIST CNN, 2 nodes x 1 rank at 100 Mbit/s: "
         "through apps.train under HSDP zero2, through apps.train alone (preemption agreed once per period), "
-        "and in torchft's own bare loop with its fragments (the like-for-like one); 2 seeds, busy machine; "
-        "measured before the peers' loop took apps.train's data order (it walked strided shards)",
+        "and in torchft's own bare loop with its fragments (the like-for-like one); medians of 3 seeds (the "
+        "loss's spread in final_loss_min / max), quiet machine (2026-11-29)",
         "torchft DiLoCo (gloo, a replica group per node); torch DDP for the target",
-        "python -m benchmarks.nodes --rates 100mbit --seeds 2 --name nodes_diloco --cases ddp torchft-diloco "
+        "python -m benchmarks.nodes --rates 100mbit --seeds 3 --name nodes_diloco --cases ddp torchft-diloco "
         "diloco-torchft-settings diloco-apps diloco-bare",
     ),
     "nodes_gpt": Benchmark(
@@ -193,14 +193,22 @@ BENCHMARKS: dict[str, Benchmark] = {
         "--cases ddp fsdp2-hsdp torchft-diloco torchft-localsgd mbsgd mbsgd+int8 mbsgd+1bit mbsgd-nocomm zero3 "
         "hsdp-zero2 hsdp+plsgd hsdp+diloco diloco-bare qsr lsgd",
     ),
+    "nodes_gpt_seeds": Benchmark(
+        "the char GPT of nodes_gpt on 2 nodes x 2 ranks at 100 Mbit/s, 3 seeds (medians; the loss's spread "
+        "in final_loss_min / max): the synchronous methods that reach DDP's loss and the DiLoCo cases, "
+        "quiet machine (2026-11-29)",
+        "torch DDP and FSDP2 as HSDP (gloo, torchrun per node); torchft DiLoCo",
+        "python -m benchmarks.nodes --problem gpt-char --ranks-per-node 2 --seeds 3 --rates 100mbit "
+        "--name nodes_gpt_seeds --cases ddp fsdp2-hsdp torchft-diloco mbsgd+int8 hsdp-zero2 hsdp+diloco diloco-bare",
+    ),
     "nodes_more": Benchmark(
         "the rest of the nodes benchmark's methods at 100 Mbit/s, 1 Gbit/s and 10 Gbit/s, in runs of their own (its "
         "own DDP): zero3, qsr, lsgd, mbsgd and mbsgd + int8 on pycomm's gloo backend, mbsgd + "
-        "1-bit, HSDP zero2 (dp_shard 1 at 1 rank per node); torchft LocalSGD (H = 8); busy machine, "
-        "measured before the peers' loop took apps.train's data order (it walked strided shards)",
+        "1-bit, HSDP zero2 (dp_shard 1 at 1 rank per node); torchft LocalSGD (H = 8); medians of 3 seeds, "
+        "quiet machine (2026-11-29)",
         "torch DDP (gloo, torchrun per node); torchft LocalSGD",
-        "python -m benchmarks.nodes --rates 100mbit --name nodes_more --cases ddp zero3 qsr lsgd "
-        "mbsgd-gloo mbsgd+int8-gloo torchft-localsgd mbsgd+1bit hsdp-zero2; the same with --rates 1gbit 10gbit --merge",
+        "python -m benchmarks.nodes --seeds 3 --rates 100mbit 1gbit 10gbit --name nodes_more --cases ddp zero3 qsr "
+        "lsgd mbsgd-gloo mbsgd+int8-gloo torchft-localsgd mbsgd+1bit hsdp-zero2",
     ),
     "overlap": Benchmark(
         "share of backward's compute time with a gradient reduction in flight, char GPT on 2 ranks "
