@@ -1,7 +1,8 @@
 """The methods benchmarks/nodes.py races on the emulated cluster, and how one run of each is launched and read
 back: every case trains the same problem (benchmarks/nodes_problem.py's; apps.train's embedded default unless
-told otherwise) and is scored on the same eval split at the same steps. Its curve is [(step, seconds, eval loss)] where seconds is the training clock with the evaluations
-taken out (they cost every case the same and are no part of the method)."""
+told otherwise) and is scored on the same eval split at the same steps. Its curve is [(step, seconds, eval
+loss)] where seconds is the training clock with the evaluations taken out (they cost every case the same and
+are no part of the method)."""
 
 from __future__ import annotations
 
@@ -199,8 +200,9 @@ def train_samples(problem: Problem) -> int:
 def run_case(
     cluster: Cluster, problem: Problem, case: Case, steps: int, seed: int, out_dir: Path, timeout: float
 ) -> dict:
-    """One run of `case` on `problem` with `seed` (the model's initialisation and the data order): its curve, training seconds, launch wall seconds and the bytes that crossed node 1's
-    link (in + out, the run's whole traffic between the nodes)."""
+    """One run of `case` on `problem` with `seed` (the model's initialisation and the data order): its curve,
+    training seconds, launch wall seconds and the bytes that crossed node 1's link (in + out, the run's whole
+    traffic between the nodes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     before, start = cluster.link_bytes(1), time.perf_counter()
     evals = out_dir / f"{case.name}.json"

@@ -1,9 +1,9 @@
 """The training loop that benchmarks/nodes.py's own-loop workers share (torch DDP/FSDP2, torchft, pycomm's DiLoCo
 in the same bare loop) on one of benchmarks/nodes_problem.py's problems (cosine over the steps), each rank
 taking the samples apps.train's data order gives it (apps/data/sharding.py, with apps.train's seed): every case
-of the race sees the same batches. Every `eval_every` steps and at the last the clock
-stops and the rank scores its own model on the eval split; the first rank writes {"curve": [[step, seconds, eval loss]], "train_s": seconds} and prints
-"done: STEPS steps in X.Xs" as apps.train does."""
+of the race sees the same batches. Every `eval_every` steps and at the last the clock stops and the rank
+scores its own model on the eval split; the first rank writes {"curve": [[step, seconds, eval loss]],
+"train_s": seconds} and prints "done: STEPS steps in X.Xs" as apps.train does."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def train(
     before_eval: Callable[[], None] = lambda: None,
 ) -> tuple[Curve, float]:
     """`steps` steps of `problem` in `seed`'s data order with `opt` (an inner optimizer a wrapper hooks, or a
-    CommOptimizer) on rank `rank` of `world`: (curve, training seconds). `before_eval`: run before each evaluation, the clock stopped (e.g. a barrier)."""
+    CommOptimizer) on rank `rank` of `world`: (curve, training seconds). `before_eval`: run before each
+    evaluation, the clock stopped (e.g. a barrier)."""
     sched = CosineWithWarmup(opt, steps)
     splits = problem.splits()
     plan = ShardPlan(len(splits.train), rank, world, BATCH, seed=seed)
