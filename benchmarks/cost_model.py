@@ -34,7 +34,7 @@ from benchmarks.nodes_cases import CASES
 CODEC_RATIO: dict[str, float] = {"int8": (256 + 4) / 1024, "int4": (128 + 4) / 1024, "onebit": (32 + 4) / 1024}
 CASE_CODEC: dict[str, str] = {"mbsgd+int8": "int8", "mbsgd+1bit": "onebit", "hsdp+diloco": "int4"}
 # the relative error of a step time the fit may leave on the committed runs (median, worst): runs on a quiet
-# machine (2026-11-29, load 2-3) gave 10% and 39%; on a loaded one (load 15-20) a run's step time moves by 2x
+# machine (2026-11-29, load 2-3, medians of 3 seeds) gave 10% and 42%; on a loaded one (load 15-20) a run's step time moves by 2x
 # and the fit left 30% and 77%, so results measured that way should not be committed for the fit
 MEDIAN_TOLERANCE, WORST_TOLERANCE = 0.2, 0.5
 INDEPENDENT = ("mbsgd-nocomm",)  # no communication: a point of compute alone
@@ -181,7 +181,10 @@ def predict(system: System, gpus: int, measured: Point, flops_per_sample: float,
     compute = flops_per_sample * measured.batch / system.flops_per_s
     speedup = fitted.compute_s_per_sample * system.flops_per_s / flops_per_sample if fitted.compute_s_per_sample else 1
     comm_bytes = measured.bytes_per_step * share
-    comm = system.latency_s * measured.ops * hops(nodes) + comm_bytes / system.node_bytes_per_s
+    comm = (
+        system.latency_s * (measured.ops + measured.agreements_per_step) * hops(nodes)
+        + comm_bytes / system.node_bytes_per_s
+    )
     codec = fitted.codec_s_per_element * measured.coded_elements() / max(speedup, 1.0)
     return {
         "gpus": gpus,
@@ -291,6 +294,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--figure", type=Path, default=FIGURE)
     args = ap.parse_args(argv)
     doc = json.loads(args.results.read_text())
+    if doc.get("model", "mnist-cnn") != "mnist-cnn":  # the model's bytes and FLOPs below are the CNN's
+        ap.error(f"{args.results} is a run of {doc['model']}; the cost model is fitted to the MNIST CNN's runs")
     model_bytes = sum(p.numel() * 4 for p in SmallCNN().parameters())
     points = points_from_results(doc, model_bytes)
     fitted = fit(points)

@@ -185,21 +185,21 @@ BENCHMARKS: dict[str, Benchmark] = {
     "nodes_gpt": Benchmark(
         "a small character GPT (2 layers, 128 wide, context 64, AdamW; benchmarks/nodes_problem.py) on 2 nodes "
         "x 2 ranks of the emulated cluster at 100 Mbit/s: training seconds to DDP's final eval loss (within 1%), "
-        "samples/s, bytes across the nodes and final loss of every pycomm method, against DDP, FSDP2 as HSDP "
-        "and torchft's DiLoCo and LocalSGD with the same model, samples and inner optimizer; one seed, quiet "
-        "machine (2026-11-29; the peers re-run after their loop took apps.train's data order)",
-        "torch DDP and FSDP2 as HSDP on a 2-D DeviceMesh (gloo, torchrun per node); torchft DiLoCo / LocalSGD",
+        "samples/s, bytes across the nodes and final loss of every pycomm method, against DDP and FSDP2 as "
+        "HSDP with the same model, samples and optimizer; one seed, quiet machine (2026-11-29; the peers re-run "
+        "after their loop took apps.train's data order). torchft's cases need one rank per node",
+        "torch DDP and FSDP2 as HSDP on a 2-D DeviceMesh (gloo, torchrun per node)",
         "python -m benchmarks.nodes --problem gpt-char --ranks-per-node 2 --rates 100mbit --name nodes_gpt "
-        "--cases ddp fsdp2-hsdp torchft-diloco torchft-localsgd mbsgd mbsgd+int8 mbsgd+1bit mbsgd-nocomm zero3 "
-        "hsdp-zero2 hsdp+plsgd hsdp+diloco diloco-bare qsr lsgd",
+        "--cases ddp fsdp2-hsdp mbsgd mbsgd+int8 mbsgd+1bit mbsgd-nocomm zero3 hsdp-zero2 hsdp+plsgd hsdp+diloco "
+        "diloco-bare qsr lsgd",
     ),
     "nodes_gpt_seeds": Benchmark(
         "the char GPT of nodes_gpt on 2 nodes x 2 ranks at 100 Mbit/s, 3 seeds (medians; the loss's spread "
-        "in final_loss_min / max): the synchronous methods that reach DDP's loss and the DiLoCo cases, "
+        "in final_loss_min / max): the hierarchical and quantized synchronous methods and the DiLoCo cases, "
         "quiet machine (2026-11-29)",
-        "torch DDP and FSDP2 as HSDP (gloo, torchrun per node); torchft DiLoCo",
+        "torch DDP and FSDP2 as HSDP (gloo, torchrun per node)",
         "python -m benchmarks.nodes --problem gpt-char --ranks-per-node 2 --seeds 3 --rates 100mbit "
-        "--name nodes_gpt_seeds --cases ddp fsdp2-hsdp torchft-diloco mbsgd+int8 hsdp-zero2 hsdp+diloco diloco-bare",
+        "--name nodes_gpt_seeds --cases ddp fsdp2-hsdp mbsgd+int8 hsdp-zero2 hsdp+diloco diloco-bare",
     ),
     "nodes_more": Benchmark(
         "the rest of the nodes benchmark's methods at 100 Mbit/s, 1 Gbit/s and 10 Gbit/s, in runs of their own (its "

@@ -1,7 +1,7 @@
 """The training loop that benchmarks/nodes.py's own-loop workers share (torch DDP/FSDP2, torchft, pycomm's DiLoCo
 in the same bare loop) on one of benchmarks/nodes_problem.py's problems (cosine over the steps), each rank
 taking the samples apps.train's data order gives it (apps/data/sharding.py, with apps.train's seed): every case
-of the race sees the same batches. Every `eval_every` steps and at the last the clock stops and the rank
+that trains across the ranks sees the same batches. Every `eval_every` steps and at the last the clock stops and the rank
 scores its own model on the eval split; the first rank writes {"curve": [[step, seconds, eval loss]],
 "train_s": seconds} and prints "done: STEPS steps in X.Xs" as apps.train does."""
 

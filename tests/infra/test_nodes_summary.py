@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import nodes
-from benchmarks.nodes_cases import apps_curve
+from benchmarks.nodes_cases import CASES, apps_curve
 
 
 def run(curve: list[tuple[int, float, float]], nbytes: float = 1e6) -> dict:
@@ -33,6 +33,31 @@ def test_time_to_target_and_ratios_against_ddp():
     [best] = nodes.goals(list(rows.values()))
     assert best["goal"].startswith("100mbit: best pycomm method (hsdp+plsgd)"), best
     assert best["ratio"] == pytest.approx(0.2) and best["met"] is True
+
+
+def test_over_seeds_a_seed_that_never_reached_the_target_counts_as_never():
+    """Medians over 3 seeds: reaching DDP's loss in 2 of them gives the slower of the two; in 1 of 3, none; the
+    loss keeps its spread."""
+    ddp = [run([(10, 1.0, 0.9), (20, 2.0, 0.50)]) for _ in range(3)]
+    fast, never = run([(10, 0.2, 0.5), (20, 0.4, 0.5)]), run([(10, 0.2, 0.9), (20, 0.4, 0.8)])
+    runs = {"ddp": ddp, "qsr": [fast, run([(10, 0.3, 0.5), (20, 0.6, 0.5)]), never], "lsgd": [fast, never, never]}
+    rows = {r["case"]: r for r in nodes.summarise("100mbit", runs, samples_per_step=64)}
+    assert rows["qsr"]["reached"] == "2/3" and rows["qsr"]["to_target_vs_ddp"] == pytest.approx(0.15)
+    assert rows["lsgd"]["reached"] == "1/3" and rows["lsgd"]["to_target_vs_ddp"] is None
+    assert (rows["lsgd"]["final_loss_min"], rows["lsgd"]["final_loss"], rows["lsgd"]["final_loss_max"]) == (0.5, 0.8, 0.8)
+
+
+def test_torchft_cases_are_refused_where_a_node_has_several_ranks():
+    """torchft syncs rank k of each replica group with rank k of the others only; the worker wraps nothing
+    inside a node, so with 2 ranks per node it would train two separate models."""
+    with pytest.raises(SystemExit):
+        nodes.main(["--ranks-per-node", "2", "--cases", "ddp", "torchft-diloco", "--from-log", "/nonexistent"])
+
+
+def test_apps_train_cases_pay_the_preemption_agreement_and_the_peers_do_not():
+    assert CASES["mbsgd"].agreements_per_step == 1.0 and CASES["diloco-apps"].agreements_per_step == 1 / 24
+    assert CASES["ddp"].agreements_per_step == CASES["diloco-bare"].agreements_per_step == 0.0
+    assert CASES["mbsgd-nocomm"].agreements_per_step == CASES["torchft-diloco"].agreements_per_step == 0.0
 
 
 def test_quantized_mbsgd_is_judged_against_its_ceiling_and_diloco_against_torchft():
