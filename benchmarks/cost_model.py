@@ -34,8 +34,8 @@ from benchmarks.nodes_cases import CASES
 CODEC_RATIO: dict[str, float] = {"int8": (256 + 4) / 1024, "int4": (128 + 4) / 1024, "onebit": (32 + 4) / 1024}
 CASE_CODEC: dict[str, str] = {"mbsgd+int8": "int8", "mbsgd+1bit": "onebit", "hsdp+diloco": "int4"}
 # the relative error of a step time the fit may leave on the committed runs (median, worst): runs on a quiet
-# machine (2026-11-29, load 2-3, medians of 3 seeds) gave 10% and 42%; on a loaded one (load 15-20) a run's step time moves by 2x
-# and the fit left 30% and 77%, so results measured that way should not be committed for the fit
+# machine (2026-11-29, load 2-3, medians of 3 seeds) gave 10% and 42%; on a loaded one (load 15-20) a run's step
+# time moves by 2x and the fit left 30% and 77%, so results measured that way should not be committed for the fit
 MEDIAN_TOLERANCE, WORST_TOLERANCE = 0.2, 0.5
 INDEPENDENT = ("mbsgd-nocomm",)  # no communication: a point of compute alone
 

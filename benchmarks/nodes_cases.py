@@ -20,6 +20,8 @@ from benchmarks.cluster import Cluster
 from benchmarks.nodes_problem import BATCH, Problem
 from benchmarks.run_ranks import ROOT
 
+# torchft's DiLoCo settings, which pycomm's DiLoCo cases take: 3 fragments every 24 steps, one step of delay
+TORCHFT_DILOCO = "inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5"
 EVAL_EVERY = 25  # steps between evaluations, every case
 DONE = re.compile(r"done: (\d+) steps in ([\d.]+)s")
 Curve = list[tuple[int, float, float]]
@@ -82,7 +84,7 @@ CASES: dict[str, Case] = {
             "hsdp+diloco",
             False,
             lambda c: [
-                *_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5, codec: int4}"),
+                *_algo("diloco", f"{{{TORCHFT_DILOCO}, codec: int4}}"),
                 *_hsdp(c, "zero2"),
             ],
         ),
@@ -90,7 +92,7 @@ CASES: dict[str, Case] = {
             "diloco-torchft-settings",
             False,
             lambda c: [
-                *_algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+                *_algo("diloco", f"{{{TORCHFT_DILOCO}}}"),
                 *_hsdp(c, "zero2"),
             ],
         ),
@@ -101,7 +103,7 @@ CASES: dict[str, Case] = {
         Case(
             "diloco-apps",
             False,
-            lambda c: _algo("diloco", "{inner_steps: 24, fragments: 3, sync_delay: 1, mixing: 0.5}"),
+            lambda c: _algo("diloco", f"{{{TORCHFT_DILOCO}}}"),
             preempt_check_every=24,
         ),
         Case("diloco-bare", False, lambda c: ["24"], bare=True),

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from benchmarks.workers.nodes_loop import add_problem_options, train, write
+from benchmarks.workers.nodes_loop import add_problem_options, initial_model, train, write
 
 
 def wrap(model: torch.nn.Module, fsdp2: bool) -> torch.nn.Module:
@@ -39,8 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(args.seed)
-    model = wrap(args.problem.model(), args.fsdp2)
+    model = wrap(initial_model(args), args.fsdp2)
     dist.barrier()
     # the step is over on every rank before the evaluation
     curve, clock = train(

@@ -15,7 +15,7 @@ import torch
 import algorithms
 import pycomm
 from benchmarks.nodes_problem import Problem
-from benchmarks.workers.nodes_loop import add_problem_options, train, write
+from benchmarks.workers.nodes_loop import add_problem_options, initial_model, train, write
 
 
 def torchft_fragments(problem: Problem, model: torch.nn.Module) -> torch.nn.Module:
@@ -36,8 +36,7 @@ def main() -> None:
     add_problem_options(ap)
     args = ap.parse_args()
     comm = pycomm.init()
-    torch.manual_seed(args.seed)
-    model = args.problem.model()
+    model = initial_model(args)
     opt = algorithms.CommOptimizer(
         args.problem.optimizer(model),
         algorithm="diloco",

@@ -41,6 +41,12 @@ def add_problem_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seed", type=int, default=0)
 
 
+def initial_model(args: argparse.Namespace) -> torch.nn.Module:
+    """The problem's model as apps.train builds it: torch.manual_seed(train.seed), then the model, on every rank."""
+    torch.manual_seed(args.seed)
+    return args.problem.model()
+
+
 def problem_arg(value: str) -> Problem:
     """A worker's --problem option."""
     if value not in PROBLEMS:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.workers.nodes_loop import add_problem_options, train, write
+from benchmarks.workers.nodes_loop import add_problem_options, initial_model, train, write
 
 LIGHTHOUSE_PORT = 29510
 LIGHTHOUSE_HOST = "node0"
@@ -43,8 +43,7 @@ def main() -> None:
         if node == 0 and rank == 0
         else None
     )
-    torch.manual_seed(args.seed)
-    model = args.problem.model()
+    model = initial_model(args)
     opt = args.problem.optimizer(model)
     manager = Manager(
         pg=ProcessGroupGloo(timeout=timedelta(seconds=120)),
