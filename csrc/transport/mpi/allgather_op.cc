@@ -11,9 +11,8 @@ P2pAllgatherOp::P2pAllgatherOp(OpInfo info, std::shared_ptr<CommHandles> comm, B
   const int64_t block = block_bytes();
   this->info.algorithm = fused() ? kInOpMatching : allgather_algorithm(comm_->size);
   if (!fused() || block == 0) return;
-  gathered_.assign(static_cast<size_t>(block * comm_->size), 0);
-  std::memcpy(gathered_.data() + block * comm_->rank, in_.ptr, static_cast<size_t>(block));
-  matching_.fuse(gathered_.data(), block * comm_->size, MPI_BYTE, MPI_BOR, block * comm_->size);
+  matching_.fuse_blocks(SignatureExchange::Blocks::kGather, in_.ptr, out_.ptr, comm_->size, block, block, MPI_BYTE,
+                        MPI_OP_NULL);
 }
 
 void P2pAllgatherOp::start() {
@@ -38,10 +37,6 @@ void P2pAllgatherOp::start() {
   // Later steps, which send the own block from the output, start only once the first one finished
   // (the next poll), after this copy.
   std::memmove(own, in_.ptr, static_cast<size_t>(block));
-}
-
-void P2pAllgatherOp::finish() {
-  if (!gathered_.empty()) std::memcpy(out_.ptr, gathered_.data(), gathered_.size());
 }
 
 }  // namespace pycomm::mpi

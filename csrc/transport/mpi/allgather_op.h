@@ -1,6 +1,6 @@
 // pycomm's own all-gather of host buffers on MPI point-to-point messages (p2p_collective_op.h): up to
-// the fused size the blocks travel with op matching (an all-reduce with bitwise OR of the output,
-// zeros but for each rank's own block); larger ones copy the input into place and run
+// the fused size the blocks travel with op matching (SignatureExchange::fuse_blocks: each message the
+// blocks its sender knows, on a power-of-two communicator); larger ones copy the input into place and run
 // allgather_schedules.h's steps on the output.
 // GPU buffers keep MpiOp (MPI_Allgather, or staged through pinned host memory).
 #pragma once
@@ -18,11 +18,9 @@ class P2pAllgatherOp : public P2pCollectiveOp {
   void start() override;
 
  private:
-  void finish() override;
   int64_t block_bytes() const { return in_.count * static_cast<int64_t>(dtype_size(in_.dtype)); }
 
   Buffer out_, in_;
-  std::vector<char> gathered_;  // fused: the output, filled in by op matching
 };
 
 }  // namespace pycomm::mpi

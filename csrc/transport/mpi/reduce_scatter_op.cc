@@ -18,8 +18,8 @@ P2pReduceScatterOp::P2pReduceScatterOp(OpInfo info, std::shared_ptr<CommHandles>
   const int64_t bytes = block_bytes() * comm_->size;
   this->info.algorithm = fused() ? kInOpMatching : reduce_scatter_algorithm(comm_->size);
   if (!fused() || bytes == 0) return;
-  reduced_.assign(static_cast<const char*>(in_.ptr), static_cast<const char*>(in_.ptr) + bytes);
-  matching_.fuse(reduced_.data(), in_.count, type_, op_, bytes);
+  matching_.fuse_blocks(SignatureExchange::Blocks::kScatter, in_.ptr, out_.ptr, comm_->size, out_.count, block_bytes(),
+                        type_, op_);
 }
 
 void P2pReduceScatterOp::start() {
@@ -33,10 +33,7 @@ void P2pReduceScatterOp::start() {
 void P2pReduceScatterOp::finish() {
   const size_t block = static_cast<size_t>(block_bytes());
   if (block == 0) return;
-  if (!reduced_.empty())
-    std::memcpy(out_.ptr, reduced_.data() + block * static_cast<size_t>(comm_->rank), block);
-  else if (comm_->size == 1)
-    std::memcpy(out_.ptr, in_.ptr, block);
+  if (!fused() && comm_->size == 1) std::memcpy(out_.ptr, in_.ptr, block);  // fused: op matching wrote it
   if (avg_scale_ != 0) scale_host(out_.ptr, out_.count, out_.dtype, avg_scale_);
 }
 

@@ -1,8 +1,8 @@
 // pycomm's own reduce-scatter of host buffers on MPI point-to-point messages (p2p_collective_op.h):
-// up to the fused size the whole input is all-reduced in op matching (on a copy) and this rank's
-// block copied out; larger ones run reduce_scatter_schedules.h's steps from the input, through a
-// work buffer, into the output. The input is never written.
-// GPU buffers keep MpiOp (MPI_Reduce_scatter_block, or staged through pinned host memory).
+// up to the fused size the input is reduced in op matching (on a copy; SignatureExchange::fuse_blocks:
+// recursive halving on a power-of-two communicator) and this rank's block copied out; larger ones run
+// reduce_scatter_schedules.h's steps from the input, through a work buffer, into the output. The input is never
+// written. GPU buffers keep MpiOp (MPI_Reduce_scatter_block, or staged through pinned host memory).
 #pragma once
 
 #include <mpi.h>
@@ -29,7 +29,6 @@ class P2pReduceScatterOp : public P2pCollectiveOp {
   MPI_Datatype type_;
   MPI_Op op_;
   double avg_scale_;
-  std::vector<char> reduced_;  // fused: a copy of the input, all-reduced by op matching
 };
 
 }  // namespace pycomm::mpi

@@ -37,6 +37,19 @@ uint64_t fold(uint64_t digest, const int64_t* sig) {
   return digest + 1;
 }
 
+// The blocks of rank `who`'s set at the doubling step of `mask`, in order: an all-gather's known blocks
+// (who's aligned group of `mask`), a reduce-scatter's kept ones (those equal to who's below bit 2 * mask).
+// A step sends its own set (all-gather) or its peer's (reduce-scatter) and receives the other.
+template <typename Fn>
+void for_each_block(SignatureExchange::Blocks kind, int mask, int who, int size, Fn fn) {
+  if (kind == SignatureExchange::Blocks::kGather) {
+    const int lo = who & ~(mask - 1);
+    for (int b = lo; b < lo + mask; ++b) fn(b);
+    return;
+  }
+  for (int b = who & (2 * mask - 1); b < size; b += 2 * mask) fn(b);
+}
+
 std::string history_error(const std::string& label, int me, int other) {
   return "ranks disagree on an earlier broadcast on the " + label + ": rank " + std::to_string(me) + " and rank " +
          std::to_string(other) +
@@ -67,6 +80,70 @@ void SignatureExchange::fuse(void* buf, int64_t count, MPI_Datatype type, MPI_Op
   bytes_ = bytes;
 }
 
+void SignatureExchange::fuse_blocks(Blocks kind, const void* src, void* dst, int size, int64_t block_count,
+                                    int64_t block_bytes, MPI_Datatype type, MPI_Op op) {
+  if (kind == Blocks::kGather)
+    fuse(dst, size * block_bytes, MPI_BYTE, MPI_BOR, size * block_bytes);
+  else
+    fuse(dst, size * block_count, type, op, size * block_bytes);
+  blocks_ = kind;
+  src_ = src;
+  block_count_ = block_count;
+  block_bytes_ = block_bytes;
+}
+
+void SignatureExchange::fill_data(int rank, int size) {
+  char* data = reinterpret_cast<char*>(bufs_->out.data() + head_words(size));
+  if (blocks_ == Blocks::kWhole) {
+    std::memcpy(data, buf_, static_cast<size_t>(bytes_));
+  } else if (blocks_ == Blocks::kScatter) {
+    std::memcpy(data, src_, static_cast<size_t>(bytes_));
+  } else {  // zeros for the whole buffer's OR
+    std::memset(data, 0, static_cast<size_t>(bytes_));
+    std::memcpy(data + rank * block_bytes_, src_, static_cast<size_t>(block_bytes_));
+  }
+}
+
+void SignatureExchange::deliver(int rank, int size) const {
+  const char* data = reinterpret_cast<const char*>(bufs_->out.data() + head_words(size));
+  if (blocks_ == Blocks::kScatter)
+    std::memcpy(buf_, data + rank * block_bytes_, static_cast<size_t>(block_bytes_));
+  else
+    std::memcpy(buf_, data, static_cast<size_t>(bytes_));
+}
+
+int64_t SignatureExchange::phase_data_bytes(const Phase& ph, int size) const {
+  if (!sparse_) return bytes_;
+  return (blocks_ == Blocks::kGather ? ph.mask : size / (2 * ph.mask)) * block_bytes_;
+}
+
+void SignatureExchange::pack_blocks(const Phase& ph, int rank, int size) {
+  const int64_t head = head_words(size), data = phase_data_bytes(ph, size);
+  std::vector<int64_t>& msg = bufs_->packed;
+  msg.resize(static_cast<size_t>(head + words_for(data)));
+  std::memcpy(msg.data(), bufs_->out.data(), static_cast<size_t>(head * 8));
+  msg[0] = head * 8 + data;
+  const char* from = reinterpret_cast<const char*>(bufs_->out.data() + head);
+  char* to = reinterpret_cast<char*>(msg.data() + head);
+  for_each_block(blocks_, ph.mask, blocks_ == Blocks::kGather ? rank : ph.send_to, size, [&](int b) {
+    std::memcpy(to, from + b * block_bytes_, static_cast<size_t>(block_bytes_));
+    to += block_bytes_;
+  });
+}
+
+void SignatureExchange::unpack_blocks(const Phase& ph, const char* data, int rank, int size) {
+  char* acc = reinterpret_cast<char*>(bufs_->out.data() + head_words(size));
+  for_each_block(blocks_, ph.mask, blocks_ == Blocks::kGather ? ph.recv_from : rank, size, [&](int b) {
+    char* dst = acc + b * block_bytes_;
+    if (blocks_ == Blocks::kGather)
+      std::memcpy(dst, data, static_cast<size_t>(block_bytes_));
+    else
+      check(MPI_Reduce_local(data, dst, static_cast<int>(block_count_), type_, op_),
+            "reduce_scatter (MPI_Reduce_local)");
+    data += block_bytes_;
+  });
+}
+
 void SignatureExchange::plan(const CommHandles& comm) {
   const Pow2Fold f(comm.rank, comm.size);
   if (f.extra()) {
@@ -78,7 +155,7 @@ void SignatureExchange::plan(const CommHandles& comm) {
   int tag = kFirstStepTag;
   for (int mask = 1; mask < f.pof2; mask <<= 1, ++tag) {
     const int peer = f.real(f.vrank() ^ mask);
-    phases_.push_back({peer, peer, tag, false});
+    phases_.push_back({peer, peer, tag, false, mask});
   }
   if (f.absorbs()) phases_.push_back({comm.rank - 1, -1, kFoldOutTag, false});
 }
@@ -90,6 +167,11 @@ void SignatureExchange::start_phase(const CommHandles& comm) {
   recv_reqs_.clear();
   if (ph.send_to < 0) return;
   // Data goes along only while every signature seen so far matched: a rank that differs sends none.
+  if (clean_ && sparse_ && bytes_ > 0) {
+    pack_blocks(ph, comm.rank, comm.size);
+    send_pieces(reinterpret_cast<const char*>(bufs_->packed.data()), bufs_->packed[0], ph.send_to, ph.tag, comm);
+    return;
+  }
   const int64_t bytes = head_words(comm.size) * 8 + (clean_ ? bytes_ : 0);
   bufs_->out[0] = bytes;
   send_pieces(reinterpret_cast<const char*>(bufs_->out.data()), bytes, ph.send_to, ph.tag, comm);
@@ -131,14 +213,14 @@ bool SignatureExchange::phase_done(const CommHandles& comm) {
     }
     int n = 0;
     check(MPI_Get_count(&st, MPI_BYTE, &n), "op matching (MPI_Get_count)");
-    int64_t first[kPieceBytes / 8];
-    check(MPI_Mrecv(first, n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "op matching (MPI_Mrecv)");
-    if (st.MPI_TAG != ph.tag) root_runs_another_op(st.MPI_TAG, first, n, comm);
+    std::vector<int64_t>& in = bufs_->in;  // the first piece straight into the message's buffer
+    in.resize(static_cast<size_t>(std::max<int64_t>(words_for(n), kRootHeadWords)));
+    check(MPI_Mrecv(in.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "op matching (MPI_Mrecv)");
+    if (st.MPI_TAG != ph.tag) root_runs_another_op(st.MPI_TAG, in.data(), n, comm);
     probed_ = true;
-    in_bytes_ = n >= 8 && first[0] >= n ? first[0] : n;  // n < first[0] <= kPieceBytes: not from this exchange
-    bufs_->in.assign(static_cast<size_t>(words_for(in_bytes_)), 0);
-    std::memcpy(bufs_->in.data(), first, static_cast<size_t>(n));
-    char* p = reinterpret_cast<char*>(bufs_->in.data());
+    in_bytes_ = n >= 8 && in[0] >= n ? in[0] : n;  // n < in[0] <= kPieceBytes: not from this exchange
+    in.resize(static_cast<size_t>(words_for(in_bytes_)));
+    char* p = reinterpret_cast<char*>(in.data());
     for (int64_t off = n; off < in_bytes_; off += kPieceBytes) {
       recv_reqs_.emplace_back();
       check(MPI_Irecv(p + off, static_cast<int>(std::min(kPieceBytes, in_bytes_ - off)), MPI_BYTE, ph.recv_from, ph.tag,
@@ -153,7 +235,7 @@ bool SignatureExchange::phase_done(const CommHandles& comm) {
   return done && got;
 }
 
-void SignatureExchange::take_message(const Phase& ph, int64_t in_bytes, int size) {
+void SignatureExchange::take_message(const Phase& ph, int64_t in_bytes, int rank, int size) {
   const int64_t words = sig_words(size), head = head_words(size);
   int64_t* known = bufs_->out.data() + 1;  // after the length word
   const int64_t* theirs = bufs_->in.data() + 1;
@@ -178,16 +260,19 @@ void SignatureExchange::take_message(const Phase& ph, int64_t in_bytes, int size
   // An equal signature always comes with its data, and an op that carries none with none: a peer that
   // decided otherwise (another eager limit) is named by poll(). Nothing of its message is used (it is
   // ours, the caller's buffer untouched).
-  if (in_bytes != head * 8 + bytes_) {
+  const int64_t expected = phase_data_bytes(ph, size);
+  if (in_bytes != head * 8 + expected) {
     clean_ = false;
     bad_payload_ = "rank " + std::to_string(ph.recv_from) + " sent " + std::to_string(in_bytes - head * 8) +
-                   " bytes of data with the same op, expected " + std::to_string(bytes_);
+                   " bytes of data with the same op, expected " + std::to_string(expected);
     return;
   }
   if (bytes_ == 0) return;
   void* acc = known + head - 1;
   const void* data = theirs + head - 1;
-  if (ph.result)
+  if (sparse_)
+    unpack_blocks(ph, static_cast<const char*>(data), rank, size);
+  else if (ph.result)
     std::memcpy(acc, data, static_cast<size_t>(bytes_));
   else
     check(MPI_Reduce_local(data, acc, static_cast<int>(count_), type_, op_), "allreduce (MPI_Reduce_local)");
@@ -208,14 +293,15 @@ bool SignatureExchange::poll(const OpInfo& info, const CommHandles& comm) {
     std::memcpy(bufs_->out.data() + 1 + static_cast<int64_t>(comm.rank) * kSignatureLen, mine_.data(),
                 kSignatureLen * 8);
     bufs_->out[1 + words + comm.rank] = static_cast<int64_t>(digest_);
-    if (bytes_ > 0) std::memcpy(bufs_->out.data() + head, buf_, static_cast<size_t>(bytes_));
+    if (bytes_ > 0) fill_data(comm.rank, comm.size);
+    sparse_ = blocks_ != Blocks::kWhole && Pow2Fold(comm.rank, comm.size).power_of_two();  // the fold: whole
     plan(comm);
     if (!phases_.empty()) start_phase(comm);
   }
   while (phase_ < phases_.size()) {
     if (!phase_done(comm)) return false;
     const Phase& ph = phases_[phase_];
-    if (ph.recv_from >= 0) take_message(ph, in_bytes_, comm.size);
+    if (ph.recv_from >= 0) take_message(ph, in_bytes_, comm.rank, comm.size);
     if (++phase_ < phases_.size()) start_phase(comm);
   }
   finished_ = true;
@@ -231,7 +317,7 @@ bool SignatureExchange::poll(const OpInfo& info, const CommHandles& comm) {
                         "'s data: " + (bad_payload_.empty() ? std::string("a peer sent none") : bad_payload_) +
                         " (PYCOMM_EAGER_BYTES differs between ranks?). The caller's buffer is untouched; the "
                         "communicator is now broken.");
-  if (bytes_ > 0) std::memcpy(buf_, bufs_->out.data() + head_words(comm.size), static_cast<size_t>(bytes_));
+  if (bytes_ > 0) deliver(comm.rank, comm.size);
   return true;
 }
 

@@ -50,6 +50,17 @@ class SignatureExchange {
   // Carries an all-reduce of `buf` (`count` elements of `type`, `bytes` in all; count <= INT_MAX) with
   // `op` in the exchange. Before the first poll.
   void fuse(void* buf, int64_t count, MPI_Datatype type, MPI_Op op, int64_t bytes);
+  // Carries an all-gather or a reduce-scatter in the exchange, `size` blocks of `block_count` elements of
+  // `type` (`block_bytes` each): kGather gathers this rank's block `src` into `dst` (every block);
+  // kScatter reduces `src` (every block, read only) with `op` and writes this rank's block of the result
+  // to `dst`. `dst` is written only once all matched. On a power-of-two communicator each message carries
+  // only the blocks its receiver still needs, as MPI's own schedules (recursive doubling of the known
+  // blocks; recursive halving of the partial sums): size - 1 blocks per rank in all, not log2(size) whole
+  // buffers. Other sizes all-reduce the whole buffer (bitwise OR of the zero-padded blocks; the
+  // reduction). Before the first poll.
+  enum class Blocks { kWhole, kGather, kScatter };
+  void fuse_blocks(Blocks kind, const void* src, void* dst, int size, int64_t block_count, int64_t block_bytes,
+                   MPI_Datatype type, MPI_Op op);
   // True once every rank's signature is in and equal to this op's (and a fused all-reduce's result
   // is in its buffer); throws MismatchError when one differs, leaving the buffer untouched.
   bool poll(const OpInfo& info, const CommHandles& comm);
@@ -65,6 +76,7 @@ class SignatureExchange {
   struct Phase {
     int send_to = -1, recv_from = -1, tag = 0;
     bool result = false;  // the received data is the finished result (the fold's last message)
+    int mask = 0;         // a doubling step's: which of the blocks go (fuse_blocks)
   };
   struct Buffers {  // on the heap: leaked if the exchange is abandoned while MPI may still use them
     // The message: its length in bytes, every signature known (size * kSignatureLen), every rank's
@@ -72,12 +84,19 @@ class SignatureExchange {
     // the root's digest, the data. It travels in pieces of at most 4 KiB.
     std::vector<int64_t> out;
     std::vector<int64_t> in;       // one received message
+    std::vector<int64_t> packed;   // fuse_blocks: the head and the blocks one message carries
     std::vector<int64_t> refusal;  // to a one-way root: the reason, this rank's signature, the root's
   };
   void plan(const CommHandles& comm);
   void start_phase(const CommHandles& comm);
   bool phase_done(const CommHandles& comm);  // polls the current phase's requests
-  void take_message(const Phase& ph, int64_t in_bytes, int size);
+  void take_message(const Phase& ph, int64_t in_bytes, int rank, int size);
+  // fuse_blocks' messages: the blocks a doubling step sends, and those it receives (in message order).
+  void pack_blocks(const Phase& ph, int rank, int size);
+  void unpack_blocks(const Phase& ph, const char* data, int rank, int size);
+  int64_t phase_data_bytes(const Phase& ph, int size) const;  // a clean message's data
+  void fill_data(int rank, int size);                         // the fused op's data into the first message
+  void deliver(int rank, int size) const;                     // the result to the caller's buffer, all matched
   bool poll_one_way(const OpInfo& info, const CommHandles& comm);
   void take_root_message(const OpInfo& info, const CommHandles& comm);
   // Tells `root` why this rank refused its broadcast (reason: kRefused*; root_sig: its signature, or
@@ -110,6 +129,10 @@ class SignatureExchange {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
   MPI_Op op_ = MPI_OP_NULL;
   bool clean_ = true;
+  Blocks blocks_ = Blocks::kWhole;  // fuse_blocks' kind
+  bool sparse_ = false;             // its messages carry blocks (a power-of-two communicator)
+  const void* src_ = nullptr;       // fuse_blocks' source (buf_: its destination)
+  int64_t block_count_ = 0, block_bytes_ = 0;
   int root_ = -1;            // one_way()'s root
   int one_way_tag_ = 0;      // this op's one-way message tag
   uint64_t digest_ = 0;      // CommHandles::one_way_digest when posted
