@@ -96,6 +96,14 @@ BENCHMARKS: dict[str, Benchmark] = {
         "as composition, in the same run",
         "python -m benchmarks.composition --repeats 3 --steps 4 (results copied to composition_busy)",
     ),
+    "composition_pp2": Benchmark(
+        "the composition benchmark's pipeline layouts with more repeats: pp2 x mbsgd and pp2 x zero1-3 "
+        "against torch pipelining 1F1B x DDP, samples/s median, min and max of 5",
+        "torch.distributed.pipelining 1F1B x DDP (gloo)",
+        "python -m benchmarks.composition --repeats 5 --layouts pp2_mbsgd pp2_zero1 pp2_zero2 pp2_zero3 "
+        "torch_pp2_1f1b_ddp "
+        "--results-dir DIR (results copied to composition_pp2)",
+    ),
     "ddp_backend": Benchmark(
         "DDP and FSDP2 on the tiny MNIST CNN, 2 and 4 ranks, idle and beside a busy loop per core, on the "
         'torch.distributed backend "pycomm": samples/s',
@@ -268,6 +276,18 @@ BENCHMARKS: dict[str, Benchmark] = {
         "small_profile_before's splits on the build with one-way broadcast matching",
         "mpi4py on the same buffers, on 2 ranks and on COMM_SELF",
         "python -m benchmarks.small_profile --calls 60 --name small_profile_one_way",
+    ),
+    "small_profile_quiet_before": Benchmark(
+        "small_profile's splits on a quiet machine, on the build before op matching carried only the blocks "
+        "each rank still needs (it carried whole buffers)",
+        "mpi4py on the same buffers, on 2 ranks and on COMM_SELF",
+        "python -m benchmarks.small_profile --calls 1000 --name small_profile_quiet_before",
+    ),
+    "small_profile_quiet_blocks": Benchmark(
+        "small_profile_quiet_before's splits minutes later on the build whose op matching carries a small "
+        "all-gather's and reduce-scatter's blocks only",
+        "mpi4py on the same buffers, on 2 ranks and on COMM_SELF",
+        "python -m benchmarks.small_profile --calls 1000 --name small_profile_quiet_blocks",
     ),
     "trace_overhead": Benchmark(
         "a 4 KiB all-reduce on 2 ranks with tracing compiled in but off, and on",
