@@ -56,6 +56,15 @@ def test_collectives_against_numpy(ranks):
 
 
 @pytest.mark.mpi
+def test_fused_allgather_and_reduce_scatter_on_eight_ranks():
+    """8 ranks: three doubling steps of op matching, each carrying only the blocks its peer still needs
+    (the all-gather's known groups; the reduce-scatter's halving, strided two levels deep), every dtype and
+    op against numpy."""
+    proc = mpirun(8, "tests.comm.workers.p2p_collectives", "--fused-only", env={"PYCOMM_TIMEOUT": "120"}, timeout=300)
+    assert_every_rank_passed(proc.stdout, "p2p-collective/fused", 8, at_least=40)
+
+
+@pytest.mark.mpi
 def test_collectives_with_another_eager_limit():
     """PYCOMM_EAGER_BYTES=16384 on 3 ranks (the fold of recursive doubling in op matching): every dtype and op
     either side of that limit (the worker reads it), the data riding in op matching up to it, and the

@@ -28,9 +28,9 @@ class P2pCollectiveOp : public QueuedOp {
 
  protected:
   // Ops of at most CommHandles::eager_bytes (PYCOMM_EAGER_BYTES, the same on every rank) carry their data
-  // in op matching (every rank decides alike: the size is part of the matched signature); it lands in a
-  // buffer of the op's own and reaches the caller's only once every signature and size agreed. The
-  // subclass calls matching_.fuse() then.
+  // in op matching (every rank decides alike: the size is part of the matched signature); it lands in the
+  // exchange's own buffer and reaches the caller's only once every signature and size agreed. The
+  // subclass calls matching_.fuse() or fuse_blocks() then.
   bool fused() const;
   // Runs `steps` on `bufs` (P2pStep's buffer indexes) as the op's schedule, once matched (start()).
   // `segment_bytes`: P2pSchedule's (the same on every rank: it depends on the op's kind only).
@@ -39,7 +39,7 @@ class P2pCollectiveOp : public QueuedOp {
   // Posts what the schedule can start at once (P2pSchedule::post_ready): local work after it overlaps.
   void post_ready();
   char* work_buffer(size_t bytes);  // scratch kept for the op's lifetime (from the communicator's pool)
-  virtual void finish() {}          // after the data is in: copies out of fused buffers, AVG's scaling
+  virtual void finish() {}          // after the data is in: AVG's scaling, a lone rank's copy
 
   std::shared_ptr<CommHandles> comm_;
   SignatureExchange matching_;

@@ -1,6 +1,6 @@
 // pycomm's own reduce-scatter of host buffers on MPI point-to-point messages (p2p_collective_op.h):
-// up to the fused size the input is reduced in op matching (on a copy; SignatureExchange::fuse_blocks:
-// recursive halving on a power-of-two communicator) and this rank's block copied out; larger ones run
+// up to the fused size the input is reduced in op matching (in its own buffer; SignatureExchange::fuse_blocks:
+// recursive halving on a power-of-two communicator) and this rank's block written once all matched; larger ones run
 // reduce_scatter_schedules.h's steps from the input, through a work buffer, into the output. The input is never
 // written. GPU buffers keep MpiOp (MPI_Reduce_scatter_block, or staged through pinned host memory).
 #pragma once

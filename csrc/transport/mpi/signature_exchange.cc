@@ -19,8 +19,9 @@ constexpr int kFoldInTag = 1, kFirstStepTag = 2, kFoldOutTag = 64;
 constexpr int kRefusedTag = 66, kOneWayTags = 128, kOneWaySpan = 16384;
 // Why a receiver refused (the refusal's first word).
 constexpr int64_t kRefusedSignature = 0, kRefusedHistory = 1, kRefusedPayload = 2, kRefusedSymmetric = 3;
-constexpr int64_t kRootHeadWords = 2 + kSignatureLen;  // one-way message: length, signature, digest
-constexpr int64_t kUnknown = -1;                       // a signature slot not heard of yet (op kinds are >= 0)
+constexpr int64_t kRootHeadWords = 2 + kSignatureLen;     // one-way message: length, signature, digest
+constexpr int64_t kRefusalWords = 1 + 2 * kSignatureLen;  // a refusal: the reason, two signatures
+constexpr int64_t kUnknown = -1;                          // a signature slot not heard of yet (op kinds are >= 0)
 // Largest message: Open MPI's shared-memory transport sends up to 4 KiB (with its own header) at once;
 // a larger one waits for the receiver's handshake (4 KiB all-reduce 8.7 us vs 3.6 us for MPI's).
 constexpr int64_t kPieceBytes = 4032;
@@ -98,8 +99,8 @@ void SignatureExchange::fill_data(int rank, int size) {
     std::memcpy(data, buf_, static_cast<size_t>(bytes_));
   } else if (blocks_ == Blocks::kScatter) {
     std::memcpy(data, src_, static_cast<size_t>(bytes_));
-  } else {  // zeros for the whole buffer's OR
-    std::memset(data, 0, static_cast<size_t>(bytes_));
+  } else {  // the whole buffer's OR needs zeros elsewhere; sent blocks overwrite the rest
+    if (!sparse_) std::memset(data, 0, static_cast<size_t>(bytes_));
     std::memcpy(data + rank * block_bytes_, src_, static_cast<size_t>(block_bytes_));
   }
 }
@@ -214,7 +215,8 @@ bool SignatureExchange::phase_done(const CommHandles& comm) {
     int n = 0;
     check(MPI_Get_count(&st, MPI_BYTE, &n), "op matching (MPI_Get_count)");
     std::vector<int64_t>& in = bufs_->in;  // the first piece straight into the message's buffer
-    in.resize(static_cast<size_t>(std::max<int64_t>(words_for(n), kRootHeadWords)));
+    // At least the longest message read before its size is checked (a refusal: throw_refusal).
+    in.resize(static_cast<size_t>(std::max<int64_t>(words_for(n), kRefusalWords)));
     check(MPI_Mrecv(in.data(), n, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "op matching (MPI_Mrecv)");
     if (st.MPI_TAG != ph.tag) root_runs_another_op(st.MPI_TAG, in.data(), n, comm);
     probed_ = true;
@@ -293,8 +295,8 @@ bool SignatureExchange::poll(const OpInfo& info, const CommHandles& comm) {
     std::memcpy(bufs_->out.data() + 1 + static_cast<int64_t>(comm.rank) * kSignatureLen, mine_.data(),
                 kSignatureLen * 8);
     bufs_->out[1 + words + comm.rank] = static_cast<int64_t>(digest_);
-    if (bytes_ > 0) fill_data(comm.rank, comm.size);
     sparse_ = blocks_ != Blocks::kWhole && Pow2Fold(comm.rank, comm.size).power_of_two();  // the fold: whole
+    if (bytes_ > 0) fill_data(comm.rank, comm.size);
     plan(comm);
     if (!phases_.empty()) start_phase(comm);
   }
@@ -389,7 +391,7 @@ void SignatureExchange::refuse(const CommHandles& comm, int root, const int64_t*
                                const MismatchError& error) {
   // Sent before the throw, never waited for: the buffers are leaked with the exchange if MPI still has them.
   std::vector<int64_t>& msg = bufs_->refusal;
-  msg.assign(1 + 2 * kSignatureLen, 0);
+  msg.assign(kRefusalWords, 0);
   msg[0] = reason;
   std::memcpy(msg.data() + 1, mine_.data(), kSignatureLen * 8);
   if (root_sig != nullptr) std::memcpy(msg.data() + 1 + kSignatureLen, root_sig, kSignatureLen * 8);
@@ -440,7 +442,7 @@ void SignatureExchange::check_refused(const CommHandles& comm, bool waiting) {
   MPI_Status st;
   check(MPI_Improbe(MPI_ANY_SOURCE, kRefusedTag, comm.check, &flag, &msg, &st), "op matching (MPI_Improbe)");
   if (!flag) return;
-  int64_t got[1 + 2 * kSignatureLen] = {};
+  int64_t got[kRefusalWords] = {};
   check(MPI_Mrecv(got, sizeof(got), MPI_BYTE, &msg, MPI_STATUS_IGNORE), "op matching (MPI_Mrecv)");
   throw_refusal(got, st.MPI_SOURCE, comm);
 }

@@ -32,6 +32,8 @@ FUSED_BYTES = settings.get("PYCOMM_EAGER_BYTES")  # up to here the data rides in
 SCATTER_BYTES = 512 << 10  # kBroadcastScatterBytes: broadcast's scatter + all-gather from here (3+ ranks,
 # not oversubscribed: PYCOMM_OVERSUBSCRIBED=0 forces it on a small machine)
 checks = 0
+# --fused-only: the all-gather and reduce-scatter at the sizes op matching carries (its blocks per doubling step)
+FUSED_ONLY = "--fused-only" in sys.argv
 
 
 def passed() -> None:
@@ -71,8 +73,11 @@ def check_broadcast(comm: pycomm.Communicator) -> None:
 def gather_counts(dtype: torch.dtype, size: int) -> list[int]:
     """Per-rank counts: the output (size times them) either side of the fused limit; float32's largest
     block is cut into more 1 MiB messages (kCopySegmentBytes) than the schedule keeps in flight on ranks up
-    to the core count (4), sent from the input while it is copied into the output."""
+    to the core count (4), sent from the input while it is copied into the output. With --fused-only, the
+    counts whose whole buffer rides in op matching."""
     counts = [0, 1, 3, 1001] + around(FUSED_BYTES, size * item(dtype))
+    if FUSED_ONLY:
+        return [n for n in counts if n * size * item(dtype) <= FUSED_BYTES]
     if dtype in (torch.float32, torch.uint8):
         counts.append((1 << 20) // item(dtype) + 3)
     if dtype == torch.float32:
@@ -298,8 +303,8 @@ def run_checks(comm: pycomm.Communicator, label: str) -> None:
 
 
 def main() -> int:
-    """argv: --stall, or --phases a,b,... (names of PHASES, in order; default: default). The default phase
-    runs on the world as launched, each other one on a split made under its settings."""
+    """argv: --stall, --fused-only, or --phases a,b,... (names of PHASES, in order; default: default). The
+    default phase runs on the world as launched, each other one on a split made under its settings."""
     comm = pycomm.init(backend="mpi")
     assert comm.size >= 2, "run on 2 or more ranks"
     if "--stall" in sys.argv:
@@ -308,6 +313,13 @@ def main() -> int:
                 check_stall_names_the_missing_rank(comm, kind, numel)
         print(f"MARK rank {comm.rank} done", flush=True)
         os._exit(0)  # the stalled ops can never complete
+    if FUSED_ONLY:
+        check_allgather(comm)
+        check_reduce_scatter(comm)
+        comm.barrier()
+        print(f"rank {comm.rank}: {checks} p2p-collective/fused checks passed", flush=True)
+        pycomm.finalize()
+        return 0
     phases = sys.argv[sys.argv.index("--phases") + 1].split(",") if "--phases" in sys.argv else ["default"]
     launched = dict(os.environ)
     for phase in phases:
