@@ -26,8 +26,6 @@ constexpr int64_t kUnknown = -1;                          // a signature slot no
 // a larger one waits for the receiver's handshake (4 KiB all-reduce 8.7 us vs 3.6 us for MPI's).
 constexpr int64_t kPieceBytes = 4032;
 
-int64_t words_for(int64_t bytes) { return (bytes + 7) / 8; }
-
 int one_way_tag(const OpInfo& info) {
   return kOneWayTags + static_cast<int>(std::max<int64_t>(info.collective_index, 0) % kOneWaySpan);
 }
@@ -36,19 +34,6 @@ int one_way_tag(const OpInfo& info) {
 uint64_t fold(uint64_t digest, const int64_t* sig) {
   for (int i = 0; i < kSignatureLen - 1; ++i) digest = (digest ^ static_cast<uint64_t>(sig[i])) * 0x100000001b3ULL;
   return digest + 1;
-}
-
-// The blocks of rank `who`'s set at the doubling step of `mask`, in order: an all-gather's known blocks
-// (who's aligned group of `mask`), a reduce-scatter's kept ones (those equal to who's below bit 2 * mask).
-// A step sends its own set (all-gather) or its peer's (reduce-scatter) and receives the other.
-template <typename Fn>
-void for_each_block(SignatureExchange::Blocks kind, int mask, int who, int size, Fn fn) {
-  if (kind == SignatureExchange::Blocks::kGather) {
-    const int lo = who & ~(mask - 1);
-    for (int b = lo; b < lo + mask; ++b) fn(b);
-    return;
-  }
-  for (int b = who & (2 * mask - 1); b < size; b += 2 * mask) fn(b);
 }
 
 std::string history_error(const std::string& label, int me, int other) {
@@ -79,70 +64,6 @@ void SignatureExchange::fuse(void* buf, int64_t count, MPI_Datatype type, MPI_Op
   type_ = type;
   op_ = op;
   bytes_ = bytes;
-}
-
-void SignatureExchange::fuse_blocks(Blocks kind, const void* src, void* dst, int size, int64_t block_count,
-                                    int64_t block_bytes, MPI_Datatype type, MPI_Op op) {
-  if (kind == Blocks::kGather)
-    fuse(dst, size * block_bytes, MPI_BYTE, MPI_BOR, size * block_bytes);
-  else
-    fuse(dst, size * block_count, type, op, size * block_bytes);
-  blocks_ = kind;
-  src_ = src;
-  block_count_ = block_count;
-  block_bytes_ = block_bytes;
-}
-
-void SignatureExchange::fill_data(int rank, int size) {
-  char* data = reinterpret_cast<char*>(bufs_->out.data() + head_words(size));
-  if (blocks_ == Blocks::kWhole) {
-    std::memcpy(data, buf_, static_cast<size_t>(bytes_));
-  } else if (blocks_ == Blocks::kScatter) {
-    std::memcpy(data, src_, static_cast<size_t>(bytes_));
-  } else {  // the whole buffer's OR needs zeros elsewhere; sent blocks overwrite the rest
-    if (!sparse_) std::memset(data, 0, static_cast<size_t>(bytes_));
-    std::memcpy(data + rank * block_bytes_, src_, static_cast<size_t>(block_bytes_));
-  }
-}
-
-void SignatureExchange::deliver(int rank, int size) const {
-  const char* data = reinterpret_cast<const char*>(bufs_->out.data() + head_words(size));
-  if (blocks_ == Blocks::kScatter)
-    std::memcpy(buf_, data + rank * block_bytes_, static_cast<size_t>(block_bytes_));
-  else
-    std::memcpy(buf_, data, static_cast<size_t>(bytes_));
-}
-
-int64_t SignatureExchange::phase_data_bytes(const Phase& ph, int size) const {
-  if (!sparse_) return bytes_;
-  return (blocks_ == Blocks::kGather ? ph.mask : size / (2 * ph.mask)) * block_bytes_;
-}
-
-void SignatureExchange::pack_blocks(const Phase& ph, int rank, int size) {
-  const int64_t head = head_words(size), data = phase_data_bytes(ph, size);
-  std::vector<int64_t>& msg = bufs_->packed;
-  msg.resize(static_cast<size_t>(head + words_for(data)));
-  std::memcpy(msg.data(), bufs_->out.data(), static_cast<size_t>(head * 8));
-  msg[0] = head * 8 + data;
-  const char* from = reinterpret_cast<const char*>(bufs_->out.data() + head);
-  char* to = reinterpret_cast<char*>(msg.data() + head);
-  for_each_block(blocks_, ph.mask, blocks_ == Blocks::kGather ? rank : ph.send_to, size, [&](int b) {
-    std::memcpy(to, from + b * block_bytes_, static_cast<size_t>(block_bytes_));
-    to += block_bytes_;
-  });
-}
-
-void SignatureExchange::unpack_blocks(const Phase& ph, const char* data, int rank, int size) {
-  char* acc = reinterpret_cast<char*>(bufs_->out.data() + head_words(size));
-  for_each_block(blocks_, ph.mask, blocks_ == Blocks::kGather ? ph.recv_from : rank, size, [&](int b) {
-    char* dst = acc + b * block_bytes_;
-    if (blocks_ == Blocks::kGather)
-      std::memcpy(dst, data, static_cast<size_t>(block_bytes_));
-    else
-      check(MPI_Reduce_local(data, dst, static_cast<int>(block_count_), type_, op_),
-            "reduce_scatter (MPI_Reduce_local)");
-    data += block_bytes_;
-  });
 }
 
 void SignatureExchange::plan(const CommHandles& comm) {

@@ -111,6 +111,7 @@ class SignatureExchange {
   [[noreturn]] void root_runs_another_op(int tag, const int64_t* first, int n, const CommHandles& comm);
   [[noreturn]] static void throw_refusal(const int64_t* refusal, int from, const CommHandles& comm);
   void send_pieces(const char* p, int64_t bytes, int to, int tag, const CommHandles& comm);
+  static int64_t words_for(int64_t bytes) { return (bytes + 7) / 8; }  // the int64 words holding `bytes`
   int64_t sig_words(int size) const { return static_cast<int64_t>(size) * kSignatureLen; }
   // The message's head: its length, every signature known, then every rank's one-way digest.
   int64_t head_words(int size) const { return 1 + sig_words(size) + size; }
